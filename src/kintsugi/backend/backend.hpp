@@ -1,0 +1,112 @@
+#pragma once
+// The op set every model layer is written against (DESIGN.md principle 6). Model and parallel
+// code call these ops on raw tensor views and never loop over elements themselves, so another
+// backend (CUDA) slots in without touching them.
+//
+// Conventions: tensors are row-major; a "matrix" [rows, cols] is any tensor whose leading
+// dimensions multiply to rows. Linear weights are stored [out, in]. Every op that produces a
+// parameter gradient takes `accumulate`: false overwrites (first micro-batch of a step, which
+// saves zeroing the gradient buffer), true adds. Float dtypes: f32 everywhere, f64 for gradient
+// checks.
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "kintsugi/core/memory.hpp"
+#include "kintsugi/core/tensor.hpp"
+
+namespace kintsugi {
+
+// Shape of a causal self-attention call. The packed qkv activation is laid out
+// [batch, seq, kv_heads, heads/kv_heads + 2, head_dim]: for each kv head, its group of query
+// heads, then its key, then its value. With kv_heads == heads (GPT-2) that is [B, T, H, 3, hd],
+// so splitting heads across tensor-parallel ranks is a contiguous split of the qkv weight rows.
+struct AttentionShape {
+  std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+struct AdamWHyper {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  double grad_scale = 1;  // applied to the gradient first (clipping, loss-scale removal)
+  std::int64_t step = 1;  // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  explicit Backend(MemoryTracker& memory) : memory_(memory) {}
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  MemoryTracker& memory() const { return memory_; }
+  virtual Buffer allocate(MemoryKind kind, std::size_t bytes) = 0;
+
+  // ---- dense algebra
+  // y[M,N] = x[M,K] . w[N,K]^T (+ bias[N]); accumulate adds to y instead of overwriting it.
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                              const Tensor& y, bool accumulate = false) = 0;
+  // dx[M,K] (+)= dy[M,N] . w[N,K]
+  virtual void linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                                     bool accumulate) = 0;
+  // dw[N,K] (+)= dy[M,N]^T . x[M,K];  db[N] (+)= sum over rows of dy
+  virtual void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                                      const Tensor* db, bool accumulate) = 0;
+
+  // ---- normalization: y = (x - mean) * rstd * w + b over the last dimension
+  virtual void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                 double eps) = 0;
+  // dx += d/dx (accumulates: the residual stream's gradient arrives in dx first)
+  virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                  const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                  const Tensor& dw, const Tensor& db, bool accumulate) = 0;
+
+  // ---- activations: GELU, tanh approximation. dx may alias dy.
+  virtual void gelu_forward(const Tensor& x, const Tensor& y) = 0;
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
+
+  // ---- causal self-attention on packed qkv (see AttentionShape). out [B,T,H,hd];
+  // lse [B,H,T] holds each row's log-sum-exp so backward recomputes the probabilities instead
+  // of keeping a T x T matrix per head.
+  virtual void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                 const Tensor& lse) = 0;
+  // dqkv is overwritten.
+  virtual void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                  const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
+
+  // ---- embeddings. tokens int32 [B*T]; out [B*T, d] = wte[token] (+ wpe[t] when wpe given,
+  // positions t = row % seq). Token ids outside [vocab_begin, vocab_begin + rows of wte) give
+  // zero rows: that is how a vocabulary-parallel shard sees the ids other ranks own.
+  virtual void embedding_forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& wte,
+                                 const Tensor* wpe, const Tensor& out,
+                                 std::int64_t vocab_begin = 0) = 0;
+  virtual void embedding_backward(const std::int32_t* tokens, std::int64_t seq,
+                                  const Tensor& dout, const Tensor& dwte, bool accumulate_wte,
+                                  const Tensor* dwpe, bool accumulate_wpe,
+                                  std::int64_t vocab_begin = 0) = 0;
+
+  // ---- loss. logits [N, Vp] whose first `vocab` columns are real (the rest is padding).
+  // losses[N] (f32) receives -log softmax(logits)[target]; targets < 0 are ignored (loss 0).
+  // The _backward variant also overwrites logits with dloss/dlogits * grad_scale.
+  virtual void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
+                                     std::int64_t vocab, float* losses) = 0;
+  virtual void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
+                                              std::int64_t vocab, float* losses,
+                                              double grad_scale) = 0;
+
+  // ---- elementwise and reductions
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
+  virtual void scale(const Tensor& x, double factor) = 0;                     // x *= factor
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void zero(const Tensor& x) = 0;
+  virtual double sum_squares(const Tensor& x) = 0;
+
+  // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges.
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                          const Tensor& v, const AdamWHyper& h) = 0;
+
+ private:
+  MemoryTracker& memory_;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(MemoryTracker& memory);
+
+}  // namespace kintsugi

@@ -1,0 +1,68 @@
+#pragma once
+// The CPU kernels behind CpuBackend, templated on the element type (float for training, double
+// for gradient checks). Shapes follow backend.hpp; every kernel is parallel with OpenMP and,
+// where it reduces, reduces in an order that does not depend on the number of threads.
+#include <cstdint>
+
+#include "kintsugi/backend/backend.hpp"
+#include "kintsugi/backend/cpu/workspace.hpp"
+
+namespace kintsugi::cpu {
+
+template <class T>
+void linear_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t m, std::int64_t n,
+                    std::int64_t k, bool accumulate);
+template <class T>
+void linear_backward_input(const T* dy, const T* w, T* dx, std::int64_t m, std::int64_t n,
+                           std::int64_t k, bool accumulate);
+template <class T>
+void linear_backward_weight(const T* dy, const T* x, T* dw, T* db, std::int64_t m,
+                            std::int64_t n, std::int64_t k, bool accumulate);
+// out[c] (+)= sum over rows r of in[r, c]
+template <class T>
+void column_sums(const T* in, T* out, std::int64_t rows, std::int64_t cols, bool accumulate);
+
+template <class T>
+void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+                       std::int64_t rows, std::int64_t cols, double eps);
+template <class T>
+void layernorm_backward(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
+                        T* dw, T* db, std::int64_t rows, std::int64_t cols, bool accumulate);
+
+template <class T>
+void gelu_forward(const T* x, T* y, std::int64_t n);
+template <class T>
+void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n);
+
+template <class T>
+void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
+                       ThreadWorkspace& ws);
+template <class T>
+void attention_backward(const AttentionShape& s, const T* qkv, const T* out, const T* lse,
+                        const T* dout, T* dqkv, ThreadWorkspace& ws);
+
+template <class T>
+void embedding_forward(const std::int32_t* tokens, std::int64_t rows, std::int64_t seq,
+                       const T* wte, std::int64_t vocab_rows, const T* wpe, T* out,
+                       std::int64_t dim, std::int64_t vocab_begin);
+template <class T>
+void embedding_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t seq,
+                        const T* dout, T* dwte, std::int64_t vocab_rows, bool accumulate_wte,
+                        T* dwpe, std::int64_t position_rows, bool accumulate_wpe,
+                        std::int64_t dim, std::int64_t vocab_begin);
+
+template <class T>
+void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
+                   std::int64_t padded_vocab, std::int64_t vocab, float* losses, bool backward,
+                   double grad_scale);
+
+template <class T>
+void add(const T* a, const T* b, T* out, std::int64_t n);
+template <class T>
+void scale(T* x, std::int64_t n, double factor);
+template <class T>
+double sum_squares(const T* x, std::int64_t n);
+template <class T>
+void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWHyper& h);
+
+}  // namespace kintsugi::cpu

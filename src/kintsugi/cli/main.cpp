@@ -1,0 +1,30 @@
+// `kintsugi <subcommand>`: parses the command line and turns every user-facing error into one
+// clear line on stderr and a non-zero exit.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "kintsugi/cli/commands.hpp"
+#include "kintsugi/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kintsugi: train GPT-, Llama- and BLOOM-style language models with 3D parallelism"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kintsugi 0.1.0");
+  using namespace kintsugi::cli;
+  add_train_command(app);
+  add_generate_command(app);
+  add_encode_command(app);
+  add_decode_command(app);
+  add_data_command(app);
+  add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kintsugi::Error& e) {
+    fmt::print(stderr, "kintsugi: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,36 @@
+#pragma once
+// Element types of tensors. f64 exists so that gradient checks run the very same kernels in
+// double precision; bf16/f16 are storage types for mixed precision.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace kintsugi {
+
+enum class DType : std::uint8_t { f32, f64, bf16, f16 };
+
+constexpr std::size_t size_of(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+  }
+  return 0;
+}
+
+constexpr std::string_view name_of(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "?";
+}
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+
+}  // namespace kintsugi

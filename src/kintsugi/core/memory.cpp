@@ -1,0 +1,83 @@
+#include "kintsugi/core/memory.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace kintsugi {
+
+std::string_view name_of(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::parameters: return "parameters";
+    case MemoryKind::gradients: return "gradients";
+    case MemoryKind::optimizer_state: return "optimizer_state";
+    case MemoryKind::activations: return "activations";
+    case MemoryKind::workspace: return "workspace";
+    case MemoryKind::communication: return "communication";
+    case MemoryKind::count: break;
+  }
+  return "?";
+}
+
+void MemoryTracker::allocated(MemoryKind kind, std::size_t bytes) {
+  auto k = static_cast<int>(kind);
+  current_[k] += bytes;
+  if (current_[k] > peak_[k]) peak_[k] = current_[k];
+  std::size_t total = current_total();
+  if (total > peak_total_) peak_total_ = total;
+}
+
+void MemoryTracker::released(MemoryKind kind, std::size_t bytes) {
+  current_[static_cast<int>(kind)] -= bytes;
+}
+
+std::size_t MemoryTracker::current_total() const {
+  std::size_t total = 0;
+  for (auto c : current_) total += c;
+  return total;
+}
+
+Buffer::Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)
+    : bytes_(bytes), tracker_(&tracker), kind_(kind) {
+  if (bytes == 0) return;
+  std::size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+  if (!data_)
+    fail("out of host memory allocating {:.1f} MiB of {}: use a smaller model or batch",
+         bytes / 1048576.0, name_of(kind));
+  std::memset(data_, 0, rounded);
+  tracker_->allocated(kind_, bytes_);
+}
+
+Buffer::~Buffer() { reset(); }
+
+void Buffer::reset() {
+  if (data_) {
+    std::free(data_);
+    tracker_->released(kind_, bytes_);
+  }
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    tracker_ = other.tracker_;
+    kind_ = other.kind_;
+  }
+  return *this;
+}
+
+Tensor Buffer::view(DType dtype, Shape shape, std::size_t byte_offset) const {
+  Tensor t{data_ + byte_offset, dtype, shape};
+  KINTSUGI_ASSERT(byte_offset + t.bytes() <= bytes_);
+  return t;
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,63 @@
+#pragma once
+// Tracked memory. Every byte the engine allocates belongs to one category, so the step log and
+// the tests can compare current and peak use per category with the analytic memory model.
+// Buffers are allocated once when a run starts, never per step.
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+#include "kintsugi/core/tensor.hpp"
+
+namespace kintsugi {
+
+enum class MemoryKind : int {
+  parameters,
+  gradients,
+  optimizer_state,
+  activations,    // tensors saved by forward for backward
+  workspace,      // transient buffers: activation gradients, logits chunks, kernel scratch
+  communication,  // staging buffers of collectives
+  count
+};
+constexpr int kMemoryKinds = static_cast<int>(MemoryKind::count);
+std::string_view name_of(MemoryKind kind);
+
+class MemoryTracker {
+ public:
+  void allocated(MemoryKind kind, std::size_t bytes);
+  void released(MemoryKind kind, std::size_t bytes);
+  std::size_t current(MemoryKind kind) const { return current_[static_cast<int>(kind)]; }
+  std::size_t peak(MemoryKind kind) const { return peak_[static_cast<int>(kind)]; }
+  std::size_t current_total() const;
+  std::size_t peak_total() const { return peak_total_; }
+
+ private:
+  std::array<std::size_t, kMemoryKinds> current_{};
+  std::array<std::size_t, kMemoryKinds> peak_{};
+  std::size_t peak_total_ = 0;
+};
+
+// Owning, 64-byte aligned, zero-initialised host memory reported to a tracker.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return bytes_; }
+  Tensor view(DType dtype, Shape shape, std::size_t byte_offset = 0) const;
+
+ private:
+  void reset();
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  MemoryTracker* tracker_ = nullptr;
+  MemoryKind kind_ = MemoryKind::workspace;
+};
+
+}  // namespace kintsugi

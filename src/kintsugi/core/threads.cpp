@@ -1,0 +1,19 @@
+#include "kintsugi/core/threads.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <thread>
+
+namespace kintsugi {
+
+void set_compute_threads(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = 1;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+int compute_threads() { return omp_get_max_threads(); }
+
+}  // namespace kintsugi

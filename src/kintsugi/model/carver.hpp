@@ -1,0 +1,41 @@
+#pragma once
+// Carves many tensors out of one allocation. A layout is a function that asks for tensors in
+// order; it runs once to measure, once more to hand out views into the allocated buffer:
+//
+//   Buffer b = carve(backend, MemoryKind::activations, [&](Carver& c) {
+//     saved.x = c.take(dtype, {rows, d});
+//     saved.mean = c.take(dtype, {rows});
+//   });
+#include <cstddef>
+#include <utility>
+
+#include "kintsugi/backend/backend.hpp"
+
+namespace kintsugi {
+
+class Carver {
+ public:
+  explicit Carver(std::byte* base = nullptr) : base_(base) {}
+  Tensor take(DType dtype, Shape shape) {
+    Tensor t{base_ ? base_ + used_ : nullptr, dtype, shape};
+    used_ += (t.bytes() + 63) / 64 * 64;
+    return t;
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::byte* base_;
+  std::size_t used_ = 0;
+};
+
+template <class Layout>
+Buffer carve(Backend& backend, MemoryKind kind, Layout&& layout) {
+  Carver measure;
+  layout(measure);
+  Buffer buffer = backend.allocate(kind, measure.used());
+  Carver real(buffer.data());
+  layout(real);
+  return buffer;
+}
+
+}  // namespace kintsugi

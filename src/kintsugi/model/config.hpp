@@ -1,0 +1,37 @@
+#pragma once
+// The shape of a model: what every layer, the planner and checkpoints agree on.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kintsugi {
+
+struct ModelConfig {
+  std::string name = "custom";  // preset it came from, for logs and checkpoints
+  std::string family = "gpt2";
+  std::int64_t n_layer = 0;
+  std::int64_t d_model = 0;
+  std::int64_t n_head = 0;
+  std::int64_t d_ff = 0;               // MLP width; 4 * d_model for GPT-2
+  std::int64_t vocab_size = 50257;     // real vocabulary (GPT-2 BPE)
+  std::int64_t seq_len = 1024;         // context length (learned position embeddings)
+  std::int64_t vocab_pad_multiple = 128;  // embedding rows are padded to a multiple of this
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+
+  std::int64_t head_dim() const { return d_model / n_head; }
+  // Rows of the embedding / LM head: the vocabulary padded for GEMM efficiency and so that
+  // tensor-parallel ranks get equal shards (Megatron pads to a multiple of 128 * tp).
+  std::int64_t padded_vocab(std::int64_t tp = 1) const;
+};
+
+// Throws kintsugi::Error naming the field to change.
+void validate(const ModelConfig& config);
+
+// Presets: GPT-2 124M/350M/774M/1.5B ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"),
+// the GPT sizes of the Frontier study ("gpt-1.4b", "gpt-22b", "gpt-175b", "gpt-1t") and the
+// tiny test model ("gpt-tiny").
+ModelConfig model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+}  // namespace kintsugi

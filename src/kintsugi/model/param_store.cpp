@@ -1,0 +1,113 @@
+#include "kintsugi/model/param_store.hpp"
+
+#include "kintsugi/core/rng.hpp"
+
+namespace kintsugi {
+
+namespace {
+// Parameters start on 64-byte boundaries so kernels see aligned rows.
+constexpr std::int64_t kAlignElements = 16;
+}  // namespace
+
+int ParamStore::add(ParamSpec spec) {
+  KINTSUGI_ASSERT(params_.data() == nullptr);
+  ParamEntry e;
+  e.local_shape = spec.global_shape;
+  if (spec.split_dim >= 0) e.local_shape.dims[spec.split_dim] = spec.split_extent;
+  else {
+    spec.split_begin = 0;
+    spec.split_extent = 0;
+  }
+  e.spec = std::move(spec);
+  e.offset = total_;
+  total_ += (e.local_shape.numel() + kAlignElements - 1) / kAlignElements * kAlignElements;
+  entries_.push_back(std::move(e));
+  written_.push_back(0);
+  return static_cast<int>(entries_.size()) - 1;
+}
+
+void ParamStore::allocate(Backend& backend, DType dtype) {
+  backend_ = &backend;
+  dtype_ = dtype;
+  params_ = backend.allocate(MemoryKind::parameters, total_ * size_of(dtype));
+  grads_ = backend.allocate(MemoryKind::gradients, total_ * size_of(dtype));
+}
+
+Tensor ParamStore::param(int i) const {
+  const auto& e = entries_[i];
+  return params_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
+}
+
+Tensor ParamStore::grad(int i) const {
+  const auto& e = entries_[i];
+  return grads_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
+}
+
+Tensor ParamStore::params() const { return params_.view(dtype_, Shape{total_}); }
+Tensor ParamStore::grads() const { return grads_.view(dtype_, Shape{total_}); }
+
+int ParamStore::find(const std::string& name) const {
+  for (int i = 0; i < size(); ++i)
+    if (entries_[i].spec.name == name) return i;
+  return -1;
+}
+
+namespace {
+
+template <class T>
+void fill(const ParamEntry& e, T* out, std::uint64_t seed) {
+  const ParamSpec& s = e.spec;
+  const std::int64_t n = e.local_shape.numel();
+  if (s.init != ParamInit::normal) {
+    std::fill(out, out + n, s.init == ParamInit::ones ? T(1) : T(0));
+    return;
+  }
+  // Map a local element to its index in the global (serial) tensor.
+  const Shape& L = e.local_shape;
+  const Shape& G = s.global_shape;
+  const std::uint64_t stream = stream_of(s.name);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t global = 0, rest = i;
+    std::int64_t coords[4];
+    for (int d = L.rank - 1; d >= 0; --d) {
+      coords[d] = rest % L[d];
+      rest /= L[d];
+    }
+    if (s.split_dim >= 0) coords[s.split_dim] += s.split_begin;
+    for (int d = 0; d < G.rank; ++d) global = global * G[d] + coords[d];
+    const bool padding = s.valid_rows >= 0 && coords[0] >= s.valid_rows;
+    out[i] = padding ? T(0) : static_cast<T>(s.init_std * normal_at(seed, stream, global));
+  }
+}
+
+}  // namespace
+
+void ParamStore::initialize(std::uint64_t seed) {
+  for (const auto& e : entries_) {
+    Tensor t = params_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
+    switch (dtype_) {
+      case DType::f32: fill(e, t.as<float>(), seed); break;
+      case DType::f64: fill(e, t.as<double>(), seed); break;
+      default: fail("parameters of type {} cannot be initialized yet", name_of(dtype_));
+    }
+  }
+}
+
+void ParamStore::begin_step() { std::fill(written_.begin(), written_.end(), 0); }
+
+bool ParamStore::accumulate_grad(int i) {
+  bool accumulate = written_[i] != 0;
+  written_[i] = 1;
+  return accumulate;
+}
+
+void ParamStore::zero_unwritten_grads() {
+  for (int i = 0; i < size(); ++i)
+    if (!written_[i]) {
+      backend_->zero(grad(i));
+      written_[i] = 1;
+    }
+}
+
+}  // namespace kintsugi

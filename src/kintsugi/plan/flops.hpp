@@ -1,0 +1,26 @@
+#pragma once
+// The arithmetic of cost, in one place (DESIGN.md principle 7): parameter counts and FLOPs per
+// token. The training loop's TFLOP/s and MFU, the benchmarks and the planner all use these.
+//
+// Model FLOPs per token (Megatron-LM, Narayanan et al. 2021, eq. 3 divided by tokens):
+//   6 * N_matmul + 12 * n_layer * seq * d_model
+// where N_matmul counts the parameters that take part in matrix multiplies: 12 * d^2 per
+// GPT-2 layer (qkv 3d^2, projection d^2, MLP 2 * d * d_ff) plus the LM head (vocab x d, real
+// vocabulary, not the padding). The factor 6 is forward (2) plus backward (4); the second term
+// is the attention score and value products, QK^T and PV, counted in full (not halved for
+// causality, as is the convention). Embedding lookups, norms and biases are not counted.
+// Hardware FLOPs add what recomputation repeats.
+#include <cstdint>
+
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+// Every trainable element (real vocabulary rows, not padding).
+std::int64_t parameter_count(const ModelConfig& c);
+// Parameters that take part in matrix multiplies (N_matmul above).
+std::int64_t matmul_parameter_count(const ModelConfig& c);
+// Model FLOPs for one token at context length seq (forward + backward).
+double model_flops_per_token(const ModelConfig& c, std::int64_t seq);
+
+}  // namespace kintsugi
