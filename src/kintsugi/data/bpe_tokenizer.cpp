@@ -1,0 +1,322 @@
+#include "kintsugi/data/bpe_tokenizer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <mutex>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/pretokenizer.hpp"
+#include "kintsugi/data/utf8.hpp"
+
+namespace kintsugi::data {
+namespace {
+
+constexpr std::string_view kEndOfText = "<|endoftext|>";
+constexpr std::string_view kFetchHint = "run scripts/fetch_data.sh to (re)download it";
+
+// GPT-2's bytes_to_unicode(): the 188 printable Latin-1 bytes stand for themselves; the other
+// 68 bytes (controls, space, 0x7F-0xA0, 0xAD) get U+0100, U+0101, ... in byte order, so every
+// byte has a visible, non-space symbol in the vocabulary files.
+constexpr std::array<char32_t, 256> make_byte_symbols() {
+  auto printable = [](int b) {
+    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  };
+  std::array<char32_t, 256> symbols{};
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) symbols[b] = printable(b) ? char32_t(b) : next++;
+  return symbols;
+}
+constexpr std::array<char32_t, 256> kByteSymbols = make_byte_symbols();
+
+// The inverse: a vocabulary string (UTF-8 of byte symbols) to the bytes it stands for.
+bool symbols_to_bytes(std::string_view symbols, std::string& bytes) {
+  static const auto inverse = [] {
+    std::array<int, 0x144> table;
+    table.fill(-1);
+    for (int b = 0; b < 256; ++b) table[kByteSymbols[b]] = b;
+    return table;
+  }();
+  bytes.clear();
+  if (first_invalid_utf8(symbols)) return false;
+  for (std::size_t i = 0; i < symbols.size();) {
+    auto c = static_cast<unsigned char>(symbols[i]);
+    char32_t cp;
+    if (c < 0x80) {
+      cp = c;
+      i += 1;
+    } else if (c < 0xE0) {
+      cp = (char32_t(c & 0x1F) << 6) | (static_cast<unsigned char>(symbols[i + 1]) & 0x3F);
+      i += 2;
+    } else {
+      return false;  // three-byte and longer sequences are beyond U+0143
+    }
+    if (cp >= inverse.size() || inverse[cp] < 0) return false;
+    bytes += static_cast<char>(inverse[cp]);
+  }
+  return true;
+}
+
+std::string read_tokenizer_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("GPT-2 tokenizer file {} is missing: {}", path.string(), kFetchHint);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) fail("cannot read {}: {}", path.string(), kFetchHint);
+  return std::move(contents).str();
+}
+
+template <class... Args>
+[[noreturn]] void corrupt(const std::filesystem::path& path, fmt::format_string<Args...> what,
+                          Args&&... args) {
+  fail("{} is not a valid GPT-2 tokenizer file ({}): delete it and {}", path.string(),
+       fmt::format(what, std::forward<Args>(args)...), kFetchHint);
+}
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+struct Merge {
+  std::int32_t rank;    // line number in vocab.bpe: lower merges first
+  std::int32_t result;  // id of the concatenated token
+};
+
+constexpr std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
+         static_cast<std::uint32_t>(right);
+}
+
+}  // namespace
+
+std::string byte_symbol(std::uint8_t b) {
+  std::string s;
+  append_utf8(s, kByteSymbols[b]);
+  return s;
+}
+
+struct BpeTokenizer::Impl {
+  Pretokenizer pretokenizer;
+  std::vector<std::string> token_bytes;  // id -> the bytes it decodes to
+  std::array<std::int32_t, 256> byte_token{};
+  std::unordered_map<std::uint64_t, Merge> merges;
+  std::int32_t eot = -1;
+
+  // Cache of pieces already merged (the reference keeps one too): text is Zipfian, so after a
+  // few pages almost every piece is a hit. Ids live in one arena to avoid a vector per entry.
+  struct Span {
+    std::uint32_t begin, size;
+  };
+  mutable std::mutex mutex;
+  mutable std::unordered_map<std::string, Span, StringHash, std::equal_to<>> cache;
+  mutable std::vector<std::int32_t> cache_ids;
+  // Scratch space of bpe(), reused across pieces.
+  struct Symbol {
+    std::int32_t id, next;  // id -1: merged into its left neighbour
+    std::int32_t prev;
+  };
+  struct Candidate {
+    std::int32_t rank, position, left, right;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : position > o.position;
+    }
+  };
+  mutable std::vector<Symbol> symbols;
+  mutable std::vector<Candidate> heap, batch;
+
+  void load_encoder(const std::filesystem::path& path,
+                    std::unordered_map<std::string, std::int32_t>& bytes_to_id);
+  void load_merges(const std::filesystem::path& path,
+                   const std::unordered_map<std::string, std::int32_t>& bytes_to_id);
+  void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
+  void push_candidate(std::int32_t position) const;
+};
+
+void BpeTokenizer::Impl::load_encoder(const std::filesystem::path& path,
+                                      std::unordered_map<std::string, std::int32_t>& bytes_to_id) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(read_tokenizer_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, "not JSON: {}", e.what());
+  }
+  if (!json.is_object() || json.empty()) corrupt(path, "expected a JSON object of token ids");
+  token_bytes.assign(json.size(), {});
+  std::vector<bool> seen(json.size(), false);
+  std::string bytes;
+  for (const auto& [symbols, value] : json.items()) {
+    if (!value.is_number_integer()) corrupt(path, "the id of \"{}\" is not an integer", symbols);
+    auto id = value.get<std::int64_t>();
+    if (id < 0 || id >= static_cast<std::int64_t>(json.size()) || seen[id])
+      corrupt(path, "ids must be 0..{} without repeats, got {}", json.size() - 1, id);
+    seen[id] = true;
+    if (!symbols_to_bytes(symbols, bytes))
+      corrupt(path, "\"{}\" is not made of GPT-2 byte symbols", symbols);
+    if (symbols == kEndOfText) eot = static_cast<std::int32_t>(id);
+    token_bytes[id] = bytes;
+    bytes_to_id.emplace(bytes, static_cast<std::int32_t>(id));
+  }
+  if (eot < 0) corrupt(path, "no {} token", kEndOfText);
+  for (int b = 0; b < 256; ++b) {
+    auto it = bytes_to_id.find(std::string(1, static_cast<char>(b)));
+    if (it == bytes_to_id.end()) corrupt(path, "no token for byte 0x{:02X}", b);
+    byte_token[b] = it->second;
+  }
+}
+
+void BpeTokenizer::Impl::load_merges(
+    const std::filesystem::path& path,
+    const std::unordered_map<std::string, std::int32_t>& bytes_to_id) {
+  std::string text = read_tokenizer_file(path);
+  std::string_view rest = text;
+  auto next_line = [&rest] {
+    auto end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    return line;
+  };
+  if (!next_line().starts_with("#version")) corrupt(path, "first line is not \"#version: ...\"");
+  std::int32_t rank = 0;
+  std::string left, right;
+  for (int line_number = 2; !rest.empty(); ++line_number) {
+    std::string_view line = next_line();
+    if (line.empty()) continue;
+    auto space = line.find(' ');
+    if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+      corrupt(path, "line {} is not two symbol strings separated by one space", line_number);
+    auto l = bytes_to_id.end(), r = l, merged = l;
+    if (symbols_to_bytes(line.substr(0, space), left) &&
+        symbols_to_bytes(line.substr(space + 1), right)) {
+      l = bytes_to_id.find(left);
+      r = bytes_to_id.find(right);
+      merged = bytes_to_id.find(left + right);
+    }
+    if (l == bytes_to_id.end() || r == bytes_to_id.end() || merged == bytes_to_id.end())
+      corrupt(path, "line {} merges tokens missing from encoder.json", line_number);
+    // A repeated pair takes its last rank, as the reference's dict(zip(merges, range(n))) does.
+    merges[pair_key(l->second, r->second)] = Merge{rank++, merged->second};
+  }
+  if (merges.empty()) corrupt(path, "no merges");
+}
+
+BpeTokenizer BpeTokenizer::load(const std::filesystem::path& dir) {
+  auto impl = std::make_unique<Impl>();
+  std::unordered_map<std::string, std::int32_t> bytes_to_id;
+  impl->load_encoder(dir / "encoder.json", bytes_to_id);
+  impl->load_merges(dir / "vocab.bpe", bytes_to_id);
+  return BpeTokenizer(std::move(impl));
+}
+
+BpeTokenizer::BpeTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
+BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
+BpeTokenizer::~BpeTokenizer() = default;
+
+int BpeTokenizer::vocab_size() const { return static_cast<int>(impl_->token_bytes.size()); }
+int BpeTokenizer::eot_id() const { return impl_->eot; }
+
+void BpeTokenizer::Impl::push_candidate(std::int32_t position) const {
+  const Symbol& s = symbols[position];
+  if (s.next < 0) return;
+  auto it = merges.find(pair_key(s.id, symbols[s.next].id));
+  if (it == merges.end()) return;
+  heap.push_back({it->second.rank, position, s.id, symbols[s.next].id});
+  std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+}
+
+// The reference repeatedly takes the lowest-ranked adjacent pair and merges all its
+// non-overlapping occurrences left to right in one pass, then looks again. A heap ordered by
+// (rank, position) does the same in O(n log n) instead of O(n^2): all entries of the lowest
+// rank are taken as one batch in left-to-right order, and pairs created by that batch (which can
+// never have the batch's own rank, since a merged token is longer than either part) wait for the
+// next round, exactly like the reference's next pass. Stale entries are recognised by their ids:
+// a symbol's token only ever grows, so an id never comes back.
+void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+  const auto n = static_cast<std::int32_t>(piece.size());
+  symbols.resize(n);
+  for (std::int32_t i = 0; i < n; ++i)
+    symbols[i] = {byte_token[static_cast<unsigned char>(piece[i])], i + 1 < n ? i + 1 : -1, i - 1};
+  heap.clear();
+  for (std::int32_t i = 0; i + 1 < n; ++i) push_candidate(i);
+  while (!heap.empty()) {
+    batch.clear();
+    const std::int32_t rank = heap.front().rank;
+    while (!heap.empty() && heap.front().rank == rank) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      batch.push_back(heap.back());
+      heap.pop_back();
+    }
+    for (const Candidate& c : batch) {
+      Symbol& left = symbols[c.position];
+      if (left.id != c.left || left.next < 0 || symbols[left.next].id != c.right) continue;
+      Symbol& right = symbols[left.next];
+      left.id = merges.find(pair_key(c.left, c.right))->second.result;
+      right.id = -1;
+      left.next = right.next;
+      if (right.next >= 0) symbols[right.next].prev = c.position;
+      if (left.prev >= 0) push_candidate(left.prev);
+      push_candidate(c.position);
+    }
+  }
+  for (std::int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+void BpeTokenizer::encode_into(std::string_view text, std::vector<std::int32_t>& out) const {
+  require_utf8(text, "text to encode");
+  const Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  // Bounds that keep the cache to a few hundred MB on adversarial input; ordinary corpora
+  // never reach them. Long pieces (runs of spaces, base64) are rarely repeated: not cached.
+  constexpr std::size_t kMaxCachedPiece = 64, kMaxCacheEntries = 1 << 20;
+  auto pieces = m.pretokenizer.pieces(text);
+  std::string_view piece;
+  while (pieces.next(piece)) {
+    if (piece.size() == 1) {
+      out.push_back(m.byte_token[static_cast<unsigned char>(piece[0])]);
+      continue;
+    }
+    if (auto hit = m.cache.find(piece); hit != m.cache.end()) {
+      auto begin = m.cache_ids.begin() + hit->second.begin;
+      out.insert(out.end(), begin, begin + hit->second.size);
+      continue;
+    }
+    std::size_t first = out.size();
+    m.bpe(piece, out);
+    if (piece.size() > kMaxCachedPiece) continue;
+    if (m.cache.size() >= kMaxCacheEntries) {
+      m.cache.clear();
+      m.cache_ids.clear();
+    }
+    Impl::Span span{static_cast<std::uint32_t>(m.cache_ids.size()),
+                    static_cast<std::uint32_t>(out.size() - first)};
+    m.cache_ids.insert(m.cache_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(first),
+                       out.end());
+    m.cache.emplace(std::string(piece), span);
+  }
+}
+
+std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<std::int32_t> ids;
+  ids.reserve(text.size() / 4 + 16);
+  encode_into(text, ids);
+  return ids;
+}
+
+std::string BpeTokenizer::decode(std::span<const std::int32_t> ids) const {
+  const auto& table = impl_->token_bytes;
+  std::string text;
+  for (std::int32_t id : ids) {
+    if (id < 0 || id >= static_cast<std::int32_t>(table.size()))
+      fail("token id {} is out of range: this tokenizer's ids are 0..{}", id, table.size() - 1);
+    text += table[id];
+  }
+  return text;
+}
+
+}  // namespace kintsugi::data

@@ -1,0 +1,51 @@
+#pragma once
+// GPT-2's byte-level BPE tokenizer, bit-exact with OpenAI's reference encoder (gpt-2
+// src/encoder.py): the same pre-tokenization regex, the same byte-to-symbol mapping and the same
+// greedy lowest-rank merges, so token ids match for every valid UTF-8 text. See docs/data.md for
+// the edge cases (Unicode tables, invalid UTF-8).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kintsugi::data {
+
+class BpeTokenizer {
+ public:
+  // Loads `encoder.json` and `vocab.bpe` from `dir`. Missing or malformed files throw
+  // kintsugi::Error naming the file and pointing at scripts/fetch_data.sh.
+  static BpeTokenizer load(const std::filesystem::path& dir);
+
+  BpeTokenizer(BpeTokenizer&&) noexcept;
+  BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
+  ~BpeTokenizer();
+
+  // Token ids of `text`, which must be valid UTF-8 (else kintsugi::Error). "<|endoftext|>" in
+  // the text is ordinary text, as in the reference; insert eot_id() yourself between documents.
+  // Thread-safe: concurrent calls share (and take turns on) one cache of merged pieces.
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  // Appends to `out` instead of returning a new vector.
+  void encode_into(std::string_view text, std::vector<std::int32_t>& out) const;
+
+  // The exact bytes the ids stand for (possibly partial UTF-8 when ids split a character).
+  // Ids outside [0, vocab_size()) throw kintsugi::Error.
+  std::string decode(std::span<const std::int32_t> ids) const;
+
+  int vocab_size() const;
+  // <|endoftext|>, 50256 for GPT-2.
+  int eot_id() const;
+
+ private:
+  struct Impl;
+  explicit BpeTokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The printable symbol GPT-2 uses for byte b in encoder.json and vocab.bpe (UTF-8): bytes that
+// are printable Latin-1 stand for themselves, the others for U+0100 + their rank among them.
+std::string byte_symbol(std::uint8_t b);
+
+}  // namespace kintsugi::data

@@ -1,0 +1,23 @@
+#pragma once
+// UTF-8 validation and encoding. The tokenizer only accepts well-formed UTF-8 (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), so that every input has exactly one
+// meaning as a sequence of code points, the way the Python reference sees a `str`.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kintsugi::data {
+
+// Byte offset of the first byte that does not start a well-formed UTF-8 sequence, or nullopt
+// when the whole text is valid.
+std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+
+// Throws kintsugi::Error naming `what` (a file name, "stdin") and the line and byte offset of the
+// first invalid sequence, with the fix.
+void require_utf8(std::string_view text, std::string_view what);
+
+// Appends the UTF-8 encoding of a Unicode scalar value (not a surrogate, <= U+10FFFF).
+void append_utf8(std::string& out, char32_t code_point);
+
+}  // namespace kintsugi::data
