@@ -1,0 +1,255 @@
+#include "kintsugi/data/token_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
+
+namespace kintsugi::data {
+namespace {
+
+// The payload is stored little-endian and read with plain loads.
+static_assert(std::endian::native == std::endian::little, "token files assume a little-endian host");
+
+constexpr std::array<char, 8> kMagic = {'K', 'T', 'O', 'K', 'F', 'I', 'L', 'E'};
+constexpr std::size_t kHeaderChecksumOffset = 56;
+constexpr std::string_view kRecreate =
+    "re-create it with `kintsugi data tokenize` (scripts/fetch_data.sh for the Brown corpus)";
+
+struct Header {
+  std::uint32_t version = kTokenFileVersion;
+  std::uint32_t header_bytes = kTokenFileHeaderBytes;
+  std::uint32_t width = 0;
+  std::uint32_t vocab_size = 0;
+  std::uint64_t count = 0;
+  std::uint64_t payload_checksum = 0;
+};
+
+template <class T> void put(unsigned char* at, T value) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = static_cast<unsigned char>(value >> (8 * i));
+}
+template <class T> T get(const unsigned char* at) {
+  T value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(at[i]) << (8 * i);
+  return value;
+}
+
+std::array<unsigned char, kTokenFileHeaderBytes> encode_header(const Header& h) {
+  std::array<unsigned char, kTokenFileHeaderBytes> bytes{};
+  std::memcpy(bytes.data(), kMagic.data(), kMagic.size());
+  put(bytes.data() + 8, h.version);
+  put(bytes.data() + 12, h.header_bytes);
+  put(bytes.data() + 16, h.width);
+  put(bytes.data() + 20, h.vocab_size);
+  put(bytes.data() + 24, h.count);
+  put(bytes.data() + 32, h.payload_checksum);
+  put(bytes.data() + kHeaderChecksumOffset, XXH3_64bits(bytes.data(), kHeaderChecksumOffset));
+  return bytes;
+}
+
+// Checks the header alone (magic first, so that a wrong file gets the clearest message).
+Header decode_header(const unsigned char* bytes, const std::filesystem::path& path) {
+  const std::string name = path.string();
+  if (std::memcmp(bytes, kMagic.data(), kMagic.size()) != 0)
+    fail("{} is not a kintsugi token file (wrong magic bytes): {}", name, kRecreate);
+  Header h;
+  h.version = get<std::uint32_t>(bytes + 8);
+  if (h.version != kTokenFileVersion)
+    fail("{} has token-file format version {}, this kintsugi reads version {}: {}", name,
+         h.version, kTokenFileVersion, kRecreate);
+  if (get<std::uint64_t>(bytes + kHeaderChecksumOffset) !=
+      XXH3_64bits(bytes, kHeaderChecksumOffset))
+    fail("{} has a corrupt header (header checksum mismatch): {}", name, kRecreate);
+  h.header_bytes = get<std::uint32_t>(bytes + 12);
+  h.width = get<std::uint32_t>(bytes + 16);
+  h.vocab_size = get<std::uint32_t>(bytes + 20);
+  h.count = get<std::uint64_t>(bytes + 24);
+  h.payload_checksum = get<std::uint64_t>(bytes + 32);
+  for (std::size_t i = 40; i < kHeaderChecksumOffset; ++i)
+    if (bytes[i] != 0) fail("{} has non-zero reserved header bytes: {}", name, kRecreate);
+  if (h.header_bytes != kTokenFileHeaderBytes || h.vocab_size == 0 ||
+      h.vocab_size > 0x7FFFFFFFu || h.width != static_cast<std::uint32_t>(token_width_for(h.vocab_size)))
+    fail("{} has an inconsistent header (header size {}, token width {}, vocab size {}): {}", name,
+         h.header_bytes, h.width, h.vocab_size, kRecreate);
+  return h;
+}
+
+template <class T>
+void widen(const unsigned char* from, std::int64_t count, std::int32_t* out) {
+  const T* tokens = reinterpret_cast<const T*>(from);
+  for (std::int64_t i = 0; i < count; ++i) out[i] = static_cast<std::int32_t>(tokens[i]);
+}
+
+template <class T> std::int64_t first_out_of_range(const unsigned char* from, std::int64_t count,
+                                                   std::uint32_t vocab_size) {
+  const T* tokens = reinterpret_cast<const T*>(from);
+  for (std::int64_t i = 0; i < count; ++i)
+    if (tokens[i] >= vocab_size) return i;
+  return -1;
+}
+
+}  // namespace
+
+int token_width_for(std::int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+TokenFile TokenFile::open(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      fail("token file {} does not exist: create it with `kintsugi data tokenize` "
+           "(scripts/fetch_data.sh makes the Brown corpus files)", name);
+    fail("cannot open token file {}: {}", name, std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int error = errno;
+    ::close(fd);
+    fail("cannot stat token file {}: {}", name, std::strerror(error));
+  }
+  const auto file_bytes = static_cast<std::size_t>(st.st_size);
+  if (file_bytes < kTokenFileHeaderBytes) {
+    ::close(fd);
+    fail("{} is truncated ({} bytes, less than the {}-byte header): {}", name, file_bytes,
+         kTokenFileHeaderBytes, kRecreate);
+  }
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_error = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (map == MAP_FAILED) fail("cannot map token file {}: {}", name, std::strerror(map_error));
+
+  TokenFile file;
+  file.path_ = path;
+  file.map_ = static_cast<const unsigned char*>(map);
+  file.map_bytes_ = file_bytes;  // from here on the destructor unmaps, also on errors below
+  Header h = decode_header(file.map_, path);
+  // Division, not multiplication: a corrupt count must not overflow into a matching size.
+  const std::size_t payload_bytes = file_bytes - kTokenFileHeaderBytes;
+  if (payload_bytes % h.width != 0 || payload_bytes / h.width != h.count)
+    fail("{} is truncated or has trailing bytes: the header promises {} tokens ({} bytes) but the "
+         "file holds {} bytes after the header: {}",
+         name, h.count, h.count * h.width, payload_bytes, kRecreate);
+  const unsigned char* payload = file.map_ + kTokenFileHeaderBytes;
+  if (XXH3_64bits(payload, payload_bytes) != h.payload_checksum)
+    fail("{} is corrupt (payload checksum mismatch): {}", name, kRecreate);
+  file.count_ = static_cast<std::int64_t>(h.count);
+  file.vocab_size_ = static_cast<std::int32_t>(h.vocab_size);
+  file.width_ = static_cast<int>(h.width);
+  file.checksum_ = h.payload_checksum;
+  // A checksum only proves the bytes are what the writer wrote; ids beyond the vocabulary
+  // would index past the embedding table, so they are checked once here.
+  std::int64_t bad = h.width == 2 ? first_out_of_range<std::uint16_t>(payload, file.count_, h.vocab_size)
+                                  : first_out_of_range<std::uint32_t>(payload, file.count_, h.vocab_size);
+  if (bad >= 0)
+    fail("{} holds token {} at position {}, outside its vocabulary of {}: {}", name,
+         file[bad], bad, h.vocab_size, kRecreate);
+  return file;
+}
+
+TokenFile::TokenFile(TokenFile&& other) noexcept { *this = std::move(other); }
+
+TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
+  if (this != &other) {
+    if (map_) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+    path_ = std::move(other.path_);
+    map_ = std::exchange(other.map_, nullptr);
+    map_bytes_ = std::exchange(other.map_bytes_, 0);
+    count_ = std::exchange(other.count_, 0);
+    vocab_size_ = other.vocab_size_;
+    width_ = other.width_;
+    checksum_ = other.checksum_;
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() {
+  if (map_) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+}
+
+void TokenFile::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
+  KINTSUGI_ASSERT(begin >= 0 && count >= 0 && begin <= count_ - count);
+  const unsigned char* from = map_ + kTokenFileHeaderBytes + begin * width_;
+  if (width_ == 2)
+    widen<std::uint16_t>(from, count, out);
+  else
+    widen<std::uint32_t>(from, count, out);
+}
+
+std::int32_t TokenFile::operator[](std::int64_t i) const {
+  std::int32_t token;
+  read(i, 1, &token);
+  return token;
+}
+
+struct TokenFileWriter::Impl {
+  AtomicFile file;
+  Header header;
+  XXH3_state_t* hash = XXH3_createState();
+  std::vector<unsigned char> buffer;
+  explicit Impl(const std::filesystem::path& path) : file(path) {}
+  ~Impl() { XXH3_freeState(hash); }
+};
+
+TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, std::int32_t vocab_size) {
+  KINTSUGI_ASSERT(vocab_size > 0);
+  impl_ = std::make_unique<Impl>(path);
+  if (!impl_->hash) throw std::bad_alloc();
+  XXH3_64bits_reset(impl_->hash);
+  impl_->header.vocab_size = static_cast<std::uint32_t>(vocab_size);
+  impl_->header.width = static_cast<std::uint32_t>(token_width_for(vocab_size));
+  // Placeholder; finish() writes the real header once count and checksum are known.
+  std::array<unsigned char, kTokenFileHeaderBytes> zeros{};
+  impl_->file.write(zeros.data(), zeros.size());
+}
+
+TokenFileWriter::~TokenFileWriter() = default;
+
+void TokenFileWriter::append(std::span<const std::int32_t> tokens) {
+  KINTSUGI_ASSERT(impl_);
+  const auto vocab = static_cast<std::int64_t>(impl_->header.vocab_size);
+  const std::size_t width = impl_->header.width;
+  auto& buffer = impl_->buffer;
+  buffer.resize(tokens.size() * width);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      fail("cannot write token {} to {}: ids must be in [0, {}) for this vocabulary", tokens[i],
+           impl_->file.path().string(), vocab);
+    if (width == 2)
+      put(buffer.data() + 2 * i, static_cast<std::uint16_t>(tokens[i]));
+    else
+      put(buffer.data() + 4 * i, static_cast<std::uint32_t>(tokens[i]));
+  }
+  impl_->file.write(buffer.data(), buffer.size());
+  XXH3_64bits_update(impl_->hash, buffer.data(), buffer.size());
+  count_ += static_cast<std::int64_t>(tokens.size());
+}
+
+void TokenFileWriter::finish() {
+  KINTSUGI_ASSERT(impl_);
+  impl_->header.count = static_cast<std::uint64_t>(count_);
+  impl_->header.payload_checksum = XXH3_64bits_digest(impl_->hash);
+  auto header = encode_header(impl_->header);
+  impl_->file.write_at(0, header.data(), header.size());
+  impl_->file.commit();
+  impl_.reset();
+}
+
+void write_token_file(const std::filesystem::path& path, std::int32_t vocab_size,
+                      std::span<const std::int32_t> tokens) {
+  TokenFileWriter writer(path, vocab_size);
+  writer.append(tokens);
+  writer.finish();
+}
+
+}  // namespace kintsugi::data
