@@ -84,12 +84,12 @@ class Backend {
                                   std::int64_t vocab_begin = 0) = 0;
 
   // ---- loss. logits [N, Vp] whose first `vocab` columns are real (the rest is padding).
-  // losses[N] (f32) receives -log softmax(logits)[target]; targets < 0 are ignored (loss 0).
+  // losses[N] receives -log softmax(logits)[target]; targets < 0 are ignored (loss 0).
   // The _backward variant also overwrites logits with dloss/dlogits * grad_scale.
   virtual void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                                     std::int64_t vocab, float* losses) = 0;
+                                     std::int64_t vocab, double* losses) = 0;
   virtual void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
-                                              std::int64_t vocab, float* losses,
+                                              std::int64_t vocab, double* losses,
                                               double grad_scale) = 0;
 
   // ---- elementwise and reductions

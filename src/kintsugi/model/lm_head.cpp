@@ -34,7 +34,7 @@ void LmHead::allocate(int slots, std::int64_t rows) {
     }));
   workspace_ = carve(ctx_.backend, MemoryKind::workspace,
                      [&](Carver& c) { logits_ = c.take(dt, {chunk_rows_, padded_vocab_}); });
-  losses_.assign(static_cast<std::size_t>(rows), 0.0f);
+  losses_.assign(static_cast<std::size_t>(rows), 0.0);
 }
 
 void LmHead::norm_forward(int slot, const Tensor& x) {

@@ -45,7 +45,7 @@ class LmHead {
   std::vector<Buffer> storage_;
   Buffer workspace_;
   Tensor logits_;           // [chunk_rows, padded_vocab]
-  std::vector<float> losses_;
+  std::vector<double> losses_;
 };
 
 }  // namespace kintsugi

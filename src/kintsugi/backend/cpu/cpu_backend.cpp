@@ -131,14 +131,14 @@ class CpuBackend final : public Backend {
   }
 
   void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                             std::int64_t vocab, float* losses) override {
+                             std::int64_t vocab, double* losses) override {
     dispatch(logits.dtype, [&]<class T>() {
       cpu::cross_entropy(logits.as<T>(), targets, rows_of(logits), cols_of(logits), vocab,
                          losses, false, 0.0);
     });
   }
   void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
-                                      std::int64_t vocab, float* losses,
+                                      std::int64_t vocab, double* losses,
                                       double grad_scale) override {
     dispatch(logits.dtype, [&]<class T>() {
       cpu::cross_entropy(logits.as<T>(), targets, rows_of(logits), cols_of(logits), vocab,

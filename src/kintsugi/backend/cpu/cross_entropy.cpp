@@ -12,7 +12,7 @@ namespace kintsugi::cpu {
 
 template <class T>
 void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
-                   std::int64_t padded_vocab, std::int64_t vocab, float* losses, bool backward,
+                   std::int64_t padded_vocab, std::int64_t vocab, double* losses, bool backward,
                    double grad_scale) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -39,7 +39,7 @@ void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
       for (std::int64_t j = 0; j < vocab; ++j) sum += exp_fast(row[j] - mx);
     }
     const T lse = mx + std::log(sum);
-    losses[r] = static_cast<float>(lse - target_logit);
+    losses[r] = static_cast<double>(lse - target_logit);
     if (!backward) continue;
     const T factor = static_cast<T>(grad_scale) / sum;
 #pragma omp simd
@@ -50,8 +50,8 @@ void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
 }
 
 template void cross_entropy<float>(float*, const std::int32_t*, std::int64_t, std::int64_t,
-                                   std::int64_t, float*, bool, double);
+                                   std::int64_t, double*, bool, double);
 template void cross_entropy<double>(double*, const std::int32_t*, std::int64_t, std::int64_t,
-                                    std::int64_t, float*, bool, double);
+                                    std::int64_t, double*, bool, double);
 
 }  // namespace kintsugi::cpu

@@ -53,7 +53,7 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, std::int6
 
 template <class T>
 void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
-                   std::int64_t padded_vocab, std::int64_t vocab, float* losses, bool backward,
+                   std::int64_t padded_vocab, std::int64_t vocab, double* losses, bool backward,
                    double grad_scale);
 
 template <class T>

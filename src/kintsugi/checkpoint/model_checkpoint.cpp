@@ -1,0 +1,198 @@
+#include "kintsugi/checkpoint/model_checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/model/config_json.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "kintsugi-model";
+constexpr int kVersion = 1;
+
+// The stored shape: the global tensor without vocabulary padding rows.
+Shape stored_shape(const ParamEntry& e) {
+  Shape s = e.spec.global_shape;
+  if (e.spec.valid_rows >= 0) s.dims[0] = e.spec.valid_rows;
+  return s;
+}
+
+std::vector<std::int64_t> to_vector(const Shape& s) {
+  return {s.dims.begin(), s.dims.begin() + s.rank};
+}
+
+// Elements of parameter i, converted to float32, without padding rows.
+std::vector<float> stored_values(const ParamStore& params, int i) {
+  const ParamEntry& e = params.entry(i);
+  KINTSUGI_ASSERT(e.spec.split_dim < 0);  // sharded parameters are gathered by the caller
+  const std::int64_t n = stored_shape(e).numel();
+  const Tensor t = params.param(i);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k)
+    out[k] = t.dtype == DType::f32 ? t.as<float>()[k] : static_cast<float>(t.as<double>()[k]);
+  return out;
+}
+
+void write_file(const fs::path& path, const void* data, std::size_t bytes, std::FILE* f) {
+  if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
+    fail("cannot write {}: disk full or not writable", path.string());
+}
+
+void sync_and_close(const fs::path& path, std::FILE* f) {
+  if (std::fflush(f) != 0 || fsync(fileno(f)) != 0 || std::fclose(f) != 0)
+    fail("cannot write {}: disk full or not writable", path.string());
+}
+
+nlohmann::json read_manifest(const fs::path& dir) {
+  const fs::path path = dir / "manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    fail("{} is not a kintsugi model checkpoint: {} is missing", dir.string(), path.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
+  }
+  if (j.value("format", "") != kFormat)
+    fail("{} is not a kintsugi model checkpoint manifest", path.string());
+  if (j.value("version", 0) != kVersion)
+    fail("{} has format version {}, this kintsugi reads version {}", path.string(),
+         j.value("version", 0), kVersion);
+  return j;
+}
+
+}  // namespace
+
+void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
+                std::int64_t step) {
+  const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("cannot create {}: {}", tmp.string(), ec.message());
+
+  nlohmann::json tensors = nlohmann::json::array();
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  const fs::path data_path = tmp / "params.bin";
+  std::FILE* f = std::fopen(data_path.c_str(), "wb");
+  if (!f) fail("cannot create {}", data_path.string());
+  std::uint64_t offset = 0;
+  for (int i = 0; i < params.size(); ++i) {
+    const auto values = stored_values(params, i);
+    const std::size_t bytes = values.size() * sizeof(float);
+    write_file(data_path, values.data(), bytes, f);
+    XXH3_64bits_update(hash, values.data(), bytes);
+    tensors.push_back({{"name", params.entry(i).spec.name},
+                       {"shape", to_vector(stored_shape(params.entry(i)))},
+                       {"dtype", "f32"},
+                       {"offset", offset},
+                       {"bytes", bytes}});
+    offset += bytes;
+  }
+  sync_and_close(data_path, f);
+  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
+
+  nlohmann::json manifest = {{"format", kFormat},
+                             {"version", kVersion},
+                             {"step", step},
+                             {"model", to_json(config)},
+                             {"data_file", "params.bin"},
+                             {"data_bytes", offset},
+                             {"data_xxh3", fmt::format("{:016x}", checksum)},
+                             {"tensors", tensors}};
+  const fs::path manifest_path = tmp / "manifest.json";
+  const std::string text = manifest.dump(2) + "\n";
+  f = std::fopen(manifest_path.c_str(), "wb");
+  if (!f) fail("cannot create {}", manifest_path.string());
+  write_file(manifest_path, text.data(), text.size(), f);
+  sync_and_close(manifest_path, f);
+
+  // Swap in the complete directory; the previous one is removed only afterwards.
+  const fs::path old = dir.string() + fmt::format(".old-{}", getpid());
+  if (fs::exists(dir)) fs::rename(dir, old);
+  fs::rename(tmp, dir);
+  fs::remove_all(old, ec);
+}
+
+ModelCheckpointInfo read_model_info(const fs::path& dir) {
+  const auto j = read_manifest(dir);
+  return {model_config_from_json(j.at("model"), (dir / "manifest.json").string()),
+          j.value("step", std::int64_t{0})};
+}
+
+void load_model(const fs::path& dir, ParamStore& params) {
+  const auto manifest = read_manifest(dir);
+  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const std::uint64_t expected_bytes = manifest.value("data_bytes", std::uint64_t{0});
+  std::error_code ec;
+  const auto size = fs::file_size(data_path, ec);
+  if (ec) fail("{}: {} is missing", dir.string(), data_path.string());
+  if (size != expected_bytes)
+    fail("{} is truncated or corrupt: {} bytes, manifest says {}", data_path.string(), size,
+         expected_bytes);
+
+  // First pass: verify the checksum, so a corrupt file never reaches the parameters.
+  std::ifstream in(data_path, std::ios::binary);
+  std::vector<char> chunk(1 << 22);
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    XXH3_64bits_update(hash, chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  const std::string checksum = fmt::format("{:016x}", XXH3_64bits_digest(hash));
+  XXH3_freeState(hash);
+  if (checksum != manifest.value("data_xxh3", ""))
+    fail("{} is corrupt: checksum {} does not match the manifest's {}", data_path.string(),
+         checksum, manifest.value("data_xxh3", ""));
+
+  // Check that the tensors are exactly the model's before touching any parameter.
+  const auto& tensors = manifest.at("tensors");
+  if (static_cast<int>(tensors.size()) != params.size())
+    fail("{} holds {} tensors but the model has {}: it is a different model", dir.string(),
+         tensors.size(), params.size());
+  std::vector<int> index;
+  for (const auto& t : tensors) {
+    const std::string name = t.at("name").get<std::string>();
+    const int i = params.find(name);
+    if (i < 0) fail("{}: tensor {} does not exist in this model", dir.string(), name);
+    if (t.at("shape").get<std::vector<std::int64_t>>() != to_vector(stored_shape(params.entry(i))))
+      fail("{}: tensor {} has shape {} but the model expects {}", dir.string(), name,
+           t.at("shape").dump(), nlohmann::json(to_vector(stored_shape(params.entry(i)))).dump());
+    if (t.at("offset").get<std::uint64_t>() + t.at("bytes").get<std::uint64_t>() > expected_bytes)
+      fail("{}: tensor {} lies outside the data file", dir.string(), name);
+    index.push_back(i);
+  }
+
+  in.clear();
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const int i = index[k];
+    const Tensor t = params.param(i);
+    const std::int64_t n = stored_shape(params.entry(i)).numel();
+    std::vector<float> values(static_cast<std::size_t>(n));
+    in.seekg(static_cast<std::streamoff>(tensors[k].at("offset").get<std::uint64_t>()));
+    in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    if (!in) fail("cannot read {}", data_path.string());
+    for (std::int64_t e = 0; e < t.numel(); ++e) {
+      const float v = e < n ? values[e] : 0.0f;  // vocabulary padding rows are zero
+      if (t.dtype == DType::f32) t.as<float>()[e] = v;
+      else t.as<double>()[e] = v;
+    }
+  }
+}
+
+}  // namespace kintsugi

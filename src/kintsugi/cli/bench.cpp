@@ -1,0 +1,103 @@
+// `kintsugi bench`: measure this machine (GEMM rate) and the engine (training steps).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kintsugi/cli/commands.hpp"
+#include "kintsugi/core/threads.hpp"
+#include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/train/step_benchmark.hpp"
+
+namespace kintsugi::cli {
+
+namespace {
+
+void add_gemm(CLI::App& bench) {
+  struct Args {
+    int size = 3072, repeats = 5, threads = 0;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = bench.add_subcommand(
+      "gemm", "Measure the fp32 GEMM rate (the CPU peak used for MFU) and cache it");
+  cmd->add_option("--size", args->size, "Square matrix size")->check(CLI::Range(64, 16384));
+  cmd->add_option("--repeats", args->repeats, "Timed repetitions (best is kept)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] {
+    set_compute_threads(args->threads);
+    GemmRate rate = measure_gemm_rate(args->size, args->repeats);
+    store_gemm_rate(rate);
+    if (args->json)
+      fmt::print("{}\n", nlohmann::json{{"gflops", rate.gflops},
+                                        {"threads", rate.threads},
+                                        {"size", rate.size},
+                                        {"cpu", rate.cpu}}
+                             .dump());
+    else
+      fmt::print("fp32 GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s\n", rate.size, rate.threads,
+                 rate.cpu, rate.gflops);
+  });
+}
+
+void add_step(CLI::App& bench) {
+  struct Args {
+    std::string model = "gpt2";
+    std::int64_t batch = 4, seq = 64;
+    int steps = 5, warmup = 1, threads = 0;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = bench.add_subcommand("step", "Time training steps of a model preset");
+  cmd->add_option("--model", args->model, "Model preset (see `kintsugi train --help-config`)");
+  cmd->add_option("--batch", args->batch, "Sequences per step");
+  cmd->add_option("--seq", args->seq, "Tokens per sequence");
+  cmd->add_option("--steps", args->steps, "Timed steps");
+  cmd->add_option("--warmup", args->warmup, "Untimed steps first");
+  cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] {
+    set_compute_threads(args->threads);
+    const ModelConfig config = model_preset(args->model);
+    const GemmRate gemm = local_gemm_rate();
+    const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup);
+    const double fraction = r.gflops / gemm.gflops;
+    if (args->json) {
+      fmt::print("{}\n", nlohmann::json{{"impl", "kintsugi"},
+                                        {"model", args->model},
+                                        {"batch", args->batch},
+                                        {"seq", args->seq},
+                                        {"threads", compute_threads()},
+                                        {"steps", args->steps},
+                                        {"ms_per_step", r.median_seconds * 1e3},
+                                        {"step_ms", r.step_seconds},
+                                        {"tokens_per_s", r.tokens_per_s},
+                                        {"gflops", r.gflops},
+                                        {"gemm_gflops", gemm.gflops},
+                                        {"fraction_of_gemm", fraction},
+                                        {"peak_memory_bytes", r.peak_memory_bytes}}
+                             .dump());
+      return;
+    }
+    fmt::print("{} ({:.1f}M parameters), batch {} x seq {}, {} threads, {} timed steps\n",
+               args->model, parameter_count(config) / 1e6, args->batch, args->seq,
+               compute_threads(), args->steps);
+    fmt::print("{:>12} {:>12} {:>10} {:>14}\n", "ms/step", "tokens/s", "GFLOP/s", "of GEMM rate");
+    fmt::print("{:>12.1f} {:>12.0f} {:>10.1f} {:>13.1f}%\n", r.median_seconds * 1e3,
+               r.tokens_per_s, r.gflops, 100 * fraction);
+    fmt::print("GEMM rate {:.1f} GFLOP/s: {}\n", gemm.gflops, gemm.source);
+  });
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks: GEMM rate, training-step throughput");
+  bench->require_subcommand(1);
+  add_gemm(*bench);
+  add_step(*bench);
+}
+
+}  // namespace kintsugi::cli

@@ -1,0 +1,118 @@
+#include "kintsugi/plan/gemm_rate.hpp"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "kintsugi/core/threads.hpp"
+#include "kintsugi/core/timer.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+GemmRate measure_gemm_rate(int size, int repeats) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  for (std::size_t i = 0; i < n * n; ++i) {
+    a[i] = static_cast<float>((i % 17) * 0.01);
+    b[i] = static_cast<float>((i % 13) * 0.02);
+  }
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(), size,
+                b.data(), size, 0.0f, c.data(), size);
+  };
+  run();  // warm-up: page faults, thread start-up, clock ramp
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    Stopwatch sw;
+    run();
+    best = std::min(best, sw.seconds());
+  }
+  GemmRate rate;
+  rate.gflops = 2.0 * size * double(size) * size / best / 1e9;
+  rate.threads = compute_threads();
+  rate.size = size;
+  rate.cpu = cpu_model_name();
+  rate.source = fmt::format("fp32 GEMM rate measured on this machine ({}^3, best of {}, {} threads)",
+                            size, repeats, rate.threads);
+  return rate;
+}
+
+namespace {
+fs::path cache_file() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path base = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
+  return base / "kintsugi" / "gemm-rate.json";
+}
+}  // namespace
+
+std::optional<GemmRate> cached_gemm_rate(int threads) {
+  std::ifstream in(cache_file());
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    const std::string cpu = cpu_model_name();
+    for (const auto& e : j.at("rates")) {
+      if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu) {
+        GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, ""};
+        r.source = fmt::format("fp32 GEMM rate measured by `kintsugi bench gemm` ({} threads, {})",
+                               threads, cache_file().string());
+        return r;
+      }
+    }
+  } catch (const std::exception&) {
+    // A damaged cache is only a cache: measure again.
+  }
+  return std::nullopt;
+}
+
+void store_gemm_rate(const GemmRate& rate) {
+  nlohmann::json j = {{"rates", nlohmann::json::array()}};
+  {
+    std::ifstream in(cache_file());
+    if (in) try {
+        j = nlohmann::json::parse(in);
+      } catch (const std::exception&) {
+      }
+  }
+  auto& rates = j["rates"];
+  for (auto it = rates.begin(); it != rates.end();)
+    if ((*it).value("threads", 0) == rate.threads && (*it).value("cpu", "") == rate.cpu)
+      it = rates.erase(it);
+    else
+      ++it;
+  rates.push_back({{"gflops", rate.gflops}, {"threads", rate.threads}, {"size", rate.size},
+                   {"cpu", rate.cpu}});
+  std::error_code ec;
+  fs::create_directories(cache_file().parent_path(), ec);
+  const fs::path tmp = cache_file().string() + ".tmp";
+  std::ofstream(tmp) << j.dump(2) << "\n";
+  fs::rename(tmp, cache_file(), ec);  // best effort: a read-only home only costs re-measuring
+}
+
+GemmRate local_gemm_rate() {
+  if (auto cached = cached_gemm_rate(compute_threads())) return *cached;
+  GemmRate rate = measure_gemm_rate();
+  store_gemm_rate(rate);
+  return rate;
+}
+
+}  // namespace kintsugi

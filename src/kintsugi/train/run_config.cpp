@@ -1,0 +1,233 @@
+#include "kintsugi/train/run_config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+#include <variant>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+namespace {
+
+using Target = std::variant<std::int64_t*, double*, std::string*, bool*>;
+
+struct Key {
+  std::string path;
+  Target target;
+  std::string doc;
+};
+
+// The one list of keys. "model.preset" is handled before these: it sets every model field,
+// which the model.* keys below then override.
+std::vector<Key> keys_of(RunConfig& c) {
+  return {
+      {"model.family", &c.model.family, "architecture family: \"gpt2\""},
+      {"model.n_layer", &c.model.n_layer, "transformer blocks"},
+      {"model.d_model", &c.model.d_model, "hidden size"},
+      {"model.n_head", &c.model.n_head, "attention heads (must divide d_model)"},
+      {"model.d_ff", &c.model.d_ff, "MLP width (4 * d_model for GPT-2)"},
+      {"model.vocab_size", &c.model.vocab_size, "vocabulary size (50257 for GPT-2's BPE)"},
+      {"model.seq_len", &c.model.seq_len, "context length; training sequences have this length"},
+      {"model.vocab_pad_multiple", &c.model.vocab_pad_multiple,
+       "embedding rows are padded to a multiple of this (padded logits never reach the loss)"},
+      {"model.norm_eps", &c.model.norm_eps, "LayerNorm epsilon"},
+      {"model.init_std", &c.model.init_std,
+       "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
+      {"data.train", &c.data.train, "training token file (`kintsugi data tokenize`)"},
+      {"data.val", &c.data.val, "validation token file"},
+      {"data.tokenizer", &c.data.tokenizer,
+       "directory with GPT-2's encoder.json and vocab.bpe (for samples)"},
+      {"train.steps", &c.train.steps, "optimizer steps"},
+      {"train.global_batch", &c.train.global_batch, "sequences per optimizer step"},
+      {"train.micro_batch", &c.train.micro_batch,
+       "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
+      {"train.lr", &c.train.lr, "peak learning rate"},
+      {"train.min_lr", &c.train.min_lr, "learning rate at the end of the cosine decay"},
+      {"train.warmup_steps", &c.train.warmup_steps, "linear warm-up steps"},
+      {"train.decay_steps", &c.train.decay_steps,
+       "step at which the cosine decay reaches min_lr (0: train.steps)"},
+      {"train.weight_decay", &c.train.weight_decay,
+       "AdamW decoupled weight decay (not applied to biases and norm weights)"},
+      {"train.beta1", &c.train.beta1, "AdamW beta1"},
+      {"train.beta2", &c.train.beta2, "AdamW beta2"},
+      {"train.eps", &c.train.eps, "AdamW epsilon"},
+      {"train.grad_clip", &c.train.grad_clip, "clip the global gradient norm to this (0: off)"},
+      {"train.seed", &c.train.seed, "seed of initialization and batch sampling"},
+      {"train.eval_every", &c.train.eval_every,
+       "validation loss every this many steps (0: only after the last step)"},
+      {"train.eval_batches", &c.train.eval_batches, "validation micro-batches per evaluation"},
+      {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
+      {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
+      {"train.save_checkpoint", &c.train.save_checkpoint,
+       "save the trained model under the output directory"},
+      {"metrics.peak_gflops", &c.metrics.peak_gflops,
+       "peak GFLOP/s for MFU (0: the fp32 GEMM rate measured on this machine)"},
+  };
+}
+
+std::string type_name(const Target& t) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) return "integer";
+        else if constexpr (std::is_same_v<T, double>) return "float";
+        else if constexpr (std::is_same_v<T, std::string>) return "string";
+        else return "boolean";
+      },
+      t);
+}
+
+std::string value_text(const Target& t) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) return fmt::format("\"{}\"", *p);
+        else return fmt::format("{}", *p);
+      },
+      t);
+}
+
+void assign(const Key& key, const toml::node& node, const std::string& source) {
+  auto wrong = [&] {
+    std::ostringstream value;
+    value << toml::node_view<const toml::node>{node};
+    fail("{}: `{}` must be {}, got {}", source, key.path, type_name(key.target), value.str());
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (auto v = node.value<double>()) *p = *v;  // integers are accepted as floats
+          else wrong();
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          if (!node.is_integer()) wrong();
+          *p = *node.value<std::int64_t>();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!node.is_boolean()) wrong();
+          *p = *node.value<bool>();
+        } else {
+          if (!node.is_string()) wrong();
+          *p = *node.value<std::string>();
+        }
+      },
+      key.target);
+}
+
+// "train.lr=3e-4" -> table["train"]["lr"] = 3e-4. Values are parsed as TOML; what does not
+// parse (a bare path) is taken as a string.
+void apply_override(toml::table& root, const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--set {}: expected section.key=value, for example --set train.lr=3e-4", text);
+  const std::string path = text.substr(0, eq), value = text.substr(eq + 1);
+  const auto dot = path.find('.');
+  if (dot == std::string::npos)
+    fail("--set {}: the key must name its section, for example train.steps", text);
+  const std::string section = path.substr(0, dot), key = path.substr(dot + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed.insert_or_assign("v", value);
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  auto* table = root[section].as_table();
+  if (!table) fail("--set {}: `{}` is not a section", text, section);
+  table->insert_or_assign(key, *parsed["v"].node());
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table root;
+  if (!path.empty()) {
+    if (!std::filesystem::exists(path)) fail("config file {} does not exist", path);
+    try {
+      root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      fail("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column,
+           e.description());
+    }
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+
+  RunConfig config;
+  config.source = path.empty() ? "defaults" : path;
+  const std::string& src = config.source;
+  std::set<std::string> known = {"model.preset"};
+  if (auto preset = root["model"]["preset"]) {
+    if (!preset.is_string()) fail("{}: `model.preset` must be a string", src);
+    config.model = model_preset(*preset.value<std::string>());
+  }
+  for (const Key& key : keys_of(config)) {
+    known.insert(key.path);
+    const auto dot = key.path.find('.');
+    if (auto node = root[key.path.substr(0, dot)][key.path.substr(dot + 1)])
+      assign(key, *node.node(), src);
+  }
+  for (const auto& [section, value] : root) {
+    const auto* table = value.as_table();
+    if (!table) fail("{}: `{}` must be a [section]", src, section.str());
+    for (const auto& [key, _] : *table) {
+      const std::string full = fmt::format("{}.{}", section.str(), key.str());
+      if (!known.count(full))
+        fail("{}: unknown key `{}` (see docs/config.md or `kintsugi train --help-config`)", src,
+             full);
+    }
+  }
+  if (config.train.decay_steps == 0) config.train.decay_steps = config.train.steps;
+  validate(config);
+  return config;
+}
+
+void validate(const RunConfig& c) {
+  validate(c.model);
+  const TrainConfig& t = c.train;
+  auto positive = [](const char* key, auto v) {
+    if (!(v > 0)) fail("train.{} = {} must be positive", key, v);
+  };
+  positive("steps", t.steps);
+  positive("global_batch", t.global_batch);
+  positive("micro_batch", t.micro_batch);
+  positive("lr", t.lr);
+  positive("log_every", t.log_every);
+  if (t.global_batch % t.micro_batch != 0)
+    fail("train.global_batch = {} is not a multiple of train.micro_batch = {}: change one of them",
+         t.global_batch, t.micro_batch);
+  if (t.min_lr < 0 || t.min_lr > t.lr)
+    fail("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr);
+  if (t.warmup_steps < 0) fail("train.warmup_steps = {} must not be negative", t.warmup_steps);
+  if (t.decay_steps < t.warmup_steps)
+    fail("train.decay_steps = {} must be at least train.warmup_steps = {}", t.decay_steps,
+         t.warmup_steps);
+  if (t.weight_decay < 0) fail("train.weight_decay = {} must not be negative", t.weight_decay);
+  if (!(t.beta1 >= 0 && t.beta1 < 1) || !(t.beta2 >= 0 && t.beta2 < 1))
+    fail("train.beta1 = {} and train.beta2 = {} must lie in [0, 1)", t.beta1, t.beta2);
+  positive("eps", t.eps);
+  if (t.grad_clip < 0) fail("train.grad_clip = {} must not be negative (0 turns it off)", t.grad_clip);
+  if (t.eval_every < 0) fail("train.eval_every = {} must not be negative", t.eval_every);
+  positive("eval_batches", t.eval_batches);
+  if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
+  if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
+  if (c.metrics.peak_gflops < 0)
+    fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
+}
+
+std::vector<ConfigKeyDoc> run_config_keys() {
+  RunConfig defaults;
+  std::vector<ConfigKeyDoc> docs = {
+      {"model.preset", "string", "\"gpt-tiny\"",
+       fmt::format("start from a preset ({}); other model.* keys override it",
+                   fmt::join(model_preset_names(), ", "))}};
+  for (const Key& k : keys_of(defaults))
+    docs.push_back({k.path, type_name(k.target), value_text(k.target), k.doc});
+  return docs;
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,62 @@
+#pragma once
+// A training run's configuration: a TOML file plus `--set key=value` overrides. Every key is
+// declared once in run_config.cpp with its documentation; unknown keys are errors (a typo must
+// never silently fall back to a default). docs/config.md lists them all.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+struct DataConfig {
+  std::string train = "data/brown/train.bin";
+  std::string val = "data/brown/val.bin";
+  std::string tokenizer = "data/gpt2-tokenizer";
+};
+
+struct TrainConfig {
+  std::int64_t steps = 100;
+  std::int64_t global_batch = 16;  // sequences per optimizer step
+  std::int64_t micro_batch = 2;    // sequences per forward/backward
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  std::int64_t warmup_steps = 10;
+  std::int64_t decay_steps = 0;  // 0: the last step
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;
+  std::int64_t seed = 1234;
+  std::int64_t eval_every = 50;  // 0: only at the end
+  std::int64_t eval_batches = 8;
+  std::int64_t log_every = 1;
+  std::int64_t threads = 0;  // 0: all cores
+  bool save_checkpoint = true;
+};
+
+struct MetricsConfig {
+  double peak_gflops = 0;  // 0: the GEMM rate `kintsugi bench gemm` measures on this machine
+};
+
+struct RunConfig {
+  ModelConfig model = model_preset("gpt-tiny");
+  DataConfig data;
+  TrainConfig train;
+  MetricsConfig metrics;
+  std::string source;  // where it came from, for messages
+};
+
+// Reads `path` (empty: defaults only), applies overrides "section.key=value", validates.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+void validate(const RunConfig& config);
+
+struct ConfigKeyDoc {
+  std::string key, type, default_value, doc;
+};
+// Every key with its type, default and meaning (for --help and the docs test).
+std::vector<ConfigKeyDoc> run_config_keys();
+
+}  // namespace kintsugi

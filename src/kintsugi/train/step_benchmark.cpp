@@ -1,0 +1,51 @@
+#include "kintsugi/train/step_benchmark.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kintsugi/core/rng.hpp"
+#include "kintsugi/core/timer.hpp"
+#include "kintsugi/model/gpt.hpp"
+#include "kintsugi/optim/adamw.hpp"
+#include "kintsugi/optim/grad_clip.hpp"
+#include "kintsugi/plan/flops.hpp"
+
+namespace kintsugi {
+
+StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t batch,
+                                       std::int64_t seq, int steps, int warmup) {
+  if (seq > config.seq_len)
+    fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
+  if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
+    fail("--batch, --seq and --steps must be positive and --warmup not negative");
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  GptModel model(*backend, config, DType::f32, batch, seq);
+  model.params().initialize(1);
+  AdamW optimizer(*backend, model.params(), {});
+
+  std::vector<std::int32_t> tokens(batch * seq + 1);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::int32_t>(uniform_int_at(7, 0, i, config.vocab_size));
+  const double scale = 1.0 / static_cast<double>(batch * seq);
+
+  StepBenchmarkResult result;
+  for (int s = 0; s < warmup + steps; ++s) {
+    Stopwatch clock;
+    model.params().begin_step();
+    model.forward_backward(tokens.data(), tokens.data() + 1, scale);
+    const double norm = std::sqrt(backend->sum_squares(model.params().grads()));
+    optimizer.step(1e-4, clip_factor(norm, 1.0));
+    if (s >= warmup) result.step_seconds.push_back(clock.seconds());
+  }
+  std::vector<double> sorted = result.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  result.median_seconds = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  result.tokens_per_s = batch * seq / result.median_seconds;
+  result.gflops = model_flops_per_token(config, seq) * batch * seq / result.median_seconds / 1e9;
+  result.peak_memory_bytes = memory.peak_total();
+  return result;
+}
+
+}  // namespace kintsugi

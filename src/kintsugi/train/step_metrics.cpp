@@ -1,0 +1,71 @@
+#include "kintsugi/train/step_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+nlohmann::json to_json(const StepMetrics& m) {
+  nlohmann::json memory = nlohmann::json::object(), peak = nlohmann::json::object();
+  for (int k = 0; k < kMemoryKinds; ++k) {
+    memory[std::string(name_of(static_cast<MemoryKind>(k)))] = m.memory_current[k];
+    peak[std::string(name_of(static_cast<MemoryKind>(k)))] = m.memory_peak[k];
+  }
+  nlohmann::json j = {{"step", m.step},
+                      {"loss", m.loss},
+                      {"lr", m.lr},
+                      {"grad_norm", m.grad_norm},
+                      {"step_ms", m.step_seconds * 1e3},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"model_tflops", m.model_tflops},
+                      {"mfu", m.mfu},
+                      {"memory_bytes", memory},
+                      {"memory_peak_bytes", peak}};
+  if (m.val_loss) j["val_loss"] = *m.val_loss;
+  return j;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f}G", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.0f}M", b / (1024.0 * 1024));
+  return fmt::format("{:.0f}K", b / 1024.0);
+}
+
+std::string format_duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{:.0f}m{:02.0f}s", std::floor(s / 60), std::fmod(s, 60));
+  return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::fmod(s, 3600) / 60);
+}
+
+std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, double eta) {
+  auto mem = [&](MemoryKind k) { return format_bytes(m.memory_current[static_cast<int>(k)]); };
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.3f} TFLOP/s | "
+      "MFU {:.1f}% | mem param {} grad {} optim {} act {} work {} | eta {}",
+      m.step, fmt::format("{}", total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm,
+      m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, mem(MemoryKind::parameters),
+      mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state), mem(MemoryKind::activations),
+      mem(MemoryKind::workspace), format_duration(eta));
+  if (m.val_loss) line += fmt::format(" | val {:.4f}", *m.val_loss);
+  return line;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  out_.open(path, std::ios::trunc);
+  if (!out_) fail("cannot write the metrics file {}: check the directory exists and is writable", path);
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  out_ << to_json(m).dump() << '\n';
+  out_.flush();
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,45 @@
+#pragma once
+// What one optimizer step reports: the step log line, one JSON object per step in the metrics
+// file (keys documented in docs/metrics.md), and the summary at the end of a run.
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kintsugi/core/memory.hpp"
+
+namespace kintsugi {
+
+struct StepMetrics {
+  std::int64_t step = 0;  // 1-based: the number of optimizer steps taken
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double step_seconds = 0;
+  double tokens_per_s = 0;
+  double model_tflops = 0;  // achieved model TFLOP/s (plan/flops.hpp)
+  double mfu = 0;           // model_tflops / peak
+  std::optional<double> val_loss;
+  std::array<std::size_t, kMemoryKinds> memory_current{};
+  std::array<std::size_t, kMemoryKinds> memory_peak{};
+};
+
+nlohmann::json to_json(const StepMetrics& m);
+std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, double eta_seconds);
+std::string format_bytes(std::size_t bytes);
+std::string format_duration(double seconds);
+
+// Appends one JSON object per line; flushed every step so a crashed run keeps its history.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace kintsugi

@@ -1,0 +1,146 @@
+// The whole GPT model: its gradient against finite differences (float64), gradient
+// accumulation over micro-batches, and initialization that does not depend on the layout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradcheck.hpp"
+#include "kintsugi/core/rng.hpp"
+#include "kintsugi/model/gpt.hpp"
+#include "kintsugi/plan/flops.hpp"
+
+namespace kintsugi {
+namespace {
+
+ModelConfig micro_config() {
+  ModelConfig c;
+  c.name = "micro";
+  c.n_layer = 2;
+  c.d_model = 8;
+  c.n_head = 2;
+  c.d_ff = 16;
+  c.vocab_size = 11;
+  c.vocab_pad_multiple = 8;  // 16 rows: padding is exercised
+  c.seq_len = 6;
+  c.init_std = 0.3;  // large enough that every path carries signal
+  return c;
+}
+
+std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> t(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    t[i] = static_cast<std::int32_t>(uniform_int_at(seed, 0, i, vocab));
+  return t;
+}
+
+TEST(GptModel, FullGradientMatchesFiniteDifferences) {
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  const ModelConfig c = micro_config();
+  const std::int64_t B = 2, T = 5;
+  GptModel model(*backend, c, DType::f64, B, T);
+  model.params().initialize(42);
+  // LayerNorm weights and biases start at 1 and 0; perturb them so their gradients are generic.
+  for (int i = 0; i < model.params().size(); ++i) {
+    if (model.params().entry(i).spec.init == ParamInit::normal) continue;
+    Tensor w = model.params().param(i);
+    for (std::int64_t k = 0; k < w.numel(); ++k) w.as<double>()[k] += 0.1 * normal_at(7, i, k);
+  }
+  auto tokens = random_tokens(B * T, c.vocab_size, 3);
+  auto targets = random_tokens(B * T, c.vocab_size, 4);
+  targets[3] = -1;  // an ignored position
+  const double scale = 1.0 / (B * T);
+
+  model.params().begin_step();
+  model.forward_backward(tokens.data(), targets.data(), scale);
+  auto loss = [&] { return scale * model.forward_loss(tokens.data(), targets.data()); };
+
+  ParamStore& p = model.params();
+  for (int i = 0; i < p.size(); ++i) {
+    Tensor w = p.param(i), g = p.grad(i);
+    std::vector<double> analytic(g.as<double>(), g.as<double>() + g.numel());
+    const auto& spec = p.entry(i).spec;
+    // Padding rows of the embedding stay exactly zero in value and gradient.
+    std::int64_t n = w.numel();
+    if (spec.valid_rows >= 0) {
+      const std::int64_t row = n / w.shape[0];
+      for (std::int64_t k = spec.valid_rows * row; k < n; ++k) {
+        EXPECT_EQ(w.as<double>()[k], 0.0);
+        EXPECT_EQ(analytic[k], 0.0);
+      }
+      n = spec.valid_rows * row;
+    }
+    testing::expect_gradient(loss, w.as<double>(), n, analytic.data(), spec.name.c_str(), 24,
+                             1e-6);
+  }
+}
+
+TEST(GptModel, MicroBatchAccumulationEqualsOneBigBatch) {
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  ModelConfig c = micro_config();
+  c.init_std = 0.02;
+  const std::int64_t B = 4, T = 6;
+  GptModel whole(*backend, c, DType::f32, B, T);
+  GptModel pieces(*backend, c, DType::f32, 1, T);
+  whole.params().initialize(9);
+  pieces.params().initialize(9);
+  auto tokens = random_tokens(B * T, c.vocab_size, 5);
+  auto targets = random_tokens(B * T, c.vocab_size, 6);
+  const double scale = 1.0 / (B * T);
+
+  whole.params().begin_step();
+  const double loss_whole = whole.forward_backward(tokens.data(), targets.data(), scale);
+  double loss_pieces = 0;
+  // Two optimizer steps' worth: the second step must overwrite, not add to, the first's grads.
+  for (int step = 0; step < 2; ++step) {
+    pieces.params().begin_step();
+    loss_pieces = 0;
+    for (std::int64_t b = 0; b < B; ++b)
+      loss_pieces += pieces.forward_backward(tokens.data() + b * T, targets.data() + b * T, scale);
+  }
+  EXPECT_NEAR(loss_whole, loss_pieces, 1e-5 * std::abs(loss_whole));
+  Tensor g1 = whole.params().grads(), g2 = pieces.params().grads();
+  double max_abs = 0, max_diff = 0;
+  for (std::int64_t i = 0; i < g1.numel(); ++i) {
+    max_abs = std::max(max_abs, std::abs(double(g1.as<float>()[i])));
+    max_diff = std::max(max_diff, std::abs(double(g1.as<float>()[i] - g2.as<float>()[i])));
+  }
+  EXPECT_GT(max_abs, 0.0);
+  EXPECT_LT(max_diff, 1e-5 * max_abs);
+}
+
+TEST(GptModel, ParameterCountsMatchTheFormulas) {
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  const ModelConfig c = micro_config();
+  GptModel model(*backend, c, DType::f32, 1, c.seq_len);
+  std::int64_t stored = 0;
+  for (int i = 0; i < model.params().size(); ++i) {
+    const auto& e = model.params().entry(i);
+    Shape s = e.spec.global_shape;
+    if (e.spec.valid_rows >= 0) s.dims[0] = e.spec.valid_rows;
+    stored += s.numel();
+  }
+  EXPECT_EQ(stored, parameter_count(c));
+  // GPT-2 small: 124,439,808 parameters with the 50257-token vocabulary (as Hugging Face counts).
+  EXPECT_EQ(parameter_count(model_preset("gpt2")), 124439808);
+  EXPECT_NEAR(parameter_count(model_preset("gpt2-xl")) / 1e9, 1.558, 0.001);
+  EXPECT_NEAR(parameter_count(model_preset("gpt-22b")) / 1e9, 22.0, 0.5);
+  EXPECT_NEAR(parameter_count(model_preset("gpt-175b")) / 1e9, 175.0, 1.0);
+}
+
+TEST(GptModel, MemoryIsTrackedByCategory) {
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  const ModelConfig c = micro_config();
+  GptModel model(*backend, c, DType::f32, 2, c.seq_len);
+  const std::size_t params = model.params().numel() * sizeof(float);
+  EXPECT_EQ(memory.current(MemoryKind::parameters), params);
+  EXPECT_EQ(memory.current(MemoryKind::gradients), params);
+  EXPECT_GT(memory.current(MemoryKind::activations), 0u);
+  EXPECT_GT(memory.current(MemoryKind::workspace), 0u);
+}
+
+}  // namespace
+}  // namespace kintsugi
