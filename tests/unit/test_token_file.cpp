@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/bpe_tokenizer.hpp"
 #include "kintsugi/data/token_file.hpp"
 
 namespace fs = std::filesystem;
@@ -198,4 +200,36 @@ TEST(TokenFile, MovedFromFileStaysValid) {
   EXPECT_EQ(all_tokens(b), (std::vector<std::int32_t>{7, 8, 9}));
   a = std::move(b);
   EXPECT_EQ(a[2], 9);
+}
+
+TEST(TokenFile, TokenizeCommandEndsEveryDocumentWithEot) {
+  // Uses the committed tiny vocabulary so that this test needs no download.
+  const fs::path tiny = fs::path(KINTSUGI_FIXTURES_DIR) / "tokenizer" / "tiny";
+  auto tokenizer = BpeTokenizer::load(tiny);
+  TempDir dir;
+  write_bytes(dir.path / "a.txt", "abab aa\n<|endoftext|>\nqrs\n");
+  write_bytes(dir.path / "b.txt", "the end");
+  std::string command = std::string("'") + KINTSUGI_BINARY + "' data tokenize --tokenizer '" +
+                        tiny.string() + "' --out '" + (dir.path / "t.bin").string() + "' '" +
+                        (dir.path / "a.txt").string() + "' '" + (dir.path / "b.txt").string() +
+                        "' > '" + (dir.path / "log").string() + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_NE(read_bytes(dir.path / "log").find("3 documents"), std::string::npos);
+  std::vector<std::int32_t> expected;
+  for (const char* document : {"abab aa\n", "qrs\n", "the end"}) {
+    auto ids = tokenizer.encode(document);
+    expected.insert(expected.end(), ids.begin(), ids.end());
+    expected.push_back(tokenizer.eot_id());
+  }
+  auto file = TokenFile::open(dir.path / "t.bin");
+  EXPECT_EQ(file.vocab_size(), tokenizer.vocab_size());
+  EXPECT_EQ(all_tokens(file), expected);
+
+  std::string info = std::string("'") + KINTSUGI_BINARY + "' data info '" +
+                     (dir.path / "t.bin").string() + "' > /dev/null 2>&1";
+  EXPECT_EQ(std::system(info.c_str()), 0);
+  std::string bytes = read_bytes(dir.path / "t.bin");
+  bytes.back() ^= 1;
+  write_bytes(dir.path / "t.bin", bytes);
+  EXPECT_NE(std::system(info.c_str()), 0);
 }

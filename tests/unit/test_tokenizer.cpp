@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -267,4 +268,63 @@ TEST(TokenizerFiles, CorruptFilesAreReported) {
     EXPECT_NE(message.find(c.expect), std::string::npos) << message;
     EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
   }
+}
+
+namespace {
+
+// Runs `kintsugi ARGS < stdin_file > out 2> err` and returns the exit status.
+int run_cli(const std::string& args, const fs::path& in, const fs::path& out, const fs::path& err) {
+  std::string command = std::string("'") + KINTSUGI_BINARY + "' " + args + " < '" + in.string() +
+                        "' > '" + out.string() + "' 2> '" + err.string() + "'";
+  int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST(TokenizerCli, EncodePrintsOneLineAndDecodeGivesExactBytes) {
+  REQUIRE_GPT2(tok);
+  TempDir dir;
+  const std::string flag = "--tokenizer '" + kGpt2Dir.string() + "'";
+  for (std::string text : {std::string("Hello world"), std::string("two lines\n\n  end \n"),
+                           std::string(""), std::string("caf\xC3\xA9 \xF0\x9F\x98\x80\r\n")}) {
+    dir.write("in.txt", text);
+    ASSERT_EQ(run_cli("encode " + flag, dir.path / "in.txt", dir.path / "ids.txt", dir.path / "err"), 0)
+        << slurp(dir.path / "err");
+    std::string expected;
+    for (auto id : tok.encode(text)) {
+      if (!expected.empty()) expected += ' ';
+      expected += std::to_string(id);
+    }
+    EXPECT_EQ(slurp(dir.path / "ids.txt"), expected + "\n");
+    ASSERT_EQ(run_cli("decode " + flag, dir.path / "ids.txt", dir.path / "out.txt", dir.path / "err"), 0)
+        << slurp(dir.path / "err");
+    EXPECT_EQ(slurp(dir.path / "out.txt"), text);
+  }
+}
+
+TEST(TokenizerCli, BadInputIsAClearError) {
+  REQUIRE_GPT2(tok);
+  (void)tok;  // the commands load the same files themselves
+  TempDir dir;
+  const std::string flag = "--tokenizer '" + kGpt2Dir.string() + "'";
+  struct Case {
+    std::string command, input, expect;
+  } cases[] = {{"decode", "15496 50257", "token id 50257 (word 2) is out of range"},
+               {"decode", "15496 x1", "\"x1\" (word 2) is not a token id"},
+               {"decode", "-3", "out of range"},
+               {"encode", "ok \xFF", "stdin: invalid UTF-8 at line 1 (byte offset 3"}};
+  for (const auto& c : cases) {
+    dir.write("in.txt", c.input);
+    EXPECT_EQ(run_cli(c.command + " " + flag, dir.path / "in.txt", dir.path / "out", dir.path / "err"), 1);
+    EXPECT_NE(slurp(dir.path / "err").find(c.expect), std::string::npos) << slurp(dir.path / "err");
+  }
+  EXPECT_EQ(run_cli("encode --tokenizer '" + dir.path.string() + "'", dir.path / "in.txt",
+                    dir.path / "out", dir.path / "err"), 1);
+  EXPECT_NE(slurp(dir.path / "err").find("scripts/fetch_data.sh"), std::string::npos);
 }
