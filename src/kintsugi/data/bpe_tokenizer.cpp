@@ -6,7 +6,6 @@
 #include <array>
 #include <fstream>
 #include <mutex>
-#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -113,15 +112,16 @@ struct BpeTokenizer::Impl {
   struct Span {
     std::uint32_t begin, size;
   };
+  // Everything below is guarded by `mutex`: encode() is const but mutates the cache and
+  // reuses bpe()'s scratch space across pieces.
   mutable std::mutex mutex;
   mutable std::unordered_map<std::string, Span, StringHash, std::equal_to<>> cache;
   mutable std::vector<std::int32_t> cache_ids;
-  // Scratch space of bpe(), reused across pieces.
   struct Symbol {
-    std::int32_t id, next;  // id -1: merged into its left neighbour
-    std::int32_t prev;
+    std::int32_t id;          // -1 once merged into its left neighbour
+    std::int32_t next, prev;  // the list of live symbols, -1 at the ends
   };
-  struct Candidate {
+  struct Candidate {  // a mergeable pair (left, right) starting at symbol `position`
     std::int32_t rank, position, left, right;
     bool operator>(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : position > o.position;
