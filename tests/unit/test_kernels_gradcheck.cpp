@@ -110,7 +110,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGradients,
                                            // crosses the 64-row query blocks
                                            AttentionCase{1, 70, 1, 1, 3},
                                            // grouped-query: 4 query heads share 2 kv heads
-                                           AttentionCase{2, 9, 4, 2, 3}));
+                                           AttentionCase{2, 9, 4, 2, 3}),
+                         [](const auto& info) {
+                           const AttentionCase& c = info.param;
+                           return "B" + std::to_string(c.batch) + "_T" + std::to_string(c.seq) +
+                                  "_H" + std::to_string(c.heads) + "_KV" +
+                                  std::to_string(c.kv_heads) + "_D" + std::to_string(c.head_dim);
+                         });
 
 TEST_F(KernelGradients, AttentionIsCausal) {
   // Changing a later token must not change earlier outputs.

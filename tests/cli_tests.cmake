@@ -1,0 +1,35 @@
+# End-to-end tests of the `kintsugi` program: its help, the tokenizer round trip through the
+# CLI, and clean one-line errors for bad input.
+set(KINTSUGI_BIN $<TARGET_FILE:kintsugi>)
+set(EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh)
+set(TINY ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml)
+
+add_test(NAME cli.help COMMAND ${KINTSUGI_BIN} --help)
+add_test(NAME cli.train_help_config COMMAND ${KINTSUGI_BIN} train --help-config)
+set_tests_properties(cli.train_help_config PROPERTIES PASS_REGULAR_EXPRESSION "train.global_batch")
+
+add_test(NAME cli.error.unknown_config_key
+         COMMAND ${EXPECT_ERROR} "unknown key `train.lrr`"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.lrr=1)
+add_test(NAME cli.error.batch_not_multiple
+         COMMAND ${EXPECT_ERROR} "train.global_batch = 15 is not a multiple of train.micro_batch = 2"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.global_batch=15)
+add_test(NAME cli.error.heads_do_not_divide
+         COMMAND ${EXPECT_ERROR} "model.d_model = 128 is not divisible by model.n_head = 3"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set model.n_head=3)
+add_test(NAME cli.error.wrong_type
+         COMMAND ${EXPECT_ERROR} "`train.steps` must be integer"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=1.5)
+add_test(NAME cli.error.missing_config
+         COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
+                 ${KINTSUGI_BIN} train --config nope.toml)
+add_test(NAME cli.error.missing_token_file
+         COMMAND ${EXPECT_ERROR} "missing.bin"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)
+add_test(NAME cli.error.missing_checkpoint
+         COMMAND ${EXPECT_ERROR} "not a kintsugi model checkpoint"
+                 ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer
+                 ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
+add_test(NAME cli.error.unknown_preset
+         COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
+                 ${KINTSUGI_BIN} bench step --model gpt5)

@@ -1,0 +1,100 @@
+// Model checkpoints: round trip, and corrupt, truncated or mismatched files refused before any
+// parameter is touched.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/model/gpt.hpp"
+
+namespace kintsugi {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig small() {
+  ModelConfig c = model_preset("gpt-tiny");
+  c.n_layer = 1;
+  c.d_model = 16;
+  c.n_head = 2;
+  c.d_ff = 64;
+  c.vocab_size = 100;
+  c.seq_len = 8;
+  return c;
+}
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::path(::testing::TempDir()) / ("kintsugi-ckpt-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    model.params().initialize(5);
+    save_model(dir, small(), model.params(), 17);
+  }
+  std::string load_error(const ModelConfig& config) {
+    GptModel other(*backend, config, DType::f32, 1, 4);
+    other.params().initialize(6);
+    const float before = other.params().params().as<float>()[0];
+    try {
+      load_model(dir, other.params());
+    } catch (const Error& e) {
+      EXPECT_EQ(other.params().params().as<float>()[0], before) << "half-loaded";
+      return e.what();
+    }
+    return "";
+  }
+  MemoryTracker memory;
+  std::unique_ptr<Backend> backend = make_cpu_backend(memory);
+  GptModel model{*backend, small(), DType::f32, 1, 4};
+  fs::path dir;
+};
+
+TEST_F(Checkpoint, RoundTrip) {
+  const auto info = read_model_info(dir);
+  EXPECT_EQ(info.step, 17);
+  EXPECT_EQ(info.config.d_model, 16);
+  GptModel other(*backend, info.config, DType::f32, 1, 4);
+  load_model(dir, other.params());
+  const Tensor a = model.params().params(), b = other.params().params();
+  for (std::int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.as<float>()[i], b.as<float>()[i]);
+  // Saving again replaces the directory and leaves no temporary behind.
+  save_model(dir, small(), model.params(), 18);
+  EXPECT_EQ(read_model_info(dir).step, 18);
+  for (const auto& e : fs::directory_iterator(dir.parent_path()))
+    EXPECT_EQ(e.path().filename().string().find(dir.filename().string() + "."), std::string::npos);
+}
+
+TEST_F(Checkpoint, CorruptDataIsRefused) {
+  {
+    std::fstream f(dir / "params.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  EXPECT_NE(load_error(small()).find("checksum"), std::string::npos);
+}
+
+TEST_F(Checkpoint, TruncatedDataIsRefused) {
+  fs::resize_file(dir / "params.bin", fs::file_size(dir / "params.bin") - 4);
+  EXPECT_NE(load_error(small()).find("truncated"), std::string::npos);
+}
+
+TEST_F(Checkpoint, DifferentModelIsRefused) {
+  ModelConfig wider = small();
+  wider.d_ff = 32;
+  EXPECT_NE(load_error(wider).find("shape"), std::string::npos);
+  ModelConfig deeper = small();
+  deeper.n_layer = 2;
+  EXPECT_NE(load_error(deeper).find("different model"), std::string::npos);
+}
+
+TEST_F(Checkpoint, MissingManifestIsRefused) {
+  fs::remove(dir / "manifest.json");
+  EXPECT_THROW(read_model_info(dir), Error);
+}
+
+}  // namespace
+}  // namespace kintsugi
