@@ -144,3 +144,41 @@ TEST(GptModel, MemoryIsTrackedByCategory) {
 
 }  // namespace
 }  // namespace kintsugi
+
+namespace kintsugi {
+namespace {
+
+// A shard initializes exactly its part of the serial tensor, whichever dimension is split and
+// wherever the split starts (odd offsets included).
+TEST(ParamStore, ShardsInitializeTheirPartOfTheSerialTensor) {
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  ParamStore whole;
+  whole.add({.name = "w", .global_shape = {6, 5}, .init_std = 0.5});
+  whole.add({.name = "v", .global_shape = {9}, .init_std = 1.0});
+  whole.allocate(*backend, DType::f64);
+  whole.initialize(3);
+  for (int split_dim : {0, 1}) {
+    const std::int64_t extent = split_dim == 0 ? 3 : 2, begin = split_dim == 0 ? 3 : 1;
+    ParamStore part;
+    part.add({.name = "w", .global_shape = {6, 5}, .init_std = 0.5, .split_dim = split_dim,
+              .split_begin = begin, .split_extent = extent});
+    part.add({.name = "v", .global_shape = {9}, .init_std = 1.0, .split_dim = 0,
+              .split_begin = 5, .split_extent = 3});
+    part.allocate(*backend, DType::f64);
+    part.initialize(3);
+    const Tensor w = whole.param(0), pw = part.param(0);
+    for (std::int64_t i = 0; i < pw.shape[0]; ++i)
+      for (std::int64_t j = 0; j < pw.shape[1]; ++j) {
+        const std::int64_t gi = split_dim == 0 ? i + begin : i, gj = split_dim == 1 ? j + begin : j;
+        EXPECT_EQ(pw.as<double>()[i * pw.shape[1] + j], w.as<double>()[gi * 5 + gj]);
+      }
+    for (std::int64_t i = 0; i < 3; ++i)
+      EXPECT_EQ(part.param(1).as<double>()[i], whole.param(1).as<double>()[5 + i]);
+  }
+  // and element g is normal_at(seed, stream, g) scaled
+  EXPECT_DOUBLE_EQ(whole.param(1).as<double>()[4], normal_at(3, stream_of("v"), 4));
+}
+
+}  // namespace
+}  // namespace kintsugi

@@ -1,6 +1,7 @@
 // `kintsugi bench`: measure this machine (GEMM rate) and the engine (training steps).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kintsugi/cli/commands.hpp"
@@ -12,6 +13,26 @@
 namespace kintsugi::cli {
 
 namespace {
+
+// Ops sorted by time, per step; the remainder is time outside backend ops.
+void print_profile(const StepBenchmarkResult& r, int steps) {
+  std::vector<std::pair<std::string, OpProfile>> ops(r.ops.begin(), r.ops.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& s : r.step_seconds) total += s;
+  fmt::print("\n{:<24} {:>10} {:>10} {:>8} {:>10}\n", "op", "calls/step", "ms/step", "share",
+             "GFLOP/s");
+  double covered = 0;
+  for (const auto& [name, p] : ops) {
+    covered += p.seconds;
+    fmt::print("{:<24} {:>10.0f} {:>10.1f} {:>7.1f}% {:>10}\n", name, double(p.calls) / steps,
+               1e3 * p.seconds / steps, 100 * p.seconds / total,
+               p.flops > 0 ? fmt::format("{:.1f}", p.flops / p.seconds / 1e9) : "");
+  }
+  fmt::print("{:<24} {:>10} {:>10.1f} {:>7.1f}%\n", "(outside ops)", "",
+             1e3 * (total - covered) / steps, 100 * (total - covered) / total);
+}
 
 void add_gemm(CLI::App& bench) {
   struct Args {
@@ -37,8 +58,10 @@ void add_gemm(CLI::App& bench) {
                                         {"cpu", rate.cpu}}
                              .dump());
     else
-      fmt::print("fp32 GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s\n", rate.size, rate.threads,
-                 rate.cpu, rate.gflops);
+      fmt::print("fp32 GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s (best cached: {:.1f}, used "
+                 "as the MFU peak)\n",
+                 rate.size, rate.threads, rate.cpu, rate.gflops,
+                 cached_gemm_rate(rate.threads).value_or(rate).gflops);
   });
 }
 
@@ -47,10 +70,11 @@ void add_step(CLI::App& bench) {
     std::string model = "gpt2";
     std::int64_t batch = 4, seq = 64;
     int steps = 5, warmup = 1, threads = 0;
-    bool json = false;
+    bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = bench.add_subcommand("step", "Time training steps of a model preset");
+  cmd->add_flag("--profile", args->profile, "Also time every backend op and print where the step goes");
   cmd->add_option("--model", args->model, "Model preset (see `kintsugi train --help-config`)");
   cmd->add_option("--batch", args->batch, "Sequences per step");
   cmd->add_option("--seq", args->seq, "Tokens per sequence");
@@ -62,7 +86,8 @@ void add_step(CLI::App& bench) {
     set_compute_threads(args->threads);
     const ModelConfig config = model_preset(args->model);
     const GemmRate gemm = local_gemm_rate();
-    const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup);
+    const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,
+                                      args->profile);
     const double fraction = r.gflops / gemm.gflops;
     if (args->json) {
       fmt::print("{}\n", nlohmann::json{{"impl", "kintsugi"},
@@ -88,6 +113,7 @@ void add_step(CLI::App& bench) {
     fmt::print("{:>12.1f} {:>12.0f} {:>10.1f} {:>13.1f}%\n", r.median_seconds * 1e3,
                r.tokens_per_s, r.gflops, 100 * fraction);
     fmt::print("GEMM rate {:.1f} GFLOP/s: {}\n", gemm.gflops, gemm.source);
+    if (args->profile) print_profile(r, args->steps);
   });
 }
 

@@ -41,11 +41,17 @@ double uniform_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index)
   return to_unit(r[0], r[1]);
 }
 
+std::array<double, 2> normal_pair_at(std::uint64_t seed, std::uint64_t stream,
+                                     std::uint64_t pair) {
+  auto r = philox4x32(seed, stream, pair);
+  const double u1 = 1.0 - to_unit(r[0], r[1]);  // (0, 1]: log is finite
+  const double angle = 2.0 * std::numbers::pi * to_unit(r[2], r[3]);
+  const double radius = std::sqrt(-2.0 * std::log(u1));
+  return {radius * std::cos(angle), radius * std::sin(angle)};
+}
+
 double normal_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
-  auto r = philox4x32(seed, stream, index);
-  double u1 = 1.0 - to_unit(r[0], r[1]);  // (0, 1]: log is finite
-  double u2 = to_unit(r[2], r[3]);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return normal_pair_at(seed, stream, index / 2)[index % 2];
 }
 
 std::uint64_t uniform_int_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index,

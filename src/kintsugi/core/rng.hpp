@@ -14,7 +14,9 @@ std::array<std::uint32_t, 4> philox4x32(std::uint64_t key, std::uint64_t counter
 
 // Uniform in [0, 1) with 53 random bits.
 double uniform_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);
-// Standard normal (Box-Muller over one Philox block).
+// Standard normals: element i is component i % 2 of the Box-Muller pair drawn from Philox
+// block i / 2, so a run of consecutive elements costs one block per two numbers.
+std::array<double, 2> normal_pair_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t pair);
 double normal_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);
 // Uniform integer in [0, bound), bound > 0.
 std::uint64_t uniform_int_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index,

@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <cstdlib>
 #include <thread>
@@ -16,6 +19,13 @@ void set_compute_threads(int threads) {
   if (threads <= 0) threads = 1;
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+#if defined(__x86_64__)
+  // Flush denormals to zero on every pool thread, so that tiny gradients and Adam moments late
+  // in a run never take the slow denormal path (a precaution: GPT-2 steps measured the same
+  // with and without it). Numerics differ only below 1.2e-38.
+#pragma omp parallel
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ | DAZ
+#endif
 }
 
 int compute_threads() { return omp_get_max_threads(); }

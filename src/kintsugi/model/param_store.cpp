@@ -62,22 +62,39 @@ void fill(const ParamEntry& e, T* out, std::uint64_t seed) {
     std::fill(out, out + n, s.init == ParamInit::ones ? T(1) : T(0));
     return;
   }
-  // Map a local element to its index in the global (serial) tensor.
+  // Each local row (last dimension) is one contiguous run of the global (serial) tensor, also
+  // when the last dimension is the split one. Walk runs, drawing Box-Muller pairs.
   const Shape& L = e.local_shape;
   const Shape& G = s.global_shape;
+  const int last = L.rank - 1;
+  const std::int64_t len = L[last], rows = n / len;
   const std::uint64_t stream = stream_of(s.name);
+  const double sd = s.init_std;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t global = 0, rest = i;
-    std::int64_t coords[4];
-    for (int d = L.rank - 1; d >= 0; --d) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t coords[4] = {0, 0, 0, 0}, rest = r;
+    for (int d = last - 1; d >= 0; --d) {
       coords[d] = rest % L[d];
       rest /= L[d];
     }
-    if (s.split_dim >= 0) coords[s.split_dim] += s.split_begin;
-    for (int d = 0; d < G.rank; ++d) global = global * G[d] + coords[d];
-    const bool padding = s.valid_rows >= 0 && coords[0] >= s.valid_rows;
-    out[i] = padding ? T(0) : static_cast<T>(s.init_std * normal_at(seed, stream, global));
+    if (s.split_dim >= 0 && s.split_dim < last) coords[s.split_dim] += s.split_begin;
+    std::int64_t global_row = 0;
+    for (int d = 0; d < last; ++d) global_row = global_row * G[d] + coords[d];
+    T* o = out + r * len;
+    const bool padding = s.valid_rows >= 0 && (last == 0 ? false : coords[0] >= s.valid_rows);
+    if (padding) {
+      std::fill(o, o + len, T(0));
+      continue;
+    }
+    const std::int64_t g0 = global_row * G[last] + (s.split_dim == last ? s.split_begin : 0);
+    std::int64_t k = 0;
+    if (g0 % 2) o[k++] = static_cast<T>(sd * normal_pair_at(seed, stream, g0 / 2)[1]);
+    for (; k + 1 < len; k += 2) {
+      const auto pair = normal_pair_at(seed, stream, (g0 + k) / 2);
+      o[k] = static_cast<T>(sd * pair[0]);
+      o[k + 1] = static_cast<T>(sd * pair[1]);
+    }
+    if (k < len) o[k] = static_cast<T>(sd * normal_pair_at(seed, stream, (g0 + k) / 2)[0]);
   }
 }
 

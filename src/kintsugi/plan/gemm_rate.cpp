@@ -93,14 +93,22 @@ void store_gemm_rate(const GemmRate& rate) {
       } catch (const std::exception&) {
       }
   }
+  // Keep the best rate ever measured: a measurement on a busy machine only under-reports the
+  // peak, and MFU must not flatter a run by dividing by a depressed rate.
   auto& rates = j["rates"];
+  GemmRate best = rate;
   for (auto it = rates.begin(); it != rates.end();)
-    if ((*it).value("threads", 0) == rate.threads && (*it).value("cpu", "") == rate.cpu)
+    if ((*it).value("threads", 0) == rate.threads && (*it).value("cpu", "") == rate.cpu) {
+      if ((*it).value("gflops", 0.0) > best.gflops) {
+        best.gflops = (*it).value("gflops", 0.0);
+        best.size = (*it).value("size", 0);
+      }
       it = rates.erase(it);
-    else
+    } else {
       ++it;
-  rates.push_back({{"gflops", rate.gflops}, {"threads", rate.threads}, {"size", rate.size},
-                   {"cpu", rate.cpu}});
+    }
+  rates.push_back({{"gflops", best.gflops}, {"threads", best.threads}, {"size", best.size},
+                   {"cpu", best.cpu}});
   std::error_code ec;
   fs::create_directories(cache_file().parent_path(), ec);
   const fs::path tmp = cache_file().string() + ".tmp";

@@ -18,6 +18,7 @@ struct GemmRate {
 // Best of `repeats` fp32 GEMMs of size x size after a warm-up, on the current thread count.
 GemmRate measure_gemm_rate(int size = 3072, int repeats = 5);
 std::optional<GemmRate> cached_gemm_rate(int threads);
+// Caches `rate`, or keeps the cached one if it is higher (the peak is the best ever seen).
 void store_gemm_rate(const GemmRate& rate);
 // The cached rate for the current thread count, measuring (and caching) it when absent.
 GemmRate local_gemm_rate();

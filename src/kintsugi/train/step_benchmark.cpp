@@ -13,13 +13,16 @@
 namespace kintsugi {
 
 StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t batch,
-                                       std::int64_t seq, int steps, int warmup) {
+                                       std::int64_t seq, int steps, int warmup, bool profile) {
   if (seq > config.seq_len)
     fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
   if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
     fail("--batch, --seq and --steps must be positive and --warmup not negative");
   MemoryTracker memory;
-  auto backend = make_cpu_backend(memory);
+  auto cpu = make_cpu_backend(memory);
+  std::unique_ptr<ProfilingBackend> profiler;
+  if (profile) profiler = std::make_unique<ProfilingBackend>(*cpu);
+  Backend* backend = profile ? static_cast<Backend*>(profiler.get()) : cpu.get();
   GptModel model(*backend, config, DType::f32, batch, seq);
   model.params().initialize(1);
   AdamW optimizer(*backend, model.params(), {});
@@ -31,6 +34,7 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
 
   StepBenchmarkResult result;
   for (int s = 0; s < warmup + steps; ++s) {
+    if (profiler && s == warmup) profiler->reset();
     Stopwatch clock;
     model.params().begin_step();
     model.forward_backward(tokens.data(), tokens.data() + 1, scale);
@@ -45,6 +49,7 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
   result.tokens_per_s = batch * seq / result.median_seconds;
   result.gflops = model_flops_per_token(config, seq) * batch * seq / result.median_seconds / 1e9;
   result.peak_memory_bytes = memory.peak_total();
+  if (profiler) result.ops = profiler->profile();
   return result;
 }
 

@@ -2,7 +2,11 @@
 // Times whole training steps (forward, backward, global norm, AdamW) of a model on synthetic
 // tokens: the engine's throughput without data loading or logging.
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
+
+#include "kintsugi/backend/profiling_backend.hpp"
 
 #include "kintsugi/model/config.hpp"
 
@@ -14,9 +18,12 @@ struct StepBenchmarkResult {
   double tokens_per_s = 0;
   double gflops = 0;  // model FLOPs per second / 1e9 (plan/flops.hpp)
   std::size_t peak_memory_bytes = 0;
+  std::map<std::string, OpProfile> ops;  // per op kind, summed over the timed steps (profile)
 };
 
+// With `profile`, every backend op is timed (which adds a little overhead per op).
 StepBenchmarkResult run_step_benchmark(const ModelConfig& model, std::int64_t batch,
-                                       std::int64_t seq, int steps, int warmup);
+                                       std::int64_t seq, int steps, int warmup,
+                                       bool profile = false);
 
 }  // namespace kintsugi

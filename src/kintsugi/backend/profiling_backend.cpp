@@ -1,0 +1,126 @@
+#include "kintsugi/backend/profiling_backend.hpp"
+
+#include "kintsugi/core/timer.hpp"
+
+namespace kintsugi {
+
+namespace {
+double rows(const Tensor& t) { return double(t.numel()) / t.shape[t.shape.rank - 1]; }
+double cols(const Tensor& t) { return double(t.shape[t.shape.rank - 1]); }
+}  // namespace
+
+ProfilingBackend::ProfilingBackend(Backend& inner) : Backend(inner.memory()), inner_(inner) {}
+
+template <class Fn>
+auto ProfilingBackend::timed(const char* op, double flops, Fn&& fn) {
+  Stopwatch clock;
+  auto record = [&] {
+    OpProfile& p = profile_[op];
+    ++p.calls;
+    p.seconds += clock.seconds();
+    p.flops += flops;
+  };
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    record();
+  } else {
+    auto result = fn();
+    record();
+    return result;
+  }
+}
+
+void ProfilingBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                      const Tensor& y, bool accumulate) {
+  timed("linear_forward", 2 * rows(x) * cols(x) * w.shape[0],
+        [&] { inner_.linear_forward(x, w, bias, y, accumulate); });
+}
+void ProfilingBackend::linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                                             bool accumulate) {
+  timed("linear_backward_input", 2 * rows(dy) * cols(dy) * w.shape[1],
+        [&] { inner_.linear_backward_input(dy, w, dx, accumulate); });
+}
+void ProfilingBackend::linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                                              const Tensor* db, bool accumulate) {
+  timed("linear_backward_weight", 2 * rows(dy) * cols(dy) * cols(x),
+        [&] { inner_.linear_backward_weight(dy, x, dw, db, accumulate); });
+}
+void ProfilingBackend::layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                         double eps) {
+  timed("layernorm_forward", 0, [&] { inner_.layernorm_forward(x, w, b, y, mean, rstd, eps); });
+}
+void ProfilingBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                          const Tensor& mean, const Tensor& rstd,
+                                          const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                          bool accumulate) {
+  timed("layernorm_backward", 0,
+        [&] { inner_.layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, accumulate); });
+}
+void ProfilingBackend::gelu_forward(const Tensor& x, const Tensor& y) {
+  timed("gelu_forward", 0, [&] { inner_.gelu_forward(x, y); });
+}
+void ProfilingBackend::gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  timed("gelu_backward", 0, [&] { inner_.gelu_backward(x, dy, dx); });
+}
+void ProfilingBackend::attention_forward(const AttentionShape& s, const Tensor& qkv,
+                                         const Tensor& out, const Tensor& lse) {
+  // Model FLOPs of QK^T and PV, in full (see plan/flops.hpp).
+  const double f = 4.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  timed("attention_forward", f, [&] { inner_.attention_forward(s, qkv, out, lse); });
+}
+void ProfilingBackend::attention_backward(const AttentionShape& s, const Tensor& qkv,
+                                          const Tensor& out, const Tensor& lse,
+                                          const Tensor& dout, const Tensor& dqkv) {
+  const double f = 8.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  timed("attention_backward", f,
+        [&] { inner_.attention_backward(s, qkv, out, lse, dout, dqkv); });
+}
+void ProfilingBackend::embedding_forward(const std::int32_t* tokens, std::int64_t seq,
+                                         const Tensor& wte, const Tensor* wpe, const Tensor& out,
+                                         std::int64_t vocab_begin) {
+  timed("embedding_forward", 0,
+        [&] { inner_.embedding_forward(tokens, seq, wte, wpe, out, vocab_begin); });
+}
+void ProfilingBackend::embedding_backward(const std::int32_t* tokens, std::int64_t seq,
+                                          const Tensor& dout, const Tensor& dwte,
+                                          bool accumulate_wte, const Tensor* dwpe,
+                                          bool accumulate_wpe, std::int64_t vocab_begin) {
+  timed("embedding_backward", 0, [&] {
+    inner_.embedding_backward(tokens, seq, dout, dwte, accumulate_wte, dwpe, accumulate_wpe,
+                              vocab_begin);
+  });
+}
+void ProfilingBackend::cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
+                                             std::int64_t vocab, double* losses) {
+  timed("cross_entropy", 0, [&] { inner_.cross_entropy_forward(logits, targets, vocab, losses); });
+}
+void ProfilingBackend::cross_entropy_forward_backward(const Tensor& logits,
+                                                      const std::int32_t* targets,
+                                                      std::int64_t vocab, double* losses,
+                                                      double grad_scale) {
+  timed("cross_entropy", 0, [&] {
+    inner_.cross_entropy_forward_backward(logits, targets, vocab, losses, grad_scale);
+  });
+}
+void ProfilingBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  timed("add", 0, [&] { inner_.add(a, b, out); });
+}
+void ProfilingBackend::scale(const Tensor& x, double factor) {
+  timed("scale", 0, [&] { inner_.scale(x, factor); });
+}
+void ProfilingBackend::copy(const Tensor& src, const Tensor& dst) {
+  timed("copy", 0, [&] { inner_.copy(src, dst); });
+}
+void ProfilingBackend::zero(const Tensor& x) {
+  timed("zero", 0, [&] { inner_.zero(x); });
+}
+double ProfilingBackend::sum_squares(const Tensor& x) {
+  return timed("sum_squares", 0, [&] { return inner_.sum_squares(x); });
+}
+void ProfilingBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                                  const Tensor& v, const AdamWHyper& h) {
+  timed("adamw", 0, [&] { inner_.adamw_step(param, grad, m, v, h); });
+}
+
+}  // namespace kintsugi
