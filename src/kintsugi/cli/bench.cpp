@@ -89,6 +89,8 @@ void add_step(CLI::App& bench) {
     const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,
                                       args->profile);
     const double fraction = r.gflops / gemm.gflops;
+    std::vector<double> step_ms;
+    for (double s : r.step_seconds) step_ms.push_back(s * 1e3);
     if (args->json) {
       fmt::print("{}\n", nlohmann::json{{"impl", "kintsugi"},
                                         {"model", args->model},
@@ -97,7 +99,7 @@ void add_step(CLI::App& bench) {
                                         {"threads", compute_threads()},
                                         {"steps", args->steps},
                                         {"ms_per_step", r.median_seconds * 1e3},
-                                        {"step_ms", r.step_seconds},
+                                        {"step_ms", step_ms},
                                         {"tokens_per_s", r.tokens_per_s},
                                         {"gflops", r.gflops},
                                         {"gemm_gflops", gemm.gflops},
