@@ -138,16 +138,27 @@ TEST_F(KernelGradients, Embedding) {
        r = random_vector(batch * seq * dim, 16);
   std::vector<double> out(batch * seq * dim), dwte(vocab * dim, 7.0), dwpe(seq * dim, 7.0);
   auto loss = [&] {
-    Tensor p = view(wpe, {seq, dim});
-    be->embedding_forward(tokens.data(), seq, view(wte, {vocab, dim}), &p,
-                          view(out, {batch * seq, dim}));
+    be->embedding_forward(tokens.data(), view(wte, {vocab, dim}), view(out, {batch * seq, dim}));
+    be->position_embedding_forward(view(out, {batch * seq, dim}), view(wpe, {seq, dim}), seq);
     return dot(out.data(), r.data(), batch * seq * dim);
   };
-  Tensor dp = view(dwpe, {seq, dim});
-  be->embedding_backward(tokens.data(), seq, view(r, {batch * seq, dim}),
-                         view(dwte, {vocab, dim}), false, &dp, false);
+  be->embedding_backward(tokens.data(), view(r, {batch * seq, dim}), view(dwte, {vocab, dim}),
+                         false);
+  be->position_embedding_backward(view(r, {batch * seq, dim}), view(dwpe, {seq, dim}), seq, false);
   expect_gradient(loss, wte.data(), vocab * dim, dwte.data(), "dwte");
   expect_gradient(loss, wpe.data(), seq * dim, dwpe.data(), "dwpe");
+}
+
+TEST_F(KernelGradients, EmbeddingShardSeesOnlyItsIds) {
+  // Rows [3, 6) of a 6-row table: ids 0..2 give zero rows and no gradient.
+  const std::int64_t dim = 2;
+  std::vector<std::int32_t> tokens = {4, 1};
+  std::vector<double> shard = {1, 2, 3, 4, 5, 6}, out(4), grad(6);
+  be->embedding_forward(tokens.data(), view(shard, {3, dim}), view(out, {2, dim}), 3);
+  EXPECT_EQ(out, (std::vector<double>{3, 4, 0, 0}));
+  std::vector<double> d = {1, 1, 1, 1};
+  be->embedding_backward(tokens.data(), view(d, {2, dim}), view(grad, {3, dim}), false, 3);
+  EXPECT_EQ(grad, (std::vector<double>{0, 0, 1, 1, 0, 0}));
 }
 
 TEST_F(KernelGradients, CrossEntropyWithPaddingAndIgnoredTargets) {
@@ -155,22 +166,26 @@ TEST_F(KernelGradients, CrossEntropyWithPaddingAndIgnoredTargets) {
   std::vector<std::int32_t> targets = {4, -1, 0};
   auto logits = random_vector(rows * padded, 17, 2.0);
   const double scale = 0.37;
+  auto run = [&](std::vector<double>& l, std::vector<double>& losses, bool backward) {
+    std::vector<double> mx(rows), sum(rows), tl(rows);
+    be->softmax_row_max(view(l, {rows, padded}), vocab, view(mx, {rows}));
+    be->softmax_row_sum(view(l, {rows, padded}), vocab, view(mx, {rows}), targets.data(), 0,
+                        view(sum, {rows}), view(tl, {rows}), backward);
+    be->cross_entropy_finish(view(l, {rows, padded}), vocab, view(mx, {rows}), view(sum, {rows}),
+                             view(tl, {rows}), targets.data(), 0, losses.data(), backward, scale);
+  };
   auto loss = [&] {
-    std::vector<double> copy = logits;
-    std::vector<double> losses(rows);
-    be->cross_entropy_forward(view(copy, {rows, padded}), targets.data(), vocab, losses.data());
+    std::vector<double> copy = logits, losses(rows);
+    run(copy, losses, false);
     double l = 0;
     for (double v : losses) l += v;
     return scale * l;
   };
-  std::vector<double> grad = logits;
-  std::vector<double> losses(rows);
-  be->cross_entropy_forward_backward(view(grad, {rows, padded}), targets.data(), vocab,
-                                     losses.data(), scale);
+  std::vector<double> grad = logits, losses(rows);
+  run(grad, losses, true);
   EXPECT_EQ(losses[1], 0.0);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = vocab; j < padded; ++j) EXPECT_EQ(grad[r * padded + j], 0.0);
-  // analytic check of the kept rows: softmax - onehot
   for (std::int64_t r : {0, 2}) {
     double mx = -1e300, sum = 0;
     for (std::int64_t j = 0; j < vocab; ++j) mx = std::max(mx, logits[r * padded + j]);
@@ -182,9 +197,52 @@ TEST_F(KernelGradients, CrossEntropyWithPaddingAndIgnoredTargets) {
     EXPECT_NEAR(losses[r], std::log(sum) + mx - logits[r * padded + targets[r]], 1e-12);
   }
   for (std::int64_t j = 0; j < padded; ++j) EXPECT_EQ(grad[padded + j], 0.0);
-  // and against finite differences of the forward
   std::vector<double> analytic = grad;
   expect_gradient(loss, logits.data(), rows * padded, analytic.data(), "dlogits");
+}
+
+TEST_F(KernelGradients, CrossEntropyOverVocabularyShardsEqualsWhole) {
+  // Two shards of 4 columns (vocabulary 7, so the second has 3 valid columns) combined the way
+  // the vocabulary-parallel head combines them: max of maxima, sums of sums.
+  const std::int64_t rows = 2, vocab = 7;
+  std::vector<std::int32_t> targets = {6, 1};
+  auto whole = random_vector(rows * 8, 18, 3.0);
+  std::vector<double> mx(rows), sum(rows), tl(rows), losses(rows);
+  auto w = whole;
+  be->softmax_row_max(view(w, {rows, 8}), vocab, view(mx, {rows}));
+  be->softmax_row_sum(view(w, {rows, 8}), vocab, view(mx, {rows}), targets.data(), 0,
+                      view(sum, {rows}), view(tl, {rows}), true);
+  be->cross_entropy_finish(view(w, {rows, 8}), vocab, view(mx, {rows}), view(sum, {rows}),
+                           view(tl, {rows}), targets.data(), 0, losses.data(), true, 1.0);
+
+  std::vector<double> shard[2], smx[2], ssum[2], stl[2];
+  for (int s = 0; s < 2; ++s) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < 4; ++j) shard[s].push_back(whole[r * 8 + s * 4 + j]);
+    smx[s].resize(rows);
+    be->softmax_row_max(view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(smx[s], {rows}));
+  }
+  std::vector<double> gmx(rows), gsum(rows, 0), gtl(rows, 0), slosses(rows);
+  for (std::int64_t r = 0; r < rows; ++r) gmx[r] = std::max(smx[0][r], smx[1][r]);
+  for (int s = 0; s < 2; ++s) {
+    ssum[s].resize(rows);
+    stl[s].resize(rows);
+    be->softmax_row_sum(view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(gmx, {rows}),
+                        targets.data(), s * 4, view(ssum[s], {rows}), view(stl[s], {rows}), true);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      gsum[r] += ssum[s][r];
+      gtl[r] += stl[s][r];
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    be->cross_entropy_finish(view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(gmx, {rows}),
+                             view(gsum, {rows}), view(gtl, {rows}), targets.data(), s * 4,
+                             slosses.data(), true, 1.0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < 4; ++j)
+        EXPECT_NEAR(shard[s][r * 4 + j], w[r * 8 + s * 4 + j], 1e-14);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) EXPECT_NEAR(slosses[r], losses[r], 1e-12);
 }
 
 }  // namespace

@@ -72,28 +72,46 @@ class Backend {
   virtual void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
 
-  // ---- embeddings. tokens int32 [B*T]; out [B*T, d] = wte[token] (+ wpe[t] when wpe given,
-  // positions t = row % seq). Token ids outside [vocab_begin, vocab_begin + rows of wte) give
-  // zero rows: that is how a vocabulary-parallel shard sees the ids other ranks own.
-  virtual void embedding_forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& wte,
-                                 const Tensor* wpe, const Tensor& out,
+  // ---- embeddings. tokens int32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
+  // [vocab_begin, vocab_begin + rows of wte) give zero rows: that is how a vocabulary-parallel
+  // shard sees the ids other ranks own.
+  virtual void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
                                  std::int64_t vocab_begin = 0) = 0;
-  virtual void embedding_backward(const std::int32_t* tokens, std::int64_t seq,
-                                  const Tensor& dout, const Tensor& dwte, bool accumulate_wte,
-                                  const Tensor* dwpe, bool accumulate_wpe,
+  virtual void embedding_backward(const std::int32_t* tokens, const Tensor& dout,
+                                  const Tensor& dwte, bool accumulate,
                                   std::int64_t vocab_begin = 0) = 0;
+  // Learned positions: x[r] += wpe[(first_row + r) % seq], where first_row is the global row
+  // of x's first row (sequence-parallel ranks hold a slice of the rows).
+  virtual void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                          std::int64_t first_row = 0) = 0;
+  virtual void position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
+                                           std::int64_t seq, bool accumulate,
+                                           std::int64_t first_row = 0) = 0;
 
-  // ---- loss. logits [N, Vp] whose first `vocab` columns are real (the rest is padding).
-  // losses[N] receives -log softmax(logits)[target]; targets < 0 are ignored (loss 0).
-  // The _backward variant also overwrites logits with dloss/dlogits * grad_scale.
-  virtual void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                                     std::int64_t vocab, double* losses) = 0;
-  virtual void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
-                                              std::int64_t vocab, double* losses,
-                                              double grad_scale) = 0;
+  // ---- loss: softmax cross-entropy in three passes, so that a vocabulary-parallel rank can
+  // combine its row statistics with the other ranks' between them. logits [N, C] hold the
+  // columns [col_begin, col_begin + C) of the vocabulary; only the first `valid` are real (the
+  // rest is padding). Targets < 0 are ignored positions (loss 0, no gradient).
+  //   row_max[r] = max over valid columns
+  virtual void softmax_row_max(const Tensor& logits, std::int64_t valid,
+                               const Tensor& row_max) = 0;
+  //   row_sum[r] = sum exp(logit - row_max[r]); target_logit[r] = the target's logit if it is
+  //   one of these columns, else 0. With store_exp the exponentials replace the logits.
+  virtual void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                               const std::int32_t* targets, std::int64_t col_begin,
+                               const Tensor& row_sum, const Tensor& target_logit,
+                               bool store_exp) = 0;
+  //   losses[r] = log(row_sum) + row_max - target_logit. With backward (after store_exp),
+  //   logits become grad_scale * (softmax - onehot) and padding columns 0.
+  virtual void cross_entropy_finish(const Tensor& logits, std::int64_t valid,
+                                    const Tensor& row_max, const Tensor& row_sum,
+                                    const Tensor& target_logit, const std::int32_t* targets,
+                                    std::int64_t col_begin, double* losses, bool backward,
+                                    double grad_scale) = 0;
 
   // ---- elementwise and reductions
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
+  virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;  // each row of x += bias
   virtual void scale(const Tensor& x, double factor) = 0;                     // x *= factor
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
   virtual void zero(const Tensor& x) = 0;

@@ -76,35 +76,55 @@ void ProfilingBackend::attention_backward(const AttentionShape& s, const Tensor&
   timed("attention_backward", f,
         [&] { inner_.attention_backward(s, qkv, out, lse, dout, dqkv); });
 }
-void ProfilingBackend::embedding_forward(const std::int32_t* tokens, std::int64_t seq,
-                                         const Tensor& wte, const Tensor* wpe, const Tensor& out,
-                                         std::int64_t vocab_begin) {
-  timed("embedding_forward", 0,
-        [&] { inner_.embedding_forward(tokens, seq, wte, wpe, out, vocab_begin); });
+void ProfilingBackend::embedding_forward(const std::int32_t* tokens, const Tensor& wte,
+                                         const Tensor& out, std::int64_t vocab_begin) {
+  timed("embedding_forward", 0, [&] { inner_.embedding_forward(tokens, wte, out, vocab_begin); });
 }
-void ProfilingBackend::embedding_backward(const std::int32_t* tokens, std::int64_t seq,
-                                          const Tensor& dout, const Tensor& dwte,
-                                          bool accumulate_wte, const Tensor* dwpe,
-                                          bool accumulate_wpe, std::int64_t vocab_begin) {
-  timed("embedding_backward", 0, [&] {
-    inner_.embedding_backward(tokens, seq, dout, dwte, accumulate_wte, dwpe, accumulate_wpe,
-                              vocab_begin);
+void ProfilingBackend::embedding_backward(const std::int32_t* tokens, const Tensor& dout,
+                                          const Tensor& dwte, bool accumulate,
+                                          std::int64_t vocab_begin) {
+  timed("embedding_backward", 0,
+        [&] { inner_.embedding_backward(tokens, dout, dwte, accumulate, vocab_begin); });
+}
+void ProfilingBackend::position_embedding_forward(const Tensor& x, const Tensor& wpe,
+                                                  std::int64_t seq, std::int64_t first_row) {
+  timed("embedding_forward", 0,
+        [&] { inner_.position_embedding_forward(x, wpe, seq, first_row); });
+}
+void ProfilingBackend::position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
+                                                   std::int64_t seq, bool accumulate,
+                                                   std::int64_t first_row) {
+  timed("embedding_backward", 0,
+        [&] { inner_.position_embedding_backward(dx, dwpe, seq, accumulate, first_row); });
+}
+void ProfilingBackend::softmax_row_max(const Tensor& logits, std::int64_t valid,
+                                       const Tensor& row_max) {
+  timed("cross_entropy", 0, [&] { inner_.softmax_row_max(logits, valid, row_max); });
+}
+void ProfilingBackend::softmax_row_sum(const Tensor& logits, std::int64_t valid,
+                                       const Tensor& row_max, const std::int32_t* targets,
+                                       std::int64_t col_begin, const Tensor& row_sum,
+                                       const Tensor& target_logit, bool store_exp) {
+  timed("cross_entropy", 0, [&] {
+    inner_.softmax_row_sum(logits, valid, row_max, targets, col_begin, row_sum, target_logit,
+                           store_exp);
   });
 }
-void ProfilingBackend::cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                                             std::int64_t vocab, double* losses) {
-  timed("cross_entropy", 0, [&] { inner_.cross_entropy_forward(logits, targets, vocab, losses); });
-}
-void ProfilingBackend::cross_entropy_forward_backward(const Tensor& logits,
-                                                      const std::int32_t* targets,
-                                                      std::int64_t vocab, double* losses,
-                                                      double grad_scale) {
+void ProfilingBackend::cross_entropy_finish(const Tensor& logits, std::int64_t valid,
+                                            const Tensor& row_max, const Tensor& row_sum,
+                                            const Tensor& target_logit,
+                                            const std::int32_t* targets, std::int64_t col_begin,
+                                            double* losses, bool backward, double grad_scale) {
   timed("cross_entropy", 0, [&] {
-    inner_.cross_entropy_forward_backward(logits, targets, vocab, losses, grad_scale);
+    inner_.cross_entropy_finish(logits, valid, row_max, row_sum, target_logit, targets,
+                                col_begin, losses, backward, grad_scale);
   });
 }
 void ProfilingBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   timed("add", 0, [&] { inner_.add(a, b, out); });
+}
+void ProfilingBackend::add_bias(const Tensor& x, const Tensor& bias) {
+  timed("add", 0, [&] { inner_.add_bias(x, bias); });
 }
 void ProfilingBackend::scale(const Tensor& x, double factor) {
   timed("scale", 0, [&] { inner_.scale(x, factor); });

@@ -41,17 +41,25 @@ class ProfilingBackend final : public Backend {
                          const Tensor& lse) override;
   void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                           const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override;
-  void embedding_forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& wte,
-                         const Tensor* wpe, const Tensor& out, std::int64_t vocab_begin) override;
-  void embedding_backward(const std::int32_t* tokens, std::int64_t seq, const Tensor& dout,
-                          const Tensor& dwte, bool accumulate_wte, const Tensor* dwpe,
-                          bool accumulate_wpe, std::int64_t vocab_begin) override;
-  void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                             std::int64_t vocab, double* losses) override;
-  void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
-                                      std::int64_t vocab, double* losses,
-                                      double grad_scale) override;
+  void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
+                         std::int64_t vocab_begin) override;
+  void embedding_backward(const std::int32_t* tokens, const Tensor& dout, const Tensor& dwte,
+                          bool accumulate, std::int64_t vocab_begin) override;
+  void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                  std::int64_t first_row) override;
+  void position_embedding_backward(const Tensor& dx, const Tensor& dwpe, std::int64_t seq,
+                                   bool accumulate, std::int64_t first_row) override;
+  void softmax_row_max(const Tensor& logits, std::int64_t valid, const Tensor& row_max) override;
+  void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                       const std::int32_t* targets, std::int64_t col_begin,
+                       const Tensor& row_sum, const Tensor& target_logit,
+                       bool store_exp) override;
+  void cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                            const Tensor& row_sum, const Tensor& target_logit,
+                            const std::int32_t* targets, std::int64_t col_begin, double* losses,
+                            bool backward, double grad_scale) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void add_bias(const Tensor& x, const Tensor& bias) override;
   void scale(const Tensor& x, double factor) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void zero(const Tensor& x) override;

@@ -21,21 +21,40 @@ std::string_view name_of(MemoryKind kind) {
 }
 
 void MemoryTracker::allocated(MemoryKind kind, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
   auto k = static_cast<int>(kind);
   current_[k] += bytes;
   if (current_[k] > peak_[k]) peak_[k] = current_[k];
-  std::size_t total = current_total();
+  std::size_t total = 0;
+  for (auto c : current_) total += c;
   if (total > peak_total_) peak_total_ = total;
 }
 
 void MemoryTracker::released(MemoryKind kind, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
   current_[static_cast<int>(kind)] -= bytes;
 }
 
+std::size_t MemoryTracker::current(MemoryKind kind) const {
+  std::lock_guard lock(mutex_);
+  return current_[static_cast<int>(kind)];
+}
+
+std::size_t MemoryTracker::peak(MemoryKind kind) const {
+  std::lock_guard lock(mutex_);
+  return peak_[static_cast<int>(kind)];
+}
+
 std::size_t MemoryTracker::current_total() const {
+  std::lock_guard lock(mutex_);
   std::size_t total = 0;
   for (auto c : current_) total += c;
   return total;
+}
+
+std::size_t MemoryTracker::peak_total() const {
+  std::lock_guard lock(mutex_);
+  return peak_total_;
 }
 
 Buffer::Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)

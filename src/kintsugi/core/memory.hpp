@@ -4,6 +4,7 @@
 // Buffers are allocated once when a run starts, never per step.
 #include <array>
 #include <cstddef>
+#include <mutex>
 #include <string_view>
 
 #include "kintsugi/core/tensor.hpp"
@@ -22,16 +23,18 @@ enum class MemoryKind : int {
 constexpr int kMemoryKinds = static_cast<int>(MemoryKind::count);
 std::string_view name_of(MemoryKind kind);
 
+// Thread-safe: the communication thread allocates its staging buffers too.
 class MemoryTracker {
  public:
   void allocated(MemoryKind kind, std::size_t bytes);
   void released(MemoryKind kind, std::size_t bytes);
-  std::size_t current(MemoryKind kind) const { return current_[static_cast<int>(kind)]; }
-  std::size_t peak(MemoryKind kind) const { return peak_[static_cast<int>(kind)]; }
+  std::size_t current(MemoryKind kind) const;
+  std::size_t peak(MemoryKind kind) const;
   std::size_t current_total() const;
-  std::size_t peak_total() const { return peak_total_; }
+  std::size_t peak_total() const;
 
  private:
+  mutable std::mutex mutex_;
   std::array<std::size_t, kMemoryKinds> current_{};
   std::array<std::size_t, kMemoryKinds> peak_{};
   std::size_t peak_total_ = 0;

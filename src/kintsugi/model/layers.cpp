@@ -3,42 +3,56 @@
 namespace kintsugi {
 
 Linear::Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std::int64_t out,
-               bool bias, double init_std)
-    : ctx_(ctx) {
+               Split split, double init_std)
+    : ctx_(ctx), split_(split) {
+  const TensorParallel& tp = ctx.tp;
+  const int dim = split == Split::column ? 0 : 1;
+  const std::int64_t n = split == Split::column ? out : in;
   w_ = ctx.params.add({.name = name + ".weight",
                        .global_shape = {out, in},
                        .init = ParamInit::normal,
                        .init_std = init_std,
-                       .weight_decay = true});
-  if (bias)
-    b_ = ctx.params.add({.name = name + ".bias", .global_shape = {out}, .init = ParamInit::zeros});
+                       .weight_decay = true,
+                       .split_dim = tp.size() > 1 ? dim : -1,
+                       .split_begin = tp.shard_begin(n),
+                       .split_extent = tp.shard_extent(n)});
+  const bool column = split == Split::column;
+  b_ = ctx.params.add({.name = name + ".bias",
+                       .global_shape = {out},
+                       .init = ParamInit::zeros,
+                       .split_dim = column && tp.size() > 1 ? 0 : -1,
+                       .split_begin = tp.shard_begin(out),
+                       .split_extent = tp.shard_extent(out)});
 }
 
 void Linear::forward(const Tensor& x, const Tensor& y) const {
-  Tensor b;
-  if (b_ >= 0) b = ctx_.params.param(b_);
-  ctx_.backend.linear_forward(x, ctx_.params.param(w_), b_ >= 0 ? &b : nullptr, y);
+  const Tensor b = ctx_.params.param(b_);
+  ctx_.backend.linear_forward(x, ctx_.params.param(w_), split_ == Split::column ? &b : nullptr, y);
+}
+
+void Linear::add_bias(const Tensor& y) const {
+  KINTSUGI_ASSERT(split_ == Split::row);
+  ctx_.backend.add_bias(y, ctx_.params.param(b_));
 }
 
 void Linear::backward(const Tensor& dy, const Tensor& x, const Tensor* dx,
                       bool accumulate_dx) const {
   auto& p = ctx_.params;
   if (dx) ctx_.backend.linear_backward_input(dy, p.param(w_), *dx, accumulate_dx);
+  // Weight and bias gradients are written together, so they share one accumulate flag.
   const bool acc = p.accumulate_grad(w_);
-  Tensor db;
-  if (b_ >= 0) {
-    // Weight and bias gradients are written together, so they share one accumulate flag.
-    const bool bias_acc = p.accumulate_grad(b_);
-    KINTSUGI_ASSERT(bias_acc == acc);
-    db = p.grad(b_);
-  }
-  ctx_.backend.linear_backward_weight(dy, x, p.grad(w_), b_ >= 0 ? &db : nullptr, acc);
+  KINTSUGI_ASSERT(p.accumulate_grad(b_) == acc);
+  const Tensor db = p.grad(b_);
+  ctx_.backend.linear_backward_weight(dy, x, p.grad(w_), &db, acc);
 }
 
 LayerNorm::LayerNorm(LayerContext& ctx, const std::string& name, std::int64_t dim, double eps)
     : ctx_(ctx), eps_(eps) {
-  w_ = ctx.params.add({.name = name + ".weight", .global_shape = {dim}, .init = ParamInit::ones});
-  b_ = ctx.params.add({.name = name + ".bias", .global_shape = {dim}, .init = ParamInit::zeros});
+  const bool sp = ctx.tp.sequence_parallel();
+  w_ = ctx.params.add({.name = name + ".weight", .global_shape = {dim}, .init = ParamInit::ones,
+                       .sequence_parallel_grad = sp});
+  b_ = ctx.params.add({.name = name + ".bias", .global_shape = {dim}, .init = ParamInit::zeros,
+                       .sequence_parallel_grad = sp});
 }
 
 void LayerNorm::forward(const Tensor& x, const Tensor& y, const Tensor& mean,
@@ -59,31 +73,47 @@ void LayerNorm::backward(const Tensor& dy, const Tensor& x, const Tensor& mean,
 Embedding::Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
                      std::int64_t max_seq, std::int64_t dim, double init_std)
     : ctx_(ctx) {
+  const TensorParallel& tp = ctx.tp;
   wte_ = ctx.params.add({.name = "embedding.token.weight",
                          .global_shape = {padded_vocab, dim},
                          .init = ParamInit::normal,
                          .init_std = init_std,
                          .weight_decay = true,
+                         .split_dim = tp.size() > 1 ? 0 : -1,
+                         .split_begin = tp.shard_begin(padded_vocab),
+                         .split_extent = tp.shard_extent(padded_vocab),
                          .valid_rows = vocab});
   wpe_ = ctx.params.add({.name = "embedding.position.weight",
                          .global_shape = {max_seq, dim},
                          .init = ParamInit::normal,
                          .init_std = init_std,
-                         .weight_decay = true});
+                         .weight_decay = true,
+                         .sequence_parallel_grad = tp.sequence_parallel()});
 }
 
-void Embedding::forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& out) const {
-  Tensor wpe = ctx_.params.param(wpe_);
-  ctx_.backend.embedding_forward(tokens, seq, ctx_.params.param(wte_), &wpe, out);
+std::int64_t Embedding::vocab_begin() const { return ctx_.params.entry(wte_).spec.split_begin; }
+
+void Embedding::lookup(const std::int32_t* tokens, const Tensor& partial) const {
+  ctx_.backend.embedding_forward(tokens, ctx_.params.param(wte_), partial, vocab_begin());
 }
 
-void Embedding::backward(const std::int32_t* tokens, std::int64_t seq, const Tensor& dout) const {
+void Embedding::add_positions(const Tensor& x_local, std::int64_t seq,
+                              std::int64_t first_row) const {
+  ctx_.backend.position_embedding_forward(x_local, ctx_.params.param(wpe_), seq, first_row);
+}
+
+void Embedding::backward_positions(const Tensor& dx_local, std::int64_t seq,
+                                   std::int64_t first_row) const {
   auto& p = ctx_.params;
+  ctx_.backend.position_embedding_backward(dx_local, p.grad(wpe_), seq, p.accumulate_grad(wpe_),
+                                           first_row);
+}
+
+void Embedding::backward_lookup(const std::int32_t* tokens, const Tensor& dfull) const {
   // With tied embeddings the LM head has written the token table's gradient already.
-  const bool acc = p.accumulate_grad(wte_);
-  const bool acc_pos = p.accumulate_grad(wpe_);
-  Tensor dwpe = p.grad(wpe_);
-  ctx_.backend.embedding_backward(tokens, seq, dout, p.grad(wte_), acc, &dwpe, acc_pos);
+  auto& p = ctx_.params;
+  ctx_.backend.embedding_backward(tokens, dfull, p.grad(wte_), p.accumulate_grad(wte_),
+                                  vocab_begin());
 }
 
 }  // namespace kintsugi

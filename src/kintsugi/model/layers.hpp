@@ -1,34 +1,47 @@
 #pragma once
 // Layers with explicit forward and backward (DESIGN.md principle 1). A layer registers its
 // parameters in the chunk's ParamStore and keeps only their indices; activations are passed in
-// by the caller, which owns the per-micro-batch storage. Gradients of parameters follow the
-// store's first-write-overwrites rule.
+// by the caller, which owns the per-micro-batch storage and the tensor-parallel communication
+// around them (parallel/tensor_parallel.hpp). Gradients of parameters follow the store's
+// first-write-overwrites rule.
 #include <string>
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/model/param_store.hpp"
+#include "kintsugi/parallel/tensor_parallel.hpp"
 
 namespace kintsugi {
 
-// What every layer needs to run: the backend and the parameters of its model chunk.
+// What every layer needs to run: the backend, the parameters of its model chunk, and the
+// tensor-parallel group it is split across.
 struct LayerContext {
   Backend& backend;
   ParamStore& params;
   DType dtype;
+  TensorParallel tp;
 };
 
+// y = x . W^T + b with W [out, in]. Across tensor-parallel ranks:
+//   column: each rank holds out/tp rows of W and of b; it reads the whole input and writes its
+//           slice of the output columns.
+//   row:    each rank holds in/tp columns of W; it reads its slice of the input columns and
+//           writes a partial sum of the whole output, to which the caller adds the bias
+//           (replicated) once the partial sums are reduced.
 class Linear {
  public:
-  // y = x . W^T + b with W [out, in].
+  enum class Split { column, row };
   Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std::int64_t out,
-         bool bias, double init_std);
+         Split split, double init_std);
+  // column: y = x W^T + b.  row: y = x W^T (partial; see add_bias).
   void forward(const Tensor& x, const Tensor& y) const;
+  void add_bias(const Tensor& y) const;  // row only
   // Parameter gradients from dy and the forward input x; dx (+)= dy . W when dx is given.
+  // For a row-parallel layer dy is the gradient of the whole (reduced) output.
   void backward(const Tensor& dy, const Tensor& x, const Tensor* dx, bool accumulate_dx) const;
-  Tensor weight() const { return ctx_.params.param(w_); }
 
  private:
   LayerContext& ctx_;
+  Split split_;
   int w_ = -1, b_ = -1;
 };
 
@@ -46,14 +59,20 @@ class LayerNorm {
   double eps_;
 };
 
-// Token embedding (its rows padded to padded_vocab) plus learned position embedding.
+// Token embedding split by vocabulary rows across tensor-parallel ranks (rows padded to
+// padded_vocab), plus the learned position embedding (replicated).
 class Embedding {
  public:
   Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
             std::int64_t max_seq, std::int64_t dim, double init_std);
-  void forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& out) const;
-  void backward(const std::int32_t* tokens, std::int64_t seq, const Tensor& dout) const;
+  // partial [rows, d] <- this rank's vocabulary rows (zero for ids other ranks own).
+  void lookup(const std::int32_t* tokens, const Tensor& partial) const;
+  // x_local += positions of its rows, first_row being the global row of x_local's first row.
+  void add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row) const;
+  void backward_positions(const Tensor& dx_local, std::int64_t seq, std::int64_t first_row) const;
+  void backward_lookup(const std::int32_t* tokens, const Tensor& dfull) const;
   int token_param() const { return wte_; }
+  std::int64_t vocab_begin() const;
 
  private:
   LayerContext& ctx_;

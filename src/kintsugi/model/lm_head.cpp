@@ -10,57 +10,96 @@ namespace {
 constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
 }  // namespace
 
-LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param)
+LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param,
+               std::int64_t vocab_begin)
     : ctx_(ctx),
       vocab_(c.vocab_size),
-      padded_vocab_(c.padded_vocab()),
       d_(c.d_model),
+      vocab_begin_(vocab_begin),
+      local_vocab_(c.padded_vocab(ctx.tp.size()) / ctx.tp.size()),
+      local_valid_(std::clamp<std::int64_t>(c.vocab_size - vocab_begin, 0, local_vocab_)),
       wte_(tied_embedding_param),
       norm_(ctx, "final_norm", c.d_model, c.norm_eps) {}
 
 void LmHead::allocate(int slots, std::int64_t rows) {
   const DType dt = ctx_.dtype;
+  const TensorParallel& tp = ctx_.tp;
+  const std::int64_t local = tp.local_rows(rows);
   rows_ = rows;
-  const std::int64_t row_bytes = padded_vocab_ * static_cast<std::int64_t>(size_of(dt));
+  const std::int64_t row_bytes = local_vocab_ * static_cast<std::int64_t>(size_of(dt));
   chunk_rows_ = std::clamp<std::int64_t>(kLogitsChunkBytes / row_bytes, 1, rows);
   saved_.assign(slots, {});
   storage_.clear();
   for (Saved& s : saved_)
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
-      s.norm = c.take(dt, {rows, d_});
-      s.mean = c.take(dt, {rows});
-      s.rstd = c.take(dt, {rows});
-      s.d_norm = c.take(dt, {rows, d_});
+      s.norm = c.take(dt, {local, d_});
+      s.mean = c.take(dt, {local});
+      s.rstd = c.take(dt, {local});
+      s.d_norm = c.take(dt, {local, d_});
     }));
-  workspace_ = carve(ctx_.backend, MemoryKind::workspace,
-                     [&](Carver& c) { logits_ = c.take(dt, {chunk_rows_, padded_vocab_}); });
+  workspace_ = carve(ctx_.backend, MemoryKind::workspace, [&](Carver& c) {
+    logits_ = c.take(dt, {chunk_rows_, local_vocab_});
+    row_max_ = c.take(dt, {chunk_rows_});
+    row_stats_ = c.take(dt, {2, chunk_rows_});
+    if (tp.sequence_parallel()) {
+      full_ = c.take(dt, {rows, d_});
+      d_full_ = c.take(dt, {rows, d_});
+    }
+  });
   losses_.assign(static_cast<std::size_t>(rows), 0.0);
 }
 
-void LmHead::norm_forward(int slot, const Tensor& x) {
+Tensor LmHead::norm_forward(int slot, const Tensor& x) {
   Saved& s = saved_[slot];
   norm_.forward(x, s.norm, s.mean, s.rstd);
+  const Tensor full = ctx_.tp.sequence_parallel() ? full_ : s.norm;
+  ctx_.tp.enter(s.norm, full);
+  return full;
+}
+
+double LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
+                     const std::int32_t* targets, bool backward, double grad_scale,
+                     const Tensor& d_full) {
+  Backend& be = ctx_.backend;
+  ParamStore& p = ctx_.params;
+  Communicator* tp = ctx_.tp.group();
+  const Tensor wte = p.param(wte_);
+  const Tensor logits = logits_.rows(0, n), x = norm_full.rows(r0, n);
+  const Tensor row_max = row_max_.reshaped({chunk_rows_}).rows(0, n);
+  // The two statistics summed across ranks travel in one all-reduce.
+  const Tensor stats = row_stats_.reshaped({2, chunk_rows_});
+  const std::size_t es = size_of(ctx_.dtype);
+  const Tensor row_sum{stats.data, ctx_.dtype, {n}};
+  const Tensor target_logit{static_cast<std::byte*>(stats.data) + n * es, ctx_.dtype, {n}};
+  const Tensor both{stats.data, ctx_.dtype, {2 * n}};
+
+  be.linear_forward(x, wte, nullptr, logits);
+  be.softmax_row_max(logits, local_valid_, row_max);
+  if (tp) tp->all_reduce(row_max, ReduceOp::max);
+  be.softmax_row_sum(logits, local_valid_, row_max, targets + r0, vocab_begin_, row_sum,
+                     target_logit, backward);
+  if (tp) tp->all_reduce(both);
+  be.cross_entropy_finish(logits, local_valid_, row_max, row_sum, target_logit, targets + r0,
+                          vocab_begin_, losses_.data() + r0, backward, grad_scale);
+  if (backward) {
+    be.linear_backward_input(logits, wte, d_full.rows(r0, n), false);
+    be.linear_backward_weight(logits, x, p.grad(wte_), nullptr, p.accumulate_grad(wte_));
+  }
+  double loss = 0;
+  for (std::int64_t r = r0; r < r0 + n; ++r) loss += losses_[r];
+  return loss;
 }
 
 double LmHead::forward_backward(int slot, const Tensor& x, const std::int32_t* targets,
                                 double grad_scale) {
-  norm_forward(slot, x);
+  const Tensor full = norm_forward(slot, x);
   Saved& s = saved_[slot];
-  Backend& be = ctx_.backend;
-  ParamStore& p = ctx_.params;
-  const Tensor wte = p.param(wte_);
+  const Tensor d_full = ctx_.tp.sequence_parallel() ? d_full_ : s.d_norm;
   double loss = 0;
-  for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_) {
-    const std::int64_t n = std::min(chunk_rows_, rows_ - r0);
-    Tensor logits = logits_.rows(0, n);
-    Tensor norm = s.norm.rows(r0, n);
-    be.linear_forward(norm, wte, nullptr, logits);
-    be.cross_entropy_forward_backward(logits, targets + r0, vocab_, losses_.data() + r0,
-                                      grad_scale);
-    be.linear_backward_input(logits, wte, s.d_norm.rows(r0, n), false);
-    be.linear_backward_weight(logits, norm, p.grad(wte_), nullptr, p.accumulate_grad(wte_));
-  }
-  for (std::int64_t r = 0; r < rows_; ++r) loss += losses_[r];
+  for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_)
+    loss += chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, true, grad_scale, d_full);
+  // The input gradient is a partial sum over the ranks' vocabulary slices.
+  ctx_.tp.enter_backward(d_full, s.d_norm);
   return loss;
 }
 
@@ -71,25 +110,18 @@ void LmHead::backward(int slot, const Tensor& x, const Tensor& d_residual) {
 }
 
 double LmHead::forward_loss(int slot, const Tensor& x, const std::int32_t* targets) {
-  norm_forward(slot, x);
-  Saved& s = saved_[slot];
-  const Tensor wte = ctx_.params.param(wte_);
+  const Tensor full = norm_forward(slot, x);
   double loss = 0;
-  for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_) {
-    const std::int64_t n = std::min(chunk_rows_, rows_ - r0);
-    Tensor logits = logits_.rows(0, n);
-    ctx_.backend.linear_forward(s.norm.rows(r0, n), wte, nullptr, logits);
-    ctx_.backend.cross_entropy_forward(logits, targets + r0, vocab_, losses_.data() + r0);
-  }
-  for (std::int64_t r = 0; r < rows_; ++r) loss += losses_[r];
+  for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_)
+    loss += chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, false, 0.0, Tensor{});
   return loss;
 }
 
 void LmHead::logits(int slot, const Tensor& x, std::int64_t row, float* out) {
-  norm_forward(slot, x);
-  Tensor logits = logits_.rows(0, 1);
-  ctx_.backend.linear_forward(saved_[slot].norm.rows(row, 1), ctx_.params.param(wte_), nullptr,
-                              logits);
+  KINTSUGI_ASSERT(ctx_.tp.size() == 1);
+  const Tensor full = norm_forward(slot, x);
+  const Tensor logits = logits_.rows(0, 1);
+  ctx_.backend.linear_forward(full.rows(row, 1), ctx_.params.param(wte_), nullptr, logits);
   for (std::int64_t j = 0; j < vocab_; ++j) {
     out[j] = logits.dtype == DType::f32 ? logits.as<float>()[j]
                                         : static_cast<float>(logits.as<double>()[j]);

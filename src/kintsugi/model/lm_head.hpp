@@ -1,9 +1,14 @@
 #pragma once
 // Final LayerNorm, the language-model head tied to the token embedding, and the cross-entropy
-// loss. The head runs its forward and backward together, chunk by chunk of rows, so a
-// micro-batch never holds more than one chunk of logits (rows x vocabulary is the largest
-// tensor of a GPT: 3.3 GB for GPT-2 at 16 x 1024 tokens). What backward later needs is only
-// the gradient at the final norm's output.
+// loss, vocabulary-parallel across tensor-parallel ranks: each rank multiplies by its rows of
+// the embedding, so it holds logits for its slice of the vocabulary only, and the softmax
+// combines per-row statistics (maximum, sum of exponentials, the target's logit) through
+// all-reduces of a few numbers per row. The full logits are never gathered.
+//
+// The head runs its forward and backward together, chunk by chunk of rows, so a micro-batch
+// never holds more than one chunk of logits (rows x vocabulary is the largest tensor of a GPT:
+// 3.3 GB for GPT-2 at 16 x 1024 tokens). What backward later needs is only the gradient at the
+// final norm's output.
 #include <vector>
 
 #include "kintsugi/model/carver.hpp"
@@ -14,37 +19,46 @@ namespace kintsugi {
 
 class LmHead {
  public:
-  LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param);
+  LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param,
+         std::int64_t vocab_begin);
 
   void allocate(int slots, std::int64_t rows);
 
-  // Forward and backward through norm, head and loss for one micro-batch. Writes each token's
-  // loss into `losses` [rows], accumulates the head's weight gradient scaled by grad_scale, and
-  // keeps dL/d(norm output) for backward(). Returns the sum of the token losses.
+  // Forward and backward through norm, head and loss for one micro-batch; x [local rows, d].
+  // Accumulates the head's weight gradient of grad_scale * (sum of token losses) and keeps
+  // dL/d(norm output) for backward(). Returns the sum of the token losses (all rows).
   double forward_backward(int slot, const Tensor& x, const std::int32_t* targets,
                           double grad_scale);
   // d_residual = dL/dx (overwritten).
   void backward(int slot, const Tensor& x, const Tensor& d_residual);
   // Loss only (evaluation): returns the sum of the token losses.
   double forward_loss(int slot, const Tensor& x, const std::int32_t* targets);
-  // Logits of one row of x (generation), into `logits` [vocab] (f32).
+  // Logits of one row of x (generation; one rank), into out [vocab] (f32).
   void logits(int slot, const Tensor& x, std::int64_t row, float* out);
 
  private:
   struct Saved {
-    Tensor norm, mean, rstd, d_norm;
+    Tensor norm, mean, rstd, d_norm;  // local rows
   };
-  void norm_forward(int slot, const Tensor& x);
+  // Norm forward and, with sequence parallelism, the gather of its output to all rows.
+  Tensor norm_forward(int slot, const Tensor& x);
+  // Loss (and with backward, gradient) over rows [r0, r0 + n) of the gathered norm output.
+  double chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
+               const std::int32_t* targets, bool backward, double grad_scale,
+               const Tensor& d_full);
 
   LayerContext& ctx_;
-  std::int64_t vocab_, padded_vocab_, d_;
+  std::int64_t vocab_, d_;
+  std::int64_t vocab_begin_, local_vocab_, local_valid_;
   int wte_;
   LayerNorm norm_;
   std::int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<Saved> saved_;
   std::vector<Buffer> storage_;
   Buffer workspace_;
-  Tensor logits_;           // [chunk_rows, padded_vocab]
+  Tensor logits_;              // [chunk_rows, local vocabulary]
+  Tensor row_max_, row_stats_;  // [chunk_rows], [2, chunk_rows]: sum of exp, target logit
+  Tensor full_, d_full_;       // [rows, d] (sequence parallel only)
   std::vector<double> losses_;
 };
 

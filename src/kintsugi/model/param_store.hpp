@@ -28,6 +28,9 @@ struct ParamSpec {
   // Rows at or beyond this index of dimension 0 are padding (vocabulary padding): initialized
   // to zero and excluded from parameter counts. -1 when there is none.
   std::int64_t valid_rows = -1;
+  // Replicated across tensor-parallel ranks but computed from this rank's slice of the token
+  // rows (sequence parallelism): the gradient is a partial sum, all-reduced over the group.
+  bool sequence_parallel_grad = false;
 };
 
 struct ParamEntry {

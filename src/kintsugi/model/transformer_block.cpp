@@ -5,69 +5,98 @@
 
 namespace kintsugi {
 
+namespace {
+std::string prefix(int index) { return "blocks." + std::to_string(index); }
+}  // namespace
+
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index)
     : ctx_(ctx),
       d_(c.d_model),
       d_ff_(c.d_ff),
       heads_(c.n_head),
-      ln1_(ctx, "blocks." + std::to_string(index) + ".ln1", c.d_model, c.norm_eps),
-      // qkv rows are ordered per head (q, k, v of head 0, then head 1, ...): see AttentionShape.
-      qkv_(ctx, "blocks." + std::to_string(index) + ".attn.qkv", c.d_model, 3 * c.d_model, true,
+      ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps),
+      // qkv rows are ordered per head (q, k, v of head 0, then head 1, ...; see AttentionShape),
+      // so a column split hands each rank whole heads.
+      qkv_(ctx, prefix(index) + ".attn.qkv", c.d_model, 3 * c.d_model, Linear::Split::column,
            c.init_std),
       // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
-      proj_(ctx, "blocks." + std::to_string(index) + ".attn.proj", c.d_model, c.d_model, true,
+      proj_(ctx, prefix(index) + ".attn.proj", c.d_model, c.d_model, Linear::Split::row,
             c.init_std / std::sqrt(2.0 * c.n_layer)),
-      ln2_(ctx, "blocks." + std::to_string(index) + ".ln2", c.d_model, c.norm_eps),
-      fc_(ctx, "blocks." + std::to_string(index) + ".mlp.fc", c.d_model, c.d_ff, true,
-          c.init_std),
-      fc2_(ctx, "blocks." + std::to_string(index) + ".mlp.fc2", c.d_ff, c.d_model, true,
+      ln2_(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps),
+      fc_(ctx, prefix(index) + ".mlp.fc", c.d_model, c.d_ff, Linear::Split::column, c.init_std),
+      fc2_(ctx, prefix(index) + ".mlp.fc2", c.d_ff, c.d_model, Linear::Split::row,
            c.init_std / std::sqrt(2.0 * c.n_layer)) {}
 
 void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq) {
-  shape_ = {.batch = batch, .seq = seq, .heads = heads_, .kv_heads = heads_,
+  const TensorParallel& tp = ctx_.tp;
+  const std::int64_t heads = heads_ / tp.size();
+  shape_ = {.batch = batch, .seq = seq, .heads = heads, .kv_heads = heads,
             .head_dim = d_ / heads_};
-  const std::int64_t rows = batch * seq;
+  const std::int64_t rows = batch * seq, local = tp.local_rows(rows);
+  const std::int64_t d_attn = d_ / tp.size(), d_ff = d_ff_ / tp.size();
   const DType dt = ctx_.dtype;
+  const bool sp = tp.sequence_parallel();
   saved_.assign(slots, {});
   storage_.clear();
   for (Saved& s : saved_) {
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
-      s.ln1 = c.take(dt, {rows, d_});
-      s.ln1_mean = c.take(dt, {rows});
-      s.ln1_rstd = c.take(dt, {rows});
-      s.qkv = c.take(dt, {rows, 3 * d_});
-      s.attn = c.take(dt, {rows, d_});
-      s.lse = c.take(dt, {batch, heads_, seq});
-      s.mid = c.take(dt, {rows, d_});
-      s.ln2 = c.take(dt, {rows, d_});
-      s.ln2_mean = c.take(dt, {rows});
-      s.ln2_rstd = c.take(dt, {rows});
-      s.fc = c.take(dt, {rows, d_ff_});
-      s.act = c.take(dt, {rows, d_ff_});
+      s.ln1 = c.take(dt, {local, d_});
+      s.ln1_mean = c.take(dt, {local});
+      s.ln1_rstd = c.take(dt, {local});
+      s.ln1_full = sp ? c.take(dt, {rows, d_}) : s.ln1;
+      s.qkv = c.take(dt, {rows, 3 * d_attn});
+      s.attn = c.take(dt, {rows, d_attn});
+      s.lse = c.take(dt, {batch, heads, seq});
+      s.mid = c.take(dt, {local, d_});
+      s.ln2 = c.take(dt, {local, d_});
+      s.ln2_mean = c.take(dt, {local});
+      s.ln2_rstd = c.take(dt, {local});
+      s.ln2_full = sp ? c.take(dt, {rows, d_}) : s.ln2;
+      s.fc = c.take(dt, {rows, d_ff});
+      s.act = c.take(dt, {rows, d_ff});
     }));
   }
 }
 
-void TransformerBlock::layout_workspace(Carver& c, DType dt, const ModelConfig& config,
-                                        std::int64_t rows, BlockWorkspace& ws) {
-  ws.d_norm = c.take(dt, {rows, config.d_model});
-  ws.d_qkv = c.take(dt, {rows, 3 * config.d_model});
-  ws.d_attn = c.take(dt, {rows, config.d_model});
-  ws.d_fc = c.take(dt, {rows, config.d_ff});
+void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
+                                        const ModelConfig& config, std::int64_t rows,
+                                        BlockWorkspace& ws) {
+  const TensorParallel& tp = ctx.tp;
+  const DType dt = ctx.dtype;
+  const std::int64_t d = config.d_model;
+  ws.full = tp.sequence_parallel() ? c.take(dt, {rows, d}) : Tensor{};
+  ws.d_norm_full = c.take(dt, {rows, d});
+  ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
+  ws.d_qkv = c.take(dt, {rows, 3 * d / tp.size()});
+  ws.d_attn = c.take(dt, {rows, d / tp.size()});
+  ws.d_fc = c.take(dt, {rows, config.d_ff / tp.size()});
 }
 
-void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y) {
+void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
+                               const BlockWorkspace& ws) {
   Saved& s = saved_[slot];
   Backend& be = ctx_.backend;
+  const TensorParallel& tp = ctx_.tp;
+  const bool sp = tp.sequence_parallel();
+  // Attention half.
   ln1_.forward(x, s.ln1, s.ln1_mean, s.ln1_rstd);
-  qkv_.forward(s.ln1, s.qkv);
+  tp.enter(s.ln1, s.ln1_full);
+  qkv_.forward(s.ln1_full, s.qkv);
   be.attention_forward(shape_, s.qkv, s.attn, s.lse);
-  proj_.forward(s.attn, s.mid);
+  const Tensor attn_out = sp ? ws.full : s.mid;
+  proj_.forward(s.attn, attn_out);
+  tp.leave(attn_out, s.mid);
+  proj_.add_bias(s.mid);
   be.add(x, s.mid, s.mid);
+  // MLP half.
   ln2_.forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
-  fc_.forward(s.ln2, s.fc);
+  tp.enter(s.ln2, s.ln2_full);
+  fc_.forward(s.ln2_full, s.fc);
   be.gelu_forward(s.fc, s.act);
-  fc2_.forward(s.act, y);
+  const Tensor mlp_out = sp ? ws.full : y;
+  fc2_.forward(s.act, mlp_out);
+  tp.leave(mlp_out, y);
+  fc2_.add_bias(y);
   be.add(s.mid, y, y);
 }
 
@@ -75,15 +104,21 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
                                 const BlockWorkspace& ws) {
   Saved& s = saved_[slot];
   Backend& be = ctx_.backend;
+  const TensorParallel& tp = ctx_.tp;
+  const Tensor dy_full = tp.sequence_parallel() ? ws.full : d_residual;
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
-  fc2_.backward(d_residual, s.act, &ws.d_fc, false);
+  tp.leave_backward(d_residual, dy_full);
+  fc2_.backward(dy_full, s.act, &ws.d_fc, false);
   be.gelu_backward(s.fc, ws.d_fc, ws.d_fc);
-  fc_.backward(ws.d_fc, s.ln2, &ws.d_norm, false);
+  fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
+  tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln2_.backward(ws.d_norm, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
-  proj_.backward(d_residual, s.attn, &ws.d_attn, false);
+  tp.leave_backward(d_residual, dy_full);
+  proj_.backward(dy_full, s.attn, &ws.d_attn, false);
   be.attention_backward(shape_, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
-  qkv_.backward(ws.d_qkv, s.ln1, &ws.d_norm, false);
+  qkv_.backward(ws.d_qkv, s.ln1_full, &ws.d_norm_full, false);
+  tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln1_.backward(ws.d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
 }
 

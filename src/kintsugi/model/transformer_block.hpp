@@ -2,6 +2,12 @@
 // One pre-LayerNorm transformer block (GPT-2):
 //   mid = x + proj(attention(qkv(ln1(x))))
 //   y   = mid + fc2(gelu(fc(ln2(mid))))
+// split Megatron-style across tensor-parallel ranks: qkv and fc are column-parallel (each rank
+// computes its heads and its slice of the MLP), proj and fc2 row-parallel, so a block needs one
+// all-reduce after each half in forward and one before each half in backward. With sequence
+// parallelism the norms and residual adds work on a slice of the token rows, and those
+// all-reduces become all-gathers and reduce-scatters (parallel/tensor_parallel.hpp).
+//
 // Forward saves, per micro-batch slot, what backward needs; backward turns the gradient of the
 // block's output (held in the residual-gradient buffer) into the gradient of its input, in
 // place, and writes the parameter gradients.
@@ -13,13 +19,15 @@
 
 namespace kintsugi {
 
-// Activation-gradient buffers shared by all blocks of a chunk (only one block runs backward at
-// a time). Sized for one micro-batch.
+// Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
+// sized for one micro-batch of `rows` token rows.
 struct BlockWorkspace {
-  Tensor d_norm;  // [rows, d]
-  Tensor d_qkv;   // [rows, 3d]
-  Tensor d_attn;  // [rows, d]
-  Tensor d_fc;    // [rows, d_ff]
+  Tensor full;         // [rows, d]: partial outputs and gathered gradients (sequence parallel)
+  Tensor d_norm_full;  // [rows, d]: gradient at a norm's output, partial over tp ranks
+  Tensor d_norm;       // [local rows, d]: the same, reduced (aliases d_norm_full without sp)
+  Tensor d_qkv;        // [rows, 3d / tp]
+  Tensor d_attn;       // [rows, d / tp]
+  Tensor d_fc;         // [rows, d_ff / tp]
 };
 
 class TransformerBlock {
@@ -28,16 +36,18 @@ class TransformerBlock {
 
   // Storage for `slots` micro-batches in flight, each [batch, seq] tokens.
   void allocate_activations(int slots, std::int64_t batch, std::int64_t seq);
-  static void layout_workspace(Carver& c, DType dtype, const ModelConfig& config,
+  static void layout_workspace(Carver& c, const LayerContext& ctx, const ModelConfig& config,
                                std::int64_t rows, BlockWorkspace& ws);
 
-  void forward(int slot, const Tensor& x, const Tensor& y);
+  // x, y: [local rows, d] (the residual stream).
+  void forward(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws);
   // d_residual: in dL/dy, out dL/dx.
   void backward(int slot, const Tensor& x, const Tensor& d_residual, const BlockWorkspace& ws);
 
  private:
   struct Saved {
-    Tensor ln1, ln1_mean, ln1_rstd, qkv, attn, lse, mid, ln2, ln2_mean, ln2_rstd, fc, act;
+    Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, attn, lse;
+    Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, act;
   };
 
   LayerContext& ctx_;
@@ -48,7 +58,7 @@ class TransformerBlock {
   LayerNorm ln2_;
   Linear fc_;
   Linear fc2_;
-  AttentionShape shape_;
+  AttentionShape shape_;  // this rank's heads
   std::vector<Saved> saved_;
   std::vector<Buffer> storage_;
 };

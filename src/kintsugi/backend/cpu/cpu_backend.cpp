@@ -110,39 +110,64 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void embedding_forward(const std::int32_t* tokens, std::int64_t seq, const Tensor& wte,
-                         const Tensor* wpe, const Tensor& out, std::int64_t vocab_begin) override {
-    const std::int64_t dim = cols_of(wte);
+  void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
+                         std::int64_t vocab_begin) override {
+    KINTSUGI_ASSERT(cols_of(out) == cols_of(wte));
     dispatch(wte.dtype, [&]<class T>() {
-      cpu::embedding_forward(tokens, rows_of(out), seq, wte.as<T>(), wte.shape[0], ptr<T>(wpe),
-                             out.as<T>(), dim, vocab_begin);
+      cpu::embedding_forward(tokens, rows_of(out), wte.as<T>(), wte.shape[0], out.as<T>(),
+                             cols_of(wte), vocab_begin);
     });
   }
-  void embedding_backward(const std::int32_t* tokens, std::int64_t seq, const Tensor& dout,
-                          const Tensor& dwte, bool accumulate_wte, const Tensor* dwpe,
-                          bool accumulate_wpe, std::int64_t vocab_begin) override {
-    const std::int64_t dim = cols_of(dwte);
-    KINTSUGI_ASSERT(!dwpe || dwpe->shape[0] >= seq);
+  void embedding_backward(const std::int32_t* tokens, const Tensor& dout, const Tensor& dwte,
+                          bool accumulate, std::int64_t vocab_begin) override {
+    KINTSUGI_ASSERT(cols_of(dout) == cols_of(dwte));
     dispatch(dwte.dtype, [&]<class T>() {
-      cpu::embedding_backward(tokens, rows_of(dout), seq, dout.as<T>(), dwte.as<T>(),
-                              dwte.shape[0], accumulate_wte, ptr<T>(dwpe),
-                              dwpe ? dwpe->shape[0] : 0, accumulate_wpe, dim, vocab_begin);
+      cpu::embedding_backward(tokens, rows_of(dout), dout.as<T>(), dwte.as<T>(), dwte.shape[0],
+                              cols_of(dwte), accumulate, vocab_begin);
+    });
+  }
+  void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                  std::int64_t first_row) override {
+    KINTSUGI_ASSERT(cols_of(x) == cols_of(wpe) && wpe.shape[0] >= seq);
+    dispatch(x.dtype, [&]<class T>() {
+      cpu::position_embedding_forward(x.as<T>(), rows_of(x), wpe.as<T>(), cols_of(x), seq,
+                                      first_row);
+    });
+  }
+  void position_embedding_backward(const Tensor& dx, const Tensor& dwpe, std::int64_t seq,
+                                   bool accumulate, std::int64_t first_row) override {
+    KINTSUGI_ASSERT(cols_of(dx) == cols_of(dwpe) && dwpe.shape[0] >= seq);
+    dispatch(dx.dtype, [&]<class T>() {
+      cpu::position_embedding_backward(dx.as<T>(), rows_of(dx), dwpe.as<T>(), dwpe.shape[0],
+                                       cols_of(dx), seq, accumulate, first_row);
     });
   }
 
-  void cross_entropy_forward(const Tensor& logits, const std::int32_t* targets,
-                             std::int64_t vocab, double* losses) override {
+  void softmax_row_max(const Tensor& logits, std::int64_t valid, const Tensor& row_max) override {
+    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_max.numel() == rows_of(logits));
     dispatch(logits.dtype, [&]<class T>() {
-      cpu::cross_entropy(logits.as<T>(), targets, rows_of(logits), cols_of(logits), vocab,
-                         losses, false, 0.0);
+      cpu::softmax_row_max(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
+                           row_max.as<T>());
     });
   }
-  void cross_entropy_forward_backward(const Tensor& logits, const std::int32_t* targets,
-                                      std::int64_t vocab, double* losses,
-                                      double grad_scale) override {
+  void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                       const std::int32_t* targets, std::int64_t col_begin,
+                       const Tensor& row_sum, const Tensor& target_logit,
+                       bool store_exp) override {
     dispatch(logits.dtype, [&]<class T>() {
-      cpu::cross_entropy(logits.as<T>(), targets, rows_of(logits), cols_of(logits), vocab,
-                         losses, true, grad_scale);
+      cpu::softmax_row_sum(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
+                           row_max.as<T>(), targets, col_begin, row_sum.as<T>(),
+                           target_logit.as<T>(), store_exp);
+    });
+  }
+  void cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                            const Tensor& row_sum, const Tensor& target_logit,
+                            const std::int32_t* targets, std::int64_t col_begin, double* losses,
+                            bool backward, double grad_scale) override {
+    dispatch(logits.dtype, [&]<class T>() {
+      cpu::cross_entropy_finish(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
+                                row_max.as<T>(), row_sum.as<T>(), target_logit.as<T>(), targets,
+                                col_begin, losses, backward, grad_scale);
     });
   }
 
@@ -150,6 +175,11 @@ class CpuBackend final : public Backend {
     KINTSUGI_ASSERT(a.numel() == b.numel() && a.numel() == out.numel());
     dispatch(a.dtype,
              [&]<class T>() { cpu::add(a.as<T>(), b.as<T>(), out.as<T>(), a.numel()); });
+  }
+  void add_bias(const Tensor& x, const Tensor& bias) override {
+    KINTSUGI_ASSERT(bias.numel() == cols_of(x));
+    dispatch(x.dtype,
+             [&]<class T>() { cpu::add_bias(x.as<T>(), bias.as<T>(), rows_of(x), cols_of(x)); });
   }
   void scale(const Tensor& x, double factor) override {
     dispatch(x.dtype, [&]<class T>() { cpu::scale(x.as<T>(), x.numel(), factor); });

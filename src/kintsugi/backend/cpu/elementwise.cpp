@@ -14,6 +14,16 @@ void add(const T* a, const T* b, T* out, std::int64_t n) {
 }
 
 template <class T>
+void add_bias(T* x, const T* bias, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* row = x + r * cols;
+#pragma omp simd
+    for (std::int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
+template <class T>
 void scale(T* x, std::int64_t n, double factor) {
   const T f = static_cast<T>(factor);
 #pragma omp parallel for simd schedule(static)
@@ -60,6 +70,7 @@ void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamW
 
 #define KINTSUGI_INSTANTIATE(T)                                           \
   template void add<T>(const T*, const T*, T*, std::int64_t);             \
+  template void add_bias<T>(T*, const T*, std::int64_t, std::int64_t);    \
   template void scale<T>(T*, std::int64_t, double);                       \
   template double sum_squares<T>(const T*, std::int64_t);                 \
   template void adamw_step<T>(T*, const T*, T*, T*, std::int64_t, const AdamWHyper&);

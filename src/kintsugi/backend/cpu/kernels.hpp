@@ -42,22 +42,38 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
                         const T* dout, T* dqkv, ThreadWorkspace& ws);
 
 template <class T>
-void embedding_forward(const std::int32_t* tokens, std::int64_t rows, std::int64_t seq,
-                       const T* wte, std::int64_t vocab_rows, const T* wpe, T* out,
-                       std::int64_t dim, std::int64_t vocab_begin);
+void embedding_forward(const std::int32_t* tokens, std::int64_t rows, const T* wte,
+                       std::int64_t vocab_rows, T* out, std::int64_t dim,
+                       std::int64_t vocab_begin);
 template <class T>
-void embedding_backward(const std::int32_t* tokens, std::int64_t rows, std::int64_t seq,
-                        const T* dout, T* dwte, std::int64_t vocab_rows, bool accumulate_wte,
-                        T* dwpe, std::int64_t position_rows, bool accumulate_wpe,
-                        std::int64_t dim, std::int64_t vocab_begin);
+void embedding_backward(const std::int32_t* tokens, std::int64_t rows, const T* dout, T* dwte,
+                        std::int64_t vocab_rows, std::int64_t dim, bool accumulate,
+                        std::int64_t vocab_begin);
+template <class T>
+void position_embedding_forward(T* x, std::int64_t rows, const T* wpe, std::int64_t dim,
+                                std::int64_t seq, std::int64_t first_row);
+template <class T>
+void position_embedding_backward(const T* dx, std::int64_t rows, T* dwpe,
+                                 std::int64_t position_rows, std::int64_t dim, std::int64_t seq,
+                                 bool accumulate, std::int64_t first_row);
 
 template <class T>
-void cross_entropy(T* logits, const std::int32_t* targets, std::int64_t rows,
-                   std::int64_t padded_vocab, std::int64_t vocab, double* losses, bool backward,
-                   double grad_scale);
+void softmax_row_max(const T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     T* row_max);
+template <class T>
+void softmax_row_sum(T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     const T* row_max, const std::int32_t* targets, std::int64_t col_begin,
+                     T* row_sum, T* target_logit, bool store_exp);
+template <class T>
+void cross_entropy_finish(T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                          const T* row_max, const T* row_sum, const T* target_logit,
+                          const std::int32_t* targets, std::int64_t col_begin, double* losses,
+                          bool backward, double grad_scale);
 
 template <class T>
 void add(const T* a, const T* b, T* out, std::int64_t n);
+template <class T>
+void add_bias(T* x, const T* bias, std::int64_t rows, std::int64_t cols);
 template <class T>
 void scale(T* x, std::int64_t n, double factor);
 template <class T>

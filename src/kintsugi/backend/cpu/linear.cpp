@@ -31,13 +31,7 @@ template <class T>
 void linear_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t m, std::int64_t n,
                     std::int64_t k, bool accumulate) {
   gemm(false, true, m, n, k, T(1), x, k, w, k, accumulate ? T(1) : T(0), y, n);
-  if (!bias) return;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < m; ++r) {
-    T* row = y + r * n;
-#pragma omp simd
-    for (std::int64_t c = 0; c < n; ++c) row[c] += bias[c];
-  }
+  if (bias) add_bias(y, bias, m, n);
 }
 
 template <class T>

@@ -1,0 +1,106 @@
+#include "kintsugi/comm/topology.hpp"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+std::string_view name_of(Dim d) {
+  switch (d) {
+    case Dim::tp: return "tp";
+    case Dim::dp: return "dp";
+    case Dim::pp: return "pp";
+  }
+  return "?";
+}
+
+LayoutMap::LayoutMap(int world, ParallelLayout layout) : world_(world), layout_(std::move(layout)) {
+  const auto& l = layout_;
+  if (l.tp < 1 || l.dp < 1 || l.pp < 1)
+    fail("tp = {}, dp = {} and pp = {} must all be at least 1", l.tp, l.dp, l.pp);
+  if (l.tp * l.dp * l.pp != world) {
+    const int other = l.tp * l.pp;
+    fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: {}", world, l.tp, l.dp, l.pp,
+         l.tp * l.dp * l.pp,
+         world % other == 0
+             ? fmt::format("set --dp {} (or launch tp x dp x pp ranks)", world / other)
+             : fmt::format("launch a multiple of tp x pp = {} ranks, or change --tp / --pp",
+                           other));
+  }
+  std::istringstream in(l.order);
+  std::string part;
+  int n = 0;
+  bool seen[3] = {false, false, false};
+  while (std::getline(in, part, '-')) {
+    Dim d;
+    if (part == "tp") d = Dim::tp;
+    else if (part == "dp") d = Dim::dp;
+    else if (part == "pp") d = Dim::pp;
+    else fail("parallel.order = \"{}\": \"{}\" is not tp, dp or pp", l.order, part);
+    if (n == 3 || seen[static_cast<int>(d)])
+      fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", l.order);
+    seen[static_cast<int>(d)] = true;
+    order_[n++] = d;
+  }
+  if (n != 3)
+    fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", l.order);
+}
+
+int LayoutMap::size(Dim d) const {
+  return d == Dim::tp ? layout_.tp : d == Dim::dp ? layout_.dp : layout_.pp;
+}
+
+RankCoords LayoutMap::coords(int rank) const {
+  KINTSUGI_ASSERT(rank >= 0 && rank < world_);
+  int c[3] = {0, 0, 0};
+  for (Dim d : order_) {
+    c[static_cast<int>(d)] = rank % size(d);
+    rank /= size(d);
+  }
+  return {c[0], c[1], c[2]};
+}
+
+int LayoutMap::rank(const RankCoords& c) const {
+  int r = 0;
+  for (int i = 2; i >= 0; --i) r = r * size(order_[i]) + c[order_[i]];
+  return r;
+}
+
+std::vector<int> LayoutMap::group(int rank, Dim d) const {
+  RankCoords c = coords(rank);
+  std::vector<int> members;
+  for (int i = 0; i < size(d); ++i) {
+    RankCoords m = c;
+    (d == Dim::tp ? m.tp : d == Dim::dp ? m.dp : m.pp) = i;
+    members.push_back(this->rank(m));
+  }
+  return members;
+}
+
+std::vector<std::vector<int>> LayoutMap::groups(Dim d) const {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < world_; ++r)
+    if (coords(r)[d] == 0) out.push_back(group(r, d));
+  return out;
+}
+
+Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& layout)
+    : map_(world->size(), layout), coords_(map_.coords(world->rank())), world_(std::move(world)) {
+  // Color each group by the coordinates it does not vary; key by the coordinate it does.
+  auto make = [&](Dim d) {
+    const int color = [&] {
+      RankCoords c = coords_;
+      (d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp) = 0;
+      return map_.rank(c);
+    }();
+    return world_->split(color, coords_[d], std::string(name_of(d)));
+  };
+  tp_ = make(Dim::tp);
+  dp_ = make(Dim::dp);
+  pp_ = make(Dim::pp);
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,71 @@
+#pragma once
+// Where each rank sits in the 3D layout, computed once and nowhere else (DESIGN.md
+// principle 3). world = tp x dp x pp; the order string names the dimensions from fastest- to
+// slowest-varying. The default "tp-dp-pp" keeps tensor-parallel groups on adjacent ranks (inside
+// a node, where their frequent all-reduces are cheap) and pipeline stages outermost, as the
+// seeds prescribe.
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kintsugi/comm/communicator.hpp"
+
+namespace kintsugi {
+
+struct ParallelLayout {
+  int tp = 1, dp = 1, pp = 1;
+  std::string order = "tp-dp-pp";
+};
+
+enum class Dim : int { tp = 0, dp = 1, pp = 2 };
+
+struct RankCoords {
+  int tp = 0, dp = 0, pp = 0;
+  int operator[](Dim d) const { return d == Dim::tp ? tp : d == Dim::dp ? dp : pp; }
+};
+
+// Pure rank arithmetic, no communication: usable by `kintsugi layout` and the planner.
+class LayoutMap {
+ public:
+  // Throws kintsugi::Error naming the value to change when world != tp * dp * pp or the order
+  // string is not a permutation of tp, dp and pp.
+  LayoutMap(int world, ParallelLayout layout);
+  int world() const { return world_; }
+  const ParallelLayout& layout() const { return layout_; }
+  int size(Dim d) const;
+  RankCoords coords(int rank) const;
+  int rank(const RankCoords& c) const;
+  // World ranks of the group along `d` that contains `rank`, in group-rank order.
+  std::vector<int> group(int rank, Dim d) const;
+  // All groups along `d`, each in group-rank order.
+  std::vector<std::vector<int>> groups(Dim d) const;
+
+ private:
+  int world_;
+  ParallelLayout layout_;
+  std::array<Dim, 3> order_;  // fastest first
+};
+
+// This rank's place and the communicator of each of its groups.
+class Topology {
+ public:
+  Topology(std::shared_ptr<Communicator> world, const ParallelLayout& layout);
+  const LayoutMap& map() const { return map_; }
+  const RankCoords& coords() const { return coords_; }
+  Communicator& world() const { return *world_; }
+  Communicator& tp() const { return *tp_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& pp() const { return *pp_; }
+  // Every group this rank belongs to, for byte accounting.
+  std::vector<Communicator*> groups() const { return {tp_.get(), dp_.get(), pp_.get()}; }
+
+ private:
+  LayoutMap map_;
+  RankCoords coords_;
+  std::shared_ptr<Communicator> world_, tp_, dp_, pp_;
+};
+
+std::string_view name_of(Dim d);
+
+}  // namespace kintsugi
