@@ -15,7 +15,7 @@ namespace kintsugi::cpu {
 
 namespace {
 
-constexpr std::int64_t kBlock = 64;
+constexpr std::int64_t kBlock = 32;
 
 // Addressing into the packed qkv layout [B, T, kv_heads, group + 2, hd] (see AttentionShape).
 struct QkvLayout {
