@@ -13,6 +13,8 @@
 #                     parallel regions (matters on a 2-core machine shared with other work)
 #         tcmalloc    passive + LD_PRELOAD of Debian's libtcmalloc_minimal.so.4
 #         tunables    passive + GLIBC_TUNABLES that keep big buffers in the heap (see GLIBC_TUNE below)
+#         thp         tunables + glibc.malloc.hugetlb=1: malloc'd memory on transparent huge pages,
+#                     as kintsugi puts its own large buffers (fair when THP is in madvise mode)
 #   Columns: ms/step (median of the timed steps; median over repeats), tokens/s, GFLOP/s with
 #   kintsugi's model-FLOP formula (6N + 12 L T d per token, N = 12 L d^2 + V d, V = 50257),
 #   % of a measured GEMM rate, kintsugi's tokens/s divided by the row's tokens/s ("x kintsugi":
@@ -36,7 +38,7 @@
 #
 # Usage
 #   bench/compare_cpu.sh [--shapes 4x64,4x256:3] [--steps 5] [--warmup 2] [--threads 2]
-#                        [--repeats 1] [--model gpt2] [--variants kintsugi,installed,passive,tcmalloc,tunables]
+#                        [--repeats 1] [--model gpt2] [--variants kintsugi,installed,passive,tcmalloc,tunables,thp]
 #                        [--out DIR]
 #   A shape is BxT or BxT:STEPS (STEPS overrides --steps for that shape).
 #   Environment: KINTSUGI (default build/kintsugi), PYTHON (default /usr/bin/python3, which has
@@ -56,7 +58,7 @@ WARMUP=2
 THREADS=2
 REPEATS=1
 MODEL=gpt2
-VARIANTS="kintsugi,installed,passive,tcmalloc,tunables"
+VARIANTS="kintsugi,installed,passive,tcmalloc,tunables,thp"
 OUT=""
 
 # glibc malloc tunables for the "tunables" variant.
@@ -186,6 +188,7 @@ run_one() {  # variant B T steps rep
     passive)   envv+=(OMP_WAIT_POLICY=PASSIVE) ;;
     tcmalloc)  envv+=(OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$TCMALLOC") ;;
     tunables)  envv+=(OMP_WAIT_POLICY=PASSIVE GLIBC_TUNABLES="$GLIBC_TUNE") ;;
+    thp)       envv+=(OMP_WAIT_POLICY=PASSIVE GLIBC_TUNABLES="$GLIBC_TUNE:glibc.malloc.hugetlb=1") ;;
     *) die "unknown variant '$variant'" ;;
   esac
   if [[ "$variant" != kintsugi ]]; then
@@ -213,9 +216,9 @@ for v in "${want[@]}"; do
     kintsugi) (( HAVE_KINTSUGI )) && RUN_VARIANTS+=(kintsugi) ;;
     tcmalloc) if [[ -n "$TCMALLOC" ]]; then RUN_VARIANTS+=(tcmalloc)
               else note "libtcmalloc_minimal.so.4 not found (apt install libtcmalloc-minimal4); skipping 'tcmalloc'"; fi ;;
-    installed|passive|tunables) RUN_VARIANTS+=("$v") ;;
+    installed|passive|tunables|thp) RUN_VARIANTS+=("$v") ;;
     "") ;;
-    *) die "unknown variant '$v' (kintsugi, installed, passive, tcmalloc, tunables)" ;;
+    *) die "unknown variant '$v' (kintsugi, installed, passive, tcmalloc, tunables, thp)" ;;
   esac
 done
 (( ${#RUN_VARIANTS[@]} > 0 )) || die "nothing to run"
@@ -282,6 +285,7 @@ desc = {
     "passive": "pytorch, OMP_WAIT_POLICY=PASSIVE",
     "tcmalloc": "pytorch, PASSIVE + tcmalloc",
     "tunables": "pytorch, PASSIVE + glibc tunables",
+    "thp": "pytorch, PASSIVE + glibc tunables + huge pages",
 }
 meta = None
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):

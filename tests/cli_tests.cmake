@@ -33,3 +33,12 @@ add_test(NAME cli.error.missing_checkpoint
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)
+
+add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2 --ranks-per-node 4)
+set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
+                     "tp groups \\(8 of 2 ranks, 0 crossing nodes\\): \\[0 1\\] \\[2 3\\]")
+add_test(NAME cli.error.layout_world_mismatch
+         COMMAND ${EXPECT_ERROR} "set --dp 4" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
+add_test(NAME cli.error.tp_without_mpirun
+         COMMAND ${EXPECT_ERROR} "the job has 1 rank, not a multiple of tp 2 x pp 1: launch a multiple of 2 ranks \\(mpirun -np 2"
+                 ${KINTSUGI_BIN} train --config ${TINY} --tp 2)

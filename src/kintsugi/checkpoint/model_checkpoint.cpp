@@ -32,15 +32,35 @@ std::vector<std::int64_t> to_vector(const Shape& s) {
   return {s.dims.begin(), s.dims.begin() + s.rank};
 }
 
-// Elements of parameter i, converted to float32, without padding rows.
-std::vector<float> stored_values(const ParamStore& params, int i) {
+double element(const Tensor& t, std::int64_t k) {
+  return t.dtype == DType::f32 ? t.as<float>()[k] : t.as<double>()[k];
+}
+
+// The whole parameter i (shards gathered across the tensor-parallel group), as float32,
+// without padding rows.
+std::vector<float> stored_values(const ParamStore& params, int i, const TensorParallel& tp) {
   const ParamEntry& e = params.entry(i);
-  KINTSUGI_ASSERT(e.spec.split_dim < 0);  // sharded parameters are gathered by the caller
+  const Tensor local = params.param(i);
+  std::vector<std::byte> gathered;
+  Tensor whole = local;
+  if (e.spec.split_dim >= 0) {
+    gathered.resize(local.bytes() * tp.size());
+    whole = Tensor{gathered.data(), local.dtype, Shape{local.numel() * tp.size()}};
+    tp.group()->all_gather(local, whole);
+  }
+  const Shape& G = e.spec.global_shape;
   const std::int64_t n = stored_shape(e).numel();
-  const Tensor t = params.param(i);
   std::vector<float> out(static_cast<std::size_t>(n));
-  for (std::int64_t k = 0; k < n; ++k)
-    out[k] = t.dtype == DType::f32 ? t.as<float>()[k] : static_cast<float>(t.as<double>()[k]);
+  if (e.spec.split_dim == 1) {
+    // Gathered as [rank][row][column of the shard]: interleave the shards' columns.
+    const std::int64_t rows = G[0], cols = G[1], shard = cols / tp.size();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] =
+            static_cast<float>(element(whole, (c / shard) * rows * shard + r * shard + c % shard));
+  } else {
+    for (std::int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(element(whole, k));
+  }
   return out;
 }
 
@@ -76,7 +96,12 @@ nlohmann::json read_manifest(const fs::path& dir) {
 }  // namespace
 
 void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
-                std::int64_t step) {
+                std::int64_t step, const TensorParallel& tp, bool write) {
+  if (!write) {
+    for (int i = 0; i < params.size(); ++i)
+      if (params.entry(i).spec.split_dim >= 0) stored_values(params, i, tp);
+    return;
+  }
   const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -91,7 +116,7 @@ void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore
   if (!f) fail("cannot create {}", data_path.string());
   std::uint64_t offset = 0;
   for (int i = 0; i < params.size(); ++i) {
-    const auto values = stored_values(params, i);
+    const auto values = stored_values(params, i, tp);
     const std::size_t bytes = values.size() * sizeof(float);
     write_file(data_path, values.data(), bytes, f);
     XXH3_64bits_update(hash, values.data(), bytes);
@@ -182,13 +207,23 @@ void load_model(const fs::path& dir, ParamStore& params) {
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const int i = index[k];
     const Tensor t = params.param(i);
-    const std::int64_t n = stored_shape(params.entry(i)).numel();
+    const std::int64_t n = stored_shape(params.entry(i)).numel();  // elements stored
     std::vector<float> values(static_cast<std::size_t>(n));
     in.seekg(static_cast<std::streamoff>(tensors[k].at("offset").get<std::uint64_t>()));
     in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(n * sizeof(float)));
     if (!in) fail("cannot read {}", data_path.string());
+    // Copy this rank's part: a shard of the rows or columns; padding rows are zero.
+    const ParamEntry& entry = params.entry(i);
+    const Shape& L = entry.local_shape;
+    const std::int64_t cols = L.rank == 2 ? L[1] : 1, global_cols = entry.spec.global_shape.rank == 2
+                                                                     ? entry.spec.global_shape[1]
+                                                                     : 1;
     for (std::int64_t e = 0; e < t.numel(); ++e) {
-      const float v = e < n ? values[e] : 0.0f;  // vocabulary padding rows are zero
+      std::int64_t r = e / cols, c = e % cols;
+      if (entry.spec.split_dim == 0) r += entry.spec.split_begin;
+      if (entry.spec.split_dim == 1) c += entry.spec.split_begin;
+      const std::int64_t g = r * global_cols + c;
+      const float v = g < n ? values[g] : 0.0f;
       if (t.dtype == DType::f32) t.as<float>()[e] = v;
       else t.as<double>()[e] = v;
     }

@@ -11,11 +11,15 @@
 
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/param_store.hpp"
+#include "kintsugi/parallel/tensor_parallel.hpp"
 
 namespace kintsugi {
 
+// Every rank of the tensor-parallel group calls this: shards are gathered into whole tensors,
+// and the rank with `write` writes them.
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
-                const ParamStore& params, std::int64_t step);
+                const ParamStore& params, std::int64_t step, const TensorParallel& tp = {},
+                bool write = true);
 
 struct ModelCheckpointInfo {
   ModelConfig config;

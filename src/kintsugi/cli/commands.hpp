@@ -10,5 +10,6 @@ void add_decode_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_layout_command(CLI::App& app);
 
 }  // namespace kintsugi::cli

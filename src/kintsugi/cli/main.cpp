@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   add_decode_command(app);
   add_data_command(app);
   add_bench_command(app);
+  add_layout_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
   } catch (const kintsugi::Error& e) {
     fmt::print(stderr, "kintsugi: error: {}\n", e.what());
     return 1;
+  } catch (const kintsugi::AlreadyReported& done) {
+    return done.exit_code;
   }
   return 0;
 }

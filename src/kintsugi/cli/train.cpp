@@ -1,24 +1,97 @@
-// `kintsugi train`: run a training job from a TOML config.
+// `kintsugi train`: run a training job from a TOML config, as one process or as the ranks of
+// an MPI job (mpirun / srun).
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
 
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/comm/launch.hpp"
+#include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/threads.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
 
+namespace {
+
+struct Args {
+  std::string config, out, metrics;
+  std::vector<std::string> overrides;
+  std::optional<int> tp, dp, pp;
+  bool sequence_parallel = false, help_config = false;
+};
+
+void run(const Args& args) {
+  std::unique_ptr<MpiRuntime> mpi;
+  if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
+  const int world = mpi ? mpi->world_size() : 1;
+
+  // Setup: every rank reads and checks the same config and reaches the same verdict.
+  RunConfig config;
+  std::optional<TrainInputs> inputs;
+  std::string error;
+  try {
+    if (args.config.empty())
+      fail("train needs --config FILE.toml (for example configs/gpt-tiny.toml)");
+    std::vector<std::string> overrides = args.overrides;
+    if (args.tp) overrides.push_back(fmt::format("parallel.tp={}", *args.tp));
+    if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
+    if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
+    if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
+    config = load_run_config(args.config, overrides);
+    resolve_layout(config, world);
+    inputs.emplace(open_inputs(config));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree_on_setup(mpi.get(), error);
+
+  // Ranks on one node share its cores.
+  int threads = static_cast<int>(config.train.threads);
+  if (threads == 0 && mpi && !std::getenv("OMP_NUM_THREADS"))
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                              mpi->local_size());
+  set_compute_threads(threads);
+
+  TrainOptions options;
+  options.out_dir = args.out.empty()
+                        ? "runs/" + std::filesystem::path(args.config).stem().string()
+                        : args.out;
+  options.metrics_path = args.metrics;
+  if (!mpi) {
+    train(config, std::move(*inputs), options, std::cout);
+    return;
+  }
+  MemoryTracker comm_memory;
+  auto world_comm = Communicator::world(comm_memory);
+  const Topology topology(world_comm,
+                          {.tp = static_cast<int>(config.parallel.tp),
+                           .dp = static_cast<int>(config.parallel.dp),
+                           .pp = static_cast<int>(config.parallel.pp),
+                           .order = config.parallel.order});
+  try {
+    train(config, std::move(*inputs), options, std::cout, &topology);
+  } catch (const Error& e) {
+    // Past setup, one rank's failure (a file it cannot read) ends the job: this rank says why
+    // and leaves; the launcher stops the others instead of letting them wait forever.
+    fmt::print(stderr, "kintsugi: error (rank {}): {}\n", mpi->world_rank(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+}  // namespace
+
 void add_train_command(CLI::App& app) {
-  struct Args {
-    std::string config, out, metrics;
-    std::vector<std::string> overrides;
-    bool help_config = false;
-  };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("train", "Train a model from a TOML config");
+  auto* cmd = app.add_subcommand("train", "Train a model from a TOML config (under mpirun/srun "
+                                          "for several ranks)");
   cmd->add_option("--config,-c", args->config, "Run config (TOML), e.g. configs/gpt-tiny.toml");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.lr=3e-4 (repeatable)");
@@ -27,22 +100,19 @@ void add_train_command(CLI::App& app) {
                   "(default: runs/<config name>)");
   cmd->add_option("--metrics", args->metrics,
                   "Write one JSON object per step to this file (default: <out>/metrics.jsonl)");
+  cmd->add_option("--tp", args->tp, "Tensor-parallel ranks (parallel.tp)");
+  cmd->add_option("--dp", args->dp, "Data-parallel ranks (parallel.dp; default: the rest)");
+  cmd->add_option("--pp", args->pp, "Pipeline stages (parallel.pp)");
+  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
+                "Sequence parallelism within tensor-parallel groups");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");
   cmd->callback([args] {
     if (args->help_config) {
       for (const auto& k : run_config_keys())
-        fmt::print("{:<26} {:<8} default {:<22} {}\n", k.key, k.type, k.default_value, k.doc);
+        fmt::print("{:<28} {:<8} default {:<22} {}\n", k.key, k.type, k.default_value, k.doc);
       return;
     }
-    if (args->config.empty())
-      throw kintsugi::Error("train needs --config FILE.toml (for example configs/gpt-tiny.toml)");
-    RunConfig config = load_run_config(args->config, args->overrides);
-    TrainOptions options;
-    options.out_dir = args->out.empty()
-                          ? "runs/" + std::filesystem::path(args->config).stem().string()
-                          : args->out;
-    options.metrics_path = args->metrics;
-    train(config, options, std::cout);
+    run(*args);
   });
 }
 

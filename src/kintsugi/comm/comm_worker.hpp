@@ -1,9 +1,10 @@
 #pragma once
-// One communication thread per process runs every collective and transfer in submission order,
-// like a NCCL stream. Compute threads submit work and get a handle; a blocking collective is a
-// submission followed by wait(). Because only this thread talks to MPI, collectives overlap
-// with computation (data-parallel buckets during backward, pipeline transfers during compute)
-// without MPI having to make asynchronous progress on its own.
+// A communication thread runs one group's collectives and transfers in submission order, like a
+// NCCL stream. Compute threads submit work and get a handle; a blocking collective is a
+// submission followed by wait(). Collectives thus overlap with computation (data-parallel
+// buckets during backward, pipeline transfers during compute) without MPI having to make
+// asynchronous progress on its own, and each group has its own thread, so a tensor-parallel
+// all-reduce never queues behind a data-parallel bucket.
 #include <mpi.h>
 
 #include <condition_variable>

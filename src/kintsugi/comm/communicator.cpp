@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "kintsugi/core/error.hpp"
 
@@ -54,31 +55,28 @@ void reduce_bytes(std::byte* acc, const std::byte* in, std::int64_t n, DType dty
 
 }  // namespace
 
-Communicator::Communicator(CommWorker& worker, MemoryTracker& memory, MPI_Comm comm,
-                           std::string name)
-    : worker_(worker), memory_(memory), comm_(comm), name_(std::move(name)) {
+Communicator::Communicator(MemoryTracker& memory, MPI_Comm comm, std::string name)
+    : owned_worker_(std::make_unique<CommWorker>()),
+      worker_(*owned_worker_),
+      memory_(memory),
+      comm_(comm),
+      name_(std::move(name)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
 Communicator::~Communicator() {
-  if (comm_ != MPI_COMM_NULL) {
-    MPI_Comm comm = comm_;
-    // Communicators are freed on the worker, the only thread that calls MPI.
-    worker_.submit([comm]() mutable {
-      MPI_Comm_free(&comm);
-      return std::vector<MPI_Request>{};
-    }).wait();
-  }
-}
-
-std::shared_ptr<Communicator> Communicator::world(CommWorker& worker, MemoryTracker& memory) {
-  MPI_Comm comm = MPI_COMM_NULL;
-  worker.submit([&] {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm comm = comm_;
+  worker_.submit([comm]() mutable {
+    MPI_Comm_free(&comm);
     return std::vector<MPI_Request>{};
   }).wait();
-  return std::shared_ptr<Communicator>(new Communicator(worker, memory, comm, "world"));
+}
+
+std::shared_ptr<Communicator> Communicator::world(MemoryTracker& memory) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return std::shared_ptr<Communicator>(new Communicator(memory, comm, "world"));
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& name) {
@@ -87,7 +85,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const std:
     check(MPI_Comm_split(comm_, color, key, &comm), "MPI_Comm_split");
     return std::vector<MPI_Request>{};
   }).wait();
-  return std::shared_ptr<Communicator>(new Communicator(worker_, memory_, comm, name));
+  return std::shared_ptr<Communicator>(new Communicator(memory_, comm, name));
 }
 
 void Communicator::check(int rc, const char* what) const {
@@ -112,16 +110,26 @@ std::byte* Communicator::scratch(std::size_t bytes) {
 
 void Communicator::sendrecv(const std::byte* send, std::size_t send_bytes, int dst,
                             std::byte* recv, std::size_t recv_bytes, int src, CommOp op) {
-  std::size_t sent = 0, received = 0;
-  while (sent < send_bytes || received < recv_bytes) {
-    const std::size_t s = std::min(kMaxMessage, send_bytes - sent);
-    const std::size_t r = std::min(kMaxMessage, recv_bytes - received);
-    check(MPI_Sendrecv(send + sent, static_cast<int>(s), MPI_BYTE, dst, kRingTag, recv + received,
-                       static_cast<int>(r), MPI_BYTE, src, kRingTag, comm_, MPI_STATUS_IGNORE),
-          "MPI_Sendrecv");
-    sent += s;
-    received += r;
+  // A message goes as ceil(bytes / kMaxMessage) pieces, at least one (an empty message still
+  // pairs with its receive): sender and receiver count pieces from the same byte count.
+  auto pieces = [](std::size_t bytes) { return std::max<std::size_t>(1, (bytes + kMaxMessage - 1) / kMaxMessage); };
+  std::vector<MPI_Request> requests;
+  for (std::size_t i = 0, n = pieces(recv_bytes); i < n; ++i) {
+    const std::size_t off = i * kMaxMessage, len = std::min(kMaxMessage, recv_bytes - std::min(off, recv_bytes));
+    requests.emplace_back();
+    check(MPI_Irecv(recv + off, static_cast<int>(len), MPI_BYTE, src, kRingTag, comm_,
+                    &requests.back()),
+          "MPI_Irecv");
   }
+  for (std::size_t i = 0, n = pieces(send_bytes); i < n; ++i) {
+    const std::size_t off = i * kMaxMessage, len = std::min(kMaxMessage, send_bytes - std::min(off, send_bytes));
+    requests.emplace_back();
+    check(MPI_Isend(send + off, static_cast<int>(len), MPI_BYTE, dst, kRingTag, comm_,
+                    &requests.back()),
+          "MPI_Isend");
+  }
+  check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
   count(op, send_bytes, recv_bytes);
 }
 

@@ -5,7 +5,7 @@
 // sends 2(n-1)/n * N bytes per rank (a reduce-scatter, then an all-gather), the bandwidth
 // optimum.
 //
-// Every operation runs on the process's communication worker (comm_worker.hpp) in submission
+// Every operation runs on the group's own communication thread (comm_worker.hpp) in submission
 // order; the *_async variants return a handle, the others wait. All members of a group must
 // issue the group's collectives in the same order.
 #include <array>
@@ -31,8 +31,8 @@ struct CommBytes {
 
 class Communicator {
  public:
-  // MPI_COMM_WORLD as a group named "world". The worker and tracker must outlive it.
-  static std::shared_ptr<Communicator> world(CommWorker& worker, MemoryTracker& memory);
+  // MPI_COMM_WORLD as a group named "world". The tracker must outlive it.
+  static std::shared_ptr<Communicator> world(MemoryTracker& memory);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -66,7 +66,7 @@ class Communicator {
   void reset_counters();
 
  private:
-  Communicator(CommWorker& worker, MemoryTracker& memory, MPI_Comm comm, std::string name);
+  Communicator(MemoryTracker& memory, MPI_Comm comm, std::string name);
   // Ring phases over `data` cut into size() chunks (chunk i = elements [i*n/size, (i+1)*n/size)).
   void ring_reduce_scatter(std::byte* data, std::int64_t n, DType dtype, ReduceOp op);
   void ring_all_gather(std::byte* data, std::int64_t n, DType dtype, CommOp counted_as);
@@ -76,6 +76,7 @@ class Communicator {
   void count(CommOp op, std::uint64_t sent, std::uint64_t received);
   void check(int rc, const char* what) const;
 
+  std::unique_ptr<CommWorker> owned_worker_;
   CommWorker& worker_;
   MemoryTracker& memory_;
   MPI_Comm comm_;

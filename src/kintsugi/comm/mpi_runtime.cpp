@@ -8,9 +8,10 @@ namespace kintsugi {
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-  if (provided < MPI_THREAD_SERIALIZED)
-    fail("this MPI library does not support MPI_THREAD_SERIALIZED, which kintsugi needs");
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE)
+    fail("this MPI library does not support MPI_THREAD_MULTIPLE, which kintsugi needs: use an "
+         "MPI built with thread support (Open MPI and MPICH are)");
   // Errors come back as codes, which the communicator turns into messages.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

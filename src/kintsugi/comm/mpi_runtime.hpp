@@ -1,8 +1,8 @@
 #pragma once
 // The process's MPI session. Ranks are MPI processes started by the cluster's own launcher
 // (`mpirun`, `srun`); a program started without one runs as a world of one (MPI singleton).
-// Only the communication worker thread calls MPI after initialization, so MPI_THREAD_SERIALIZED
-// is all we ask for.
+// Each group's communication thread calls MPI concurrently with the others', hence
+// MPI_THREAD_MULTIPLE.
 namespace kintsugi {
 
 class MpiRuntime {

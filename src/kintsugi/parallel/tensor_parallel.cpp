@@ -3,7 +3,18 @@
 namespace kintsugi {
 
 TensorParallel::TensorParallel(Communicator& group, bool sequence_parallel)
-    : group_(group.size() > 1 ? &group : nullptr), sequence_parallel_(sequence_parallel) {}
+    : group_(group.size() > 1 ? &group : nullptr),
+      size_(group.size()),
+      rank_(group.rank()),
+      sequence_parallel_(sequence_parallel) {}
+
+TensorParallel TensorParallel::shape_only(int size, int rank, bool sequence_parallel) {
+  TensorParallel tp;
+  tp.size_ = size;
+  tp.rank_ = rank;
+  tp.sequence_parallel_ = sequence_parallel;
+  return tp;
+}
 
 std::int64_t TensorParallel::local_rows(std::int64_t rows) const {
   return sequence_parallel() ? rows / size() : rows;
@@ -13,33 +24,38 @@ std::int64_t TensorParallel::first_row(std::int64_t rows) const {
   return sequence_parallel() ? rows / size() * rank() : 0;
 }
 
+Communicator& TensorParallel::comm() const {
+  KINTSUGI_ASSERT(group_ != nullptr);  // a shape_only() instance cannot communicate
+  return *group_;
+}
+
 void TensorParallel::enter(const Tensor& x_local, const Tensor& x_full) const {
-  if (sequence_parallel()) group_->all_gather(x_local, x_full);
+  if (sequence_parallel()) comm().all_gather(x_local, x_full);
   else KINTSUGI_ASSERT(x_local.data == x_full.data);
 }
 
 void TensorParallel::enter_backward(const Tensor& dx_full, const Tensor& dx_local) const {
-  if (!group_) return;
+  if (size_ == 1) return;
   if (sequence_parallel()) {
-    group_->reduce_scatter(dx_full, dx_local);
+    comm().reduce_scatter(dx_full, dx_local);
   } else {
     KINTSUGI_ASSERT(dx_full.data == dx_local.data);
-    group_->all_reduce(dx_full);
+    comm().all_reduce(dx_full);
   }
 }
 
 void TensorParallel::leave(const Tensor& y_partial, const Tensor& y_local) const {
-  if (!group_) return;
+  if (size_ == 1) return;
   if (sequence_parallel()) {
-    group_->reduce_scatter(y_partial, y_local);
+    comm().reduce_scatter(y_partial, y_local);
   } else {
     KINTSUGI_ASSERT(y_partial.data == y_local.data);
-    group_->all_reduce(y_partial);
+    comm().all_reduce(y_partial);
   }
 }
 
 void TensorParallel::leave_backward(const Tensor& dy_local, const Tensor& dy_full) const {
-  if (sequence_parallel()) group_->all_gather(dy_local, dy_full);
+  if (sequence_parallel()) comm().all_gather(dy_local, dy_full);
   else KINTSUGI_ASSERT(dy_local.data == dy_full.data);
 }
 

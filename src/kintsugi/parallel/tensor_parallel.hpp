@@ -27,10 +27,12 @@ class TensorParallel {
  public:
   TensorParallel() = default;  // a single rank
   TensorParallel(Communicator& group, bool sequence_parallel);
+  // Shapes only, no communication: what rank `rank` of `size` holds (planning, tests).
+  static TensorParallel shape_only(int size, int rank, bool sequence_parallel);
 
-  int size() const { return group_ ? group_->size() : 1; }
-  int rank() const { return group_ ? group_->rank() : 0; }
-  bool sequence_parallel() const { return sequence_parallel_ && size() > 1; }
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  bool sequence_parallel() const { return sequence_parallel_ && size_ > 1; }
   Communicator* group() const { return group_; }
 
   // Rows of this rank's slice of `rows` token rows outside regions, and where it starts.
@@ -50,7 +52,9 @@ class TensorParallel {
   void leave_backward(const Tensor& dy_local, const Tensor& dy_full) const;
 
  private:
+  Communicator& comm() const;
   Communicator* group_ = nullptr;
+  int size_ = 1, rank_ = 0;
   bool sequence_parallel_ = false;
 };
 

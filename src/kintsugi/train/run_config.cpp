@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 #include <variant>
 
+#include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -66,6 +67,16 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
       {"train.save_checkpoint", &c.train.save_checkpoint,
        "save the trained model under the output directory"},
+      {"parallel.tp", &c.parallel.tp,
+       "tensor-parallel ranks (Megatron column/row splits; adjacent ranks, inside a node)"},
+      {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp))"},
+      {"parallel.pp", &c.parallel.pp, "pipeline stages (1 until pipeline parallelism lands)"},
+      {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
+       "split norms and residuals along the sequence across tensor-parallel ranks"},
+      {"parallel.order", &c.parallel.order,
+       "rank order, fastest-varying dimension first (\"tp-dp-pp\")"},
+      {"parallel.bucket_mib", &c.parallel.bucket_mib,
+       "data-parallel gradient bucket size in MiB (reduced while backward goes on)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the fp32 GEMM rate measured on this machine)"},
   };
@@ -215,8 +226,48 @@ void validate(const RunConfig& c) {
   positive("eval_batches", t.eval_batches);
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
+  const ParallelConfig& p = c.parallel;
+  if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
+  if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
+  if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
+  if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
+}
+
+void resolve_layout(RunConfig& c, int world) {
+  ParallelConfig& p = c.parallel;
+  const ModelConfig& m = c.model;
+  const TrainConfig& t = c.train;
+  if (p.pp != 1)
+    fail("parallel.pp = {}: pipeline parallelism is not implemented yet; use --pp 1", p.pp);
+  if (p.dp == 0) {
+    if (world % (p.tp * p.pp) != 0)
+      fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
+           "ranks (mpirun -np {} kintsugi train ...) or change --tp / --pp",
+           world, world == 1 ? "" : "s", p.tp, p.pp, p.tp * p.pp, p.tp * p.pp);
+    p.dp = world / (p.tp * p.pp);
+  }
+  if (p.tp * p.dp * p.pp != world)
+    fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: change --dp to {} or launch {} "
+         "ranks",
+         world, p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world / (p.tp * p.pp), p.tp * p.dp * p.pp);
+  if (m.n_head % p.tp != 0)
+    fail("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank needs whole "
+         "heads; change --tp",
+         m.n_head, p.tp);
+  if (m.d_ff % p.tp != 0)
+    fail("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, p.tp);
+  if (t.global_batch % (t.micro_batch * p.dp) != 0)
+    fail("train.global_batch = {} is not a multiple of train.micro_batch x dp = {} x {}: change "
+         "train.global_batch, train.micro_batch or --dp",
+         t.global_batch, t.micro_batch, p.dp);
+  if (p.sequence_parallel && p.tp > 1 && (t.micro_batch * m.seq_len) % p.tp != 0)
+    fail("sequence parallelism splits micro_batch x seq_len = {} token rows across tp = {} "
+         "ranks: make it divisible",
+         t.micro_batch * m.seq_len, p.tp);
+  LayoutMap(world, {.tp = static_cast<int>(p.tp), .dp = static_cast<int>(p.dp),
+                    .pp = static_cast<int>(p.pp), .order = p.order});  // checks the order
 }
 
 std::vector<ConfigKeyDoc> run_config_keys() {

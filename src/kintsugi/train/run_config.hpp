@@ -37,6 +37,15 @@ struct TrainConfig {
   bool save_checkpoint = true;
 };
 
+struct ParallelConfig {
+  std::int64_t tp = 1;  // tensor-parallel ranks
+  std::int64_t dp = 0;  // data-parallel ranks (0: world size / (tp * pp))
+  std::int64_t pp = 1;  // pipeline stages
+  bool sequence_parallel = false;
+  std::string order = "tp-dp-pp";  // fastest-varying dimension first
+  double bucket_mib = 25;          // data-parallel gradient bucket size
+};
+
 struct MetricsConfig {
   double peak_gflops = 0;  // 0: the GEMM rate `kintsugi bench gemm` measures on this machine
 };
@@ -45,6 +54,7 @@ struct RunConfig {
   ModelConfig model = model_preset("gpt-tiny");
   DataConfig data;
   TrainConfig train;
+  ParallelConfig parallel;
   MetricsConfig metrics;
   std::string source;  // where it came from, for messages
 };
@@ -52,6 +62,9 @@ struct RunConfig {
 // Reads `path` (empty: defaults only), applies overrides "section.key=value", validates.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
 void validate(const RunConfig& config);
+// Checks the layout against the job's rank count and the model (every rank reaches the same
+// verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).
+void resolve_layout(RunConfig& config, int world_size);
 
 struct ConfigKeyDoc {
   std::string key, type, default_value, doc;

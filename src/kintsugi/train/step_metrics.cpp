@@ -26,6 +26,7 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"memory_bytes", memory},
                       {"memory_peak_bytes", peak}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  if (!m.comm_bytes.empty()) j["comm_bytes_sent"] = m.comm_bytes;
   return j;
 }
 
@@ -51,6 +52,11 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
       m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, mem(MemoryKind::parameters),
       mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state), mem(MemoryKind::activations),
       mem(MemoryKind::workspace), format_duration(eta));
+  if (!m.comm_bytes.empty()) {
+    std::uint64_t total = 0;
+    for (const auto& [_, b] : m.comm_bytes) total += b;
+    line += fmt::format(" | comm {}", format_bytes(total));
+  }
   if (m.val_loss) line += fmt::format(" | val {:.4f}", *m.val_loss);
   return line;
 }

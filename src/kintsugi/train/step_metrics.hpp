@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct StepMetrics {
   std::optional<double> val_loss;
   std::array<std::size_t, kMemoryKinds> memory_current{};
   std::array<std::size_t, kMemoryKinds> memory_peak{};
+  // Bytes this rank sent during the step, per "group.operation" (e.g. "dp.all_reduce").
+  std::map<std::string, std::uint64_t> comm_bytes;
 };
 
 nlohmann::json to_json(const StepMetrics& m);

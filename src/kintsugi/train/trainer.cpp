@@ -4,7 +4,13 @@
 #include <fmt/ostream.h>
 
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -13,10 +19,13 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/data/batch_sampler.hpp"
+#include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/optim/adamw.hpp"
 #include "kintsugi/optim/grad_clip.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
+#include "kintsugi/parallel/grad_norm.hpp"
+#include "kintsugi/parallel/gradient_reducer.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/train/loss_plot.hpp"
@@ -37,18 +46,42 @@ data::BatchSampler open_sampler(const std::string& path, const char* key,
                             static_cast<std::uint64_t>(config.train.seed));
 }
 
-// Mean validation loss over eval_batches micro-batches of evenly spread windows.
+// Sum of v over the group (v itself without one).
+double sum_over(Communicator* group, double v) {
+  if (group) group->all_reduce(Tensor{&v, DType::f64, Shape{1}});
+  return v;
+}
+
+// What this rank is within the job.
+struct Place {
+  const Topology* topology;
+  Communicator* dp = nullptr;  // null with one data-parallel rank
+  int dp_rank = 0, dp_size = 1;
+  bool chief = true;  // speaks for the job: logs, metrics, checkpoint
+
+  explicit Place(const Topology* t) : topology(t) {
+    if (!t) return;
+    dp_rank = t->coords().dp;
+    dp_size = t->dp().size();
+    if (dp_size > 1) dp = &t->dp();
+    chief = t->world().rank() == 0;
+  }
+};
+
+// Mean validation loss over eval_batches micro-batches of evenly spread windows, shared out
+// round-robin across the data-parallel ranks.
 double evaluate(GptModel& model, const data::BatchSampler& val, std::int64_t eval_batches,
-                std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) {
+                const Place& place, std::vector<std::int32_t>& inputs,
+                std::vector<std::int32_t>& targets) {
   const std::int64_t mb = model.micro_batch(), T = model.seq();
   const std::int64_t windows = eval_batches * mb;
   double sum = 0;
-  for (std::int64_t b = 0; b < eval_batches; ++b) {
+  for (std::int64_t b = place.dp_rank; b < eval_batches; b += place.dp_size) {
     for (std::int64_t i = 0; i < mb; ++i)
       val.eval_window(b * mb + i, windows, inputs.data() + i * T, targets.data() + i * T);
     sum += model.forward_loss(inputs.data(), targets.data());
   }
-  return sum / static_cast<double>(windows * T);
+  return sum_over(place.dp, sum) / static_cast<double>(windows * T);
 }
 
 void snapshot_memory(const MemoryTracker& memory, StepMetrics& m) {
@@ -58,28 +91,118 @@ void snapshot_memory(const MemoryTracker& memory, StepMetrics& m) {
   }
 }
 
+// Bytes this rank has sent, per "group.operation".
+std::map<std::string, std::uint64_t> bytes_sent(const Topology* t) {
+  std::map<std::string, std::uint64_t> out;
+  if (!t) return out;
+  for (const Communicator* g : t->groups())
+    for (int op = 0; op < kCommOps; ++op) {
+      const CommBytes b = g->bytes(static_cast<CommOp>(op));
+      if (b.sent > 0) out[fmt::format("{}.{}", g->name(), name_of(static_cast<CommOp>(op)))] = b.sent;
+    }
+  return out;
+}
+
+std::map<std::string, std::uint64_t> difference(const std::map<std::string, std::uint64_t>& now,
+                                                const std::map<std::string, std::uint64_t>& then) {
+  std::map<std::string, std::uint64_t> d;
+  for (const auto& [k, v] : now) {
+    auto it = then.find(k);
+    const std::uint64_t delta = v - (it == then.end() ? 0 : it->second);
+    if (delta > 0) d[k] = delta;
+  }
+  return d;
+}
+
+std::string describe(const RunConfig& c, const Place& place) {
+  if (!place.topology) return "1 rank (serial)";
+  const auto& p = c.parallel;
+  return fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.topology->world().size(),
+                     p.tp, p.dp, p.pp, p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
+                     p.order);
+}
+
+// What the run is, for people and programs: the resolved config, the layout, and the sizes the
+// communication volume follows from (plan/comm_volume.hpp).
+void write_run_description(const std::filesystem::path& path, const RunConfig& c,
+                           const Place& place, const GptModel& model,
+                           std::int64_t micro_batches) {
+  const ParamStore& p = model.params();
+  std::int64_t sp_elements = 0;
+  for (int i = 0; i < p.size(); ++i)
+    if (p.entry(i).spec.sequence_parallel_grad) sp_elements += p.entry(i).local_shape.numel();
+  nlohmann::json j = {
+      {"model", to_json(c.model)},
+      {"world", place.topology ? place.topology->world().size() : 1},
+      {"parallel",
+       {{"tp", c.parallel.tp},
+        {"dp", c.parallel.dp},
+        {"pp", c.parallel.pp},
+        {"sequence_parallel", c.parallel.sequence_parallel},
+        {"order", c.parallel.order}}},
+      {"global_batch", c.train.global_batch},
+      {"micro_batch", c.train.micro_batch},
+      {"micro_batches_per_rank", micro_batches},
+      {"seq", c.model.seq_len},
+      {"rank0_param_elements", p.numel()},
+      {"rank0_sequence_parallel_grad_elements", sp_elements},
+      {"parameters", parameter_count(c.model)},
+      {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
+// KINTSUGI_TEST_KILL_RANK="RANK:STEP" makes that rank kill itself at that step: the fault
+// tests use it to check that a dead rank ends the job instead of hanging it.
+std::optional<std::pair<int, std::int64_t>> test_kill_point() {
+  const char* v = std::getenv("KINTSUGI_TEST_KILL_RANK");
+  int rank = 0;
+  long long step = 0;
+  if (v && std::sscanf(v, "%d:%lld", &rank, &step) == 2) return std::make_pair(rank, step);
+  return std::nullopt;
+}
+
 }  // namespace
 
+TrainInputs open_inputs(const RunConfig& config) {
+  return {open_sampler(config.data.train, "data.train", config),
+          open_sampler(config.data.val, "data.val", config)};
+}
+
 TrainSummary train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
+  return train(config, open_inputs(config), options, log);
+}
+
+TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions& options,
+                   std::ostream& log, const Topology* topology) {
   const TrainConfig& tc = config.train;
   const ModelConfig& mc = config.model;
-  set_compute_threads(static_cast<int>(tc.threads));
+  const Place place(topology);
+  const TensorParallel tp =
+      topology ? TensorParallel(topology->tp(), config.parallel.sequence_parallel)
+               : TensorParallel{};
   const std::int64_t T = mc.seq_len, mb = tc.micro_batch;
-  const std::int64_t micro_batches = tc.global_batch / mb;
+  const std::int64_t rank_batch = tc.global_batch / place.dp_size;  // sequences on this rank
+  const std::int64_t micro_batches = rank_batch / mb;
+  const std::int64_t first_sequence = place.dp_rank * rank_batch;
   const std::int64_t tokens_per_step = tc.global_batch * T;
 
-  // Inputs first: a missing file should fail before minutes of initialization.
-  auto train_data = open_sampler(config.data.train, "data.train", config);
-  auto val_data = open_sampler(config.data.val, "data.val", config);
-  const GemmRate peak = config.metrics.peak_gflops > 0
-                            ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
-                                       "metrics.peak_gflops from the config"}
-                            : local_gemm_rate();
+  const data::BatchSampler& train_data = data.train;
+  const data::BatchSampler& val_data = data.val;
+  std::optional<GemmRate> peak;
+  if (place.chief)
+    peak = config.metrics.peak_gflops > 0
+               ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
+                          "metrics.peak_gflops from the config"}
+               : local_gemm_rate();
+  const int world = topology ? topology->world().size() : 1;
 
   MemoryTracker memory;
   auto backend = make_cpu_backend(memory);
-  GptModel model(*backend, mc, DType::f32, mb, T);
+  GptModel model(*backend, mc, DType::f32, mb, T, 1, tp);
   model.params().initialize(static_cast<std::uint64_t>(tc.seed));
+  GradientReducer reducer(place.dp, model.params(),
+                          static_cast<std::size_t>(config.parallel.bucket_mib * 1048576.0));
+  model.set_grads_final_callback([&](int first_param) { reducer.grads_final(first_param); });
   AdamW optimizer(*backend, model.params(),
                   {.beta1 = tc.beta1, .beta2 = tc.beta2, .eps = tc.eps,
                    .weight_decay = tc.weight_decay});
@@ -88,49 +211,63 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options, std::os
 
   namespace fs = std::filesystem;
   const fs::path out = options.out_dir;
-  fs::create_directories(out);
   TrainSummary summary;
   summary.metrics_path =
       options.metrics_path.empty() ? (out / "metrics.jsonl").string() : options.metrics_path;
   summary.plot_path = (out / "loss.svg").string();
-  MetricsWriter metrics(summary.metrics_path);
+  std::optional<MetricsWriter> metrics;
+  if (place.chief) {
+    fs::create_directories(out);
+    metrics.emplace(summary.metrics_path);
+    fmt::print(log,
+               "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
+               "{} threads per rank, {} backend\n",
+               config.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
+               parameter_count(mc) / 1e6, compute_threads(), backend->name());
+    fmt::print(log,
+               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
+               "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
+               describe(config, place), tc.global_batch, T, tokens_per_step, micro_batches, mb,
+               flops_per_step / 1e9);
+    fmt::print(log, "data: train {} ({} tokens), val {} ({} tokens)\n", config.data.train,
+               train_data.tokens().size(), config.data.val, val_data.tokens().size());
+    fmt::print(log, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak->gflops, world,
+               peak->source);
+  }
 
-  fmt::print(log,
-             "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
-             "{} threads, {} backend\n",
-             config.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-             parameter_count(mc) / 1e6, compute_threads(), backend->name());
-  fmt::print(log,
-             "layout: 1 rank (serial) | global batch {} x {} tokens = {} tokens/step, {} "
-             "micro-batches of {} | {:.3f} GFLOP/step (model FLOPs)\n",
-             tc.global_batch, T, tokens_per_step, micro_batches, mb, flops_per_step / 1e9);
-  fmt::print(log, "data: train {} ({} tokens), val {} ({} tokens)\n", config.data.train,
-             train_data.tokens().size(), config.data.val, val_data.tokens().size());
-  fmt::print(log, "MFU peak: {:.1f} GFLOP/s, {}\n", peak.gflops, peak.source);
+  if (place.chief) write_run_description(out / "run.json", config, place, model, micro_batches);
 
-  std::vector<std::int32_t> inputs(mb * T), targets(mb * T);
+  std::vector<std::int32_t> tokens(mb * T), targets(mb * T);
   LossCurve curve{.title = fmt::format("{} on {}", mc.name, config.data.train)};
-  const double initial_val = evaluate(model, val_data, tc.eval_batches, inputs, targets);
+  const double initial_val = evaluate(model, val_data, tc.eval_batches, place, tokens, targets);
   curve.val.emplace_back(0, initial_val);
   summary.first_val_loss = summary.last_val_loss = initial_val;
-  fmt::print(log, "step {} | val loss {:.4f}\n", 0, initial_val);
+  if (place.chief) fmt::print(log, "step {} | val loss {:.4f}\n", 0, initial_val);
 
   double timed_seconds = 0;
   Stopwatch run_clock;
+  const auto kill_at = test_kill_point();
   for (std::int64_t step = 0; step < tc.steps; ++step) {
+    if (kill_at && topology && topology->world().rank() == kill_at->first && step == kill_at->second)
+      std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
+    const auto bytes_before = bytes_sent(topology);
     Stopwatch step_clock;
     ParamStore& params = model.params();
     params.begin_step();
     double loss_sum = 0;
     for (std::int64_t k = 0; k < micro_batches; ++k) {
-      train_data.sample(step, k * mb, mb, inputs.data(), targets.data());
-      loss_sum += model.forward_backward(inputs.data(), targets.data(),
-                                         1.0 / static_cast<double>(tokens_per_step));
+      train_data.sample(step, first_sequence + k * mb, mb, tokens.data(), targets.data());
+      loss_sum += model.forward_backward(tokens.data(), targets.data(),
+                                         1.0 / static_cast<double>(tokens_per_step), 0,
+                                         k + 1 == micro_batches);
     }
     params.zero_unwritten_grads();
-    const double grad_norm = std::sqrt(backend->sum_squares(params.grads()));
+    reducer.finish();
+    reduce_sequence_parallel_grads(params, tp);
+    const double grad_norm = global_grad_norm(*backend, params, tp);
     const double lr = schedule.at(step);
     optimizer.step(lr, clip_factor(grad_norm, tc.grad_clip));
+    loss_sum = sum_over(place.dp, loss_sum);
     const double seconds = step_clock.seconds();
 
     StepMetrics m;
@@ -141,18 +278,18 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options, std::os
     m.step_seconds = seconds;
     m.tokens_per_s = tokens_per_step / seconds;
     m.model_tflops = flops_per_step / seconds / 1e12;
-    m.mfu = flops_per_step / seconds / (peak.gflops * 1e9);
+    if (peak) m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * world);
+    m.comm_bytes = difference(bytes_sent(topology), bytes_before);
     if (!std::isfinite(m.loss))
       fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps",
            m.loss, m.step);
     const bool last = step + 1 == tc.steps;
     if (last || (tc.eval_every > 0 && m.step % tc.eval_every == 0)) {
-      m.val_loss = evaluate(model, val_data, tc.eval_batches, inputs, targets);
+      m.val_loss = evaluate(model, val_data, tc.eval_batches, place, tokens, targets);
       curve.val.emplace_back(m.step, *m.val_loss);
       summary.last_val_loss = *m.val_loss;
     }
     snapshot_memory(memory, m);
-    metrics.write(m);
     curve.train.emplace_back(m.step, m.loss);
     if (step == 0) summary.first_loss = m.loss;
     summary.last_loss = m.loss;
@@ -160,6 +297,8 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options, std::os
       timed_seconds += seconds;
       summary.tokens_per_s = tokens_per_step * (tc.steps == 1 ? 1 : step) / timed_seconds;
     }
+    if (!place.chief) continue;
+    metrics->write(m);
     if (m.step % tc.log_every == 0 || last || m.val_loss) {
       const double eta = run_clock.seconds() / m.step * (tc.steps - m.step);
       fmt::print(log, "{}\n", format_step_line(m, tc.steps, eta));
@@ -167,15 +306,19 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options, std::os
     }
   }
   summary.steps = tc.steps;
-  summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step / (peak.gflops * 1e9);
-  write_loss_svg(summary.plot_path, curve);
-  if (tc.save_checkpoint) {
+  if (peak)
+    summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step /
+                  (peak->gflops * 1e9 * world);
+  // The model is gathered from the tensor-parallel group of rank 0 (dp rank 0).
+  if (tc.save_checkpoint && place.dp_rank == 0) {
     summary.checkpoint_dir = (out / "model").string();
-    save_model(summary.checkpoint_dir, mc, model.params(), tc.steps);
+    save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, tp, place.chief);
   }
+  if (!place.chief) return summary;
+  write_loss_svg(summary.plot_path, curve);
   fmt::print(log,
              "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
-             "{:.0f} tok/s, MFU {:.1f}% | peak memory {}\n",
+             "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
              tc.steps, format_duration(run_clock.seconds()), summary.first_loss,
              summary.last_loss, summary.first_val_loss, summary.last_val_loss,
              summary.tokens_per_s, 100 * summary.mfu, format_bytes(memory.peak_total()));

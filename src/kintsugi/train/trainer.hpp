@@ -1,11 +1,14 @@
 #pragma once
-// The training loop of one process: sample the global batch, accumulate gradients over its
-// micro-batches, clip by the global norm, take an AdamW step, report, evaluate, and at the end
-// save the model and the loss curve.
+// The training loop of one rank: sample this rank's part of the global batch, accumulate
+// gradients over its micro-batches (tensor-parallel collectives inside the model, data-parallel
+// buckets reduced while backward runs), clip by the global norm, take an AdamW step, report,
+// evaluate, and at the end save the model and the loss curve. Rank 0 speaks for the job.
 #include <cstdint>
 #include <iosfwd>
 #include <string>
 
+#include "kintsugi/comm/topology.hpp"
+#include "kintsugi/data/batch_sampler.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi {
@@ -24,6 +27,18 @@ struct TrainSummary {
   std::string metrics_path, plot_path, checkpoint_dir;
 };
 
+// The run's data, opened and checked (kintsugi::Error on a missing or corrupt file) before any
+// work, so that every rank of a job can agree on the verdict first.
+struct TrainInputs {
+  data::BatchSampler train, val;
+};
+TrainInputs open_inputs(const RunConfig& config);
+
+// `topology` is null for a single process; otherwise config.parallel must match it
+// (resolve_layout) and every rank of the job calls train.
+TrainSummary train(const RunConfig& config, TrainInputs inputs, const TrainOptions& options,
+                   std::ostream& log, const Topology* topology = nullptr);
+// One process: opens the inputs itself.
 TrainSummary train(const RunConfig& config, const TrainOptions& options, std::ostream& log);
 
 }  // namespace kintsugi

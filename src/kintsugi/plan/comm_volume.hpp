@@ -1,0 +1,47 @@
+#pragma once
+// Bytes each rank sends per optimizer step, per group and collective, for a layout: the
+// communication half of the cost model (DESIGN.md principle 7). Tests hold the communicator's
+// byte counters to these numbers; the planner turns them into time.
+//
+// Ring algorithms over n ranks and a buffer of N bytes send, per rank:
+//   all-reduce 2(n-1)/n N,   reduce-scatter (n-1)/n N,   all-gather (n-1)/n N
+// (all-gather's N is the gathered size, reduce-scatter's the input size).
+//
+// Per micro-batch of R token rows, with tensor parallelism over t ranks (no sequence
+// parallelism): the embedding's output and each block's two halves are all-reduced in forward
+// (1 + 2L all-reduces of R x d), the gradients entering each block's two halves and the LM
+// head in backward (2L + 1); the vocabulary-parallel loss all-reduces 3 numbers per row.
+// Sequence parallelism turns each all-reduce into an all-gather + reduce-scatter pair of the
+// same total volume and adds one all-reduce of the replicated parameters' partial gradients
+// per step. Data parallelism all-reduces the gradient buffer once per step.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+struct CommLayout {
+  std::int64_t tp = 1, dp = 1;
+  bool sequence_parallel = false;
+};
+
+struct StepShape {
+  std::int64_t micro_batch = 1, seq = 1;
+  std::int64_t micro_batches = 1;       // per data-parallel rank per step
+  std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffer
+  std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
+  std::int64_t element_bytes = 4;
+};
+
+double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
+double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: the input
+double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: the output
+
+// "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce" -> bytes sent by one
+// rank in one optimizer step (not counting the handful of scalars for the loss and the norm).
+std::map<std::string, double> step_comm_bytes(const ModelConfig& model, const CommLayout& layout,
+                                              const StepShape& shape);
+
+}  // namespace kintsugi

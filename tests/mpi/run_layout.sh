@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One multi-rank layout against the serial run: trains the same tiny model from the same seed
+# under mpirun, then checks losses, final weights and communication volume.
+# Usage: run_layout.sh KINTSUGI CHECK_RUN OUT_DIR NAME RANKS [train flags...]
+set -euo pipefail
+kintsugi="$1" check="$2" out="$3" name="$4" ranks="$5"
+shift 5
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+rm -rf "$out/$name"
+mpirun -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train --out "$out/$name" "$@"
+"$check" compare "$out/serial" "$out/$name"
+"$check" comm "$out/$name"

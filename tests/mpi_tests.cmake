@@ -1,0 +1,77 @@
+# Multi-rank tests: CTest launches `mpirun -np N --oversubscribe`. Every layout trains the same
+# tiny GPT from the same seed and data as one process, and must end with the same losses and
+# weights (relative 1e-5) and move exactly the theoretical number of bytes.
+#
+# AdamW's epsilon is 1e-5 here, not 1e-8: Adam divides each gradient by its own running RMS, so
+# an element whose gradient is at the fp32 rounding floor (the key bias, whose true gradient is
+# exactly zero, is one) gets an lr-sized update made of rounding noise, which differs between any
+# two summation orders. With epsilon above that floor, updates of such elements are
+# proportional to their gradients and the weights compare what the layouts computed
+# (docs/parallelism.md).
+find_program(MPIRUN mpirun REQUIRED)
+set(MPI_OUT ${CMAKE_CURRENT_BINARY_DIR}/mpi-runs)
+set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)
+set(MICRO_RUN
+    --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
+    --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set model.n_layer=2 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
+    --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
+    --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=4
+    --set train.log_every=1 --set train.eps=1e-5 --set parallel.bucket_mib=0.5)
+
+add_test(NAME mpi.serial_reference
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --out ${MPI_OUT}/serial)
+set_tests_properties(mpi.serial_reference PROPERTIES FIXTURES_SETUP serial_run)
+
+function(mpi_layout_test name ranks)
+  add_test(NAME mpi.${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${name} ${ranks} ${MICRO_RUN} ${ARGN})
+  set_tests_properties(mpi.${name} PROPERTIES FIXTURES_REQUIRED serial_run PROCESSORS ${ranks}
+                                              TIMEOUT 300)
+endfunction()
+mpi_layout_test(dp2 2 --dp 2)
+mpi_layout_test(dp4 4 --dp 4)
+mpi_layout_test(tp2 2 --tp 2)
+mpi_layout_test(tp4 4 --tp 4)
+mpi_layout_test(tp2_sp 2 --tp 2 --sequence-parallel)
+mpi_layout_test(dp2_tp2 4 --tp 2 --dp 2)
+mpi_layout_test(dp2_tp2_sp 4 --tp 2 --dp 2 --sequence-parallel)
+
+add_test(NAME mpi.killed_rank_ends_job
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_killed_rank_ends_job.sh
+                 $<TARGET_FILE:kintsugi> ${MPI_OUT} ${MICRO_RUN} --set train.steps=20)
+set_tests_properties(mpi.killed_rank_ends_job PROPERTIES PROCESSORS 2 TIMEOUT 180)
+
+add_executable(collectives_test mpi/collectives_test.cpp)
+target_link_libraries(collectives_test PRIVATE kintsugi_lib)
+add_test(NAME mpi.collectives_3_ranks
+         COMMAND ${MPIRUN} -np 3 --oversubscribe --bind-to none $<TARGET_FILE:collectives_test>)
+set_tests_properties(mpi.collectives_3_ranks PROPERTIES PROCESSORS 3 TIMEOUT 120
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+
+# Bad input under mpirun: one message (from one rank), non-zero exit, no hang.
+set(MPI_ENV ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            OMP_NUM_THREADS=1)
+add_test(NAME mpi.error.world_not_a_multiple_of_tp
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "the job has 2 ranks, not a multiple of tp 3"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --tp 3)
+add_test(NAME mpi.error.heads_not_divisible_by_tp
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "model.n_head = 4 is not divisible by tp = 3"
+                 ${MPIRUN} -q -np 3 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --tp 3)
+add_test(NAME mpi.error.batch_not_divisible_by_dp
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "train.global_batch = 8 is not a multiple of train.micro_batch x dp = 1 x 3"
+                 ${MPIRUN} -q -np 3 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN})
+add_test(NAME mpi.error.missing_token_file
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "nope.bin"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --set data.train=nope.bin)
+set_tests_properties(mpi.error.world_not_a_multiple_of_tp mpi.error.heads_not_divisible_by_tp
+                     mpi.error.batch_not_divisible_by_dp mpi.error.missing_token_file
+                     PROPERTIES PROCESSORS 2 TIMEOUT 60)

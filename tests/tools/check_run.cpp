@@ -1,0 +1,159 @@
+// Checks on the outputs of `kintsugi train` runs, for the multi-rank tests:
+//
+//   check_run compare SERIAL_DIR OTHER_DIR [RTOL]
+//     Same losses at every step (relative RTOL, default 1e-5) and the same final weights: for
+//     every tensor, max |a - b| <= RTOL * scale, the scale being max |a| but at least the
+//     model's initialization scale (biases start at zero: relative to their own tiny values,
+//     fp32 rounding would look large).
+//   check_run comm RUN_DIR
+//     Every step's bytes sent by rank 0, per group and collective, equal the theoretical volume
+//     of plan/comm_volume.hpp (up to the few bytes of scalar all-reduces: loss, grad norm).
+//
+// Prints what it compared; exits 1 on any mismatch.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kintsugi/model/config_json.hpp"
+#include "kintsugi/plan/comm_volume.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> read_lines(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::vector<json> lines;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  return json::parse(in);
+}
+
+std::map<std::string, std::vector<float>> read_weights(const fs::path& dir) {
+  const json manifest = read_json(dir / "manifest.json");
+  std::ifstream data(dir / "params.bin", std::ios::binary);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : manifest.at("tensors")) {
+    std::vector<float> v(t.at("bytes").get<std::size_t>() / sizeof(float));
+    data.seekg(t.at("offset").get<std::streamoff>());
+    data.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(t.at("bytes").get<std::size_t>()));
+    out[t.at("name").get<std::string>()] = std::move(v);
+  }
+  return out;
+}
+
+int compare(const fs::path& a, const fs::path& b, double rtol) {
+  int failures = 0;
+  const auto ma = read_lines(a / "metrics.jsonl"), mb = read_lines(b / "metrics.jsonl");
+  if (ma.size() != mb.size()) {
+    fmt::print("different step counts: {} vs {}\n", ma.size(), mb.size());
+    return 1;
+  }
+  double worst_loss = 0;
+  for (std::size_t i = 0; i < ma.size(); ++i)
+    for (const char* key : {"loss", "val_loss"}) {
+      if (!ma[i].contains(key)) continue;
+      const double x = ma[i][key], y = mb[i].at(key);
+      const double rel = std::abs(x - y) / std::abs(x);
+      worst_loss = std::max(worst_loss, rel);
+      if (rel > rtol) {
+        fmt::print("step {} {}: {:.9g} vs {:.9g} (relative {:.2e})\n", i + 1, key, x, y, rel);
+        ++failures;
+      }
+    }
+  const auto wa = read_weights(a / "model"), wb = read_weights(b / "model");
+  const double init_std = read_json(a / "model" / "manifest.json").at("model").at("init_std");
+  double worst_weight = 0;
+  for (const auto& [name, va] : wa) {
+    auto it = wb.find(name);
+    if (it == wb.end() || it->second.size() != va.size()) {
+      fmt::print("tensor {} missing or of another size\n", name);
+      ++failures;
+      continue;
+    }
+    double max_abs = 0, max_diff = 0;
+    for (std::size_t k = 0; k < va.size(); ++k) {
+      max_abs = std::max(max_abs, double(std::abs(va[k])));
+      max_diff = std::max(max_diff, double(std::abs(va[k] - it->second[k])));
+    }
+    const double rel = max_diff / std::max(max_abs, init_std);
+    worst_weight = std::max(worst_weight, rel);
+    if (rel > rtol) {
+      fmt::print("tensor {}: max difference {:.3e} of max {:.3e} (relative {:.2e})\n", name,
+                 max_diff, max_abs, rel);
+      ++failures;
+    }
+  }
+  fmt::print("{} steps, {} tensors: worst relative difference of losses {:.2e}, of weights {:.2e} "
+             "(tolerance {:.0e})\n",
+             ma.size(), wa.size(), worst_loss, worst_weight, rtol);
+  return failures ? 1 : 0;
+}
+
+int comm(const fs::path& run) {
+  const json desc = read_json(run / "run.json");
+  const auto model = kintsugi::model_config_from_json(desc.at("model"), "run.json");
+  const json& p = desc.at("parallel");
+  const kintsugi::CommLayout layout{p.at("tp"), p.at("dp"), p.at("sequence_parallel")};
+  const kintsugi::StepShape shape{.micro_batch = desc.at("micro_batch"),
+                                  .seq = desc.at("seq"),
+                                  .micro_batches = desc.at("micro_batches_per_rank"),
+                                  .grad_elements = desc.at("rank0_param_elements"),
+                                  .sp_grad_elements = desc.at("rank0_sequence_parallel_grad_elements")};
+  const auto theory = kintsugi::step_comm_bytes(model, layout, shape);
+  // Scalars all-reduced besides the formula: the loss (dp) and the grad norm (tp), 8 bytes each.
+  constexpr double kSlack = 64;
+  int failures = 0;
+  const auto steps = read_lines(run / "metrics.jsonl");
+  for (const auto& m : steps) {
+    const json measured = m.value("comm_bytes_sent", json::object());
+    std::map<std::string, double> seen;
+    for (const auto& [key, value] : measured.items()) seen[key] = value.get<double>();
+    for (const auto& [key, expected] : theory) seen.emplace(key, 0.0);
+    for (const auto& [key, bytes] : seen) {
+      const auto it = theory.find(key);
+      const double expected = it == theory.end() ? 0.0 : it->second;
+      if (std::abs(bytes - expected) > kSlack) {
+        fmt::print("step {} {}: measured {} bytes, theory {:.0f}\n", m.at("step").get<int>(), key,
+                   bytes, expected);
+        ++failures;
+      }
+    }
+  }
+  for (const auto& [key, expected] : theory)
+    fmt::print("{:<20} theory {:>12.0f} bytes/step; measured at step 1: {}\n", key, expected,
+               steps.empty() ? 0.0
+                             : steps.front().value("comm_bytes_sent", json::object()).value(key, 0.0));
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string what = argc > 1 ? argv[1] : "";
+    if (what == "compare" && (argc == 4 || argc == 5))
+      return compare(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5);
+    if (what == "comm" && argc == 3) return comm(argv[2]);
+  } catch (const std::exception& e) {
+    fmt::print("check_run: {}\n", e.what());
+    return 1;
+  }
+  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL] | check_run comm RUN_DIR\n");
+  return 2;
+}
