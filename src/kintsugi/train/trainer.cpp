@@ -26,6 +26,7 @@
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/parallel/grad_norm.hpp"
 #include "kintsugi/parallel/gradient_reducer.hpp"
+#include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/train/loss_plot.hpp"
@@ -122,6 +123,24 @@ std::string describe(const RunConfig& c, const Place& place) {
                      p.order);
 }
 
+// Bytes rank 0 should send per step, per "group.operation" (plan/comm_volume.hpp).
+std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const GptModel& model,
+                                                  std::int64_t micro_batches) {
+  const ParamStore& p = model.params();
+  std::int64_t sp_elements = 0;
+  for (int i = 0; i < p.size(); ++i)
+    if (p.entry(i).spec.sequence_parallel_grad) sp_elements += p.entry(i).local_shape.numel();
+  return step_comm_bytes(c.model,
+                         {.tp = c.parallel.tp, .dp = c.parallel.dp,
+                          .sequence_parallel = c.parallel.sequence_parallel},
+                         {.micro_batch = c.train.micro_batch,
+                          .seq = c.model.seq_len,
+                          .micro_batches = micro_batches,
+                          .grad_elements = p.numel(),
+                          .sp_grad_elements = sp_elements,
+                          .element_bytes = 4});
+}
+
 // What the run is, for people and programs: the resolved config, the layout, and the sizes the
 // communication volume follows from (plan/comm_volume.hpp).
 void write_run_description(const std::filesystem::path& path, const RunConfig& c,
@@ -132,6 +151,7 @@ void write_run_description(const std::filesystem::path& path, const RunConfig& c
   for (int i = 0; i < p.size(); ++i)
     if (p.entry(i).spec.sequence_parallel_grad) sp_elements += p.entry(i).local_shape.numel();
   nlohmann::json j = {
+      {"comm_bytes_per_step_theory", expected_comm_bytes(c, model, micro_batches)},
       {"model", to_json(c.model)},
       {"world", place.topology ? place.topology->world().size() : 1},
       {"parallel",
@@ -233,6 +253,13 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
                train_data.tokens().size(), config.data.val, val_data.tokens().size());
     fmt::print(log, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak->gflops, world,
                peak->source);
+    const auto comm = expected_comm_bytes(config, model, micro_batches);
+    if (!comm.empty()) {
+      std::string text;
+      for (const auto& [key, bytes] : comm)
+        text += fmt::format(" {} {}", key, format_bytes(static_cast<std::size_t>(bytes)));
+      fmt::print(log, "communication per step and rank (ring algorithms, theory):{}\n", text);
+    }
   }
 
   if (place.chief) write_run_description(out / "run.json", config, place, model, micro_batches);
