@@ -70,19 +70,24 @@ void LayerNorm::backward(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                   acc);
 }
 
+ParamSpec token_embedding_spec(const TensorParallel& tp, std::int64_t vocab,
+                               std::int64_t padded_vocab, std::int64_t dim, double init_std) {
+  return {.name = "embedding.token.weight",
+          .global_shape = {padded_vocab, dim},
+          .init = ParamInit::normal,
+          .init_std = init_std,
+          .weight_decay = true,
+          .split_dim = tp.size() > 1 ? 0 : -1,
+          .split_begin = tp.shard_begin(padded_vocab),
+          .split_extent = tp.shard_extent(padded_vocab),
+          .valid_rows = vocab};
+}
+
 Embedding::Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
                      std::int64_t max_seq, std::int64_t dim, double init_std)
     : ctx_(ctx) {
   const TensorParallel& tp = ctx.tp;
-  wte_ = ctx.params.add({.name = "embedding.token.weight",
-                         .global_shape = {padded_vocab, dim},
-                         .init = ParamInit::normal,
-                         .init_std = init_std,
-                         .weight_decay = true,
-                         .split_dim = tp.size() > 1 ? 0 : -1,
-                         .split_begin = tp.shard_begin(padded_vocab),
-                         .split_extent = tp.shard_extent(padded_vocab),
-                         .valid_rows = vocab});
+  wte_ = ctx.params.add(token_embedding_spec(tp, vocab, padded_vocab, dim, init_std));
   wpe_ = ctx.params.add({.name = "embedding.position.weight",
                          .global_shape = {max_seq, dim},
                          .init = ParamInit::normal,

@@ -59,8 +59,12 @@ class LayerNorm {
   double eps_;
 };
 
-// Token embedding split by vocabulary rows across tensor-parallel ranks (rows padded to
-// padded_vocab), plus the learned position embedding (replicated).
+// The token embedding table: rows padded to padded_vocab and split by vocabulary rows across
+// tensor-parallel ranks. Shared by the embedding and the tied LM head.
+ParamSpec token_embedding_spec(const TensorParallel& tp, std::int64_t vocab,
+                               std::int64_t padded_vocab, std::int64_t dim, double init_std);
+
+// Token embedding plus the learned position embedding (replicated).
 class Embedding {
  public:
   Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,

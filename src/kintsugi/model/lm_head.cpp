@@ -10,16 +10,26 @@ namespace {
 constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
 }  // namespace
 
-LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param,
-               std::int64_t vocab_begin)
+namespace {
+int tied_embedding(LayerContext& ctx, const ModelConfig& c, int existing) {
+  if (existing >= 0) return existing;
+  ParamSpec copy = token_embedding_spec(ctx.tp, c.vocab_size, c.padded_vocab(ctx.tp.size()),
+                                        c.d_model, c.init_std);
+  copy.tied_copy = true;
+  return ctx.params.add(copy);
+}
+}  // namespace
+
+LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param)
     : ctx_(ctx),
       vocab_(c.vocab_size),
       d_(c.d_model),
-      vocab_begin_(vocab_begin),
-      local_vocab_(c.padded_vocab(ctx.tp.size()) / ctx.tp.size()),
-      local_valid_(std::clamp<std::int64_t>(c.vocab_size - vocab_begin, 0, local_vocab_)),
-      wte_(tied_embedding_param),
-      norm_(ctx, "final_norm", c.d_model, c.norm_eps) {}
+      wte_(tied_embedding(ctx, c, tied_embedding_param)),
+      norm_(ctx, "final_norm", c.d_model, c.norm_eps) {
+  vocab_begin_ = ctx.params.entry(wte_).spec.split_begin;
+  local_vocab_ = c.padded_vocab(ctx.tp.size()) / ctx.tp.size();
+  local_valid_ = std::clamp<std::int64_t>(c.vocab_size - vocab_begin_, 0, local_vocab_);
+}
 
 void LmHead::allocate(int slots, std::int64_t rows) {
   const DType dt = ctx_.dtype;

@@ -19,8 +19,9 @@ namespace kintsugi {
 
 class LmHead {
  public:
-  LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param,
-         std::int64_t vocab_begin);
+  // tied_embedding_param: the chunk's token embedding, or -1 when the embedding lives in another
+  // pipeline stage; then the head registers its own tied copy of it.
+  LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param);
 
   void allocate(int slots, std::int64_t rows);
 
@@ -49,8 +50,8 @@ class LmHead {
 
   LayerContext& ctx_;
   std::int64_t vocab_, d_;
-  std::int64_t vocab_begin_, local_vocab_, local_valid_;
   int wte_;
+  std::int64_t vocab_begin_ = 0, local_vocab_ = 0, local_valid_ = 0;
   LayerNorm norm_;
   std::int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<Saved> saved_;

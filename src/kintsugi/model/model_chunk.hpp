@@ -1,0 +1,93 @@
+#pragma once
+// A contiguous piece of a GPT on one rank: optionally the embeddings (first chunk), a range of
+// transformer blocks, optionally the final norm, tied LM head and loss (last chunk), split
+// across a tensor-parallel group. A pipeline stage holds one chunk (or v, interleaved); a serial
+// run holds one chunk with everything (GptModel).
+//
+// Parameters live in one flat ParamStore per chunk. Activations for `slots` micro-batches in
+// flight are allocated once, up front; each slot has an input, an output and a gradient buffer,
+// which the pipeline executor receives into and sends from.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kintsugi/model/config.hpp"
+#include "kintsugi/model/layers.hpp"
+#include "kintsugi/model/lm_head.hpp"
+#include "kintsugi/model/transformer_block.hpp"
+
+namespace kintsugi {
+
+struct ChunkSpec {
+  int first_layer = 0;
+  int num_layers = -1;    // -1: to the last layer
+  bool embedding = true;  // holds the embeddings (the first chunk of the model)
+  bool head = true;       // holds final norm, LM head and loss (the last chunk)
+};
+
+class ModelChunk {
+ public:
+  // micro_batch x seq tokens per forward; seq <= config.seq_len. The chunk is split across `tp`
+  // (a single rank by default); the caller has validated that it divides the model.
+  ModelChunk(Backend& backend, const ModelConfig& config, DType dtype, std::int64_t micro_batch,
+             std::int64_t seq, int slots, TensorParallel tp, ChunkSpec spec);
+  virtual ~ModelChunk() = default;
+
+  const ModelConfig& config() const { return config_; }
+  const ChunkSpec& spec() const { return spec_; }
+  ParamStore& params() { return params_; }
+  const ParamStore& params() const { return params_; }
+  std::int64_t micro_batch() const { return batch_; }
+  std::int64_t seq() const { return seq_; }
+  int slots() const { return static_cast<int>(residual_.size()); }
+
+  // [local rows, d] buffers of a slot: the activation entering the chunk (received, unless the
+  // chunk embeds tokens), the one leaving it (sent, unless the chunk ends in the loss), and the
+  // gradient: of the output before backward (received), of the input after it (sent).
+  Tensor input(int slot) const { return residual_[slot].front(); }
+  Tensor output(int slot) const { return residual_[slot].back(); }
+  Tensor grad(int slot) const { return grad_[slot]; }
+
+  // One micro-batch through the chunk. The embedding chunk reads tokens; the loss chunk scores
+  // targets (when given) and returns the sum of token losses (others return 0). With `training` the loss
+  // chunk also runs the head's backward, scaled by grad_scale, so backward() can follow.
+  double forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
+                 bool training, double grad_scale);
+  // Backward of the micro-batch in `slot`: from the loss (loss chunk) or from grad(slot); leaves
+  // dL/d(input) in grad(slot). With last_micro_batch, grads_final is told as each layer's
+  // parameter gradients become final for the step.
+  void backward(int slot, const std::int32_t* tokens, bool last_micro_batch);
+
+  // Called during the backward of a step's last micro-batch with k whenever the gradients of
+  // parameters k.. are final (layers finish in reverse order, so k only decreases).
+  void set_grads_final_callback(std::function<void(int first_param)> callback) {
+    grads_final_ = std::move(callback);
+  }
+
+ protected:
+  LmHead& head() { return *head_; }
+
+ private:
+  void notify_final(bool last, int first_param) const {
+    if (last && grads_final_) grads_final_(first_param);
+  }
+
+  ModelConfig config_;
+  ChunkSpec spec_;
+  std::int64_t batch_, seq_;
+  ParamStore params_;
+  LayerContext ctx_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<int> block_first_param_;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks_;
+  int head_first_param_ = 0;
+  std::unique_ptr<LmHead> head_;
+  std::vector<std::vector<Tensor>> residual_;  // [slot][i]: input of block i; back(): output
+  std::vector<Tensor> grad_;                   // [slot]
+  std::vector<Buffer> residual_storage_;
+  BlockWorkspace workspace_;
+  Buffer workspace_storage_;
+  std::function<void(int)> grads_final_;
+};
+
+}  // namespace kintsugi
