@@ -1,23 +1,24 @@
-# Multi-rank tests: CTest launches `mpirun -np N --oversubscribe`. Every layout trains the same
-# tiny GPT from the same seed and data as one process, and must end with the same losses and
-# weights (relative 1e-5) and move exactly the theoretical number of bytes.
+# Multi-rank tests: CTest launches `mpirun -np N --oversubscribe`. Every layout (data, tensor,
+# sequence and pipeline parallelism with each schedule, and 3D) trains the same tiny 4-layer GPT
+# from the same seed and data as one process, and must end with the same losses and weights
+# (relative 1e-5) and move exactly the theoretical number of bytes.
 #
-# AdamW's epsilon is 1e-5 here, not 1e-8: Adam divides each gradient by its own running RMS, so
+# AdamW's epsilon is 1e-4 here, not 1e-8: Adam divides each gradient by its own running RMS, so
 # an element whose gradient is at the fp32 rounding floor (the key bias, whose true gradient is
 # exactly zero, is one) gets an lr-sized update made of rounding noise, which differs between any
-# two summation orders. With epsilon above that floor, updates of such elements are
-# proportional to their gradients and the weights compare what the layouts computed
-# (docs/parallelism.md).
+# two summation orders. A gradient difference dg moves an update by at most lr dg / (4 eps);
+# with gradients differing by ~1e-9 between layouts, eps = 1e-4 keeps that well under the
+# tolerance, and the weights compare what the layouts computed (docs/parallelism.md).
 find_program(MPIRUN mpirun REQUIRED)
 set(MPI_OUT ${CMAKE_CURRENT_BINARY_DIR}/mpi-runs)
 set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)
 set(MICRO_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
-    --set model.n_layer=2 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
+    --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
     --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=4
-    --set train.log_every=1 --set train.eps=1e-5 --set parallel.bucket_mib=0.5)
+    --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
 
 add_test(NAME mpi.serial_reference
          COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
@@ -38,6 +39,14 @@ mpi_layout_test(tp4 4 --tp 4)
 mpi_layout_test(tp2_sp 2 --tp 2 --sequence-parallel)
 mpi_layout_test(dp2_tp2 4 --tp 2 --dp 2)
 mpi_layout_test(dp2_tp2_sp 4 --tp 2 --dp 2 --sequence-parallel)
+mpi_layout_test(pp2_gpipe 2 --pp 2 --schedule gpipe)
+mpi_layout_test(pp2_1f1b 2 --pp 2 --schedule 1f1b)
+mpi_layout_test(pp2_interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2)
+mpi_layout_test(pp4_gpipe 4 --pp 4 --schedule gpipe)
+mpi_layout_test(pp4_1f1b 4 --pp 4 --schedule 1f1b)
+mpi_layout_test(pp4_interleaved 4 --pp 4 --schedule interleaved)
+mpi_layout_test(tp2_pp2_dp2 8 --tp 2 --pp 2 --dp 2)
+mpi_layout_test(tp2_pp2_dp2_sp 8 --tp 2 --pp 2 --dp 2 --sequence-parallel)
 
 add_test(NAME mpi.killed_rank_ends_job
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_killed_rank_ends_job.sh

@@ -95,13 +95,68 @@ nlohmann::json read_manifest(const fs::path& dir) {
 
 }  // namespace
 
-void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
-                std::int64_t step, const TensorParallel& tp, bool write) {
-  if (!write) {
-    for (int i = 0; i < params.size(); ++i)
-      if (params.entry(i).spec.split_dim >= 0) stored_values(params, i, tp);
-    return;
+namespace {
+
+// A whole tensor as stored: name, shape without padding, float32 values.
+struct StoredTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+// This rank's tensors of one chunk, gathered across the tensor-parallel group (every rank of
+// the group takes part); tied copies are left out: their original is stored.
+std::vector<StoredTensor> chunk_tensors(const ParamStore& params, const TensorParallel& tp) {
+  std::vector<StoredTensor> out;
+  for (int i = 0; i < params.size(); ++i) {
+    const ParamEntry& e = params.entry(i);
+    if (e.spec.tied_copy) continue;
+    out.push_back({e.spec.name, to_vector(stored_shape(e)), stored_values(params, i, tp)});
   }
+  return out;
+}
+
+// Pipeline stages other than the first send their chunks' tensors to it: a header (names and
+// shapes, as JSON) and the values, tagged by global chunk.
+void send_chunk(Communicator& pp, int g, const std::vector<StoredTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::array();
+  for (const auto& t : tensors) header.push_back({t.name, t.shape});
+  std::string text = header.dump();
+  double length = static_cast<double>(text.size());
+  const int tag = 3 * g + (1 << 21);
+  pp.send_async(Tensor{&length, DType::f64, Shape{1}}, 0, tag).wait();
+  pp.send_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}}, 0,
+                tag + 1)
+      .wait();
+  for (const auto& t : tensors)
+    pp.send_async(Tensor{const_cast<float*>(t.values.data()), DType::f32,
+                         Shape{static_cast<std::int64_t>(t.values.size())}},
+                  0, tag + 2)
+        .wait();
+}
+
+std::vector<StoredTensor> receive_chunk(Communicator& pp, int from, int g) {
+  const int tag = 3 * g + (1 << 21);
+  double length = 0;
+  pp.recv_async(Tensor{&length, DType::f64, Shape{1}}, from, tag).wait();
+  std::string text(static_cast<std::size_t>(length), '\0');
+  pp.recv_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}},
+                from, tag + 1)
+      .wait();
+  std::vector<StoredTensor> out;
+  for (const auto& h : nlohmann::json::parse(text)) {
+    StoredTensor t{h[0].get<std::string>(), h[1].get<std::vector<std::int64_t>>(), {}};
+    std::int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    t.values.resize(static_cast<std::size_t>(n));
+    pp.recv_async(Tensor{t.values.data(), DType::f32, Shape{n}}, from, tag + 2).wait();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64_t step,
+                      const std::vector<StoredTensor>& all) {
   const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -115,13 +170,12 @@ void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore
   std::FILE* f = std::fopen(data_path.c_str(), "wb");
   if (!f) fail("cannot create {}", data_path.string());
   std::uint64_t offset = 0;
-  for (int i = 0; i < params.size(); ++i) {
-    const auto values = stored_values(params, i, tp);
-    const std::size_t bytes = values.size() * sizeof(float);
-    write_file(data_path, values.data(), bytes, f);
-    XXH3_64bits_update(hash, values.data(), bytes);
-    tensors.push_back({{"name", params.entry(i).spec.name},
-                       {"shape", to_vector(stored_shape(params.entry(i)))},
+  for (const StoredTensor& t : all) {
+    const std::size_t bytes = t.values.size() * sizeof(float);
+    write_file(data_path, t.values.data(), bytes, f);
+    XXH3_64bits_update(hash, t.values.data(), bytes);
+    tensors.push_back({{"name", t.name},
+                       {"shape", t.shape},
                        {"dtype", "f32"},
                        {"offset", offset},
                        {"bytes", bytes}});
@@ -151,6 +205,35 @@ void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore
   if (fs::exists(dir)) fs::rename(dir, old);
   fs::rename(tmp, dir);
   fs::remove_all(old, ec);
+}
+
+}  // namespace
+
+void save_model(const fs::path& dir, const ModelConfig& config,
+                const std::vector<const ParamStore*>& chunks, std::int64_t step,
+                const TensorParallel& tp, Communicator* pp, int virtual_stages) {
+  const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
+  std::vector<std::vector<StoredTensor>> local;
+  for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
+  if (tp.rank() != 0) return;  // its shards went into tp rank 0's tensors
+  if (r != 0) {
+    for (std::size_t c = 0; c < local.size(); ++c)
+      send_chunk(*pp, static_cast<int>(c) * p + r, local[c]);
+    return;
+  }
+  // Global chunk g lives on stage g % p as its local chunk g / p.
+  std::vector<StoredTensor> all;
+  for (int g = 0; g < p * virtual_stages; ++g) {
+    auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p, g);
+    for (auto& t : part) all.push_back(std::move(t));
+  }
+  write_checkpoint(dir, config, step, all);
+}
+
+void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
+                std::int64_t step) {
+  save_model(dir, config, std::vector<const ParamStore*>{&params}, step, TensorParallel{}, nullptr,
+             1);
 }
 
 ModelCheckpointInfo read_model_info(const fs::path& dir) {

@@ -9,17 +9,25 @@
 #include <cstdint>
 #include <filesystem>
 
+#include <vector>
+
+#include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/parallel/tensor_parallel.hpp"
 
 namespace kintsugi {
 
-// Every rank of the tensor-parallel group calls this: shards are gathered into whole tensors,
-// and the rank with `write` writes them.
+// One process holding the whole model.
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
-                const ParamStore& params, std::int64_t step, const TensorParallel& tp = {},
-                bool write = true);
+                const ParamStore& params, std::int64_t step);
+// A model spread over ranks: every rank of one data-parallel replica calls this with its
+// chunks (local chunk c is global chunk c x pp + stage). Tensor-parallel shards are gathered
+// into whole tensors, pipeline stages send theirs to the first stage, and tensor-parallel rank
+// 0 of the first stage writes the checkpoint.
+void save_model(const std::filesystem::path& dir, const ModelConfig& config,
+                const std::vector<const ParamStore*>& chunks, std::int64_t step,
+                const TensorParallel& tp, Communicator* pp, int virtual_stages);
 
 struct ModelCheckpointInfo {
   ModelConfig config;

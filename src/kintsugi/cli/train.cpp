@@ -21,9 +21,9 @@ namespace kintsugi::cli {
 namespace {
 
 struct Args {
-  std::string config, out, metrics;
+  std::string config, out, metrics, trace, schedule;
   std::vector<std::string> overrides;
-  std::optional<int> tp, dp, pp;
+  std::optional<int> tp, dp, pp, virtual_stages;
   bool sequence_parallel = false, help_config = false;
 };
 
@@ -44,6 +44,10 @@ void run(const Args& args) {
     if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
     if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
     if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
+    if (!args.schedule.empty())
+      overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
+    if (args.virtual_stages)
+      overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
     config = load_run_config(args.config, overrides);
     resolve_layout(config, world);
     inputs.emplace(open_inputs(config));
@@ -64,6 +68,7 @@ void run(const Args& args) {
                         ? "runs/" + std::filesystem::path(args.config).stem().string()
                         : args.out;
   options.metrics_path = args.metrics;
+  options.trace_path = args.trace;
   if (!mpi) {
     train(config, std::move(*inputs), options, std::cout);
     return;
@@ -103,6 +108,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--tp", args->tp, "Tensor-parallel ranks (parallel.tp)");
   cmd->add_option("--dp", args->dp, "Data-parallel ranks (parallel.dp; default: the rest)");
   cmd->add_option("--pp", args->pp, "Pipeline stages (parallel.pp)");
+  cmd->add_option("--schedule", args->schedule,
+                  "Pipeline schedule: gpipe, 1f1b or interleaved (parallel.schedule)");
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "Model chunks per pipeline rank, for --schedule interleaved");
+  cmd->add_option("--trace", args->trace,
+                  "Write the last step's events of every rank as Chrome trace JSON (open in "
+                  "Perfetto or chrome://tracing)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");

@@ -82,9 +82,11 @@ std::shared_ptr<Communicator> Communicator::world(MemoryTracker& memory) {
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& name) {
   MPI_Comm comm = MPI_COMM_NULL;
   worker_.submit([&] {
-    check(MPI_Comm_split(comm_, color, key, &comm), "MPI_Comm_split");
+    check(MPI_Comm_split(comm_, color == kNoGroup ? MPI_UNDEFINED : color, key, &comm),
+          "MPI_Comm_split");
     return std::vector<MPI_Request>{};
   }).wait();
+  if (comm == MPI_COMM_NULL) return nullptr;
   return std::shared_ptr<Communicator>(new Communicator(memory_, comm, name));
 }
 

@@ -38,6 +38,8 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // Collective over this group: ranks passing the same color form a new group, ordered by key.
+  // Ranks passing kNoGroup get null.
+  static constexpr int kNoGroup = -1;
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name);
 
   int rank() const { return rank_; }

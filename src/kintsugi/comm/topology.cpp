@@ -101,6 +101,18 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   tp_ = make(Dim::tp);
   dp_ = make(Dim::dp);
   pp_ = make(Dim::pp);
+  const int last = map_.size(Dim::pp) - 1;
+  const bool member = last > 0 && (coords_.pp == 0 || coords_.pp == last);
+  RankCoords first = coords_;
+  first.pp = 0;
+  embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
+                             coords_.pp == 0 ? 0 : 1, "embedding");
+}
+
+std::vector<Communicator*> Topology::groups() const {
+  std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get()};
+  if (embedding_) g.push_back(embedding_.get());
+  return g;
 }
 
 }  // namespace kintsugi

@@ -57,13 +57,16 @@ class Topology {
   Communicator& tp() const { return *tp_; }
   Communicator& dp() const { return *dp_; }
   Communicator& pp() const { return *pp_; }
+  // The first and last pipeline stages of this rank's (tp, dp) position, which hold the two
+  // copies of the tied token embedding; null on other stages and without pipeline parallelism.
+  Communicator* embedding() const { return embedding_.get(); }
   // Every group this rank belongs to, for byte accounting.
-  std::vector<Communicator*> groups() const { return {tp_.get(), dp_.get(), pp_.get()}; }
+  std::vector<Communicator*> groups() const;
 
  private:
   LayoutMap map_;
   RankCoords coords_;
-  std::shared_ptr<Communicator> world_, tp_, dp_, pp_;
+  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_;
 };
 
 std::string_view name_of(Dim d);

@@ -7,7 +7,7 @@
 
 namespace kintsugi {
 
-enum class DType : std::uint8_t { f32, f64, bf16, f16 };
+enum class DType : std::uint8_t { f32, f64, bf16, f16, u8 };
 
 constexpr std::size_t size_of(DType t) {
   switch (t) {
@@ -15,6 +15,7 @@ constexpr std::size_t size_of(DType t) {
     case DType::f64: return 8;
     case DType::bf16: return 2;
     case DType::f16: return 2;
+    case DType::u8: return 1;
   }
   return 0;
 }
@@ -25,6 +26,7 @@ constexpr std::string_view name_of(DType t) {
     case DType::f64: return "f64";
     case DType::bf16: return "bf16";
     case DType::f16: return "f16";
+    case DType::u8: return "u8";
   }
   return "?";
 }
@@ -32,5 +34,6 @@ constexpr std::string_view name_of(DType t) {
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 
 }  // namespace kintsugi

@@ -4,8 +4,11 @@
 
 namespace kintsugi {
 
-double global_grad_norm(Backend& backend, const ParamStore& params, const TensorParallel& tp) {
-  // Runs of neighbouring parameters that all count (or all do not) on this rank.
+namespace {
+
+// Sum of squares of the gradient elements this rank counts: runs of neighbouring parameters
+// that all count (or all do not).
+double counted_sum_squares(Backend& backend, const ParamStore& params, const TensorParallel& tp) {
   const Tensor grads = params.grads();
   const std::size_t es = size_of(grads.dtype);
   double sum = 0;
@@ -18,7 +21,7 @@ double global_grad_norm(Backend& backend, const ParamStore& params, const Tensor
   };
   for (int i = 0; i < params.size(); ++i) {
     const auto& e = params.entry(i);
-    const bool counts = e.spec.split_dim >= 0 || tp.rank() == 0;
+    const bool counts = !e.spec.tied_copy && (e.spec.split_dim >= 0 || tp.rank() == 0);
     const std::int64_t end = i + 1 < params.size() ? params.entry(i + 1).offset : params.numel();
     if (counts) {
       if (run_begin < 0) run_begin = e.offset;
@@ -28,11 +31,17 @@ double global_grad_norm(Backend& backend, const ParamStore& params, const Tensor
     }
   }
   flush();
-  if (Communicator* group = tp.group()) {
-    double value = sum;
-    group->all_reduce(Tensor{&value, DType::f64, Shape{1}});
-    sum = value;
-  }
+  return sum;
+}
+
+}  // namespace
+
+double global_grad_norm(Backend& backend, const std::vector<const ParamStore*>& chunks,
+                        const TensorParallel& tp, Communicator* pp) {
+  double sum = 0;
+  for (const ParamStore* p : chunks) sum += counted_sum_squares(backend, *p, tp);
+  for (Communicator* group : {tp.group(), pp})
+    if (group) group->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
   return std::sqrt(sum);
 }
 

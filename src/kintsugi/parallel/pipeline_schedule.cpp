@@ -46,6 +46,8 @@ void validate(PipelineSchedule schedule, const PipelineShape& s) {
     fail("pipeline stages, virtual stages and micro-batches must be at least 1");
   if (s.virtual_stages > 1 && schedule != PipelineSchedule::interleaved)
     fail("--virtual-stages {} needs --schedule interleaved", s.virtual_stages);
+  if (s.virtual_stages > 1 && s.stages == 1)
+    fail("--virtual-stages {} needs pipeline parallelism (--pp 2 or more)", s.virtual_stages);
   if (schedule == PipelineSchedule::interleaved && s.stages > 1) {
     if (s.micro_batches < s.stages)
       fail("the interleaved schedule needs at least pp = {} micro-batches per step, got {}: raise "
@@ -134,6 +136,13 @@ std::vector<PipeInstruction> make_schedule(PipelineSchedule schedule, const Pipe
   }
   b.out.push_back({PipeOp::reduce_grads, 0, 0});
   b.out.push_back({PipeOp::optimizer_step, 0, 0});
+  return b.out;
+}
+
+std::vector<PipeInstruction> make_forward_schedule(const PipelineShape& s, int rank) {
+  Builder b{s, rank, {}};
+  for (int mb = 0; mb < s.micro_batches; ++mb)
+    for (int c = 0; c < s.virtual_stages; ++c) b.forward(c, mb);
   return b.out;
 }
 

@@ -49,6 +49,9 @@ void validate(PipelineSchedule schedule, const PipelineShape& shape);
 std::vector<PipeInstruction> make_schedule(PipelineSchedule schedule, const PipelineShape& shape,
                                            int rank);
 
+// Forward passes only (evaluation): every micro-batch through every chunk, in order.
+std::vector<PipeInstruction> make_forward_schedule(const PipelineShape& shape, int rank);
+
 // Global chunk of a rank's local chunk, and where a global chunk lives.
 inline int global_chunk(const PipelineShape& s, int rank, int chunk) {
   return chunk * s.stages + rank;

@@ -1,5 +1,7 @@
 #include "kintsugi/plan/comm_volume.hpp"
 
+#include <iterator>
+
 namespace kintsugi {
 
 double ring_all_reduce_bytes(double bytes, std::int64_t n) {
@@ -16,14 +18,15 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
                                               const StepShape& s) {
   std::map<std::string, double> out;
   const double eb = static_cast<double>(s.element_bytes);
+  const double rows = static_cast<double>(s.micro_batch * s.seq);
+  const double activation = rows * m.d_model * eb;  // one R x d tensor
+  const double mb = static_cast<double>(s.micro_batches);
+  const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   if (l.tp > 1) {
-    const double rows = static_cast<double>(s.micro_batch * s.seq);
-    const double activation = rows * m.d_model * eb;   // one R x d tensor
-    // Forward: the embedding and each block's two halves leave a region (1 + 2L); backward: each
-    // half's input gradient and the head's enter one (2L + 1).
-    const double boundaries = 2.0 * (1 + 2 * m.n_layer);
-    const double loss_stats = 3.0 * rows * eb;          // row max; row sum and target logit
-    const double mb = static_cast<double>(s.micro_batches);
+    // Forward: the embedding and each block's two halves leave a region; backward: the
+    // gradients entering each block's two halves and the head enter one.
+    const double boundaries = 4.0 * blocks + (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
+    const double loss_stats = s.head ? 3.0 * rows * eb : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
     if (l.sequence_parallel) {
       // Each boundary is an all-gather one way and a reduce-scatter the other.
@@ -35,6 +38,13 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
     }
   }
   if (l.dp > 1) out["dp.all_reduce"] = ring_all_reduce_bytes(s.grad_elements * eb, l.dp);
+  if (s.pipeline_sends > 0) {
+    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp : activation;
+    out["pp.send"] = mb * s.pipeline_sends * local;
+  }
+  if (s.tied_embedding_elements > 0)
+    out["embedding.all_reduce"] = ring_all_reduce_bytes(s.tied_embedding_elements * eb, 2);
+  for (auto it = out.begin(); it != out.end();) it = it->second > 0 ? std::next(it) : out.erase(it);
   return out;
 }
 

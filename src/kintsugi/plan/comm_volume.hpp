@@ -13,7 +13,9 @@
 // head in backward (2L + 1); the vocabulary-parallel loss all-reduces 3 numbers per row.
 // Sequence parallelism turns each all-reduce into an all-gather + reduce-scatter pair of the
 // same total volume and adds one all-reduce of the replicated parameters' partial gradients
-// per step. Data parallelism all-reduces the gradient buffer once per step.
+// per step. Data parallelism all-reduces the gradient buffer once per step. Pipeline
+// parallelism sends one activation (R/t x d with sequence parallelism) per stage boundary and
+// micro-batch each way, and sums the two copies of the tied embedding once per step.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,17 +32,26 @@ struct CommLayout {
 struct StepShape {
   std::int64_t micro_batch = 1, seq = 1;
   std::int64_t micro_batches = 1;       // per data-parallel rank per step
-  std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffer
+  std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffers
   std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
   std::int64_t element_bytes = 4;
+  // What the rank holds (pipeline parallelism holds a part): blocks (-1: all), embeddings, head.
+  std::int64_t blocks = -1;
+  bool embedding = true, head = true;
+  // Activation-sized tensors the rank sends to neighbouring stages per micro-batch (outputs
+  // forward, input gradients backward), and elements of the tied token table it sums with the
+  // other end of the pipeline once per step.
+  std::int64_t pipeline_sends = 0;
+  std::int64_t tied_embedding_elements = 0;
 };
 
 double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
 double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: the input
 double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: the output
 
-// "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce" -> bytes sent by one
-// rank in one optimizer step (not counting the handful of scalars for the loss and the norm).
+// "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce", "pp.send",
+// "embedding.all_reduce" -> bytes sent by one rank in one optimizer step (not counting the
+// handful of scalars for the loss and the norm).
 std::map<std::string, double> step_comm_bytes(const ModelConfig& model, const CommLayout& layout,
                                               const StepShape& shape);
 

@@ -10,13 +10,15 @@
 #include <variant>
 
 #include "kintsugi/comm/topology.hpp"
+#include "kintsugi/parallel/pipeline_schedule.hpp"
+#include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
 
 namespace {
 
-using Target = std::variant<std::int64_t*, double*, std::string*, bool*>;
+using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*>;
 
 struct Key {
   std::string path;
@@ -70,7 +72,13 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"parallel.tp", &c.parallel.tp,
        "tensor-parallel ranks (Megatron column/row splits; adjacent ranks, inside a node)"},
       {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp))"},
-      {"parallel.pp", &c.parallel.pp, "pipeline stages (1 until pipeline parallelism lands)"},
+      {"parallel.pp", &c.parallel.pp, "pipeline stages"},
+      {"parallel.schedule", &c.parallel.schedule,
+       "pipeline schedule: \"gpipe\", \"1f1b\" (PipeDream-Flush) or \"interleaved\" (Megatron)"},
+      {"parallel.virtual_stages", &c.parallel.virtual_stages,
+       "model chunks per pipeline rank (interleaved schedule)"},
+      {"parallel.layers_per_stage", &c.parallel.layers_per_stage,
+       "blocks of each pipeline stage, e.g. [5, 4, 3] (default []: balanced by cost)"},
       {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
        "split norms and residuals along the sequence across tensor-parallel ranks"},
       {"parallel.order", &c.parallel.order,
@@ -89,7 +97,8 @@ std::string type_name(const Target& t) {
         if constexpr (std::is_same_v<T, std::int64_t>) return "integer";
         else if constexpr (std::is_same_v<T, double>) return "float";
         else if constexpr (std::is_same_v<T, std::string>) return "string";
-        else return "boolean";
+        else if constexpr (std::is_same_v<T, bool>) return "boolean";
+        else return "integers";
       },
       t);
 }
@@ -99,6 +108,8 @@ std::string value_text(const Target& t) {
       [](auto* p) -> std::string {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, std::string>) return fmt::format("\"{}\"", *p);
+        else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+          return fmt::format("[{}]", fmt::join(*p, ", "));
         else return fmt::format("{}", *p);
       },
       t);
@@ -122,6 +133,14 @@ void assign(const Key& key, const toml::node& node, const std::string& source) {
         } else if constexpr (std::is_same_v<T, bool>) {
           if (!node.is_boolean()) wrong();
           *p = *node.value<bool>();
+        } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+          const auto* array = node.as_array();
+          if (!array) wrong();
+          p->clear();
+          for (const auto& item : *array) {
+            if (!item.is_integer()) wrong();
+            p->push_back(*item.value<std::int64_t>());
+          }
         } else {
           if (!node.is_string()) wrong();
           *p = *node.value<std::string>();
@@ -229,6 +248,9 @@ void validate(const RunConfig& c) {
   const ParallelConfig& p = c.parallel;
   if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
+  if (p.virtual_stages < 1)
+    fail("parallel.virtual_stages = {} must be at least 1", p.virtual_stages);
+  parse_schedule(p.schedule);
   if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
   if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
   if (c.metrics.peak_gflops < 0)
@@ -239,8 +261,6 @@ void resolve_layout(RunConfig& c, int world) {
   ParallelConfig& p = c.parallel;
   const ModelConfig& m = c.model;
   const TrainConfig& t = c.train;
-  if (p.pp != 1)
-    fail("parallel.pp = {}: pipeline parallelism is not implemented yet; use --pp 1", p.pp);
   if (p.dp == 0) {
     if (world % (p.tp * p.pp) != 0)
       fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
@@ -268,6 +288,10 @@ void resolve_layout(RunConfig& c, int world) {
          t.micro_batch * m.seq_len, p.tp);
   LayoutMap(world, {.tp = static_cast<int>(p.tp), .dp = static_cast<int>(p.dp),
                     .pp = static_cast<int>(p.pp), .order = p.order});  // checks the order
+  const PipelineShape shape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages),
+                            static_cast<int>(t.global_batch / (t.micro_batch * p.dp))};
+  validate(parse_schedule(p.schedule), shape);
+  partition_stages(m, shape.stages, shape.virtual_stages, m.seq_len, p.layers_per_stage);
 }
 
 std::vector<ConfigKeyDoc> run_config_keys() {

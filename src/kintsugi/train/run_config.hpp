@@ -41,6 +41,9 @@ struct ParallelConfig {
   std::int64_t tp = 1;  // tensor-parallel ranks
   std::int64_t dp = 0;  // data-parallel ranks (0: world size / (tp * pp))
   std::int64_t pp = 1;  // pipeline stages
+  std::string schedule = "1f1b";     // gpipe, 1f1b, interleaved
+  std::int64_t virtual_stages = 1;   // model chunks per pipeline rank (interleaved)
+  std::vector<std::int64_t> layers_per_stage;  // empty: balanced by cost
   bool sequence_parallel = false;
   std::string order = "tp-dp-pp";  // fastest-varying dimension first
   double bucket_mib = 25;          // data-parallel gradient bucket size

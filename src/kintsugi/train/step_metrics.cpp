@@ -27,6 +27,8 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"memory_peak_bytes", peak}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   if (!m.comm_bytes.empty()) j["comm_bytes_sent"] = m.comm_bytes;
+  if (m.bubble) j["bubble"] = *m.bubble;
+  if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
   return j;
 }
 
@@ -52,6 +54,7 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
       m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, mem(MemoryKind::parameters),
       mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state), mem(MemoryKind::activations),
       mem(MemoryKind::workspace), format_duration(eta));
+  if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
   if (!m.comm_bytes.empty()) {
     std::uint64_t total = 0;
     for (const auto& [_, b] : m.comm_bytes) total += b;

@@ -27,6 +27,11 @@ struct StepMetrics {
   std::array<std::size_t, kMemoryKinds> memory_peak{};
   // Bytes this rank sent during the step, per "group.operation" (e.g. "dp.all_reduce").
   std::map<std::string, std::uint64_t> comm_bytes;
+  // Pipeline parallelism: the fraction of the step rank 0 did not compute (the bubble and
+  // everything else outside forward and backward), and the most micro-batches whose
+  // activations it held at once.
+  std::optional<double> bubble;
+  int activations_in_flight = 0;
 };
 
 nlohmann::json to_json(const StepMetrics& m);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <csignal>
@@ -17,15 +18,12 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/core/trace.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/data/batch_sampler.hpp"
 #include "kintsugi/model/config_json.hpp"
-#include "kintsugi/model/gpt.hpp"
-#include "kintsugi/optim/adamw.hpp"
-#include "kintsugi/optim/grad_clip.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
-#include "kintsugi/parallel/grad_norm.hpp"
-#include "kintsugi/parallel/gradient_reducer.hpp"
+#include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
@@ -45,44 +43,6 @@ data::BatchSampler open_sampler(const std::string& path, const char* key,
          path, file.vocab_size(), config.model.vocab_size, key);
   return data::BatchSampler(std::move(file), config.model.seq_len,
                             static_cast<std::uint64_t>(config.train.seed));
-}
-
-// Sum of v over the group (v itself without one).
-double sum_over(Communicator* group, double v) {
-  if (group) group->all_reduce(Tensor{&v, DType::f64, Shape{1}});
-  return v;
-}
-
-// What this rank is within the job.
-struct Place {
-  const Topology* topology;
-  Communicator* dp = nullptr;  // null with one data-parallel rank
-  int dp_rank = 0, dp_size = 1;
-  bool chief = true;  // speaks for the job: logs, metrics, checkpoint
-
-  explicit Place(const Topology* t) : topology(t) {
-    if (!t) return;
-    dp_rank = t->coords().dp;
-    dp_size = t->dp().size();
-    if (dp_size > 1) dp = &t->dp();
-    chief = t->world().rank() == 0;
-  }
-};
-
-// Mean validation loss over eval_batches micro-batches of evenly spread windows, shared out
-// round-robin across the data-parallel ranks.
-double evaluate(GptModel& model, const data::BatchSampler& val, std::int64_t eval_batches,
-                const Place& place, std::vector<std::int32_t>& inputs,
-                std::vector<std::int32_t>& targets) {
-  const std::int64_t mb = model.micro_batch(), T = model.seq();
-  const std::int64_t windows = eval_batches * mb;
-  double sum = 0;
-  for (std::int64_t b = place.dp_rank; b < eval_batches; b += place.dp_size) {
-    for (std::int64_t i = 0; i < mb; ++i)
-      val.eval_window(b * mb + i, windows, inputs.data() + i * T, targets.data() + i * T);
-    sum += model.forward_loss(inputs.data(), targets.data());
-  }
-  return sum_over(place.dp, sum) / static_cast<double>(windows * T);
 }
 
 void snapshot_memory(const MemoryTracker& memory, StepMetrics& m) {
@@ -115,60 +75,113 @@ std::map<std::string, std::uint64_t> difference(const std::map<std::string, std:
   return d;
 }
 
-std::string describe(const RunConfig& c, const Place& place) {
+std::string describe(const RunConfig& c, const Place& place, const StageModel& model) {
   if (!place.topology) return "1 rank (serial)";
   const auto& p = c.parallel;
-  return fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.topology->world().size(),
-                     p.tp, p.dp, p.pp, p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
-                     p.order);
+  std::string text = fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.world,
+                                 p.tp, p.dp, p.pp,
+                                 p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
+                                 p.order);
+  if (p.pp > 1)
+    text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
+                        p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
+                        fmt::join(model.partition().num_layers, " "));
+  return text;
 }
 
 // Bytes rank 0 should send per step, per "group.operation" (plan/comm_volume.hpp).
-std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const GptModel& model,
+std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Place& place,
+                                                  const StageModel& model,
                                                   std::int64_t micro_batches) {
-  const ParamStore& p = model.params();
-  std::int64_t sp_elements = 0;
-  for (int i = 0; i < p.size(); ++i)
-    if (p.entry(i).spec.sequence_parallel_grad) sp_elements += p.entry(i).local_shape.numel();
+  StepShape shape{.micro_batch = c.train.micro_batch,
+                  .seq = c.model.seq_len,
+                  .micro_batches = micro_batches,
+                  .element_bytes = 4,
+                  .blocks = 0,
+                  .embedding = false,
+                  .head = false};
+  const int chunks = place.pp_size * model.virtual_stages();
+  for (const auto& chunk : model.chunks()) {
+    const ParamStore& p = chunk->params();
+    shape.grad_elements += p.numel();
+    shape.blocks += chunk->spec().num_layers;
+    shape.embedding |= chunk->spec().embedding;
+    shape.head |= chunk->spec().head;
+    // Outputs go forward unless the chunk ends the model, input gradients back unless it
+    // starts it.
+    shape.pipeline_sends += (chunk->spec().head ? 0 : 1) + (chunk->spec().embedding ? 0 : 1);
+    for (int i = 0; i < p.size(); ++i) {
+      const auto& e = p.entry(i);
+      if (e.spec.sequence_parallel_grad) shape.sp_grad_elements += e.local_shape.numel();
+      if (chunks > 1 && e.spec.name == "embedding.token.weight")
+        shape.tied_embedding_elements += e.local_shape.numel();
+    }
+  }
   return step_comm_bytes(c.model,
                          {.tp = c.parallel.tp, .dp = c.parallel.dp,
                           .sequence_parallel = c.parallel.sequence_parallel},
-                         {.micro_batch = c.train.micro_batch,
-                          .seq = c.model.seq_len,
-                          .micro_batches = micro_batches,
-                          .grad_elements = p.numel(),
-                          .sp_grad_elements = sp_elements,
-                          .element_bytes = 4});
+                         shape);
 }
 
-// What the run is, for people and programs: the resolved config, the layout, and the sizes the
-// communication volume follows from (plan/comm_volume.hpp).
+// What the run is, for people and programs: the resolved config, the layout, and the expected
+// communication (plan/comm_volume.hpp).
 void write_run_description(const std::filesystem::path& path, const RunConfig& c,
-                           const Place& place, const GptModel& model,
+                           const Place& place, const StageModel& model,
                            std::int64_t micro_batches) {
-  const ParamStore& p = model.params();
-  std::int64_t sp_elements = 0;
-  for (int i = 0; i < p.size(); ++i)
-    if (p.entry(i).spec.sequence_parallel_grad) sp_elements += p.entry(i).local_shape.numel();
   nlohmann::json j = {
-      {"comm_bytes_per_step_theory", expected_comm_bytes(c, model, micro_batches)},
+      {"comm_bytes_per_step_theory", expected_comm_bytes(c, place, model, micro_batches)},
       {"model", to_json(c.model)},
-      {"world", place.topology ? place.topology->world().size() : 1},
+      {"world", place.world},
       {"parallel",
        {{"tp", c.parallel.tp},
         {"dp", c.parallel.dp},
         {"pp", c.parallel.pp},
+        {"schedule", c.parallel.schedule},
+        {"virtual_stages", c.parallel.virtual_stages},
+        {"layers_per_chunk", model.partition().num_layers},
         {"sequence_parallel", c.parallel.sequence_parallel},
         {"order", c.parallel.order}}},
       {"global_batch", c.train.global_batch},
       {"micro_batch", c.train.micro_batch},
       {"micro_batches_per_rank", micro_batches},
       {"seq", c.model.seq_len},
-      {"rank0_param_elements", p.numel()},
-      {"rank0_sequence_parallel_grad_elements", sp_elements},
       {"parameters", parameter_count(c.model)},
       {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
   std::ofstream(path) << j.dump(2) << "\n";
+}
+
+// Gathers every rank's events of the traced step to rank 0, which writes the trace.
+void write_trace(const std::string& path, const Tracer& tracer, const Place& place) {
+  const std::string mine = serialize(tracer.events());
+  std::vector<std::vector<TraceEvent>> ranks = {tracer.events()};
+  std::vector<std::string> names = {"rank 0"};
+  if (place.topology) {
+    Communicator& world = place.topology->world();
+    std::vector<double> lengths(world.size());
+    double length = static_cast<double>(mine.size());
+    world.all_gather(Tensor{&length, DType::f64, Shape{1}},
+                     Tensor{lengths.data(), DType::f64, Shape{world.size()}});
+    constexpr int kTraceTag = 1 << 20;
+    if (world.rank() != 0) {
+      world.send_async(Tensor{const_cast<char*>(mine.data()), DType::u8,
+                              Shape{static_cast<std::int64_t>(mine.size())}},
+                       0, kTraceTag)
+          .wait();
+      return;
+    }
+    for (int r = 1; r < world.size(); ++r) {
+      std::string text(static_cast<std::size_t>(lengths[r]), '\0');
+      world.recv_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}},
+                       r, kTraceTag)
+          .wait();
+      ranks.push_back(deserialize(text));
+      const RankCoords c = place.topology->map().coords(r);
+      names.push_back(fmt::format("rank {} (tp {}, dp {}, pp {})", r, c.tp, c.dp, c.pp));
+    }
+    const RankCoords c0 = place.topology->map().coords(0);
+    names[0] = fmt::format("rank 0 (tp {}, dp {}, pp {})", c0.tp, c0.dp, c0.pp);
+  }
+  write_chrome_trace(path, ranks, names);
 }
 
 // KINTSUGI_TEST_KILL_RANK="RANK:STEP" makes that rank kill itself at that step: the fault
@@ -196,36 +209,26 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
                    std::ostream& log, const Topology* topology) {
   const TrainConfig& tc = config.train;
   const ModelConfig& mc = config.model;
-  const Place place(topology);
-  const TensorParallel tp =
-      topology ? TensorParallel(topology->tp(), config.parallel.sequence_parallel)
-               : TensorParallel{};
+  const Place place(topology, config.parallel.sequence_parallel);
   const std::int64_t T = mc.seq_len, mb = tc.micro_batch;
   const std::int64_t rank_batch = tc.global_batch / place.dp_size;  // sequences on this rank
-  const std::int64_t micro_batches = rank_batch / mb;
+  const int micro_batches = static_cast<int>(rank_batch / mb);
   const std::int64_t first_sequence = place.dp_rank * rank_batch;
   const std::int64_t tokens_per_step = tc.global_batch * T;
-
   const data::BatchSampler& train_data = data.train;
   const data::BatchSampler& val_data = data.val;
+
   std::optional<GemmRate> peak;
   if (place.chief)
     peak = config.metrics.peak_gflops > 0
                ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
                           "metrics.peak_gflops from the config"}
                : local_gemm_rate();
-  const int world = topology ? topology->world().size() : 1;
 
   MemoryTracker memory;
   auto backend = make_cpu_backend(memory);
-  GptModel model(*backend, mc, DType::f32, mb, T, 1, tp);
-  model.params().initialize(static_cast<std::uint64_t>(tc.seed));
-  GradientReducer reducer(place.dp, model.params(),
-                          static_cast<std::size_t>(config.parallel.bucket_mib * 1048576.0));
-  model.set_grads_final_callback([&](int first_param) { reducer.grads_final(first_param); });
-  AdamW optimizer(*backend, model.params(),
-                  {.beta1 = tc.beta1, .beta2 = tc.beta2, .eps = tc.eps,
-                   .weight_decay = tc.weight_decay});
+  Tracer tracer;
+  StageModel model(*backend, config, place, tracer);
   const LrSchedule schedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.decay_steps};
   const double flops_per_step = model_flops_per_token(mc, T) * static_cast<double>(tokens_per_step);
 
@@ -247,26 +250,40 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     fmt::print(log,
                "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
                "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
-               describe(config, place), tc.global_batch, T, tokens_per_step, micro_batches, mb,
-               flops_per_step / 1e9);
+               describe(config, place, model), tc.global_batch, T, tokens_per_step,
+               micro_batches, mb, flops_per_step / 1e9);
     fmt::print(log, "data: train {} ({} tokens), val {} ({} tokens)\n", config.data.train,
                train_data.tokens().size(), config.data.val, val_data.tokens().size());
-    fmt::print(log, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak->gflops, world,
-               peak->source);
-    const auto comm = expected_comm_bytes(config, model, micro_batches);
+    fmt::print(log, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak->gflops,
+               place.world, peak->source);
+    const auto comm = expected_comm_bytes(config, place, model, micro_batches);
     if (!comm.empty()) {
       std::string text;
       for (const auto& [key, bytes] : comm)
         text += fmt::format(" {} {}", key, format_bytes(static_cast<std::size_t>(bytes)));
-      fmt::print(log, "communication per step and rank (ring algorithms, theory):{}\n", text);
+      fmt::print(log, "communication per step of rank 0 (ring algorithms, theory):{}\n", text);
     }
+    write_run_description(out / "run.json", config, place, model, micro_batches);
   }
 
-  if (place.chief) write_run_description(out / "run.json", config, place, model, micro_batches);
+  // Evaluation: eval_batches micro-batches of evenly spread windows, shared out round-robin
+  // across the data-parallel ranks.
+  const std::int64_t eval_windows = tc.eval_batches * mb;
+  const int eval_micro_batches =
+      static_cast<int>((tc.eval_batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
+  auto evaluate = [&] {
+    const double sum = model.evaluate(
+        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+          const std::int64_t b = place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size;
+          for (std::int64_t i = 0; i < mb; ++i)
+            val_data.eval_window(b * mb + i, eval_windows, tokens + i * T, targets + i * T);
+        },
+        std::max(0, eval_micro_batches));
+    return sum / static_cast<double>(eval_windows * T);
+  };
 
-  std::vector<std::int32_t> tokens(mb * T), targets(mb * T);
   LossCurve curve{.title = fmt::format("{} on {}", mc.name, config.data.train)};
-  const double initial_val = evaluate(model, val_data, tc.eval_batches, place, tokens, targets);
+  const double initial_val = evaluate();
   curve.val.emplace_back(0, initial_val);
   summary.first_val_loss = summary.last_val_loss = initial_val;
   if (place.chief) fmt::print(log, "step {} | val loss {:.4f}\n", 0, initial_val);
@@ -277,46 +294,42 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   for (std::int64_t step = 0; step < tc.steps; ++step) {
     if (kill_at && topology && topology->world().rank() == kill_at->first && step == kill_at->second)
       std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
+    const bool traced = !options.trace_path.empty() && step + 1 == tc.steps;
+    if (traced && topology) topology->world().barrier();  // one time origin for all ranks
+    tracer.start(traced);
     const auto bytes_before = bytes_sent(topology);
     Stopwatch step_clock;
-    ParamStore& params = model.params();
-    params.begin_step();
-    double loss_sum = 0;
-    for (std::int64_t k = 0; k < micro_batches; ++k) {
-      train_data.sample(step, first_sequence + k * mb, mb, tokens.data(), targets.data());
-      loss_sum += model.forward_backward(tokens.data(), targets.data(),
-                                         1.0 / static_cast<double>(tokens_per_step), 0,
-                                         k + 1 == micro_batches);
-    }
-    params.zero_unwritten_grads();
-    reducer.finish();
-    reduce_sequence_parallel_grads(params, tp);
-    const double grad_norm = global_grad_norm(*backend, params, tp);
     const double lr = schedule.at(step);
-    optimizer.step(lr, clip_factor(grad_norm, tc.grad_clip));
-    loss_sum = sum_over(place.dp, loss_sum);
+    const auto result = model.train_step(
+        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+          train_data.sample(step, first_sequence + k * mb, mb, tokens, targets);
+        },
+        micro_batches, 1.0 / static_cast<double>(tokens_per_step), lr, tc.grad_clip);
     const double seconds = step_clock.seconds();
 
     StepMetrics m;
     m.step = step + 1;
-    m.loss = loss_sum / static_cast<double>(tokens_per_step);
+    m.loss = result.loss_sum / static_cast<double>(tokens_per_step);
     m.lr = lr;
-    m.grad_norm = grad_norm;
+    m.grad_norm = result.grad_norm;
     m.step_seconds = seconds;
     m.tokens_per_s = tokens_per_step / seconds;
     m.model_tflops = flops_per_step / seconds / 1e12;
-    if (peak) m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * world);
+    if (peak) m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
     m.comm_bytes = difference(bytes_sent(topology), bytes_before);
+    if (place.pp) m.bubble = 1.0 - model.compute_seconds() / seconds;
     if (!std::isfinite(m.loss))
       fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps",
            m.loss, m.step);
+    if (traced) write_trace(options.trace_path, tracer, place);
     const bool last = step + 1 == tc.steps;
     if (last || (tc.eval_every > 0 && m.step % tc.eval_every == 0)) {
-      m.val_loss = evaluate(model, val_data, tc.eval_batches, place, tokens, targets);
+      m.val_loss = evaluate();
       curve.val.emplace_back(m.step, *m.val_loss);
       summary.last_val_loss = *m.val_loss;
     }
     snapshot_memory(memory, m);
+    m.activations_in_flight = model.peak_in_flight();
     curve.train.emplace_back(m.step, m.loss);
     if (step == 0) summary.first_loss = m.loss;
     summary.last_loss = m.loss;
@@ -335,11 +348,12 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   summary.steps = tc.steps;
   if (peak)
     summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step /
-                  (peak->gflops * 1e9 * world);
-  // The model is gathered from the tensor-parallel group of rank 0 (dp rank 0).
+                  (peak->gflops * 1e9 * place.world);
+  // The whole model is gathered to rank 0 from the stages of data-parallel replica 0.
   if (tc.save_checkpoint && place.dp_rank == 0) {
     summary.checkpoint_dir = (out / "model").string();
-    save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, tp, place.chief);
+    save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, place.tp, place.pp,
+               model.virtual_stages());
   }
   if (!place.chief) return summary;
   write_loss_svg(summary.plot_path, curve);
@@ -349,8 +363,9 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
              tc.steps, format_duration(run_clock.seconds()), summary.first_loss,
              summary.last_loss, summary.first_val_loss, summary.last_val_loss,
              summary.tokens_per_s, 100 * summary.mfu, format_bytes(memory.peak_total()));
-  fmt::print(log, "wrote {} and {}{}\n", summary.metrics_path, summary.plot_path,
-             summary.checkpoint_dir.empty() ? "" : " and " + summary.checkpoint_dir);
+  fmt::print(log, "wrote {} and {}{}{}\n", summary.metrics_path, summary.plot_path,
+             summary.checkpoint_dir.empty() ? "" : " and " + summary.checkpoint_dir,
+             options.trace_path.empty() ? "" : " and " + options.trace_path);
   return summary;
 }
 

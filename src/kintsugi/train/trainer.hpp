@@ -16,6 +16,7 @@ namespace kintsugi {
 struct TrainOptions {
   std::string out_dir;       // metrics.jsonl, loss.svg and model/ go here
   std::string metrics_path;  // overrides out_dir/metrics.jsonl when set
+  std::string trace_path;    // Chrome trace JSON of the last step's events, when set
 };
 
 struct TrainSummary {

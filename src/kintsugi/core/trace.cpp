@@ -1,0 +1,49 @@
+#include "kintsugi/core/trace.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+std::string serialize(const std::vector<TraceEvent>& events) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : events) j.push_back({e.name, e.lane, e.start, e.end});
+  return j.dump();
+}
+
+std::vector<TraceEvent> deserialize(const std::string& text) {
+  std::vector<TraceEvent> out;
+  for (const auto& e : nlohmann::json::parse(text))
+    out.push_back({e[0].get<std::string>(), e[1].get<int>(), e[2].get<double>(), e[3].get<double>()});
+  return out;
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<std::vector<TraceEvent>>& ranks,
+                        const std::vector<std::string>& rank_names) {
+  nlohmann::json events = nlohmann::json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                      {"args", {{"name", rank_names[r]}}}});
+    for (int lane : {0, 1})
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", lane},
+                        {"args", {{"name", lane == 0 ? "compute" : "communication"}}}});
+    for (const auto& e : ranks[r])
+      events.push_back({{"name", e.name},
+                        {"cat", e.lane == 0 ? "compute" : "communication"},
+                        {"ph", "X"},
+                        {"pid", r},
+                        {"tid", e.lane},
+                        {"ts", e.start * 1e6},
+                        {"dur", (e.end - e.start) * 1e6}});
+  }
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  out.close();
+  if (!out) fail("cannot write the trace {}", path);
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace kintsugi

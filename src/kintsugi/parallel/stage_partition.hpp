@@ -1,0 +1,30 @@
+#pragma once
+// Which transformer blocks each pipeline chunk holds. The first chunk also holds the
+// embeddings and the last the final norm, LM head and loss, whose cost is large for small
+// models (GPT-2 124M's head is 31% of its FLOPs), so an even split of the blocks would leave
+// the last stage the slowest. Without interleaving, the blocks are split to minimize the most
+// expensive stage (model FLOPs per token, plan/flops.hpp), each stage holding at least one
+// block; an explicit list overrides it. With v > 1 chunks per rank (interleaving) the blocks
+// are split evenly, as Megatron-LM does.
+#include <cstdint>
+#include <vector>
+
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+struct StagePartition {
+  std::vector<int> first_layer;  // per global chunk
+  std::vector<int> num_layers;
+  std::vector<double> cost;      // model FLOPs per token of each chunk
+};
+
+// Throws kintsugi::Error naming the value to change.
+StagePartition partition_stages(const ModelConfig& model, int stages, int virtual_stages,
+                                std::int64_t seq, const std::vector<std::int64_t>& layers_per_stage);
+
+// Model FLOPs per token of one block, and of the head (final norm, LM head, loss).
+double block_flops_per_token(const ModelConfig& model, std::int64_t seq);
+double head_flops_per_token(const ModelConfig& model);
+
+}  // namespace kintsugi

@@ -1,0 +1,34 @@
+#pragma once
+// Where this process sits in the job: its coordinates and the groups it talks to. A single
+// process (no topology) is a job of one.
+#include "kintsugi/comm/topology.hpp"
+#include "kintsugi/parallel/tensor_parallel.hpp"
+
+namespace kintsugi {
+
+struct Place {
+  const Topology* topology = nullptr;
+  TensorParallel tp;
+  Communicator* dp = nullptr;         // null with one data-parallel rank
+  Communicator* pp = nullptr;         // null with one pipeline stage
+  Communicator* embedding = nullptr;  // first + last stage, with pipeline parallelism
+  int dp_rank = 0, dp_size = 1, pp_rank = 0, pp_size = 1, world = 1;
+  bool chief = true;  // speaks for the job: logs, metrics, checkpoint
+
+  Place() = default;
+  Place(const Topology* t, bool sequence_parallel) : topology(t) {
+    if (!t) return;
+    tp = TensorParallel(t->tp(), sequence_parallel);
+    dp_rank = t->coords().dp;
+    dp_size = t->dp().size();
+    pp_rank = t->coords().pp;
+    pp_size = t->pp().size();
+    if (dp_size > 1) dp = &t->dp();
+    if (pp_size > 1) pp = &t->pp();
+    embedding = t->embedding();
+    world = t->world().size();
+    chief = t->world().rank() == 0;
+  }
+};
+
+}  // namespace kintsugi

@@ -1,0 +1,102 @@
+#include "kintsugi/train/stage_model.hpp"
+
+#include "kintsugi/optim/grad_clip.hpp"
+#include "kintsugi/parallel/grad_norm.hpp"
+
+namespace kintsugi {
+
+StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place, Tracer& tracer)
+    : backend_(backend),
+      place_(place),
+      schedule_(parse_schedule(c.parallel.schedule)),
+      virtual_stages_(static_cast<int>(c.parallel.virtual_stages)) {
+  const int p = place.pp_size, v = virtual_stages_;
+  const ModelConfig& m = c.model;
+  partition_ = partition_stages(m, p, v, m.seq_len, c.parallel.layers_per_stage);
+  const PipelineShape shape{p, v,
+                            static_cast<int>(c.train.global_batch /
+                                             (c.train.micro_batch * place.dp_size))};
+  // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
+  const int slots = std::max(1, max_in_flight(schedule_, shape, place.pp_rank));
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const int g = global_chunk(shape, place.pp_rank, chunk);
+    const ChunkSpec spec{.first_layer = partition_.first_layer[g],
+                         .num_layers = partition_.num_layers[g],
+                         .embedding = g == 0,
+                         .head = g == p * v - 1};
+    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, DType::f32, c.train.micro_batch,
+                                                   m.seq_len, slots, place.tp, spec));
+    ModelChunk& model = *chunks_.back();
+    model.params().initialize(static_cast<std::uint64_t>(c.train.seed));
+    reducers_.push_back(std::make_unique<GradientReducer>(
+        place.dp, model.params(), static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)));
+    GradientReducer* reducer = reducers_.back().get();
+    model.set_grads_final_callback([reducer](int first) { reducer->grads_final(first); });
+    optimizers_.push_back(std::make_unique<AdamW>(
+        backend, model.params(),
+        AdamWConfig{.beta1 = c.train.beta1, .beta2 = c.train.beta2, .eps = c.train.eps,
+                    .weight_decay = c.train.weight_decay}));
+  }
+  std::vector<ModelChunk*> raw;
+  for (auto& ch : chunks_) raw.push_back(ch.get());
+  executor_ = std::make_unique<PipelineExecutor>(raw, shape, place.pp_rank, place.pp, tracer);
+}
+
+std::vector<const ParamStore*> StageModel::params() const {
+  std::vector<const ParamStore*> out;
+  for (const auto& c : chunks_) out.push_back(&c->params());
+  return out;
+}
+
+double StageModel::sum_over_job(double v) const {
+  for (Communicator* g : {place_.pp, place_.dp})
+    if (g) g->all_reduce(Tensor{&v, DType::f64, Shape{1}});
+  return v;
+}
+
+void StageModel::reduce_grads() {
+  for (std::size_t i = 0; i < chunks_.size(); ++i) {
+    ParamStore& params = chunks_[i]->params();
+    params.zero_unwritten_grads();
+    reducers_[i]->finish();
+    reduce_sequence_parallel_grads(params, place_.tp);
+  }
+  // The two copies of the tied token embedding (first and last stage) sum their gradients.
+  if (Communicator* tied = place_.embedding)
+    for (auto& chunk : chunks_) {
+      const int i = chunk->params().find("embedding.token.weight");
+      if (i >= 0 && (chunk->spec().embedding || chunk->spec().head))
+        tied->all_reduce(chunk->params().grad(i));
+    }
+}
+
+void StageModel::optimizer_step() {
+  grad_norm_ = global_grad_norm(backend_, params(), place_.tp, place_.pp);
+  const double factor = clip_factor(grad_norm_, grad_clip_);
+  for (auto& opt : optimizers_) opt->step(lr_, factor);
+}
+
+StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_batches,
+                                              double grad_scale, double lr, double grad_clip) {
+  lr_ = lr;
+  grad_clip_ = grad_clip;
+  for (auto& c : chunks_) c->params().begin_step();
+  const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
+  const auto program = make_schedule(schedule_, shape, place_.pp_rank);
+  const double loss = executor_->run(
+      program, true, grad_scale,
+      {.sample = sample,
+       .reduce_grads = [this] { reduce_grads(); },
+       .optimizer_step = [this] { optimizer_step(); }});
+  return {sum_over_job(loss), grad_norm_};
+}
+
+double StageModel::evaluate(const Sampler& sample, int micro_batches) {
+  if (micro_batches == 0) return sum_over_job(0.0);
+  const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
+  const double loss = executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
+                                     {.sample = sample, .reduce_grads = {}, .optimizer_step = {}});
+  return sum_over_job(loss);
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,68 @@
+#pragma once
+// The part of the model this rank trains: its pipeline chunks (all of the model without
+// pipeline parallelism), each with its flat buffers, AdamW state and data-parallel gradient
+// buckets, and the executor that runs a pipeline schedule over them. One optimizer step is
+// one schedule: forward and backward of every micro-batch, gradient reduction (data-parallel
+// buckets, tied embedding copies, sequence-parallel partial sums), global norm, AdamW.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kintsugi/backend/backend.hpp"
+#include "kintsugi/core/trace.hpp"
+#include "kintsugi/model/model_chunk.hpp"
+#include "kintsugi/optim/adamw.hpp"
+#include "kintsugi/parallel/gradient_reducer.hpp"
+#include "kintsugi/parallel/pipeline_executor.hpp"
+#include "kintsugi/parallel/stage_partition.hpp"
+#include "kintsugi/train/place.hpp"
+#include "kintsugi/train/run_config.hpp"
+
+namespace kintsugi {
+
+class StageModel {
+ public:
+  // Builds and initializes this rank's chunks for `config` (resolved layout).
+  StageModel(Backend& backend, const RunConfig& config, const Place& place, Tracer& tracer);
+
+  // Fills micro-batch mb of this data-parallel rank's share of a batch.
+  using Sampler = std::function<void(int mb, std::int32_t* tokens, std::int32_t* targets)>;
+
+  struct StepResult {
+    double loss_sum = 0;  // token losses summed over the whole global batch (all ranks)
+    double grad_norm = 0;
+  };
+  // One optimizer step over `micro_batches` micro-batches of this rank; the gradient is that
+  // of grad_scale x (sum of token losses).
+  StepResult train_step(const Sampler& sample, int micro_batches, double grad_scale, double lr,
+                        double grad_clip);
+  // Sum of token losses over `micro_batches` micro-batches of this rank, summed over the job.
+  double evaluate(const Sampler& sample, int micro_batches);
+
+  const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
+  std::vector<const ParamStore*> params() const;
+  const StagePartition& partition() const { return partition_; }
+  PipelineSchedule schedule() const { return schedule_; }
+  int virtual_stages() const { return virtual_stages_; }
+  // From the last train_step: seconds computing, and micro-batches held at once.
+  double compute_seconds() const { return executor_->compute_seconds(); }
+  int peak_in_flight() const { return executor_->peak_in_flight(); }
+
+ private:
+  void reduce_grads();
+  void optimizer_step();
+  double sum_over_job(double local) const;  // over pipeline stages and data-parallel ranks
+
+  Backend& backend_;
+  const Place& place_;
+  PipelineSchedule schedule_;
+  int virtual_stages_;
+  StagePartition partition_;
+  std::vector<std::unique_ptr<ModelChunk>> chunks_;
+  std::vector<std::unique_ptr<GradientReducer>> reducers_;
+  std::vector<std::unique_ptr<AdamW>> optimizers_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  double lr_ = 0, grad_clip_ = 0, grad_norm_ = 0;
+};
+
+}  // namespace kintsugi
