@@ -84,3 +84,29 @@ add_test(NAME mpi.error.missing_token_file
 set_tests_properties(mpi.error.world_not_a_multiple_of_tp mpi.error.heads_not_divisible_by_tp
                      mpi.error.batch_not_divisible_by_dp mpi.error.missing_token_file
                      PROPERTIES PROCESSORS 2 TIMEOUT 60)
+
+# Pipeline validation and the Chrome trace.
+add_test(NAME mpi.error.interleaving_needs_divisible_layers
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "model.n_layer = 4 is not divisible by pp x virtual stages = 2 x 3"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --pp 2 --schedule interleaved --virtual-stages 3)
+add_test(NAME mpi.error.interleaving_needs_micro_batches
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "needs micro-batches per step \\(2\\) to be a multiple of pp = 4|at least pp = 4 micro-batches"
+                 ${MPIRUN} -q -np 4 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --pp 4 --schedule interleaved --set train.micro_batch=4)
+add_test(NAME mpi.error.virtual_stages_need_interleaving
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "--virtual-stages 2 needs --schedule interleaved"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --pp 2 --virtual-stages 2)
+set_tests_properties(mpi.error.interleaving_needs_divisible_layers
+                     mpi.error.interleaving_needs_micro_batches
+                     mpi.error.virtual_stages_need_interleaving
+                     PROPERTIES PROCESSORS 2 TIMEOUT 60)
+
+add_test(NAME mpi.trace
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_trace.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT} ${MICRO_RUN})
+set_tests_properties(mpi.trace PROPERTIES PROCESSORS 4 TIMEOUT 120)

@@ -9,14 +9,15 @@ namespace kintsugi {
 
 std::string serialize(const std::vector<TraceEvent>& events) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& e : events) j.push_back({e.name, e.lane, e.start, e.end});
+  for (const auto& e : events) j.push_back({e.name, e.lane, e.start, e.end, e.value});
   return j.dump();
 }
 
 std::vector<TraceEvent> deserialize(const std::string& text) {
   std::vector<TraceEvent> out;
   for (const auto& e : nlohmann::json::parse(text))
-    out.push_back({e[0].get<std::string>(), e[1].get<int>(), e[2].get<double>(), e[3].get<double>()});
+    out.push_back({e[0].get<std::string>(), e[1].get<int>(), e[2].get<double>(),
+                   e[3].get<double>(), e[4].get<double>()});
   return out;
 }
 
@@ -29,7 +30,12 @@ void write_chrome_trace(const std::string& path, const std::vector<std::vector<T
     for (int lane : {0, 1})
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", lane},
                         {"args", {{"name", lane == 0 ? "compute" : "communication"}}}});
-    for (const auto& e : ranks[r])
+    for (const auto& e : ranks[r]) {
+      if (e.lane < 0) {
+        events.push_back({{"name", e.name}, {"ph", "C"}, {"pid", r}, {"ts", e.start * 1e6},
+                          {"args", {{"value", e.value}}}});
+        continue;
+      }
       events.push_back({{"name", e.name},
                         {"cat", e.lane == 0 ? "compute" : "communication"},
                         {"ph", "X"},
@@ -37,6 +43,7 @@ void write_chrome_trace(const std::string& path, const std::vector<std::vector<T
                         {"tid", e.lane},
                         {"ts", e.start * 1e6},
                         {"dur", (e.end - e.start) * 1e6}});
+    }
   }
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp);

@@ -12,8 +12,9 @@ namespace kintsugi {
 
 struct TraceEvent {
   std::string name;
-  int lane = 0;  // 0: compute, 1: communication
+  int lane = 0;  // 0: compute, 1: communication; -1: a counter (value at time `start`)
   double start = 0, end = 0;  // seconds since the step began
+  double value = 0;           // counters only
 };
 
 class Tracer {
@@ -26,7 +27,10 @@ class Tracer {
   }
   double now() const { return clock_.seconds(); }
   void record(std::string name, int lane, double start, double end) {
-    if (enabled_) events_.push_back({std::move(name), lane, start, end});
+    if (enabled_) events_.push_back({std::move(name), lane, start, end, 0});
+  }
+  void counter(std::string name, double value) {
+    if (enabled_) events_.push_back({std::move(name), -1, now(), now(), value});
   }
   const std::vector<TraceEvent>& events() const { return events_; }
 

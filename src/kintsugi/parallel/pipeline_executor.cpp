@@ -78,6 +78,7 @@ double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool t
         tracer_.record(fmt::format("F c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
         peak_in_flight_ = std::max(peak_in_flight_, ++in_flight);
         if (!training) --in_flight;
+        tracer_.counter("micro-batches in flight", in_flight);
         break;
       }
       case PipeOp::send_forward:
@@ -96,6 +97,7 @@ double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool t
         compute_seconds_ += tracer_.now() - start;
         tracer_.record(fmt::format("B c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
         --in_flight;
+        tracer_.counter("micro-batches in flight", in_flight);
         break;
       }
       case PipeOp::send_backward:
