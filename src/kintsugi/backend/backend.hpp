@@ -6,8 +6,13 @@
 // Conventions: tensors are row-major; a "matrix" [rows, cols] is any tensor whose leading
 // dimensions multiply to rows. Linear weights are stored [out, in]. Every op that produces a
 // parameter gradient takes `accumulate`: false overwrites (first micro-batch of a step, which
-// saves zeroing the gradient buffer), true adds. Float dtypes: f32 everywhere, f64 for gradient
-// checks.
+// saves zeroing the gradient buffer), true adds.
+//
+// Element types: f64 (gradient checks: every tensor of the op f64), or any mix of f32, bf16 and
+// f16 (mixed precision: bf16/f16 parameters and activations, f32 gradients, master weights,
+// logits and softmax statistics). Arithmetic is f32 throughout; GEMMs run in bf16 with f32
+// accumulation when an operand is bf16, in f32 otherwise; results are rounded to each output
+// tensor's type.
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -113,13 +118,17 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
   virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;  // each row of x += bias
   virtual void scale(const Tensor& x, double factor) = 0;                     // x *= factor
-  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same dtype and size
+  virtual void convert(const Tensor& src, const Tensor& dst) = 0;  // same size, any float types
   virtual void zero(const Tensor& x) = 0;
   virtual double sum_squares(const Tensor& x) = 0;
 
-  // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges.
+  // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges. param,
+  // m and v are f32 (or all f64); with mixed precision `param` is the master copy and
+  // working_copy (bf16/f16, same length) receives the updated weights rounded.
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                          const Tensor& v, const AdamWHyper& h) = 0;
+                          const Tensor& v, const AdamWHyper& h,
+                          const Tensor* working_copy = nullptr) = 0;
 
  private:
   MemoryTracker& memory_;

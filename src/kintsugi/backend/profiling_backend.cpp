@@ -132,6 +132,9 @@ void ProfilingBackend::scale(const Tensor& x, double factor) {
 void ProfilingBackend::copy(const Tensor& src, const Tensor& dst) {
   timed("copy", 0, [&] { inner_.copy(src, dst); });
 }
+void ProfilingBackend::convert(const Tensor& src, const Tensor& dst) {
+  timed("convert", 0, [&] { inner_.convert(src, dst); });
+}
 void ProfilingBackend::zero(const Tensor& x) {
   timed("zero", 0, [&] { inner_.zero(x); });
 }
@@ -139,8 +142,9 @@ double ProfilingBackend::sum_squares(const Tensor& x) {
   return timed("sum_squares", 0, [&] { return inner_.sum_squares(x); });
 }
 void ProfilingBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                                  const Tensor& v, const AdamWHyper& h) {
-  timed("adamw", 0, [&] { inner_.adamw_step(param, grad, m, v, h); });
+                                  const Tensor& v, const AdamWHyper& h,
+                                  const Tensor* working_copy) {
+  timed("adamw", 0, [&] { inner_.adamw_step(param, grad, m, v, h, working_copy); });
 }
 
 }  // namespace kintsugi

@@ -62,10 +62,11 @@ class ProfilingBackend final : public Backend {
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void scale(const Tensor& x, double factor) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+  void convert(const Tensor& src, const Tensor& dst) override;
   void zero(const Tensor& x) override;
   double sum_squares(const Tensor& x) override;
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h) override;
+                  const AdamWHyper& h, const Tensor* working_copy) override;
 
  private:
   template <class Fn>

@@ -194,10 +194,16 @@ class CpuBackend final : public Backend {
     dispatch(x.dtype, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
     return result;
   }
+  void convert(const Tensor& src, const Tensor& dst) override {
+    KINTSUGI_ASSERT(src.numel() == dst.numel());
+    if (src.dtype == dst.dtype) return copy(src, dst);
+    fail("converting {} to {} is not supported yet", name_of(src.dtype), name_of(dst.dtype));
+  }
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h) override {
+                  const AdamWHyper& h, const Tensor* working_copy) override {
     KINTSUGI_ASSERT(param.numel() == grad.numel() && m.numel() == param.numel() &&
                     v.numel() == param.numel());
+    if (working_copy) fail("mixed-precision AdamW is not supported yet");
     dispatch(param.dtype, [&]<class T>() {
       cpu::adamw_step(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), param.numel(), h);
     });
