@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/half.hpp"
 
 namespace kintsugi {
 
@@ -41,8 +42,25 @@ void reduce_into(T* acc, const T* in, std::int64_t n, ReduceOp op) {
   }
 }
 
+// 16-bit floats are summed in float and rounded once per step of the ring.
+template <float (*to_float)(std::uint16_t), std::uint16_t (*from_float)(float)>
+void reduce_half(std::uint16_t* acc, const std::uint16_t* in, std::int64_t n, ReduceOp op) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = to_float(acc[i]), b = to_float(in[i]);
+    acc[i] = from_float(op == ReduceOp::sum ? a + b : std::max(a, b));
+  }
+}
+
 void reduce_bytes(std::byte* acc, const std::byte* in, std::int64_t n, DType dtype, ReduceOp op) {
   switch (dtype) {
+    case DType::bf16:
+      reduce_half<bf16_to_float, float_to_bf16>(reinterpret_cast<std::uint16_t*>(acc),
+                                                reinterpret_cast<const std::uint16_t*>(in), n, op);
+      return;
+    case DType::f16:
+      reduce_half<f16_to_float, float_to_f16>(reinterpret_cast<std::uint16_t*>(acc),
+                                              reinterpret_cast<const std::uint16_t*>(in), n, op);
+      return;
     case DType::f32:
       reduce_into(reinterpret_cast<float*>(acc), reinterpret_cast<const float*>(in), n, op);
       return;

@@ -2,30 +2,40 @@
 
 namespace kintsugi {
 
-ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, DType dtype,
+ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
                        std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
                        ChunkSpec spec)
     : config_((validate(config), config)),
       spec_(spec),
       batch_(micro_batch),
       seq_(seq),
-      ctx_{backend, params_, dtype, tp} {
+      params_(storage.unit_multiple),
+      ctx_{backend, params_, storage.compute, tp} {
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);
-  // Registration order is the layout of the flat buffers: embeddings, blocks, head.
-  if (spec_.embedding)
+  // Registration order is the layout of the flat buffers, one unit per layer: embeddings,
+  // blocks, head.
+  if (spec_.embedding) {
     embedding_ = std::make_unique<Embedding>(ctx_, config.vocab_size, config.padded_vocab(tp.size()),
                                              config.seq_len, config.d_model, config.init_std);
-  for (int i = 0; i < spec_.num_layers; ++i) {
-    block_first_param_.push_back(params_.size());
-    blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i));
+    embedding_unit_ = params_.units();
+    params_.end_unit("embedding");
   }
-  head_first_param_ = params_.size();
-  if (spec_.head)
+  first_block_unit_ = params_.units();
+  for (int i = 0; i < spec_.num_layers; ++i) {
+    blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i));
+    params_.end_unit("blocks." + std::to_string(spec_.first_layer + i));
+  }
+  if (spec_.head) {
     head_ = std::make_unique<LmHead>(ctx_, config, embedding_ ? embedding_->token_param() : -1);
-  params_.allocate(backend, dtype);
+    head_unit_ = params_.units();
+    params_.end_unit("head");
+  }
+  if (storage.allocate) params_.allocate_full(backend, storage.compute, storage.grad);
+  else params_.set_dtypes(storage.compute, storage.grad);
 
+  const DType dtype = storage.compute;
   const std::int64_t rows = micro_batch * seq, local = tp.local_rows(rows);
   for (auto& block : blocks_) block->allocate_activations(slots, micro_batch, seq);
   if (head_) head_->allocate(slots, rows);
@@ -47,18 +57,34 @@ double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int3
                            bool training, double grad_scale) {
   const TensorParallel& tp = ctx_.tp;
   auto& x = residual_[slot];
+  // The embedding unit stays acquired until backward (the tied head writes its gradient in the
+  // forward pass); the head's until its backward, which follows the fused loss.
   if (embedding_) {
+    acquire(embedding_unit_, training);
     // Vocabulary-parallel lookup: each rank contributes the rows of the ids it owns.
     const Tensor partial = tp.sequence_parallel() ? workspace_.full : x[0];
     embedding_->lookup(tokens, partial);
     tp.leave(partial, x[0]);
     embedding_->add_positions(x[0], seq_, tp.first_row(batch_ * seq_));
   }
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const int unit = first_block_unit_ + static_cast<int>(i);
+    acquire(unit, false);
     blocks_[i]->forward(slot, x[i], x[i + 1], workspace_);
-  if (!head_ || !targets) return 0.0;  // no targets: the caller wants the activations only
-  return training ? head_->forward_backward(slot, x.back(), targets, grad_scale)
-                  : head_->forward_loss(slot, x.back(), targets);
+    release(unit);
+  }
+  double loss = 0.0;
+  const bool score = head_ && targets;  // no targets: the caller wants the activations only
+  if (score) {
+    acquire(head_unit_, training);
+    loss = training ? head_->forward_backward(slot, x.back(), targets, grad_scale)
+                    : head_->forward_loss(slot, x.back(), targets);
+  }
+  if (!training) {
+    if (score) release(head_unit_);
+    if (embedding_) release(embedding_unit_);
+  }
+  return loss;
 }
 
 void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_batch) {
@@ -66,11 +92,15 @@ void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_
   const Tensor d = grad_[slot];
   if (head_) {
     head_->backward(slot, x.back(), d);
-    notify_final(last_micro_batch, head_first_param_);
+    grads_final(head_unit_, last_micro_batch);
+    release(head_unit_);
   }
   for (std::size_t i = blocks_.size(); i-- > 0;) {
+    const int unit = first_block_unit_ + static_cast<int>(i);
+    acquire(unit, true);
     blocks_[i]->backward(slot, x[i], d, workspace_);
-    notify_final(last_micro_batch, block_first_param_[i]);
+    grads_final(unit, last_micro_batch);
+    release(unit);
   }
   if (embedding_) {
     const TensorParallel& tp = ctx_.tp;
@@ -78,7 +108,8 @@ void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_
     const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d;
     tp.leave_backward(d, d_full);
     embedding_->backward_lookup(tokens, d_full);
-    notify_final(last_micro_batch, 0);
+    grads_final(embedding_unit_, last_micro_batch);
+    release(embedding_unit_);
   }
 }
 

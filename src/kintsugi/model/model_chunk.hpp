@@ -15,6 +15,7 @@
 #include "kintsugi/model/layers.hpp"
 #include "kintsugi/model/lm_head.hpp"
 #include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/model/unit_observer.hpp"
 
 namespace kintsugi {
 
@@ -25,12 +26,24 @@ struct ChunkSpec {
   bool head = true;       // holds final norm, LM head and loss (the last chunk)
 };
 
+// Element types and parameter storage of a chunk. Activations and parameters use the compute
+// type; gradients their own (f32 with mixed precision). With allocate = false the chunk only
+// registers its parameters (in units of unit_multiple elements) and a training state owns and
+// binds their storage, e.g. sharded across data-parallel ranks.
+struct ChunkStorage {
+  DType compute = DType::f32;
+  DType grad = DType::f32;
+  bool allocate = true;
+  std::int64_t unit_multiple = 16;
+};
+
 class ModelChunk {
  public:
   // micro_batch x seq tokens per forward; seq <= config.seq_len. The chunk is split across `tp`
   // (a single rank by default); the caller has validated that it divides the model.
-  ModelChunk(Backend& backend, const ModelConfig& config, DType dtype, std::int64_t micro_batch,
-             std::int64_t seq, int slots, TensorParallel tp, ChunkSpec spec);
+  ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
+             std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
+             ChunkSpec spec);
   virtual ~ModelChunk() = default;
 
   const ModelConfig& config() const { return config_; }
@@ -58,18 +71,21 @@ class ModelChunk {
   // parameter gradients become final for the step.
   void backward(int slot, const std::int32_t* tokens, bool last_micro_batch);
 
-  // Called during the backward of a step's last micro-batch with k whenever the gradients of
-  // parameters k.. are final (layers finish in reverse order, so k only decreases).
-  void set_grads_final_callback(std::function<void(int first_param)> callback) {
-    grads_final_ = std::move(callback);
-  }
+  // Told which parameter units forward and backward use, and when gradients are final.
+  void set_observer(UnitObserver* observer) { observer_ = observer; }
 
  protected:
   LmHead& head() { return *head_; }
 
  private:
-  void notify_final(bool last, int first_param) const {
-    if (last && grads_final_) grads_final_(first_param);
+  void acquire(int unit, bool grads) const {
+    if (observer_) observer_->acquire(unit, grads);
+  }
+  void release(int unit) const {
+    if (observer_) observer_->release(unit);
+  }
+  void grads_final(int unit, bool last) const {
+    if (observer_) observer_->grads_final(unit, last);
   }
 
   ModelConfig config_;
@@ -78,16 +94,15 @@ class ModelChunk {
   ParamStore params_;
   LayerContext ctx_;
   std::unique_ptr<Embedding> embedding_;
-  std::vector<int> block_first_param_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
-  int head_first_param_ = 0;
   std::unique_ptr<LmHead> head_;
+  int embedding_unit_ = -1, first_block_unit_ = 0, head_unit_ = -1;
   std::vector<std::vector<Tensor>> residual_;  // [slot][i]: input of block i; back(): output
   std::vector<Tensor> grad_;                   // [slot]
   std::vector<Buffer> residual_storage_;
   BlockWorkspace workspace_;
   Buffer workspace_storage_;
-  std::function<void(int)> grads_final_;
+  UnitObserver* observer_ = nullptr;
 };
 
 }  // namespace kintsugi

@@ -1,5 +1,8 @@
 #include "kintsugi/model/param_store.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "kintsugi/core/rng.hpp"
 
 namespace kintsugi {
@@ -7,44 +10,37 @@ namespace kintsugi {
 namespace {
 // Parameters start on 64-byte boundaries so kernels see aligned rows.
 constexpr std::int64_t kAlignElements = 16;
+
+std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
 }  // namespace
 
 int ParamStore::add(ParamSpec spec) {
-  KINTSUGI_ASSERT(params_.data() == nullptr);
+  KINTSUGI_ASSERT(param_base_.empty());  // registration is over once units are bound
   ParamEntry e;
   e.local_shape = spec.global_shape;
-  if (spec.split_dim >= 0) e.local_shape.dims[spec.split_dim] = spec.split_extent;
-  else {
+  if (spec.split_dim >= 0) {
+    e.local_shape.dims[spec.split_dim] = spec.split_extent;
+  } else {
     spec.split_begin = 0;
     spec.split_extent = 0;
   }
   e.spec = std::move(spec);
   e.offset = total_;
-  total_ += (e.local_shape.numel() + kAlignElements - 1) / kAlignElements * kAlignElements;
+  e.unit = static_cast<int>(units_.size());
+  total_ += round_up(e.local_shape.numel(), kAlignElements);
   entries_.push_back(std::move(e));
   written_.push_back(0);
   return static_cast<int>(entries_.size()) - 1;
 }
 
-void ParamStore::allocate(Backend& backend, DType dtype) {
-  backend_ = &backend;
-  dtype_ = dtype;
-  params_ = backend.allocate(MemoryKind::parameters, total_ * size_of(dtype));
-  grads_ = backend.allocate(MemoryKind::gradients, total_ * size_of(dtype));
+void ParamStore::end_unit(const std::string& name) {
+  const int first = open_unit_first_, end = size();
+  if (first == end) return;  // nothing registered since the last unit
+  ParamUnit u{name, first, end, entries_[first].offset, round_up(total_, unit_multiple_)};
+  total_ = u.end;
+  units_.push_back(u);
+  open_unit_first_ = end;
 }
-
-Tensor ParamStore::param(int i) const {
-  const auto& e = entries_[i];
-  return params_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
-}
-
-Tensor ParamStore::grad(int i) const {
-  const auto& e = entries_[i];
-  return grads_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
-}
-
-Tensor ParamStore::params() const { return params_.view(dtype_, Shape{total_}); }
-Tensor ParamStore::grads() const { return grads_.view(dtype_, Shape{total_}); }
 
 int ParamStore::find(const std::string& name) const {
   for (int i = 0; i < size(); ++i)
@@ -52,66 +48,129 @@ int ParamStore::find(const std::string& name) const {
   return -1;
 }
 
-namespace {
+void ParamStore::set_dtypes(DType param, DType grad) {
+  KINTSUGI_ASSERT(open_unit_first_ == size());  // every parameter belongs to a unit
+  param_dtype_ = param;
+  grad_dtype_ = grad;
+  param_base_.assign(units_.size(), nullptr);
+  grad_base_.assign(units_.size(), nullptr);
+}
 
-template <class T>
-void fill(const ParamEntry& e, T* out, std::uint64_t seed) {
-  const ParamSpec& s = e.spec;
-  const std::int64_t n = e.local_shape.numel();
-  if (s.init != ParamInit::normal) {
-    std::fill(out, out + n, s.init == ParamInit::ones ? T(1) : T(0));
-    return;
-  }
-  // Each local row (last dimension) is one contiguous run of the global (serial) tensor, also
-  // when the last dimension is the split one. Walk runs, drawing Box-Muller pairs.
-  const Shape& L = e.local_shape;
-  const Shape& G = s.global_shape;
-  const int last = L.rank - 1;
-  const std::int64_t len = L[last], rows = n / len;
-  const std::uint64_t stream = stream_of(s.name);
-  const double sd = s.init_std;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t coords[4] = {0, 0, 0, 0}, rest = r;
-    for (int d = last - 1; d >= 0; --d) {
-      coords[d] = rest % L[d];
-      rest /= L[d];
-    }
-    if (s.split_dim >= 0 && s.split_dim < last) coords[s.split_dim] += s.split_begin;
-    std::int64_t global_row = 0;
-    for (int d = 0; d < last; ++d) global_row = global_row * G[d] + coords[d];
-    T* o = out + r * len;
-    const bool padding = s.valid_rows >= 0 && (last == 0 ? false : coords[0] >= s.valid_rows);
-    if (padding) {
-      std::fill(o, o + len, T(0));
-      continue;
-    }
-    const std::int64_t g0 = global_row * G[last] + (s.split_dim == last ? s.split_begin : 0);
-    std::int64_t k = 0;
-    if (g0 % 2) o[k++] = static_cast<T>(sd * normal_pair_at(seed, stream, g0 / 2)[1]);
-    for (; k + 1 < len; k += 2) {
-      const auto pair = normal_pair_at(seed, stream, (g0 + k) / 2);
-      o[k] = static_cast<T>(sd * pair[0]);
-      o[k + 1] = static_cast<T>(sd * pair[1]);
-    }
-    if (k < len) o[k] = static_cast<T>(sd * normal_pair_at(seed, stream, (g0 + k) / 2)[0]);
+void ParamStore::bind_params(int unit, void* base) { param_base_[unit] = base; }
+void ParamStore::bind_grads(int unit, void* base) { grad_base_[unit] = base; }
+
+Tensor ParamStore::param(int i) const {
+  const auto& e = entries_[i];
+  auto* base = static_cast<std::byte*>(param_base_[e.unit]);
+  KINTSUGI_ASSERT(base != nullptr);  // a sharded unit must be gathered before use
+  return Tensor{base + (e.offset - units_[e.unit].begin) * size_of(param_dtype_), param_dtype_,
+                e.local_shape};
+}
+
+Tensor ParamStore::grad(int i) const {
+  const auto& e = entries_[i];
+  auto* base = static_cast<std::byte*>(grad_base_[e.unit]);
+  KINTSUGI_ASSERT(base != nullptr);  // a sharded unit's gradient is staged while in use
+  return Tensor{base + (e.offset - units_[e.unit].begin) * size_of(grad_dtype_), grad_dtype_,
+                e.local_shape};
+}
+
+void ParamStore::allocate_full(Backend& backend, DType param_dtype, DType grad_dtype) {
+  set_dtypes(param_dtype, grad_dtype);
+  backend_ = &backend;
+  params_ = backend.allocate(MemoryKind::parameters, total_ * size_of(param_dtype));
+  grads_ = backend.allocate(MemoryKind::gradients, total_ * size_of(grad_dtype));
+  for (int u = 0; u < units(); ++u) {
+    bind_params(u, params_.data() + units_[u].begin * size_of(param_dtype));
+    bind_grads(u, grads_.data() + units_[u].begin * size_of(grad_dtype));
   }
 }
 
+Tensor ParamStore::params() const {
+  KINTSUGI_ASSERT(full());
+  return params_.view(param_dtype_, Shape{total_});
+}
+Tensor ParamStore::grads() const {
+  KINTSUGI_ASSERT(full());
+  return grads_.view(grad_dtype_, Shape{total_});
+}
+
+namespace {
+
+// Element `local` of parameter e as the serial run initializes it (element g of the global
+// tensor is init_std x normal(seed, hash(name), g); padding rows are zero).
+struct Initializer {
+  const ParamEntry& e;
+  std::uint64_t seed;
+
+  // Fills local elements [from, to) of the parameter into out.
+  void fill(std::int64_t from, std::int64_t to, float* out) const {
+    const ParamSpec& s = e.spec;
+    if (s.init != ParamInit::normal) {
+      std::fill(out, out + (to - from), s.init == ParamInit::ones ? 1.0f : 0.0f);
+      return;
+    }
+    // Each local row (last dimension) is one contiguous run of the global tensor, also when the
+    // last dimension is the split one: walk runs, drawing Box-Muller pairs.
+    const Shape& L = e.local_shape;
+    const Shape& G = s.global_shape;
+    const int last = L.rank - 1;
+    const std::int64_t len = L[last];
+    const std::uint64_t stream = stream_of(s.name);
+    const std::int64_t first_row = from / len, end_row = (to + len - 1) / len;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = first_row; r < end_row; ++r) {
+      std::int64_t coords[4] = {0, 0, 0, 0}, rest = r;
+      for (int d = last - 1; d >= 0; --d) {
+        coords[d] = rest % L[d];
+        rest /= L[d];
+      }
+      if (s.split_dim >= 0 && s.split_dim < last) coords[s.split_dim] += s.split_begin;
+      std::int64_t global_row = 0;
+      for (int d = 0; d < last; ++d) global_row = global_row * G[d] + coords[d];
+      const bool padding = s.valid_rows >= 0 && last > 0 && coords[0] >= s.valid_rows;
+      const std::int64_t g0 = global_row * G[last] + (s.split_dim == last ? s.split_begin : 0);
+      for (std::int64_t k = std::max<std::int64_t>(0, from - r * len);
+           k < std::min(len, to - r * len); ++k) {
+        const std::int64_t g = g0 + k;
+        out[r * len + k - from] =
+            padding ? 0.0f
+                    : static_cast<float>(s.init_std * normal_pair_at(seed, stream, g / 2)[g % 2]);
+      }
+    }
+  }
+};
+
 }  // namespace
 
+void ParamStore::initial_values(std::uint64_t seed, std::int64_t begin, std::int64_t end,
+                                float* out) const {
+  std::fill(out, out + (end - begin), 0.0f);
+  for (const ParamEntry& e : entries_) {
+    const std::int64_t n = e.local_shape.numel();
+    const std::int64_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + n);
+    if (lo < hi) Initializer{e, seed}.fill(lo - e.offset, hi - e.offset, out + (lo - begin));
+  }
+}
+
 void ParamStore::initialize(std::uint64_t seed) {
-  for (const auto& e : entries_) {
-    Tensor t = params_.view(dtype_, e.local_shape, e.offset * size_of(dtype_));
-    switch (dtype_) {
-      case DType::f32: fill(e, t.as<float>(), seed); break;
-      case DType::f64: fill(e, t.as<double>(), seed); break;
-      default: fail("parameters of type {} cannot be initialized yet", name_of(dtype_));
-    }
+  KINTSUGI_ASSERT(full());
+  std::vector<float> values(static_cast<std::size_t>(total_));
+  initial_values(seed, 0, total_, values.data());
+  const Tensor all = params();
+  if (param_dtype_ == DType::f64) {
+    // Double-precision gradient checks keep the float32 draws exactly.
+    for (std::int64_t k = 0; k < total_; ++k) all.as<double>()[k] = values[k];
+  } else {
+    backend_->convert(Tensor{values.data(), DType::f32, Shape{total_}}, all);
   }
 }
 
 void ParamStore::begin_step() { std::fill(written_.begin(), written_.end(), 0); }
+
+void ParamStore::reset_written(int unit) {
+  for (int i = units_[unit].first_param; i < units_[unit].end_param; ++i) written_[i] = 0;
+}
 
 bool ParamStore::accumulate_grad(int i) {
   bool accumulate = written_[i] != 0;
@@ -119,10 +178,10 @@ bool ParamStore::accumulate_grad(int i) {
   return accumulate;
 }
 
-void ParamStore::zero_unwritten_grads() {
+void ParamStore::zero_unwritten_grads(Backend& backend) {
   for (int i = 0; i < size(); ++i)
     if (!written_[i]) {
-      backend_->zero(grad(i));
+      backend.zero(grad(i));
       written_[i] = 1;
     }
 }

@@ -40,40 +40,77 @@ struct ParamSpec {
 struct ParamEntry {
   ParamSpec spec;
   Shape local_shape;
-  std::int64_t offset = 0;  // in elements, into the flat buffers
+  std::int64_t offset = 0;  // in elements, into the (logical) flat buffers
+  int unit = 0;
+};
+
+// Consecutive parameters (one layer: the embeddings, a block, the head) that are gathered,
+// reduced and sharded together. Its element range [begin, end) is padded so that it splits
+// into equal, aligned shards.
+struct ParamUnit {
+  std::string name;
+  int first_param = 0, end_param = 0;
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
 };
 
 class ParamStore {
  public:
-  // Registration, before allocate(): returns the parameter's index.
+  // Every unit's length is padded to a multiple of unit_multiple elements (16 aligns rows to 64
+  // bytes; data-parallel sharding needs shards x 16).
+  explicit ParamStore(std::int64_t unit_multiple = 16) : unit_multiple_(unit_multiple) {}
+
+  // Registration: add parameters, closing each unit with end_unit. Returns the index.
   int add(ParamSpec spec);
-  // Allocates the flat parameter and gradient buffers (zeroed).
-  void allocate(Backend& backend, DType dtype);
-  // Fills every parameter from its counter-based random stream: element g of the global
-  // tensor is the same number at every layout.
-  void initialize(std::uint64_t seed);
+  void end_unit(const std::string& name);
 
   int size() const { return static_cast<int>(entries_.size()); }
   const ParamEntry& entry(int i) const { return entries_[i]; }
+  int units() const { return static_cast<int>(units_.size()); }
+  const ParamUnit& unit(int u) const { return units_[u]; }
+  std::int64_t numel() const { return total_; }  // the logical flat length, padding included
+  int find(const std::string& name) const;       // -1 when absent
+
+  // Storage. Views resolve through a base pointer per unit, bound by whoever owns the storage:
+  // allocate_full() (full buffers), or a sharded training state that binds a unit only while
+  // it is gathered. param(i) and grad(i) of an unbound unit are an error.
+  void set_dtypes(DType param, DType grad);
+  DType param_dtype() const { return param_dtype_; }
+  DType grad_dtype() const { return grad_dtype_; }
+  void bind_params(int unit, void* base);
+  void bind_grads(int unit, void* base);
+  bool params_bound(int unit) const { return param_base_[unit] != nullptr; }
   Tensor param(int i) const;
   Tensor grad(int i) const;
-  Tensor params() const;  // the whole flat buffer
-  Tensor grads() const;
-  std::int64_t numel() const { return total_; }
-  DType dtype() const { return dtype_; }
-  int find(const std::string& name) const;  // -1 when absent
 
-  // Gradient bookkeeping within one optimizer step: the first write to a parameter's gradient
-  // overwrites it and later writes accumulate, so the buffer never needs zeroing.
+  // Full storage: one flat buffer of parameters and one of gradients, every unit bound.
+  void allocate_full(Backend& backend, DType param_dtype, DType grad_dtype);
+  bool full() const { return params_.data() != nullptr; }
+  Tensor params() const;  // whole flat buffers (full storage only)
+  Tensor grads() const;
+  // Fills every parameter of full storage from its counter-based random stream.
+  void initialize(std::uint64_t seed);
+  // The initial values of the elements [begin, end) of the logical flat buffer (padding is 0):
+  // element g of a parameter's global tensor is the same number at every layout.
+  void initial_values(std::uint64_t seed, std::int64_t begin, std::int64_t end, float* out) const;
+
+  // Gradient bookkeeping: the first write to a parameter's gradient overwrites it and later
+  // writes accumulate, so no buffer needs zeroing. begin_step() (or reset_written(unit), for
+  // gradients staged per micro-batch) starts over.
   void begin_step();
+  void reset_written(int unit);
   bool accumulate_grad(int i);  // returns whether to accumulate, and marks it written
-  void zero_unwritten_grads();
+  void zero_unwritten_grads(Backend& backend);
 
  private:
+  std::int64_t unit_multiple_;
   std::vector<ParamEntry> entries_;
+  std::vector<ParamUnit> units_;
   std::vector<char> written_;
+  std::vector<void*> param_base_, grad_base_;
   std::int64_t total_ = 0;
-  DType dtype_ = DType::f32;
+  int open_unit_first_ = 0;
+  DType param_dtype_ = DType::f32, grad_dtype_ = DType::f32;
   Backend* backend_ = nullptr;
   Buffer params_, grads_;
 };

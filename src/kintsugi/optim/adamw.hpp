@@ -1,11 +1,12 @@
 #pragma once
-// AdamW (Loshchilov & Hutter) over a chunk's flat buffers: first and second moments are flat
-// buffers with the parameters' layout, and the update runs over long contiguous runs of
-// parameters that share a weight-decay setting (none on biases and norm weights).
+// AdamW (Loshchilov & Hutter) over segments: contiguous ranges of parameters (whole or sharded)
+// that share a weight-decay setting (none on biases and norm weights). Each segment names its
+// weights (the f32 master copy under mixed precision), its gradient and, under mixed precision,
+// the working copy to refresh. The first and second moments are one flat f32 buffer each,
+// cut into the segments' lengths.
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
-#include "kintsugi/model/param_store.hpp"
 
 namespace kintsugi {
 
@@ -16,24 +17,28 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
+struct AdamWSegment {
+  Tensor param;         // updated in place
+  Tensor grad;
+  Tensor working_copy;  // empty, or the low-precision weights to write after the update
+  bool decay = false;
+};
+
 class AdamW {
  public:
-  AdamW(Backend& backend, ParamStore& params, AdamWConfig config);
-  // One update with learning rate lr; gradients are multiplied by grad_scale first (clipping).
+  // The moments have the segments' element type (f32, or f64 for gradient checks).
+  AdamW(Backend& backend, std::vector<AdamWSegment> segments, AdamWConfig config);
+  // One update with learning rate lr; gradients are multiplied by grad_scale first (clipping,
+  // loss-scale removal).
   void step(double lr, double grad_scale);
   std::int64_t steps_taken() const { return steps_; }
-  Tensor first_moment() const;
-  Tensor second_moment() const;
+  std::int64_t numel() const { return total_; }
 
  private:
-  struct Run {
-    std::int64_t offset, count;
-    bool decay;
-  };
   Backend& backend_;
-  ParamStore& params_;
+  std::vector<AdamWSegment> segments_;
   AdamWConfig config_;
-  std::vector<Run> runs_;
+  std::int64_t total_ = 0;
   Buffer m_, v_;
   std::int64_t steps_ = 0;
 };

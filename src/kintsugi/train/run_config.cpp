@@ -85,6 +85,11 @@ std::vector<Key> keys_of(RunConfig& c) {
        "rank order, fastest-varying dimension first (\"tp-dp-pp\")"},
       {"parallel.bucket_mib", &c.parallel.bucket_mib,
        "data-parallel gradient bucket size in MiB (reduced while backward goes on)"},
+      {"parallel.zero", &c.parallel.zero,
+       "ZeRO stage: 0 replicated, 1 shards optimizer state, 2 also gradients, 3 also weights"},
+      {"parallel.hsdp", &c.parallel.hsdp,
+       "hybrid sharding: shard over groups of this many data-parallel ranks, replicate across "
+       "groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the fp32 GEMM rate measured on this machine)"},
   };
@@ -253,6 +258,8 @@ void validate(const RunConfig& c) {
   parse_schedule(p.schedule);
   if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
   if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
+  if (p.zero < 0 || p.zero > 3) fail("parallel.zero = {} must be 0, 1, 2 or 3", p.zero);
+  if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
 }
@@ -288,6 +295,17 @@ void resolve_layout(RunConfig& c, int world) {
          t.micro_batch * m.seq_len, p.tp);
   LayoutMap(world, {.tp = static_cast<int>(p.tp), .dp = static_cast<int>(p.dp),
                     .pp = static_cast<int>(p.pp), .order = p.order});  // checks the order
+  if (p.zero >= 2 && p.pp > 1)
+    fail("--zero {} with --pp {}: sharded gradients are reduce-scattered every micro-batch as "
+         "each layer finishes, which pipelining interleaves across micro-batches; use --zero 1 "
+         "with pipeline parallelism (as Megatron-LM's distributed optimizer does)",
+         p.zero, p.pp);
+  if (p.hsdp > 0) {
+    if (p.zero == 0)
+      fail("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3", p.hsdp);
+    if (p.dp % p.hsdp != 0 || p.hsdp < 2)
+      fail("--hsdp {} must be at least 2 and divide the data-parallel ranks ({})", p.hsdp, p.dp);
+  }
   const PipelineShape shape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages),
                             static_cast<int>(t.global_batch / (t.micro_batch * p.dp))};
   validate(parse_schedule(p.schedule), shape);

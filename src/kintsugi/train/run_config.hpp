@@ -47,6 +47,8 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   std::string order = "tp-dp-pp";  // fastest-varying dimension first
   double bucket_mib = 25;          // data-parallel gradient bucket size
+  std::int64_t zero = 0;           // ZeRO stage: 0 replicated, 1 optimizer, 2 + gradients, 3 + weights
+  std::int64_t hsdp = 0;           // shard groups of this many data-parallel ranks (0: all)
 };
 
 struct MetricsConfig {

@@ -1,7 +1,8 @@
 #include "kintsugi/train/stage_model.hpp"
 
+#include <cmath>
+
 #include "kintsugi/optim/grad_clip.hpp"
-#include "kintsugi/parallel/grad_norm.hpp"
 
 namespace kintsugi {
 
@@ -16,6 +17,22 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   const PipelineShape shape{p, v,
                             static_cast<int>(c.train.global_batch /
                                              (c.train.micro_batch * place.dp_size))};
+  // Data-parallel state is sharded over the whole group, or over groups of hsdp ranks that
+  // replicate each other.
+  const int zero = static_cast<int>(c.parallel.zero);
+  Communicator* shard = zero > 0 ? place.dp : nullptr;
+  if (zero > 0 && c.parallel.hsdp > 0 && place.dp) {
+    const int k = static_cast<int>(c.parallel.hsdp), r = place.dp_rank;
+    shard_group_ = place.dp->split(r / k, r % k, "shard");
+    replica_group_ = place.dp->split(r % k, r / k, "replica");
+    shard = shard_group_.get();
+  }
+  const ShardingConfig sharding{
+      .stage = zero,
+      .shard = zero > 0 ? shard : place.dp,
+      .replica = replica_group_.get(),
+      .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)};
+  const int shards = sharding.shard ? sharding.shard->size() : 1;
   // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
   const int slots = std::max(1, max_in_flight(schedule_, shape, place.pp_rank));
   for (int chunk = 0; chunk < v; ++chunk) {
@@ -24,18 +41,19 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
                          .head = g == p * v - 1};
-    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, DType::f32, c.train.micro_batch,
+    const ChunkStorage storage{.compute = DType::f32,
+                               .grad = DType::f32,
+                               .allocate = false,
+                               .unit_multiple = 16 * (zero > 0 ? shards : 1)};
+    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
                                                    m.seq_len, slots, place.tp, spec));
     ModelChunk& model = *chunks_.back();
-    model.params().initialize(static_cast<std::uint64_t>(c.train.seed));
-    reducers_.push_back(std::make_unique<GradientReducer>(
-        place.dp, model.params(), static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)));
-    GradientReducer* reducer = reducers_.back().get();
-    model.set_grads_final_callback([reducer](int first) { reducer->grads_final(first); });
-    optimizers_.push_back(std::make_unique<AdamW>(
-        backend, model.params(),
+    states_.push_back(std::make_unique<ShardedState>(
+        backend, model.params(), sharding, place.tp,
         AdamWConfig{.beta1 = c.train.beta1, .beta2 = c.train.beta2, .eps = c.train.eps,
-                    .weight_decay = c.train.weight_decay}));
+                    .weight_decay = c.train.weight_decay},
+        static_cast<std::uint64_t>(c.train.seed)));
+    model.set_observer(states_.back().get());
   }
   std::vector<ModelChunk*> raw;
   for (auto& ch : chunks_) raw.push_back(ch.get());
@@ -48,6 +66,14 @@ std::vector<const ParamStore*> StageModel::params() const {
   return out;
 }
 
+void StageModel::acquire_all_params() {
+  for (auto& s : states_) s->acquire_everything();
+}
+
+void StageModel::release_all_params() {
+  for (auto& s : states_) s->release_everything();
+}
+
 double StageModel::sum_over_job(double v) const {
   for (Communicator* g : {place_.pp, place_.dp})
     if (g) g->all_reduce(Tensor{&v, DType::f64, Shape{1}});
@@ -55,12 +81,7 @@ double StageModel::sum_over_job(double v) const {
 }
 
 void StageModel::reduce_grads() {
-  for (std::size_t i = 0; i < chunks_.size(); ++i) {
-    ParamStore& params = chunks_[i]->params();
-    params.zero_unwritten_grads();
-    reducers_[i]->finish();
-    reduce_sequence_parallel_grads(params, place_.tp);
-  }
+  for (auto& s : states_) s->finish_reduction();
   // The two copies of the tied token embedding (first and last stage) sum their gradients.
   if (Communicator* tied = place_.embedding)
     for (auto& chunk : chunks_) {
@@ -71,16 +92,22 @@ void StageModel::reduce_grads() {
 }
 
 void StageModel::optimizer_step() {
-  grad_norm_ = global_grad_norm(backend_, params(), place_.tp, place_.pp);
+  // Sum of squares over this rank's chunks, then over the ranks holding other parts of the
+  // gradient: the shard group (ZeRO), tensor-parallel ranks, pipeline stages.
+  double sum = 0;
+  for (auto& s : states_) sum += s->grad_sum_squares();
+  for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
+    if (g) g->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
+  grad_norm_ = std::sqrt(sum);
   const double factor = clip_factor(grad_norm_, grad_clip_);
-  for (auto& opt : optimizers_) opt->step(lr_, factor);
+  for (auto& s : states_) s->optimizer_step(lr_, factor);
 }
 
 StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_batches,
                                               double grad_scale, double lr, double grad_clip) {
   lr_ = lr;
   grad_clip_ = grad_clip;
-  for (auto& c : chunks_) c->params().begin_step();
+  for (auto& s : states_) s->begin_step();
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   const double loss = executor_->run(

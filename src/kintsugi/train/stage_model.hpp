@@ -1,9 +1,10 @@
 #pragma once
 // The part of the model this rank trains: its pipeline chunks (all of the model without
-// pipeline parallelism), each with its flat buffers, AdamW state and data-parallel gradient
-// buckets, and the executor that runs a pipeline schedule over them. One optimizer step is
-// one schedule: forward and backward of every micro-batch, gradient reduction (data-parallel
-// buckets, tied embedding copies, sequence-parallel partial sums), global norm, AdamW.
+// pipeline parallelism), each with its parameter storage, gradients and AdamW state (a
+// ShardedState: replicated or ZeRO-sharded across data-parallel ranks), and the executor that
+// runs a pipeline schedule over them. One optimizer step is one schedule: forward and backward
+// of every micro-batch, gradient reduction (data-parallel, tied embedding copies,
+// sequence-parallel partial sums), global norm, AdamW.
 #include <functional>
 #include <memory>
 #include <vector>
@@ -11,9 +12,8 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/trace.hpp"
 #include "kintsugi/model/model_chunk.hpp"
-#include "kintsugi/optim/adamw.hpp"
-#include "kintsugi/parallel/gradient_reducer.hpp"
 #include "kintsugi/parallel/pipeline_executor.hpp"
+#include "kintsugi/parallel/sharded_state.hpp"
 #include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/train/place.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -41,6 +41,9 @@ class StageModel {
 
   const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
   std::vector<const ParamStore*> params() const;
+  // Every chunk's parameters usable (gathered under ZeRO-3), e.g. to save them.
+  void acquire_all_params();
+  void release_all_params();
   const StagePartition& partition() const { return partition_; }
   PipelineSchedule schedule() const { return schedule_; }
   int virtual_stages() const { return virtual_stages_; }
@@ -58,9 +61,9 @@ class StageModel {
   PipelineSchedule schedule_;
   int virtual_stages_;
   StagePartition partition_;
+  std::shared_ptr<Communicator> shard_group_, replica_group_;  // hybrid sharding
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
-  std::vector<std::unique_ptr<GradientReducer>> reducers_;
-  std::vector<std::unique_ptr<AdamW>> optimizers_;
+  std::vector<std::unique_ptr<ShardedState>> states_;
   std::unique_ptr<PipelineExecutor> executor_;
   double lr_ = 0, grad_clip_ = 0, grad_norm_ = 0;
 };

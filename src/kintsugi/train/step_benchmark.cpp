@@ -5,10 +5,8 @@
 
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/timer.hpp"
-#include "kintsugi/model/gpt.hpp"
-#include "kintsugi/optim/adamw.hpp"
-#include "kintsugi/optim/grad_clip.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/train/stage_model.hpp"
 
 namespace kintsugi {
 
@@ -18,28 +16,38 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
     fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
   if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
     fail("--batch, --seq and --steps must be positive and --warmup not negative");
+  // The training path itself, on one rank: one micro-batch of `batch` sequences per step.
+  RunConfig run;
+  run.model = config;
+  run.model.seq_len = seq;
+  run.train.global_batch = batch;
+  run.train.micro_batch = batch;
+  run.train.seed = 1;
+  resolve_layout(run, 1);
+
   MemoryTracker memory;
   auto cpu = make_cpu_backend(memory);
   std::unique_ptr<ProfilingBackend> profiler;
   if (profile) profiler = std::make_unique<ProfilingBackend>(*cpu);
   Backend* backend = profile ? static_cast<Backend*>(profiler.get()) : cpu.get();
-  GptModel model(*backend, config, DType::f32, batch, seq);
-  model.params().initialize(1);
-  AdamW optimizer(*backend, model.params(), {});
+  const Place place;
+  Tracer tracer;
+  StageModel model(*backend, run, place, tracer);
 
   std::vector<std::int32_t> tokens(batch * seq + 1);
   for (std::size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = static_cast<std::int32_t>(uniform_int_at(7, 0, i, config.vocab_size));
+  const auto sample = [&](int, std::int32_t* in, std::int32_t* out) {
+    std::copy(tokens.begin(), tokens.end() - 1, in);
+    std::copy(tokens.begin() + 1, tokens.end(), out);
+  };
   const double scale = 1.0 / static_cast<double>(batch * seq);
 
   StepBenchmarkResult result;
   for (int s = 0; s < warmup + steps; ++s) {
     if (profiler && s == warmup) profiler->reset();
     Stopwatch clock;
-    model.params().begin_step();
-    model.forward_backward(tokens.data(), tokens.data() + 1, scale);
-    const double norm = std::sqrt(backend->sum_squares(model.params().grads()));
-    optimizer.step(1e-4, clip_factor(norm, 1.0));
+    model.train_step(sample, 1, scale, 1e-4, 1.0);
     if (s >= warmup) result.step_seconds.push_back(clock.seconds());
   }
   std::vector<double> sorted = result.step_seconds;

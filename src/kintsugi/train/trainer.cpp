@@ -350,10 +350,15 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step /
                   (peak->gflops * 1e9 * place.world);
   // The whole model is gathered to rank 0 from the stages of data-parallel replica 0.
-  if (tc.save_checkpoint && place.dp_rank == 0) {
-    summary.checkpoint_dir = (out / "model").string();
-    save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, place.tp, place.pp,
-               model.virtual_stages());
+  if (tc.save_checkpoint) {
+    // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
+    model.acquire_all_params();
+    if (place.dp_rank == 0) {
+      summary.checkpoint_dir = (out / "model").string();
+      save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, place.tp, place.pp,
+                 model.virtual_stages());
+    }
+    model.release_all_params();
   }
   if (!place.chief) return summary;
   write_loss_svg(summary.plot_path, curve);

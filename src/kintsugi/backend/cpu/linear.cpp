@@ -1,10 +1,12 @@
-// Linear layers as OpenBLAS GEMMs with weights stored [out, in]:
+// Linear layers as GEMMs with weights stored [out, in]:
 //   forward  y  = x . w^T   (NT)     backward dx = dy . w   (NN)     dw = dy^T . x   (TN)
+// f32/f64 run OpenBLAS directly; mixed precision goes through gemm_mixed (bf16 or f32 product).
 #include <algorithm>
 #include <cstring>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
 
@@ -58,5 +60,42 @@ void linear_backward_weight(const T* dy, const T* x, T* dw, T* db, std::int64_t 
 KINTSUGI_INSTANTIATE(float)
 KINTSUGI_INSTANTIATE(double)
 #undef KINTSUGI_INSTANTIATE
+
+namespace mixed {
+
+void column_sums(AnyPtr in, AnyPtr out, std::int64_t rows, std::int64_t cols, bool accumulate) {
+  // As the f32 kernel: column slices per thread, rows summed in order in f32.
+  constexpr std::int64_t kSlice = 256;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
+    const std::int64_t len = std::min(cols, c0 + kSlice) - c0;
+    float acc[kSlice], staged[kSlice];
+    for (std::int64_t c = 0; c < len; ++c) acc[c] = accumulate ? out.get(c0 + c) : 0.0f;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = read_f32(in.at(r * cols + c0), len, staged);
+#pragma omp simd
+      for (std::int64_t c = 0; c < len; ++c) acc[c] += row[c];
+    }
+    for (std::int64_t c = 0; c < len; ++c) out.set(c0 + c, acc[c]);
+  }
+}
+
+void linear_forward(AnyPtr x, AnyPtr w, const AnyPtr* bias, AnyPtr y, std::int64_t m,
+                    std::int64_t n, std::int64_t k, bool accumulate, GemmWorkspace& ws) {
+  gemm_mixed(m, n, k, {x, k, false}, {w, k, true}, y, n, accumulate, bias, ws);
+}
+
+void linear_backward_input(AnyPtr dy, AnyPtr w, AnyPtr dx, std::int64_t m, std::int64_t n,
+                           std::int64_t k, bool accumulate, GemmWorkspace& ws) {
+  gemm_mixed(m, k, n, {dy, n, false}, {w, k, false}, dx, k, accumulate, nullptr, ws);
+}
+
+void linear_backward_weight(AnyPtr dy, AnyPtr x, AnyPtr dw, const AnyPtr* db, std::int64_t m,
+                            std::int64_t n, std::int64_t k, bool accumulate, GemmWorkspace& ws) {
+  gemm_mixed(n, k, m, {dy, n, true}, {x, k, false}, dw, k, accumulate, nullptr, ws);
+  if (db) column_sums(dy, *db, m, n, accumulate);
+}
+
+}  // namespace mixed
 
 }  // namespace kintsugi::cpu

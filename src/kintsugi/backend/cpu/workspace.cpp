@@ -17,4 +17,9 @@ std::size_t ThreadWorkspace::reserve(std::size_t bytes_per_thread) {
   return stride_;
 }
 
+std::byte* GrowBuffer::get(std::size_t bytes) {
+  if (bytes > buffer_.size()) buffer_ = Buffer(memory_, MemoryKind::workspace, bytes);
+  return buffer_.data();
+}
+
 }  // namespace kintsugi::cpu
