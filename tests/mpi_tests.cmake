@@ -110,3 +110,13 @@ add_test(NAME mpi.trace
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_trace.sh $<TARGET_FILE:kintsugi>
                  ${MPI_OUT} ${MICRO_RUN})
 set_tests_properties(mpi.trace PROPERTIES PROCESSORS 4 TIMEOUT 120)
+
+# ZeRO and hybrid sharding reproduce the serial run too, and move the theoretical bytes.
+mpi_layout_test(dp2_zero1 2 --dp 2 --set parallel.zero=1)
+mpi_layout_test(dp2_zero2 2 --dp 2 --set parallel.zero=2)
+mpi_layout_test(dp2_zero3 2 --dp 2 --set parallel.zero=3)
+mpi_layout_test(dp4_zero3_hsdp2 4 --dp 4 --set parallel.zero=3 --set parallel.hsdp=2)
+mpi_layout_test(dp4_zero1_hsdp2 4 --dp 4 --set parallel.zero=1 --set parallel.hsdp=2)
+mpi_layout_test(tp2_dp2_zero3 4 --tp 2 --dp 2 --set parallel.zero=3)
+mpi_layout_test(tp2_dp2_sp_zero2 4 --tp 2 --dp 2 --sequence-parallel --set parallel.zero=2)
+mpi_layout_test(pp2_dp2_zero1 4 --pp 2 --dp 2 --set parallel.zero=1)

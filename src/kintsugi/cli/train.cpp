@@ -79,7 +79,8 @@ void run(const Args& args) {
                           {.tp = static_cast<int>(config.parallel.tp),
                            .dp = static_cast<int>(config.parallel.dp),
                            .pp = static_cast<int>(config.parallel.pp),
-                           .order = config.parallel.order});
+                           .order = config.parallel.order,
+                           .hsdp = static_cast<int>(config.parallel.hsdp)});
   try {
     train(config, std::move(*inputs), options, std::cout, &topology);
   } catch (const Error& e) {

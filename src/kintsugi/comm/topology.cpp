@@ -107,11 +107,17 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   first.pp = 0;
   embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
                              coords_.pp == 0 ? 0 : 1, "embedding");
+  if (layout.hsdp > 0) {
+    const int k = layout.hsdp, r = coords_.dp;
+    shard_ = dp_->split(r / k, r % k, "shard");
+    replica_ = dp_->split(r % k, r / k, "replica");
+  }
 }
 
 std::vector<Communicator*> Topology::groups() const {
   std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get()};
-  if (embedding_) g.push_back(embedding_.get());
+  for (Communicator* c : {embedding_.get(), shard_.get(), replica_.get()})
+    if (c) g.push_back(c);
   return g;
 }
 

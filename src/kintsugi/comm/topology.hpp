@@ -16,6 +16,7 @@ namespace kintsugi {
 struct ParallelLayout {
   int tp = 1, dp = 1, pp = 1;
   std::string order = "tp-dp-pp";
+  int hsdp = 0;  // hybrid sharding: data-parallel shard groups of this many ranks (0: none)
 };
 
 enum class Dim : int { tp = 0, dp = 1, pp = 2 };
@@ -60,13 +61,17 @@ class Topology {
   // The first and last pipeline stages of this rank's (tp, dp) position, which hold the two
   // copies of the tied token embedding; null on other stages and without pipeline parallelism.
   Communicator* embedding() const { return embedding_.get(); }
+  // Hybrid sharding: the hsdp consecutive data-parallel ranks sharing one copy of the state,
+  // and the ranks holding the same shard in the other copies; null without hybrid sharding.
+  Communicator* shard() const { return shard_.get(); }
+  Communicator* replica() const { return replica_.get(); }
   // Every group this rank belongs to, for byte accounting.
   std::vector<Communicator*> groups() const;
 
  private:
   LayoutMap map_;
   RankCoords coords_;
-  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_;
+  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_, shard_, replica_;
 };
 
 std::string_view name_of(Dim d);

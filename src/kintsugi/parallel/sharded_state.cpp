@@ -61,19 +61,13 @@ ShardedState::ShardedState(Backend& backend, ParamStore& params, const ShardingC
     owned_grads_ = backend.allocate(MemoryKind::gradients, owned_total_ * size_of(gt));
   }
   if (mixed_) master_ = backend.allocate(MemoryKind::optimizer_state, shard_len * sizeof(float));
+  bucket_bytes_ = config.bucket_bytes;
+  deferred_.assign(params.units(), 0);
   use_count_.assign(params.units(), 0);
   accumulated_.assign(params.units(), 0);
   gathered_.resize(params.units());
   grad_stage_.resize(params.units());
-  // Stage 0: buckets of whole units from the end, each at least bucket_bytes.
-  for (int last = params.units() - 1; last >= 0;) {
-    int first = last;
-    std::int64_t elements = params.unit(first).size();
-    while (first > 0 && static_cast<std::size_t>(elements) * size_of(gt) < config.bucket_bytes)
-      elements += params.unit(--first).size();
-    buckets_.push_back({first, last});
-    last = first - 1;
-  }
+  build_buckets();
   initialize(seed);
   build_optimizer(adamw);
 }
@@ -84,6 +78,40 @@ ShardedState::~ShardedState() {
   for (auto& p : reducing_) p.staging->pending.wait();
   for (auto& g : gathered_)
     if (g) g->pending.wait();
+}
+
+void ShardedState::build_buckets() {
+  // Stage 0: buckets of whole units from the end, each at least bucket_bytes; a deferred unit
+  // is a bucket of its own.
+  buckets_.clear();
+  const std::size_t es = size_of(params_.grad_dtype());
+  for (int last = params_.units() - 1; last >= 0;) {
+    int first = last;
+    std::int64_t elements = params_.unit(first).size();
+    while (!deferred_[first] && first > 0 && !deferred_[first - 1] &&
+           static_cast<std::size_t>(elements) * es < bucket_bytes_)
+      elements += params_.unit(--first).size();
+    buckets_.push_back({first, last, deferred_[first] != 0});
+    last = first - 1;
+  }
+}
+
+void ShardedState::defer_unit(int u) {
+  deferred_[u] = 1;
+  build_buckets();
+}
+
+void ShardedState::reduce_deferred() {
+  if (stage_ > 1 || !shard_) return;
+  for (int u = 0; u < params_.units(); ++u) {
+    if (!deferred_[u]) continue;
+    if (stage_ == 0) {
+      reductions_.push_back(shard_->all_reduce_async(
+          slice(full_grads_.data(), params_.grad_dtype(), params_.unit(u).begin, params_.unit(u).size())));
+    } else {
+      reduce_scatter_unit(u);
+    }
+  }
 }
 
 void ShardedState::initialize(std::uint64_t seed) {
@@ -224,15 +252,8 @@ void ShardedState::grads_final(int u, bool last) {
     if (!last) return;
     reduce_sequence_parallel(u);
     if (!shard_) return;
-    if (stage_ == 0) {
-      launch_buckets(u);
-    } else {
-      // In place: the unit's reduced shard lands where it lies in the full buffer.
-      const std::int64_t begin = params_.unit(u).begin;
-      reductions_.push_back(shard_->reduce_scatter_async(
-          slice(full_grads_.data(), gt, begin, params_.unit(u).size()),
-          slice(full_grads_.data(), gt, chunks_[u].begin, chunks_[u].size)));
-    }
+    if (stage_ == 0) launch_buckets(u);
+    else if (!deferred_[u]) reduce_scatter_unit(u);
     return;
   }
   // Stages 2-3: every micro-batch, the staged gradient of the unit is reduce-scattered and its
@@ -248,11 +269,20 @@ void ShardedState::grads_final(int u, bool last) {
   reclaim_grads(false);
 }
 
+void ShardedState::reduce_scatter_unit(int u) {
+  // In place: the unit's reduced shard lands where it lies in the full buffer.
+  const DType gt = params_.grad_dtype();
+  reductions_.push_back(shard_->reduce_scatter_async(
+      slice(full_grads_.data(), gt, params_.unit(u).begin, params_.unit(u).size()),
+      slice(full_grads_.data(), gt, chunks_[u].begin, chunks_[u].size)));
+}
+
 void ShardedState::launch_buckets(int down_to_unit) {
   // Every bucket whose units are all final (units finish in descending order).
   const DType gt = params_.grad_dtype();
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].first_unit >= down_to_unit) {
     const Bucket& b = buckets_[next_bucket_++];
+    if (b.deferred) continue;
     const std::int64_t begin = params_.unit(b.first_unit).begin;
     const std::int64_t end = params_.unit(b.last_unit).end;
     reductions_.push_back(shard_->all_reduce_async(slice(full_grads_.data(), gt, begin, end - begin)));

@@ -53,6 +53,10 @@ class ShardedState final : public UnitObserver {
   void grads_final(int unit, bool last_micro_batch) override;
 
   void begin_step();
+  // A unit whose gradient must first be summed with another rank's copy (the tied embedding
+  // across pipeline stages) is reduced only when reduce_deferred() says so (stages 0-1).
+  void defer_unit(int unit);
+  void reduce_deferred();
   // Waits for every reduction of the step; the (sharded) gradient is then complete.
   void finish_reduction();
   // Sum of squares of the reduced gradient elements this rank holds and counts (replicated
@@ -81,6 +85,8 @@ class ShardedState final : public UnitObserver {
   Tensor owned(const Buffer& b, DType dtype, int unit) const;  // unit's chunk in owned buffers
   void start_gather(int unit);
   void launch_buckets(int down_to_unit);
+  void reduce_scatter_unit(int unit);
+  void build_buckets();
   void drop_prefetched();
   void reclaim_grads(bool all);
   void reduce_sequence_parallel(int unit);
@@ -105,10 +111,13 @@ class ShardedState final : public UnitObserver {
   // Stage 0 buckets: groups of units from the end, launched when their lowest unit is final.
   struct Bucket {
     int first_unit, last_unit;
+    bool deferred = false;
   };
   std::vector<Bucket> buckets_;
   std::size_t next_bucket_ = 0;
   std::vector<CommHandle> reductions_;  // stages 0-1, this step
+  std::vector<char> deferred_;
+  std::size_t bucket_bytes_;
 
   std::vector<int> use_count_;
   std::vector<std::unique_ptr<Staging>> gathered_;  // stage 3: per unit, while gathered

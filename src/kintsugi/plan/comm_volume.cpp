@@ -37,7 +37,22 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
   }
-  if (l.dp > 1) out["dp.all_reduce"] = ring_all_reduce_bytes(s.grad_elements * eb, l.dp);
+  const double grads = static_cast<double>(s.grad_elements) * eb;
+  if (s.zero == 0) {
+    if (l.dp > 1) out["dp.all_reduce"] = ring_all_reduce_bytes(grads, l.dp);
+  } else {
+    const std::string group = s.replicas > 1 ? "shard" : "dp";
+    const double pb = static_cast<double>(s.param_element_bytes);
+    const double rs = ring_reduce_scatter_bytes(grads, s.shards);
+    out[group + ".reduce_scatter"] = s.zero == 1 ? rs : mb * rs;
+    out[group + ".all_gather"] =
+        s.zero < 3 ? ring_all_gather_bytes(s.grad_elements * pb, s.shards)
+                   : mb * ring_all_gather_bytes(
+                              (s.gathered_once_elements + 2.0 * s.gathered_twice_elements) * pb,
+                              s.shards);
+    if (s.replicas > 1)
+      out["replica.all_reduce"] = ring_all_reduce_bytes(grads / s.shards, s.replicas);
+  }
   if (s.pipeline_sends > 0) {
     const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp : activation;
     out["pp.send"] = mb * s.pipeline_sends * local;

@@ -43,6 +43,14 @@ struct StepShape {
   // other end of the pipeline once per step.
   std::int64_t pipeline_sends = 0;
   std::int64_t tied_embedding_elements = 0;
+  // ZeRO: the stage, the ranks the state is sharded over (K; the data-parallel group unless
+  // hybrid sharding) and the replicas of each shard (dp / K), the bytes of a parameter
+  // element, and how the parameter units are gathered under stage 3 (embeddings and head once
+  // per micro-batch, blocks twice: before forward and before backward).
+  int zero = 0;
+  std::int64_t shards = 1, replicas = 1;
+  std::int64_t param_element_bytes = 4;
+  std::int64_t gathered_once_elements = 0, gathered_twice_elements = 0;
 };
 
 double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
@@ -50,8 +58,15 @@ double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: t
 double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: the output
 
 // "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce", "pp.send",
-// "embedding.all_reduce" -> bytes sent by one rank in one optimizer step (not counting the
-// handful of scalars for the loss and the norm).
+// "embedding.all_reduce", and under ZeRO "dp.reduce_scatter", "dp.all_gather" (or
+// "shard.*" and "replica.all_reduce" with hybrid sharding) -> bytes sent by one rank in one
+// optimizer step (not counting the handful of scalars for the loss and the norm).
+//
+// ZeRO moves, per step: stage 1 reduce-scatters the gradient and all-gathers the updated
+// weights (as much as one all-reduce); stage 2 reduce-scatters every micro-batch's gradient;
+// stage 3 also all-gathers each layer's weights before its forward and before its backward
+// (with one micro-batch: 1.5 all-reduces). Hybrid sharding adds an all-reduce of the gradient
+// shard across replicas.
 std::map<std::string, double> step_comm_bytes(const ModelConfig& model, const CommLayout& layout,
                                               const StepShape& shape);
 

@@ -12,6 +12,8 @@ struct Place {
   Communicator* dp = nullptr;         // null with one data-parallel rank
   Communicator* pp = nullptr;         // null with one pipeline stage
   Communicator* embedding = nullptr;  // first + last stage, with pipeline parallelism
+  Communicator* shard = nullptr;      // hybrid sharding: shard group and replica group
+  Communicator* replica = nullptr;
   int dp_rank = 0, dp_size = 1, pp_rank = 0, pp_size = 1, world = 1;
   bool chief = true;  // speaks for the job: logs, metrics, checkpoint
 
@@ -26,6 +28,8 @@ struct Place {
     if (dp_size > 1) dp = &t->dp();
     if (pp_size > 1) pp = &t->pp();
     embedding = t->embedding();
+    shard = t->shard();
+    replica = t->replica();
     world = t->world().size();
     chief = t->world().rank() == 0;
   }

@@ -20,17 +20,10 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   // Data-parallel state is sharded over the whole group, or over groups of hsdp ranks that
   // replicate each other.
   const int zero = static_cast<int>(c.parallel.zero);
-  Communicator* shard = zero > 0 ? place.dp : nullptr;
-  if (zero > 0 && c.parallel.hsdp > 0 && place.dp) {
-    const int k = static_cast<int>(c.parallel.hsdp), r = place.dp_rank;
-    shard_group_ = place.dp->split(r / k, r % k, "shard");
-    replica_group_ = place.dp->split(r % k, r / k, "replica");
-    shard = shard_group_.get();
-  }
   const ShardingConfig sharding{
       .stage = zero,
-      .shard = zero > 0 ? shard : place.dp,
-      .replica = replica_group_.get(),
+      .shard = zero > 0 && place.shard ? place.shard : place.dp,
+      .replica = zero > 0 ? place.replica : nullptr,
       .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)};
   const int shards = sharding.shard ? sharding.shard->size() : 1;
   // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
@@ -54,6 +47,10 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                     .weight_decay = c.train.weight_decay},
         static_cast<std::uint64_t>(c.train.seed)));
     model.set_observer(states_.back().get());
+    // The tied token table's two copies (first and last stage) are summed before the
+    // data-parallel reduction of their units.
+    const int tied = model.params().find("embedding.token.weight");
+    if (place.embedding && tied >= 0) states_.back()->defer_unit(model.params().entry(tied).unit);
   }
   std::vector<ModelChunk*> raw;
   for (auto& ch : chunks_) raw.push_back(ch.get());
@@ -81,14 +78,17 @@ double StageModel::sum_over_job(double v) const {
 }
 
 void StageModel::reduce_grads() {
-  for (auto& s : states_) s->finish_reduction();
-  // The two copies of the tied token embedding (first and last stage) sum their gradients.
+  // The two copies of the tied token embedding (first and last stage) sum their gradients,
+  // then their units join the data-parallel reduction.
   if (Communicator* tied = place_.embedding)
     for (auto& chunk : chunks_) {
       const int i = chunk->params().find("embedding.token.weight");
-      if (i >= 0 && (chunk->spec().embedding || chunk->spec().head))
-        tied->all_reduce(chunk->params().grad(i));
+      if (i >= 0) tied->all_reduce(chunk->params().grad(i));
     }
+  for (auto& s : states_) {
+    s->reduce_deferred();
+    s->finish_reduction();
+  }
 }
 
 void StageModel::optimizer_step() {

@@ -61,7 +61,6 @@ class StageModel {
   PipelineSchedule schedule_;
   int virtual_stages_;
   StagePartition partition_;
-  std::shared_ptr<Communicator> shard_group_, replica_group_;  // hybrid sharding
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<ShardedState>> states_;
   std::unique_ptr<PipelineExecutor> executor_;

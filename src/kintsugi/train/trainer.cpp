@@ -101,9 +101,19 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
                   .embedding = false,
                   .head = false};
   const int chunks = place.pp_size * model.virtual_stages();
+  const auto& par = c.parallel;
+  shape.zero = static_cast<int>(par.zero);
+  shape.shards = par.zero > 0 ? (par.hsdp > 0 ? par.hsdp : par.dp) : 1;
+  shape.replicas = par.zero > 0 && par.hsdp > 0 ? par.dp / par.hsdp : 1;
   for (const auto& chunk : model.chunks()) {
     const ParamStore& p = chunk->params();
     shape.grad_elements += p.numel();
+    shape.param_element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype()));
+    shape.element_bytes = static_cast<std::int64_t>(size_of(p.grad_dtype()));
+    for (int u = 0; u < p.units(); ++u) {
+      const bool block = p.unit(u).name.rfind("blocks.", 0) == 0;
+      (block ? shape.gathered_twice_elements : shape.gathered_once_elements) += p.unit(u).size();
+    }
     shape.blocks += chunk->spec().num_layers;
     shape.embedding |= chunk->spec().embedding;
     shape.head |= chunk->spec().head;

@@ -7,53 +7,15 @@
 #include <limits>
 #include <omp.h>
 
+#include "kintsugi/backend/cpu/attention_common.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 
 namespace kintsugi::cpu {
 
-namespace {
-
-constexpr std::int64_t kBlock = 32;
-
-// Addressing into the packed qkv layout [B, T, kv_heads, group + 2, hd] (see AttentionShape).
-struct QkvLayout {
-  std::int64_t group, row_stride, hd, seq;
-  explicit QkvLayout(const AttentionShape& s)
-      : group(s.heads / s.kv_heads),
-        row_stride(s.kv_heads * (s.heads / s.kv_heads + 2) * s.head_dim),
-        hd(s.head_dim),
-        seq(s.seq) {}
-  std::int64_t q(std::int64_t b, std::int64_t h) const {
-    return b * seq * row_stride + ((h / group) * (group + 2) + h % group) * hd;
-  }
-  std::int64_t k(std::int64_t b, std::int64_t kvh) const {
-    return b * seq * row_stride + (kvh * (group + 2) + group) * hd;
-  }
-  std::int64_t v(std::int64_t b, std::int64_t kvh) const { return k(b, kvh) + hd; }
-};
-
-// Row i of a block starting at query r0 sees keys [0, r0 + i]. Turns scores into probabilities
-// in place (masked entries become 0) and returns the row's log-sum-exp.
-template <class T>
-T softmax_causal_row(T* row, std::int64_t visible, std::int64_t cols) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (std::int64_t j = 0; j < visible; ++j) {
-    row[j] = exp_fast(row[j] - mx);
-    sum += row[j];
-  }
-  const T inv = T(1) / sum;
-#pragma omp simd
-  for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-  for (std::int64_t j = visible; j < cols; ++j) row[j] = 0;
-  return mx + std::log(sum);
-}
-
-}  // namespace
+using attn::kBlock;
+using attn::QkvLayout;
 
 template <class T>
 void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
@@ -78,7 +40,7 @@ void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), scores, cols);
         for (std::int64_t i = 0; i < rows; ++i)
-          row_lse[r0 + i] = softmax_causal_row(scores + i * cols, r0 + i + 1, cols);
+          row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, r0 + i + 1, cols);
         gemm(false, false, rows, hd, cols, T(1), scores, cols, v, ld, T(0),
              o + r0 * out_ld, out_ld);
       }
@@ -116,29 +78,16 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
         const T* dout_h = dout + b * Tn * out_ld + h * hd;
         const T* row_lse = lse + (b * H + h) * Tn;
         // delta_t = sum_d dO[t,d] O[t,d]  (= sum_j P[t,j] dP[t,j])
-        for (std::int64_t t = 0; t < Tn; ++t) {
-          T acc = 0;
-#pragma omp simd reduction(+ : acc)
-          for (std::int64_t d = 0; d < hd; ++d) acc += dout_h[t * out_ld + d] * o[t * out_ld + d];
-          delta[t] = acc;
-        }
+        for (std::int64_t t = 0; t < Tn; ++t)
+          delta[t] = attn::dot_row(dout_h + t * out_ld, o + t * out_ld, hd);
         for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
           const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
           gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), P, cols);
           gemm(false, true, rows, cols, hd, T(1), dout_h + r0 * out_ld, out_ld, v, ld, T(0), dP,
                cols);
-          for (std::int64_t i = 0; i < rows; ++i) {
-            const std::int64_t visible = r0 + i + 1;
-            T* p = P + i * cols;
-            T* dp = dP + i * cols;
-            const T l = row_lse[r0 + i], dl = delta[r0 + i];
-#pragma omp simd
-            for (std::int64_t j = 0; j < visible; ++j) {
-              p[j] = exp_fast(p[j] - l);
-              dp[j] = p[j] * (dp[j] - dl);  // dS
-            }
-            for (std::int64_t j = visible; j < cols; ++j) p[j] = dp[j] = 0;
-          }
+          for (std::int64_t i = 0; i < rows; ++i)
+            attn::probs_and_dscores_row(P + i * cols, dP + i * cols, r0 + i + 1, cols,
+                                        row_lse[r0 + i], delta[r0 + i]);
           gemm(false, false, rows, hd, cols, scale, dP, cols, k, ld, T(0), dq + r0 * ld, ld);
           gemm(true, false, cols, hd, rows, scale, dP, cols, q + r0 * ld, ld, T(1), dk, ld);
           gemm(true, false, cols, hd, rows, T(1), P, cols, dout_h + r0 * out_ld, out_ld, T(1), dv,

@@ -1,38 +1,76 @@
 // CpuBackend: checks shapes and element types once per call, then hands raw pointers to the
-// templated kernels (f32 for training, f64 for gradient checks).
+// kernels: the templated ones when every tensor of the op is f32 (training without mixed
+// precision) or every one is f64 (gradient checks), the mixed-precision ones for any other mix
+// of f32, bf16 and f16 (see backend.hpp).
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "kintsugi/backend/backend.hpp"
+#include "kintsugi/backend/cpu/gemm_mixed.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 
 namespace kintsugi {
 
 namespace {
 
-// Calls fn.template operator()<T>() with T the C++ type of `dtype`.
-template <class Fn>
-void dispatch(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: fn.template operator()<float>(); return;
-    case DType::f64: fn.template operator()<double>(); return;
-    default: fail("the CPU backend has no {} kernels yet", name_of(dtype));
+using cpu::AnyPtr;
+
+enum class Kind { f32, f64, mixed };
+
+// The kernels an op's tensors call for (null entries are absent optional tensors).
+Kind kind_of(std::initializer_list<const Tensor*> tensors) {
+  bool all_f32 = true, all_f64 = true, any_f64 = false;
+  for (const Tensor* t : tensors) {
+    if (!t) continue;
+    all_f32 &= t->dtype == DType::f32;
+    all_f64 &= t->dtype == DType::f64;
+    any_f64 |= t->dtype == DType::f64;
+    if (t->dtype == DType::u8) fail("the CPU backend's float ops do not take u8 tensors");
   }
+  if (all_f32) return Kind::f32;
+  if (all_f64) return Kind::f64;
+  if (any_f64)
+    fail("f64 tensors cannot be mixed with other types in one op (f64 serves gradient checks, "
+         "where every tensor is f64)");
+  return Kind::mixed;
+}
+
+// Calls fn.template operator()<T>() with T = float or double.
+template <class Fn>
+void typed(Kind kind, Fn&& fn) {
+  if (kind == Kind::f64)
+    fn.template operator()<double>();
+  else
+    fn.template operator()<float>();
 }
 
 std::int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
 std::int64_t rows_of(const Tensor& t) { return t.numel() / cols_of(t); }
-
-void same_dtype(const Tensor& a, const Tensor& b) { KINTSUGI_ASSERT(a.dtype == b.dtype); }
 
 template <class T>
 T* ptr(const Tensor* t) {
   return t ? t->as<T>() : nullptr;
 }
 
+// An optional tensor as the mixed kernels take it.
+struct OptionalAny {
+  AnyPtr value;
+  const AnyPtr* ptr = nullptr;
+  explicit OptionalAny(const Tensor* t) {
+    if (t) {
+      value = AnyPtr(*t);
+      ptr = &value;
+    }
+  }
+};
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(MemoryTracker& memory) : Backend(memory), workspace_(memory) {}
+  explicit CpuBackend(MemoryTracker& memory)
+      : Backend(memory), workspace_(memory), gemm_(memory), index_(memory), partials_(memory) {}
   std::string_view name() const override { return "cpu"; }
   Buffer allocate(MemoryKind kind, std::size_t bytes) override {
     return Buffer(memory(), kind, bytes);
@@ -42,8 +80,14 @@ class CpuBackend final : public Backend {
                       bool accumulate) override {
     const std::int64_t m = rows_of(x), k = cols_of(x), n = w.shape[0];
     KINTSUGI_ASSERT(w.shape[1] == k && rows_of(y) == m && cols_of(y) == n);
-    same_dtype(x, w);
-    dispatch(x.dtype, [&]<class T>() {
+    KINTSUGI_ASSERT(!bias || bias->numel() == n);
+    const Kind kind = kind_of({&x, &w, bias, &y});
+    if (kind == Kind::mixed) {
+      const OptionalAny b(bias);
+      return cpu::mixed::linear_forward(AnyPtr(x), AnyPtr(w), b.ptr, AnyPtr(y), m, n, k,
+                                        accumulate, gemm_);
+    }
+    typed(kind, [&]<class T>() {
       cpu::linear_forward(x.as<T>(), w.as<T>(), ptr<T>(bias), y.as<T>(), m, n, k, accumulate);
     });
   }
@@ -51,7 +95,11 @@ class CpuBackend final : public Backend {
                              bool accumulate) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = w.shape[1];
     KINTSUGI_ASSERT(w.shape[0] == n && rows_of(dx) == m && cols_of(dx) == k);
-    dispatch(dy.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&dy, &w, &dx});
+    if (kind == Kind::mixed)
+      return cpu::mixed::linear_backward_input(AnyPtr(dy), AnyPtr(w), AnyPtr(dx), m, n, k,
+                                               accumulate, gemm_);
+    typed(kind, [&]<class T>() {
       cpu::linear_backward_input(dy.as<T>(), w.as<T>(), dx.as<T>(), m, n, k, accumulate);
     });
   }
@@ -59,7 +107,14 @@ class CpuBackend final : public Backend {
                               const Tensor* db, bool accumulate) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = cols_of(x);
     KINTSUGI_ASSERT(rows_of(x) == m && dw.shape[0] == n && dw.shape[1] == k);
-    dispatch(dy.dtype, [&]<class T>() {
+    KINTSUGI_ASSERT(!db || db->numel() == n);
+    const Kind kind = kind_of({&dy, &x, &dw, db});
+    if (kind == Kind::mixed) {
+      const OptionalAny b(db);
+      return cpu::mixed::linear_backward_weight(AnyPtr(dy), AnyPtr(x), AnyPtr(dw), b.ptr, m, n, k,
+                                                accumulate, gemm_);
+    }
+    typed(kind, [&]<class T>() {
       cpu::linear_backward_weight(dy.as<T>(), x.as<T>(), dw.as<T>(), ptr<T>(db), m, n, k,
                                   accumulate);
     });
@@ -68,7 +123,12 @@ class CpuBackend final : public Backend {
   void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                          const Tensor& mean, const Tensor& rstd, double eps) override {
     KINTSUGI_ASSERT(w.numel() == cols_of(x) && mean.numel() == rows_of(x));
-    dispatch(x.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&x, &w, &b, &y, &mean, &rstd});
+    if (kind == Kind::mixed)
+      return cpu::mixed::layernorm_forward(AnyPtr(x), AnyPtr(w), AnyPtr(b), AnyPtr(y),
+                                           AnyPtr(mean), AnyPtr(rstd), rows_of(x), cols_of(x),
+                                           eps, workspace_);
+    typed(kind, [&]<class T>() {
       cpu::layernorm_forward(x.as<T>(), w.as<T>(), b.as<T>(), y.as<T>(), mean.as<T>(),
                              rstd.as<T>(), rows_of(x), cols_of(x), eps);
     });
@@ -76,7 +136,12 @@ class CpuBackend final : public Backend {
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
                           const Tensor& rstd, const Tensor& dx, const Tensor& dw,
                           const Tensor& db, bool accumulate) override {
-    dispatch(x.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
+    if (kind == Kind::mixed)
+      return cpu::mixed::layernorm_backward(AnyPtr(dy), AnyPtr(x), AnyPtr(w), AnyPtr(mean),
+                                            AnyPtr(rstd), AnyPtr(dx), AnyPtr(dw), AnyPtr(db),
+                                            rows_of(x), cols_of(x), accumulate, workspace_);
+    typed(kind, [&]<class T>() {
       cpu::layernorm_backward(dy.as<T>(), x.as<T>(), w.as<T>(), mean.as<T>(), rstd.as<T>(),
                               dx.as<T>(), dw.as<T>(), db.as<T>(), rows_of(x), cols_of(x),
                               accumulate);
@@ -85,10 +150,16 @@ class CpuBackend final : public Backend {
 
   void gelu_forward(const Tensor& x, const Tensor& y) override {
     KINTSUGI_ASSERT(x.numel() == y.numel());
-    dispatch(x.dtype, [&]<class T>() { cpu::gelu_forward(x.as<T>(), y.as<T>(), x.numel()); });
+    const Kind kind = kind_of({&x, &y});
+    if (kind == Kind::mixed) return cpu::mixed::gelu_forward(AnyPtr(x), AnyPtr(y), x.numel());
+    typed(kind, [&]<class T>() { cpu::gelu_forward(x.as<T>(), y.as<T>(), x.numel()); });
   }
   void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override {
-    dispatch(x.dtype, [&]<class T>() {
+    KINTSUGI_ASSERT(x.numel() == dy.numel() && x.numel() == dx.numel());
+    const Kind kind = kind_of({&x, &dy, &dx});
+    if (kind == Kind::mixed)
+      return cpu::mixed::gelu_backward(AnyPtr(x), AnyPtr(dy), AnyPtr(dx), x.numel());
+    typed(kind, [&]<class T>() {
       cpu::gelu_backward(x.as<T>(), dy.as<T>(), dx.as<T>(), x.numel());
     });
   }
@@ -96,7 +167,10 @@ class CpuBackend final : public Backend {
   void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                          const Tensor& lse) override {
     check(s, qkv, out, lse);
-    dispatch(qkv.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&qkv, &out, &lse});
+    if (kind == Kind::mixed)
+      return cpu::mixed::attention_forward(s, AnyPtr(qkv), AnyPtr(out), AnyPtr(lse), workspace_);
+    typed(kind, [&]<class T>() {
       cpu::attention_forward(s, qkv.as<T>(), out.as<T>(), lse.as<T>(), workspace_);
     });
   }
@@ -104,7 +178,11 @@ class CpuBackend final : public Backend {
                           const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override {
     check(s, qkv, out, lse);
     KINTSUGI_ASSERT(dqkv.numel() == qkv.numel() && dout.numel() == out.numel());
-    dispatch(qkv.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&qkv, &out, &lse, &dout, &dqkv});
+    if (kind == Kind::mixed)
+      return cpu::mixed::attention_backward(s, AnyPtr(qkv), AnyPtr(out), AnyPtr(lse),
+                                            AnyPtr(dout), AnyPtr(dqkv), workspace_);
+    typed(kind, [&]<class T>() {
       cpu::attention_backward(s, qkv.as<T>(), out.as<T>(), lse.as<T>(), dout.as<T>(),
                               dqkv.as<T>(), workspace_);
     });
@@ -113,7 +191,11 @@ class CpuBackend final : public Backend {
   void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
                          std::int64_t vocab_begin) override {
     KINTSUGI_ASSERT(cols_of(out) == cols_of(wte));
-    dispatch(wte.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&wte, &out});
+    if (kind == Kind::mixed)
+      return cpu::mixed::embedding_forward(tokens, rows_of(out), AnyPtr(wte), wte.shape[0],
+                                           AnyPtr(out), cols_of(wte), vocab_begin);
+    typed(kind, [&]<class T>() {
       cpu::embedding_forward(tokens, rows_of(out), wte.as<T>(), wte.shape[0], out.as<T>(),
                              cols_of(wte), vocab_begin);
     });
@@ -121,7 +203,12 @@ class CpuBackend final : public Backend {
   void embedding_backward(const std::int32_t* tokens, const Tensor& dout, const Tensor& dwte,
                           bool accumulate, std::int64_t vocab_begin) override {
     KINTSUGI_ASSERT(cols_of(dout) == cols_of(dwte));
-    dispatch(dwte.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&dout, &dwte});
+    if (kind == Kind::mixed)
+      return cpu::mixed::embedding_backward(tokens, rows_of(dout), AnyPtr(dout), AnyPtr(dwte),
+                                            dwte.shape[0], cols_of(dwte), accumulate,
+                                            vocab_begin, index_);
+    typed(kind, [&]<class T>() {
       cpu::embedding_backward(tokens, rows_of(dout), dout.as<T>(), dwte.as<T>(), dwte.shape[0],
                               cols_of(dwte), accumulate, vocab_begin);
     });
@@ -129,7 +216,11 @@ class CpuBackend final : public Backend {
   void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
                                   std::int64_t first_row) override {
     KINTSUGI_ASSERT(cols_of(x) == cols_of(wpe) && wpe.shape[0] >= seq);
-    dispatch(x.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&x, &wpe});
+    if (kind == Kind::mixed)
+      return cpu::mixed::position_embedding_forward(AnyPtr(x), rows_of(x), AnyPtr(wpe),
+                                                    cols_of(x), seq, first_row);
+    typed(kind, [&]<class T>() {
       cpu::position_embedding_forward(x.as<T>(), rows_of(x), wpe.as<T>(), cols_of(x), seq,
                                       first_row);
     });
@@ -137,7 +228,12 @@ class CpuBackend final : public Backend {
   void position_embedding_backward(const Tensor& dx, const Tensor& dwpe, std::int64_t seq,
                                    bool accumulate, std::int64_t first_row) override {
     KINTSUGI_ASSERT(cols_of(dx) == cols_of(dwpe) && dwpe.shape[0] >= seq);
-    dispatch(dx.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&dx, &dwpe});
+    if (kind == Kind::mixed)
+      return cpu::mixed::position_embedding_backward(AnyPtr(dx), rows_of(dx), AnyPtr(dwpe),
+                                                     dwpe.shape[0], cols_of(dx), seq, accumulate,
+                                                     first_row);
+    typed(kind, [&]<class T>() {
       cpu::position_embedding_backward(dx.as<T>(), rows_of(dx), dwpe.as<T>(), dwpe.shape[0],
                                        cols_of(dx), seq, accumulate, first_row);
     });
@@ -145,7 +241,11 @@ class CpuBackend final : public Backend {
 
   void softmax_row_max(const Tensor& logits, std::int64_t valid, const Tensor& row_max) override {
     KINTSUGI_ASSERT(valid <= cols_of(logits) && row_max.numel() == rows_of(logits));
-    dispatch(logits.dtype, [&]<class T>() {
+    const Kind kind = kind_of({&logits, &row_max});
+    if (kind == Kind::mixed)
+      return cpu::mixed::softmax_row_max(AnyPtr(logits), rows_of(logits), cols_of(logits), valid,
+                                         AnyPtr(row_max), workspace_);
+    typed(kind, [&]<class T>() {
       cpu::softmax_row_max(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
                            row_max.as<T>());
     });
@@ -154,7 +254,13 @@ class CpuBackend final : public Backend {
                        const std::int32_t* targets, std::int64_t col_begin,
                        const Tensor& row_sum, const Tensor& target_logit,
                        bool store_exp) override {
-    dispatch(logits.dtype, [&]<class T>() {
+    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows_of(logits));
+    const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
+    if (kind == Kind::mixed)
+      return cpu::mixed::softmax_row_sum(AnyPtr(logits), rows_of(logits), cols_of(logits), valid,
+                                         AnyPtr(row_max), targets, col_begin, AnyPtr(row_sum),
+                                         AnyPtr(target_logit), store_exp, workspace_);
+    typed(kind, [&]<class T>() {
       cpu::softmax_row_sum(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
                            row_max.as<T>(), targets, col_begin, row_sum.as<T>(),
                            target_logit.as<T>(), store_exp);
@@ -164,7 +270,14 @@ class CpuBackend final : public Backend {
                             const Tensor& row_sum, const Tensor& target_logit,
                             const std::int32_t* targets, std::int64_t col_begin, double* losses,
                             bool backward, double grad_scale) override {
-    dispatch(logits.dtype, [&]<class T>() {
+    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows_of(logits));
+    const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
+    if (kind == Kind::mixed)
+      return cpu::mixed::cross_entropy_finish(AnyPtr(logits), rows_of(logits), cols_of(logits),
+                                              valid, AnyPtr(row_max), AnyPtr(row_sum),
+                                              AnyPtr(target_logit), targets, col_begin, losses,
+                                              backward, grad_scale, workspace_);
+    typed(kind, [&]<class T>() {
       cpu::cross_entropy_finish(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
                                 row_max.as<T>(), row_sum.as<T>(), target_logit.as<T>(), targets,
                                 col_begin, losses, backward, grad_scale);
@@ -173,16 +286,22 @@ class CpuBackend final : public Backend {
 
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     KINTSUGI_ASSERT(a.numel() == b.numel() && a.numel() == out.numel());
-    dispatch(a.dtype,
-             [&]<class T>() { cpu::add(a.as<T>(), b.as<T>(), out.as<T>(), a.numel()); });
+    const Kind kind = kind_of({&a, &b, &out});
+    if (kind == Kind::mixed) return cpu::mixed::add(AnyPtr(a), AnyPtr(b), AnyPtr(out), a.numel());
+    typed(kind, [&]<class T>() { cpu::add(a.as<T>(), b.as<T>(), out.as<T>(), a.numel()); });
   }
   void add_bias(const Tensor& x, const Tensor& bias) override {
     KINTSUGI_ASSERT(bias.numel() == cols_of(x));
-    dispatch(x.dtype,
-             [&]<class T>() { cpu::add_bias(x.as<T>(), bias.as<T>(), rows_of(x), cols_of(x)); });
+    const Kind kind = kind_of({&x, &bias});
+    if (kind == Kind::mixed)
+      return cpu::mixed::add_bias(AnyPtr(x), AnyPtr(bias), rows_of(x), cols_of(x), workspace_);
+    typed(kind,
+          [&]<class T>() { cpu::add_bias(x.as<T>(), bias.as<T>(), rows_of(x), cols_of(x)); });
   }
   void scale(const Tensor& x, double factor) override {
-    dispatch(x.dtype, [&]<class T>() { cpu::scale(x.as<T>(), x.numel(), factor); });
+    const Kind kind = kind_of({&x});
+    if (kind == Kind::mixed) return cpu::mixed::scale(AnyPtr(x), x.numel(), factor);
+    typed(kind, [&]<class T>() { cpu::scale(x.as<T>(), x.numel(), factor); });
   }
   void copy(const Tensor& src, const Tensor& dst) override {
     KINTSUGI_ASSERT(src.bytes() == dst.bytes() && src.dtype == dst.dtype);
@@ -190,22 +309,42 @@ class CpuBackend final : public Backend {
   }
   void zero(const Tensor& x) override { std::memset(x.data, 0, x.bytes()); }
   double sum_squares(const Tensor& x) override {
+    const Kind kind = kind_of({&x});
+    if (kind == Kind::mixed) return cpu::mixed::sum_squares(AnyPtr(x), x.numel(), partials_);
     double result = 0;
-    dispatch(x.dtype, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
+    typed(kind, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
     return result;
   }
   void convert(const Tensor& src, const Tensor& dst) override {
     KINTSUGI_ASSERT(src.numel() == dst.numel());
     if (src.dtype == dst.dtype) return copy(src, dst);
-    fail("converting {} to {} is not supported yet", name_of(src.dtype), name_of(dst.dtype));
+    if (src.dtype == DType::u8 || dst.dtype == DType::u8)
+      fail("convert takes float tensors, not {} to {}", name_of(src.dtype), name_of(dst.dtype));
+    constexpr std::int64_t kChunk = 1 << 14;
+    const std::int64_t n = src.numel();
+    const auto* s = static_cast<const char*>(src.data);
+    auto* d = static_cast<char*>(dst.data);
+    const std::int64_t ss = size_of(src.dtype), ds = size_of(dst.dtype);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; i += kChunk)
+      cpu::convert_n(s + i * ss, src.dtype, d + i * ds, dst.dtype, std::min(kChunk, n - i));
   }
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h, const Tensor* working_copy) override {
-    KINTSUGI_ASSERT(param.numel() == grad.numel() && m.numel() == param.numel() &&
-                    v.numel() == param.numel());
-    if (working_copy) fail("mixed-precision AdamW is not supported yet");
-    dispatch(param.dtype, [&]<class T>() {
-      cpu::adamw_step(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), param.numel(), h);
+    const std::int64_t n = param.numel();
+    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
+    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
+    const Kind kind = kind_of({&param, &grad, &m, &v, working_copy});
+    if (kind == Kind::mixed || working_copy) {
+      if (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32)
+        fail("mixed-precision AdamW keeps param (the master copy), m and v in f32, not {}/{}/{}",
+             name_of(param.dtype), name_of(m.dtype), name_of(v.dtype));
+      const OptionalAny wc(working_copy);
+      return cpu::mixed::adamw_step(param.as<float>(), AnyPtr(grad), m.as<float>(),
+                                    v.as<float>(), wc.ptr, n, h);
+    }
+    typed(kind, [&]<class T>() {
+      cpu::adamw_step(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, h);
     });
   }
 
@@ -219,7 +358,10 @@ class CpuBackend final : public Backend {
     KINTSUGI_ASSERT(lse.numel() == s.batch * s.heads * s.seq);
   }
 
-  cpu::ThreadWorkspace workspace_;
+  cpu::ThreadWorkspace workspace_;  // per-thread rows and blocks
+  cpu::GemmWorkspace gemm_;         // mixed-precision GEMM operands and results
+  cpu::GrowBuffer index_;           // embedding rows grouped by token
+  cpu::GrowBuffer partials_;        // sum_squares chunk sums
 };
 
 }  // namespace

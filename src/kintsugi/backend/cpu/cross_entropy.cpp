@@ -3,26 +3,77 @@
 // losses and the gradient written over the logits, so the largest activation of the model
 // (rows x vocabulary) exists once. Padding columns never enter the softmax and get a zero
 // gradient. Between the passes a vocabulary-parallel caller all-reduces the row statistics.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
+
+namespace {
+
+// Row bodies shared by the typed kernels and the mixed-precision ones (rows staged in f32).
+template <class T>
+inline T max_of_row(const T* row, std::int64_t valid) {
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+  return mx;
+}
+
+template <class T>
+inline T target_of_row(const T* row, std::int64_t valid, std::int32_t target,
+                       std::int64_t col_begin) {
+  const std::int64_t t = target - col_begin;
+  return target >= 0 && t >= 0 && t < valid ? row[t] : T(0);
+}
+
+template <class T>
+inline T sum_exp_row(T* row, std::int64_t valid, T mx, bool store_exp) {
+  T sum = 0;
+  if (store_exp) {
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < valid; ++j) {
+      row[j] = exp_fast(row[j] - mx);
+      sum += row[j];
+    }
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < valid; ++j) sum += exp_fast(row[j] - mx);
+  }
+  return sum;
+}
+
+template <class T>
+inline double loss_of_row(T mx, T sum, T target_logit) {
+  return static_cast<double>(std::log(sum) + mx - target_logit);
+}
+
+// After store_exp: the row becomes grad_scale * (softmax - onehot), padding 0.
+template <class T>
+inline void gradient_row(T* row, std::int64_t cols, std::int64_t valid, T sum,
+                         std::int32_t target, std::int64_t col_begin, double grad_scale) {
+  const T factor = static_cast<T>(grad_scale) / sum;
+#pragma omp simd
+  for (std::int64_t j = 0; j < valid; ++j) row[j] *= factor;
+  const std::int64_t t = target - col_begin;
+  if (t >= 0 && t < valid) row[t] -= static_cast<T>(grad_scale);
+  std::fill(row + valid, row + cols, T(0));
+}
+
+}  // namespace
 
 template <class T>
 void softmax_row_max(const T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
                      T* row_max) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* row = logits + r * cols;
-    T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
-    row_max[r] = mx;
-  }
+  for (std::int64_t r = 0; r < rows; ++r) row_max[r] = max_of_row(logits + r * cols, valid);
 }
 
 template <class T>
@@ -32,21 +83,8 @@ void softmax_row_sum(T* logits, std::int64_t rows, std::int64_t cols, std::int64
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = logits + r * cols;
-    const std::int64_t t = targets[r] - col_begin;
-    target_logit[r] = targets[r] >= 0 && t >= 0 && t < valid ? row[t] : T(0);
-    const T mx = row_max[r];
-    T sum = 0;
-    if (store_exp) {
-#pragma omp simd reduction(+ : sum)
-      for (std::int64_t j = 0; j < valid; ++j) {
-        row[j] = exp_fast(row[j] - mx);
-        sum += row[j];
-      }
-    } else {
-#pragma omp simd reduction(+ : sum)
-      for (std::int64_t j = 0; j < valid; ++j) sum += exp_fast(row[j] - mx);
-    }
-    row_sum[r] = sum;
+    target_logit[r] = target_of_row(row, valid, targets[r], col_begin);
+    row_sum[r] = sum_exp_row(row, valid, row_max[r], store_exp);
   }
 }
 
@@ -63,14 +101,8 @@ void cross_entropy_finish(T* logits, std::int64_t rows, std::int64_t cols, std::
       if (backward) std::fill(row, row + cols, T(0));
       continue;
     }
-    losses[r] = static_cast<double>(std::log(row_sum[r]) + row_max[r] - target_logit[r]);
-    if (!backward) continue;
-    const T factor = static_cast<T>(grad_scale) / row_sum[r];
-#pragma omp simd
-    for (std::int64_t j = 0; j < valid; ++j) row[j] *= factor;
-    const std::int64_t t = targets[r] - col_begin;
-    if (t >= 0 && t < valid) row[t] -= static_cast<T>(grad_scale);
-    std::fill(row + valid, row + cols, T(0));
+    losses[r] = loss_of_row(row_max[r], row_sum[r], target_logit[r]);
+    if (backward) gradient_row(row, cols, valid, row_sum[r], targets[r], col_begin, grad_scale);
   }
 }
 
@@ -84,5 +116,66 @@ void cross_entropy_finish(T* logits, std::int64_t rows, std::int64_t cols, std::
 KINTSUGI_INSTANTIATE(float)
 KINTSUGI_INSTANTIATE(double)
 #undef KINTSUGI_INSTANTIATE
+
+namespace mixed {
+
+void softmax_row_max(AnyPtr logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     AnyPtr row_max, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(valid * sizeof(float));
+#pragma omp parallel
+  {
+    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r)
+      row_max.set(r, max_of_row(read_f32(logits.at(r * cols), valid, staged), valid));
+  }
+}
+
+void softmax_row_sum(AnyPtr logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     AnyPtr row_max, const std::int32_t* targets, std::int64_t col_begin,
+                     AnyPtr row_sum, AnyPtr target_logit, bool store_exp, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(valid * sizeof(float));
+#pragma omp parallel
+  {
+    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const AnyPtr lr = logits.at(r * cols);
+      float* row = out_f32(lr, valid, staged, true);
+      target_logit.set(r, target_of_row(row, valid, targets[r], col_begin));
+      row_sum.set(r, sum_exp_row(row, valid, row_max.get(r), store_exp));
+      if (store_exp) write_back(lr, valid, row);
+    }
+  }
+}
+
+void cross_entropy_finish(AnyPtr logits, std::int64_t rows, std::int64_t cols,
+                          std::int64_t valid, AnyPtr row_max, AnyPtr row_sum,
+                          AnyPtr target_logit, const std::int32_t* targets,
+                          std::int64_t col_begin, double* losses, bool backward,
+                          double grad_scale, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(cols * sizeof(float));
+#pragma omp parallel
+  {
+    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const AnyPtr lr = logits.at(r * cols);
+      if (targets[r] < 0) {  // ignored position
+        losses[r] = 0;
+        if (backward) std::memset(lr.data, 0, cols * size_of(lr.dtype));
+        continue;
+      }
+      const float sum = row_sum.get(r);
+      losses[r] = loss_of_row(row_max.get(r), sum, target_logit.get(r));
+      if (!backward) continue;
+      float* row = out_f32(lr, cols, staged, true);
+      gradient_row(row, cols, valid, sum, targets[r], col_begin, grad_scale);
+      write_back(lr, cols, row);
+    }
+  }
+}
+
+}  // namespace mixed
 
 }  // namespace kintsugi::cpu

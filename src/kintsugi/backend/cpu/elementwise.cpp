@@ -1,11 +1,47 @@
 // Elementwise ops, reductions and the fused AdamW update over flat buffers.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
+
+namespace {
+
+constexpr std::int64_t kSumChunk = 1 << 16;  // sum_squares: fixed chunks, summed in order
+constexpr std::int64_t kStage = 2048;        // mixed precision: elements staged at a time
+
+// AdamW's constants and per-element update, shared by the f32 kernel and the mixed one so that
+// a master copy updated beside a working copy is bit for bit the f32 result.
+template <class T>
+struct AdamWConstants {
+  T b1, b2, gs, eps, decay, step_size, inv_sqrt_bc2;
+  explicit AdamWConstants(const AdamWHyper& h)
+      : b1(static_cast<T>(h.beta1)),
+        b2(static_cast<T>(h.beta2)),
+        gs(static_cast<T>(h.grad_scale)),
+        eps(static_cast<T>(h.eps)),
+        decay(static_cast<T>(1.0 - h.lr * h.weight_decay)),
+        step_size(static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, double(h.step))))),
+        inv_sqrt_bc2(static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(h.step))))) {}
+};
+
+template <class T>
+inline void adamw_element(T& param, T grad, T& m, T& v, const AdamWConstants<T>& k) {
+  const T g = grad * k.gs;
+  const T mi = k.b1 * m + (T(1) - k.b1) * g;
+  const T vi = k.b2 * v + (T(1) - k.b2) * g * g;
+  m = mi;
+  v = vi;
+  param = param * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+}
+
+}  // namespace
 
 template <class T>
 void add(const T* a, const T* b, T* out, std::int64_t n) {
@@ -33,7 +69,7 @@ void scale(T* x, std::int64_t n, double factor) {
 template <class T>
 double sum_squares(const T* x, std::int64_t n) {
   // Fixed-size chunks summed in chunk order: the result does not depend on the thread count.
-  constexpr std::int64_t kChunk = 1 << 16;
+  constexpr std::int64_t kChunk = kSumChunk;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<std::size_t>(chunks));
 #pragma omp parallel for schedule(static)
@@ -52,20 +88,9 @@ double sum_squares(const T* x, std::int64_t n) {
 
 template <class T>
 void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWHyper& h) {
-  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
-  const T gs = static_cast<T>(h.grad_scale), eps = static_cast<T>(h.eps);
-  const T decay = static_cast<T>(1.0 - h.lr * h.weight_decay);
-  const T step_size = static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, double(h.step))));
-  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(h.step))));
+  const AdamWConstants<T> k(h);
 #pragma omp parallel for simd schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T g = grad[i] * gs;
-    const T mi = b1 * m[i] + (T(1) - b1) * g;
-    const T vi = b2 * v[i] + (T(1) - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-  }
+  for (std::int64_t i = 0; i < n; ++i) adamw_element(param[i], grad[i], m[i], v[i], k);
 }
 
 #define KINTSUGI_INSTANTIATE(T)                                           \
@@ -77,5 +102,97 @@ void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamW
 KINTSUGI_INSTANTIATE(float)
 KINTSUGI_INSTANTIATE(double)
 #undef KINTSUGI_INSTANTIATE
+
+namespace mixed {
+
+void add(AnyPtr a, AnyPtr b, AnyPtr out, std::int64_t n) {
+  // out may alias a or b (the residual stream): chunks are read before they are written.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
+    const std::int64_t len = std::min(kStage, n - i0);
+    float as[kStage], bs[kStage], os[kStage];
+    const float* ac = read_f32(a.at(i0), len, as);
+    const float* bc = read_f32(b.at(i0), len, bs);
+    float* oc = out_f32(out.at(i0), len, os, false);
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i) oc[i] = ac[i] + bc[i];
+    write_back(out.at(i0), len, oc);
+  }
+}
+
+void add_bias(AnyPtr x, AnyPtr bias, std::int64_t rows, std::int64_t cols, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(2 * cols * sizeof(float));
+#pragma omp parallel
+  {
+    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+    const float* b32 = read_f32(bias, cols, area);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = out_f32(x.at(r * cols), cols, area + cols, true);
+#pragma omp simd
+      for (std::int64_t c = 0; c < cols; ++c) row[c] += b32[c];
+      write_back(x.at(r * cols), cols, row);
+    }
+  }
+}
+
+void scale(AnyPtr x, std::int64_t n, double factor) {
+  const float f = static_cast<float>(factor);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
+    const std::int64_t len = std::min(kStage, n - i0);
+    float xs[kStage];
+    float* xc = out_f32(x.at(i0), len, xs, true);
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i) xc[i] *= f;
+    write_back(x.at(i0), len, xc);
+  }
+}
+
+double sum_squares(AnyPtr x, std::int64_t n, GrowBuffer& partial_buffer) {
+  // The f32 kernel's chunks, each summed in f32 over its staged pieces in order.
+  const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  double* partial = partial_buffer.get_as<double>(chunks);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t end = std::min(n, (c + 1) * kSumChunk);
+    float acc = 0, xs[kStage];
+    for (std::int64_t i0 = c * kSumChunk; i0 < end; i0 += kStage) {
+      const std::int64_t len = std::min(kStage, end - i0);
+      const float* p = read_f32(x.at(i0), len, xs);
+#pragma omp simd reduction(+ : acc)
+      for (std::int64_t i = 0; i < len; ++i) acc += p[i] * p[i];
+    }
+    partial[c] = acc;
+  }
+  double total = 0;
+  for (std::int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
+void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
+                std::int64_t n, const AdamWHyper& h) {
+  const AdamWConstants<float> k(h);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
+    const std::int64_t len = std::min(kStage, n - i0);
+    float gs[kStage];
+    const float* g = read_f32(grad.at(i0), len, gs);
+    float* p = param + i0;
+    float* mc = m + i0;
+    float* vc = v + i0;
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i) adamw_element(p[i], g[i], mc[i], vc[i], k);
+    if (working_copy) {  // rounded while the updated chunk is still in cache
+      const AnyPtr wc = working_copy->at(i0);
+      if (wc.is_f32())
+        std::memcpy(wc.f32(), p, len * sizeof(float));
+      else
+        narrow(p, wc.dtype, wc.half(), len);
+    }
+  }
+}
+
+}  // namespace mixed
 
 }  // namespace kintsugi::cpu

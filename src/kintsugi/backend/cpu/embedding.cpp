@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
 
@@ -87,5 +88,121 @@ void position_embedding_backward(const T* dx, std::int64_t rows, T* dwpe,
 KINTSUGI_INSTANTIATE(float)
 KINTSUGI_INSTANTIATE(double)
 #undef KINTSUGI_INSTANTIATE
+
+// Mixed precision. Gradient tables are summed as the f32 kernels sum them (rows in order, in
+// f32, starting from the table's values when accumulating); a 16-bit table is rounded once per
+// entry at the end rather than after every row, so its rows are grouped first.
+namespace mixed {
+
+void embedding_forward(const std::int32_t* tokens, std::int64_t rows, AnyPtr wte,
+                       std::int64_t vocab_rows, AnyPtr out, std::int64_t dim,
+                       std::int64_t vocab_begin) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t id = tokens[r] - vocab_begin;
+    const AnyPtr o = out.at(r * dim);
+    if (id >= 0 && id < vocab_rows)
+      convert_n(wte.at(id * dim).data, wte.dtype, o.data, o.dtype, dim);
+    else
+      std::memset(o.data, 0, dim * size_of(o.dtype));  // all-zero bits are +0 in every type
+  }
+}
+
+void embedding_backward(const std::int32_t* tokens, std::int64_t rows, AnyPtr dout, AnyPtr dwte,
+                        std::int64_t vocab_rows, std::int64_t dim, bool accumulate,
+                        std::int64_t vocab_begin, GrowBuffer& index) {
+  if (!accumulate) std::memset(dwte.data, 0, vocab_rows * dim * size_of(dwte.dtype));
+  if (dwte.is_f32()) {  // the f32 kernel's scatter-add, dout staged a slice at a time
+    float* table = dwte.f32();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
+      const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
+      float staged[kSlice];
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t id = tokens[r] - vocab_begin;
+        if (id < 0 || id >= vocab_rows) continue;
+        const float* g = read_f32(dout.at(r * dim + c0), len, staged);
+        float* w = table + id * dim + c0;
+#pragma omp simd
+        for (std::int64_t c = 0; c < len; ++c) w[c] += g[c];
+      }
+    }
+    return;
+  }
+  // Counting sort of the rows by id, stable: id i's rows are order[start[i] .. start[i + 1]).
+  auto* start = index.get_as<std::int64_t>(2 * vocab_rows + 1 + rows);
+  std::int64_t* cursor = start + vocab_rows + 1;
+  std::int64_t* order = cursor + vocab_rows;
+  std::fill(start, start + vocab_rows + 1, 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t id = tokens[r] - vocab_begin;
+    if (id >= 0 && id < vocab_rows) ++start[id + 1];
+  }
+  for (std::int64_t i = 0; i < vocab_rows; ++i) start[i + 1] += start[i];
+  std::copy(start, start + vocab_rows, cursor);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t id = tokens[r] - vocab_begin;
+    if (id >= 0 && id < vocab_rows) order[cursor[id]++] = r;
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
+    const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
+    float acc[kSlice], staged[kSlice];
+    for (std::int64_t id = 0; id < vocab_rows; ++id) {
+      const std::int64_t first = start[id], stop = start[id + 1];
+      if (first == stop) continue;
+      const AnyPtr w = dwte.at(id * dim + c0);
+      for (std::int64_t c = 0; c < len; ++c) acc[c] = w.get(c);
+      for (std::int64_t j = first; j < stop; ++j) {
+        const float* g = read_f32(dout.at(order[j] * dim + c0), len, staged);
+#pragma omp simd
+        for (std::int64_t c = 0; c < len; ++c) acc[c] += g[c];
+      }
+      write_back(w, len, acc);
+    }
+  }
+}
+
+void position_embedding_forward(AnyPtr x, std::int64_t rows, AnyPtr wpe, std::int64_t dim,
+                                std::int64_t seq, std::int64_t first_row) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
+      const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
+      float xs[kSlice], ps[kSlice];
+      const AnyPtr xr = x.at(r * dim + c0);
+      float* o = out_f32(xr, len, xs, true);
+      const float* p = read_f32(wpe.at(((first_row + r) % seq) * dim + c0), len, ps);
+#pragma omp simd
+      for (std::int64_t c = 0; c < len; ++c) o[c] += p[c];
+      write_back(xr, len, o);
+    }
+  }
+}
+
+void position_embedding_backward(AnyPtr dx, std::int64_t rows, AnyPtr dwpe,
+                                 std::int64_t position_rows, std::int64_t dim, std::int64_t seq,
+                                 bool accumulate, std::int64_t first_row) {
+  if (!accumulate) std::memset(dwpe.data, 0, position_rows * dim * size_of(dwpe.dtype));
+  // Position p collects rows r = p - first_row (mod seq), then every seq rows after it.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
+    const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
+    float acc[kSlice], staged[kSlice];
+    for (std::int64_t p = 0; p < std::min(seq, position_rows); ++p) {
+      const std::int64_t r0 = ((p - first_row) % seq + seq) % seq;
+      if (r0 >= rows) continue;
+      float* a = out_f32(dwpe.at(p * dim + c0), len, acc, true);
+      for (std::int64_t r = r0; r < rows; r += seq) {
+        const float* g = read_f32(dx.at(r * dim + c0), len, staged);
+#pragma omp simd
+        for (std::int64_t c = 0; c < len; ++c) a[c] += g[c];
+      }
+      write_back(dwpe.at(p * dim + c0), len, a);
+    }
+  }
+}
+
+}  // namespace mixed
 
 }  // namespace kintsugi::cpu

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU kernels behind CpuBackend, templated on the element type (float for training, double
-// for gradient checks). Shapes follow backend.hpp; every kernel is parallel with OpenMP and,
+// for gradient checks); mixed_kernels.hpp has the mixed-precision ones. Shapes follow backend.hpp; every kernel is parallel with OpenMP and,
 // where it reduces, reduces in an order that does not depend on the number of threads.
 #include <cstdint>
 

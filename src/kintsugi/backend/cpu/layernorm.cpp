@@ -1,59 +1,86 @@
 // LayerNorm over the last dimension. Forward keeps mean and 1/std per row so backward need
 // not recompute them. Backward runs in two passes: rows in parallel for dx, then column slices
 // in parallel for dw/db, so the parameter gradients are summed in row order, thread-count free.
+// The row bodies below serve both the typed kernels and the mixed-precision ones (on rows
+// staged in f32), so mixed precision computes exactly what f32 computes on the same values.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
+
+namespace {
+
+constexpr std::int64_t kSlice = 128;  // columns per thread in the dw/db pass
+
+// Normalizes one row into yr; returns {mean, 1/std}.
+template <class T>
+inline std::pair<T, T> forward_row(const T* xr, const T* w, const T* b, T* yr, std::int64_t cols,
+                                   double eps) {
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t c = 0; c < cols; ++c) sum += xr[c];
+  T mu = sum / T(cols);
+  T var = 0;
+#pragma omp simd reduction(+ : var)
+  for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+  T rs = T(1) / std::sqrt(var / T(cols) + T(eps));
+#pragma omp simd
+  for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
+  return {mu, rs};
+}
+
+// dxr += this row's input gradient.
+template <class T>
+inline void backward_row(const T* dyr, const T* xr, const T* w, T mu, T rs, T* dxr,
+                         std::int64_t cols) {
+  T sum_dn = 0, sum_dn_n = 0;  // sums of dnorm and dnorm * norm over the row
+#pragma omp simd reduction(+ : sum_dn, sum_dn_n)
+  for (std::int64_t c = 0; c < cols; ++c) {
+    T dn = dyr[c] * w[c];
+    sum_dn += dn;
+    sum_dn_n += dn * (xr[c] - mu) * rs;
+  }
+  const T mean_dn = sum_dn / T(cols), mean_dn_n = sum_dn_n / T(cols);
+#pragma omp simd
+  for (std::int64_t c = 0; c < cols; ++c) {
+    T norm = (xr[c] - mu) * rs;
+    dxr[c] += rs * (dyr[c] * w[c] - mean_dn - norm * mean_dn_n);
+  }
+}
+
+// One row's contribution to a slice of dw and db.
+template <class T>
+inline void param_grad_row(const T* dyr, const T* xr, T mu, T rs, T* acc_w, T* acc_b,
+                           std::int64_t len) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < len; ++c) {
+    acc_w[c] += dyr[c] * (xr[c] - mu) * rs;
+    acc_b[c] += dyr[c];
+  }
+}
+
+}  // namespace
 
 template <class T>
 void layernorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
                        std::int64_t rows, std::int64_t cols, double eps) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t c = 0; c < cols; ++c) sum += xr[c];
-    T mu = sum / T(cols);
-    T var = 0;
-#pragma omp simd reduction(+ : var)
-    for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
-    T rs = T(1) / std::sqrt(var / T(cols) + T(eps));
-#pragma omp simd
-    for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
-    mean[r] = mu;
-    rstd[r] = rs;
-  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::tie(mean[r], rstd[r]) = forward_row(x + r * cols, w, b, y + r * cols, cols, eps);
 }
 
 template <class T>
 void layernorm_backward(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                         T* dw, T* db, std::int64_t rows, std::int64_t cols, bool accumulate) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* dyr = dy + r * cols;
-    const T* xr = x + r * cols;
-    T* dxr = dx + r * cols;
-    const T mu = mean[r], rs = rstd[r];
-    T sum_dn = 0, sum_dn_n = 0;  // sums of dnorm and dnorm * norm over the row
-#pragma omp simd reduction(+ : sum_dn, sum_dn_n)
-    for (std::int64_t c = 0; c < cols; ++c) {
-      T dn = dyr[c] * w[c];
-      sum_dn += dn;
-      sum_dn_n += dn * (xr[c] - mu) * rs;
-    }
-    const T mean_dn = sum_dn / T(cols), mean_dn_n = sum_dn_n / T(cols);
-#pragma omp simd
-    for (std::int64_t c = 0; c < cols; ++c) {
-      T norm = (xr[c] - mu) * rs;
-      dxr[c] += rs * (dyr[c] * w[c] - mean_dn - norm * mean_dn_n);
-    }
-  }
-  constexpr std::int64_t kSlice = 128;
+  for (std::int64_t r = 0; r < rows; ++r)
+    backward_row(dy + r * cols, x + r * cols, w, mean[r], rstd[r], dx + r * cols, cols);
 #pragma omp parallel for schedule(static)
   for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
     std::int64_t c1 = std::min(cols, c0 + kSlice);
@@ -62,16 +89,9 @@ void layernorm_backward(const T* dy, const T* x, const T* w, const T* mean, cons
       acc_w[c - c0] = accumulate ? dw[c] : T(0);
       acc_b[c - c0] = accumulate ? db[c] : T(0);
     }
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* dyr = dy + r * cols;
-      const T* xr = x + r * cols;
-      const T mu = mean[r], rs = rstd[r];
-#pragma omp simd
-      for (std::int64_t c = c0; c < c1; ++c) {
-        acc_w[c - c0] += dyr[c] * (xr[c] - mu) * rs;
-        acc_b[c - c0] += dyr[c];
-      }
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      param_grad_row(dy + r * cols + c0, x + r * cols + c0, mean[r], rstd[r], acc_w, acc_b,
+                     c1 - c0);
     for (std::int64_t c = c0; c < c1; ++c) {
       dw[c] = acc_w[c - c0];
       db[c] = acc_b[c - c0];
@@ -89,5 +109,65 @@ template void layernorm_backward<float>(const float*, const float*, const float*
 template void layernorm_backward<double>(const double*, const double*, const double*,
                                          const double*, const double*, double*, double*, double*,
                                          std::int64_t, std::int64_t, bool);
+
+namespace mixed {
+
+void layernorm_forward(AnyPtr x, AnyPtr w, AnyPtr b, AnyPtr y, AnyPtr mean, AnyPtr rstd,
+                       std::int64_t rows, std::int64_t cols, double eps, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(4 * cols * sizeof(float));
+#pragma omp parallel
+  {
+    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+    const float* w32 = read_f32(w, cols, area);
+    const float* b32 = read_f32(b, cols, area + cols);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* xr = read_f32(x.at(r * cols), cols, area + 2 * cols);
+      float* yr = out_f32(y.at(r * cols), cols, area + 3 * cols, false);
+      const auto [mu, rs] = forward_row(xr, w32, b32, yr, cols, eps);
+      write_back(y.at(r * cols), cols, yr);
+      mean.set(r, mu);
+      rstd.set(r, rs);
+    }
+  }
+}
+
+void layernorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr mean, AnyPtr rstd, AnyPtr dx,
+                        AnyPtr dw, AnyPtr db, std::int64_t rows, std::int64_t cols,
+                        bool accumulate, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(4 * cols * sizeof(float));
+#pragma omp parallel
+  {
+    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+    const float* w32 = read_f32(w, cols, area);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* dyr = read_f32(dy.at(r * cols), cols, area + cols);
+      const float* xr = read_f32(x.at(r * cols), cols, area + 2 * cols);
+      float* dxr = out_f32(dx.at(r * cols), cols, area + 3 * cols, true);
+      backward_row(dyr, xr, w32, mean.get(r), rstd.get(r), dxr, cols);
+      write_back(dx.at(r * cols), cols, dxr);
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
+    const std::int64_t len = std::min(cols, c0 + kSlice) - c0;
+    float acc_w[kSlice], acc_b[kSlice], dy_s[kSlice], x_s[kSlice];
+    for (std::int64_t c = 0; c < len; ++c) {
+      acc_w[c] = accumulate ? dw.get(c0 + c) : 0.0f;
+      acc_b[c] = accumulate ? db.get(c0 + c) : 0.0f;
+    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      param_grad_row(read_f32(dy.at(r * cols + c0), len, dy_s),
+                     read_f32(x.at(r * cols + c0), len, x_s), mean.get(r), rstd.get(r), acc_w,
+                     acc_b, len);
+    for (std::int64_t c = 0; c < len; ++c) {
+      dw.set(c0 + c, acc_w[c]);
+      db.set(c0 + c, acc_b[c]);
+    }
+  }
+}
+
+}  // namespace mixed
 
 }  // namespace kintsugi::cpu

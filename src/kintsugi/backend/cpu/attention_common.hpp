@@ -1,0 +1,75 @@
+#pragma once
+// Pieces of causal self-attention shared by the typed kernels (attention.cpp) and the
+// mixed-precision ones (attention_mixed.cpp): the packed-qkv addressing, the query block size,
+// and the row bodies, so that both compute the same f32 arithmetic between their GEMMs.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kintsugi/backend/backend.hpp"
+#include "kintsugi/backend/cpu/math.hpp"
+
+namespace kintsugi::cpu::attn {
+
+inline constexpr std::int64_t kBlock = 32;  // query rows per block
+
+// Addressing into the packed qkv layout [B, T, kv_heads, group + 2, hd] (see AttentionShape).
+struct QkvLayout {
+  std::int64_t group, row_stride, hd, seq;
+  explicit QkvLayout(const AttentionShape& s)
+      : group(s.heads / s.kv_heads),
+        row_stride(s.kv_heads * (s.heads / s.kv_heads + 2) * s.head_dim),
+        hd(s.head_dim),
+        seq(s.seq) {}
+  std::int64_t q(std::int64_t b, std::int64_t h) const {
+    return b * seq * row_stride + ((h / group) * (group + 2) + h % group) * hd;
+  }
+  std::int64_t k(std::int64_t b, std::int64_t kvh) const {
+    return b * seq * row_stride + (kvh * (group + 2) + group) * hd;
+  }
+  std::int64_t v(std::int64_t b, std::int64_t kvh) const { return k(b, kvh) + hd; }
+};
+
+// Row i of a block starting at query r0 sees keys [0, r0 + i]. Turns scores into probabilities
+// in place (masked entries become 0) and returns the row's log-sum-exp.
+template <class T>
+inline T softmax_causal_row(T* row, std::int64_t visible, std::int64_t cols) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t j = 0; j < visible; ++j) {
+    row[j] = exp_fast(row[j] - mx);
+    sum += row[j];
+  }
+  const T inv = T(1) / sum;
+#pragma omp simd
+  for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+  for (std::int64_t j = visible; j < cols; ++j) row[j] = 0;
+  return mx + std::log(sum);
+}
+
+// delta_t = sum_d dO[t,d] O[t,d]  (= sum_j P[t,j] dP[t,j])
+template <class T>
+inline T dot_row(const T* a, const T* b, std::int64_t n) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t d = 0; d < n; ++d) acc += a[d] * b[d];
+  return acc;
+}
+
+// Backward, one query row: scores p become probabilities exp(s - lse) and dp (dO . V^T)
+// becomes dS = P * (dP - delta); masked entries 0.
+template <class T>
+inline void probs_and_dscores_row(T* p, T* dp, std::int64_t visible, std::int64_t cols, T lse,
+                                  T delta) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < visible; ++j) {
+    p[j] = exp_fast(p[j] - lse);
+    dp[j] = p[j] * (dp[j] - delta);  // dS
+  }
+  for (std::int64_t j = visible; j < cols; ++j) p[j] = dp[j] = 0;
+}
+
+}  // namespace kintsugi::cpu::attn
