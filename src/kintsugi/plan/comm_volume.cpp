@@ -32,7 +32,10 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
       // Each boundary is an all-gather one way and a reduce-scatter the other.
       out["tp.all_gather"] = mb * boundaries * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
-      out["tp.all_reduce"] += ring_all_reduce_bytes(s.sp_grad_elements * eb, l.tp);
+      // Replicated parameters' partial gradients: once per step, or every micro-batch when
+      // ZeRO-2/3 reduces each micro-batch's gradient.
+      out["tp.all_reduce"] +=
+          (s.zero >= 2 ? mb : 1.0) * ring_all_reduce_bytes(s.sp_grad_elements * eb, l.tp);
     } else {
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
