@@ -1,0 +1,659 @@
+// Mixed-precision CPU kernels (backend.hpp's element-type rules) against the f32 kernels.
+//
+// Every op runs twice on the same random values: once with every tensor f32 (the reference, the
+// f32 kernels that the f64 gradient checks vouch for), once with the tensors stored as bf16, f16
+// or a typical training mix. Outputs must agree within a tolerance relative to the output's
+// scale (its largest reference magnitude), set by the narrowest type among the op's tensors:
+//   bf16 (8-bit significand):  1e-2     f16 (11-bit significand):  2e-3
+// Attention's backward chains rounded products (dS = P * (dP - delta), then dS . K) and gets
+// twice that; every other op meets the plain tolerance.
+// Rounding itself is checked against independent references: bit-level round-to-nearest-even
+// for bf16 and the compiler's _Float16 for f16.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kintsugi/backend/backend.hpp"
+
+namespace kintsugi {
+namespace {
+
+// ---- reference rounding, written independently of the backend's
+float bf16_ref(float f) {  // nearest bf16, ties to even, by comparing the two neighbours
+  if (std::isnan(f)) return f;
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const float lo = std::bit_cast<float>(u & 0xffff0000u);  // toward zero
+  if (lo == f) return f;
+  // The neighbour away from zero, in double: past the largest bf16 it is 2^128 (infinity).
+  const int exponent = int((u >> 23) & 0xff);
+  const double ulp = exponent == 0 ? 0x1p-133 : std::ldexp(1.0, exponent - 127 - 7);
+  const double hi = double(lo) + std::copysign(ulp, f);
+  const double dl = std::abs(double(f) - double(lo)), dh = std::abs(double(f) - hi);
+  if (dl != dh) return dl < dh ? lo : static_cast<float>(hi);
+  return (std::bit_cast<std::uint32_t>(lo) >> 16) % 2 == 0 ? lo : static_cast<float>(hi);
+}
+float f16_ref(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+float round_to(DType t, float f) {
+  return t == DType::bf16 ? bf16_ref(f) : t == DType::f16 ? f16_ref(f) : f;
+}
+
+// ---- tensors of any float type, set and read as f32
+class Storage {
+ public:
+  Tensor make(DType dtype, Shape shape, const std::vector<float>& values) {
+    EXPECT_EQ(static_cast<std::int64_t>(values.size()), shape.numel());
+    blocks_.push_back(std::make_unique<std::vector<std::byte>>(values.size() * size_of(dtype)));
+    Tensor t{blocks_.back()->data(), dtype, shape};
+    for (std::size_t i = 0; i < values.size(); ++i) set(t, i, values[i]);
+    return t;
+  }
+  static void set(const Tensor& t, std::size_t i, float v) {
+    switch (t.dtype) {
+      case DType::f32: static_cast<float*>(t.data)[i] = v; return;
+      case DType::bf16:
+        static_cast<std::uint16_t*>(t.data)[i] = std::bit_cast<std::uint32_t>(bf16_ref(v)) >> 16;
+        return;
+      case DType::f16: {
+        const _Float16 h = static_cast<_Float16>(v);
+        std::memcpy(static_cast<std::uint16_t*>(t.data) + i, &h, 2);
+        return;
+      }
+      default: FAIL() << "unexpected dtype";
+    }
+  }
+  static float get(const Tensor& t, std::size_t i) {
+    switch (t.dtype) {
+      case DType::f32: return static_cast<const float*>(t.data)[i];
+      case DType::bf16:
+        return std::bit_cast<float>(std::uint32_t(static_cast<const std::uint16_t*>(t.data)[i]) << 16);
+      case DType::f16: {
+        _Float16 h;
+        std::memcpy(&h, static_cast<const std::uint16_t*>(t.data) + i, 2);
+        return static_cast<float>(h);
+      }
+      default: return std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  static std::vector<float> values(const Tensor& t) {
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = get(t, i);
+    return v;
+  }
+
+ private:
+  std::vector<std::unique_ptr<std::vector<std::byte>>> blocks_;
+};
+
+std::vector<float> random_values(std::int64_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+double tolerance_of(DType t) {
+  switch (t) {
+    case DType::bf16: return 1e-2;
+    case DType::f16: return 2e-3;
+    default: return 1e-5;
+  }
+}
+
+std::string describe(const std::vector<DType>& dtypes) {
+  std::string s;
+  for (DType t : dtypes) s += std::string(s.empty() ? "" : ",") + std::string(name_of(t));
+  return s;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1e-30;
+  for (float w : want) scale = std::max(scale, double(std::abs(w)));
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double err = std::isfinite(got[i]) ? std::abs(double(got[i]) - want[i]) : INFINITY;
+    if (err > worst) worst = err, at = i;
+  }
+  EXPECT_LE(worst, tol * scale) << what << ": worst error " << worst << " at [" << at
+                                << "] (got " << got[at] << ", want " << want[at]
+                                << "), output scale " << scale << ", tolerance " << tol;
+}
+
+// One op on a set of tensors (and, for losses, doubles it writes).
+using Op = std::function<void(Backend&, const std::vector<Tensor>&, std::vector<double>&)>;
+struct Arg {
+  Shape shape;
+  std::vector<float> init;
+};
+
+class MixedPrecision : public ::testing::Test {
+ protected:
+  MemoryTracker memory;
+  std::unique_ptr<Backend> be = make_cpu_backend(memory);
+
+  // Runs `op` on tensors made from `args`, all f32 and then typed `dtypes`, and compares the
+  // tensors at `outputs` (and the doubles) within the narrowest type's tolerance times `factor`.
+  void compare(const std::string& what, const std::vector<Arg>& args,
+               const std::vector<DType>& dtypes, const std::vector<int>& outputs, const Op& op,
+               double factor = 1.0) {
+    ASSERT_EQ(args.size(), dtypes.size());
+    Storage ref_store, mixed_store;
+    std::vector<Tensor> ref, mixed;
+    double tol = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      ref.push_back(ref_store.make(DType::f32, args[i].shape, args[i].init));
+      mixed.push_back(mixed_store.make(dtypes[i], args[i].shape, args[i].init));
+      tol = std::max(tol, tolerance_of(dtypes[i]));
+    }
+    std::vector<double> ref_extra, mixed_extra;
+    op(*be, ref, ref_extra);
+    op(*be, mixed, mixed_extra);
+    const std::string label = what + " [" + describe(dtypes) + "]";
+    for (int o : outputs)
+      expect_close(Storage::values(mixed[o]), Storage::values(ref[o]), tol * factor,
+                   label + " output " + std::to_string(o));
+    if (!ref_extra.empty())
+      expect_close(std::vector<float>(mixed_extra.begin(), mixed_extra.end()),
+                   std::vector<float>(ref_extra.begin(), ref_extra.end()), tol * factor,
+                   label + " losses");
+  }
+};
+
+constexpr DType f32 = DType::f32, bf16 = DType::bf16, f16 = DType::f16;
+
+// ---- dense algebra
+
+struct LinearShape {
+  std::int64_t m, k, n;
+};
+const LinearShape kLinearShapes[] = {{1, 1, 1}, {7, 13, 5}, {37, 64, 29}, {130, 67, 301},
+                                     {64, 800, 40}};
+
+TEST_F(MixedPrecision, LinearForward) {
+  for (const auto& [m, k, n] : kLinearShapes) {
+    const std::vector<Arg> args{{{m, k}, random_values(m * k, 1)},
+                                {{n, k}, random_values(n * k, 2, 0.2f)},
+                                {{n}, random_values(n, 3)},
+                                {{m, n}, random_values(m * n, 4)}};
+    const std::string what = "linear_forward " + std::to_string(m) + "x" + std::to_string(k) +
+                             "x" + std::to_string(n);
+    for (bool accumulate : {false, true})
+      for (bool with_bias : {false, true}) {
+        const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+          b.linear_forward(t[0], t[1], with_bias ? &t[2] : nullptr, t[3], accumulate);
+        };
+        const std::string w = what + (accumulate ? " accumulate" : "") + (with_bias ? " bias" : "");
+        compare(w, args, {bf16, bf16, bf16, bf16}, {3}, op);
+        compare(w, args, {f16, f16, f16, f16}, {3}, op);
+        compare(w, args, {bf16, bf16, bf16, f32}, {3}, op);  // LM-head logits in f32
+        compare(w, args, {f32, f16, f32, f32}, {3}, op);     // f16 weights, f32 activations
+        compare(w, args, {f16, bf16, f32, f16}, {3}, op);    // bf16 meets f16: product in bf16
+      }
+  }
+}
+
+TEST_F(MixedPrecision, LinearBackward) {
+  for (const auto& [m, k, n] : kLinearShapes) {
+    const std::vector<Arg> args{{{m, n}, random_values(m * n, 5)},       // dy
+                                {{n, k}, random_values(n * k, 6, 0.2f)},  // w
+                                {{m, k}, random_values(m * k, 7)},        // x
+                                {{m, k}, random_values(m * k, 8)},        // dx
+                                {{n, k}, random_values(n * k, 9)},        // dw
+                                {{n}, random_values(n, 10)}};             // db
+    const std::string what = "linear_backward " + std::to_string(m) + "x" + std::to_string(k) +
+                             "x" + std::to_string(n);
+    for (bool accumulate : {false, true}) {
+      const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+        b.linear_backward_input(t[0], t[1], t[3], accumulate);
+        b.linear_backward_weight(t[0], t[2], t[4], &t[5], accumulate);
+      };
+      const std::string w = what + (accumulate ? " accumulate" : "");
+      compare(w, args, {bf16, bf16, bf16, bf16, bf16, bf16}, {3, 4, 5}, op);
+      compare(w, args, {f16, f16, f16, f16, f16, f16}, {3, 4, 5}, op);
+      // Training's mix: bf16 activations and weights, f32 parameter gradients.
+      compare(w, args, {bf16, bf16, bf16, bf16, f32, f32}, {3, 4, 5}, op);
+      // The LM head: f32 dlogits against bf16 weights and inputs.
+      compare(w, args, {f32, bf16, bf16, bf16, f32, f32}, {3, 4, 5}, op);
+    }
+  }
+}
+
+// A bf16 GEMM with f32 accumulation is exact on small integers: every product and partial sum
+// is an integer below 2^24, so it must equal the f32 GEMM bit for bit, whatever the blocking.
+TEST_F(MixedPrecision, Bf16GemmIsExactOnSmallIntegers) {
+  auto ints = [](std::int64_t n, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> d(-3, 3);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = float(d(gen));
+    return v;
+  };
+  for (const auto& [m, k, n] : {LinearShape{5, 3, 7}, LinearShape{50, 1000, 70},
+                                LinearShape{200, 77, 4200}}) {
+    Storage st;
+    const auto xv = ints(m * k, 11), wv = ints(n * k, 12), dyv = ints(m * n, 13);
+    Tensor x32 = st.make(f32, {m, k}, xv), w32 = st.make(f32, {n, k}, wv);
+    Tensor x16 = st.make(bf16, {m, k}, xv), w16 = st.make(bf16, {n, k}, wv);
+    Tensor dy32 = st.make(f32, {m, n}, dyv), dy16 = st.make(bf16, {m, n}, dyv);
+    Tensor y_ref = st.make(f32, {m, n}, std::vector<float>(m * n));
+    Tensor y = st.make(f32, {m, n}, std::vector<float>(m * n));
+    be->linear_forward(x32, w32, nullptr, y_ref);
+    be->linear_forward(x16, w16, nullptr, y);
+    EXPECT_EQ(Storage::values(y), Storage::values(y_ref)) << "forward " << m << "x" << k << "x" << n;
+    Tensor dx_ref = st.make(f32, {m, k}, std::vector<float>(m * k));
+    Tensor dx = st.make(f32, {m, k}, std::vector<float>(m * k));
+    be->linear_backward_input(dy32, w32, dx_ref, false);
+    be->linear_backward_input(dy16, w16, dx, false);
+    EXPECT_EQ(Storage::values(dx), Storage::values(dx_ref)) << "backward input";
+    Tensor dw_ref = st.make(f32, {n, k}, std::vector<float>(n * k));
+    Tensor dw = st.make(f32, {n, k}, std::vector<float>(n * k));
+    be->linear_backward_weight(dy32, x32, dw_ref, nullptr, false);
+    be->linear_backward_weight(dy16, x16, dw, nullptr, false);
+    EXPECT_EQ(Storage::values(dw), Storage::values(dw_ref)) << "backward weight";
+  }
+}
+
+// ---- normalization, activations
+
+TEST_F(MixedPrecision, LayerNorm) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 7},
+                                   {33, 130}, {9, 768}}) {
+    const std::vector<Arg> args{{{rows, cols}, random_values(rows * cols, 14, 2.0f)},  // x
+                                {{cols}, random_values(cols, 15)},                     // w
+                                {{cols}, random_values(cols, 16)},                     // b
+                                {{rows, cols}, random_values(rows * cols, 17)},        // y
+                                {{rows}, random_values(rows, 18)},                     // mean
+                                {{rows}, random_values(rows, 19)},                     // rstd
+                                {{rows, cols}, random_values(rows * cols, 20)},        // dy
+                                {{rows, cols}, random_values(rows * cols, 21)},        // dx
+                                {{cols}, random_values(cols, 22)},                     // dw
+                                {{cols}, random_values(cols, 23)}};                    // db
+    for (bool accumulate : {false, true}) {
+      const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+        b.layernorm_forward(t[0], t[1], t[2], t[3], t[4], t[5], 1e-5);
+        b.layernorm_backward(t[6], t[0], t[1], t[4], t[5], t[7], t[8], t[9], accumulate);
+      };
+      const std::string what = "layernorm " + std::to_string(rows) + "x" + std::to_string(cols);
+      for (DType t : {bf16, f16})
+        compare(what, args, std::vector<DType>(10, t), {3, 4, 5, 7, 8, 9}, op);
+      compare(what, args, {bf16, bf16, bf16, bf16, f32, f32, bf16, bf16, f32, f32},
+              {3, 4, 5, 7, 8, 9}, op);
+    }
+  }
+}
+
+TEST_F(MixedPrecision, Gelu) {
+  for (std::int64_t n : {1, 17, 5000}) {
+    const std::vector<Arg> args{{{n}, random_values(n, 24, 3.0f)},
+                                {{n}, random_values(n, 25)},
+                                {{n}, random_values(n, 26)},
+                                {{n}, random_values(n, 27)}};
+    const Op op = [](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+      b.gelu_forward(t[0], t[1]);
+      b.gelu_backward(t[0], t[2], t[3]);
+      b.gelu_backward(t[0], t[2], t[2]);  // dx aliasing dy
+    };
+    for (DType t : {bf16, f16}) compare("gelu", args, {t, t, t, t}, {1, 2, 3}, op);
+    compare("gelu", args, {bf16, f32, f16, bf16}, {1, 2, 3}, op);
+  }
+}
+
+// ---- attention
+
+struct AttentionCase {
+  std::int64_t batch, seq, heads, kv_heads, head_dim;
+};
+
+class MixedAttention : public MixedPrecision,
+                       public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(MixedAttention, MatchesF32) {
+  const auto c = GetParam();
+  const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
+  const std::int64_t qkv_n = c.batch * c.seq * (c.heads + 2 * c.kv_heads) * c.head_dim;
+  const std::int64_t out_n = c.batch * c.seq * c.heads * c.head_dim;
+  const std::int64_t lse_n = c.batch * c.heads * c.seq;
+  const std::vector<Arg> args{{{qkv_n}, random_values(qkv_n, 28)},
+                              {{out_n}, random_values(out_n, 29)},
+                              {{lse_n}, random_values(lse_n, 30)},
+                              {{out_n}, random_values(out_n, 31)},
+                              {{qkv_n}, random_values(qkv_n, 32)}};
+  const Op forward = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+    b.attention_forward(s, t[0], t[1], t[2]);
+  };
+  // Backward on the forward's own out and lse (as in training).
+  const Op both = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+    b.attention_forward(s, t[0], t[1], t[2]);
+    b.attention_backward(s, t[0], t[1], t[2], t[3], t[4]);
+  };
+  for (DType t : {bf16, f16}) {
+    compare("attention forward", args, {t, t, t, t, t}, {1, 2}, forward);
+    compare("attention backward", args, {t, t, t, t, t}, {4}, both, 2.0);
+  }
+  // Training's mix: bf16 activations, f32 log-sum-exp.
+  compare("attention forward", args, {bf16, bf16, f32, bf16, bf16}, {1, 2}, forward);
+  compare("attention backward", args, {bf16, bf16, f32, bf16, bf16}, {4}, both, 2.0);
+  // f32 qkv with 16-bit outputs: the f32 engine, each output rounded once.
+  compare("attention backward", args, {f32, bf16, f32, f16, bf16}, {1, 2, 4}, both);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MixedAttention,
+                         ::testing::Values(AttentionCase{2, 5, 2, 2, 4},
+                                           AttentionCase{1, 70, 1, 1, 3},   // odd head_dim
+                                           AttentionCase{2, 33, 4, 2, 8},   // grouped query
+                                           AttentionCase{1, 100, 2, 2, 64}),
+                         [](const auto& info) {
+                           const AttentionCase& c = info.param;
+                           return "B" + std::to_string(c.batch) + "_T" + std::to_string(c.seq) +
+                                  "_H" + std::to_string(c.heads) + "_KV" +
+                                  std::to_string(c.kv_heads) + "_D" + std::to_string(c.head_dim);
+                         });
+
+// ---- embeddings
+
+TEST_F(MixedPrecision, Embeddings) {
+  const std::int64_t vocab = 11, dim = 70, seq = 4, rows = 12, positions = 6;
+  const std::vector<std::int32_t> tokens = {3, 7, 3, 0, 9, 9, 1, 3, 10, 12, 3, 5};
+  const std::vector<Arg> args{{{vocab, dim}, random_values(vocab * dim, 33)},         // wte
+                              {{rows, dim}, random_values(rows * dim, 34)},           // out
+                              {{positions, dim}, random_values(positions * dim, 35)},  // wpe
+                              {{rows, dim}, random_values(rows * dim, 36)},            // dout
+                              {{vocab, dim}, random_values(vocab * dim, 37)},          // dwte
+                              {{positions, dim}, random_values(positions * dim, 38)}};  // dwpe
+  for (bool accumulate : {false, true})
+    for (std::int64_t begin : {0, 2}) {
+      const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+        b.embedding_forward(tokens.data(), t[0], t[1], begin);
+        b.position_embedding_forward(t[1], t[2], seq, 3);
+        b.embedding_backward(tokens.data(), t[3], t[4], accumulate, begin);
+        b.position_embedding_backward(t[3], t[5], seq, accumulate, 3);
+      };
+      for (DType t : {bf16, f16}) compare("embeddings", args, {t, t, t, t, t, t}, {1, 4, 5}, op);
+      compare("embeddings", args, {bf16, bf16, bf16, bf16, f32, f32}, {1, 4, 5}, op);
+    }
+}
+
+// A 16-bit gradient table is rounded once per entry, not after every token that hits it.
+TEST_F(MixedPrecision, EmbeddingGradientRoundsOnce) {
+  const std::int64_t dim = 3, rows = 300;
+  std::vector<std::int32_t> tokens(rows, 1);
+  Storage st;
+  Tensor dout = st.make(bf16, {rows, dim}, std::vector<float>(rows * dim, 1.0f));
+  Tensor dwte = st.make(bf16, {2, dim}, std::vector<float>(2 * dim, 5.0f));
+  be->embedding_backward(tokens.data(), dout, dwte, false);
+  // 300 ones: a bf16 running sum would stall at 256.
+  EXPECT_EQ(Storage::values(dwte), (std::vector<float>{0, 0, 0, 300, 300, 300}));
+}
+
+// ---- loss
+
+TEST_F(MixedPrecision, CrossEntropy) {
+  const std::int64_t rows = 9, cols = 517, valid = 510;
+  const std::vector<std::int32_t> targets = {5, -1, 500, 3, 516, 0, 7, 100, 2};
+  const std::vector<Arg> args{{{rows, cols}, random_values(rows * cols, 39, 3.0f)},
+                              {{rows}, std::vector<float>(rows)},
+                              {{rows}, std::vector<float>(rows)},
+                              {{rows}, std::vector<float>(rows)}};
+  for (bool backward : {false, true}) {
+    const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>& losses) {
+      losses.assign(rows, 0);
+      b.softmax_row_max(t[0], valid, t[1]);
+      b.softmax_row_sum(t[0], valid, t[1], targets.data(), 3, t[2], t[3], backward);
+      b.cross_entropy_finish(t[0], valid, t[1], t[2], t[3], targets.data(), 3, losses.data(),
+                             backward, 0.3);
+    };
+    const std::vector<int> outputs = backward ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{1, 2, 3};
+    for (DType t : {bf16, f16}) compare("cross entropy", args, {t, t, t, t}, outputs, op);
+    compare("cross entropy", args, {bf16, f32, f32, f32}, outputs, op);
+  }
+}
+
+// ---- elementwise, reductions, optimizer
+
+TEST_F(MixedPrecision, Elementwise) {
+  for (std::int64_t rows : {1, 3, 1000}) {
+    const std::int64_t cols = 7, n = rows * cols;
+    const std::vector<Arg> args{{{rows, cols}, random_values(n, 40)},
+                                {{rows, cols}, random_values(n, 41)},
+                                {{rows, cols}, random_values(n, 42)},
+                                {{cols}, random_values(cols, 43)}};
+    const Op op = [](Backend& b, const std::vector<Tensor>& t, std::vector<double>& sums) {
+      b.add(t[0], t[1], t[2]);
+      b.add(t[0], t[1], t[0]);  // in place, as the residual stream does
+      b.add_bias(t[2], t[3]);
+      b.scale(t[2], 0.37);
+      sums = {b.sum_squares(t[2]), b.sum_squares(t[1])};
+    };
+    for (DType t : {bf16, f16}) compare("elementwise", args, {t, t, t, t}, {0, 2}, op);
+    compare("elementwise", args, {bf16, f32, f16, bf16}, {0, 2}, op);
+  }
+}
+
+TEST_F(MixedPrecision, SumSquaresOverManyChunks) {
+  const std::int64_t n = 300001;
+  const std::vector<Arg> args{{{n}, random_values(n, 44)}};
+  const Op op = [](Backend& b, const std::vector<Tensor>& t, std::vector<double>& sums) {
+    sums = {b.sum_squares(t[0])};
+  };
+  compare("sum_squares", args, {bf16}, {}, op);
+  compare("sum_squares", args, {f16}, {}, op);
+}
+
+TEST_F(MixedPrecision, AdamWWithWorkingCopy) {
+  const std::int64_t n = 100003;  // several chunks and a ragged end
+  Storage st;
+  for (DType wc_type : {bf16, f16, f32}) {
+    for (DType grad_type : {f32, bf16}) {
+      Tensor p_ref = st.make(f32, {n}, random_values(n, 45));
+      Tensor p = st.make(f32, {n}, random_values(n, 45));
+      auto gv = random_values(n, 46);
+      for (auto& g : gv) g = round_to(grad_type, g);  // the same gradient values in both runs
+      Tensor g_ref = st.make(f32, {n}, gv), g = st.make(grad_type, {n}, gv);
+      Tensor m_ref = st.make(f32, {n}, std::vector<float>(n)), m = st.make(f32, {n}, std::vector<float>(n));
+      Tensor v_ref = st.make(f32, {n}, std::vector<float>(n)), v = st.make(f32, {n}, std::vector<float>(n));
+      Tensor wc = st.make(wc_type, {n}, std::vector<float>(n));
+      AdamWHyper h{.lr = 1e-2, .weight_decay = 0.1, .grad_scale = 0.5};
+      for (h.step = 1; h.step <= 3; ++h.step) {
+        be->adamw_step(p_ref, g_ref, m_ref, v_ref, h);
+        be->adamw_step(p, g, m, v, h, &wc);
+      }
+      const std::string what = std::string("working copy ") + std::string(name_of(wc_type)) +
+                               ", grad " + std::string(name_of(grad_type));
+      // The master copy and the moments are exactly the f32 kernel's.
+      EXPECT_EQ(std::memcmp(p.data, p_ref.data, p.bytes()), 0) << what;
+      EXPECT_EQ(std::memcmp(m.data, m_ref.data, m.bytes()), 0) << what;
+      EXPECT_EQ(std::memcmp(v.data, v_ref.data, v.bytes()), 0) << what;
+      // The working copy is the master rounded.
+      const auto master = Storage::values(p), copy = Storage::values(wc);
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < n; ++i) wrong += copy[i] != round_to(wc_type, master[i]);
+      EXPECT_EQ(wrong, 0) << what;
+    }
+  }
+}
+
+// ---- conversions
+
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf,
+                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min(),
+                          1e-40f, -3e-39f, 65504.0f, 65519.0f, 65520.0f, 70000.0f, 6e-8f, 3e-8f,
+                          2.9e-8f, 1e-5f, 3.0e38f, 3.4e38f};
+  // Ties: 1 + 2^-8 (bf16 halfway, rounds to even 1), 1 + 3 * 2^-8 (rounds up to 1 + 2^-6),
+  // 1 + 2^-11 and 1 + 3 * 2^-11 (the same for f16).
+  for (float t : {0x1.01p0f, 0x1.03p0f, 0x1.002p0f, 0x1.006p0f}) v.push_back(t), v.push_back(-t);
+  const auto r = random_values(5000, 47, 100.0f);
+  v.insert(v.end(), r.begin(), r.end());
+  for (float x : random_values(2000, 48)) v.push_back(x * 1e-6f);  // f16 subnormals
+  return v;
+}
+
+TEST_F(MixedPrecision, ConvertRoundsToNearestEven) {
+  const auto v = special_values();
+  const std::int64_t n = static_cast<std::int64_t>(v.size());
+  Storage st;
+  for (DType t : {bf16, f16}) {
+    Tensor src = st.make(f32, {n}, v);
+    Tensor mid = st.make(t, {n}, std::vector<float>(n));
+    Tensor back = st.make(f32, {n}, std::vector<float>(n));
+    be->convert(src, mid);
+    be->convert(mid, back);
+    const auto got = Storage::values(back);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float want = round_to(t, v[i]);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want))
+          << name_of(t) << " of " << v[i] << " gave " << got[i] << ", want " << want;
+    }
+  }
+}
+
+TEST_F(MixedPrecision, ConvertKeepsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> v = {nan, -nan, std::bit_cast<float>(0x7f800001u) /* signalling */};
+  Storage st;
+  for (DType t : {bf16, f16}) {
+    Tensor src = st.make(f32, {3}, {0, 0, 0});
+    std::memcpy(src.data, v.data(), 12);
+    Tensor mid = st.make(t, {3}, {0, 0, 0}), back = st.make(f32, {3}, {0, 0, 0});
+    be->convert(src, mid);
+    be->convert(mid, back);
+    for (float x : Storage::values(back)) EXPECT_TRUE(std::isnan(x)) << name_of(t);
+  }
+}
+
+TEST_F(MixedPrecision, ConvertF16IsExactOnEveryF16Value) {
+  // All 65536 f16 bit patterns: to f32 and back gives the same bits (NaNs stay NaN).
+  const std::int64_t n = 1 << 16;
+  std::vector<std::uint16_t> bits(n), back(n);
+  std::vector<float> wide(n);
+  for (std::int64_t i = 0; i < n; ++i) bits[i] = static_cast<std::uint16_t>(i);
+  be->convert(Tensor{bits.data(), f16, {n}}, Tensor{wide.data(), f32, {n}});
+  be->convert(Tensor{wide.data(), f32, {n}}, Tensor{back.data(), f16, {n}});
+  for (std::int64_t i = 0; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, &bits[i], 2);
+    if (std::isnan(static_cast<float>(h))) {
+      EXPECT_TRUE(std::isnan(wide[i]));
+      EXPECT_EQ(back[i] & 0x7c00, 0x7c00);
+      EXPECT_NE(back[i] & 0x03ff, 0);
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(wide[i]),
+              std::bit_cast<std::uint32_t>(static_cast<float>(h))) << "f16 bits " << i;
+    EXPECT_EQ(back[i], bits[i]) << "f16 bits " << i;
+  }
+}
+
+TEST_F(MixedPrecision, ConvertBetween16BitTypesAndF64) {
+  // bf16 <-> f16 and f64 -> 16-bit round once, from the exact value.
+  Storage st;
+  const auto v = special_values();
+  const std::int64_t n = static_cast<std::int64_t>(v.size());
+  Tensor b = st.make(bf16, {n}, v), h = st.make(f16, {n}, std::vector<float>(n));
+  be->convert(b, h);
+  const auto bv = Storage::values(b), hv = Storage::values(h);
+  for (std::int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(hv[i]), std::bit_cast<std::uint32_t>(f16_ref(bv[i])))
+        << "bf16 -> f16 of " << bv[i];
+  // 1 + 2^-8 + 2^-40 lies just above a bf16 tie: rounding through f32 first would land on the
+  // tie and round down to 1; the correct result is 1 + 2^-7. 1 + 2^-11 + 2^-40 is the same trap
+  // for f16 (correct: 1 + 2^-10).
+  std::vector<double> d = {1.0 + 0x1p-8 + 0x1p-40, -(1.0 + 0x1p-8 + 0x1p-40), 1.0 + 0x1p-8,
+                           1.0 + 0x1p-11 + 0x1p-40, 1e300, -1e-300, 0.1};
+  const std::int64_t dn = static_cast<std::int64_t>(d.size());
+  Tensor db = st.make(bf16, {dn}, std::vector<float>(dn)), dh = st.make(f16, {dn}, std::vector<float>(dn));
+  be->convert(Tensor{d.data(), DType::f64, {dn}}, db);
+  be->convert(Tensor{d.data(), DType::f64, {dn}}, dh);
+  const std::vector<float> want_b = {0x1.02p0f, -0x1.02p0f, 1.0f, 1.0f, INFINITY, -0.0f,
+                                     bf16_ref(0.1f)};
+  const std::vector<float> want_h = {0x1.01p0f, -0x1.01p0f, 0x1.01p0f, 0x1.004p0f, INFINITY,
+                                     -0.0f, f16_ref(0.1f)};
+  EXPECT_EQ(Storage::values(db), want_b);
+  EXPECT_EQ(Storage::values(dh), want_h);
+  std::vector<double> round_trip(dn);
+  be->convert(db, Tensor{round_trip.data(), DType::f64, {dn}});
+  for (std::int64_t i = 0; i < dn; ++i) EXPECT_EQ(round_trip[i], double(want_b[i]));
+}
+
+// ---- properties of the implementation
+
+TEST_F(MixedPrecision, ScratchIsReusedAcrossCalls) {
+  Storage st;
+  const std::int64_t m = 96, k = 64, n = 80;
+  Tensor x = st.make(bf16, {m, k}, random_values(m * k, 49)),
+         w = st.make(bf16, {n, k}, random_values(n * k, 50)),
+         y = st.make(bf16, {m, n}, std::vector<float>(m * n));
+  const AttentionShape s{2, 40, 2, 2, 16};
+  Tensor qkv = st.make(bf16, {2 * 40 * 96}, random_values(2 * 40 * 96, 51)),
+         out = st.make(bf16, {2 * 40 * 32}, std::vector<float>(2 * 40 * 32)),
+         lse = st.make(f32, {160}, std::vector<float>(160)),
+         dqkv = st.make(bf16, {2 * 40 * 96}, std::vector<float>(2 * 40 * 96));
+  auto step = [&] {
+    be->linear_forward(x, w, nullptr, y);
+    be->attention_forward(s, qkv, out, lse);
+    be->attention_backward(s, qkv, out, lse, out, dqkv);
+  };
+  step();
+  const std::size_t peak = memory.peak(MemoryKind::workspace);
+  step();
+  step();
+  EXPECT_EQ(memory.peak(MemoryKind::workspace), peak);
+}
+
+TEST_F(MixedPrecision, ResultsDoNotDependOnThreadCount) {
+  Storage st;
+  const std::int64_t m = 300, k = 200, n = 500;
+  const AttentionShape s{2, 70, 4, 2, 16};
+  const std::int64_t qkv_n = 2 * 70 * 8 * 16, out_n = 2 * 70 * 4 * 16;
+  auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = st.make(bf16, {m, k}, random_values(m * k, 52)),
+           w = st.make(bf16, {n, k}, random_values(n * k, 53)),
+           y = st.make(bf16, {m, n}, std::vector<float>(m * n)),
+           dw = st.make(f32, {n, k}, std::vector<float>(n * k)),
+           qkv = st.make(bf16, {qkv_n}, random_values(qkv_n, 54)),
+           out = st.make(bf16, {out_n}, std::vector<float>(out_n)),
+           lse = st.make(f32, {2 * 4 * 70}, std::vector<float>(2 * 4 * 70)),
+           dqkv = st.make(bf16, {qkv_n}, std::vector<float>(qkv_n));
+    be->linear_forward(x, w, nullptr, y);
+    be->linear_backward_weight(y, x, dw, nullptr, false);
+    be->attention_forward(s, qkv, out, lse);
+    be->attention_backward(s, qkv, out, lse, out, dqkv);
+    omp_set_num_threads(saved);
+    std::vector<float> all;
+    for (const Tensor* t : {&y, &dw, &out, &lse, &dqkv}) {
+      const auto v = Storage::values(*t);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  EXPECT_EQ(run(1), run(2));
+}
+
+TEST_F(MixedPrecision, F64CannotBeMixed) {
+  std::vector<double> a(4), c(4);
+  std::vector<float> b(4);
+  EXPECT_THROW(be->add(Tensor{a.data(), DType::f64, {4}}, Tensor{b.data(), f32, {4}},
+                       Tensor{c.data(), DType::f64, {4}}),
+               Error);
+}
+
+}  // namespace
+}  // namespace kintsugi
