@@ -120,3 +120,22 @@ mpi_layout_test(dp4_zero1_hsdp2 4 --dp 4 --set parallel.zero=1 --set parallel.hs
 mpi_layout_test(tp2_dp2_zero3 4 --tp 2 --dp 2 --set parallel.zero=3)
 mpi_layout_test(tp2_dp2_sp_zero2 4 --tp 2 --dp 2 --sequence-parallel --set parallel.zero=2)
 mpi_layout_test(pp2_dp2_zero1 4 --pp 2 --dp 2 --set parallel.zero=1)
+
+# Recomputation is bit-identical to keeping activations, also with tensor/sequence and
+# pipeline parallelism (tolerance 0 against the same layout without recomputation).
+function(mpi_recompute_test name ranks reference)
+  add_test(NAME mpi.${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=0
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${name} ${ranks} ${MICRO_RUN} ${ARGN})
+  set_tests_properties(mpi.${name} PROPERTIES DEPENDS mpi.${reference} PROCESSORS ${ranks}
+                                              TIMEOUT 300)
+endfunction()
+mpi_recompute_test(tp2_sp_recompute_full 2 tp2_sp --tp 2 --sequence-parallel
+                   --set train.recompute="full")
+mpi_recompute_test(tp2_sp_recompute_selective 2 tp2_sp --tp 2 --sequence-parallel
+                   --set train.recompute="selective")
+mpi_recompute_test(pp2_1f1b_recompute_full 2 pp2_1f1b --pp 2 --schedule 1f1b
+                   --set train.recompute="full")
+mpi_recompute_test(dp2_zero3_recompute_full 2 dp2_zero3 --dp 2 --set parallel.zero=3
+                   --set train.recompute="full")

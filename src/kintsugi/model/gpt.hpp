@@ -8,9 +8,11 @@ namespace kintsugi {
 class GptModel : public ModelChunk {
  public:
   GptModel(Backend& backend, const ModelConfig& config, DType dtype, std::int64_t micro_batch,
-           std::int64_t seq, int slots = 1, TensorParallel tp = {})
-      : ModelChunk(backend, config, ChunkStorage{.compute = dtype, .grad = dtype}, micro_batch,
-                   seq, slots, tp, ChunkSpec{}) {}
+           std::int64_t seq, int slots = 1, TensorParallel tp = {},
+           Recompute recompute = Recompute::none)
+      : ModelChunk(backend, config,
+                   ChunkStorage{.compute = dtype, .grad = dtype, .recompute = recompute},
+                   micro_batch, seq, slots, tp, ChunkSpec{}) {}
 
   // Forward and backward of one micro-batch (tokens and targets [micro_batch * seq]): parameter
   // gradients of grad_scale * (sum of token losses) are written or accumulated (as

@@ -34,23 +34,25 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   }
   if (storage.allocate) params_.allocate_full(backend, storage.compute, storage.grad);
   else params_.set_dtypes(storage.compute, storage.grad);
+  grad_.assign(slots, {});
 
   const DType dtype = storage.compute;
   const std::int64_t rows = micro_batch * seq, local = tp.local_rows(rows);
-  for (auto& block : blocks_) block->allocate_activations(slots, micro_batch, seq);
+  workspace_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
+    TransformerBlock::layout_workspace(c, ctx_, config, micro_batch, seq, storage.recompute,
+                                       workspace_);
+    for (auto& g : grad_) g = c.take(dtype, {local, config.d_model});
+  });
+  for (auto& block : blocks_)
+    block->allocate_activations(slots, micro_batch, seq, storage.recompute, workspace_);
   if (head_) head_->allocate(slots, rows);
   residual_.assign(slots, {});
-  grad_.assign(slots, {});
   for (int s = 0; s < slots; ++s)
     residual_storage_.push_back(carve(backend, MemoryKind::activations, [&](Carver& c) {
       residual_[s].clear();
       for (int i = 0; i <= spec_.num_layers; ++i)
         residual_[s].push_back(c.take(dtype, {local, config.d_model}));
     }));
-  workspace_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
-    TransformerBlock::layout_workspace(c, ctx_, config, rows, workspace_);
-    for (auto& g : grad_) g = c.take(dtype, {local, config.d_model});
-  });
 }
 
 double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,

@@ -26,15 +26,17 @@ struct ChunkSpec {
   bool head = true;       // holds final norm, LM head and loss (the last chunk)
 };
 
-// Element types and parameter storage of a chunk. Activations and parameters use the compute
-// type; gradients their own (f32 with mixed precision). With allocate = false the chunk only
+// Element types and storage of a chunk. Activations and parameters use the compute type;
+// gradients their own (f32 with mixed precision). With allocate = false the chunk only
 // registers its parameters (in units of unit_multiple elements) and a training state owns and
-// binds their storage, e.g. sharded across data-parallel ranks.
+// binds their storage, e.g. sharded across data-parallel ranks. `recompute` says which
+// activations each block keeps per micro-batch.
 struct ChunkStorage {
   DType compute = DType::f32;
   DType grad = DType::f32;
   bool allocate = true;
   std::int64_t unit_multiple = 16;
+  Recompute recompute = Recompute::none;
 };
 
 class ModelChunk {

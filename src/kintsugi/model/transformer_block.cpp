@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "kintsugi/core/error.hpp"
+
 namespace kintsugi {
 
 namespace {
@@ -27,54 +29,87 @@ TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int 
       fc2_(ctx, prefix(index) + ".mlp.fc2", c.d_ff, c.d_model, Linear::Split::row,
            c.init_std / std::sqrt(2.0 * c.n_layer)) {}
 
-void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq) {
+namespace {
+
+// Carves one micro-batch of a block's activations: each tensor kept here, or (keep false) the
+// view into `shared` instead, recomputed in backward (no tensor without `shared`).
+void layout(Carver& c, const LayerContext& ctx, std::int64_t d, std::int64_t d_ff,
+            std::int64_t heads, std::int64_t batch, std::int64_t seq, BlockActivations& a,
+            bool keep_attention, bool keep_rest, const BlockActivations* shared) {
+  const TensorParallel& tp = ctx.tp;
+  const DType dt = ctx.dtype;
+  const std::int64_t rows = batch * seq, local = tp.local_rows(rows);
+  const std::int64_t d_attn = d / tp.size(), ff = d_ff / tp.size(), h = heads / tp.size();
+  const bool sp = tp.sequence_parallel();
+  auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape) {
+    a.*field = keep ? c.take(dt, shape) : shared ? shared->*field : Tensor{};
+  };
+  take(keep_rest, &BlockActivations::ln1, {local, d});
+  take(keep_rest, &BlockActivations::ln1_mean, {local});
+  take(keep_rest, &BlockActivations::ln1_rstd, {local});
+  if (sp) take(keep_rest, &BlockActivations::ln1_full, {rows, d});
+  else a.ln1_full = a.ln1;  // without sequence parallelism the gathered norm is the norm
+  take(keep_rest, &BlockActivations::qkv, {rows, 3 * d_attn});
+  take(keep_attention, &BlockActivations::attn, {rows, d_attn});
+  take(keep_attention, &BlockActivations::lse, {batch, h, seq});
+  take(keep_rest, &BlockActivations::mid, {local, d});
+  take(keep_rest, &BlockActivations::ln2, {local, d});
+  take(keep_rest, &BlockActivations::ln2_mean, {local});
+  take(keep_rest, &BlockActivations::ln2_rstd, {local});
+  if (sp) take(keep_rest, &BlockActivations::ln2_full, {rows, d});
+  else a.ln2_full = a.ln2;
+  take(keep_rest, &BlockActivations::fc, {rows, ff});
+  take(keep_rest, &BlockActivations::act, {rows, ff});
+}
+
+}  // namespace
+
+Recompute parse_recompute(std::string_view name) {
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  fail("unknown recompute mode \"{}\": use none, selective or full", name);
+}
+
+void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq,
+                                            Recompute recompute, const BlockWorkspace& ws) {
   const TensorParallel& tp = ctx_.tp;
   const std::int64_t heads = heads_ / tp.size();
   shape_ = {.batch = batch, .seq = seq, .heads = heads, .kv_heads = heads,
             .head_dim = d_ / heads_};
-  const std::int64_t rows = batch * seq, local = tp.local_rows(rows);
-  const std::int64_t d_attn = d_ / tp.size(), d_ff = d_ff_ / tp.size();
-  const DType dt = ctx_.dtype;
-  const bool sp = tp.sequence_parallel();
+  recompute_ = recompute;
   saved_.assign(slots, {});
   storage_.clear();
-  for (Saved& s : saved_) {
+  for (BlockActivations& s : saved_)
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
-      s.ln1 = c.take(dt, {local, d_});
-      s.ln1_mean = c.take(dt, {local});
-      s.ln1_rstd = c.take(dt, {local});
-      s.ln1_full = sp ? c.take(dt, {rows, d_}) : s.ln1;
-      s.qkv = c.take(dt, {rows, 3 * d_attn});
-      s.attn = c.take(dt, {rows, d_attn});
-      s.lse = c.take(dt, {batch, heads, seq});
-      s.mid = c.take(dt, {local, d_});
-      s.ln2 = c.take(dt, {local, d_});
-      s.ln2_mean = c.take(dt, {local});
-      s.ln2_rstd = c.take(dt, {local});
-      s.ln2_full = sp ? c.take(dt, {rows, d_}) : s.ln2;
-      s.fc = c.take(dt, {rows, d_ff});
-      s.act = c.take(dt, {rows, d_ff});
+      layout(c, ctx_, d_, d_ff_, heads_, batch, seq, s, recompute == Recompute::none,
+             recompute != Recompute::full, &ws.recomputed);
     }));
-  }
 }
 
 void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
-                                        const ModelConfig& config, std::int64_t rows,
+                                        const ModelConfig& config, std::int64_t batch,
+                                        std::int64_t seq, Recompute recompute,
                                         BlockWorkspace& ws) {
   const TensorParallel& tp = ctx.tp;
   const DType dt = ctx.dtype;
-  const std::int64_t d = config.d_model;
+  const std::int64_t d = config.d_model, rows = batch * seq;
   ws.full = tp.sequence_parallel() ? c.take(dt, {rows, d}) : Tensor{};
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
   ws.d_qkv = c.take(dt, {rows, 3 * d / tp.size()});
   ws.d_attn = c.take(dt, {rows, d / tp.size()});
   ws.d_fc = c.take(dt, {rows, config.d_ff / tp.size()});
+  // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
+  if (recompute != Recompute::none)
+    layout(c, ctx, d, config.d_ff, config.n_head, batch, seq, ws.recomputed, true,
+           recompute == Recompute::full, nullptr);
+  if (recompute == Recompute::full) ws.recomputed_output = c.take(dt, {tp.local_rows(rows), d});
 }
 
 void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
                                const BlockWorkspace& ws) {
-  Saved& s = saved_[slot];
+  BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
   const TensorParallel& tp = ctx_.tp;
   const bool sp = tp.sequence_parallel();
@@ -102,9 +137,13 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
 
 void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_residual,
                                 const BlockWorkspace& ws) {
-  Saved& s = saved_[slot];
+  BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
   const TensorParallel& tp = ctx_.tp;
+  // Recompute what forward did not keep: the same kernels on the same inputs give the same
+  // values, so training is bit-identical to keeping them.
+  if (recompute_ == Recompute::full) forward(slot, x, ws.recomputed_output, ws);
+  if (recompute_ == Recompute::selective) be.attention_forward(shape_, s.qkv, s.attn, s.lse);
   const Tensor dy_full = tp.sequence_parallel() ? ws.full : d_residual;
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   tp.leave_backward(d_residual, dy_full);

@@ -11,6 +11,7 @@
 // Forward saves, per micro-batch slot, what backward needs; backward turns the gradient of the
 // block's output (held in the residual-gradient buffer) into the gradient of its input, in
 // place, and writes the parameter gradients.
+#include <string_view>
 #include <vector>
 
 #include "kintsugi/model/carver.hpp"
@@ -19,8 +20,22 @@
 
 namespace kintsugi {
 
+// Activation recomputation (Korthikanti et al.): what a block keeps from forward to backward.
+//   none       everything backward needs
+//   selective  all but the attention core's output and log-sum-exp, recomputed from qkv
+//   full       nothing but the block's input (kept by the chunk); backward reruns the forward
+enum class Recompute { none, selective, full };
+Recompute parse_recompute(std::string_view name);
+
+// The tensors a block's forward produces for its backward, for one micro-batch.
+struct BlockActivations {
+  Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, attn, lse;
+  Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, act;
+};
+
 // Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
-// sized for one micro-batch of `rows` token rows.
+// sized for one micro-batch of `rows` token rows, and the one micro-batch of activations that
+// recomputation works in.
 struct BlockWorkspace {
   Tensor full;         // [rows, d]: partial outputs and gathered gradients (sequence parallel)
   Tensor d_norm_full;  // [rows, d]: gradient at a norm's output, partial over tp ranks
@@ -28,16 +43,21 @@ struct BlockWorkspace {
   Tensor d_qkv;        // [rows, 3d / tp]
   Tensor d_attn;       // [rows, d / tp]
   Tensor d_fc;         // [rows, d_ff / tp]
+  BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
+  Tensor recomputed_output;     // full recompute: where the rerun forward writes y
 };
 
 class TransformerBlock {
  public:
   TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index);
 
-  // Storage for `slots` micro-batches in flight, each [batch, seq] tokens.
-  void allocate_activations(int slots, std::int64_t batch, std::int64_t seq);
+  // Storage for `slots` micro-batches in flight, each [batch, seq] tokens, keeping what
+  // `recompute` says; the rest lives in the shared workspace.
+  void allocate_activations(int slots, std::int64_t batch, std::int64_t seq, Recompute recompute,
+                            const BlockWorkspace& ws);
   static void layout_workspace(Carver& c, const LayerContext& ctx, const ModelConfig& config,
-                               std::int64_t rows, BlockWorkspace& ws);
+                               std::int64_t batch, std::int64_t seq, Recompute recompute,
+                               BlockWorkspace& ws);
 
   // x, y: [local rows, d] (the residual stream).
   void forward(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws);
@@ -45,11 +65,6 @@ class TransformerBlock {
   void backward(int slot, const Tensor& x, const Tensor& d_residual, const BlockWorkspace& ws);
 
  private:
-  struct Saved {
-    Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, attn, lse;
-    Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, act;
-  };
-
   LayerContext& ctx_;
   std::int64_t d_, d_ff_, heads_;
   LayerNorm ln1_;
@@ -59,7 +74,8 @@ class TransformerBlock {
   Linear fc_;
   Linear fc2_;
   AttentionShape shape_;  // this rank's heads
-  std::vector<Saved> saved_;
+  Recompute recompute_ = Recompute::none;
+  std::vector<BlockActivations> saved_;
   std::vector<Buffer> storage_;
 };
 

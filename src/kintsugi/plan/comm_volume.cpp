@@ -25,7 +25,8 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
   if (l.tp > 1) {
     // Forward: the embedding and each block's two halves leave a region; backward: the
     // gradients entering each block's two halves and the head enter one.
-    const double boundaries = 4.0 * blocks + (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
+    const double boundaries = (s.recompute_full ? 6.0 : 4.0) * blocks + (s.embedding ? 1 : 0) +
+                              (s.head ? 1 : 0);
     const double loss_stats = s.head ? 3.0 * rows * eb : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
     if (l.sequence_parallel) {

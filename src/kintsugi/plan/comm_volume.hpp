@@ -51,6 +51,9 @@ struct StepShape {
   std::int64_t shards = 1, replicas = 1;
   std::int64_t param_element_bytes = 4;
   std::int64_t gathered_once_elements = 0, gathered_twice_elements = 0;
+  // Full activation recomputation reruns each block's forward, and its two tensor-parallel
+  // exits, in backward.
+  bool recompute_full = false;
 };
 
 double ring_all_reduce_bytes(double bytes, std::int64_t ranks);

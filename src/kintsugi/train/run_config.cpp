@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "kintsugi/comm/topology.hpp"
+#include "kintsugi/model/transformer_block.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/core/error.hpp"
@@ -67,6 +68,9 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.eval_batches", &c.train.eval_batches, "validation micro-batches per evaluation"},
       {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
       {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
+      {"train.recompute", &c.train.recompute,
+       "activation recomputation: \"none\", \"selective\" (the attention core) or \"full\" "
+       "(everything but each block's input)"},
       {"train.save_checkpoint", &c.train.save_checkpoint,
        "save the trained model under the output directory"},
       {"parallel.tp", &c.parallel.tp,
@@ -250,6 +254,7 @@ void validate(const RunConfig& c) {
   positive("eval_batches", t.eval_batches);
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
+  parse_recompute(t.recompute);
   const ParallelConfig& p = c.parallel;
   if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);

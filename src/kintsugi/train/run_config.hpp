@@ -34,6 +34,7 @@ struct TrainConfig {
   std::int64_t eval_batches = 8;
   std::int64_t log_every = 1;
   std::int64_t threads = 0;  // 0: all cores
+  std::string recompute = "none";  // activation recomputation: none, selective, full
   bool save_checkpoint = true;
 };
 

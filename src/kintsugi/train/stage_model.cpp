@@ -37,7 +37,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
     const ChunkStorage storage{.compute = DType::f32,
                                .grad = DType::f32,
                                .allocate = false,
-                               .unit_multiple = 16 * (zero > 0 ? shards : 1)};
+                               .unit_multiple = 16 * (zero > 0 ? shards : 1),
+                               .recompute = parse_recompute(c.train.recompute)};
     chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
                                                    m.seq_len, slots, place.tp, spec));
     ModelChunk& model = *chunks_.back();

@@ -103,6 +103,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
   const int chunks = place.pp_size * model.virtual_stages();
   const auto& par = c.parallel;
   shape.zero = static_cast<int>(par.zero);
+  shape.recompute_full = c.train.recompute == "full";
   shape.shards = par.zero > 0 ? (par.hsdp > 0 ? par.hsdp : par.dp) : 1;
   shape.replicas = par.zero > 0 && par.hsdp > 0 ? par.dp / par.hsdp : 1;
   for (const auto& chunk : model.chunks()) {

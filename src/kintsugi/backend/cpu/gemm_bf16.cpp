@@ -47,45 +47,59 @@ void with_reader(DType dtype, Fn&& fn) {
   }
 }
 
-// Packs `lines` lines (columns of op(B), rows of op(A)) into panels of W lines: word
-// [p * W + l] of a panel holds the line's elements 2p (low half) and 2p + 1 (high half).
-// k_contiguous: a line's k elements are adjacent in memory (x[line * ld + kk]); else the lines
-// are (x[kk * ld + line]), so a panel step interleaves two rows, which vectorizes.
+// Packing `lines` lines (columns of op(B), rows of op(A)) into panels of W lines: word
+// [p * W + l] of a panel holds line l's elements 2p (low half) and 2p + 1 (high half). Panels
+// are zero-padded to W lines; their products land in C entries that are never stored.
+
+// Lines whose k elements are adjacent in memory (line l at x + l * ld): a transpose of words.
 template <class R, std::int64_t W>
-void pack_panels(const typename R::Elem* x, std::int64_t ld, bool k_contiguous,
-                 std::int64_t lines, std::int64_t k, std::uint32_t* dst) {
+void pack_k_contiguous(const typename R::Elem* x, std::int64_t ld, std::int64_t lines,
+                       std::int64_t k, std::uint32_t* dst) {
   const std::int64_t kp = pairs(k), full = k / 2;
   for (std::int64_t l0 = 0; l0 < lines; l0 += W) {
     const std::int64_t w = std::min(W, lines - l0);
     std::uint32_t* panel = dst + l0 / W * kp * W;
-    if (k_contiguous) {
-      for (std::int64_t l = 0; l < w; ++l) {
-        const typename R::Elem* line = x + (l0 + l) * ld;
-        if constexpr (std::is_same_v<R, FromBf16>) {  // the pairs are already words
-          for (std::int64_t p = 0; p < full; ++p)
-            std::memcpy(panel + p * W + l, line + 2 * p, sizeof(std::uint32_t));
-        } else {
-          for (std::int64_t p = 0; p < full; ++p)
-            panel[p * W + l] = R::get(line[2 * p]) | std::uint32_t(R::get(line[2 * p + 1])) << 16;
-        }
-        if (full < kp) panel[full * W + l] = R::get(line[2 * full]);
+    for (std::int64_t l = 0; l < w; ++l) {
+      const typename R::Elem* line = x + (l0 + l) * ld;
+      if constexpr (std::is_same_v<R, FromBf16>) {  // the pairs are already words
+        for (std::int64_t p = 0; p < full; ++p)
+          std::memcpy(panel + p * W + l, line + 2 * p, sizeof(std::uint32_t));
+      } else {
+        for (std::int64_t p = 0; p < full; ++p)
+          panel[p * W + l] = R::get(line[2 * p]) | std::uint32_t(R::get(line[2 * p + 1])) << 16;
       }
-    } else {
-      for (std::int64_t p = 0; p < kp; ++p) {
-        const typename R::Elem* lo = x + 2 * p * ld + l0;
-        const typename R::Elem* hi = lo + ld;
-        std::uint32_t* out = panel + p * W;
-        if (p < full) {
-#pragma omp simd
-          for (std::int64_t l = 0; l < w; ++l)
-            out[l] = R::get(lo[l]) | std::uint32_t(R::get(hi[l])) << 16;
-        } else {
-          for (std::int64_t l = 0; l < w; ++l) out[l] = R::get(lo[l]);
-        }
-      }
+      if (full < kp) panel[full * W + l] = R::get(line[2 * full]);
     }
-    if (w < W)  // zero padding lines: their products land in C entries that are never stored
-      for (std::int64_t p = 0; p < kp; ++p) std::fill(panel + p * W + w, panel + (p + 1) * W, 0u);
+    for (std::int64_t p = 0; p < kp && w < W; ++p)
+      std::fill(panel + p * W + w, panel + (p + 1) * W, 0u);
+  }
+}
+
+// Lines that run along memory rows (element kk of line l at x + kk * ld + l): each k-pair
+// interleaves two rows, a long vectorized loop over all lines, then is cut into the panels.
+template <class R, std::int64_t W>
+void pack_rows(const typename R::Elem* x, std::int64_t ld, std::int64_t lines, std::int64_t k,
+               std::uint32_t* dst) {
+  const std::int64_t kp = pairs(k), full = k / 2;
+  constexpr std::int64_t kChunk = 64 * W;  // lines interleaved at a time, whole panels
+  std::uint32_t words[kChunk];
+  for (std::int64_t p = 0; p < kp; ++p) {
+    const typename R::Elem* lo = x + 2 * p * ld;
+    const typename R::Elem* hi = lo + ld;
+    for (std::int64_t c0 = 0; c0 < lines; c0 += kChunk) {
+      const std::int64_t n = std::min(kChunk, lines - c0);
+      if (p < full) {
+#pragma omp simd
+        for (std::int64_t l = 0; l < n; ++l)
+          words[l] = R::get(lo[c0 + l]) | std::uint32_t(R::get(hi[c0 + l])) << 16;
+      } else {
+        for (std::int64_t l = 0; l < n; ++l) words[l] = R::get(lo[c0 + l]);
+      }
+      const std::int64_t padded = (n + W - 1) / W * W;
+      std::fill(words + n, words + padded, 0u);
+      for (std::int64_t l = 0; l < padded; l += W)
+        std::memcpy(dst + (c0 + l) / W * kp * W + p * W, words + l, W * sizeof(std::uint32_t));
+    }
   }
 }
 
@@ -93,10 +107,10 @@ void pack(const Operand& x, bool k_contiguous, std::int64_t lines, std::int64_t 
           std::int64_t width, std::uint32_t* dst) {
   with_reader(x.dtype, [&]<class R>() {
     const auto* base = static_cast<const typename R::Elem*>(x.data);
-    if (width == kMR)
-      pack_panels<R, kMR>(base, x.ld, k_contiguous, lines, k, dst);
-    else
-      pack_panels<R, kNR>(base, x.ld, k_contiguous, lines, k, dst);
+    if (k_contiguous && width == kMR) pack_k_contiguous<R, kMR>(base, x.ld, lines, k, dst);
+    if (k_contiguous && width == kNR) pack_k_contiguous<R, kNR>(base, x.ld, lines, k, dst);
+    if (!k_contiguous && width == kMR) pack_rows<R, kMR>(base, x.ld, lines, k, dst);
+    if (!k_contiguous && width == kNR) pack_rows<R, kNR>(base, x.ld, lines, k, dst);
   });
 }
 
