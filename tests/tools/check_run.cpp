@@ -5,6 +5,10 @@
 //     every tensor, max |a - b| <= RTOL * scale, the scale being max |a| but at least the
 //     model's initialization scale (biases start at zero: relative to their own tiny values,
 //     fp32 rounding would look large).
+//   check_run memory RUN_DIR
+//     Rank 0's tracked bytes of parameters, gradients and optimizer state equal the ZeRO
+//     formulas of plan/memory.hpp exactly, and its activation bytes lie within 10% of the
+//     per-layer activation formula (run.json holds both predictions).
 //   check_run comm RUN_DIR
 //     Every step's bytes sent by rank 0, per group and collective (the communicator's counters,
 //     metrics.jsonl), equal the theoretical volume of plan/comm_volume.hpp that the run wrote
@@ -136,6 +140,24 @@ int comm(const fs::path& run) {
   return failures ? 1 : 0;
 }
 
+int memory(const fs::path& run) {
+  const json theory = read_json(run / "run.json").at("memory_bytes_theory");
+  const auto steps = read_lines(run / "metrics.jsonl");
+  if (steps.empty()) throw std::runtime_error("no steps in metrics.jsonl");
+  const json measured = steps.back().at("memory_bytes");
+  int failures = 0;
+  for (const char* key : {"parameters", "gradients", "optimizer_state", "activations"}) {
+    const double expected = theory.at(key), got = measured.at(key);
+    const bool exact = std::string(key) != "activations";
+    const double rel = expected > 0 ? std::abs(got - expected) / expected : std::abs(got);
+    const bool ok = exact ? got == expected : rel <= 0.10;
+    fmt::print("{:<16} measured {:>12.0f} theory {:>14.1f} ({}{:.3f}%)\n", key, got, expected,
+               ok ? "" : "MISMATCH ", 100 * rel);
+    failures += !ok;
+  }
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,10 +166,12 @@ int main(int argc, char** argv) {
     if (what == "compare" && (argc == 4 || argc == 5))
       return compare(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5);
     if (what == "comm" && argc == 3) return comm(argv[2]);
+    if (what == "memory" && argc == 3) return memory(argv[2]);
   } catch (const std::exception& e) {
     fmt::print("check_run: {}\n", e.what());
     return 1;
   }
-  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL] | check_run comm RUN_DIR\n");
+  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL] | check_run comm RUN_DIR | "
+             "check_run memory RUN_DIR\n");
   return 2;
 }

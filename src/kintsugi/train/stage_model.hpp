@@ -47,6 +47,8 @@ class StageModel {
   const StagePartition& partition() const { return partition_; }
   PipelineSchedule schedule() const { return schedule_; }
   int virtual_stages() const { return virtual_stages_; }
+  int slots() const { return chunks_.front()->slots(); }
+  const ShardedState& state(int chunk) const { return *states_[chunk]; }
   // From the last train_step: seconds computing, and micro-batches held at once.
   double compute_seconds() const { return executor_->compute_seconds(); }
   int peak_in_flight() const { return executor_->peak_in_flight(); }

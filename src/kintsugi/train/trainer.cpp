@@ -27,6 +27,7 @@
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/plan/memory.hpp"
 #include "kintsugi/train/loss_plot.hpp"
 #include "kintsugi/train/step_metrics.hpp"
 
@@ -134,13 +135,46 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
                          shape);
 }
 
+// Bytes rank 0 should hold per memory category (plan/memory.hpp).
+nlohmann::json expected_memory(const RunConfig& c, const Place& place, const StageModel& model) {
+  const auto& par = c.parallel;
+  const std::int64_t shards = par.zero > 0 ? (par.hsdp > 0 ? par.hsdp : par.dp) : 1;
+  StateBytes state;
+  double activations = 0;
+  for (const auto& chunk : model.chunks()) {
+    const ParamStore& p = chunk->params();
+    const DType pt = p.param_dtype();
+    const StateBytes s = model_state_bytes(
+        static_cast<double>(p.numel()), static_cast<int>(par.zero), shards,
+        static_cast<std::int64_t>(size_of(pt)), static_cast<std::int64_t>(size_of(p.grad_dtype())),
+        pt == DType::bf16 || pt == DType::f16);
+    state.parameters += s.parameters;
+    state.gradients += s.gradients;
+    state.optimizer_state += s.optimizer_state;
+    const ActivationShape shape{.micro_batch = c.train.micro_batch,
+                                .seq = c.model.seq_len,
+                                .tp = par.tp,
+                                .sequence_parallel = par.sequence_parallel,
+                                .recompute = parse_recompute(c.train.recompute),
+                                .element_bytes = static_cast<std::int64_t>(size_of(pt))};
+    activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
+                                                          chunk->spec().head);
+  }
+  (void)place;
+  return {{"parameters", state.parameters},
+          {"gradients", state.gradients},
+          {"optimizer_state", state.optimizer_state},
+          {"activations", activations}};
+}
+
 // What the run is, for people and programs: the resolved config, the layout, and the expected
-// communication (plan/comm_volume.hpp).
+// communication (plan/comm_volume.hpp) and memory (plan/memory.hpp) of rank 0.
 void write_run_description(const std::filesystem::path& path, const RunConfig& c,
                            const Place& place, const StageModel& model,
                            std::int64_t micro_batches) {
   nlohmann::json j = {
       {"comm_bytes_per_step_theory", expected_comm_bytes(c, place, model, micro_batches)},
+      {"memory_bytes_theory", expected_memory(c, place, model)},
       {"model", to_json(c.model)},
       {"world", place.world},
       {"parallel",

@@ -9,7 +9,7 @@
 #include "kintsugi/backend/cpu/convert.hpp"
 #include "kintsugi/core/error.hpp"
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -51,6 +51,41 @@ void with_reader(DType dtype, Fn&& fn) {
 // [p * W + l] of a panel holds line l's elements 2p (low half) and 2p + 1 (high half). Panels
 // are zero-padded to W lines; their products land in C entries that are never stored.
 
+#if defined(__AVX512F__)
+// dst[c * dst_stride + i] = word c of row i, for 16 rows of 16 words (rows past `valid` read as
+// zero): a 16 x 16 transpose in registers, for packing transposed bf16 operands.
+void transpose_16x16(const std::uint16_t* src, std::int64_t src_ld, int valid, std::uint32_t* dst,
+                     std::int64_t dst_stride) {
+  // The zero-masked forms with an all-ones mask are the plain instructions; GCC 12's plain
+  // intrinsics trip -Wuninitialized on their internal undefined operand.
+  constexpr __mmask16 kAll = 0xffff;
+  constexpr __mmask8 kAll8 = 0xff;
+  __m512i r[16], a[16], b[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < valid ? _mm512_loadu_si512(src + i * src_ld) : _mm512_setzero_si512();
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_maskz_unpacklo_epi32(kAll, r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_maskz_unpackhi_epi32(kAll, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane j, b[4i + q] holds word 4j + q of rows 4i..4i+3
+    b[4 * i] = _mm512_maskz_unpacklo_epi64(kAll8, a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_maskz_unpackhi_epi64(kAll8, a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_maskz_unpacklo_epi64(kAll8, a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_maskz_unpackhi_epi64(kAll8, a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {  // gather lane j of the four row groups into word 4j + q
+    const __m512i s0 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0x88);
+    const __m512i s1 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0xdd);
+    const __m512i s2 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0x88);
+    const __m512i s3 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0xdd);
+    _mm512_storeu_si512(dst + q * dst_stride, _mm512_shuffle_i32x4(s0, s2, 0x88));
+    _mm512_storeu_si512(dst + (q + 4) * dst_stride, _mm512_shuffle_i32x4(s1, s3, 0x88));
+    _mm512_storeu_si512(dst + (q + 8) * dst_stride, _mm512_shuffle_i32x4(s0, s2, 0xdd));
+    _mm512_storeu_si512(dst + (q + 12) * dst_stride, _mm512_shuffle_i32x4(s1, s3, 0xdd));
+  }
+}
+#endif
+
 // Lines whose k elements are adjacent in memory (line l at x + l * ld): a transpose of words.
 template <class R, std::int64_t W>
 void pack_k_contiguous(const typename R::Elem* x, std::int64_t ld, std::int64_t lines,
@@ -59,18 +94,29 @@ void pack_k_contiguous(const typename R::Elem* x, std::int64_t ld, std::int64_t 
   for (std::int64_t l0 = 0; l0 < lines; l0 += W) {
     const std::int64_t w = std::min(W, lines - l0);
     std::uint32_t* panel = dst + l0 / W * kp * W;
+    std::int64_t done = 0;  // pairs already packed for every line of the panel
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<R, FromBf16> && W % 16 == 0) {
+      done = full / 16 * 16;
+      for (std::int64_t h = 0; h < W; h += 16)
+        for (std::int64_t p = 0; p < done; p += 16)
+          transpose_16x16(x + (l0 + h) * ld + 2 * p, ld,
+                          static_cast<int>(std::clamp<std::int64_t>(w - h, 0, 16)),
+                          panel + p * W + h, W);
+    }
+#endif
     for (std::int64_t l = 0; l < w; ++l) {
       const typename R::Elem* line = x + (l0 + l) * ld;
       if constexpr (std::is_same_v<R, FromBf16>) {  // the pairs are already words
-        for (std::int64_t p = 0; p < full; ++p)
+        for (std::int64_t p = done; p < full; ++p)
           std::memcpy(panel + p * W + l, line + 2 * p, sizeof(std::uint32_t));
       } else {
-        for (std::int64_t p = 0; p < full; ++p)
+        for (std::int64_t p = done; p < full; ++p)
           panel[p * W + l] = R::get(line[2 * p]) | std::uint32_t(R::get(line[2 * p + 1])) << 16;
       }
       if (full < kp) panel[full * W + l] = R::get(line[2 * full]);
     }
-    for (std::int64_t p = 0; p < kp && w < W; ++p)
+    for (std::int64_t p = done; p < kp && w < W; ++p)
       std::fill(panel + p * W + w, panel + (p + 1) * W, 0u);
   }
 }

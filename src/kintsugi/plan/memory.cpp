@@ -1,0 +1,40 @@
+#include "kintsugi/plan/memory.hpp"
+
+namespace kintsugi {
+
+StateBytes model_state_bytes(double p, int stage, std::int64_t shards, std::int64_t pb,
+                             std::int64_t gb, bool mixed) {
+  const double n = static_cast<double>(shards);
+  const double optimizer = p * (8.0 + (mixed ? 4.0 : 0.0));
+  return {.parameters = p * pb / (stage >= 3 ? n : 1.0),
+          .gradients = p * gb / (stage >= 2 ? n : 1.0),
+          .optimizer_state = optimizer / (stage >= 1 ? n : 1.0)};
+}
+
+double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
+  const double b = static_cast<double>(s.micro_batch), q = static_cast<double>(s.seq);
+  const double h = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
+  const double a = static_cast<double>(m.n_head), t = static_cast<double>(s.tp);
+  const bool sp = s.sequence_parallel && s.tp > 1;
+  const double local = sp ? b * q / t : b * q;  // token rows outside tensor-parallel regions
+  double elements = local * h;                  // the block's output (residual stream)
+  if (s.recompute != Recompute::full) {
+    elements += 3 * local * h + 4 * local;              // ln1, mid, ln2, norm statistics
+    if (sp) elements += 2 * b * q * h;                  // gathered ln1, ln2
+    elements += 3 * b * q * h / t + 2 * b * q * f / t;  // qkv, MLP pre/post activation
+    if (s.recompute == Recompute::none) elements += b * q * h / t + b * q * a / t;  // attention
+  }
+  return elements * static_cast<double>(s.element_bytes);
+}
+
+double chunk_activation_bytes(const ModelConfig& m, const ActivationShape& s, std::int64_t blocks,
+                              bool head) {
+  const double local = static_cast<double>(s.micro_batch * s.seq) /
+                       (s.sequence_parallel && s.tp > 1 ? static_cast<double>(s.tp) : 1.0);
+  const double h = static_cast<double>(m.d_model), e = static_cast<double>(s.element_bytes);
+  double bytes = static_cast<double>(blocks) * block_activation_bytes(m, s) + local * h * e;
+  if (head) bytes += (2 * local * h + 2 * local) * e;
+  return bytes;
+}
+
+}  // namespace kintsugi

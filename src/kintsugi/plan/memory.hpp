@@ -1,0 +1,59 @@
+#pragma once
+// The memory arithmetic of training, per rank: what the planner predicts and what tests hold
+// the runtime's tracked allocations to.
+//
+// Model state (ZeRO, Rajbhandari et al.), for P parameter elements on the rank sharded over N:
+//   parameters  P x pb       (stage 3: / N)       pb = bytes of a parameter element
+//   gradients   P x gb       (stages 2-3: / N)    gb = bytes of a gradient element
+//   optimizer   P x (8 + 4 m) / N at stages 1-3, P x (8 + 4 m) at stage 0
+//               (AdamW's two f32 moments; m = 1 with mixed precision for the f32 master weights)
+// With bf16 weights and bf16 gradients that is the ZeRO paper's 16P, 4P + 12P/N, 2P + 14P/N
+// and 16P/N; kintsugi's default keeps gradients in f32 (fp32 gradient accumulation): 18P,
+// 6P + 12P/N, 2P + 16P/N, 18P/N. In fp32: 16P, 8P + 8P/N, 4P + 12P/N, 16P/N.
+//
+// Activations kept per micro-batch by one transformer block of this implementation (b
+// sequences of s tokens, hidden h, a heads, MLP width f, tensor parallelism t, element size e):
+//   ln1, mid, ln2               3 b s h      (/ t with sequence parallelism)
+//   ln1, ln2 gathered           2 b s h      (sequence parallelism only)
+//   norm statistics             4 b s        (/ t with sequence parallelism)
+//   qkv, attention output       4 b s h / t
+//   MLP pre- and post-GELU      2 b s f / t
+//   attention log-sum-exp       b s a / t
+// times e, plus the block's output in the residual stream (b s h, / t with sp). For GPT (f = 4h)
+// without parallelism: 16 b s h + 4 b s + a b s elements, i.e. s b h (32 + 8/h + 2a/h) bytes in
+// bf16, against Korthikanti et al.'s s b h (34 + 5 a s / h): kintsugi has no dropout (its masks
+// are 2 s b h of their 34) and keeps no s x s attention matrices (their 5 a s / h): the
+// flash-style kernel recomputes them from the log-sum-exp.
+// Selective recomputation drops the attention output and log-sum-exp; full recomputation keeps
+// only the residual stream.
+#include <cstdint>
+
+#include "kintsugi/model/config.hpp"
+#include "kintsugi/model/transformer_block.hpp"
+
+namespace kintsugi {
+
+struct StateBytes {
+  double parameters = 0, gradients = 0, optimizer_state = 0;
+  double total() const { return parameters + gradients + optimizer_state; }
+};
+
+StateBytes model_state_bytes(double elements, int zero_stage, std::int64_t shards,
+                             std::int64_t param_bytes, std::int64_t grad_bytes, bool mixed);
+
+struct ActivationShape {
+  std::int64_t micro_batch = 1, seq = 1;
+  std::int64_t tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::none;
+  std::int64_t element_bytes = 4;
+};
+
+// Bytes one block keeps per micro-batch, its output in the residual stream included.
+double block_activation_bytes(const ModelConfig& model, const ActivationShape& shape);
+// A chunk of `blocks` blocks, per micro-batch: the blocks, the chunk's input activation, and
+// with the head its norm output, statistics and the gradient at it.
+double chunk_activation_bytes(const ModelConfig& model, const ActivationShape& shape,
+                              std::int64_t blocks, bool head);
+
+}  // namespace kintsugi
