@@ -74,14 +74,14 @@ void transpose_16x16(const std::uint16_t* src, std::int64_t src_ld, int valid, s
     b[4 * i + 3] = _mm512_maskz_unpackhi_epi64(kAll8, a[4 * i + 1], a[4 * i + 3]);
   }
   for (int q = 0; q < 4; ++q) {  // gather lane j of the four row groups into word 4j + q
-    const __m512i s0 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0x88);
-    const __m512i s1 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0xdd);
-    const __m512i s2 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0x88);
-    const __m512i s3 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0xdd);
-    _mm512_storeu_si512(dst + q * dst_stride, _mm512_shuffle_i32x4(s0, s2, 0x88));
-    _mm512_storeu_si512(dst + (q + 4) * dst_stride, _mm512_shuffle_i32x4(s1, s3, 0x88));
-    _mm512_storeu_si512(dst + (q + 8) * dst_stride, _mm512_shuffle_i32x4(s0, s2, 0xdd));
-    _mm512_storeu_si512(dst + (q + 12) * dst_stride, _mm512_shuffle_i32x4(s1, s3, 0xdd));
+    const __m512i s0 = _mm512_maskz_shuffle_i32x4(kAll, b[q], b[4 + q], 0x88);
+    const __m512i s1 = _mm512_maskz_shuffle_i32x4(kAll, b[q], b[4 + q], 0xdd);
+    const __m512i s2 = _mm512_maskz_shuffle_i32x4(kAll, b[8 + q], b[12 + q], 0x88);
+    const __m512i s3 = _mm512_maskz_shuffle_i32x4(kAll, b[8 + q], b[12 + q], 0xdd);
+    _mm512_storeu_si512(dst + q * dst_stride, _mm512_maskz_shuffle_i32x4(kAll, s0, s2, 0x88));
+    _mm512_storeu_si512(dst + (q + 4) * dst_stride, _mm512_maskz_shuffle_i32x4(kAll, s1, s3, 0x88));
+    _mm512_storeu_si512(dst + (q + 8) * dst_stride, _mm512_maskz_shuffle_i32x4(kAll, s0, s2, 0xdd));
+    _mm512_storeu_si512(dst + (q + 12) * dst_stride, _mm512_maskz_shuffle_i32x4(kAll, s1, s3, 0xdd));
   }
 }
 #endif
