@@ -284,9 +284,13 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const Ope
         for (std::int64_t j = 0; j < nc; j += kNR)
           pack_b(b.at(pc, jc + j), kc, std::min(kNR, nc - j), b_pack + j / kNR * kp * kNR);
         const float beta_block = pc == 0 ? beta : 1.0f;
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t ic = 0; ic < m; ic += kMC) {
-          const std::int64_t mc = std::min(kMC, m - ic);
+        // Each thread takes an equal share of the row tiles (whole kMC blocks would leave one
+        // thread the short last block), walked in blocks of at most kMC rows.
+        const std::int64_t tiles = (m + kMR - 1) / kMR, team = omp_get_num_threads();
+        const std::int64_t t = omp_get_thread_num();
+        const std::int64_t last = std::min(m, tiles * (t + 1) / team * kMR);
+        for (std::int64_t ic = tiles * t / team * kMR; ic < last; ic += kMC) {
+          const std::int64_t mc = std::min(kMC, last - ic);
           const Operand ab = a.at(ic, pc);
           Left left;
           if (a_in_place) {
@@ -308,6 +312,7 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const Ope
           }
           multiply(mc, nc, kc, alpha, left, b_pack, kp, beta_block, c + ic * ldc + jc, ldc);
         }
+#pragma omp barrier  // the next block of B is packed over this one
       }
     }
   }
