@@ -5,6 +5,7 @@
 
 #include "kintsugi/optim/adamw.hpp"
 #include "kintsugi/optim/grad_clip.hpp"
+#include "kintsugi/optim/loss_scaler.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
 
 namespace kintsugi {
@@ -53,6 +54,30 @@ TEST(GradClip, Factor) {
   EXPECT_DOUBLE_EQ(clip_factor(0.5, 1.0), 1.0);
   EXPECT_NEAR(clip_factor(4.0, 1.0), 0.25, 1e-6);
   EXPECT_DOUBLE_EQ(clip_factor(4.0, 0.0), 1.0);  // off
+}
+
+}  // namespace
+}  // namespace kintsugi
+
+namespace kintsugi {
+namespace {
+
+TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterACleanWindow) {
+  LossScaler s(1024, 3);
+  EXPECT_FALSE(s.update(std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_FALSE(s.update(std::nan("")));
+  EXPECT_EQ(s.scale(), 256);
+  EXPECT_EQ(s.skipped(), 2);
+  EXPECT_TRUE(s.update(1.0));
+  EXPECT_TRUE(s.update(1.0));
+  EXPECT_EQ(s.scale(), 256);
+  EXPECT_TRUE(s.update(1.0));  // third clean step in a row
+  EXPECT_EQ(s.scale(), 512);
+  LossScaler off;
+  EXPECT_TRUE(off.update(3.0));
+  EXPECT_FALSE(off.update(std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(off.scale(), 1.0);
 }
 
 }  // namespace

@@ -17,6 +17,14 @@ std::int64_t matmul_parameter_count(const ModelConfig& c) {
   return c.n_layer * (4 * d * d + 2 * d * c.d_ff) + c.vocab_size * d;
 }
 
+double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
+                                bool full) {
+  const double d = static_cast<double>(c.d_model), L = static_cast<double>(c.n_layer);
+  const double attention_forward = 4.0 * L * static_cast<double>(seq) * d;
+  const double blocks_forward = 2.0 * L * (4 * d * d + 2 * d * c.d_ff) + attention_forward;
+  return model_flops_per_token(c, seq) + (full ? blocks_forward : selective ? attention_forward : 0.0);
+}
+
 double model_flops_per_token(const ModelConfig& c, std::int64_t seq) {
   return 6.0 * static_cast<double>(matmul_parameter_count(c)) +
          12.0 * static_cast<double>(c.n_layer) * static_cast<double>(seq) *

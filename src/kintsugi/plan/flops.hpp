@@ -22,5 +22,9 @@ std::int64_t parameter_count(const ModelConfig& c);
 std::int64_t matmul_parameter_count(const ModelConfig& c);
 // Model FLOPs for one token at context length seq (forward + backward).
 double model_flops_per_token(const ModelConfig& c, std::int64_t seq);
+// Hardware FLOPs: model FLOPs plus what recomputation repeats: the attention score and value
+// products (selective, 4 n_layer seq d_model per token) or every block's forward (full:
+// 2 x 12 n_layer d_model^2 + 4 n_layer seq d_model for GPT-2 blocks). HFU uses these.
+double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective, bool full);
 
 }  // namespace kintsugi
