@@ -63,8 +63,11 @@ void round_rows(const float* src, std::int64_t ld, std::int64_t rows, std::int64
 
 class F32Engine {
  public:
-  F32Engine(Carver& c, std::int64_t T, std::int64_t hd) : T_(T), hd_(hd) {
-    for (auto*& w : wide_) w = c.take<float>(T * hd);
+  // Scratch only for the heads that need widening: qkv's when it is f16, dout's unless f32.
+  F32Engine(Carver& c, std::int64_t T, std::int64_t hd, DType qkv, DType dout) : T_(T), hd_(hd) {
+    for (Slot s : {kQ, kK, kV})
+      if (qkv != DType::f32) wide_[s] = c.take<float>(T * hd);
+    if (dout != DType::f32) wide_[kDout] = c.take<float>(T * hd);
   }
 
   void prepare_forward(const HeadView& q, const HeadView& k, const HeadView& v) {
@@ -124,7 +127,7 @@ class F32Engine {
 
 class Bf16Engine {
  public:
-  Bf16Engine(Carver& c, std::int64_t T, std::int64_t hd) : T_(T), hd_(hd) {
+  Bf16Engine(Carver& c, std::int64_t T, std::int64_t hd, DType, DType) : T_(T), hd_(hd) {
     kt_ = c.take<std::uint32_t>(bg::packed_b_words(hd, T));
     kn_ = c.take<std::uint32_t>(bg::packed_b_words(T, hd));
     vn_ = c.take<std::uint32_t>(bg::packed_b_words(T, hd));
@@ -217,9 +220,11 @@ class Bf16Engine {
 // Scratch of the driver loops, beside the engine's.
 struct ForwardScratch {
   float* scores;
-  float* out_rows;  // an output block in f32 when `out` is not f32
-  ForwardScratch(Carver& c, std::int64_t T, std::int64_t hd)
-      : scores(c.take<float>(kBlock * T)), out_rows(c.take<float>(kBlock * hd)) {}
+  float* out_rows = nullptr;  // an output block in f32 when `out` is not f32
+  ForwardScratch(Carver& c, std::int64_t T, std::int64_t hd, DType out)
+      : scores(c.take<float>(kBlock * T)) {
+    if (out != DType::f32) out_rows = c.take<float>(kBlock * hd);
+  }
 };
 
 template <class Engine>
@@ -229,14 +234,14 @@ void forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, Thread
   const std::int64_t out_ld = H * hd;
   const float scale = 1.0f / std::sqrt(float(hd));
   Carver measure(nullptr);
-  Engine{measure, Tn, hd};
-  ForwardScratch{measure, Tn, hd};
+  Engine{measure, Tn, hd, qkv.dtype, DType::f32};
+  ForwardScratch{measure, Tn, hd, out.dtype};
   const std::size_t stride = ws.reserve(measure.used());
 #pragma omp parallel
   {
     Carver carve(ws.base() + stride * omp_get_thread_num());
-    Engine engine(carve, Tn, hd);
-    ForwardScratch scratch(carve, Tn, hd);
+    Engine engine(carve, Tn, hd, qkv.dtype, DType::f32);
+    ForwardScratch scratch(carve, Tn, hd, out.dtype);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t bh = 0; bh < s.batch * H; ++bh) {
       const std::int64_t b = bh / H, h = bh % H, kvh = h / L.group;
@@ -262,16 +267,19 @@ void forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, Thread
 }
 
 struct BackwardScratch {
-  float *P, *dP, *delta, *lse, *staged, *dq, *dk, *dv;
-  BackwardScratch(Carver& c, std::int64_t T, std::int64_t hd)
+  float *P, *dP, *delta, *lse, *staged;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;  // f32 gradients when dqkv is not f32
+  BackwardScratch(Carver& c, std::int64_t T, std::int64_t hd, DType dqkv)
       : P(c.take<float>(kBlock * T)),
         dP(c.take<float>(kBlock * T)),
         delta(c.take<float>(T)),
         lse(c.take<float>(T)),
-        staged(c.take<float>(2 * hd)),
-        dq(c.take<float>(kBlock * hd)),
-        dk(c.take<float>(T * hd)),
-        dv(c.take<float>(T * hd)) {}
+        staged(c.take<float>(2 * hd)) {
+    if (dqkv == DType::f32) return;
+    dq = c.take<float>(kBlock * hd);
+    dk = c.take<float>(T * hd);
+    dv = c.take<float>(T * hd);
+  }
 };
 
 template <class Engine>
@@ -282,15 +290,15 @@ void backward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, AnyPt
   const std::int64_t out_ld = H * hd;
   const float scale = 1.0f / std::sqrt(float(hd));
   Carver measure(nullptr);
-  Engine{measure, Tn, hd};
-  BackwardScratch{measure, Tn, hd};
+  Engine{measure, Tn, hd, qkv.dtype, dout.dtype};
+  BackwardScratch{measure, Tn, hd, dqkv.dtype};
   const std::size_t stride = ws.reserve(measure.used());
   const bool direct = dqkv.is_f32();  // gradients accumulate in dqkv itself
 #pragma omp parallel
   {
     Carver carve(ws.base() + stride * omp_get_thread_num());
-    Engine engine(carve, Tn, hd);
-    BackwardScratch scratch(carve, Tn, hd);
+    Engine engine(carve, Tn, hd, qkv.dtype, dout.dtype);
+    BackwardScratch scratch(carve, Tn, hd, dqkv.dtype);
     // Query heads that share a key/value head write the same dK/dV, so threads own (b, kv head).
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t bk = 0; bk < s.batch * s.kv_heads; ++bk) {
