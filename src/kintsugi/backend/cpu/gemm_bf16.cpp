@@ -198,17 +198,20 @@ void tile(std::int64_t kp, const std::uint32_t* a, std::int64_t rs, const std::u
     _mm512_mask_storeu_ps(ci + 16, m1, r1);
   }
 #else
-  float acc[kMR][kNR] = {};
-  for (std::int64_t p = 0; p < kp; ++p)
+  // Portable: each k-pair of B decoded once to f32, then rows of FMAs the compiler vectorizes.
+  float acc[kMR][kNR] = {}, b_lo[kNR], b_hi[kNR];
+  for (std::int64_t p = 0; p < kp; ++p) {
+    for (int j = 0; j < kNR; ++j) {
+      b_lo[j] = bf16_to_f32(b[p * kNR + j] & 0xffffu);
+      b_hi[j] = bf16_to_f32(b[p * kNR + j] >> 16);
+    }
     for (int i = 0; i < kMR; ++i) {
       const std::uint32_t w = word(i, p);
       const float lo = bf16_to_f32(w & 0xffffu), hi = bf16_to_f32(w >> 16);
-      for (int j = 0; j < kNR; ++j) {
-        const std::uint32_t v = b[p * kNR + j];
-        acc[i][j] += lo * bf16_to_f32(v & 0xffffu);
-        acc[i][j] += hi * bf16_to_f32(v >> 16);
-      }
+#pragma omp simd
+      for (int j = 0; j < kNR; ++j) acc[i][j] += lo * b_lo[j] + hi * b_hi[j];
     }
+  }
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       float& ci = c[i * ldc + j];
