@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/half.hpp"
 #include "kintsugi/model/config_json.hpp"
 
 namespace kintsugi {
@@ -32,8 +33,25 @@ std::vector<std::int64_t> to_vector(const Shape& s) {
   return {s.dims.begin(), s.dims.begin() + s.rank};
 }
 
+// Mixed-precision models store their 16-bit working weights widened to f32.
 double element(const Tensor& t, std::int64_t k) {
-  return t.dtype == DType::f32 ? t.as<float>()[k] : t.as<double>()[k];
+  switch (t.dtype) {
+    case DType::f32: return t.as<float>()[k];
+    case DType::f64: return t.as<double>()[k];
+    case DType::bf16: return bf16_to_float(static_cast<std::uint16_t*>(t.data)[k]);
+    case DType::f16: return f16_to_float(static_cast<std::uint16_t*>(t.data)[k]);
+    default: fail("a checkpoint cannot hold {} parameters", name_of(t.dtype));
+  }
+}
+
+void set_element(const Tensor& t, std::int64_t k, float v) {
+  switch (t.dtype) {
+    case DType::f32: t.as<float>()[k] = v; break;
+    case DType::f64: t.as<double>()[k] = v; break;
+    case DType::bf16: static_cast<std::uint16_t*>(t.data)[k] = float_to_bf16(v); break;
+    case DType::f16: static_cast<std::uint16_t*>(t.data)[k] = float_to_f16(v); break;
+    default: fail("a checkpoint cannot fill {} parameters", name_of(t.dtype));
+  }
 }
 
 // The whole parameter i (shards gathered across the tensor-parallel group), as float32,
@@ -307,8 +325,7 @@ void load_model(const fs::path& dir, ParamStore& params) {
       if (entry.spec.split_dim == 1) c += entry.spec.split_begin;
       const std::int64_t g = r * global_cols + c;
       const float v = g < n ? values[g] : 0.0f;
-      if (t.dtype == DType::f32) t.as<float>()[e] = v;
-      else t.as<double>()[e] = v;
+      set_element(t, e, v);
     }
   }
 }

@@ -21,9 +21,9 @@ namespace kintsugi::cli {
 namespace {
 
 struct Args {
-  std::string config, out, metrics, trace, schedule;
+  std::string config, out, metrics, trace, schedule, precision, recompute;
   std::vector<std::string> overrides;
-  std::optional<int> tp, dp, pp, virtual_stages;
+  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
   bool sequence_parallel = false, help_config = false;
 };
 
@@ -48,6 +48,12 @@ void run(const Args& args) {
       overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
     if (args.virtual_stages)
       overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
+    if (args.zero) overrides.push_back(fmt::format("parallel.zero={}", *args.zero));
+    if (args.hsdp) overrides.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+    if (!args.precision.empty())
+      overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
+    if (!args.recompute.empty())
+      overrides.push_back(fmt::format("train.recompute=\"{}\"", args.recompute));
     config = load_run_config(args.config, overrides);
     resolve_layout(config, world);
     inputs.emplace(open_inputs(config));
@@ -113,6 +119,17 @@ void add_train_command(CLI::App& app) {
                   "Pipeline schedule: gpipe, 1f1b or interleaved (parallel.schedule)");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "Model chunks per pipeline rank, for --schedule interleaved");
+  cmd->add_option("--zero", args->zero,
+                  "ZeRO stage 0-3: shard optimizer state (1), gradients (2), parameters (3) "
+                  "across data-parallel ranks (parallel.zero)");
+  cmd->add_option("--hsdp", args->hsdp,
+                  "Hybrid sharding: shard over groups of this many data-parallel ranks, "
+                  "replicate across groups (parallel.hsdp)");
+  cmd->add_option("--precision", args->precision,
+                  "fp32, bf16 or fp16 (f32 master weights; fp16 with dynamic loss scaling) "
+                  "(train.precision)");
+  cmd->add_option("--recompute", args->recompute,
+                  "Activation recomputation: none, selective or full (train.recompute)");
   cmd->add_option("--trace", args->trace,
                   "Write the last step's events of every rank as Chrome trace JSON (open in "
                   "Perfetto or chrome://tracing)");

@@ -13,12 +13,15 @@
 namespace kintsugi {
 
 // What every layer needs to run: the backend, the parameters of its model chunk, and the
-// tensor-parallel group it is split across.
+// tensor-parallel group it is split across. `dtype` is the compute type of activations and
+// weights; statistics (norm means and inverse deviations, attention log-sum-exp, logits and
+// softmax sums) are kept in `statistics()`: f32, or f64 in double-precision checks.
 struct LayerContext {
   Backend& backend;
   ParamStore& params;
   DType dtype;
   TensorParallel tp;
+  DType statistics() const { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 };
 
 // y = x . W^T + b with W [out, in]. Across tensor-parallel ranks:

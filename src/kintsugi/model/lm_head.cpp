@@ -36,21 +36,23 @@ void LmHead::allocate(int slots, std::int64_t rows) {
   const TensorParallel& tp = ctx_.tp;
   const std::int64_t local = tp.local_rows(rows);
   rows_ = rows;
-  const std::int64_t row_bytes = local_vocab_ * static_cast<std::int64_t>(size_of(dt));
+  const std::int64_t row_bytes =
+      local_vocab_ * static_cast<std::int64_t>(size_of(ctx_.statistics()));
   chunk_rows_ = std::clamp<std::int64_t>(kLogitsChunkBytes / row_bytes, 1, rows);
   saved_.assign(slots, {});
   storage_.clear();
   for (Saved& s : saved_)
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
       s.norm = c.take(dt, {local, d_});
-      s.mean = c.take(dt, {local});
-      s.rstd = c.take(dt, {local});
+      s.mean = c.take(ctx_.statistics(), {local});
+      s.rstd = c.take(ctx_.statistics(), {local});
       s.d_norm = c.take(dt, {local, d_});
     }));
   workspace_ = carve(ctx_.backend, MemoryKind::workspace, [&](Carver& c) {
-    logits_ = c.take(dt, {chunk_rows_, local_vocab_});
-    row_max_ = c.take(dt, {chunk_rows_});
-    row_stats_ = c.take(dt, {2, chunk_rows_});
+    // Logits and the softmax statistics stay in f32 whatever the compute type.
+    logits_ = c.take(ctx_.statistics(), {chunk_rows_, local_vocab_});
+    row_max_ = c.take(ctx_.statistics(), {chunk_rows_});
+    row_stats_ = c.take(ctx_.statistics(), {2, chunk_rows_});
     if (tp.sequence_parallel()) {
       full_ = c.take(dt, {rows, d_});
       d_full_ = c.take(dt, {rows, d_});
@@ -78,10 +80,10 @@ double LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
   const Tensor row_max = row_max_.reshaped({chunk_rows_}).rows(0, n);
   // The two statistics summed across ranks travel in one all-reduce.
   const Tensor stats = row_stats_.reshaped({2, chunk_rows_});
-  const std::size_t es = size_of(ctx_.dtype);
-  const Tensor row_sum{stats.data, ctx_.dtype, {n}};
-  const Tensor target_logit{static_cast<std::byte*>(stats.data) + n * es, ctx_.dtype, {n}};
-  const Tensor both{stats.data, ctx_.dtype, {2 * n}};
+  const DType st = ctx_.statistics();
+  const Tensor row_sum{stats.data, st, {n}};
+  const Tensor target_logit{static_cast<std::byte*>(stats.data) + n * size_of(st), st, {n}};
+  const Tensor both{stats.data, st, {2 * n}};
 
   be.linear_forward(x, wte, nullptr, logits);
   be.softmax_row_max(logits, local_valid_, row_max);

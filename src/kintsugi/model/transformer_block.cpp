@@ -41,25 +41,26 @@ void layout(Carver& c, const LayerContext& ctx, std::int64_t d, std::int64_t d_f
   const std::int64_t rows = batch * seq, local = tp.local_rows(rows);
   const std::int64_t d_attn = d / tp.size(), ff = d_ff / tp.size(), h = heads / tp.size();
   const bool sp = tp.sequence_parallel();
-  auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape) {
-    a.*field = keep ? c.take(dt, shape) : shared ? shared->*field : Tensor{};
+  auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape, DType type) {
+    a.*field = keep ? c.take(type, shape) : shared ? shared->*field : Tensor{};
   };
-  take(keep_rest, &BlockActivations::ln1, {local, d});
-  take(keep_rest, &BlockActivations::ln1_mean, {local});
-  take(keep_rest, &BlockActivations::ln1_rstd, {local});
-  if (sp) take(keep_rest, &BlockActivations::ln1_full, {rows, d});
+  const DType st = ctx.statistics();
+  take(keep_rest, &BlockActivations::ln1, {local, d}, dt);
+  take(keep_rest, &BlockActivations::ln1_mean, {local}, st);
+  take(keep_rest, &BlockActivations::ln1_rstd, {local}, st);
+  if (sp) take(keep_rest, &BlockActivations::ln1_full, {rows, d}, dt);
   else a.ln1_full = a.ln1;  // without sequence parallelism the gathered norm is the norm
-  take(keep_rest, &BlockActivations::qkv, {rows, 3 * d_attn});
-  take(keep_attention, &BlockActivations::attn, {rows, d_attn});
-  take(keep_attention, &BlockActivations::lse, {batch, h, seq});
-  take(keep_rest, &BlockActivations::mid, {local, d});
-  take(keep_rest, &BlockActivations::ln2, {local, d});
-  take(keep_rest, &BlockActivations::ln2_mean, {local});
-  take(keep_rest, &BlockActivations::ln2_rstd, {local});
-  if (sp) take(keep_rest, &BlockActivations::ln2_full, {rows, d});
+  take(keep_rest, &BlockActivations::qkv, {rows, 3 * d_attn}, dt);
+  take(keep_attention, &BlockActivations::attn, {rows, d_attn}, dt);
+  take(keep_attention, &BlockActivations::lse, {batch, h, seq}, st);
+  take(keep_rest, &BlockActivations::mid, {local, d}, dt);
+  take(keep_rest, &BlockActivations::ln2, {local, d}, dt);
+  take(keep_rest, &BlockActivations::ln2_mean, {local}, st);
+  take(keep_rest, &BlockActivations::ln2_rstd, {local}, st);
+  if (sp) take(keep_rest, &BlockActivations::ln2_full, {rows, d}, dt);
   else a.ln2_full = a.ln2;
-  take(keep_rest, &BlockActivations::fc, {rows, ff});
-  take(keep_rest, &BlockActivations::act, {rows, ff});
+  take(keep_rest, &BlockActivations::fc, {rows, ff}, dt);
+  take(keep_rest, &BlockActivations::act, {rows, ff}, dt);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
   std::map<std::string, double> out;
   const double eb = static_cast<double>(s.element_bytes);
   const double rows = static_cast<double>(s.micro_batch * s.seq);
-  const double activation = rows * m.d_model * eb;  // one R x d tensor
+  const double activation = rows * m.d_model * s.activation_element_bytes;  // one R x d tensor
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   if (l.tp > 1) {
@@ -27,7 +27,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
     // gradients entering each block's two halves and the head enter one.
     const double boundaries = (s.recompute_full ? 6.0 : 4.0) * blocks + (s.embedding ? 1 : 0) +
                               (s.head ? 1 : 0);
-    const double loss_stats = s.head ? 3.0 * rows * eb : 0.0;  // row max; row sum, target logit
+    const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
     if (l.sequence_parallel) {
       // Each boundary is an all-gather one way and a reduce-scatter the other.

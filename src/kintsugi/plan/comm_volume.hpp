@@ -34,7 +34,9 @@ struct StepShape {
   std::int64_t micro_batches = 1;       // per data-parallel rank per step
   std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffers
   std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
-  std::int64_t element_bytes = 4;
+  std::int64_t element_bytes = 4;             // a gradient element
+  std::int64_t activation_element_bytes = 4;  // an activation element (the compute type)
+  std::int64_t statistic_bytes = 4;           // loss statistics (f32; f64 in checks)
   // What the rank holds (pipeline parallelism holds a part): blocks (-1: all), embeddings, head.
   std::int64_t blocks = -1;
   bool embedding = true, head = true;

@@ -17,14 +17,20 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
   const double a = static_cast<double>(m.n_head), t = static_cast<double>(s.tp);
   const bool sp = s.sequence_parallel && s.tp > 1;
   const double local = sp ? b * q / t : b * q;  // token rows outside tensor-parallel regions
-  double elements = local * h;                  // the block's output (residual stream)
+  double elements = local * h;  // the block's output (residual stream)
+  double statistics = 0;
   if (s.recompute != Recompute::full) {
-    elements += 3 * local * h + 4 * local;              // ln1, mid, ln2, norm statistics
+    elements += 3 * local * h;                          // ln1, mid, ln2
+    statistics += 4 * local;                            // their means and inverse deviations
     if (sp) elements += 2 * b * q * h;                  // gathered ln1, ln2
     elements += 3 * b * q * h / t + 2 * b * q * f / t;  // qkv, MLP pre/post activation
-    if (s.recompute == Recompute::none) elements += b * q * h / t + b * q * a / t;  // attention
+    if (s.recompute == Recompute::none) {
+      elements += b * q * h / t;    // attention output
+      statistics += b * q * a / t;  // log-sum-exp
+    }
   }
-  return elements * static_cast<double>(s.element_bytes);
+  return elements * static_cast<double>(s.element_bytes) +
+         statistics * static_cast<double>(s.statistic_bytes);
 }
 
 double chunk_activation_bytes(const ModelConfig& m, const ActivationShape& s, std::int64_t blocks,
@@ -33,7 +39,7 @@ double chunk_activation_bytes(const ModelConfig& m, const ActivationShape& s, st
                        (s.sequence_parallel && s.tp > 1 ? static_cast<double>(s.tp) : 1.0);
   const double h = static_cast<double>(m.d_model), e = static_cast<double>(s.element_bytes);
   double bytes = static_cast<double>(blocks) * block_activation_bytes(m, s) + local * h * e;
-  if (head) bytes += (2 * local * h + 2 * local) * e;
+  if (head) bytes += 2 * local * h * e + 2 * local * static_cast<double>(s.statistic_bytes);
   return bytes;
 }
 

@@ -15,13 +15,13 @@
 // sequences of s tokens, hidden h, a heads, MLP width f, tensor parallelism t, element size e):
 //   ln1, mid, ln2               3 b s h      (/ t with sequence parallelism)
 //   ln1, ln2 gathered           2 b s h      (sequence parallelism only)
-//   norm statistics             4 b s        (/ t with sequence parallelism)
 //   qkv, attention output       4 b s h / t
 //   MLP pre- and post-GELU      2 b s f / t
+// times e, plus the block's output in the residual stream (b s h, / t with sp), plus in f32
+//   norm statistics             4 b s        (/ t with sequence parallelism)
 //   attention log-sum-exp       b s a / t
-// times e, plus the block's output in the residual stream (b s h, / t with sp). For GPT (f = 4h)
-// without parallelism: 16 b s h + 4 b s + a b s elements, i.e. s b h (32 + 8/h + 2a/h) bytes in
-// bf16, against Korthikanti et al.'s s b h (34 + 5 a s / h): kintsugi has no dropout (its masks
+// For GPT (f = 4h) without parallelism: 16 b s h elements and 4 b s + a b s statistics, i.e.
+// s b h (32 + 16/h + 4a/h) bytes in bf16, against Korthikanti et al.'s s b h (34 + 5 a s / h): kintsugi has no dropout (its masks
 // are 2 s b h of their 34) and keeps no s x s attention matrices (their 5 a s / h): the
 // flash-style kernel recomputes them from the log-sum-exp.
 // Selective recomputation drops the attention output and log-sum-exp; full recomputation keeps
@@ -46,7 +46,8 @@ struct ActivationShape {
   std::int64_t tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
-  std::int64_t element_bytes = 4;
+  std::int64_t element_bytes = 4;    // activations (the compute type)
+  std::int64_t statistic_bytes = 4;  // norm statistics and log-sum-exp (f32; f64 in checks)
 };
 
 // Bytes one block keeps per micro-batch, its output in the residual stream included.

@@ -68,6 +68,15 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.eval_batches", &c.train.eval_batches, "validation micro-batches per evaluation"},
       {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
       {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
+      {"train.precision", &c.train.precision,
+       "\"fp32\", or mixed precision \"bf16\" / \"fp16\": weights and activations in 16 bits, "
+       "f32 master weights and optimizer state"},
+      {"train.grad_precision", &c.train.grad_precision,
+       "\"fp32\" (gradients accumulated in f32) or \"param\" (in the weights' type: 2 bytes)"},
+      {"train.loss_scale", &c.train.loss_scale,
+       "fp16: initial dynamic loss scale (halved on overflow, doubled after a clean window)"},
+      {"train.loss_scale_window", &c.train.loss_scale_window,
+       "fp16: clean steps before the loss scale doubles"},
       {"train.recompute", &c.train.recompute,
        "activation recomputation: \"none\", \"selective\" (the attention core) or \"full\" "
        "(everything but each block's input)"},
@@ -255,6 +264,11 @@ void validate(const RunConfig& c) {
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
   parse_recompute(t.recompute);
+  parse_precision(t.precision);
+  if (t.grad_precision != "fp32" && t.grad_precision != "param")
+    fail("train.grad_precision = \"{}\": use \"fp32\" or \"param\"", t.grad_precision);
+  positive("loss_scale", t.loss_scale);
+  positive("loss_scale_window", t.loss_scale_window);
   const ParallelConfig& p = c.parallel;
   if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
@@ -267,6 +281,13 @@ void validate(const RunConfig& c) {
   if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
+}
+
+DType parse_precision(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp16") return DType::f16;
+  fail("train.precision = \"{}\": use \"fp32\", \"bf16\" or \"fp16\"", name);
 }
 
 void resolve_layout(RunConfig& c, int world) {

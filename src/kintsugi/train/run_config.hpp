@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kintsugi/core/dtype.hpp"
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
@@ -35,6 +36,10 @@ struct TrainConfig {
   std::int64_t log_every = 1;
   std::int64_t threads = 0;  // 0: all cores
   std::string recompute = "none";  // activation recomputation: none, selective, full
+  std::string precision = "fp32";  // fp32, bf16, fp16: weights and activations
+  std::string grad_precision = "fp32";  // fp32, or "param": gradients in the weights' type
+  double loss_scale = 65536;            // fp16: initial dynamic loss scale
+  std::int64_t loss_scale_window = 1000;  // fp16: clean steps before the scale doubles
   bool save_checkpoint = true;
 };
 
@@ -67,6 +72,8 @@ struct RunConfig {
 
 // Reads `path` (empty: defaults only), applies overrides "section.key=value", validates.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// The element type a train.precision names.
+DType parse_precision(const std::string& name);
 void validate(const RunConfig& config);
 // Checks the layout against the job's rank count and the model (every rank reaches the same
 // verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).

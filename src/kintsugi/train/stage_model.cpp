@@ -26,6 +26,11 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
       .replica = zero > 0 ? place.replica : nullptr,
       .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)};
   const int shards = sharding.shard ? sharding.shard->size() : 1;
+  // Mixed precision: weights and activations in 16 bits; gradients accumulated in f32 unless
+  // train.grad_precision = "param". fp16 needs loss scaling to keep small gradients.
+  const DType compute = parse_precision(c.train.precision);
+  const DType grad = c.train.grad_precision == "param" ? compute : DType::f32;
+  if (compute == DType::f16) scaler_ = LossScaler(c.train.loss_scale, c.train.loss_scale_window);
   // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
   const int slots = std::max(1, max_in_flight(schedule_, shape, place.pp_rank));
   for (int chunk = 0; chunk < v; ++chunk) {
@@ -34,8 +39,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
                          .head = g == p * v - 1};
-    const ChunkStorage storage{.compute = DType::f32,
-                               .grad = DType::f32,
+    const ChunkStorage storage{.compute = compute,
+                               .grad = grad,
                                .allocate = false,
                                .unit_multiple = 16 * (zero > 0 ? shards : 1),
                                .recompute = parse_recompute(c.train.recompute)};
@@ -99,8 +104,12 @@ void StageModel::optimizer_step() {
   for (auto& s : states_) sum += s->grad_sum_squares();
   for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
     if (g) g->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
-  grad_norm_ = std::sqrt(sum);
-  const double factor = clip_factor(grad_norm_, grad_clip_);
+  // Every rank sees the same sum, so every rank takes the same decision to skip.
+  const double scale = scaler_.scale();
+  skipped_ = !scaler_.update(std::sqrt(sum));
+  grad_norm_ = std::sqrt(sum) / scale;
+  if (skipped_) return;
+  const double factor = clip_factor(grad_norm_, grad_clip_) / scale;
   for (auto& s : states_) s->optimizer_step(lr_, factor);
 }
 
@@ -108,15 +117,16 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
                                               double grad_scale, double lr, double grad_clip) {
   lr_ = lr;
   grad_clip_ = grad_clip;
+  const double loss_scale = scaler_.scale();
   for (auto& s : states_) s->begin_step();
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   const double loss = executor_->run(
-      program, true, grad_scale,
+      program, true, grad_scale * loss_scale,
       {.sample = sample,
        .reduce_grads = [this] { reduce_grads(); },
        .optimizer_step = [this] { optimizer_step(); }});
-  return {sum_over_job(loss), grad_norm_};
+  return {sum_over_job(loss), grad_norm_, skipped_, loss_scale};
 }
 
 double StageModel::evaluate(const Sampler& sample, int micro_batches) {

@@ -12,6 +12,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/trace.hpp"
 #include "kintsugi/model/model_chunk.hpp"
+#include "kintsugi/optim/loss_scaler.hpp"
 #include "kintsugi/parallel/pipeline_executor.hpp"
 #include "kintsugi/parallel/sharded_state.hpp"
 #include "kintsugi/parallel/stage_partition.hpp"
@@ -30,10 +31,13 @@ class StageModel {
 
   struct StepResult {
     double loss_sum = 0;  // token losses summed over the whole global batch (all ranks)
-    double grad_norm = 0;
+    double grad_norm = 0;    // of the unscaled gradient
+    bool skipped = false;    // fp16: the gradient overflowed, the step was not taken
+    double loss_scale = 1;   // the scale this step's loss was multiplied by
   };
   // One optimizer step over `micro_batches` micro-batches of this rank; the gradient is that
-  // of grad_scale x (sum of token losses).
+  // of grad_scale x (sum of token losses). In fp16 the loss is also multiplied by the dynamic
+  // loss scale, which the optimizer divides out; an overflowed step is skipped.
   StepResult train_step(const Sampler& sample, int micro_batches, double grad_scale, double lr,
                         double grad_clip);
   // Sum of token losses over `micro_batches` micro-batches of this rank, summed over the job.
@@ -49,6 +53,7 @@ class StageModel {
   int virtual_stages() const { return virtual_stages_; }
   int slots() const { return chunks_.front()->slots(); }
   const ShardedState& state(int chunk) const { return *states_[chunk]; }
+  const LossScaler& loss_scaler() const { return scaler_; }
   // From the last train_step: seconds computing, and micro-batches held at once.
   double compute_seconds() const { return executor_->compute_seconds(); }
   int peak_in_flight() const { return executor_->peak_in_flight(); }
@@ -66,7 +71,9 @@ class StageModel {
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<ShardedState>> states_;
   std::unique_ptr<PipelineExecutor> executor_;
+  LossScaler scaler_;
   double lr_ = 0, grad_clip_ = 0, grad_norm_ = 0;
+  bool skipped_ = false;
 };
 
 }  // namespace kintsugi

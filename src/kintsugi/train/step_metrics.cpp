@@ -23,9 +23,12 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"tokens_per_s", m.tokens_per_s},
                       {"model_tflops", m.model_tflops},
                       {"mfu", m.mfu},
+                      {"hfu", m.hfu},
                       {"memory_bytes", memory},
                       {"memory_peak_bytes", peak}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
+  if (m.skipped) j["skipped"] = true;
   if (!m.comm_bytes.empty()) j["comm_bytes_sent"] = m.comm_bytes;
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
@@ -54,6 +57,9 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
       m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, mem(MemoryKind::parameters),
       mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state), mem(MemoryKind::activations),
       mem(MemoryKind::workspace), format_duration(eta));
+  if (m.hfu > m.mfu * 1.0001) line += fmt::format(" | HFU {:.1f}%", 100.0 * m.hfu);
+  if (m.loss_scale) line += fmt::format(" | scale {:g}", *m.loss_scale);
+  if (m.skipped) line += " | skipped: gradient overflow";
   if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
   if (!m.comm_bytes.empty()) {
     std::uint64_t total = 0;

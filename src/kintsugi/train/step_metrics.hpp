@@ -22,6 +22,10 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double model_tflops = 0;  // achieved model TFLOP/s (plan/flops.hpp)
   double mfu = 0;           // model_tflops / peak
+  double hfu = 0;           // hardware FLOPs (recomputation included) / peak
+  // fp16: the loss scale of the step, and whether its gradient overflowed and it was skipped.
+  std::optional<double> loss_scale;
+  bool skipped = false;
   std::optional<double> val_loss;
   std::array<std::size_t, kMemoryKinds> memory_current{};
   std::array<std::size_t, kMemoryKinds> memory_peak{};

@@ -76,6 +76,19 @@ std::map<std::string, std::uint64_t> difference(const std::map<std::string, std:
   return d;
 }
 
+// The numerics and memory options, e.g. "bf16 (f32 gradients), recompute selective".
+std::string describe_numerics(const RunConfig& c) {
+  const auto& t = c.train;
+  std::string text = t.precision == "fp32" ? "fp32"
+                                           : fmt::format("{} with f32 master weights, {} gradients",
+                                                         t.precision,
+                                                         t.grad_precision == "param" ? t.precision
+                                                                                     : "f32");
+  if (t.precision == "fp16") text += fmt::format(", loss scale {:g} dynamic", t.loss_scale);
+  if (t.recompute != "none") text += fmt::format(", recompute {}", t.recompute);
+  return text;
+}
+
 std::string describe(const RunConfig& c, const Place& place, const StageModel& model) {
   if (!place.topology) return "1 rank (serial)";
   const auto& p = c.parallel;
@@ -87,6 +100,10 @@ std::string describe(const RunConfig& c, const Place& place, const StageModel& m
     text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
                         p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
                         fmt::join(model.partition().num_layers, " "));
+  if (p.zero > 0)
+    text += p.hsdp > 0 ? fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero,
+                                     p.hsdp, p.dp / p.hsdp)
+                       : fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
   return text;
 }
 
@@ -111,6 +128,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
     const ParamStore& p = chunk->params();
     shape.grad_elements += p.numel();
     shape.param_element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype()));
+    shape.activation_element_bytes = shape.param_element_bytes;
     shape.element_bytes = static_cast<std::int64_t>(size_of(p.grad_dtype()));
     for (int u = 0; u < p.units(); ++u) {
       const bool block = p.unit(u).name.rfind("blocks.", 0) == 0;
@@ -156,7 +174,8 @@ nlohmann::json expected_memory(const RunConfig& c, const Place& place, const Sta
                                 .tp = par.tp,
                                 .sequence_parallel = par.sequence_parallel,
                                 .recompute = parse_recompute(c.train.recompute),
-                                .element_bytes = static_cast<std::int64_t>(size_of(pt))};
+                                .element_bytes = static_cast<std::int64_t>(size_of(pt)),
+                                .statistic_bytes = pt == DType::f64 ? 8 : 4};
     activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
                                                           chunk->spec().head);
   }
@@ -276,6 +295,10 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   StageModel model(*backend, config, place, tracer);
   const LrSchedule schedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.decay_steps};
   const double flops_per_step = model_flops_per_token(mc, T) * static_cast<double>(tokens_per_step);
+  // Hardware FLOPs count the forward work recomputation repeats (HFU; MFU does not).
+  const double hardware_flops_per_step =
+      hardware_flops_per_token(mc, T, tc.recompute == "selective", tc.recompute == "full") *
+      static_cast<double>(tokens_per_step);
 
   namespace fs = std::filesystem;
   const fs::path out = options.out_dir;
@@ -289,9 +312,10 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     metrics.emplace(summary.metrics_path);
     fmt::print(log,
                "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
-               "{} threads per rank, {} backend\n",
+               "{} threads per rank, {} backend | {}\n",
                config.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-               parameter_count(mc) / 1e6, compute_threads(), backend->name());
+               parameter_count(mc) / 1e6, compute_threads(), backend->name(),
+               describe_numerics(config));
     fmt::print(log,
                "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
                "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
@@ -357,10 +381,21 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     m.loss = result.loss_sum / static_cast<double>(tokens_per_step);
     m.lr = lr;
     m.grad_norm = result.grad_norm;
+    if (model.loss_scaler().enabled()) {
+      m.loss_scale = result.loss_scale;
+      m.skipped = result.skipped;
+    } else if (result.skipped) {
+      fail("the gradient became non-finite at step {} (norm {}): lower train.lr or raise "
+           "train.warmup_steps",
+           m.step, result.grad_norm);
+    }
     m.step_seconds = seconds;
     m.tokens_per_s = tokens_per_step / seconds;
     m.model_tflops = flops_per_step / seconds / 1e12;
-    if (peak) m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
+    if (peak) {
+      m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
+      m.hfu = hardware_flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
+    }
     m.comm_bytes = difference(bytes_sent(topology), bytes_before);
     if (place.pp) m.bubble = 1.0 - model.compute_seconds() / seconds;
     if (!std::isfinite(m.loss))
