@@ -139,3 +139,40 @@ mpi_recompute_test(pp2_1f1b_recompute_full 2 pp2_1f1b --pp 2 --schedule 1f1b
                    --set train.recompute="full")
 mpi_recompute_test(dp2_zero3_recompute_full 2 dp2_zero3 --dp 2 --set parallel.zero=3
                    --set train.recompute="full")
+
+# Mixed precision: every ZeRO stage, hybrid sharding, and ZeRO-1 with tensor and pipeline
+# parallelism train like the serial run in the same precision, and hold rank 0's parameter,
+# gradient and optimizer bytes to the ZeRO formulas exactly (bf16 with 16-bit gradients: 16 Psi
+# for plain dp, 4 Psi + 12 Psi / N for ZeRO-1, 2 Psi + 14 Psi / N for ZeRO-2, 16 Psi / N for
+# ZeRO-3). Sixteen-bit weights cannot be compared as tightly as fp32 ones: a master weight that
+# differs in its last f32 bits between two summation orders can round to a neighbouring bf16
+# value (2^-8 relative), and Adam turns that into lr-sized differences for elements whose
+# gradients are noise. Losses are held to 1e-4 and weights to 0.1 of their scale (measured
+# worst: 1.1e-5 and 8.2e-2); a gradient that is lost or misplaced breaks both (docs/parallelism.md).
+set(BF16_RUN --precision bf16 --set train.grad_precision="param")
+set(FP16_RUN --precision fp16)
+add_test(NAME mpi.serial_bf16_reference
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${BF16_RUN} --out ${MPI_OUT}/serial_bf16)
+add_test(NAME mpi.serial_fp16_reference
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${FP16_RUN} --out ${MPI_OUT}/serial_fp16)
+set_tests_properties(mpi.serial_bf16_reference PROPERTIES FIXTURES_SETUP serial_bf16_run)
+set_tests_properties(mpi.serial_fp16_reference PROPERTIES FIXTURES_SETUP serial_fp16_run)
+function(mpi_mixed_test name ranks reference)
+  add_test(NAME mpi.${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=1e-4 WEIGHT_RTOL=0.1
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${name} ${ranks} ${MICRO_RUN} ${ARGN})
+  set_tests_properties(mpi.${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
+                                              PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+mpi_mixed_test(dp2_bf16 2 serial_bf16 --dp 2 ${BF16_RUN})
+mpi_mixed_test(dp2_bf16_zero1 2 serial_bf16 --dp 2 --zero 1 ${BF16_RUN})
+mpi_mixed_test(dp2_bf16_zero2 2 serial_bf16 --dp 2 --zero 2 ${BF16_RUN})
+mpi_mixed_test(dp2_bf16_zero3 2 serial_bf16 --dp 2 --zero 3 ${BF16_RUN})
+mpi_mixed_test(dp4_bf16_zero3_hsdp2 4 serial_bf16 --dp 4 --zero 3 --hsdp 2 ${BF16_RUN})
+mpi_mixed_test(tp2_dp2_bf16_zero1 4 serial_bf16 --tp 2 --dp 2 --zero 1 ${BF16_RUN})
+mpi_mixed_test(pp2_dp2_fp16_zero1 4 serial_fp16 --pp 2 --dp 2 --zero 1 ${FP16_RUN})
+mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --dp 2 --zero 2
+               ${FP16_RUN})

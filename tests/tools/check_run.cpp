@@ -1,10 +1,10 @@
 // Checks on the outputs of `kintsugi train` runs, for the multi-rank tests:
 //
-//   check_run compare SERIAL_DIR OTHER_DIR [RTOL]
+//   check_run compare SERIAL_DIR OTHER_DIR [RTOL [WEIGHT_RTOL]]
 //     Same losses at every step (relative RTOL, default 1e-5) and the same final weights: for
-//     every tensor, max |a - b| <= RTOL * scale, the scale being max |a| but at least the
-//     model's initialization scale (biases start at zero: relative to their own tiny values,
-//     fp32 rounding would look large).
+//     every tensor, max |a - b| <= WEIGHT_RTOL (default RTOL) * scale, the scale being max |a|
+//     but at least the model's initialization scale (biases start at zero: relative to their
+//     own tiny values, fp32 rounding would look large).
 //   check_run memory RUN_DIR
 //     Rank 0's tracked bytes of parameters, gradients and optimizer state equal the ZeRO
 //     formulas of plan/memory.hpp exactly, and its activation bytes lie within 10% of the
@@ -60,7 +60,7 @@ std::map<std::string, std::vector<float>> read_weights(const fs::path& dir) {
   return out;
 }
 
-int compare(const fs::path& a, const fs::path& b, double rtol) {
+int compare(const fs::path& a, const fs::path& b, double rtol, double weight_rtol) {
   int failures = 0;
   const auto ma = read_lines(a / "metrics.jsonl"), mb = read_lines(b / "metrics.jsonl");
   if (ma.size() != mb.size()) {
@@ -96,15 +96,15 @@ int compare(const fs::path& a, const fs::path& b, double rtol) {
     }
     const double rel = max_diff / std::max(max_abs, init_std);
     worst_weight = std::max(worst_weight, rel);
-    if (rel > rtol) {
+    if (rel > weight_rtol) {
       fmt::print("tensor {}: max difference {:.3e} of max {:.3e} (relative {:.2e})\n", name,
                  max_diff, max_abs, rel);
       ++failures;
     }
   }
-  fmt::print("{} steps, {} tensors: worst relative difference of losses {:.2e}, of weights {:.2e} "
-             "(tolerance {:.0e})\n",
-             ma.size(), wa.size(), worst_loss, worst_weight, rtol);
+  fmt::print("{} steps, {} tensors: worst relative difference of losses {:.2e} (tolerance "
+             "{:.0e}), of weights {:.2e} (tolerance {:.0e})\n",
+             ma.size(), wa.size(), worst_loss, rtol, worst_weight, weight_rtol);
   return failures ? 1 : 0;
 }
 
@@ -163,15 +163,17 @@ int memory(const fs::path& run) {
 int main(int argc, char** argv) {
   try {
     const std::string what = argc > 1 ? argv[1] : "";
-    if (what == "compare" && (argc == 4 || argc == 5))
-      return compare(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5);
+    if (what == "compare" && argc >= 4 && argc <= 6) {
+      const double rtol = argc >= 5 ? std::stod(argv[4]) : 1e-5;
+      return compare(argv[2], argv[3], rtol, argc == 6 ? std::stod(argv[5]) : rtol);
+    }
     if (what == "comm" && argc == 3) return comm(argv[2]);
     if (what == "memory" && argc == 3) return memory(argv[2]);
   } catch (const std::exception& e) {
     fmt::print("check_run: {}\n", e.what());
     return 1;
   }
-  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL] | check_run comm RUN_DIR | "
+  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL [WEIGHT_RTOL]] | check_run comm RUN_DIR | "
              "check_run memory RUN_DIR\n");
   return 2;
 }

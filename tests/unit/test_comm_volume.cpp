@@ -34,5 +34,33 @@ TEST(CommVolume, DataParallelReducesTheGradientOnce) {
   EXPECT_DOUBLE_EQ(v.at("dp.all_reduce"), 1.5 * 4 * (1 << 20));
 }
 
+// The ZeRO paper's accounting, with one micro-batch per step: ZeRO-1 and ZeRO-2 move what plain
+// data parallelism moves (a reduce-scatter plus an all-gather is one all-reduce), ZeRO-3 1.5x
+// for parameters gathered twice (blocks: before forward and before backward). Embeddings and
+// the head, gathered once for the whole micro-batch, cost 1x.
+TEST(CommVolume, ZeroStagesMoveOneOrOneAndAHalfAllReduces) {
+  const ModelConfig m = model_preset("gpt-tiny");
+  const std::int64_t psi = 1 << 20;
+  auto total = [&](int stage, std::int64_t twice, std::int64_t micro_batches) {
+    StepShape s{.micro_batches = micro_batches, .grad_elements = psi};
+    s.zero = stage;
+    s.shards = 4;
+    s.gathered_twice_elements = twice;
+    s.gathered_once_elements = psi - twice;
+    double bytes = 0;
+    for (const auto& [key, b] : step_comm_bytes(m, {.dp = 4}, s)) bytes += b;
+    return bytes;
+  };
+  const double plain = total(0, psi, 1);
+  EXPECT_DOUBLE_EQ(total(1, psi, 1), plain);
+  EXPECT_DOUBLE_EQ(total(2, psi, 1), plain);
+  EXPECT_DOUBLE_EQ(total(3, psi, 1), 1.5 * plain);
+  EXPECT_DOUBLE_EQ(total(3, psi / 4, 1), (1.0 + 0.25 / 2) * plain);
+  // With m micro-batches ZeRO-2 reduce-scatters every one (the full gradient never exists);
+  // ZeRO-1 still reduces once.
+  EXPECT_DOUBLE_EQ(total(1, psi, 4), plain);
+  EXPECT_DOUBLE_EQ(total(2, psi, 4), (4 + 1) / 2.0 * plain);
+}
+
 }  // namespace
 }  // namespace kintsugi

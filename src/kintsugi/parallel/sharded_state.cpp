@@ -162,12 +162,15 @@ void ShardedState::build_optimizer(const AdamWConfig& config) {
       } else {
         s.param = weights;
       }
-      // Neighbours with the same decay setting make one segment.
+      // Neighbours with the same decay setting make one segment when each of their buffers
+      // continues the previous one (under ZeRO-2 the owned master weights and gradients of
+      // two units are adjacent but their working copies, in the full buffer, are not).
+      auto follows = [](const Tensor& prev, const Tensor& next) {
+        return static_cast<std::byte*>(prev.data) + prev.bytes() == next.data;
+      };
       if (!segments.empty() && segments.back().decay == s.decay &&
-          static_cast<std::byte*>(segments.back().param.data) +
-                  segments.back().param.bytes() == s.param.data &&
-          static_cast<std::byte*>(segments.back().grad.data) + segments.back().grad.bytes() ==
-              s.grad.data) {
+          follows(segments.back().param, s.param) && follows(segments.back().grad, s.grad) &&
+          (!mixed_ || follows(segments.back().working_copy, s.working_copy))) {
         AdamWSegment& prev = segments.back();
         prev.param.shape = Shape{prev.param.numel() + n};
         prev.grad.shape = Shape{prev.grad.numel() + n};
