@@ -165,7 +165,13 @@ void pack(const Operand& x, bool k_contiguous, std::int64_t lines, std::int64_t 
 template <bool kPackedA>
 void tile(std::int64_t kp, const std::uint32_t* a, std::int64_t rs, const std::uint32_t* b,
           float* c, std::int64_t ldc, int rows, int cols, float alpha, float beta) {
-  auto word = [&](std::int64_t i, std::int64_t p) { return kPackedA ? a[p * kMR + i] : a[i * rs + p]; };
+  // In-place rows past the tile's last one may lie past the end of A: those lanes re-read row
+  // 0 instead (their products land in C rows that are never stored).
+  std::int64_t row_offset[kMR];
+  for (int i = 0; i < kMR; ++i) row_offset[i] = (i < rows ? i : 0) * rs;
+  auto word = [&](std::int64_t i, std::int64_t p) {
+    return kPackedA ? a[p * kMR + i] : a[row_offset[i] + p];
+  };
 #if defined(__AVX512BF16__)
   // C's tile is read (beta) or written at the end: start bringing its lines in now.
   for (int i = 0; i < rows; ++i) {
