@@ -101,9 +101,20 @@ add_test(NAME mpi.error.virtual_stages_need_interleaving
                  "--virtual-stages 2 needs --schedule interleaved"
                  ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
                  --pp 2 --virtual-stages 2)
+add_test(NAME mpi.error.zero2_with_pipeline
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "--zero 2 with --pp 2: sharded gradients are reduce-scattered every micro-batch"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --pp 2 --zero 2)
+add_test(NAME mpi.error.hsdp_needs_zero
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "--hsdp 2 shards state within groups, which needs --zero 1, 2 or 3"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --dp 2 --hsdp 2)
 set_tests_properties(mpi.error.interleaving_needs_divisible_layers
                      mpi.error.interleaving_needs_micro_batches
                      mpi.error.virtual_stages_need_interleaving
+                     mpi.error.zero2_with_pipeline mpi.error.hsdp_needs_zero
                      PROPERTIES PROCESSORS 2 TIMEOUT 60)
 
 add_test(NAME mpi.trace

@@ -37,31 +37,37 @@ void print_profile(const StepBenchmarkResult& r, int steps) {
 void add_gemm(CLI::App& bench) {
   struct Args {
     int size = 3072, repeats = 5, threads = 0;
+    std::string dtype = "f32";
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = bench.add_subcommand(
-      "gemm", "Measure the fp32 GEMM rate (the CPU peak used for MFU) and cache it");
+      "gemm", "Measure the GEMM rate (the CPU peak used for MFU) and cache it");
   cmd->add_option("--size", args->size, "Square matrix size")->check(CLI::Range(64, 16384));
   cmd->add_option("--repeats", args->repeats, "Timed repetitions (best is kept)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dtype", args->dtype,
+                  "Operand type: f32 (the peak of f32 and fp16 runs) or bf16 (of bf16 runs)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     set_compute_threads(args->threads);
-    GemmRate rate = measure_gemm_rate(args->size, args->repeats);
+    const DType dtype = args->dtype == "bf16" ? DType::bf16 : DType::f32;
+    GemmRate rate = measure_gemm_rate(args->size, args->repeats, dtype);
     store_gemm_rate(rate);
     if (args->json)
       fmt::print("{}\n", nlohmann::json{{"gflops", rate.gflops},
                                         {"threads", rate.threads},
                                         {"size", rate.size},
+                                        {"dtype", args->dtype},
                                         {"cpu", rate.cpu}}
                              .dump());
     else
-      fmt::print("fp32 GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s (best cached: {:.1f}, used "
+      fmt::print("{} GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s (best cached: {:.1f}, used "
                  "as the MFU peak)\n",
-                 rate.size, rate.threads, rate.cpu, rate.gflops,
-                 cached_gemm_rate(rate.threads).value_or(rate).gflops);
+                 args->dtype, rate.size, rate.threads, rate.cpu, rate.gflops,
+                 cached_gemm_rate(rate.threads, dtype).value_or(rate).gflops);
   });
 }
 

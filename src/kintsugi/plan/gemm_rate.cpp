@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "kintsugi/backend/cpu/convert.hpp"
+#include "kintsugi/backend/cpu/gemm_bf16.hpp"
+#include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 
@@ -27,16 +30,36 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-GemmRate measure_gemm_rate(int size, int repeats) {
+GemmRate measure_gemm_rate(int size, int repeats, DType dtype) {
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    fail("GEMM rates are measured for f32 and bf16, not {}", name_of(dtype));
   const std::size_t n = static_cast<std::size_t>(size);
   std::vector<float> a(n * n), b(n * n), c(n * n);
   for (std::size_t i = 0; i < n * n; ++i) {
     a[i] = static_cast<float>((i % 17) * 0.01);
     b[i] = static_cast<float>((i % 13) * 0.02);
   }
+  std::vector<std::uint16_t> a16, b16;
+  std::vector<std::byte> scratch;
+  if (dtype == DType::bf16) {
+    a16.resize(n * n);
+    b16.resize(n * n);
+    for (std::size_t i = 0; i < n * n; ++i) {
+      a16[i] = cpu::f32_to_bf16(a[i]);
+      b16[i] = cpu::f32_to_bf16(b[i]);
+    }
+    scratch.resize(cpu::bf16gemm::scratch_bytes(compute_threads()));
+  }
   auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(), size,
-                b.data(), size, 0.0f, c.data(), size);
+    if (dtype == DType::bf16) {
+      namespace bg = cpu::bf16gemm;
+      bg::gemm(size, size, size, 1.0f, bg::Operand{a16.data(), DType::bf16, size, false},
+               bg::Operand{b16.data(), DType::bf16, size, true}, 0.0f, c.data(), size,
+               scratch.data(), compute_threads());
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(),
+                  size, b.data(), size, 0.0f, c.data(), size);
+    }
   };
   run();  // warm-up: page faults, thread start-up, clock ramp
   double best = 1e30;
@@ -50,9 +73,14 @@ GemmRate measure_gemm_rate(int size, int repeats) {
   rate.threads = compute_threads();
   rate.size = size;
   rate.cpu = cpu_model_name();
-  rate.source = fmt::format("fp32 GEMM rate measured on this machine ({}^3, best of {}, {} threads)",
-                            size, repeats, rate.threads);
+  rate.dtype = dtype;
+  rate.source = fmt::format("{} GEMM rate measured on this machine ({}^3, best of {}, {} threads)",
+                            std::string(name_of(dtype)), size, repeats, rate.threads);
   return rate;
+}
+
+DType peak_dtype(const std::string& precision) {
+  return precision == "bf16" ? DType::bf16 : DType::f32;
 }
 
 namespace {
@@ -64,17 +92,21 @@ fs::path cache_file() {
 }
 }  // namespace
 
-std::optional<GemmRate> cached_gemm_rate(int threads) {
+// Entries written before rates had a dtype are f32.
+std::string entry_dtype(const nlohmann::json& e) { return e.value("dtype", std::string("f32")); }
+
+std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype) {
   std::ifstream in(cache_file());
   if (!in) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(in);
     const std::string cpu = cpu_model_name();
     for (const auto& e : j.at("rates")) {
-      if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu) {
-        GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, ""};
-        r.source = fmt::format("fp32 GEMM rate measured by `kintsugi bench gemm` ({} threads, {})",
-                               threads, cache_file().string());
+      if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu &&
+          entry_dtype(e) == std::string(name_of(dtype))) {
+        GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, dtype, ""};
+        r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({} threads, {})",
+                               std::string(name_of(dtype)), threads, cache_file().string());
         return r;
       }
     }
@@ -98,7 +130,8 @@ void store_gemm_rate(const GemmRate& rate) {
   auto& rates = j["rates"];
   GemmRate best = rate;
   for (auto it = rates.begin(); it != rates.end();)
-    if ((*it).value("threads", 0) == rate.threads && (*it).value("cpu", "") == rate.cpu) {
+    if ((*it).value("threads", 0) == rate.threads && (*it).value("cpu", "") == rate.cpu &&
+        entry_dtype(*it) == std::string(name_of(rate.dtype))) {
       if ((*it).value("gflops", 0.0) > best.gflops) {
         best.gflops = (*it).value("gflops", 0.0);
         best.size = (*it).value("size", 0);
@@ -108,7 +141,7 @@ void store_gemm_rate(const GemmRate& rate) {
       ++it;
     }
   rates.push_back({{"gflops", best.gflops}, {"threads", best.threads}, {"size", best.size},
-                   {"cpu", best.cpu}});
+                   {"cpu", best.cpu}, {"dtype", std::string(name_of(best.dtype))}});
   std::error_code ec;
   fs::create_directories(cache_file().parent_path(), ec);
   const fs::path tmp = cache_file().string() + ".tmp";
@@ -116,9 +149,9 @@ void store_gemm_rate(const GemmRate& rate) {
   fs::rename(tmp, cache_file(), ec);  // best effort: a read-only home only costs re-measuring
 }
 
-GemmRate local_gemm_rate() {
-  if (auto cached = cached_gemm_rate(compute_threads())) return *cached;
-  GemmRate rate = measure_gemm_rate();
+GemmRate local_gemm_rate(DType dtype) {
+  if (auto cached = cached_gemm_rate(compute_threads(), dtype)) return *cached;
+  GemmRate rate = measure_gemm_rate(3072, 5, dtype);
   store_gemm_rate(rate);
   return rate;
 }

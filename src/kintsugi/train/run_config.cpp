@@ -104,7 +104,7 @@ std::vector<Key> keys_of(RunConfig& c) {
        "hybrid sharding: shard over groups of this many data-parallel ranks, replicate across "
        "groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
-       "peak GFLOP/s for MFU (0: the fp32 GEMM rate measured on this machine)"},
+       "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
   };
 }
 

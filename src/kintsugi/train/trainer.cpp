@@ -286,8 +286,8 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   if (place.chief)
     peak = config.metrics.peak_gflops > 0
                ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
-                          "metrics.peak_gflops from the config"}
-               : local_gemm_rate();
+                          peak_dtype(tc.precision), "metrics.peak_gflops from the config"}
+               : local_gemm_rate(peak_dtype(tc.precision));
 
   MemoryTracker memory;
   auto backend = make_cpu_backend(memory);
