@@ -17,7 +17,7 @@ set(MICRO_RUN
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
-    --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=4
+    --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
     --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
 
 add_test(NAME mpi.serial_reference

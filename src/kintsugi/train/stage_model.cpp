@@ -129,11 +129,18 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   return {sum_over_job(loss), grad_norm_, skipped_, loss_scale};
 }
 
-double StageModel::evaluate(const Sampler& sample, int micro_batches) {
-  if (micro_batches == 0) return sum_over_job(0.0);
-  const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
-  const double loss = executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
-                                     {.sample = sample, .reduce_grads = {}, .optimizer_step = {}});
+double StageModel::evaluate(const Sampler& sample, int micro_batches,
+                            int lockstep_micro_batches) {
+  auto forward = [&](const Sampler& s, int count) {
+    const PipelineShape shape{place_.pp_size, virtual_stages_, count};
+    return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
+                          {.sample = s, .reduce_grads = {}, .optimizer_step = {}});
+  };
+  const double loss = micro_batches > 0 ? forward(sample, micro_batches) : 0.0;
+  if (states_.front()->stage() == 3 && lockstep_micro_batches > micro_batches)
+    forward([&](int k, std::int32_t* tokens,
+                std::int32_t* targets) { sample(micro_batches + k, tokens, targets); },
+            lockstep_micro_batches - micro_batches);
   return sum_over_job(loss);
 }
 

@@ -41,7 +41,10 @@ class StageModel {
   StepResult train_step(const Sampler& sample, int micro_batches, double grad_scale, double lr,
                         double grad_clip);
   // Sum of token losses over `micro_batches` micro-batches of this rank, summed over the job.
-  double evaluate(const Sampler& sample, int micro_batches);
+  // Under ZeRO-3 every data-parallel rank must run the same number of forwards (each gathers
+  // every layer's weights from the group), so a rank with fewer runs more, up to
+  // `lockstep_micro_batches`, on samples k >= micro_batches, and discards their losses.
+  double evaluate(const Sampler& sample, int micro_batches, int lockstep_micro_batches);
 
   const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
   std::vector<const ParamStore*> params() const;

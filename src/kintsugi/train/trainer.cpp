@@ -340,14 +340,17 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   const std::int64_t eval_windows = tc.eval_batches * mb;
   const int eval_micro_batches =
       static_cast<int>((tc.eval_batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
+  const int eval_lockstep = static_cast<int>((tc.eval_batches + place.dp_size - 1) / place.dp_size);
   auto evaluate = [&] {
     const double sum = model.evaluate(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          const std::int64_t b = place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size;
+          // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
+          const std::int64_t b =
+              k < eval_micro_batches ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
           for (std::int64_t i = 0; i < mb; ++i)
             val_data.eval_window(b * mb + i, eval_windows, tokens + i * T, targets + i * T);
         },
-        std::max(0, eval_micro_batches));
+        std::max(0, eval_micro_batches), eval_lockstep);
     return sum / static_cast<double>(eval_windows * T);
   };
 
