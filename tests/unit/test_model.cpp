@@ -128,6 +128,11 @@ TEST(GptModel, ParameterCountsMatchTheFormulas) {
   EXPECT_NEAR(parameter_count(model_preset("gpt2-xl")) / 1e9, 1.558, 0.001);
   EXPECT_NEAR(parameter_count(model_preset("gpt-22b")) / 1e9, 22.0, 0.5);
   EXPECT_NEAR(parameter_count(model_preset("gpt-175b")) / 1e9, 175.0, 1.0);
+  // Hugging Face's LlamaForCausalLM counts (untied head, RMSNorm, SwiGLU, no biases).
+  EXPECT_EQ(parameter_count(model_preset("llama-7b")), 6738415616);
+  EXPECT_EQ(parameter_count(model_preset("llama-13b")), 13015864320);
+  EXPECT_EQ(parameter_count(model_preset("llama-65b")), 65285660672);
+  EXPECT_NEAR(parameter_count(model_preset("bloom-13b")) / 1e9, 13.87, 0.01);
 }
 
 TEST(GptModel, MemoryIsTrackedByCategory) {

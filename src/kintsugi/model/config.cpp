@@ -15,8 +15,8 @@ std::int64_t ModelConfig::padded_vocab(std::int64_t tp) const {
 }
 
 void validate(const ModelConfig& c) {
-  if (c.family != "gpt2")
-    fail("model.family = \"{}\" is not supported yet: use \"gpt2\"", c.family);
+  if (c.family != "gpt2" && c.family != "llama" && c.family != "bloom")
+    fail("model.family = \"{}\" is unknown: use \"gpt2\", \"llama\" or \"bloom\"", c.family);
   auto positive = [](const char* key, std::int64_t v) {
     if (v <= 0) fail("model.{} = {} must be positive", key, v);
   };
@@ -31,6 +31,16 @@ void validate(const ModelConfig& c) {
     fail("model.d_model = {} is not divisible by model.n_head = {}: change one so that "
          "d_model / n_head is a whole head size",
          c.d_model, c.n_head);
+  if (c.n_kv_head < 0) fail("model.n_kv_head = {} must not be negative (0: n_head)", c.n_kv_head);
+  if (c.n_head % c.kv_heads() != 0)
+    fail("model.n_head = {} is not a multiple of model.n_kv_head = {}: each key/value head "
+         "serves a whole group of query heads",
+         c.n_head, c.kv_heads());
+  if (c.is_llama() && c.head_dim() % 2 != 0)
+    fail("model.d_model / model.n_head = {} must be even: rotary embeddings rotate pairs of "
+         "dimensions",
+         c.head_dim());
+  if (!(c.rope_theta > 0)) fail("model.rope_theta = {} must be positive", c.rope_theta);
   if (c.vocab_size > (std::int64_t{1} << 31) - 1)
     fail("model.vocab_size = {} does not fit 32-bit token ids", c.vocab_size);
   if (!(c.norm_eps > 0)) fail("model.norm_eps = {} must be positive", c.norm_eps);
@@ -51,6 +61,28 @@ ModelConfig gpt(const char* name, std::int64_t layers, std::int64_t d, std::int6
   return c;
 }
 
+// Llama: vocabulary 32000 (its SentencePiece tokenizer), RMSNorm eps 1e-6 (Llama 1) or 1e-5
+// (Llama 2). The 7B/13B/65B shapes are the seeds' (Touvron et al. 2023).
+ModelConfig llama(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
+                  std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab, std::int64_t seq) {
+  ModelConfig c = gpt(name, layers, d, heads, seq);
+  c.family = "llama";
+  c.n_kv_head = kv_heads;
+  c.d_ff = ffn;
+  c.vocab_size = vocab;
+  c.norm_eps = 1e-5;
+  return c;
+}
+
+// BLOOM: vocabulary 250880, MLP 4d (Le Scao et al. 2022).
+ModelConfig bloom(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
+                  std::int64_t vocab, std::int64_t seq) {
+  ModelConfig c = gpt(name, layers, d, heads, seq);
+  c.family = "bloom";
+  c.vocab_size = vocab;
+  return c;
+}
+
 const std::map<std::string, ModelConfig>& presets() {
   static const std::map<std::string, ModelConfig> table = [] {
     std::map<std::string, ModelConfig> t;
@@ -66,6 +98,13 @@ const std::map<std::string, ModelConfig>& presets() {
              gpt("gpt-22b", 48, 6144, 48, 2048),
              gpt("gpt-175b", 96, 12288, 96, 2048),
              gpt("gpt-1t", 128, 25600, 128, 2048),
+             // The tiny versions use GPT-2's vocabulary: they train on the Brown corpus.
+             llama("llama-tiny", 4, 128, 4, 2, 352, 50257, 128),
+             llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048),
+             llama("llama-13b", 40, 5120, 40, 40, 13824, 32000, 2048),
+             llama("llama-65b", 80, 8192, 64, 64, 22016, 32000, 2048),
+             bloom("bloom-tiny", 4, 128, 4, 50257, 128),
+             bloom("bloom-13b", 40, 5120, 32, 250880, 2048),
          })
       t.emplace(c.name, c);
     return t;

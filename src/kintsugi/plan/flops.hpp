@@ -4,9 +4,10 @@
 //
 // Model FLOPs per token (Megatron-LM, Narayanan et al. 2021, eq. 3 divided by tokens):
 //   6 * N_matmul + 12 * n_layer * seq * d_model
-// where N_matmul counts the parameters that take part in matrix multiplies: 12 * d^2 per
-// GPT-2 layer (qkv 3d^2, projection d^2, MLP 2 * d * d_ff) plus the LM head (vocab x d, real
-// vocabulary, not the padding). The factor 6 is forward (2) plus backward (4); the second term
+// where N_matmul counts the parameters that take part in matrix multiplies: per layer the query
+// and output projections (2 d^2), keys and values (2 d x kv_heads x head_dim: 2 d^2 without
+// grouped-query attention) and the MLP (2 d d_ff, or 3 d d_ff for SwiGLU); 12 d^2 for a GPT-2
+// layer. Plus the LM head (vocab x d, real vocabulary, not the padding). The factor 6 is forward (2) plus backward (4); the second term
 // is the attention score and value products, QK^T and PV, counted in full (not halved for
 // causality, as is the convention). Embedding lookups, norms and biases are not counted.
 // Hardware FLOPs add what recomputation repeats.

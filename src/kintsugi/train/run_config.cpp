@@ -31,16 +31,21 @@ struct Key {
 // which the model.* keys below then override.
 std::vector<Key> keys_of(RunConfig& c) {
   return {
-      {"model.family", &c.model.family, "architecture family: \"gpt2\""},
+      {"model.family", &c.model.family,
+       "architecture family: \"gpt2\", \"llama\" (RoPE, RMSNorm, SwiGLU, GQA) or \"bloom\" "
+       "(ALiBi, embedding LayerNorm)"},
       {"model.n_layer", &c.model.n_layer, "transformer blocks"},
       {"model.d_model", &c.model.d_model, "hidden size"},
       {"model.n_head", &c.model.n_head, "attention heads (must divide d_model)"},
+      {"model.n_kv_head", &c.model.n_kv_head,
+       "key/value heads for grouped-query attention (must divide n_head; 0: n_head)"},
       {"model.d_ff", &c.model.d_ff, "MLP width (4 * d_model for GPT-2)"},
       {"model.vocab_size", &c.model.vocab_size, "vocabulary size (50257 for GPT-2's BPE)"},
       {"model.seq_len", &c.model.seq_len, "context length; training sequences have this length"},
       {"model.vocab_pad_multiple", &c.model.vocab_pad_multiple,
        "embedding rows are padded to a multiple of this (padded logits never reach the loss)"},
-      {"model.norm_eps", &c.model.norm_eps, "LayerNorm epsilon"},
+      {"model.norm_eps", &c.model.norm_eps, "LayerNorm / RMSNorm epsilon"},
+      {"model.rope_theta", &c.model.rope_theta, "llama: base of the rotary embedding frequencies"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
       {"data.train", &c.data.train, "training token file (`kintsugi data tokenize`)"},
@@ -236,6 +241,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 
 void validate(const RunConfig& c) {
   validate(c.model);
+  if (c.model.family != "gpt2")
+    fail("model.family = \"{}\": training this family is not implemented yet (the planner "
+         "knows its shape); train a \"gpt2\" model",
+         c.model.family);
   const TrainConfig& t = c.train;
   auto positive = [](const char* key, auto v) {
     if (!(v > 0)) fail("train.{} = {} must be positive", key, v);
