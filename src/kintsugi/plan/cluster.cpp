@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
@@ -112,7 +112,7 @@ ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
   fs::path path = name;
   if (!fs::exists(path) && path.extension() != ".toml") {
     // A preset: the source tree's configs/clusters, or ./configs/clusters.
-    for (const fs::path dir : {fs::path(KINTSUGI_CLUSTERS_DIR), fs::path("configs/clusters")})
+    for (const fs::path& dir : {fs::path(KINTSUGI_CLUSTERS_DIR), fs::path("configs/clusters")})
       if (fs::exists(dir / (name + ".toml"))) {
         path = dir / (name + ".toml");
         break;
