@@ -9,6 +9,7 @@
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"
 #include "kintsugi/plan/cost_model.hpp"
+#include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/plan/refit.hpp"

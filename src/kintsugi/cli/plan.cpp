@@ -113,9 +113,11 @@ void run_plan(const Args& a) {
       j["layouts"].push_back(to_json(r.ranked[i]));
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("{} ({:.2f}B parameters) on {} x {} = {} devices of {} ({}), global batch {} x "
+    const double n = static_cast<double>(parameter_count(base.model));
+    fmt::print("{} ({} parameters) on {} x {} = {} devices of {} ({}), global batch {} x "
                "seq {}, {}\n",
-               base.model.name, parameter_count(base.model) / 1e9, a.nodes,
+               base.model.name,
+               n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6), a.nodes,
                cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
                w.model.seq_len, w.precision);
     fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,

@@ -16,13 +16,13 @@ std::string seconds(double s) {
 }  // namespace
 
 void print_prediction_table(const std::vector<Prediction>& rows, std::size_t top) {
-  fmt::print("{:>3} {:<40} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>10} {:>6}\n",
+  fmt::print("{:>3} {:<44} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>10} {:>6}\n",
              "#", "layout", "mem GB", "step", "compute", "tp", "pp", "dp", "bubble", "optim",
              "tokens/s", "samples/s", "MFU");
   for (std::size_t i = 0; i < std::min(top, rows.size()); ++i) {
     const Prediction& p = rows[i];
     fmt::print(
-        "{:>3} {:<40} {:>8.1f} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11.4g} {:>10.4g} "
+        "{:>3} {:<44} {:>8.3g} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11.4g} {:>10.4g} "
         "{:>5.1f}%\n",
         i + 1, describe(p.layout), p.memory.total() / 1e9, seconds(p.time.total()),
         seconds(p.time.compute), seconds(p.time.tp), seconds(p.time.pp), seconds(p.time.dp),

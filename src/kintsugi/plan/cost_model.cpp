@@ -241,8 +241,20 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   const ActivationShape act{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
                             .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
                             .element_bytes = static_cast<std::int64_t>(pb), .statistic_bytes = 4};
+  // The ranks that can be the slowest or the fullest: the first (embedding, most micro-batches
+  // in flight), the last (LM head) and the middle rank holding the most blocks.
   std::vector<int> ranks = {0};
-  if (p > 2) ranks.push_back(1);
+  if (p > 2) {
+    const StagePartition& part = cached_partition(m, p, v);
+    int fullest = 1;
+    std::int64_t most = -1;
+    for (int r = 1; r < p - 1; ++r) {
+      std::int64_t blocks = 0;
+      for (int c = 0; c < v; ++c) blocks += part.num_layers[c * p + r];
+      if (blocks > most) most = blocks, fullest = r;
+    }
+    ranks.push_back(fullest);
+  }
   if (p > 1) ranks.push_back(p - 1);
   double step_best = -1;
   for (int rank : ranks) {
@@ -251,7 +263,20 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     const double tokens = rows;
     const double block_seconds = share.blocks * block_hw * tokens / tp / (peak * eff.block);
     const double head_seconds = share.head ? head_flops * tokens / tp / (peak * eff.head) : 0.0;
-    const double compute_mb = block_seconds + head_seconds;
+    // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
+    // activation byte a block saves is written in forward and read in backward, and its
+    // gradient written and read (4 passes; 5 when full recomputation writes it again); the
+    // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
+    // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
+    const ActivationShape saved{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
+                                .sequence_parallel = l.sequence_parallel,
+                                .element_bytes = static_cast<std::int64_t>(pb)};
+    const double block_traffic = (full ? 5.0 : 4.0) * block_activation_bytes(m, saved);
+    const double logits_traffic =
+        share.head ? 5.0 * rows * static_cast<double>(m.padded_vocab(l.tp)) / tp * 4.0 : 0.0;
+    const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
+                                (cluster.memory_bandwidth_gbs * 1e9);
+    const double compute_mb = block_seconds + head_seconds + memory_bound;
 
     // Bytes on the wire (comm_volume.hpp, as the trainer's comm_bytes_per_step_theory).
     StepShape shape{.micro_batch = l.micro_batch, .seq = m.seq_len, .micro_batches = mbs};

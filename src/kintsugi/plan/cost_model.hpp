@@ -7,7 +7,8 @@
 // stage sizes from stage_partition.hpp, which groups cross nodes from LayoutMap.
 //
 // Step time of the slowest pipeline stage (docs/planner.md states every term):
-//   t_mb      = compute of one micro-batch (its hardware FLOPs / (peak x GEMM efficiency))
+//   t_mb      = compute of one micro-batch (its hardware FLOPs / (peak x GEMM efficiency),
+//               plus the memory-bound kernels' traffic / memory bandwidth)
 //               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency)
 //   compute   = m t_mb's compute part, tp = m t_mb's collective part
 //   bubble    = bubble_fraction / (1 - bubble_fraction) x m t_mb = (p - 1) t_mb / v

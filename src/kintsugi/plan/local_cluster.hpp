@@ -30,6 +30,7 @@ struct LocalLinks {
 LocalLinks measure_local_links(Communicator& world);
 double measure_memory_bandwidth_gbs();
 std::optional<LocalLinks> cached_local_links();
+// Caches the best of `links` and what was cached: lowest latency, highest bandwidths.
 void store_local_links(const LocalLinks& links);
 
 // Throws kintsugi::Error naming the command to run when the links were never measured.
