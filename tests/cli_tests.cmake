@@ -45,7 +45,8 @@ add_test(NAME cli.error.tp_without_mpirun
 
 # The planner (docs/planner.md). The local cluster needs the links between ranks measured once.
 add_test(NAME cli.bench_comm
-         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1
+                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
                  mpirun -q -np 2 --oversubscribe --bind-to none ${KINTSUGI_BIN} bench comm)
 set_tests_properties(cli.bench_comm PROPERTIES FIXTURES_SETUP local_links PROCESSORS 2
                      PASS_REGULAR_EXPRESSION "latency .* us, bandwidth .* GB/s")

@@ -191,8 +191,7 @@ mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --
 # `kintsugi tune`: the planner's best 3 layouts of the micro GPT on 4 local ranks, 3 steps each,
 # measured and refit (docs/planner.md).
 add_test(NAME mpi.tune
-         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                 $<TARGET_FILE:kintsugi> tune ${MICRO_RUN} --ranks 4 --top 3 --steps 3
+         COMMAND ${MPI_ENV} OMP_NUM_THREADS=1 $<TARGET_FILE:kintsugi> tune ${MICRO_RUN} --ranks 4 --top 3 --steps 3
                  --out ${MPI_OUT}/tune)
 set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 4 TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+")

@@ -8,5 +8,5 @@ rm -rf "$out" && mkdir -p "$out"
 "$bin" plan --config "$config" "$@" --cluster local --ranks 1 --write-config "$out/best.toml"
 grep -q '^\[parallel\]' "$out/best.toml"
 OMP_NUM_THREADS=1 "$bin" train --config "$out/best.toml" --set train.steps=1 \
-  --set train.save_checkpoint=false --out "$out/run"
+  --set train.warmup_steps=1 --set train.save_checkpoint=false --out "$out/run"
 test "$(wc -l < "$out/run/metrics.jsonl")" -eq 1
