@@ -33,6 +33,8 @@ struct Args {
 // (--model, any family), with --seq, --global-batch and --precision applied.
 RunConfig base_config(const Args& a) {
   RunConfig c;
+  if (a.ranks > 0 && a.cluster != "local")
+    fail("--ranks sets the local cluster's ranks; for --cluster {} use --nodes", a.cluster);
   if (!a.config.empty()) {
     if (!a.model.empty()) fail("plan takes --model or --config, not both");
     c = load_run_config(a.config, a.overrides);
@@ -64,8 +66,10 @@ void print_memory(const Args& a) {
              per.total());
   std::vector<std::string> models = {"gpt-22b", "gpt-175b", "gpt-1t"};
   if (!a.model.empty()) models = {a.model};
-  fmt::print("{:<12} {:>14} {:>12} {:>12} {:>12} {:>12}\n", "model", "parameters", "weights",
-             "gradients", "optimizer", "total");
+  // The Frontier study's table counts 20 bytes per parameter (6 weights, 4 gradients, 8 Adam,
+  // rounded up): shown next to kintsugi's accounting for comparison.
+  fmt::print("{:<12} {:>14} {:>12} {:>12} {:>12} {:>12} {:>14}\n", "model", "parameters",
+             "weights", "gradients", "optimizer", "total", "at 20 B/param");
   for (const auto& name : models) {
     const double n = static_cast<double>(parameter_count(model_preset(name)));
     const StateBytes s = model_state_bytes(n, 0, 1, pb, gb, mixed);
@@ -73,8 +77,9 @@ void print_memory(const Args& a) {
       return bytes >= 1e12 ? fmt::format("{:.2f} TB", bytes / 1e12)
                            : fmt::format("{:.0f} GB", bytes / 1e9);
     };
-    fmt::print("{:<12} {:>13.2f}B {:>12} {:>12} {:>12} {:>12}\n", name, n / 1e9, tb(s.parameters),
-               tb(s.gradients), tb(s.optimizer_state), tb(s.total()));
+    fmt::print("{:<12} {:>13.2f}B {:>12} {:>12} {:>12} {:>12} {:>14}\n", name, n / 1e9,
+               tb(s.parameters), tb(s.gradients), tb(s.optimizer_state), tb(s.total()),
+               tb(20 * n));
   }
   fmt::print("\nActivations come on top and depend on the layout: `kintsugi plan --model M "
              "--cluster C --nodes N` accounts for them.\n");

@@ -117,7 +117,6 @@ struct RankShare {
   double elements = 0;        // parameter elements (tp-local)
   double replicated = 0;      // replicated under tp (sequence-parallel partial gradients)
   double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
-  double compute_flops = 0;   // model FLOPs per token of its chunks (stage_partition's costs)
   double activation_bytes = 0;  // per slot, all chunks
 };
 
@@ -138,7 +137,6 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
     r.blocks += n;
     r.embedding |= first;
     r.head |= last;
-    r.compute_flops += part.cost[g];
     r.elements += n * block.local;
     r.replicated += n * block.replicated;
     if (first) {
