@@ -195,3 +195,18 @@ add_test(NAME mpi.tune
                  --out ${MPI_OUT}/tune)
 set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 4 TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+")
+
+# The planner's memory for the first pipeline stage is what these runs' rank 0 recorded.
+add_test(NAME mpi.plan_matches_runs
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT} ${MICRO_RUN} --
+                 "dp2_tp2:4:--tp 2 --dp 2 --zero 0 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_sp_zero2:4:--tp 2 --dp 2 --zero 2 --sp on --micro-batch 1 --recompute none"
+                 "pp2_1f1b:2:--pp 2 --schedule 1f1b --micro-batch 1 --recompute none"
+                 "pp2_gpipe:2:--pp 2 --schedule gpipe --micro-batch 1 --recompute none"
+                 "pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
+                 "pp2_dp2_zero1:4:--pp 2 --dp 2 --zero 1 --schedule 1f1b --micro-batch 1 --recompute none"
+                 "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
+                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp")

@@ -377,6 +377,7 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
       out.time = t;
     }
     if (mem.total() > out.memory.total()) out.memory = mem;
+    if (rank == 0) out.first_stage_memory = mem;
   }
   out.gemm_efficiency = (m.n_layer * block_hw + head_flops) /
                         (m.n_layer * block_hw / eff.block + head_flops / eff.head);

@@ -67,6 +67,7 @@ struct TimePrediction {  // seconds per optimizer step
 struct Prediction {
   Layout layout;
   MemoryPrediction memory;
+  MemoryPrediction first_stage_memory;  // pipeline rank 0 (world rank 0, what run.json describes)
   TimePrediction time;
   bool fits = false;
   double gemm_efficiency = 0;  // FLOP-weighted over the step's GEMMs
