@@ -224,8 +224,8 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   const LinkSpec& dp_link = cluster.link(out.dp_crosses_nodes);
   const LinkSpec& pp_link = cluster.link(out.pp_crosses_nodes);
 
-  // FLOPs: hardware FLOPs per token split into blocks and head (flops.hpp), scaled per rank by
-  // the share of model FLOPs stage_partition assigns it.
+  // FLOPs: hardware FLOPs per token (flops.hpp) split into the head's 6 V h and equal blocks;
+  // a rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
   const bool selective = l.recompute == Recompute::selective, full = l.recompute == Recompute::full;
   const double hw = hardware_flops_per_token(m, m.seq_len, selective, full);
   const double model_flops = model_flops_per_token(m, m.seq_len);
