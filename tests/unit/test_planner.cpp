@@ -195,6 +195,32 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   EXPECT_EQ(search_layouts(w2, preset("gaudi2"), 64, serialish).fitting, 0);
 }
 
+// The Frontier study's best layouts (Dash et al.) rank among the planner's first three in the
+// space the study searched (1F1B, activation checkpointing, no sequence parallelism).
+TEST(Search, FrontierStudysBestLayoutsRankFirst) {
+  SearchSpace study;
+  study.schedule = PipelineSchedule::one_f_one_b;
+  study.recompute = Recompute::full;
+  study.sequence_parallel = false;
+  auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
+    Workload w{.model = model_preset(model), .global_batch = batch, .precision = "fp16"};
+    w.model.seq_len = 2048;
+    const SearchResult r = search_layouts(w, preset("frontier"), nodes * 8, study);
+    for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+      const Layout& l = r.ranked[i].layout;
+      if (l.tp == want.tp && l.pp == want.pp && l.micro_batch == want.micro_batch &&
+          l.zero == want.zero)
+        return static_cast<int>(i) + 1;
+    }
+    return -1;
+  };
+  const int r175 = rank_of("gpt-175b", 128, 640, {.tp = 4, .pp = 16, .micro_batch = 1, .zero = 1});
+  EXPECT_GE(r175, 1);
+  EXPECT_LE(r175, 3);
+  // One replica (dp 1): ZeRO-1 shards nothing, so the planner lists it as stage 0.
+  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.tp = 8, .pp = 64, .micro_batch = 1, .zero = 0}), 1);
+}
+
 TEST(Refit, RecoversComputeAndLinkFactors) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = "bf16"};
