@@ -75,3 +75,9 @@ add_test(NAME cli.error.plan_does_not_fit
          COMMAND ${EXPECT_ERROR} "no layout fits in 80 GB per device"
                  ${KINTSUGI_BIN} plan --model gpt-1t --cluster dgx-a100-80gb --nodes 1
                  --global-batch 8 --seq 2048)
+add_test(NAME cli.error.bench_comm_one_rank
+         COMMAND ${EXPECT_ERROR} "run it as `mpirun -np 2 kintsugi bench comm`"
+                 ${KINTSUGI_BIN} bench comm)
+add_test(NAME cli.error.plan_ranks_not_local
+         COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
+                 ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)
