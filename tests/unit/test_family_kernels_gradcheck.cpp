@@ -109,7 +109,8 @@ TEST_F(FamilyKernels, RopeGradientAndLayout) {
   std::vector<double> d = r;
   be->rope(s, view(d, {n}), theta, true);
   expect_gradient(loss, qkv.data(), n, d.data(), "dqkv", 200);
-  // Inverse undoes forward.
+  // Inverse undoes forward (rotated again from the unperturbed qkv).
+  loss();
   std::vector<double> back = rotated;
   be->rope(s, view(back, {n}), theta, true);
   for (std::int64_t i = 0; i < n; ++i) EXPECT_NEAR(back[i], qkv[i], 1e-12);
