@@ -210,6 +210,17 @@ set(BLOOM_RUN
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
     --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
     --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
+# A layout of `family` against its serial run.
+function(family_layout_test family name ranks)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.${family}_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_${name} ${ranks}
+                   ${${FAMILY}_RUN} ${ARGN})
+  set_tests_properties(mpi.${family}_${name} PROPERTIES FIXTURES_REQUIRED ${family}_serial_run
+                       PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
 foreach(family llama bloom)
   string(TOUPPER ${family} FAMILY)
   set(run ${${FAMILY}_RUN})
@@ -254,6 +265,14 @@ foreach(family llama bloom)
                    --tp 2 --dp 2 --zero 1 ${BF16_RUN})
   set_tests_properties(mpi.${family}_tp2_dp2_bf16_zero1 PROPERTIES
                        FIXTURES_REQUIRED ${family}_serial_bf16_run PROCESSORS 4 TIMEOUT 300)
+  # The other schedules and ZeRO stages: interleaved 1F1B puts the embedding and the head
+  # (Llama's untied, BLOOM's tied copy) on different chunks; ZeRO-3 gathers weights under tp;
+  # GPipe with selective recomputation.
+  family_layout_test(${family} pp2_interleaved 2 --pp 2 --schedule interleaved
+                     --virtual-stages 2)
+  family_layout_test(${family} tp2_dp2_zero3 4 --tp 2 --dp 2 --zero 3)
+  family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
+                     --recompute selective)
 endforeach()
 add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
          COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
