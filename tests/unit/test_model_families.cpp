@@ -8,6 +8,7 @@
 
 #include "gradcheck.hpp"
 #include "kintsugi/core/rng.hpp"
+#include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
 
@@ -130,6 +131,16 @@ TEST_P(Family, RecomputeIsBitIdentical) {
     EXPECT_EQ(loss, reference_loss);
     EXPECT_EQ(grads, reference) << "recompute mode " << static_cast<int>(mode);
   }
+}
+
+// A checkpoint's config.json rebuilds the same shape (kv heads and RoPE base included).
+TEST_P(Family, ConfigJsonRoundTrips) {
+  const ModelConfig c = micro(GetParam());
+  const ModelConfig back = model_config_from_json(to_json(c), "test");
+  EXPECT_EQ(back.family, c.family);
+  EXPECT_EQ(back.kv_heads(), c.kv_heads());
+  EXPECT_EQ(back.rope_theta, c.rope_theta);
+  EXPECT_EQ(parameter_count(back), parameter_count(c));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Family, ::testing::Values("llama", "bloom"),
