@@ -265,6 +265,21 @@ foreach(family llama bloom)
                    --tp 2 --dp 2 --zero 1 ${BF16_RUN})
   set_tests_properties(mpi.${family}_tp2_dp2_bf16_zero1 PROPERTIES
                        FIXTURES_REQUIRED ${family}_serial_bf16_run PROCESSORS 4 TIMEOUT 300)
+  # fp16 with dynamic loss scaling, pipelined and sharded, against the serial fp16 run.
+  add_test(NAME mpi.${family}_serial_fp16_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${run} ${FP16_RUN}
+                   --out ${MPI_OUT}/${family}_serial_fp16)
+  set_tests_properties(mpi.${family}_serial_fp16_reference PROPERTIES
+                       FIXTURES_SETUP ${family}_serial_fp16_run)
+  add_test(NAME mpi.${family}_pp2_dp2_fp16_zero1
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_fp16 RTOL=1e-4
+                   WEIGHT_RTOL=0.1
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_pp2_dp2_fp16_zero1 4 ${run}
+                   --pp 2 --dp 2 --zero 1 ${FP16_RUN})
+  set_tests_properties(mpi.${family}_pp2_dp2_fp16_zero1 PROPERTIES
+                       FIXTURES_REQUIRED ${family}_serial_fp16_run PROCESSORS 4 TIMEOUT 300)
   # The other schedules and ZeRO stages: interleaved 1F1B puts the embedding and the head
   # (Llama's untied, BLOOM's tied copy) on different chunks; ZeRO-3 gathers weights under tp;
   # GPipe with selective recomputation.
