@@ -188,6 +188,114 @@ mpi_mixed_test(pp2_dp2_fp16_zero1 4 serial_fp16 --pp 2 --dp 2 --zero 1 ${FP16_RU
 mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --dp 2 --zero 2
                ${FP16_RUN})
 
+# Llama and BLOOM (model.family): the tiny shape above in each family, serial and as
+# tp 2 x pp 2 x dp 2 with sequence parallelism and ZeRO-1, which must reproduce the serial
+# losses and weights (relative 1e-5) and move the theoretical bytes; recomputation is
+# bit-identical with tensor and sequence parallelism (RoPE and ALiBi are redone with the rest);
+# and bf16 with tensor parallelism and ZeRO-1 tracks the serial bf16 run. Llama runs grouped-query
+# attention (4 query heads, 2 kv heads: one kv head per tensor-parallel rank).
+set(LLAMA_RUN
+    --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
+    --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.n_kv_head=2
+    --set model.d_ff=176 --set model.seq_len=32
+    --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
+    --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
+    --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
+set(BLOOM_RUN
+    --config ${PROJECT_SOURCE_DIR}/configs/bloom-tiny.toml
+    --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.d_ff=256
+    --set model.seq_len=32
+    --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
+    --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
+    --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
+# A layout of `family` against its serial run.
+function(family_layout_test family name ranks)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.${family}_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_${name} ${ranks}
+                   ${${FAMILY}_RUN} ${ARGN})
+  set_tests_properties(mpi.${family}_${name} PROPERTIES FIXTURES_REQUIRED ${family}_serial_run
+                       PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+foreach(family llama bloom)
+  string(TOUPPER ${family} FAMILY)
+  set(run ${${FAMILY}_RUN})
+  add_test(NAME mpi.${family}_serial_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${run} --out ${MPI_OUT}/${family}_serial)
+  add_test(NAME mpi.${family}_serial_bf16_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${run} ${BF16_RUN}
+                   --out ${MPI_OUT}/${family}_serial_bf16)
+  set_tests_properties(mpi.${family}_serial_reference PROPERTIES
+                       FIXTURES_SETUP ${family}_serial_run)
+  set_tests_properties(mpi.${family}_serial_bf16_reference PROPERTIES
+                       FIXTURES_SETUP ${family}_serial_bf16_run)
+  add_test(NAME mpi.${family}_tp2_pp2_dp2_sp_zero1
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_pp2_dp2_sp_zero1 8 ${run}
+                   --tp 2 --pp 2 --dp 2 --sequence-parallel --zero 1)
+  add_test(NAME mpi.${family}_tp2_sp
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_sp 2 ${run}
+                   --tp 2 --sequence-parallel)
+  set_tests_properties(mpi.${family}_tp2_pp2_dp2_sp_zero1 mpi.${family}_tp2_sp PROPERTIES
+                       FIXTURES_REQUIRED ${family}_serial_run TIMEOUT 300)
+  set_tests_properties(mpi.${family}_tp2_pp2_dp2_sp_zero1 PROPERTIES PROCESSORS 8)
+  set_tests_properties(mpi.${family}_tp2_sp PROPERTIES PROCESSORS 2
+                       FIXTURES_SETUP ${family}_tp2_sp_run)
+  add_test(NAME mpi.${family}_tp2_sp_recompute_full
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_tp2_sp RTOL=0
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_sp_recompute_full 2 ${run}
+                   --tp 2 --sequence-parallel --set train.recompute="full")
+  set_tests_properties(mpi.${family}_tp2_sp_recompute_full PROPERTIES
+                       FIXTURES_REQUIRED ${family}_tp2_sp_run PROCESSORS 2 TIMEOUT 300)
+  add_test(NAME mpi.${family}_tp2_dp2_bf16_zero1
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_bf16 RTOL=1e-4
+                   WEIGHT_RTOL=0.1
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_dp2_bf16_zero1 4 ${run}
+                   --tp 2 --dp 2 --zero 1 ${BF16_RUN})
+  set_tests_properties(mpi.${family}_tp2_dp2_bf16_zero1 PROPERTIES
+                       FIXTURES_REQUIRED ${family}_serial_bf16_run PROCESSORS 4 TIMEOUT 300)
+  # fp16 with dynamic loss scaling, pipelined and sharded, against the serial fp16 run.
+  add_test(NAME mpi.${family}_serial_fp16_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${run} ${FP16_RUN}
+                   --out ${MPI_OUT}/${family}_serial_fp16)
+  set_tests_properties(mpi.${family}_serial_fp16_reference PROPERTIES
+                       FIXTURES_SETUP ${family}_serial_fp16_run)
+  add_test(NAME mpi.${family}_pp2_dp2_fp16_zero1
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_fp16 RTOL=1e-4
+                   WEIGHT_RTOL=0.1
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_pp2_dp2_fp16_zero1 4 ${run}
+                   --pp 2 --dp 2 --zero 1 ${FP16_RUN})
+  set_tests_properties(mpi.${family}_pp2_dp2_fp16_zero1 PROPERTIES
+                       FIXTURES_REQUIRED ${family}_serial_fp16_run PROCESSORS 4 TIMEOUT 300)
+  # The other schedules and ZeRO stages: interleaved 1F1B puts the embedding and the head
+  # (Llama's untied, BLOOM's tied copy) on different chunks; ZeRO-3 gathers weights under tp;
+  # GPipe with selective recomputation.
+  family_layout_test(${family} pp2_interleaved 2 --pp 2 --schedule interleaved
+                     --virtual-stages 2)
+  family_layout_test(${family} tp2_dp2_zero3 4 --tp 2 --dp 2 --zero 3)
+  family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
+                     --recompute selective)
+endforeach()
+add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "model.n_kv_head = 2 is not divisible by tp = 4"
+                 ${MPIRUN} -q -np 4 --oversubscribe $<TARGET_FILE:kintsugi> train ${LLAMA_RUN}
+                 --tp 4)
+set_tests_properties(mpi.error.kv_heads_not_divisible_by_tp PROPERTIES PROCESSORS 2 TIMEOUT 60)
+
 # `kintsugi tune`: the planner's best 3 layouts of the micro GPT on 4 local ranks, 3 steps each,
 # measured and refit (docs/planner.md).
 add_test(NAME mpi.tune
@@ -210,3 +318,15 @@ add_test(NAME mpi.plan_matches_runs
                  "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
 set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
                      DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp")
+foreach(family llama bloom)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.plan_matches_runs_${family}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
+                   ${MPI_OUT} ${${FAMILY}_RUN} --
+                   "${family}_serial:1:--micro-batch 1 --recompute none"
+                   "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
+                   "${family}_tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --pp 2 --dp 2 --zero 1 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+  set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
+                       DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
+endforeach()

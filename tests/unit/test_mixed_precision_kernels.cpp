@@ -655,5 +655,73 @@ TEST_F(MixedPrecision, F64CannotBeMixed) {
                Error);
 }
 
+// ---- Llama and BLOOM ops
+
+TEST_F(MixedPrecision, RmsNorm) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 7}, {33, 130}}) {
+    const std::vector<Arg> args{{{rows, cols}, random_values(rows * cols, 60, 2.0f)},  // x
+                                {{cols}, random_values(cols, 61)},                     // w
+                                {{rows, cols}, random_values(rows * cols, 62)},        // y
+                                {{rows}, random_values(rows, 63)},                     // rstd
+                                {{rows, cols}, random_values(rows * cols, 64)},        // dy
+                                {{rows, cols}, random_values(rows * cols, 65)},        // dx
+                                {{cols}, random_values(cols, 66)}};                    // dw
+    for (bool accumulate : {false, true}) {
+      const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+        b.rmsnorm_forward(t[0], t[1], t[2], t[3], 1e-5);
+        b.rmsnorm_backward(t[4], t[0], t[1], t[3], t[5], t[6], accumulate);
+      };
+      for (DType t : {bf16, f16}) compare("rmsnorm", args, std::vector<DType>(7, t), {2, 3, 5, 6}, op);
+      compare("rmsnorm", args, {bf16, bf16, bf16, f32, bf16, bf16, f32}, {2, 3, 5, 6}, op);
+    }
+  }
+}
+
+TEST_F(MixedPrecision, SwiGlu) {
+  for (std::int64_t n : {1, 17, 5000}) {
+    const std::vector<Arg> args{{{n}, random_values(n, 67, 3.0f)},  // gate
+                                {{n}, random_values(n, 68)},        // up
+                                {{n}, random_values(n, 69)},        // y
+                                {{n}, random_values(n, 70)},        // dy, then dgate in place
+                                {{n}, random_values(n, 71)},        // dup
+                                {{n}, random_values(n, 72)}};       // dgate
+    const Op op = [](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+      b.swiglu_forward(t[0], t[1], t[2]);
+      b.swiglu_backward(t[0], t[1], t[3], t[5], t[4]);
+      b.swiglu_backward(t[0], t[1], t[3], t[3], t[4]);  // dgate aliasing dy
+    };
+    for (DType t : {bf16, f16}) compare("swiglu", args, std::vector<DType>(6, t), {2, 3, 4, 5}, op);
+    compare("swiglu", args, {bf16, bf16, bf16, f32, f32, f32}, {2, 3, 4, 5}, op);
+  }
+}
+
+TEST_F(MixedPrecision, Rope) {
+  const AttentionShape s{.batch = 2, .seq = 33, .heads = 4, .kv_heads = 2, .head_dim = 8};
+  const std::int64_t n = 2 * 33 * (4 + 4) * 8;
+  const std::vector<Arg> args{{{n}, random_values(n, 73)}, {{n}, random_values(n, 74)}};
+  const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+    b.rope(s, t[0], 10000.0, false);
+    b.rope(s, t[1], 10000.0, true);
+  };
+  for (DType t : {bf16, f16}) compare("rope", args, {t, t}, {0, 1}, op);
+}
+
+TEST_F(MixedPrecision, AlibiAttention) {
+  const AttentionShape s{.batch = 2, .seq = 40, .heads = 4, .kv_heads = 4, .head_dim = 8,
+                         .alibi_heads = 8, .head_begin = 4};
+  const std::int64_t qkv_n = 2 * 40 * 12 * 8, out_n = 2 * 40 * 4 * 8, lse_n = 2 * 4 * 40;
+  const std::vector<Arg> args{{{qkv_n}, random_values(qkv_n, 75)},
+                              {{out_n}, random_values(out_n, 76)},
+                              {{lse_n}, random_values(lse_n, 77)},
+                              {{out_n}, random_values(out_n, 78)},
+                              {{qkv_n}, random_values(qkv_n, 79)}};
+  const Op both = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
+    b.attention_forward(s, t[0], t[1], t[2]);
+    b.attention_backward(s, t[0], t[1], t[2], t[3], t[4]);
+  };
+  for (DType t : {bf16, f16}) compare("alibi attention", args, {t, t, f32, t, t}, {1, 2, 4}, both, 2.0);
+  compare("alibi attention", args, {f32, bf16, f32, f16, bf16}, {1, 2, 4}, both);
+}
+
 }  // namespace
 }  // namespace kintsugi

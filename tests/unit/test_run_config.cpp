@@ -67,8 +67,37 @@ TEST(RunConfig, EveryKeyIsDocumented) {
 }
 
 TEST(RunConfig, ShippedConfigsLoad) {
-  for (const char* name : {"gpt-tiny.toml"})
+  for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
+                           "llama-13b.toml", "bloom-13b.toml"})
     EXPECT_NO_THROW(load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/" + name, {})) << name;
+}
+
+// The seeds' runs: Llama-13B as TP 4 x PP 2 x DP 8 on 64 ranks, BLOOM-13B as TP 4 x PP 2 x
+// DP 16 on 128.
+TEST(RunConfig, SeedLayoutsResolve) {
+  const std::string dir = KINTSUGI_CONFIGS_DIR;
+  RunConfig llama = load_run_config(dir + "/llama-13b.toml", {});
+  EXPECT_NO_THROW(resolve_layout(llama, 64));
+  EXPECT_EQ(llama.model.family, "llama");
+  EXPECT_EQ(llama.train.precision, "bf16");
+  RunConfig bloom = load_run_config(dir + "/bloom-13b.toml", {});
+  EXPECT_NO_THROW(resolve_layout(bloom, 128));
+  EXPECT_EQ(bloom.model.family, "bloom");
+  EXPECT_THROW(resolve_layout(bloom, 64), Error);  // dp 16 needs 128 ranks
+}
+
+TEST(RunConfig, KvHeadsMustSplitAcrossTensorParallelRanks) {
+  RunConfig c = load_run_config("", {"model.preset=\"llama-tiny\"", "parallel.tp=4"});
+  try {
+    resolve_layout(c, 4);
+    FAIL() << "tp 4 with 2 kv heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.n_kv_head = 2 is not divisible by tp = 4"),
+              std::string::npos)
+        << e.what();
+  }
+  c = load_run_config("", {"model.preset=\"llama-tiny\"", "parallel.tp=2"});
+  EXPECT_NO_THROW(resolve_layout(c, 2));
 }
 
 }  // namespace

@@ -28,7 +28,17 @@ namespace kintsugi {
 // so splitting heads across tensor-parallel ranks is a contiguous split of the qkv weight rows.
 struct AttentionShape {
   std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  // ALiBi (BLOOM): with alibi_heads > 0, query i's score against key j gets
+  // slope(head_begin + h, alibi_heads) * (j - i), h being the local head: a tensor-parallel rank
+  // passes the model's head count and the global index of its first head, so every head keeps
+  // its own slope whichever rank computes it.
+  std::int64_t alibi_heads = 0, head_begin = 0;
 };
+
+// ALiBi's slope of head `head` (0-based) among `heads` (Press et al.): 2^(-8 (i + 1) / n) for n
+// a power of two; otherwise the slopes of the largest power of two below n, then every other
+// slope of twice that power for the remaining heads (what BLOOM does).
+double alibi_slope(std::int64_t head, std::int64_t heads);
 
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
@@ -63,6 +73,27 @@ class Backend {
   virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                   const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                   const Tensor& dw, const Tensor& db, bool accumulate) = 0;
+
+  // ---- RMSNorm (Llama): y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps) per row.
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                               const Tensor& rstd, double eps) = 0;
+  // dx += d/dx, like layernorm_backward.
+  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                                bool accumulate) = 0;
+
+  // ---- SwiGLU (Llama's MLP): y = silu(gate) * up, silu(g) = g * sigmoid(g). dgate may alias
+  // dy (each element of dy is read before it is overwritten).
+  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                               const Tensor& dgate, const Tensor& dup) = 0;
+
+  // ---- rotary position embeddings (Llama), in place on the queries and keys of a packed qkv
+  // tensor (values untouched). Row t of each sequence is position t; dimension i < hd/2 of a
+  // head is paired with i + hd/2 (Hugging Face's rotate_half convention) and rotated by
+  // t * theta^(-2i / hd). inverse rotates back: that is the backward (the rotation's transpose)
+  // applied to a qkv gradient.
+  virtual void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) = 0;
 
   // ---- activations: GELU, tanh approximation. dx may alias dy.
   virtual void gelu_forward(const Tensor& x, const Tensor& y) = 0;

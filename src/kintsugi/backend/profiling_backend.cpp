@@ -57,6 +57,28 @@ void ProfilingBackend::layernorm_backward(const Tensor& dy, const Tensor& x, con
   timed("layernorm_backward", 0,
         [&] { inner_.layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, accumulate); });
 }
+void ProfilingBackend::rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                                       const Tensor& rstd, double eps) {
+  timed("rmsnorm_forward", 0, [&] { inner_.rmsnorm_forward(x, w, y, rstd, eps); });
+}
+void ProfilingBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                        const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                                        bool accumulate) {
+  timed("rmsnorm_backward", 0,
+        [&] { inner_.rmsnorm_backward(dy, x, w, rstd, dx, dw, accumulate); });
+}
+void ProfilingBackend::swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) {
+  timed("swiglu_forward", 0, [&] { inner_.swiglu_forward(gate, up, y); });
+}
+void ProfilingBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                                       const Tensor& dgate, const Tensor& dup) {
+  timed("swiglu_backward", 0, [&] { inner_.swiglu_backward(gate, up, dy, dgate, dup); });
+}
+void ProfilingBackend::rope(const AttentionShape& s, const Tensor& qkv, double theta,
+                            bool inverse) {
+  timed(inverse ? "rope_backward" : "rope_forward", 0,
+        [&] { inner_.rope(s, qkv, theta, inverse); });
+}
 void ProfilingBackend::gelu_forward(const Tensor& x, const Tensor& y) {
   timed("gelu_forward", 0, [&] { inner_.gelu_forward(x, y); });
 }

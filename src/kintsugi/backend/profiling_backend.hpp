@@ -35,6 +35,14 @@ class ProfilingBackend final : public Backend {
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
                           const Tensor& rstd, const Tensor& dx, const Tensor& dw,
                           const Tensor& db, bool accumulate) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd,
+                       double eps) override;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dw, bool accumulate) override;
+  void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) override;
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                       const Tensor& dgate, const Tensor& dup) override;
+  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override;
   void gelu_forward(const Tensor& x, const Tensor& y) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override;
   void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,

@@ -10,7 +10,8 @@ nlohmann::json to_json(const ModelConfig& c) {
           {"n_head", c.n_head},     {"d_ff", c.d_ff},
           {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
           {"vocab_pad_multiple", c.vocab_pad_multiple},
-          {"norm_eps", c.norm_eps}, {"init_std", c.init_std}};
+          {"norm_eps", c.norm_eps}, {"init_std", c.init_std},
+          {"n_kv_head", c.n_kv_head}, {"rope_theta", c.rope_theta}};
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& what) {
@@ -27,6 +28,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
     c.vocab_pad_multiple = j.at("vocab_pad_multiple").get<std::int64_t>();
     c.norm_eps = j.at("norm_eps").get<double>();
     c.init_std = j.at("init_std").get<double>();
+    // Written since Llama (grouped-query attention, RoPE); absent from older GPT-2 checkpoints.
+    c.n_kv_head = j.value("n_kv_head", std::int64_t{0});
+    c.rope_theta = j.value("rope_theta", 10000.0);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: model configuration is incomplete or mistyped ({})", what, e.what());
   }

@@ -3,7 +3,7 @@
 namespace kintsugi {
 
 Linear::Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std::int64_t out,
-               Split split, double init_std)
+               Split split, double init_std, bool bias)
     : ctx_(ctx), split_(split) {
   const TensorParallel& tp = ctx.tp;
   const int dim = split == Split::column ? 0 : 1;
@@ -17,6 +17,7 @@ Linear::Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std:
                        .split_begin = tp.shard_begin(n),
                        .split_extent = tp.shard_extent(n)});
   const bool column = split == Split::column;
+  if (!bias) return;
   b_ = ctx.params.add({.name = name + ".bias",
                        .global_shape = {out},
                        .init = ParamInit::zeros,
@@ -26,13 +27,14 @@ Linear::Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std:
 }
 
 void Linear::forward(const Tensor& x, const Tensor& y) const {
-  const Tensor b = ctx_.params.param(b_);
-  ctx_.backend.linear_forward(x, ctx_.params.param(w_), split_ == Split::column ? &b : nullptr, y);
+  const bool bias = split_ == Split::column && b_ >= 0;
+  const Tensor b = bias ? ctx_.params.param(b_) : Tensor{};
+  ctx_.backend.linear_forward(x, ctx_.params.param(w_), bias ? &b : nullptr, y);
 }
 
 void Linear::add_bias(const Tensor& y) const {
   KINTSUGI_ASSERT(split_ == Split::row);
-  ctx_.backend.add_bias(y, ctx_.params.param(b_));
+  if (b_ >= 0) ctx_.backend.add_bias(y, ctx_.params.param(b_));
 }
 
 void Linear::backward(const Tensor& dy, const Tensor& x, const Tensor* dx,
@@ -41,22 +43,26 @@ void Linear::backward(const Tensor& dy, const Tensor& x, const Tensor* dx,
   if (dx) ctx_.backend.linear_backward_input(dy, p.param(w_), *dx, accumulate_dx);
   // Weight and bias gradients are written together, so they share one accumulate flag.
   const bool acc = p.accumulate_grad(w_);
+  if (b_ < 0) return ctx_.backend.linear_backward_weight(dy, x, p.grad(w_), nullptr, acc);
   KINTSUGI_ASSERT(p.accumulate_grad(b_) == acc);
   const Tensor db = p.grad(b_);
   ctx_.backend.linear_backward_weight(dy, x, p.grad(w_), &db, acc);
 }
 
-LayerNorm::LayerNorm(LayerContext& ctx, const std::string& name, std::int64_t dim, double eps)
+LayerNorm::LayerNorm(LayerContext& ctx, const std::string& name, std::int64_t dim, double eps,
+                     bool rms)
     : ctx_(ctx), eps_(eps) {
   const bool sp = ctx.tp.sequence_parallel();
   w_ = ctx.params.add({.name = name + ".weight", .global_shape = {dim}, .init = ParamInit::ones,
                        .sequence_parallel_grad = sp});
+  if (rms) return;
   b_ = ctx.params.add({.name = name + ".bias", .global_shape = {dim}, .init = ParamInit::zeros,
                        .sequence_parallel_grad = sp});
 }
 
 void LayerNorm::forward(const Tensor& x, const Tensor& y, const Tensor& mean,
                         const Tensor& rstd) const {
+  if (rms()) return ctx_.backend.rmsnorm_forward(x, ctx_.params.param(w_), y, rstd, eps_);
   ctx_.backend.layernorm_forward(x, ctx_.params.param(w_), ctx_.params.param(b_), y, mean, rstd,
                                  eps_);
 }
@@ -65,6 +71,7 @@ void LayerNorm::backward(const Tensor& dy, const Tensor& x, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx) const {
   auto& p = ctx_.params;
   const bool acc = p.accumulate_grad(w_);
+  if (rms()) return ctx_.backend.rmsnorm_backward(dy, x, p.param(w_), rstd, dx, p.grad(w_), acc);
   p.accumulate_grad(b_);
   ctx_.backend.layernorm_backward(dy, x, p.param(w_), mean, rstd, dx, p.grad(w_), p.grad(b_),
                                   acc);
@@ -84,10 +91,11 @@ ParamSpec token_embedding_spec(const TensorParallel& tp, std::int64_t vocab,
 }
 
 Embedding::Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
-                     std::int64_t max_seq, std::int64_t dim, double init_std)
+                     std::int64_t max_seq, std::int64_t dim, double init_std, bool positions)
     : ctx_(ctx) {
   const TensorParallel& tp = ctx.tp;
   wte_ = ctx.params.add(token_embedding_spec(tp, vocab, padded_vocab, dim, init_std));
+  if (!positions) return;
   wpe_ = ctx.params.add({.name = "embedding.position.weight",
                          .global_shape = {max_seq, dim},
                          .init = ParamInit::normal,
@@ -104,11 +112,13 @@ void Embedding::lookup(const std::int32_t* tokens, const Tensor& partial) const 
 
 void Embedding::add_positions(const Tensor& x_local, std::int64_t seq,
                               std::int64_t first_row) const {
+  if (wpe_ < 0) return;
   ctx_.backend.position_embedding_forward(x_local, ctx_.params.param(wpe_), seq, first_row);
 }
 
 void Embedding::backward_positions(const Tensor& dx_local, std::int64_t seq,
                                    std::int64_t first_row) const {
+  if (wpe_ < 0) return;
   auto& p = ctx_.params;
   ctx_.backend.position_embedding_backward(dx_local, p.grad(wpe_), seq, p.accumulate_grad(wpe_),
                                            first_row);

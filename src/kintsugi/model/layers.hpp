@@ -33,11 +33,12 @@ struct LayerContext {
 class Linear {
  public:
   enum class Split { column, row };
+  // bias false: no bias parameter at all (Llama), so forward, add_bias and backward skip it.
   Linear(LayerContext& ctx, const std::string& name, std::int64_t in, std::int64_t out,
-         Split split, double init_std);
+         Split split, double init_std, bool bias = true);
   // column: y = x W^T + b.  row: y = x W^T (partial; see add_bias).
   void forward(const Tensor& x, const Tensor& y) const;
-  void add_bias(const Tensor& y) const;  // row only
+  void add_bias(const Tensor& y) const;  // row only; nothing without a bias
   // Parameter gradients from dy and the forward input x; dx (+)= dy . W when dx is given.
   // For a row-parallel layer dy is the gradient of the whole (reduced) output.
   void backward(const Tensor& dy, const Tensor& x, const Tensor* dx, bool accumulate_dx) const;
@@ -48,9 +49,13 @@ class Linear {
   int w_ = -1, b_ = -1;
 };
 
+// LayerNorm (weight and bias), or with rms RMSNorm (weight only; Llama), which keeps no mean:
+// `mean` is ignored and may be an empty tensor.
 class LayerNorm {
  public:
-  LayerNorm(LayerContext& ctx, const std::string& name, std::int64_t dim, double eps);
+  LayerNorm(LayerContext& ctx, const std::string& name, std::int64_t dim, double eps,
+            bool rms = false);
+  bool rms() const { return b_ < 0; }
   void forward(const Tensor& x, const Tensor& y, const Tensor& mean, const Tensor& rstd) const;
   // dx += gradient through the norm (dx holds the residual gradient already).
   void backward(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -67,14 +72,16 @@ class LayerNorm {
 ParamSpec token_embedding_spec(const TensorParallel& tp, std::int64_t vocab,
                                std::int64_t padded_vocab, std::int64_t dim, double init_std);
 
-// Token embedding plus the learned position embedding (replicated).
+// Token embedding plus, with positions, the learned position embedding (replicated; GPT-2).
+// Llama and BLOOM have none: their positions enter in attention (RoPE, ALiBi).
 class Embedding {
  public:
   Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
-            std::int64_t max_seq, std::int64_t dim, double init_std);
+            std::int64_t max_seq, std::int64_t dim, double init_std, bool positions = true);
   // partial [rows, d] <- this rank's vocabulary rows (zero for ids other ranks own).
   void lookup(const std::int32_t* tokens, const Tensor& partial) const;
-  // x_local += positions of its rows, first_row being the global row of x_local's first row.
+  // x_local += positions of its rows, first_row being the global row of x_local's first row
+  // (nothing without learned positions).
   void add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row) const;
   void backward_positions(const Tensor& dx_local, std::int64_t seq, std::int64_t first_row) const;
   void backward_lookup(const std::int32_t* tokens, const Tensor& dfull) const;

@@ -11,12 +11,19 @@ constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
 }  // namespace
 
 namespace {
-int tied_embedding(LayerContext& ctx, const ModelConfig& c, int existing) {
-  if (existing >= 0) return existing;
-  ParamSpec copy = token_embedding_spec(ctx.tp, c.vocab_size, c.padded_vocab(ctx.tp.size()),
+// The head's weight: the chunk's token embedding, a tied copy of it (the embedding lives in
+// another pipeline stage), or with untied embeddings (Llama) a matrix of its own, split by
+// vocabulary rows like the embedding.
+int head_weight(LayerContext& ctx, const ModelConfig& c, int existing) {
+  ParamSpec spec = token_embedding_spec(ctx.tp, c.vocab_size, c.padded_vocab(ctx.tp.size()),
                                         c.d_model, c.init_std);
-  copy.tied_copy = true;
-  return ctx.params.add(copy);
+  if (!c.tied_embeddings()) {
+    spec.name = "head.weight";
+    return ctx.params.add(spec);
+  }
+  if (existing >= 0) return existing;
+  spec.tied_copy = true;
+  return ctx.params.add(spec);
 }
 }  // namespace
 
@@ -24,8 +31,8 @@ LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param
     : ctx_(ctx),
       vocab_(c.vocab_size),
       d_(c.d_model),
-      wte_(tied_embedding(ctx, c, tied_embedding_param)),
-      norm_(ctx, "final_norm", c.d_model, c.norm_eps) {
+      wte_(head_weight(ctx, c, tied_embedding_param)),
+      norm_(ctx, "final_norm", c.d_model, c.norm_eps, c.rms_norm()) {
   vocab_begin_ = ctx.params.entry(wte_).spec.split_begin;
   local_vocab_ = c.padded_vocab(ctx.tp.size()) / ctx.tp.size();
   local_valid_ = std::clamp<std::int64_t>(c.vocab_size - vocab_begin_, 0, local_vocab_);
@@ -44,7 +51,7 @@ void LmHead::allocate(int slots, std::int64_t rows) {
   for (Saved& s : saved_)
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
       s.norm = c.take(dt, {local, d_});
-      s.mean = c.take(ctx_.statistics(), {local});
+      if (!norm_.rms()) s.mean = c.take(ctx_.statistics(), {local});  // RMSNorm keeps none
       s.rstd = c.take(ctx_.statistics(), {local});
       s.d_norm = c.take(dt, {local, d_});
     }));

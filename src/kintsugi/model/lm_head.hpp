@@ -1,5 +1,6 @@
 #pragma once
-// Final LayerNorm, the language-model head tied to the token embedding, and the cross-entropy
+// Final norm (LayerNorm, or RMSNorm for Llama), the language-model head (tied to the token
+// embedding, or for Llama a matrix of its own with the same vocabulary split), and the cross-entropy
 // loss, vocabulary-parallel across tensor-parallel ranks: each rank multiplies by its rows of
 // the embedding, so it holds logits for its slice of the vocabulary only, and the softmax
 // combines per-row statistics (maximum, sum of exponentials, the target's logit) through
@@ -20,7 +21,7 @@ namespace kintsugi {
 class LmHead {
  public:
   // tied_embedding_param: the chunk's token embedding, or -1 when the embedding lives in another
-  // pipeline stage; then the head registers its own tied copy of it.
+  // pipeline stage; then the head registers its own tied copy of it. Untied families ignore it.
   LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param);
 
   void allocate(int slots, std::int64_t rows);

@@ -18,7 +18,11 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   // blocks, head.
   if (spec_.embedding) {
     embedding_ = std::make_unique<Embedding>(ctx_, config.vocab_size, config.padded_vocab(tp.size()),
-                                             config.seq_len, config.d_model, config.init_std);
+                                             config.seq_len, config.d_model, config.init_std,
+                                             config.learned_positions());
+    if (config.embedding_norm())
+      embedding_norm_ = std::make_unique<LayerNorm>(ctx_, "embedding.norm", config.d_model,
+                                                    config.norm_eps);
     embedding_unit_ = params_.units();
     params_.end_unit("embedding");
   }
@@ -47,11 +51,16 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     block->allocate_activations(slots, micro_batch, seq, storage.recompute, workspace_);
   if (head_) head_->allocate(slots, rows);
   residual_.assign(slots, {});
+  if (embedding_norm_) embedding_saved_.assign(slots, {});
   for (int s = 0; s < slots; ++s)
     residual_storage_.push_back(carve(backend, MemoryKind::activations, [&](Carver& c) {
       residual_[s].clear();
       for (int i = 0; i <= spec_.num_layers; ++i)
         residual_[s].push_back(c.take(dtype, {local, config.d_model}));
+      if (embedding_norm_)
+        embedding_saved_[s] = {.raw = c.take(dtype, {local, config.d_model}),
+                               .mean = c.take(ctx_.statistics(), {local}),
+                               .rstd = c.take(ctx_.statistics(), {local})};
     }));
 }
 
@@ -63,11 +72,17 @@ double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int3
   // forward pass); the head's until its backward, which follows the fused loss.
   if (embedding_) {
     acquire(embedding_unit_, training);
-    // Vocabulary-parallel lookup: each rank contributes the rows of the ids it owns.
-    const Tensor partial = tp.sequence_parallel() ? workspace_.full : x[0];
+    // Vocabulary-parallel lookup: each rank contributes the rows of the ids it owns. With an
+    // embedding norm the sum lands before it and the norm writes the chunk's input.
+    const Tensor embedded = embedding_norm_ ? embedding_saved_[slot].raw : x[0];
+    const Tensor partial = tp.sequence_parallel() ? workspace_.full : embedded;
     embedding_->lookup(tokens, partial);
-    tp.leave(partial, x[0]);
-    embedding_->add_positions(x[0], seq_, tp.first_row(batch_ * seq_));
+    tp.leave(partial, embedded);
+    embedding_->add_positions(embedded, seq_, tp.first_row(batch_ * seq_));
+    if (embedding_norm_) {
+      const EmbeddingNormSaved& e = embedding_saved_[slot];
+      embedding_norm_->forward(e.raw, x[0], e.mean, e.rstd);
+    }
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const int unit = first_block_unit_ + static_cast<int>(i);
@@ -106,9 +121,18 @@ void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_
   }
   if (embedding_) {
     const TensorParallel& tp = ctx_.tp;
-    embedding_->backward_positions(d, seq_, tp.first_row(batch_ * seq_));
-    const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d;
-    tp.leave_backward(d, d_full);
+    Tensor d_embedded = d;
+    if (embedding_norm_) {
+      // The norm's backward accumulates into its input gradient, which starts at zero here
+      // (the residual-gradient workspace is free once the blocks are done).
+      const EmbeddingNormSaved& e = embedding_saved_[slot];
+      d_embedded = workspace_.d_norm;
+      ctx_.backend.zero(d_embedded);
+      embedding_norm_->backward(d, e.raw, e.mean, e.rstd, d_embedded);
+    }
+    embedding_->backward_positions(d_embedded, seq_, tp.first_row(batch_ * seq_));
+    const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d_embedded;
+    tp.leave_backward(d_embedded, d_full);
     embedding_->backward_lookup(tokens, d_full);
     grads_final(embedding_unit_, last_micro_batch);
     release(embedding_unit_);

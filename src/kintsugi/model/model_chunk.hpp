@@ -96,6 +96,13 @@ class ModelChunk {
   ParamStore params_;
   LayerContext ctx_;
   std::unique_ptr<Embedding> embedding_;
+  // BLOOM's LayerNorm right after the embedding, and per slot what its backward needs: the
+  // embedding before the norm and the norm's statistics ([local rows, d], [local rows] x 2).
+  std::unique_ptr<LayerNorm> embedding_norm_;
+  struct EmbeddingNormSaved {
+    Tensor raw, mean, rstd;
+  };
+  std::vector<EmbeddingNormSaved> embedding_saved_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   std::unique_ptr<LmHead> head_;
   int embedding_unit_ = -1, first_block_unit_ = 0, head_unit_ = -1;

@@ -9,57 +9,67 @@ namespace kintsugi {
 
 namespace {
 std::string prefix(int index) { return "blocks." + std::to_string(index); }
+
+// Rows of the packed qkv weight: every query head plus a key and a value per kv head.
+std::int64_t qkv_width(const ModelConfig& c) { return (c.n_head + 2 * c.kv_heads()) * c.head_dim(); }
 }  // namespace
 
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index)
     : ctx_(ctx),
-      d_(c.d_model),
-      d_ff_(c.d_ff),
-      heads_(c.n_head),
-      ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps),
-      // qkv rows are ordered per head (q, k, v of head 0, then head 1, ...; see AttentionShape),
-      // so a column split hands each rank whole heads.
-      qkv_(ctx, prefix(index) + ".attn.qkv", c.d_model, 3 * c.d_model, Linear::Split::column,
-           c.init_std),
+      config_(c),
+      ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()),
+      // qkv rows are grouped per kv head (its query heads, its key, its value; see
+      // AttentionShape), so a column split hands each rank whole groups as long as tp divides the
+      // kv heads (checked by validate(RunConfig)).
+      qkv_(ctx, prefix(index) + ".attn.qkv", c.d_model, qkv_width(c), Linear::Split::column,
+           c.init_std, c.has_biases()),
       // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
       proj_(ctx, prefix(index) + ".attn.proj", c.d_model, c.d_model, Linear::Split::row,
-            c.init_std / std::sqrt(2.0 * c.n_layer)),
-      ln2_(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps),
-      fc_(ctx, prefix(index) + ".mlp.fc", c.d_model, c.d_ff, Linear::Split::column, c.init_std),
-      fc2_(ctx, prefix(index) + ".mlp.fc2", c.d_ff, c.d_model, Linear::Split::row,
-           c.init_std / std::sqrt(2.0 * c.n_layer)) {}
+            c.init_std / std::sqrt(2.0 * c.n_layer), c.has_biases()),
+      ln2_(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps, c.rms_norm()),
+      // SwiGLU's gate and up projections are both column-parallel with the same split, so each
+      // rank holds matching gate and up columns and multiplies them without communication.
+      fc_(ctx, prefix(index) + (c.gated_mlp() ? ".mlp.gate" : ".mlp.fc"), c.d_model, c.d_ff,
+          Linear::Split::column, c.init_std, c.has_biases()),
+      up_(c.gated_mlp() ? std::make_unique<Linear>(ctx, prefix(index) + ".mlp.up", c.d_model,
+                                                   c.d_ff, Linear::Split::column, c.init_std,
+                                                   c.has_biases())
+                        : nullptr),
+      fc2_(ctx, prefix(index) + (c.gated_mlp() ? ".mlp.down" : ".mlp.fc2"), c.d_ff, c.d_model,
+           Linear::Split::row, c.init_std / std::sqrt(2.0 * c.n_layer), c.has_biases()) {}
 
 namespace {
 
 // Carves one micro-batch of a block's activations: each tensor kept here, or (keep false) the
 // view into `shared` instead, recomputed in backward (no tensor without `shared`).
-void layout(Carver& c, const LayerContext& ctx, std::int64_t d, std::int64_t d_ff,
-            std::int64_t heads, std::int64_t batch, std::int64_t seq, BlockActivations& a,
-            bool keep_attention, bool keep_rest, const BlockActivations* shared) {
+void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64_t batch,
+            std::int64_t seq, BlockActivations& a, bool keep_attention, bool keep_rest,
+            const BlockActivations* shared) {
   const TensorParallel& tp = ctx.tp;
   const DType dt = ctx.dtype;
-  const std::int64_t rows = batch * seq, local = tp.local_rows(rows);
-  const std::int64_t d_attn = d / tp.size(), ff = d_ff / tp.size(), h = heads / tp.size();
-  const bool sp = tp.sequence_parallel();
+  const std::int64_t d = m.d_model, rows = batch * seq, local = tp.local_rows(rows);
+  const std::int64_t d_attn = d / tp.size(), ff = m.d_ff / tp.size(), h = m.n_head / tp.size();
+  const bool sp = tp.sequence_parallel(), layer_norm = !m.rms_norm();
   auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape, DType type) {
     a.*field = keep ? c.take(type, shape) : shared ? shared->*field : Tensor{};
   };
   const DType st = ctx.statistics();
   take(keep_rest, &BlockActivations::ln1, {local, d}, dt);
-  take(keep_rest, &BlockActivations::ln1_mean, {local}, st);
+  take(keep_rest && layer_norm, &BlockActivations::ln1_mean, {local}, st);
   take(keep_rest, &BlockActivations::ln1_rstd, {local}, st);
   if (sp) take(keep_rest, &BlockActivations::ln1_full, {rows, d}, dt);
   else a.ln1_full = a.ln1;  // without sequence parallelism the gathered norm is the norm
-  take(keep_rest, &BlockActivations::qkv, {rows, 3 * d_attn}, dt);
+  take(keep_rest, &BlockActivations::qkv, {rows, qkv_width(m) / tp.size()}, dt);
   take(keep_attention, &BlockActivations::attn, {rows, d_attn}, dt);
   take(keep_attention, &BlockActivations::lse, {batch, h, seq}, st);
   take(keep_rest, &BlockActivations::mid, {local, d}, dt);
   take(keep_rest, &BlockActivations::ln2, {local, d}, dt);
-  take(keep_rest, &BlockActivations::ln2_mean, {local}, st);
+  take(keep_rest && layer_norm, &BlockActivations::ln2_mean, {local}, st);
   take(keep_rest, &BlockActivations::ln2_rstd, {local}, st);
   if (sp) take(keep_rest, &BlockActivations::ln2_full, {rows, d}, dt);
   else a.ln2_full = a.ln2;
   take(keep_rest, &BlockActivations::fc, {rows, ff}, dt);
+  take(keep_rest && m.gated_mlp(), &BlockActivations::up, {rows, ff}, dt);
   take(keep_rest, &BlockActivations::act, {rows, ff}, dt);
 }
 
@@ -75,15 +85,20 @@ Recompute parse_recompute(std::string_view name) {
 void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq,
                                             Recompute recompute, const BlockWorkspace& ws) {
   const TensorParallel& tp = ctx_.tp;
-  const std::int64_t heads = heads_ / tp.size();
-  shape_ = {.batch = batch, .seq = seq, .heads = heads, .kv_heads = heads,
-            .head_dim = d_ / heads_};
+  const std::int64_t heads = config_.n_head / tp.size();
+  shape_ = {.batch = batch, .seq = seq, .heads = heads,
+            .kv_heads = config_.kv_heads() / tp.size(), .head_dim = config_.head_dim()};
+  // ALiBi: rank r holds global heads [r * heads, (r + 1) * heads) and uses their slopes.
+  if (config_.is_bloom()) {
+    shape_.alibi_heads = config_.n_head;
+    shape_.head_begin = tp.rank() * heads;
+  }
   recompute_ = recompute;
   saved_.assign(slots, {});
   storage_.clear();
   for (BlockActivations& s : saved_)
     storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
-      layout(c, ctx_, d_, d_ff_, heads_, batch, seq, s, recompute == Recompute::none,
+      layout(c, ctx_, config_, batch, seq, s, recompute == Recompute::none,
              recompute != Recompute::full, &ws.recomputed);
     }));
 }
@@ -98,13 +113,14 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.full = tp.sequence_parallel() ? c.take(dt, {rows, d}) : Tensor{};
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
-  ws.d_qkv = c.take(dt, {rows, 3 * d / tp.size()});
+  ws.d_qkv = c.take(dt, {rows, qkv_width(config) / tp.size()});
   ws.d_attn = c.take(dt, {rows, d / tp.size()});
   ws.d_fc = c.take(dt, {rows, config.d_ff / tp.size()});
+  ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / tp.size()}) : Tensor{};
   // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
   if (recompute != Recompute::none)
-    layout(c, ctx, d, config.d_ff, config.n_head, batch, seq, ws.recomputed, true,
-           recompute == Recompute::full, nullptr);
+    layout(c, ctx, config, batch, seq, ws.recomputed, true, recompute == Recompute::full,
+           nullptr);
   if (recompute == Recompute::full) ws.recomputed_output = c.take(dt, {tp.local_rows(rows), d});
 }
 
@@ -118,6 +134,9 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   ln1_.forward(x, s.ln1, s.ln1_mean, s.ln1_rstd);
   tp.enter(s.ln1, s.ln1_full);
   qkv_.forward(s.ln1_full, s.qkv);
+  // Rotated in place: attention (and its selective recomputation) reads rotated queries and
+  // keys, and backward rotates their gradient back.
+  if (config_.is_llama()) be.rope(shape_, s.qkv, config_.rope_theta, false);
   be.attention_forward(shape_, s.qkv, s.attn, s.lse);
   const Tensor attn_out = sp ? ws.full : s.mid;
   proj_.forward(s.attn, attn_out);
@@ -128,7 +147,12 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   ln2_.forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
   tp.enter(s.ln2, s.ln2_full);
   fc_.forward(s.ln2_full, s.fc);
-  be.gelu_forward(s.fc, s.act);
+  if (up_) {
+    up_->forward(s.ln2_full, s.up);
+    be.swiglu_forward(s.fc, s.up, s.act);
+  } else {
+    be.gelu_forward(s.fc, s.act);
+  }
   const Tensor mlp_out = sp ? ws.full : y;
   fc2_.forward(s.act, mlp_out);
   tp.leave(mlp_out, y);
@@ -149,14 +173,21 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   tp.leave_backward(d_residual, dy_full);
   fc2_.backward(dy_full, s.act, &ws.d_fc, false);
-  be.gelu_backward(s.fc, ws.d_fc, ws.d_fc);
-  fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
+  if (up_) {
+    be.swiglu_backward(s.fc, s.up, ws.d_fc, ws.d_fc, ws.d_up);
+    fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
+    up_->backward(ws.d_up, s.ln2_full, &ws.d_norm_full, true);
+  } else {
+    be.gelu_backward(s.fc, ws.d_fc, ws.d_fc);
+    fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
+  }
   tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln2_.backward(ws.d_norm, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
   tp.leave_backward(d_residual, dy_full);
   proj_.backward(dy_full, s.attn, &ws.d_attn, false);
   be.attention_backward(shape_, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
+  if (config_.is_llama()) be.rope(shape_, ws.d_qkv, config_.rope_theta, true);
   qkv_.backward(ws.d_qkv, s.ln1_full, &ws.d_norm_full, false);
   tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln1_.backward(ws.d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);

@@ -1,7 +1,11 @@
 #pragma once
-// One pre-LayerNorm transformer block (GPT-2):
+// One pre-norm transformer block, for every family (model/config.hpp):
 //   mid = x + proj(attention(qkv(ln1(x))))
-//   y   = mid + fc2(gelu(fc(ln2(mid))))
+//   y   = mid + fc2(gelu(fc(ln2(mid))))               GPT-2, BLOOM
+//   y   = mid + fc2(silu(fc(ln2(mid))) * up(ln2(mid)))  Llama (fc is SwiGLU's gate)
+// Llama's norms are RMSNorms, its linear layers have no biases, its queries and keys are rotated
+// (RoPE) between qkv and attention, and its attention may group query heads around fewer
+// key/value heads; BLOOM's attention adds ALiBi biases.
 // split Megatron-style across tensor-parallel ranks: qkv and fc are column-parallel (each rank
 // computes its heads and its slice of the MLP), proj and fc2 row-parallel, so a block needs one
 // all-reduce after each half in forward and one before each half in backward. With sequence
@@ -11,6 +15,7 @@
 // Forward saves, per micro-batch slot, what backward needs; backward turns the gradient of the
 // block's output (held in the residual-gradient buffer) into the gradient of its input, in
 // place, and writes the parameter gradients.
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -28,9 +33,11 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(std::string_view name);
 
 // The tensors a block's forward produces for its backward, for one micro-batch.
+// (Means stay empty with RMSNorm; up is SwiGLU's up projection, empty for a GELU MLP; qkv holds
+// the rotated queries and keys with RoPE.)
 struct BlockActivations {
   Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, attn, lse;
-  Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, act;
+  Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, up, act;
 };
 
 // Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
@@ -40,9 +47,10 @@ struct BlockWorkspace {
   Tensor full;         // [rows, d]: partial outputs and gathered gradients (sequence parallel)
   Tensor d_norm_full;  // [rows, d]: gradient at a norm's output, partial over tp ranks
   Tensor d_norm;       // [local rows, d]: the same, reduced (aliases d_norm_full without sp)
-  Tensor d_qkv;        // [rows, 3d / tp]
+  Tensor d_qkv;        // [rows, (heads + 2 kv heads) head_dim / tp]
   Tensor d_attn;       // [rows, d / tp]
   Tensor d_fc;         // [rows, d_ff / tp]
+  Tensor d_up;         // [rows, d_ff / tp] (SwiGLU only)
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y
 };
@@ -66,12 +74,13 @@ class TransformerBlock {
 
  private:
   LayerContext& ctx_;
-  std::int64_t d_, d_ff_, heads_;
+  ModelConfig config_;
   LayerNorm ln1_;
   Linear qkv_;
   Linear proj_;
   LayerNorm ln2_;
   Linear fc_;
+  std::unique_ptr<Linear> up_;  // SwiGLU's up projection (Llama)
   Linear fc2_;
   AttentionShape shape_;  // this rank's heads
   Recompute recompute_ = Recompute::none;

@@ -152,7 +152,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
       if (!m.tied_embeddings()) r.elements += table;
       else if (p * v > 1) r.elements += r.tied_copy = table;
     }
-    r.activation_bytes += chunk_activation_bytes(m, act, n, last);
+    r.activation_bytes += chunk_activation_bytes(m, act, n, last, first);
   }
   return r;
 }

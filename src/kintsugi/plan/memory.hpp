@@ -52,9 +52,10 @@ struct ActivationShape {
 
 // Bytes one block keeps per micro-batch, its output in the residual stream included.
 double block_activation_bytes(const ModelConfig& model, const ActivationShape& shape);
-// A chunk of `blocks` blocks, per micro-batch: the blocks, the chunk's input activation, and
-// with the head its norm output, statistics and the gradient at it.
+// A chunk of `blocks` blocks, per micro-batch: the blocks, the chunk's input activation, with
+// the head its norm output, statistics and the gradient at it, and with the embedding of a
+// family that normalizes it (BLOOM) the embedding before the norm and the norm's statistics.
 double chunk_activation_bytes(const ModelConfig& model, const ActivationShape& shape,
-                              std::int64_t blocks, bool head);
+                              std::int64_t blocks, bool head, bool embedding = false);
 
 }  // namespace kintsugi

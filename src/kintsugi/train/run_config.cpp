@@ -241,10 +241,6 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 
 void validate(const RunConfig& c) {
   validate(c.model);
-  if (c.model.family != "gpt2")
-    fail("model.family = \"{}\": training this family is not implemented yet (the planner "
-         "knows its shape); train a \"gpt2\" model",
-         c.model.family);
   const TrainConfig& t = c.train;
   auto positive = [](const char* key, auto v) {
     if (!(v > 0)) fail("train.{} = {} must be positive", key, v);
@@ -318,6 +314,12 @@ void resolve_layout(RunConfig& c, int world) {
     fail("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank needs whole "
          "heads; change --tp",
          m.n_head, p.tp);
+  // Grouped-query attention: each rank takes whole groups (its kv heads with their query heads).
+  // Replicating kv heads across ranks is not supported, so tp must divide the kv heads too.
+  if (m.kv_heads() % p.tp != 0)
+    fail("model.n_kv_head = {} is not divisible by tp = {}: each tensor-parallel rank needs "
+         "whole key/value heads with their groups of query heads; use a tp that divides {}",
+         m.kv_heads(), p.tp, m.kv_heads());
   if (m.d_ff % p.tp != 0)
     fail("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, p.tp);
   if (t.global_batch % (t.micro_batch * p.dp) != 0)

@@ -54,9 +54,9 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
         static_cast<std::uint64_t>(c.train.seed)));
     model.set_observer(states_.back().get());
     // The tied token table's two copies (first and last stage) are summed before the
-    // data-parallel reduction of their units.
+    // data-parallel reduction of their units (untied families, Llama, have no second copy).
     const int tied = model.params().find("embedding.token.weight");
-    if (place.embedding && tied >= 0) states_.back()->defer_unit(model.params().entry(tied).unit);
+    if (place.embedding && m.tied_embeddings() && tied >= 0) states_.back()->defer_unit(model.params().entry(tied).unit);
   }
   std::vector<ModelChunk*> raw;
   for (auto& ch : chunks_) raw.push_back(ch.get());
@@ -86,7 +86,8 @@ double StageModel::sum_over_job(double v) const {
 void StageModel::reduce_grads() {
   // The two copies of the tied token embedding (first and last stage) sum their gradients,
   // then their units join the data-parallel reduction.
-  if (Communicator* tied = place_.embedding)
+  Communicator* tied = chunks_.front()->config().tied_embeddings() ? place_.embedding : nullptr;
+  if (tied)
     for (auto& chunk : chunks_) {
       const int i = chunk->params().find("embedding.token.weight");
       if (i >= 0) tied->all_reduce(chunk->params().grad(i));

@@ -143,7 +143,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
     for (int i = 0; i < p.size(); ++i) {
       const auto& e = p.entry(i);
       if (e.spec.sequence_parallel_grad) shape.sp_grad_elements += e.local_shape.numel();
-      if (chunks > 1 && e.spec.name == "embedding.token.weight")
+      if (chunks > 1 && c.model.tied_embeddings() && e.spec.name == "embedding.token.weight")
         shape.tied_embedding_elements += e.local_shape.numel();
     }
   }
@@ -177,7 +177,8 @@ nlohmann::json expected_memory(const RunConfig& c, const Place& place, const Sta
                                 .element_bytes = static_cast<std::int64_t>(size_of(pt)),
                                 .statistic_bytes = pt == DType::f64 ? 8 : 4};
     activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
-                                                          chunk->spec().head);
+                                                          chunk->spec().head,
+                                                          chunk->spec().embedding);
   }
   (void)place;
   return {{"parameters", state.parameters},

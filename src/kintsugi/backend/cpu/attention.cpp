@@ -36,11 +36,14 @@ void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
       const T* v = qkv + L.v(b, kvh);
       T* o = out + b * Tn * out_ld + h * hd;
       T* row_lse = lse + (b * H + h) * Tn;
+      const T slope = static_cast<T>(attn::head_slope(s, h));
       for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), scores, cols);
-        for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t i = 0; i < rows; ++i) {
+          attn::add_alibi_row(scores + i * cols, r0 + i, slope);
           row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, r0 + i + 1, cols);
+        }
         gemm(false, false, rows, hd, cols, T(1), scores, cols, v, ld, T(0),
              o + r0 * out_ld, out_ld);
       }
@@ -77,6 +80,7 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
         const T* o = out + b * Tn * out_ld + h * hd;
         const T* dout_h = dout + b * Tn * out_ld + h * hd;
         const T* row_lse = lse + (b * H + h) * Tn;
+        const T slope = static_cast<T>(attn::head_slope(s, h));
         // delta_t = sum_d dO[t,d] O[t,d]  (= sum_j P[t,j] dP[t,j])
         for (std::int64_t t = 0; t < Tn; ++t)
           delta[t] = attn::dot_row(dout_h + t * out_ld, o + t * out_ld, hd);
@@ -85,9 +89,11 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
           gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), P, cols);
           gemm(false, true, rows, cols, hd, T(1), dout_h + r0 * out_ld, out_ld, v, ld, T(0), dP,
                cols);
-          for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t i = 0; i < rows; ++i) {
+            attn::add_alibi_row(P + i * cols, r0 + i, slope);
             attn::probs_and_dscores_row(P + i * cols, dP + i * cols, r0 + i + 1, cols,
                                         row_lse[r0 + i], delta[r0 + i]);
+          }
           gemm(false, false, rows, hd, cols, scale, dP, cols, k, ld, T(0), dq + r0 * ld, ld);
           gemm(true, false, cols, hd, rows, scale, dP, cols, q + r0 * ld, ld, T(1), dk, ld);
           gemm(true, false, cols, hd, rows, T(1), P, cols, dout_h + r0 * out_ld, out_ld, T(1), dv,

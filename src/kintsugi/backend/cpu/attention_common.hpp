@@ -31,6 +31,21 @@ struct QkvLayout {
   std::int64_t v(std::int64_t b, std::int64_t kvh) const { return k(b, kvh) + hd; }
 };
 
+// ALiBi slope of local head h (0 without ALiBi).
+inline double head_slope(const AttentionShape& s, std::int64_t h) {
+  return s.alibi_heads > 0 ? alibi_slope(s.head_begin + h, s.alibi_heads) : 0.0;
+}
+
+// ALiBi: adds slope * (j - query) to the scores of the keys j <= query. Relative to the query
+// rather than BLOOM's slope * j: the same probabilities (a constant per row cancels in the
+// softmax), with smaller numbers in the scores.
+template <class T>
+inline void add_alibi_row(T* row, std::int64_t query, T slope) {
+  if (slope == T(0)) return;
+#pragma omp simd
+  for (std::int64_t j = 0; j <= query; ++j) row[j] += slope * static_cast<T>(j - query);
+}
+
 // Row i of a block starting at query r0 sees keys [0, r0 + i]. Turns scores into probabilities
 // in place (masked entries become 0) and returns the row's log-sum-exp.
 template <class T>

@@ -249,11 +249,14 @@ void forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, Thread
                              {qkv.at(L.v(b, kvh)), ld});
       const HeadView o{out.at(b * Tn * out_ld + h * hd), out_ld};
       const AnyPtr row_lse = lse.at((b * H + h) * Tn);
+      const float slope = static_cast<float>(attn::head_slope(s, h));
       for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         engine.scores(r0, rows, cols, scale, scratch.scores);
-        for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t i = 0; i < rows; ++i) {
+          attn::add_alibi_row(scratch.scores + i * cols, r0 + i, slope);
           row_lse.set(r0 + i, attn::softmax_causal_row(scratch.scores + i * cols, r0 + i + 1, cols));
+        }
         if (out.is_f32()) {
           engine.pv(scratch.scores, r0, rows, cols, o.row(r0).f32(), out_ld);
         } else {
@@ -316,6 +319,7 @@ void backward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, AnyPt
         const HeadView dq_out{dqkv.at(L.q(b, h)), ld};
         engine.prepare_query_head({qkv.at(L.q(b, h)), ld}, dout_h);
         const AnyPtr row_lse = lse.at((b * H + h) * Tn);
+        const float slope = static_cast<float>(attn::head_slope(s, h));
         for (std::int64_t t = 0; t < Tn; ++t) {
           scratch.delta[t] = attn::dot_row(read_f32(dout_h.row(t), hd, scratch.staged),
                                            read_f32(o.row(t), hd, scratch.staged + hd), hd);
@@ -325,9 +329,11 @@ void backward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, AnyPt
           const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
           engine.scores(r0, rows, cols, scale, scratch.P);
           engine.dscores(r0, rows, cols, scratch.dP);
-          for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t i = 0; i < rows; ++i) {
+            attn::add_alibi_row(scratch.P + i * cols, r0 + i, slope);
             attn::probs_and_dscores_row(scratch.P + i * cols, scratch.dP + i * cols, r0 + i + 1,
                                         cols, scratch.lse[r0 + i], scratch.delta[r0 + i]);
+          }
           float* dq = direct ? dq_out.row(r0).f32() : scratch.dq;
           engine.gradients(r0, rows, cols, scale, scratch.P, scratch.dP, dq, direct ? ld : hd, dk,
                            dv, ldkv);

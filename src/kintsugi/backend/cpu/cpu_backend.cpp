@@ -148,6 +148,65 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd,
+                       double eps) override {
+    KINTSUGI_ASSERT(w.numel() == cols_of(x) && rstd.numel() == rows_of(x) &&
+                    y.numel() == x.numel());
+    const Kind kind = kind_of({&x, &w, &y, &rstd});
+    if (kind == Kind::mixed)
+      return cpu::mixed::rmsnorm_forward(AnyPtr(x), AnyPtr(w), AnyPtr(y), AnyPtr(rstd),
+                                         rows_of(x), cols_of(x), eps, workspace_);
+    typed(kind, [&]<class T>() {
+      cpu::rmsnorm_forward(x.as<T>(), w.as<T>(), y.as<T>(), rstd.as<T>(), rows_of(x), cols_of(x),
+                           eps);
+    });
+  }
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dw, bool accumulate) override {
+    KINTSUGI_ASSERT(w.numel() == cols_of(x) && rstd.numel() == rows_of(x) &&
+                    dy.numel() == x.numel() && dx.numel() == x.numel() && dw.numel() == w.numel());
+    const Kind kind = kind_of({&dy, &x, &w, &rstd, &dx, &dw});
+    if (kind == Kind::mixed)
+      return cpu::mixed::rmsnorm_backward(AnyPtr(dy), AnyPtr(x), AnyPtr(w), AnyPtr(rstd),
+                                          AnyPtr(dx), AnyPtr(dw), rows_of(x), cols_of(x),
+                                          accumulate, workspace_);
+    typed(kind, [&]<class T>() {
+      cpu::rmsnorm_backward(dy.as<T>(), x.as<T>(), w.as<T>(), rstd.as<T>(), dx.as<T>(),
+                            dw.as<T>(), rows_of(x), cols_of(x), accumulate);
+    });
+  }
+
+  void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    KINTSUGI_ASSERT(gate.numel() == up.numel() && gate.numel() == y.numel());
+    const Kind kind = kind_of({&gate, &up, &y});
+    if (kind == Kind::mixed)
+      return cpu::mixed::swiglu_forward(AnyPtr(gate), AnyPtr(up), AnyPtr(y), y.numel());
+    typed(kind, [&]<class T>() {
+      cpu::swiglu_forward(gate.as<T>(), up.as<T>(), y.as<T>(), y.numel());
+    });
+  }
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                       const Tensor& dgate, const Tensor& dup) override {
+    const std::int64_t n = gate.numel();
+    KINTSUGI_ASSERT(up.numel() == n && dy.numel() == n && dgate.numel() == n && dup.numel() == n);
+    const Kind kind = kind_of({&gate, &up, &dy, &dgate, &dup});
+    if (kind == Kind::mixed)
+      return cpu::mixed::swiglu_backward(AnyPtr(gate), AnyPtr(up), AnyPtr(dy), AnyPtr(dgate),
+                                         AnyPtr(dup), n);
+    typed(kind, [&]<class T>() {
+      cpu::swiglu_backward(gate.as<T>(), up.as<T>(), dy.as<T>(), dgate.as<T>(), dup.as<T>(), n);
+    });
+  }
+
+  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override {
+    KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim % 2 == 0);
+    KINTSUGI_ASSERT(qkv.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
+    const Kind kind = kind_of({&qkv});
+    if (kind == Kind::mixed)
+      return cpu::mixed::rope(s, AnyPtr(qkv), theta, inverse, workspace_);
+    typed(kind, [&]<class T>() { cpu::rope(s, qkv.as<T>(), theta, inverse); });
+  }
+
   void gelu_forward(const Tensor& x, const Tensor& y) override {
     KINTSUGI_ASSERT(x.numel() == y.numel());
     const Kind kind = kind_of({&x, &y});

@@ -30,6 +30,21 @@ void layernorm_backward(const T* dy, const T* x, const T* w, const T* mean, cons
                         T* dw, T* db, std::int64_t rows, std::int64_t cols, bool accumulate);
 
 template <class T>
+void rmsnorm_forward(const T* x, const T* w, T* y, T* rstd, std::int64_t rows, std::int64_t cols,
+                     double eps);
+template <class T>
+void rmsnorm_backward(const T* dy, const T* x, const T* w, const T* rstd, T* dx, T* dw,
+                      std::int64_t rows, std::int64_t cols, bool accumulate);
+
+template <class T>
+void swiglu_forward(const T* gate, const T* up, T* y, std::int64_t n);
+template <class T>
+void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, std::int64_t n);
+
+template <class T>
+void rope(const AttentionShape& s, T* qkv, double theta, bool inverse);
+
+template <class T>
 void gelu_forward(const T* x, T* y, std::int64_t n);
 template <class T>
 void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n);

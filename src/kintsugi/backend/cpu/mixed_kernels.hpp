@@ -27,6 +27,17 @@ void layernorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr mean, AnyPtr rstd,
                         AnyPtr dw, AnyPtr db, std::int64_t rows, std::int64_t cols,
                         bool accumulate, ThreadWorkspace& ws);
 
+void rmsnorm_forward(AnyPtr x, AnyPtr w, AnyPtr y, AnyPtr rstd, std::int64_t rows,
+                     std::int64_t cols, double eps, ThreadWorkspace& ws);
+void rmsnorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr rstd, AnyPtr dx, AnyPtr dw,
+                      std::int64_t rows, std::int64_t cols, bool accumulate, ThreadWorkspace& ws);
+
+void swiglu_forward(AnyPtr gate, AnyPtr up, AnyPtr y, std::int64_t n);
+void swiglu_backward(AnyPtr gate, AnyPtr up, AnyPtr dy, AnyPtr dgate, AnyPtr dup,
+                     std::int64_t n);
+
+void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, ThreadWorkspace& ws);
+
 void gelu_forward(AnyPtr x, AnyPtr y, std::int64_t n);
 void gelu_backward(AnyPtr x, AnyPtr dy, AnyPtr dx, std::int64_t n);
 

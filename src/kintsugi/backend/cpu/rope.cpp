@@ -1,0 +1,75 @@
+// Rotary position embeddings, in place on the packed qkv tensor (see AttentionShape). For row t
+// and pair i < hd/2 the angle is t * theta^(-2i / hd); dimensions i and i + hd/2 of every query
+// and key head rotate together (Hugging Face's rotate_half pairing, so Llama checkpoints need no
+// permutation). The angles are computed in double and rounded once, so f32, bf16 and f16 runs
+// rotate by the same cosines and sines whatever rank or thread handles a row.
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kintsugi/backend/cpu/attention_common.hpp"
+#include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
+
+namespace kintsugi::cpu {
+
+namespace {
+
+// Rotates the query and key heads of one token row (values are every (group + 2)-th head slot
+// from the last, left alone). sign -1 rotates back.
+template <class T>
+void rotate_row(const AttentionShape& s, T* row, std::int64_t position, double theta,
+                double sign) {
+  const std::int64_t hd = s.head_dim, half = hd / 2, slots = s.heads / s.kv_heads + 2;
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double angle =
+        static_cast<double>(position) * std::pow(theta, -2.0 * static_cast<double>(i) / hd);
+    const T c = static_cast<T>(std::cos(angle)), sn = static_cast<T>(sign * std::sin(angle));
+    for (std::int64_t kv = 0; kv < s.kv_heads; ++kv)
+      for (std::int64_t slot = 0; slot + 1 < slots; ++slot) {  // queries and the key
+        T* head = row + (kv * slots + slot) * hd;
+        const T x1 = head[i], x2 = head[i + half];
+        head[i] = x1 * c - x2 * sn;
+        head[i + half] = x2 * c + x1 * sn;
+      }
+  }
+}
+
+std::int64_t row_width(const AttentionShape& s) {
+  return s.kv_heads * (s.heads / s.kv_heads + 2) * s.head_dim;
+}
+
+}  // namespace
+
+template <class T>
+void rope(const AttentionShape& s, T* qkv, double theta, bool inverse) {
+  const std::int64_t width = row_width(s);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < s.batch * s.seq; ++r)
+    rotate_row(s, qkv + r * width, r % s.seq, theta, inverse ? -1.0 : 1.0);
+}
+
+template void rope<float>(const AttentionShape&, float*, double, bool);
+template void rope<double>(const AttentionShape&, double*, double, bool);
+
+namespace mixed {
+
+void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, ThreadWorkspace& ws) {
+  const std::int64_t width = row_width(s);
+  const std::size_t stride = ws.reserve(width * sizeof(float));
+#pragma omp parallel
+  {
+    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < s.batch * s.seq; ++r) {
+      float* row = out_f32(qkv.at(r * width), width, area, true);
+      rotate_row(s, row, r % s.seq, theta, inverse ? -1.0 : 1.0);
+      write_back(qkv.at(r * width), width, row);
+    }
+  }
+}
+
+}  // namespace mixed
+
+}  // namespace kintsugi::cpu
