@@ -42,3 +42,42 @@ add_test(NAME cli.error.layout_world_mismatch
 add_test(NAME cli.error.tp_without_mpirun
          COMMAND ${EXPECT_ERROR} "the job has 1 rank, not a multiple of tp 2 x pp 1: launch a multiple of 2 ranks \\(mpirun -np 2"
                  ${KINTSUGI_BIN} train --config ${TINY} --tp 2)
+
+# The planner (docs/planner.md). The local cluster needs the links between ranks measured once.
+add_test(NAME cli.bench_comm
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1
+                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                 mpirun -q -np 2 --oversubscribe --bind-to none ${KINTSUGI_BIN} bench comm)
+set_tests_properties(cli.bench_comm PROPERTIES FIXTURES_SETUP local_links PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "latency .* us, bandwidth .* GB/s")
+add_test(NAME cli.plan_table
+         COMMAND ${KINTSUGI_BIN} plan --model llama-13b --cluster gaudi2 --nodes 8
+                 --global-batch 256 --seq 2048)
+set_tests_properties(cli.plan_table PROPERTIES PASS_REGULAR_EXPRESSION
+                     "valid layouts, [0-9]+ fit in 96 GB.*samples/s.*MFU.*\n  1 tp ")
+add_test(NAME cli.plan_json COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_json.sh ${KINTSUGI_BIN})
+add_test(NAME cli.plan_memory COMMAND ${KINTSUGI_BIN} plan --memory)
+set_tests_properties(cli.plan_memory PROPERTIES PASS_REGULAR_EXPRESSION
+                     "= 18 bytes.*gpt-175b +17[0-9]\\.[0-9]+B .* 3\\.[0-9]+ TB")
+add_test(NAME cli.plan_write_config
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_write_config.sh ${KINTSUGI_BIN}
+                 ${CMAKE_CURRENT_BINARY_DIR}/plan-write-config ${TINY}
+                 --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin
+                 --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin
+                 --set model.n_layer=2 --set model.seq_len=32 --set train.global_batch=4
+                 --set train.eval_every=0 --set train.eval_batches=1)
+set_tests_properties(cli.plan_write_config PROPERTIES FIXTURES_REQUIRED local_links)
+add_test(NAME cli.error.bad_cluster
+         COMMAND ${EXPECT_ERROR} "missing key `intra_node.bandwidth_gbs`"
+                 ${KINTSUGI_BIN} plan --model gpt-tiny
+                 --cluster ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bad-cluster.toml)
+add_test(NAME cli.error.plan_does_not_fit
+         COMMAND ${EXPECT_ERROR} "no layout fits in 80 GB per device"
+                 ${KINTSUGI_BIN} plan --model gpt-1t --cluster dgx-a100-80gb --nodes 1
+                 --global-batch 8 --seq 2048)
+add_test(NAME cli.error.bench_comm_one_rank
+         COMMAND ${EXPECT_ERROR} "run it as `mpirun -np 2 kintsugi bench comm`"
+                 ${KINTSUGI_BIN} bench comm)
+add_test(NAME cli.error.plan_ranks_not_local
+         COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
+                 ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)

@@ -295,3 +295,38 @@ add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
                  ${MPIRUN} -q -np 4 --oversubscribe $<TARGET_FILE:kintsugi> train ${LLAMA_RUN}
                  --tp 4)
 set_tests_properties(mpi.error.kv_heads_not_divisible_by_tp PROPERTIES PROCESSORS 2 TIMEOUT 60)
+
+# `kintsugi tune`: the planner's best 3 layouts of the micro GPT on 4 local ranks, 3 steps each,
+# measured and refit (docs/planner.md).
+add_test(NAME mpi.tune
+         COMMAND ${MPI_ENV} OMP_NUM_THREADS=1 $<TARGET_FILE:kintsugi> tune ${MICRO_RUN} --ranks 4 --top 3 --steps 3
+                 --out ${MPI_OUT}/tune)
+set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 4 TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+")
+
+# The planner's memory for the first pipeline stage is what these runs' rank 0 recorded.
+add_test(NAME mpi.plan_matches_runs
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT} ${MICRO_RUN} --
+                 "dp2_tp2:4:--tp 2 --dp 2 --zero 0 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_sp_zero2:4:--tp 2 --dp 2 --zero 2 --sp on --micro-batch 1 --recompute none"
+                 "pp2_1f1b:2:--pp 2 --schedule 1f1b --micro-batch 1 --recompute none"
+                 "pp2_gpipe:2:--pp 2 --schedule gpipe --micro-batch 1 --recompute none"
+                 "pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
+                 "pp2_dp2_zero1:4:--pp 2 --dp 2 --zero 1 --schedule 1f1b --micro-batch 1 --recompute none"
+                 "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
+                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp")
+foreach(family llama bloom)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.plan_matches_runs_${family}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
+                   ${MPI_OUT} ${${FAMILY}_RUN} --
+                   "${family}_serial:1:--micro-batch 1 --recompute none"
+                   "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
+                   "${family}_tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --pp 2 --dp 2 --zero 1 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+  set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
+                       DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
+endforeach()

@@ -5,6 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/comm/communicator.hpp"
+#include "kintsugi/comm/launch.hpp"
+#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/core/memory.hpp"
+#include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
@@ -125,13 +130,45 @@ void add_step(CLI::App& bench) {
   });
 }
 
+// The `local` cluster's links, measured through the communicator training uses.
+void add_comm(CLI::App& bench) {
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "comm", "Measure latency and bandwidth between local ranks (run under mpirun -np 2) and "
+              "cache them for the planner's local cluster");
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->callback([json] {
+    if (!launched_by_mpi())
+      fail("bench comm measures links between ranks: run it as `mpirun -np 2 kintsugi bench comm`");
+    MpiRuntime mpi(nullptr, nullptr);
+    MemoryTracker memory;
+    auto world = Communicator::world(memory);
+    const LocalLinks links = measure_local_links(*world);
+    if (world->rank() != 0) return;
+    store_local_links(links);
+    if (*json)
+      fmt::print("{}\n", nlohmann::json{{"latency_us", links.latency_us},
+                                        {"bandwidth_gbs", links.bandwidth_gbs},
+                                        {"memory_bandwidth_gbs", links.memory_bandwidth_gbs},
+                                        {"ranks", world->size()},
+                                        {"cpu", links.cpu}}
+                             .dump());
+    else
+      fmt::print("{} ranks ({}): latency {:.1f} us, bandwidth {:.2f} GB/s between ranks 0 and 1; "
+                 "memory copy {:.1f} GB/s; cached for `kintsugi plan --cluster local`\n",
+                 world->size(), links.cpu, links.latency_us, links.bandwidth_gbs,
+                 links.memory_bandwidth_gbs);
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: GEMM rate, training-step throughput");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: GEMM rate, training-step throughput, links between ranks");
   bench->require_subcommand(1);
   add_gemm(*bench);
   add_step(*bench);
+  add_comm(*bench);
 }
 
 }  // namespace kintsugi::cli

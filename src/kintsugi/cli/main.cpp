@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   add_data_command(app);
   add_bench_command(app);
   add_layout_command(app);
+  add_plan_command(app);
+  add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

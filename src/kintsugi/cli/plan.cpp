@@ -1,0 +1,190 @@
+// `kintsugi plan`: predict memory and step time of every valid layout of a model on a cluster
+// and print the best (plan/cost_model.hpp, plan/search.hpp); `--memory` alone answers how much
+// memory a model's training state needs.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <optional>
+
+#include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/plan_report.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/plan/memory.hpp"
+#include "kintsugi/plan/search.hpp"
+
+namespace kintsugi::cli {
+
+namespace {
+
+struct Args {
+  std::string model, config, cluster = "local", precision, grad_precision, write_config;
+  std::string schedule, recompute, sp;
+  std::vector<std::string> overrides;
+  std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
+  std::size_t top = 10;
+  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages;
+  bool json = false, memory = false, tp_across_nodes = false;
+};
+
+// The run the plan is for: a run config (--config, gpt2 models that train here) or a preset
+// (--model, any family), with --seq, --global-batch and --precision applied.
+RunConfig base_config(const Args& a) {
+  RunConfig c;
+  if (a.ranks > 0 && a.cluster != "local")
+    fail("--ranks sets the local cluster's ranks; for --cluster {} use --nodes", a.cluster);
+  if (!a.config.empty()) {
+    if (!a.model.empty()) fail("plan takes --model or --config, not both");
+    c = load_run_config(a.config, a.overrides);
+  } else {
+    if (!a.overrides.empty()) fail("--set needs --config");
+    c.model = model_preset(a.model.empty() ? "gpt-tiny" : a.model);
+    c.train.precision = "bf16";
+  }
+  if (a.seq > 0) c.model.seq_len = a.seq;
+  if (a.global_batch > 0) c.train.global_batch = a.global_batch;
+  if (!a.precision.empty()) c.train.precision = a.precision;
+  if (!a.grad_precision.empty()) c.train.grad_precision = a.grad_precision;
+  parse_precision(c.train.precision);
+  validate(c.model);
+  return c;
+}
+
+void print_memory(const Args& a) {
+  // Bytes per parameter of the training state (plan/memory.hpp), without sharding.
+  const std::string precision = a.precision.empty() ? "bf16" : a.precision;
+  const std::string grads = a.grad_precision.empty() ? "fp32" : a.grad_precision;
+  const bool mixed = precision != "fp32";
+  const std::int64_t pb = mixed ? 2 : 4, gb = grads == "param" ? pb : 4;
+  const StateBytes per = model_state_bytes(1, 0, 1, pb, gb, mixed);
+  fmt::print("training state per parameter ({} weights, {} gradients, AdamW): {} weights + {} "
+             "gradients + {} optimizer ({}) = {} bytes\n\n",
+             precision, grads == "param" ? precision : "fp32", per.parameters, per.gradients,
+             per.optimizer_state, mixed ? "f32 master weights and two f32 moments" : "two f32 moments",
+             per.total());
+  std::vector<std::string> models = {"gpt-22b", "gpt-175b", "gpt-1t"};
+  if (!a.model.empty()) models = {a.model};
+  // The Frontier study's table counts 20 bytes per parameter (6 weights, 4 gradients, 8 Adam,
+  // rounded up): shown next to kintsugi's accounting for comparison.
+  fmt::print("{:<12} {:>14} {:>12} {:>12} {:>12} {:>12} {:>14}\n", "model", "parameters",
+             "weights", "gradients", "optimizer", "total", "at 20 B/param");
+  for (const auto& name : models) {
+    const double n = static_cast<double>(parameter_count(model_preset(name)));
+    const StateBytes s = model_state_bytes(n, 0, 1, pb, gb, mixed);
+    auto tb = [](double bytes) {
+      return bytes >= 1e12 ? fmt::format("{:.2f} TB", bytes / 1e12)
+                           : fmt::format("{:.0f} GB", bytes / 1e9);
+    };
+    fmt::print("{:<12} {:>13.2f}B {:>12} {:>12} {:>12} {:>12} {:>14}\n", name, n / 1e9,
+               tb(s.parameters), tb(s.gradients), tb(s.optimizer_state), tb(s.total()),
+               tb(20 * n));
+  }
+  fmt::print("\nActivations come on top and depend on the layout: `kintsugi plan --model M "
+             "--cluster C --nodes N` accounts for them.\n");
+}
+
+void run_plan(const Args& a) {
+  if (a.memory) return print_memory(a);
+  const RunConfig base = base_config(a);
+  const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
+  const std::int64_t world = cluster.devices_per_node * a.nodes;
+  Workload w = workload_of(base);
+  SearchSpace space;
+  space.tp = a.tp;
+  space.pp = a.pp;
+  space.dp = a.dp;
+  space.micro_batch = a.micro_batch;
+  space.zero = a.zero;
+  space.virtual_stages = a.virtual_stages;
+  if (!a.schedule.empty()) space.schedule = parse_schedule(a.schedule);
+  if (!a.recompute.empty()) space.recompute = parse_recompute(a.recompute);
+  if (!a.sp.empty()) space.sequence_parallel = a.sp == "on";
+  space.tp_across_nodes = a.tp_across_nodes;
+  const SearchResult r = search_layouts(w, cluster, world, space);
+  if (a.json) {
+    nlohmann::json j = {{"model", base.model.name},
+                        {"cluster", cluster.name},
+                        {"world", world},
+                        {"nodes", a.nodes},
+                        {"global_batch", w.global_batch},
+                        {"seq", w.model.seq_len},
+                        {"precision", w.precision},
+                        {"enumerated", r.enumerated},
+                        {"fitting", r.fitting},
+                        {"layouts", nlohmann::json::array()}};
+    for (std::size_t i = 0; i < std::min(a.top, r.ranked.size()); ++i)
+      j["layouts"].push_back(to_json(r.ranked[i]));
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    const double n = static_cast<double>(parameter_count(base.model));
+    fmt::print("{} ({} parameters) on {} x {} = {} devices of {} ({}), global batch {} x "
+               "seq {}, {}\n",
+               base.model.name,
+               n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6), a.nodes,
+               cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
+               w.model.seq_len, w.precision);
+    fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,
+               cluster.memory_gb);
+    if (!r.ranked.empty()) print_prediction_table(r.ranked, a.top);
+  }
+  if (r.ranked.empty()) {
+    if (r.too_big.empty())
+      fail("no valid layout of {} on {} devices with global batch {}: change --nodes, "
+           "--global-batch or the pinned dimensions",
+           base.model.name, world, w.global_batch);
+    fail("no layout fits in {:.0f} GB per device (the smallest, {}, needs {:.1f} GB): add nodes "
+         "or allow more sharding",
+         cluster.memory_gb, describe(r.too_big.front().layout), r.too_big.front().memory.total() / 1e9);
+  }
+  if (!a.write_config.empty()) {
+    std::ofstream(a.write_config) << layout_config_toml(base, r.ranked.front().layout);
+    if (!a.json)
+      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
+                 a.write_config, world, a.write_config);
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "plan", "Predict memory and step time of every valid layout on a cluster; print the best");
+  cmd->add_option("--model", a->model, "Model preset (gpt-tiny, llama-13b, bloom-13b, gpt-175b, ...)");
+  cmd->add_option("--config,-c", a->config, "Or a run config (TOML) for the model and batch");
+  cmd->add_option("--set", a->overrides, "Override a --config key, e.g. --set model.n_layer=4");
+  cmd->add_option("--cluster", a->cluster,
+                  "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, local, or a TOML file");
+  cmd->add_option("--nodes", a->nodes, "Nodes")->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks", a->ranks, "local cluster: ranks sharing this machine (default: cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seq", a->seq, "Sequence length")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: bf16 for presets)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")
+      ->check(CLI::IsMember({"fp32", "param"}));
+  cmd->add_option("--top", a->top, "Layouts to print");
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_option("--write-config", a->write_config, "Write the best layout as a run config");
+  cmd->add_flag("--memory", a->memory,
+                "Only the training state's memory (bytes per parameter; the seed's 22B/175B/1T "
+                "table without --model)");
+  cmd->add_option("--tp", a->tp, "Pin tensor parallelism");
+  cmd->add_option("--pp", a->pp, "Pin pipeline stages");
+  cmd->add_option("--dp", a->dp, "Pin data parallelism");
+  cmd->add_option("--micro-batch", a->micro_batch, "Pin the micro-batch");
+  cmd->add_option("--zero", a->zero, "Pin the ZeRO stage");
+  cmd->add_option("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank");
+  cmd->add_option("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved");
+  cmd->add_option("--recompute", a->recompute, "Pin recomputation: none, selective, full");
+  cmd->add_option("--sp", a->sp, "Pin sequence parallelism: on or off")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Also try tensor parallelism across nodes");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace kintsugi::cli

@@ -1,0 +1,176 @@
+// `kintsugi tune`: take the planner's top-k layouts, run a few real steps of each through
+// mpirun, refit the cost model's efficiency terms to the measurements (plan/refit.hpp), and
+// report the best layout with predicted vs measured step times.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kintsugi/cli/commands.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/plan/refit.hpp"
+#include "kintsugi/plan/search.hpp"
+
+namespace kintsugi::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  std::string config, cluster = "local", out = "runs/tune", mpirun = "mpirun";
+  std::vector<std::string> overrides;
+  std::int64_t ranks = 4, top = 3, steps = 4;
+  bool json = false;
+};
+
+std::string self_path() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "kintsugi" : p.string();
+}
+
+// Median step time of a run's metrics.jsonl, leaving out the first step (allocation, first
+// touches of memory, caches), as bench step does with its warm-up.
+double measured_step_seconds(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  if (!in) fail("{} was not written: the run failed (see {})", metrics.string(),
+                (metrics.parent_path() / "log.txt").string());
+  std::vector<double> ms;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) ms.push_back(nlohmann::json::parse(line).at("step_ms").get<double>());
+  if (ms.size() < 2)
+    fail("{} has {} steps; tune needs at least 2 (--steps)", metrics.string(), ms.size());
+  ms.erase(ms.begin());
+  std::sort(ms.begin(), ms.end());
+  const std::size_t n = ms.size();
+  return (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3;
+}
+
+double run_layout(const Args& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
+  fs::create_directories(dir);
+  const fs::path config = dir / "run.toml";
+  std::ofstream(config) << layout_config_toml(base, l);
+  const std::string command = fmt::format(
+      "{} -q -np {} --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 {} train --config {} "
+      "--out {} --set train.threads=1 --set train.save_checkpoint=false > {} 2>&1",
+      a.mpirun, l.world(), self_path(), config.string(), dir.string(),
+      (dir / "log.txt").string());
+  fs::remove(dir / "metrics.jsonl");
+  if (std::system(command.c_str()) != 0)
+    fail("the run of {} failed: {} (see {})", describe(l), command, (dir / "log.txt").string());
+  return measured_step_seconds(dir / "metrics.jsonl");
+}
+
+double error_percent(double predicted, double measured) {
+  return 100.0 * (predicted - measured) / measured;
+}
+
+void run_tune(const Args& a) {
+  if (a.top < 1) fail("--top {} must be at least 1", a.top);
+  if (a.steps < 2) fail("--steps {} must be at least 2: the first step is not timed", a.steps);
+  RunConfig base = load_run_config(a.config, a.overrides);
+  base.train.steps = a.steps;
+  base.train.eval_every = 0;
+  base.train.eval_batches = 1;
+  base.train.log_every = 1;
+  const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
+  const std::int64_t world = a.cluster == "local" ? a.ranks : cluster.devices_per_node;
+  const Workload w = workload_of(base);
+  const SearchResult found = search_layouts(w, cluster, world, {});
+  if (found.ranked.empty())
+    fail("no layout of this model fits {} ranks with global batch {}", world, w.global_batch);
+  // The top k layouts of distinct shapes (tp, pp, dp, micro-batch, schedule, sp): variants
+  // that differ only in recomputation or ZeRO stage are often predicted equal and would
+  // measure nearly the same step, telling the refit nothing new.
+  std::vector<Prediction> chosen;
+  auto same_shape = [](const Layout& x, const Layout& y) {
+    return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
+           x.schedule == y.schedule && x.virtual_stages == y.virtual_stages &&
+           x.sequence_parallel == y.sequence_parallel;
+  };
+  for (const Prediction& p : found.ranked) {
+    if (static_cast<std::int64_t>(chosen.size()) == a.top) break;
+    if (std::none_of(chosen.begin(), chosen.end(),
+                     [&](const Prediction& c) { return same_shape(c.layout, p.layout); }))
+      chosen.push_back(p);
+  }
+  std::vector<Measured> runs;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const fs::path dir = fs::path(a.out) / fmt::format("layout-{}", i + 1);
+    if (!a.json) fmt::print("running {} ({} steps on {} ranks)...\n", describe(chosen[i].layout),
+                            a.steps, world);
+    std::fflush(stdout);
+    runs.push_back({chosen[i], run_layout(a, base, chosen[i].layout, dir)});
+  }
+  const Refit refit = refit_cluster(cluster, runs);
+  fs::create_directories(a.out);
+  std::ofstream(fs::path(a.out) / "cluster-refit.toml")
+      << "# Refit by `kintsugi tune` from measured steps; use with --cluster <this file>\n"
+      << to_toml(refit.cluster);
+  std::vector<Prediction> after;
+  for (const Measured& r : runs) after.push_back(predict(w, refit.cluster, r.predicted.layout));
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].seconds < runs[best].seconds) best = i;
+
+  if (a.json) {
+    nlohmann::json j = {{"compute_factor", refit.compute_factor},
+                        {"comm_factor", refit.comm_factor},
+                        {"comm_fitted", refit.comm_fitted},
+                        {"best", best},
+                        {"refit_cluster", (fs::path(a.out) / "cluster-refit.toml").string()},
+                        {"layouts", nlohmann::json::array()}};
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      j["layouts"].push_back({{"layout", describe(runs[i].predicted.layout)},
+                              {"predicted_s", runs[i].predicted.time.total()},
+                              {"measured_s", runs[i].seconds},
+                              {"refit_predicted_s", after[i].time.total()}});
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("\n{:>3} {:<40} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "#", "layout", "predicted",
+             "measured", "error", "refit pred.", "error");
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    fmt::print("{:>3} {:<40} {:>10.1f}ms {:>10.1f}ms {:>7.0f}% {:>10.1f}ms {:>7.0f}%\n", i + 1,
+               describe(runs[i].predicted.layout), runs[i].predicted.time.total() * 1e3,
+               runs[i].seconds * 1e3,
+               error_percent(runs[i].predicted.time.total(), runs[i].seconds),
+               after[i].time.total() * 1e3, error_percent(after[i].time.total(), runs[i].seconds));
+  fmt::print("\nrefit: compute x {:.3f} (gemm.max_efficiency {:.3f} -> {:.3f}), links x {:.3f}{}\n",
+             refit.compute_factor, cluster.gemm_max_efficiency, refit.cluster.gemm_max_efficiency,
+             refit.comm_factor, refit.comm_fitted ? "" : " (not separable from compute: kept)");
+  fmt::print("best measured: {}: measured {:.1f} ms, predicted {:.1f} ms before the refit, "
+             "{:.1f} ms after\nrefit cluster written to {}\n",
+             describe(runs[best].predicted.layout), runs[best].seconds * 1e3,
+             runs[best].predicted.time.total() * 1e3, after[best].time.total() * 1e3,
+             (fs::path(a.out) / "cluster-refit.toml").string());
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "tune", "Run the planner's top layouts for a few steps, measure, refit the cost model");
+  cmd->add_option("--config,-c", a->config, "Run config (TOML) of the model to tune")->required();
+  cmd->add_option("--set", a->overrides, "Override a config key, e.g. --set train.global_batch=8");
+  cmd->add_option("--cluster", a->cluster, "Cluster spec to start from (default: local)");
+  cmd->add_option("--ranks", a->ranks, "Ranks to launch (the local cluster's devices)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top", a->top, "Layouts to run (the planner's best k)");
+  cmd->add_option("--steps", a->steps, "Steps per run (the first is not timed)");
+  cmd->add_option("--out", a->out, "Directory for the runs and the refit cluster");
+  cmd->add_option("--mpirun", a->mpirun, "MPI launcher");
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->callback([a] { run_tune(*a); });
+}
+
+}  // namespace kintsugi::cli

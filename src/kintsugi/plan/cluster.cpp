@@ -1,0 +1,143 @@
+#include "kintsugi/plan/cluster.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/local_cluster.hpp"
+
+#ifndef KINTSUGI_CLUSTERS_DIR
+#define KINTSUGI_CLUSTERS_DIR "configs/clusters"
+#endif
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+
+double ClusterSpec::peak_tflops(const std::string& precision) const {
+  if (precision == "bf16") return peak_tflops_bf16;
+  if (precision == "fp16") return peak_tflops_fp16;
+  if (precision == "fp32") return peak_tflops_fp32;
+  fail("unknown precision \"{}\": use fp32, bf16 or fp16", precision);
+}
+
+double ClusterSpec::gemm_efficiency(double m, double n, double k) const {
+  const double h = gemm_half_dim;
+  return gemm_max_efficiency * m / (m + h) * n / (n + h) * k / (k + h);
+}
+
+namespace {
+
+// One key of a spec: where it lives in the TOML, the field, its meaning and its lower bound.
+struct Key {
+  const char* path;
+  double* field;
+  double min;        // exclusive lower bound unless allow_zero
+  bool allow_zero;
+  const char* meaning;
+};
+
+double number_at(const toml::table& t, const std::string& path, const std::string& source,
+                 const char* meaning) {
+  const toml::node_view<const toml::node> v = t.at_path(path);
+  if (!v)
+    fail("{}: missing key `{}` ({}): add it, for example `{} = ...` under its [section]", source,
+         path, meaning, path.substr(path.rfind('.') + 1));
+  if (auto d = v.value<double>()) return *d;
+  fail("{}: `{}` must be a number ({}), got {}", source, path, meaning,
+       v.node()->is_string() ? "a string" : "another type");
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
+  toml::table t;
+  try {
+    t = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    fail("{}: not valid TOML: {} (line {})", source, e.description(), e.source().begin.line);
+  }
+  ClusterSpec c;
+  c.source = source;
+  c.name = t["name"].value_or(std::string(fs::path(source).stem()));
+  double devices = 0;
+  const std::vector<Key> keys = {
+      {"node.devices", &devices, 0, false, "devices per node"},
+      {"device.memory_gb", &c.memory_gb, 0, false, "memory per device in GB"},
+      {"device.reserved_gb", &c.reserved_gb, 0, true, "memory per device the framework keeps"},
+      {"device.peak_tflops_fp32", &c.peak_tflops_fp32, 0, false, "dense fp32 TFLOP/s"},
+      {"device.peak_tflops_bf16", &c.peak_tflops_bf16, 0, false, "dense bf16 TFLOP/s"},
+      {"device.peak_tflops_fp16", &c.peak_tflops_fp16, 0, false, "dense fp16 TFLOP/s"},
+      {"device.memory_bandwidth_gbs", &c.memory_bandwidth_gbs, 0, false, "memory GB/s"},
+      {"gemm.max_efficiency", &c.gemm_max_efficiency, 0, false,
+       "fraction of the peak that large GEMMs reach"},
+      {"gemm.half_dim", &c.gemm_half_dim, 0, true,
+       "GEMM dimension at which efficiency halves"},
+      {"intra_node.bandwidth_gbs", &c.intra_node.bandwidth_gbs, 0, false,
+       "GB/s per device inside a node"},
+      {"intra_node.latency_us", &c.intra_node.latency_us, 0, true, "latency inside a node"},
+      {"inter_node.bandwidth_gbs", &c.inter_node.bandwidth_gbs, 0, false,
+       "GB/s per device between nodes"},
+      {"inter_node.latency_us", &c.inter_node.latency_us, 0, true, "latency between nodes"},
+  };
+  for (const Key& k : keys) {
+    const double v = number_at(t, k.path, source, k.meaning);
+    if (v < k.min || (!k.allow_zero && v <= k.min))
+      fail("{}: `{}` = {} must be {} ({})", source, k.path, v,
+           k.allow_zero ? ">= 0" : "> 0", k.meaning);
+    *k.field = v;
+  }
+  if (devices != static_cast<double>(static_cast<std::int64_t>(devices)))
+    fail("{}: `node.devices` = {} must be a whole number", source, devices);
+  c.devices_per_node = static_cast<std::int64_t>(devices);
+  if (c.gemm_max_efficiency > 1)
+    fail("{}: `gemm.max_efficiency` = {} is a fraction of the peak: use a value in (0, 1]", source,
+         c.gemm_max_efficiency);
+  if (c.reserved_gb >= c.memory_gb)
+    fail("{}: `device.reserved_gb` = {} leaves nothing of `device.memory_gb` = {}", source,
+         c.reserved_gb, c.memory_gb);
+  return c;
+}
+
+std::vector<std::string> cluster_preset_names() {
+  return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "local"};
+}
+
+ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
+  if (name == "local") return local_cluster(local_ranks);
+  fs::path path = name;
+  if (!fs::exists(path) && path.extension() != ".toml") {
+    // A preset: the source tree's configs/clusters, or ./configs/clusters.
+    for (const fs::path& dir : {fs::path(KINTSUGI_CLUSTERS_DIR), fs::path("configs/clusters")})
+      if (fs::exists(dir / (name + ".toml"))) {
+        path = dir / (name + ".toml");
+        break;
+      }
+  }
+  if (!fs::exists(path))
+    fail("unknown cluster \"{}\": use a preset ({}) or a path to a cluster TOML file", name,
+         fmt::join(cluster_preset_names(), ", "));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_cluster(text.str(), path.string());
+}
+
+std::string to_toml(const ClusterSpec& c) {
+  return fmt::format(
+      "name = \"{}\"\n\n[node]\ndevices = {}\n\n[device]\nmemory_gb = {}\nreserved_gb = {}\n"
+      "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
+      "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
+      "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n\n[inter_node]\nbandwidth_gbs = {}\n"
+      "latency_us = {}\n",
+      c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
+      c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
+      c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
+      c.inter_node.bandwidth_gbs, c.inter_node.latency_us);
+}
+
+}  // namespace kintsugi

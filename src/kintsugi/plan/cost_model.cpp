@@ -1,0 +1,394 @@
+#include "kintsugi/plan/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kintsugi/comm/topology.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/parallel/stage_partition.hpp"
+#include "kintsugi/plan/comm_volume.hpp"
+#include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/memory.hpp"
+
+namespace kintsugi {
+
+std::string describe(const Layout& l) {
+  std::string s = fmt::format("tp {} pp {} dp {} mb {}", l.tp, l.pp, l.dp, l.micro_batch);
+  if (l.pp > 1) s += fmt::format(" {}", name_of(l.schedule));
+  if (l.virtual_stages > 1) s += fmt::format(" v{}", l.virtual_stages);
+  if (l.zero > 0) s += fmt::format(" zero{}", l.zero);
+  if (l.recompute == Recompute::selective) s += " selective";
+  if (l.recompute == Recompute::full) s += " full";
+  if (l.sequence_parallel) s += " sp";
+  return s;
+}
+
+namespace {
+
+// Caches of pure functions the search calls with the same arguments many times.
+const StagePartition& cached_partition(const ModelConfig& m, int p, int v) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, int, int>,
+                  StagePartition>
+      cache;
+  const auto key = std::make_tuple(m.family, m.n_layer, m.d_model, m.seq_len, p, v);
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, partition_stages(m, p, v, m.seq_len, {})).first;
+  return it->second;
+}
+
+}  // namespace
+
+int slots_in_flight(PipelineSchedule s, int p, int v, int m, int rank) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int, int, int>, int> cache;
+  const auto key = std::make_tuple(static_cast<int>(s), p, v, m, rank);
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  // As StageModel allocates them: at least one slot.
+  const int slots = std::max(1, max_in_flight(s, {p, v, m}, rank));
+  std::lock_guard lock(mutex);
+  cache[key] = slots;
+  return slots;
+}
+
+std::string layout_problem(const Workload& w, const Layout& l) {
+  const ModelConfig& m = w.model;
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.virtual_stages < 1)
+    return "tp, pp, dp, micro-batch and virtual stages must be at least 1";
+  if (m.n_head % l.tp != 0) return fmt::format("n_head {} is not divisible by tp {}", m.n_head, l.tp);
+  if (m.kv_heads() % l.tp != 0)
+    return fmt::format("kv heads {} are not divisible by tp {}", m.kv_heads(), l.tp);
+  if (m.d_ff % l.tp != 0) return fmt::format("d_ff {} is not divisible by tp {}", m.d_ff, l.tp);
+  if (w.global_batch % (l.micro_batch * l.dp) != 0)
+    return fmt::format("global batch {} is not a multiple of micro-batch {} x dp {}",
+                       w.global_batch, l.micro_batch, l.dp);
+  if (l.sequence_parallel && l.tp == 1) return "sequence parallelism needs tp > 1";
+  if (l.sequence_parallel && (l.micro_batch * m.seq_len) % l.tp != 0)
+    return "sequence parallelism needs micro-batch x seq divisible by tp";
+  if (l.zero < 0 || l.zero > 3) return "ZeRO stage must be 0 to 3";
+  if (l.zero >= 2 && l.pp > 1) return "ZeRO-2/3 is not combined with pipeline parallelism";
+  if (l.pp == 1 && (l.virtual_stages > 1 || l.schedule == PipelineSchedule::interleaved))
+    return "interleaving needs pp > 1";
+  if (l.virtual_stages > 1 && l.schedule != PipelineSchedule::interleaved)
+    return "virtual stages need the interleaved schedule";
+  try {
+    validate(l.schedule, {static_cast<int>(l.pp), static_cast<int>(l.virtual_stages),
+                          static_cast<int>(l.micro_batches(w.global_batch))});
+    cached_partition(m, static_cast<int>(l.pp), static_cast<int>(l.virtual_stages));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+namespace {
+
+// Elements of one block's parameters on a tensor-parallel rank (matrices and split biases
+// divided by tp; norms and the biases after row-parallel layers replicated), and the
+// replicated part alone (partial gradients under sequence parallelism).
+struct BlockElements {
+  double local = 0, replicated = 0;
+};
+BlockElements block_elements(const ModelConfig& m, double tp) {
+  const double d = m.d_model, f = m.d_ff, kv = static_cast<double>(m.kv_heads() * m.head_dim());
+  double split = 2 * d * d + 2 * d * kv + (m.gated_mlp() ? 3 : 2) * d * f;
+  double replicated = 2 * (m.rms_norm() ? d : 2 * d);
+  if (m.has_biases()) {
+    split += (d + 2 * kv) + f;  // column-parallel biases: qkv, fc
+    replicated += 2 * d;        // row-parallel biases: attention output, fc2
+  }
+  return {split / tp + replicated, replicated};
+}
+
+// What one pipeline rank holds and does.
+struct RankShare {
+  std::int64_t blocks = 0;
+  bool embedding = false, head = false;
+  int chunks = 0;
+  double elements = 0;        // parameter elements (tp-local)
+  double replicated = 0;      // replicated under tp (sequence-parallel partial gradients)
+  double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
+  double activation_bytes = 0;  // per slot, all chunks
+};
+
+RankShare rank_share(const Workload& w, const Layout& l, int rank, const ActivationShape& act) {
+  const ModelConfig& m = w.model;
+  const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
+  const StagePartition& part = cached_partition(m, p, v);
+  const double tp = static_cast<double>(l.tp), d = m.d_model;
+  const double table = static_cast<double>(m.padded_vocab(l.tp)) * d / tp;
+  const double norm = m.rms_norm() ? d : 2 * d;
+  const BlockElements block = block_elements(m, tp);
+  RankShare r;
+  r.chunks = v;
+  for (int c = 0; c < v; ++c) {
+    const int g = c * p + rank;
+    const std::int64_t n = part.num_layers[g];
+    const bool first = g == 0, last = g == p * v - 1;
+    r.blocks += n;
+    r.embedding |= first;
+    r.head |= last;
+    r.elements += n * block.local;
+    r.replicated += n * block.replicated;
+    if (first) {
+      r.elements += table + (m.learned_positions() ? m.seq_len * d : 0.0) +
+                    (m.embedding_norm() ? norm : 0.0);
+      r.replicated += (m.learned_positions() ? m.seq_len * d : 0.0) + (m.embedding_norm() ? norm : 0.0);
+    }
+    if (last) {
+      r.elements += norm;
+      r.replicated += norm;
+      // Untied: the LM head's own matrix. Tied across several chunks: the last chunk keeps a
+      // copy of the token table, summed with the first chunk's once per step.
+      if (!m.tied_embeddings()) r.elements += table;
+      else if (p * v > 1) r.elements += r.tied_copy = table;
+    }
+    r.activation_bytes += chunk_activation_bytes(m, act, n, last, first);
+  }
+  return r;
+}
+
+double precision_bytes(const std::string& precision) { return precision == "fp32" ? 4.0 : 2.0; }
+
+// Seconds for a ring collective sending `bytes` per rank over `steps` latency-bound hops.
+double link_seconds(double bytes, double steps, const LinkSpec& link) {
+  return bytes / (link.bandwidth_gbs * 1e9) + steps * link.latency_us * 1e-6;
+}
+
+bool group_crosses_nodes(const LayoutMap& map, Dim d, std::int64_t per_node) {
+  const auto group = map.group(0, d);
+  for (int r : group)
+    if (r / per_node != group.front() / per_node) return true;
+  return false;
+}
+
+// GEMM efficiency of a block and of the LM head, FLOP-weighted harmonic means over their
+// matrix products for `rows` token rows. The formula is symmetric in (m, n, k), so a
+// backward GEMM (the same three dimensions permuted) has its forward's efficiency.
+struct Efficiency {
+  double block = 1, head = 1;
+};
+Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double tp) {
+  const double d = m.d_model, f = m.d_ff, kv = static_cast<double>(m.kv_heads() * m.head_dim());
+  const double s = static_cast<double>(m.seq_len), hd = static_cast<double>(m.head_dim());
+  struct Gemm {
+    double m, n, k, count;
+  };
+  const Gemm gemms[] = {
+      {rows, (d + 2 * kv) / tp, d, 1},        // qkv
+      {rows, d, d / tp, 1},                   // attention output
+      {rows, f / tp, d, m.gated_mlp() ? 2.0 : 1.0},  // MLP up (and gate)
+      {rows, d, f / tp, 1},                   // MLP down
+      {s, s, hd, 2 * rows / s * m.n_head / tp},  // QK^T and PV per sequence and head
+  };
+  double flops = 0, seconds = 0;
+  for (const Gemm& g : gemms) {
+    const double work = 2 * g.m * g.n * g.k * g.count;
+    flops += work;
+    seconds += work / c.gemm_efficiency(g.m, g.n, g.k);
+  }
+  const double vocab = static_cast<double>(m.padded_vocab(static_cast<std::int64_t>(tp))) / tp;
+  return {flops / seconds, c.gemm_efficiency(rows, vocab, d)};
+}
+
+}  // namespace
+
+Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l) {
+  KINTSUGI_ASSERT(layout_problem(w, l).empty());
+  const ModelConfig& m = w.model;
+  const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
+  const std::int64_t mbs = l.micro_batches(w.global_batch);
+  const double pb = precision_bytes(w.precision);
+  const double gb = w.grad_precision == "param" ? pb : 4.0;
+  const bool mixed = w.precision != "fp32";
+  const double rows = static_cast<double>(l.micro_batch * m.seq_len);
+  const double tp = static_cast<double>(l.tp);
+
+  Prediction out;
+  out.layout = l;
+  const LayoutMap map(static_cast<int>(l.world()),
+                      {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp), .pp = p});
+  out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
+  out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
+  out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
+  const LinkSpec& tp_link = cluster.link(out.tp_crosses_nodes);
+  const LinkSpec& dp_link = cluster.link(out.dp_crosses_nodes);
+  const LinkSpec& pp_link = cluster.link(out.pp_crosses_nodes);
+
+  // FLOPs: hardware FLOPs per token (flops.hpp) split into the head's 6 V h and equal blocks;
+  // a rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
+  const bool selective = l.recompute == Recompute::selective, full = l.recompute == Recompute::full;
+  const double hw = hardware_flops_per_token(m, m.seq_len, selective, full);
+  const double model_flops = model_flops_per_token(m, m.seq_len);
+  const double head_flops = 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
+  const double block_hw = (hw - head_flops) / m.n_layer;  // per block, recomputation included
+  const double peak = cluster.peak_tflops(w.precision) * 1e12;
+  const Efficiency eff = gemm_efficiency(m, cluster, rows, tp);
+  // Backward's share of a micro-batch's compute: the window that hides gradient reductions.
+  const double backward_share = 1.0 - (model_flops / 3.0) / hw;
+
+  const ActivationShape act{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
+                            .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
+                            .element_bytes = static_cast<std::int64_t>(pb), .statistic_bytes = 4};
+  // The ranks that can be the slowest or the fullest: the first (embedding, most micro-batches
+  // in flight), the last (LM head) and the middle rank holding the most blocks.
+  std::vector<int> ranks = {0};
+  if (p > 2) {
+    const StagePartition& part = cached_partition(m, p, v);
+    int fullest = 1;
+    std::int64_t most = -1;
+    for (int r = 1; r < p - 1; ++r) {
+      std::int64_t blocks = 0;
+      for (int c = 0; c < v; ++c) blocks += part.num_layers[c * p + r];
+      if (blocks > most) most = blocks, fullest = r;
+    }
+    ranks.push_back(fullest);
+  }
+  if (p > 1) ranks.push_back(p - 1);
+  double step_best = -1;
+  for (int rank : ranks) {
+    const RankShare share = rank_share(w, l, rank, act);
+    // Compute per micro-batch.
+    const double tokens = rows;
+    const double block_seconds = share.blocks * block_hw * tokens / tp / (peak * eff.block);
+    const double head_seconds = share.head ? head_flops * tokens / tp / (peak * eff.head) : 0.0;
+    // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
+    // activation byte a block saves is written in forward and read in backward, and its
+    // gradient written and read (4 passes; 5 when full recomputation writes it again); the
+    // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
+    // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
+    const ActivationShape saved{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
+                                .sequence_parallel = l.sequence_parallel,
+                                .element_bytes = static_cast<std::int64_t>(pb)};
+    const double block_traffic = (full ? 5.0 : 4.0) * block_activation_bytes(m, saved);
+    const double logits_traffic =
+        share.head ? 5.0 * rows * static_cast<double>(m.padded_vocab(l.tp)) / tp * 4.0 : 0.0;
+    const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
+                                (cluster.memory_bandwidth_gbs * 1e9);
+    const double compute_mb = block_seconds + head_seconds + memory_bound;
+
+    // Bytes on the wire (comm_volume.hpp, as the trainer's comm_bytes_per_step_theory).
+    StepShape shape{.micro_batch = l.micro_batch, .seq = m.seq_len, .micro_batches = mbs};
+    shape.grad_elements = static_cast<std::int64_t>(share.elements);
+    shape.sp_grad_elements = static_cast<std::int64_t>(share.replicated);
+    shape.element_bytes = static_cast<std::int64_t>(gb);
+    shape.activation_element_bytes = static_cast<std::int64_t>(pb);
+    shape.blocks = share.blocks;
+    shape.embedding = share.embedding;
+    shape.head = share.head;
+    shape.pipeline_sends = 0;
+    for (int c = 0; c < v; ++c) {
+      const int g = c * p + rank;
+      shape.pipeline_sends += (g == p * v - 1 ? 0 : 1) + (g == 0 ? 0 : 1);
+    }
+    shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
+    shape.zero = static_cast<int>(l.zero);
+    shape.shards = l.zero > 0 ? l.dp : 1;
+    shape.param_element_bytes = static_cast<std::int64_t>(pb);
+    // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
+    const double block_local = share.blocks * block_elements(m, tp).local;
+    shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
+    shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
+    shape.recompute_full = full;
+    const auto bytes = step_comm_bytes(m, {.tp = l.tp, .dp = l.dp, .sequence_parallel = l.sequence_parallel},
+                                       shape);
+    auto get = [&](const char* key) {
+      auto it = bytes.find(key);
+      return it == bytes.end() ? 0.0 : it->second;
+    };
+
+    // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
+    const double boundaries =
+        (full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
+    const double tp_bytes = get("tp.all_reduce") + get("tp.all_gather") + get("tp.reduce_scatter");
+    const double tp_step =
+        l.tp > 1 ? link_seconds(tp_bytes, mbs * boundaries * 2.0 * (l.tp - 1), tp_link) : 0.0;
+    const double tp_mb = tp_step / mbs;
+
+    // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum.
+    const double pp_step = link_seconds(get("pp.send"), mbs * shape.pipeline_sends, pp_link) +
+                           link_seconds(get("embedding.all_reduce"),
+                                        get("embedding.all_reduce") > 0 ? 2 : 0, pp_link);
+
+    // Data parallelism / ZeRO. Reductions go bucket by bucket while backward runs; what the
+    // last micro-batch's backward cannot hide is exposed (at least the last bucket).
+    const double grad_bytes = share.elements * gb;
+    const double buckets = std::max(1.0, std::ceil(grad_bytes / (w.bucket_mib * 1048576.0)));
+    const double window = compute_mb * backward_share;
+    const double hops = 2.0 * (l.dp - 1);
+    const double reduce_bytes = get("dp.all_reduce") + get("dp.reduce_scatter");
+    double dp_step = 0;
+    if (l.dp > 1) {
+      const double reductions = l.zero >= 2 ? static_cast<double>(mbs) : 1.0;
+      const double each = link_seconds(reduce_bytes / reductions, buckets * hops, dp_link);
+      dp_step += reductions * std::max(each - window, each / buckets);
+      dp_step += link_seconds(get("dp.all_gather"),
+                              (l.zero >= 3 ? mbs * (2.0 * share.blocks + 1) : buckets) *
+                                  (l.dp - 1),
+                              dp_link);
+    }
+
+    // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic.
+    const double shard = share.elements / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
+    const double touched = 16.0 + gb + (mixed ? 8.0 + pb : 2.0 * pb);
+    const double optimizer = shard * touched / (cluster.memory_bandwidth_gbs * 1e9);
+
+    const PipelineShape pipe{p, v, static_cast<int>(mbs)};
+    const double bubble_share = p > 1 ? bubble_fraction(pipe) : 0.0;
+    TimePrediction t;
+    t.compute = mbs * compute_mb;
+    t.tp = tp_step;
+    t.bubble = bubble_share / (1.0 - bubble_share) * mbs * (compute_mb + tp_mb);
+    t.pp = pp_step;
+    t.dp = dp_step;
+    t.optimizer = optimizer;
+
+    // Memory (memory.hpp: the trainer's memory_bytes_theory), plus the buffers it leaves out.
+    const StateBytes state =
+        model_state_bytes(share.elements, static_cast<int>(l.zero), l.zero > 0 ? l.dp : 1,
+                          static_cast<std::int64_t>(pb), static_cast<std::int64_t>(gb), mixed);
+    MemoryPrediction mem;
+    mem.parameters = state.parameters;
+    mem.gradients = state.gradients;
+    mem.optimizer_state = state.optimizer_state;
+    mem.activations =
+        slots_in_flight(l.schedule, p, v, static_cast<int>(mbs), rank) * share.activation_bytes;
+    const double activation = rows * m.d_model * pb / (l.sequence_parallel ? tp : 1.0);
+    // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk
+    // (at most 256 MiB of f32) and the activation gradient the backward carries.
+    mem.communication = (p > 1 ? 4.0 * activation : 0.0) +
+                        (l.zero >= 3 ? 2.0 * block_elements(m, tp).local * pb : 0.0) +
+                        (share.head ? std::min(rows * m.padded_vocab(l.tp) / tp * 4.0, 268435456.0)
+                                    : 0.0) +
+                        2.0 * rows * m.d_model * 4.0;
+    mem.reserved = cluster.reserved_gb * 1e9;
+
+    if (t.total() > step_best) {
+      step_best = t.total();
+      out.time = t;
+    }
+    if (mem.total() > out.memory.total()) out.memory = mem;
+    if (rank == 0) out.first_stage_memory = mem;
+  }
+  out.gemm_efficiency = (m.n_layer * block_hw + head_flops) /
+                        (m.n_layer * block_hw / eff.block + head_flops / eff.head);
+  out.fits = out.memory.total() <= cluster.memory_gb * 1e9;
+  const double step = out.time.total();
+  out.samples_per_s = static_cast<double>(w.global_batch) / step;
+  out.tokens_per_s = out.samples_per_s * static_cast<double>(m.seq_len);
+  const double devices = static_cast<double>(l.world());
+  out.mfu = model_flops * out.tokens_per_s / (devices * peak);
+  out.hfu = hw * out.tokens_per_s / (devices * peak);
+  return out;
+}
+
+}  // namespace kintsugi

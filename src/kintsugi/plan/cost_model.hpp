@@ -1,0 +1,91 @@
+#pragma once
+// The planner's cost model: memory per device and time per optimizer step of one layout on one
+// cluster, with a breakdown. It adds time to the arithmetic the runtime is already held to
+// (DESIGN.md principle 7): FLOPs from flops.hpp, model-state and activation bytes from
+// memory.hpp (the trainer's memory_bytes_theory), bytes on the wire from comm_volume.hpp (its
+// comm_bytes_per_step_theory), micro-batches in flight and the bubble from pipeline_schedule.hpp,
+// stage sizes from stage_partition.hpp, which groups cross nodes from LayoutMap.
+//
+// Step time of the slowest pipeline stage (docs/planner.md states every term):
+//   t_mb      = compute of one micro-batch (its hardware FLOPs / (peak x GEMM efficiency),
+//               plus the memory-bound kernels' traffic / memory bandwidth)
+//               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency)
+//   compute   = m t_mb's compute part, tp = m t_mb's collective part
+//   bubble    = bubble_fraction / (1 - bubble_fraction) x m t_mb = (p - 1) t_mb / v
+//   pp        = point-to-point activations and gradients, and the tied-embedding sum
+//   dp        = data-parallel / ZeRO traffic not hidden behind backward: gradient reductions
+//               overlap the last micro-batch's backward (the runtime reduces buckets as
+//               gradients become final), parameter all-gathers do not overlap
+//   optimizer = bytes AdamW reads and writes / device memory bandwidth
+//   step      = compute + tp + bubble + pp + dp + optimizer
+#include <cstdint>
+#include <string>
+
+#include "kintsugi/model/config.hpp"
+#include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/parallel/pipeline_schedule.hpp"
+#include "kintsugi/plan/cluster.hpp"
+
+namespace kintsugi {
+
+struct Workload {
+  ModelConfig model;               // model.seq_len is the training sequence length
+  std::int64_t global_batch = 1;   // sequences per optimizer step
+  std::string precision = "bf16";  // fp32, bf16, fp16
+  std::string grad_precision = "fp32";  // fp32 or "param" (as train.grad_precision)
+  double bucket_mib = 25;          // data-parallel bucket (parallel.bucket_mib)
+};
+
+struct Layout {
+  std::int64_t tp = 1, pp = 1, dp = 1, micro_batch = 1;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  std::int64_t virtual_stages = 1;
+  std::int64_t zero = 0;
+  Recompute recompute = Recompute::none;
+  bool sequence_parallel = false;
+  std::int64_t world() const { return tp * pp * dp; }
+  std::int64_t micro_batches(std::int64_t global_batch) const {
+    return global_batch / (micro_batch * dp);
+  }
+};
+std::string describe(const Layout& l);  // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"
+
+struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
+  double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
+  double communication = 0;  // buckets, pipeline send/receive buffers, ZeRO-3 staging
+  double reserved = 0;       // the cluster's per-device reserve
+  double total() const {
+    return parameters + gradients + optimizer_state + activations + communication + reserved;
+  }
+};
+
+struct TimePrediction {  // seconds per optimizer step
+  double compute = 0, tp = 0, pp = 0, dp = 0, bubble = 0, optimizer = 0;
+  double total() const { return compute + tp + pp + dp + bubble + optimizer; }
+};
+
+struct Prediction {
+  Layout layout;
+  MemoryPrediction memory;
+  MemoryPrediction first_stage_memory;  // pipeline rank 0 (world rank 0, what run.json describes)
+  TimePrediction time;
+  bool fits = false;
+  double gemm_efficiency = 0;  // FLOP-weighted over the step's GEMMs
+  double tokens_per_s = 0, samples_per_s = 0, mfu = 0, hfu = 0;
+  bool tp_crosses_nodes = false, pp_crosses_nodes = false, dp_crosses_nodes = false;
+};
+
+// Empty when the runtime would accept the layout for this workload on its world size; else the
+// reason (the same rules as resolve_layout: divisibility, schedule shape, ZeRO-2/3 without
+// pipelines, stage partition).
+std::string layout_problem(const Workload& w, const Layout& l);
+
+// The layout must be valid (layout_problem empty).
+Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l);
+
+// Micro-batches a pipeline rank keeps activations for (pipeline_schedule's max_in_flight,
+// cached: the planner asks for the same shapes many times).
+int slots_in_flight(PipelineSchedule s, int stages, int virtual_stages, int micro_batches,
+                    int rank);
+
+}  // namespace kintsugi

@@ -1,0 +1,39 @@
+#pragma once
+// The `local` cluster: this machine, measured rather than looked up. Ranks of a local job are
+// processes sharing the CPU's cores, so one "device" is one rank:
+//   peak per device    the 1-thread GEMM rate (`kintsugi bench gemm`) x min(1, cores / ranks)
+//   memory per device  the machine's memory / ranks
+//   links              latency and bandwidth between two ranks through kintsugi's communicator
+//                      (`mpirun -np 2 kintsugi bench comm`), the same path training takes
+//   memory bandwidth   a copy loop over buffers larger than the caches
+// All ranks are on one node. The GEMM efficiency curve starts at max_efficiency 1 (the measured
+// rate already is the practical peak) and half dimension 32; `kintsugi tune` refits it.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kintsugi/plan/cluster.hpp"
+
+namespace kintsugi {
+
+class Communicator;
+
+struct LocalLinks {
+  double latency_us = 0;
+  double bandwidth_gbs = 0;
+  double memory_bandwidth_gbs = 0;
+  std::string cpu;
+};
+
+// Ping-pong between ranks 0 and 1 of `world` (every rank calls it; ranks > 1 only wait), and
+// a copy loop for the memory bandwidth. The result is valid on rank 0.
+LocalLinks measure_local_links(Communicator& world);
+double measure_memory_bandwidth_gbs();
+std::optional<LocalLinks> cached_local_links();
+// Caches the best of `links` and what was cached: lowest latency, highest bandwidths.
+void store_local_links(const LocalLinks& links);
+
+// Throws kintsugi::Error naming the command to run when the links were never measured.
+ClusterSpec local_cluster(std::int64_t ranks = 0);
+
+}  // namespace kintsugi

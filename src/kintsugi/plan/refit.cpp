@@ -1,0 +1,54 @@
+#include "kintsugi/plan/refit.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& runs) {
+  if (runs.empty()) fail("refitting the cost model needs at least one measured layout");
+  double cc = 0, cm = 0, mm = 0, ct = 0, mt = 0;
+  for (const Measured& r : runs) {
+    const TimePrediction& t = r.predicted.time;
+    const double c = t.compute + t.bubble + t.optimizer, m = t.tp + t.pp + t.dp;
+    cc += c * c;
+    cm += c * m;
+    mm += m * m;
+    ct += c * r.seconds;
+    mt += m * r.seconds;
+  }
+  Refit out;
+  const double det = cc * mm - cm * cm;
+  // The communication part is identifiable only if it varies independently of compute.
+  if (runs.size() >= 2 && mm > 1e-3 * cc && det > 1e-9 * cc * mm) {
+    const double a = (ct * mm - mt * cm) / det, b = (mt * cc - ct * cm) / det;
+    if (a > 0 && b > 0) {
+      out.compute_factor = a;
+      out.comm_factor = b;
+      out.comm_fitted = true;
+    }
+  }
+  if (!out.comm_fitted) {
+    // T - M = a C with b = 1.
+    out.compute_factor = std::max(1e-6, (ct - cm) / cc);
+  }
+  ClusterSpec c = cluster;
+  // An efficiency above 1 is not a fraction of the peak: the excess goes into the peaks (the
+  // measured GEMM rate was depressed, e.g. by a busy machine), keeping their product.
+  const double efficiency = c.gemm_max_efficiency / out.compute_factor;
+  c.gemm_max_efficiency = std::min(1.0, efficiency);
+  for (double* peak : {&c.peak_tflops_fp32, &c.peak_tflops_bf16, &c.peak_tflops_fp16})
+    *peak *= std::max(1.0, efficiency);
+  c.memory_bandwidth_gbs /= out.compute_factor;
+  for (LinkSpec* link : {&c.intra_node, &c.inter_node}) {
+    link->bandwidth_gbs /= out.comm_factor;
+    link->latency_us *= out.comm_factor;
+  }
+  c.source = cluster.source + " (refit to measured steps)";
+  out.cluster = c;
+  return out;
+}
+
+}  // namespace kintsugi

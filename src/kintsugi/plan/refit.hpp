@@ -1,0 +1,32 @@
+#pragma once
+// Refitting the cost model's efficiency terms to measured steps (`kintsugi tune`).
+//
+// Each measured layout i gives a step time T_i and the model's prediction, split into a
+// compute-side part C_i (compute + bubble + optimizer: what the GEMM efficiency and the memory
+// bandwidth set) and a communication part M_i (tp + pp + dp: what the links set). Least squares
+//   T_i ~ a C_i + b M_i,   a, b > 0
+// gives the factors by which the cluster is slower (> 1) or faster than its spec; the refit
+// cluster divides gemm.max_efficiency and the memory bandwidth by a, and the link bandwidths by
+// b (latencies times b). When the layouts do not separate the two parts (M all ~0, or a
+// singular or non-positive solution), only a is fitted, with b = 1.
+#include <vector>
+
+#include "kintsugi/plan/cluster.hpp"
+#include "kintsugi/plan/cost_model.hpp"
+
+namespace kintsugi {
+
+struct Measured {
+  Prediction predicted;
+  double seconds = 0;  // measured step time
+};
+
+struct Refit {
+  double compute_factor = 1, comm_factor = 1;
+  bool comm_fitted = false;
+  ClusterSpec cluster;
+};
+
+Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& runs);
+
+}  // namespace kintsugi

@@ -1,0 +1,90 @@
+#include "kintsugi/plan/search.hpp"
+
+#include <algorithm>
+
+namespace kintsugi {
+
+namespace {
+
+std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t at_most) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= std::min(n, at_most); ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+template <class T>
+bool allowed(const std::optional<T>& pinned, const T& value) {
+  return !pinned || *pinned == value;
+}
+
+}  // namespace
+
+std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
+                                      std::int64_t devices_per_node, const SearchSpace& s) {
+  const ModelConfig& m = w.model;
+  std::vector<Layout> out;
+  const std::int64_t tp_max = s.tp_across_nodes ? world : std::min(world, devices_per_node);
+  for (std::int64_t tp : divisors(world, tp_max)) {
+    if (!allowed(s.tp, tp) || m.n_head % tp != 0) continue;
+    for (std::int64_t pp : divisors(world / tp, m.n_layer)) {
+      const std::int64_t dp = world / (tp * pp);
+      if (!allowed(s.pp, pp) || !allowed(s.dp, dp) || w.global_batch % dp != 0) continue;
+      for (std::int64_t mb : divisors(w.global_batch / dp, s.max_micro_batch)) {
+        if (!allowed(s.micro_batch, mb)) continue;
+        // Schedules and chunks per rank: one-stage jobs run a one-stage 1F1B list.
+        std::vector<std::pair<PipelineSchedule, std::int64_t>> schedules;
+        if (pp == 1) {
+          schedules.push_back({PipelineSchedule::one_f_one_b, 1});
+        } else {
+          schedules.push_back({PipelineSchedule::gpipe, 1});
+          schedules.push_back({PipelineSchedule::one_f_one_b, 1});
+          for (std::int64_t v = 2; v <= 8; ++v)
+            if (m.n_layer % (pp * v) == 0) schedules.push_back({PipelineSchedule::interleaved, v});
+        }
+        for (auto [schedule, v] : schedules) {
+          if (!allowed(s.schedule, schedule) || !allowed(s.virtual_stages, v)) continue;
+          // ZeRO shards over data-parallel ranks: with one there is nothing to shard.
+          for (std::int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+            if (!allowed(s.zero, zero)) continue;
+            for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+              if (!allowed(s.recompute, rc)) continue;
+              for (bool sp : {false, true}) {
+                if ((sp && tp == 1) || !allowed(s.sequence_parallel, sp)) continue;
+                const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
+                               .schedule = schedule, .virtual_stages = v, .zero = zero,
+                               .recompute = rc, .sequence_parallel = sp};
+                if (layout_problem(w, l).empty()) out.push_back(l);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+SearchResult search_layouts(const Workload& w, const ClusterSpec& cluster, std::int64_t world,
+                            const SearchSpace& space) {
+  SearchResult r;
+  for (const Layout& l : enumerate_layouts(w, world, cluster.devices_per_node, space)) {
+    ++r.enumerated;
+    Prediction p = predict(w, cluster, l);
+    (p.fits ? r.ranked : r.too_big).push_back(std::move(p));
+  }
+  r.fitting = static_cast<std::int64_t>(r.ranked.size());
+  // Fastest first; among equal times the smaller memory (ties are common: recomputation
+  // modes that change nothing but memory).
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Prediction& a, const Prediction& b) {
+    if (a.time.total() != b.time.total()) return a.time.total() < b.time.total();
+    return a.memory.total() < b.memory.total();
+  });
+  std::stable_sort(r.too_big.begin(), r.too_big.end(), [](const Prediction& a, const Prediction& b) {
+    return a.memory.total() < b.memory.total();
+  });
+  if (r.too_big.size() > 5) r.too_big.resize(5);
+  return r;
+}
+
+}  // namespace kintsugi

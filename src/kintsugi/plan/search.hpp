@@ -1,0 +1,36 @@
+#pragma once
+// The planner's search: every layout the runtime accepts for a workload on `world` devices,
+// predicted by the cost model, ranked by step time. Constraints pin dimensions (as when a
+// user asks "what about tp 4, pp 2?").
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kintsugi/plan/cost_model.hpp"
+
+namespace kintsugi {
+
+struct SearchSpace {
+  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages;
+  std::optional<PipelineSchedule> schedule;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel;
+  std::int64_t max_micro_batch = 64;
+  // Tensor parallelism stays inside a node (the seeds' rule) unless this is set.
+  bool tp_across_nodes = false;
+};
+
+struct SearchResult {
+  std::int64_t enumerated = 0;       // valid layouts
+  std::int64_t fitting = 0;          // of them, fitting in memory
+  std::vector<Prediction> ranked;    // fitting layouts, fastest first
+  std::vector<Prediction> too_big;   // the smallest-memory layouts that do not fit (up to 5)
+};
+
+// Every valid layout (layout_problem empty) within `space`.
+std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
+                                      std::int64_t devices_per_node, const SearchSpace& space);
+SearchResult search_layouts(const Workload& w, const ClusterSpec& cluster, std::int64_t world,
+                            const SearchSpace& space);
+
+}  // namespace kintsugi

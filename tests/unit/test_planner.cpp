@@ -1,0 +1,252 @@
+// The planner: cluster specs, the cost model against the runtime's own accounting and the
+// schedule simulator, the search's validity, and the refit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kintsugi/model/gpt.hpp"
+#include "kintsugi/parallel/pipeline_schedule.hpp"
+#include "kintsugi/plan/cluster.hpp"
+#include "kintsugi/plan/cost_model.hpp"
+#include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/plan/memory.hpp"
+#include "kintsugi/plan/refit.hpp"
+#include "kintsugi/plan/search.hpp"
+#include "kintsugi/train/run_config.hpp"
+
+namespace kintsugi {
+namespace {
+
+ClusterSpec preset(const std::string& name) {
+  return load_cluster(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + name + ".toml");
+}
+
+ModelConfig micro_model() {
+  ModelConfig c = model_preset("gpt-tiny");
+  c.n_layer = 4;
+  c.d_model = 64;
+  c.n_head = 4;
+  c.d_ff = 256;
+  c.seq_len = 32;
+  return c;
+}
+
+TEST(Cluster, PresetsLoadWithTheirDatasheetNumbers) {
+  const ClusterSpec f = preset("frontier");
+  EXPECT_EQ(f.devices_per_node, 8);
+  EXPECT_DOUBLE_EQ(f.peak_tflops("bf16"), 191.5);
+  EXPECT_DOUBLE_EQ(f.memory_gb, 64);
+  EXPECT_DOUBLE_EQ(preset("gaudi2").memory_gb, 96);
+  EXPECT_DOUBLE_EQ(preset("dgx-a100-80gb").peak_tflops("bf16"), 312);
+  EXPECT_DOUBLE_EQ(preset("dgx-h100").peak_tflops("fp16"), 989);
+  // What to_toml writes parses back to the same spec.
+  const ClusterSpec again = parse_cluster(to_toml(f), "again");
+  EXPECT_DOUBLE_EQ(again.inter_node.bandwidth_gbs, f.inter_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(again.gemm_half_dim, f.gemm_half_dim);
+}
+
+TEST(Cluster, BadSpecsNameTheKey) {
+  const std::string path = std::string(KINTSUGI_FIXTURES_DIR) + "/bad-cluster.toml";
+  try {
+    load_cluster(path);
+    FAIL() << "a spec without intra_node.bandwidth_gbs loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing key `intra_node.bandwidth_gbs`"),
+              std::string::npos)
+        << e.what();
+  }
+  std::string text = to_toml(preset("gaudi2"));
+  text.replace(text.find("max_efficiency = 0.75"), 21, "max_efficiency = 1.5");
+  EXPECT_THROW(parse_cluster(text, "x"), Error);
+  EXPECT_THROW(load_cluster("no-such-cluster"), Error);
+}
+
+TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
+  const ClusterSpec c = preset("dgx-a100-80gb");
+  const double h = c.gemm_half_dim;
+  EXPECT_NEAR(c.gemm_efficiency(h, h, h), c.gemm_max_efficiency / 8, 1e-12);
+  EXPECT_LT(c.gemm_efficiency(512, 512, 512), c.gemm_efficiency(4096, 4096, 4096));
+  EXPECT_NEAR(c.gemm_efficiency(1e9, 1e9, 1e9), c.gemm_max_efficiency, 1e-6);
+  // Symmetric: a backward GEMM (dimensions permuted) is as efficient as its forward.
+  EXPECT_DOUBLE_EQ(c.gemm_efficiency(100, 200, 300), c.gemm_efficiency(300, 100, 200));
+}
+
+// The serial layout's predicted parameter, gradient and activation bytes are what the runtime
+// allocates and tracks for the same model.
+TEST(CostModel, SerialMemoryMatchesTheRuntimesTrackedBytes) {
+  const ModelConfig m = micro_model();
+  MemoryTracker memory;
+  auto backend = make_cpu_backend(memory);
+  const std::int64_t micro_batch = 2;
+  GptModel model(*backend, m, DType::f32, micro_batch, m.seq_len);
+  const Workload w{.model = m, .global_batch = 4, .precision = "fp32"};
+  const Layout l{.micro_batch = micro_batch};
+  const Prediction p = predict(w, preset("dgx-a100-80gb"), l);
+  EXPECT_DOUBLE_EQ(p.memory.parameters, double(memory.current(MemoryKind::parameters)));
+  EXPECT_DOUBLE_EQ(p.memory.gradients, double(memory.current(MemoryKind::gradients)));
+  EXPECT_DOUBLE_EQ(p.memory.activations, double(memory.current(MemoryKind::activations)));
+  // Adam's two moments in f32.
+  EXPECT_DOUBLE_EQ(p.memory.optimizer_state, 2 * p.memory.parameters);
+}
+
+TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
+  const ModelConfig m = model_preset("gpt-1.4b");
+  const Workload w{.model = m, .global_batch = 8, .precision = "fp32"};
+  const ClusterSpec c = preset("dgx-a100-80gb");
+  const double serial = predict(w, c, {.micro_batch = 1}).memory.parameters / 4;
+  const double tp4 = predict(w, c, {.tp = 4, .micro_batch = 1}).memory.parameters / 4;
+  // Sharded matrices add up; the replicated norms, row-parallel biases and positions do not.
+  const double replicated = m.n_layer * 6.0 * m.d_model + 2.0 * m.d_model + m.seq_len * m.d_model;
+  const double padding = double(m.padded_vocab(4) - m.padded_vocab(1)) * m.d_model;
+  EXPECT_NEAR(4 * tp4 - 3 * replicated, serial + padding, 1.0);
+  EXPECT_EQ(static_cast<std::int64_t>(serial),
+            parameter_count(m) + (m.padded_vocab() - m.vocab_size) * m.d_model);
+}
+
+TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
+  const ModelConfig m = model_preset("gpt-1.4b");
+  const Workload w{.model = m, .global_batch = 64, .precision = "bf16"};
+  const ClusterSpec c = preset("dgx-h100");
+  double last = 1e300;
+  for (std::int64_t dp : {1, 2, 4, 8, 16, 32}) {
+    const MemoryPrediction mem = predict(w, c, {.dp = dp, .micro_batch = 1, .zero = dp > 1 ? 3 : 0}).memory;
+    const double state = mem.parameters + mem.gradients + mem.optimizer_state;
+    EXPECT_LE(state, last) << "dp " << dp;
+    last = state;
+  }
+  // ZeRO-3 over 8 ranks: (2 + 4 + 12) bytes per parameter / 8.
+  const MemoryPrediction z3 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = 3}).memory;
+  const MemoryPrediction z0 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = 0}).memory;
+  EXPECT_NEAR((z3.parameters + z3.gradients + z3.optimizer_state) * 8,
+              z0.parameters + z0.gradients + z0.optimizer_state, 1.0);
+}
+
+// The predicted bubble is the schedule's: (p - 1) / (v m) of the busy time, as the simulator of
+// the instruction lists finds for equal stages.
+TEST(CostModel, BubbleMatchesTheSchedules) {
+  ModelConfig m = micro_model();
+  m.n_layer = 8;
+  const Workload w{.model = m, .global_batch = 16, .precision = "fp32"};
+  const ClusterSpec c = preset("dgx-a100-80gb");
+  for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, {PipelineSchedule::one_f_one_b, 1},
+                             {PipelineSchedule::interleaved, 2}}) {
+    const Layout l{.pp = 4, .micro_batch = 2, .schedule = schedule, .virtual_stages = v};
+    ASSERT_EQ(layout_problem(w, l), "");
+    const Prediction p = predict(w, c, l);
+    const PipelineShape shape{4, v, 8};
+    const auto sim = simulate(schedule, shape, 1.0, 2.0);
+    const double busy = sim.makespan - sim.idle[0];
+    EXPECT_NEAR(p.time.bubble / (p.time.compute + p.time.tp), sim.idle[0] / busy, 1e-9)
+        << name_of(schedule);
+    EXPECT_NEAR(p.time.bubble / (p.time.compute + p.time.tp + p.time.bubble), bubble_fraction(shape),
+                1e-9);
+  }
+}
+
+// Every enumerated layout is one the runtime accepts: its written run config loads and
+// resolves on tp x pp x dp ranks.
+TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
+  const ModelConfig m = micro_model();
+  const Workload w{.model = m, .global_batch = 8, .precision = "fp32"};
+  const auto layouts = enumerate_layouts(w, 8, 8, {});
+  ASSERT_GT(layouts.size(), 100u);
+  RunConfig base;
+  base.model = m;
+  base.train.global_batch = 8;
+  const auto path = std::filesystem::temp_directory_path() / "kintsugi-plan-test.toml";
+  bool saw_tp = false, saw_pp = false, saw_interleaved = false, saw_zero3 = false;
+  for (const Layout& l : layouts) {
+    ASSERT_EQ(l.world(), 8);
+    ASSERT_EQ(m.n_head % l.tp, 0);
+    std::ofstream(path) << layout_config_toml(base, l);
+    RunConfig c = load_run_config(path.string(), {});
+    ASSERT_NO_THROW(resolve_layout(c, 8)) << describe(l);
+    EXPECT_EQ(c.parallel.dp, l.dp);
+    saw_tp |= l.tp > 1;
+    saw_pp |= l.pp > 1;
+    saw_interleaved |= l.virtual_stages > 1;
+    saw_zero3 |= l.zero == 3;
+  }
+  EXPECT_TRUE(saw_tp && saw_pp && saw_interleaved && saw_zero3);
+  // n_head 4: tp 8 is not a layout; a global batch of 6 leaves no dp 4.
+  for (const Layout& l : layouts) EXPECT_LE(l.tp, 4);
+  const auto six = enumerate_layouts({.model = m, .global_batch = 6}, 8, 8, {});
+  for (const Layout& l : six) EXPECT_EQ(6 % l.dp, 0);
+  std::filesystem::remove(path);
+}
+
+TEST(Search, RanksFittingLayoutsFastestFirst) {
+  const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = "bf16"};
+  Workload w2 = w;
+  w2.model.seq_len = 2048;
+  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {});
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.enumerated, r.fitting);  // some layouts (tp 1, pp 1, no ZeRO) do not fit
+  for (std::size_t i = 1; i < r.ranked.size(); ++i)
+    EXPECT_LE(r.ranked[i - 1].time.total(), r.ranked[i].time.total());
+  for (const Prediction& p : r.ranked) EXPECT_LE(p.memory.total(), 96e9);
+  // 13B parameters x 18 bytes do not fit one 96 GB device without sharding.
+  SearchSpace serialish;
+  serialish.tp = 1;
+  serialish.pp = 1;
+  serialish.zero = 0;
+  EXPECT_EQ(search_layouts(w2, preset("gaudi2"), 64, serialish).fitting, 0);
+}
+
+// The Frontier study's best layouts (Dash et al.) rank among the planner's first three in the
+// space the study searched (1F1B, activation checkpointing, no sequence parallelism).
+TEST(Search, FrontierStudysBestLayoutsRankFirst) {
+  SearchSpace study;
+  study.schedule = PipelineSchedule::one_f_one_b;
+  study.recompute = Recompute::full;
+  study.sequence_parallel = false;
+  auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
+    Workload w{.model = model_preset(model), .global_batch = batch, .precision = "fp16"};
+    w.model.seq_len = 2048;
+    const SearchResult r = search_layouts(w, preset("frontier"), nodes * 8, study);
+    for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+      const Layout& l = r.ranked[i].layout;
+      if (l.tp == want.tp && l.pp == want.pp && l.micro_batch == want.micro_batch &&
+          l.zero == want.zero)
+        return static_cast<int>(i) + 1;
+    }
+    return -1;
+  };
+  const int r175 = rank_of("gpt-175b", 128, 640, {.tp = 4, .pp = 16, .micro_batch = 1, .zero = 1});
+  EXPECT_GE(r175, 1);
+  EXPECT_LE(r175, 3);
+  // One replica (dp 1): ZeRO-1 shards nothing, so the planner lists it as stage 0.
+  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.tp = 8, .pp = 64, .micro_batch = 1, .zero = 0}), 1);
+}
+
+TEST(Refit, RecoversComputeAndLinkFactors) {
+  const ClusterSpec c = preset("dgx-a100-80gb");
+  const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = "bf16"};
+  std::vector<Measured> runs;
+  for (Layout l : {Layout{.tp = 8, .micro_batch = 1}, Layout{.dp = 8, .micro_batch = 4},
+                   Layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 2}}) {
+    const Prediction p = predict(w, c, l);
+    const TimePrediction& t = p.time;
+    runs.push_back({p, 2.0 * (t.compute + t.bubble + t.optimizer) + 3.0 * (t.tp + t.pp + t.dp)});
+  }
+  const Refit r = refit_cluster(c, runs);
+  ASSERT_TRUE(r.comm_fitted);
+  EXPECT_NEAR(r.compute_factor, 2.0, 1e-6);
+  EXPECT_NEAR(r.comm_factor, 3.0, 1e-6);
+  EXPECT_NEAR(r.cluster.gemm_max_efficiency, c.gemm_max_efficiency / 2, 1e-9);
+  // The refit cluster predicts the first run's compute twice as slow.
+  const Prediction again = predict(w, r.cluster, runs[0].predicted.layout);
+  EXPECT_NEAR(again.time.compute, 2 * runs[0].predicted.time.compute, 1e-9 * again.time.compute);
+}
+
+TEST(Memory, BytesPerParameterOfMixedPrecisionTraining) {
+  // bf16 weights, f32 gradients, f32 master weights and two moments: 2 + 4 + 12 = 18.
+  EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 2, 4, true).total(), 18);
+  EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 2, 2, true).total(), 16);  // the ZeRO paper's 16
+  EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 4, 4, false).total(), 16);
+}
+
+}  // namespace
+}  // namespace kintsugi
