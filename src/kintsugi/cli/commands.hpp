@@ -11,5 +11,6 @@ void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_layout_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace kintsugi::cli

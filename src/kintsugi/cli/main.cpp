@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_data_command(app);
   add_bench_command(app);
   add_layout_command(app);
+  add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
