@@ -155,9 +155,11 @@ json read_manifest(const fs::path& dir) {
 }
 
 // The model fields on which two configurations differ, e.g. "n_layer 2 (checkpoint) vs 4".
+// The preset's name and the vocabulary padding (stored tensors have none) may differ.
 std::string model_differences(const json& saved, const json& ours) {
   std::string out;
   for (const auto& [key, value] : ours.items()) {
+    if (key == "name" || key == "vocab_pad_multiple") continue;
     const json theirs = saved.contains(key) ? saved.at(key) : json();
     if (theirs != value)
       out += fmt::format("{}{} {} (checkpoint) vs {}", out.empty() ? "" : ", ", key,
