@@ -25,6 +25,8 @@ checkpoint_resume_test(reshard_tp2_pp2_dp2_to_serial 1e-5 "8 --tp 2 --pp 2 --dp 
 checkpoint_resume_test(reshard_serial_to_tp4 1e-5 "1" "4 --tp 4" 4)
 checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --zero 1"
                        "4 --dp 4 --zero 3" 4)
+checkpoint_resume_test(reshard_dp4_zero3_hsdp2_to_tp2_dp2_zero2 1e-5
+                       "4 --dp 4 --zero 3 --hsdp 2" "4 --tp 2 --dp 2 --zero 2" 4)
 checkpoint_resume_test(reshard_interleaved_to_tp2_sp 1e-5
                        "4 --pp 2 --dp 2 --schedule interleaved --virtual-stages 2"
                        "2 --tp 2 --sequence-parallel" 4)
@@ -58,13 +60,17 @@ endfunction()
 checkpoint_kill_test(killed_mid_save_serial 1)
 checkpoint_kill_test(killed_mid_save_dp2_zero1 2 --dp 2 --zero 1)
 
-# Pre-emption.
+# Pre-emption: one process, and a 2-rank job in which only the last rank is signalled.
 foreach(signal TERM INT)
   add_test(NAME ckpt.stop_on_sig${signal}
            COMMAND ${CKPT}/sigterm.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run> ${CKPT_OUT}
-                   ${signal} ${MICRO_RUN})
+                   ${signal} 1 ${MICRO_RUN})
   set_tests_properties(ckpt.stop_on_sig${signal} PROPERTIES TIMEOUT 300)
 endforeach()
+add_test(NAME ckpt.stop_on_sigTERM_one_rank_of_dp2
+         COMMAND ${CKPT}/sigterm.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run> ${CKPT_OUT}
+                 TERM 2 ${MICRO_RUN} --dp 2)
+set_tests_properties(ckpt.stop_on_sigTERM_one_rank_of_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 300)
 
 # Hugging Face safetensors export, checked by an independent reader, and --init-from.
 add_test(NAME ckpt.export_import
