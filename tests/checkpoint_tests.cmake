@@ -31,6 +31,7 @@ checkpoint_resume_test(reshard_interleaved_to_tp2_sp 1e-5
                        "4 --pp 2 --dp 2 --schedule interleaved --virtual-stages 2"
                        "2 --tp 2 --sequence-parallel" 4)
 set_tests_properties(ckpt.exact_serial PROPERTIES FIXTURES_SETUP serial_checkpoint)
+set_tests_properties(ckpt.reshard_tp2_pp2_dp2_to_serial PROPERTIES FIXTURES_SETUP sharded_checkpoint)
 
 # Damaged or mismatched checkpoints: one line, non-zero exit, nothing loaded.
 set(GOOD_CKPT ${CKPT_OUT}/exact_serial/full/checkpoints/step-00000002)
@@ -77,3 +78,8 @@ add_test(NAME ckpt.export_import
          COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                  ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.export_import PROPERTIES TIMEOUT 300)
+add_test(NAME ckpt.export_from_sharded_checkpoint
+         COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
+                 ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})
+set_tests_properties(ckpt.export_from_sharded_checkpoint PROPERTIES FIXTURES_REQUIRED sharded_checkpoint
+                                                                   TIMEOUT 60)

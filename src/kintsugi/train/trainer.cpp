@@ -326,9 +326,12 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   StageModel model(*backend, config, place, tracer);
   install_stop_handlers();
   std::int64_t start_step = 0;
+  double load_seconds = 0;
   if (options.resume) {
     const CheckpointInfo& ckpt = *options.resume;
+    Stopwatch load_clock;
     load_train_checkpoint(ckpt, rank_state(model, place));
+    load_seconds = load_clock.seconds();
     // The loss scale carries over between fp16 runs; another precision starts its own.
     if (model.loss_scaler().enabled() && ckpt.manifest.at("layout").value("precision", "") == "fp16")
       model.loss_scaler().restore(ckpt.progress.loss_scaler);
@@ -382,13 +385,14 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     if (options.init_weights && !options.resume)
       fmt::print(log, "initial weights from {}\n", options.init_from);
     if (options.resume)
-      fmt::print(log, "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{})\n",
+      fmt::print(log, "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
+                      "loaded in {:.2f} s\n",
                  options.resume->dir.string(), start_step,
                  options.resume->manifest.at("layout").value("world", 1),
                  options.resume->manifest.at("layout").value("tp", 1),
                  options.resume->manifest.at("layout").value("pp", 1),
                  options.resume->manifest.at("layout").value("dp", 1),
-                 options.resume->manifest.at("layout").value("zero", 0));
+                 options.resume->manifest.at("layout").value("zero", 0), load_seconds);
   }
 
   // Evaluation: eval_batches micro-batches of evenly spread windows, shared out round-robin
@@ -495,11 +499,14 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
                                    .optimizer_steps = model.state(0).optimizer().steps_taken(),
                                    .loss_scaler = model.loss_scaler().state(),
                                    .seed = tc.seed};
+      Stopwatch save_clock;
       summary.last_train_checkpoint =
           save_train_checkpoint(checkpoints, mc, describe_layout(config, place), progress,
                                 rank_state(model, place), tc.keep_checkpoints)
               .string();
-      if (place.chief) fmt::print(log, "saved checkpoint {}\n", summary.last_train_checkpoint);
+      if (place.chief)
+        fmt::print(log, "saved checkpoint {} in {:.2f} s\n", summary.last_train_checkpoint,
+                   save_clock.seconds());
     }
     if (stop) {
       summary.stopped = true;
