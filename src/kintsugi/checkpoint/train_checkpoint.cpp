@@ -328,9 +328,9 @@ CheckpointInfo inspect_checkpoint(const fs::path& dir, const ModelConfig& model,
 
     // Pieces: inside their files, and covering every tensor exactly once.
     const json& tensors = m.at("tensors");
-    std::map<std::string, std::vector<char>> covered;
+    std::map<std::string, std::vector<bool>> covered;  // a bit per element
     for (const auto& [name, t] : tensors.items())
-      covered[name].assign(static_cast<std::size_t>(numel_of(t.at("shape").get<std::vector<std::int64_t>>())), 0);
+      covered[name].assign(static_cast<std::size_t>(numel_of(t.at("shape").get<std::vector<std::int64_t>>())), false);
     for (const json& piece : m.at("pieces")) {
       const std::string name = piece.at("tensor").get<std::string>();
       if (!tensors.contains(name)) fail("{}: piece of unknown tensor {}", dir.string(), name);
@@ -356,11 +356,11 @@ CheckpointInfo inspect_checkpoint(const fs::path& dir, const ModelConfig& model,
         if (g < 0) continue;
         if (g >= static_cast<std::int64_t>(cov.size()) || cov[g])
           fail("{}: the pieces of {} overlap or exceed its shape", dir.string(), name);
-        cov[g] = 1;
+        cov[g] = true;
       }
     }
     for (const auto& [name, cov] : covered) {
-      const auto missing = std::count(cov.begin(), cov.end(), 0);
+      const auto missing = std::count(cov.begin(), cov.end(), false);
       if (missing > 0)
         fail("{} is incomplete: {} of the {} elements of {} are in no shard (a shard or "
              "manifest entry is missing)",
