@@ -47,6 +47,13 @@ checkpoint_refused_test(truncated "rank-00000.bin is truncated or corrupt")
 checkpoint_refused_test(no-shard "shard file rank-00000.bin is missing")
 checkpoint_refused_test(no-piece "is incomplete: .* elements of .* are in no shard")
 checkpoint_refused_test(no-manifest "not a complete checkpoint: manifest.json is missing")
+# Under mpirun the ranks agree on the verdict: one line, no hang (rank 0 checksums file 0).
+add_test(NAME ckpt.refused.corrupt_under_mpirun
+         COMMAND ${CMAKE_COMMAND} -E env RANKS=2
+                 ${CKPT}/expect_refused.sh corrupt "rank-00000.bin is corrupt: its checksum"
+                 $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN} --dp 2)
+set_tests_properties(ckpt.refused.corrupt_under_mpirun PROPERTIES
+                     FIXTURES_REQUIRED serial_checkpoint PROCESSORS 2 TIMEOUT 60)
 checkpoint_refused_test(other-model
                         "saved from a different model \\(n_layer 4 \\(checkpoint\\) vs 2\\)"
                         --set model.n_layer=2)

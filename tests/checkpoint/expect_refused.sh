@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A damaged or mismatched checkpoint is refused before any training state exists: one clear
 # line, non-zero exit. Copies a good checkpoint, breaks the copy in one way, resumes from it.
-# Usage: expect_refused.sh KIND PATTERN KINTSUGI GOOD_CHECKPOINT OUT_DIR [flags...]
+# Usage: [RANKS=n] expect_refused.sh KIND PATTERN KINTSUGI GOOD_CHECKPOINT OUT_DIR [flags...]
+#   (RANKS > 1: under mpirun, where the ranks agree and one of them prints the line)
 #   KIND: corrupt (a flipped bit), truncated, no-shard (a shard file removed), no-piece (a piece
 #         dropped from the manifest), no-manifest,
 #         other-model (flags describe another model)
@@ -9,7 +10,7 @@ set -euo pipefail
 kind="$1" pattern="$2" kintsugi="$3" good="$4" out="$5"
 shift 5
 here="$(cd "$(dirname "$0")" && pwd)"
-bad="$out/refused-$kind"
+bad="$out/refused-$kind${RANKS:+-np$RANKS}"
 rm -rf "$bad"
 mkdir -p "$out"
 cp -r "$good" "$bad"
@@ -23,5 +24,8 @@ case "$kind" in
   other-model) ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac
-export OMP_NUM_THREADS=1
-"$here/../cli/expect_error.sh" "$pattern" "$kintsugi" train "$@" --resume "$bad" --out "$out/refused-run"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+launch=()
+if ((${RANKS:-1} > 1)); then launch=(mpirun -q -np "$RANKS" --oversubscribe --bind-to none); fi
+"$here/../cli/expect_error.sh" "$pattern" "${launch[@]}" "$kintsugi" train "$@" --resume "$bad" \
+  --out "$out/refused-run-$kind"
