@@ -11,8 +11,8 @@
 //     per-layer activation formula (run.json holds both predictions).
 //   check_run resumed FULL_DIR RESUMED_DIR [RTOL [WEIGHT_RTOL]]
 //     A run resumed from a checkpoint of FULL_DIR's run: each step RESUMED_DIR trained has the
-//     loss FULL_DIR had at that step (relative RTOL; 0: bit for bit), and the final weights
-//     compare as above.
+//     loss (and fp16 loss scale and skip) FULL_DIR had at that step (relative RTOL; 0: bit for
+//     bit), and the final weights compare as above.
 //   check_run weights A_DIR B_DIR [RTOL]
 //     Only the final weights (model/), as above.
 //   check_run comm RUN_DIR
@@ -66,9 +66,10 @@ std::map<std::string, std::vector<float>> read_weights(const fs::path& dir) {
   return out;
 }
 
-// Losses of the steps in `mb` against the same steps in `ma`; returns the failures.
+// Losses (and `extra` keys) of the steps in `mb` against the same steps in `ma`; returns the
+// failures.
 int compare_losses(const std::vector<json>& ma, const std::vector<json>& mb, double rtol,
-                   double& worst_loss) {
+                   double& worst_loss, const std::vector<std::string>& extra = {}) {
   int failures = 0;
   std::map<std::int64_t, const json*> by_step;
   for (const auto& m : ma) by_step[m.at("step").get<std::int64_t>()] = &m;
@@ -80,14 +81,17 @@ int compare_losses(const std::vector<json>& ma, const std::vector<json>& mb, dou
       ++failures;
       continue;
     }
-    for (const char* key : {"loss", "val_loss"}) {
-      if (!it->second->contains(key)) continue;
-      if (!m.contains(key)) {
-        fmt::print("step {} has no {}\n", step, key);
+    std::vector<std::string> keys = {"loss", "val_loss"};
+    keys.insert(keys.end(), extra.begin(), extra.end());
+    for (const std::string& key : keys) {
+      if (!it->second->contains(key) && !m.contains(key)) continue;
+      if (!it->second->contains(key) || !m.contains(key)) {
+        fmt::print("step {} has {} in only one of the runs\n", step, key);
         ++failures;
         continue;
       }
-      const double x = it->second->at(key), y = m.at(key);
+      auto number = [](const json& v) { return v.is_boolean() ? double(v.get<bool>()) : v.get<double>(); };
+      const double x = number(it->second->at(key)), y = number(m.at(key));
       const double rel = std::abs(x - y) / std::abs(x);
       worst_loss = std::max(worst_loss, rel);
       if (rel > rtol) {
@@ -126,7 +130,8 @@ int resumed(const fs::path& full, const fs::path& part, double rtol, double weig
   }
   double worst_loss = 0, worst_weight = 0;
   std::size_t tensors = 0;
-  int failures = compare_losses(ma, mb, rtol, worst_loss);
+  // The fp16 loss scale and skipped steps continue too (the scaler's state is saved).
+  int failures = compare_losses(ma, mb, rtol, worst_loss, {"loss_scale", "skipped"});
   failures += compare_weights(full, part, weight_rtol, worst_weight, tensors);
   fmt::print("resumed steps {}..{}, {} tensors: worst relative difference of losses {:.2e} "
              "(tolerance {:.0e}), of weights {:.2e} (tolerance {:.0e})\n",
