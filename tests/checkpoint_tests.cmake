@@ -60,6 +60,8 @@ set_tests_properties(ckpt.refused.corrupt_under_mpirun PROPERTIES
 checkpoint_refused_test(other-model
                         "saved from a different model \\(n_layer 4 \\(checkpoint\\) vs 2\\)"
                         --set model.n_layer=2)
+checkpoint_refused_test(past-the-end "is at step 2, past train.steps = 1: raise train.steps"
+                        --set train.steps=1)
 
 # A rank dies while the checkpoint of step 4 is being written.
 function(checkpoint_kill_test name ranks)

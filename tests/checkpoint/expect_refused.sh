@@ -5,7 +5,8 @@
 #   (RANKS > 1: under mpirun, where the ranks agree and one of them prints the line)
 #   KIND: corrupt (a flipped bit), truncated, no-shard (a shard file removed), no-piece (a piece
 #         dropped from the manifest), no-manifest,
-#         other-model (flags describe another model)
+#         other-model (flags describe another model), past-the-end (flags end training before
+#         the checkpoint's step)
 set -euo pipefail
 kind="$1" pattern="$2" kintsugi="$3" good="$4" out="$5"
 shift 5
@@ -21,7 +22,7 @@ case "$kind" in
   no-shard) rm "$shard" ;;
   no-manifest) rm "$bad/manifest.json" ;;
   no-piece) python3 -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m["pieces"].pop(3); json.dump(m, open(p, "w"))' "$bad/manifest.json" ;;
-  other-model) ;;
+  other-model | past-the-end) ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -68,6 +68,9 @@ void run(const Args& args) {
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    if (resume && resume->progress.step > config.train.steps)
+      fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
+           resume->dir.string(), resume->progress.step, config.train.steps);
     else if (args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs.

@@ -336,9 +336,7 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     if (model.loss_scaler().enabled() && ckpt.manifest.at("layout").value("precision", "") == "fp16")
       model.loss_scaler().restore(ckpt.progress.loss_scaler);
     start_step = ckpt.progress.step;
-    if (start_step > tc.steps)
-      fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
-           ckpt.dir.string(), start_step, tc.steps);
+    KINTSUGI_ASSERT(start_step <= tc.steps);  // `kintsugi train` refuses such a checkpoint
   } else if (options.init_weights) {
     set_weights(*options.init_weights, rank_state(model, place), options.init_from);
   }
