@@ -65,6 +65,25 @@ TEST(Safetensors, TruncatedOrForeignFilesAreRefused) {
             std::string::npos);
 }
 
+TEST(Safetensors, HalfPrecisionDataIsWidened) {
+  // A file written by hand as other tools write them: F16 and BF16 tensors, no padding.
+  const fs::path dir = temp_dir("safetensors-half");
+  const std::string header =
+      R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+      R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
+  std::ofstream out(dir / "half.safetensors", std::ios::binary);
+  const std::uint64_t n = header.size();
+  for (int k = 0; k < 8; ++k) out.put(static_cast<char>(n >> (8 * k)));
+  out << header;
+  const unsigned char data[] = {0x00, 0x3c, 0x00, 0xc0,  // f16 1.0, -2.0
+                                0x40, 0x40};             // bf16 3.0
+  out.write(reinterpret_cast<const char*>(data), sizeof(data));
+  out.close();
+  const auto t = read_safetensors(dir / "half.safetensors");
+  EXPECT_EQ(t.at("h").values, (std::vector<float>{1.0f, -2.0f}));
+  EXPECT_EQ(t.at("b").values, (std::vector<float>{3.0f}));
+}
+
 ModelConfig gpt(std::int64_t heads) {
   ModelConfig c = model_preset("gpt-tiny");
   c.n_layer = 1;
