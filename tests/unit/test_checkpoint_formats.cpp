@@ -151,10 +151,16 @@ TEST(CheckpointDir, LatestPartialAndKeep) {
   EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000006");
   update_latest(root, checkpoint_path(root, 4));
   EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000004");  // the pointer decides
-  prune_checkpoints(root, 2);
+  prune_checkpoints(root, 2, checkpoint_path(root, 6));
   EXPECT_FALSE(fs::exists(checkpoint_path(root, 2)));
   EXPECT_TRUE(fs::exists(checkpoint_path(root, 4)));
   EXPECT_FALSE(fs::exists(partial_path(checkpoint_path(root, 8))));
+  // A run resumed from an older step saved step 4 while step 6 exists: 4 is kept.
+  prune_checkpoints(root, 1, checkpoint_path(root, 4));
+  EXPECT_TRUE(fs::exists(checkpoint_path(root, 4)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(root, 6)));
+  fs::create_directories(checkpoint_path(root, 6));
+  std::ofstream(checkpoint_path(root, 6) / "manifest.json") << "{}";
   fs::remove_all(checkpoint_path(root, 4));  // the pointer's target is gone: newest complete
   EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000006");
   EXPECT_EQ(resolve_resume("auto", root.parent_path() / "nothing-here"), std::nullopt);

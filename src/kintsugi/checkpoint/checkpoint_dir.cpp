@@ -64,16 +64,18 @@ void update_latest(const fs::path& root, const fs::path& dir) {
   latest.commit();
 }
 
-void prune_checkpoints(const fs::path& root, std::int64_t keep) {
+void prune_checkpoints(const fs::path& root, std::int64_t keep, const fs::path& current) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.size() > 8 && name.ends_with(kPartial)) fs::remove_all(entry.path(), ec);
   }
   if (keep <= 0) return;
-  const auto all = complete_checkpoints(root);
-  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < all.size(); ++k)
-    fs::remove_all(all[k].second, ec);
+  std::vector<fs::path> others;  // oldest first
+  for (const auto& [step, dir] : complete_checkpoints(root))
+    if (dir.filename() != current.filename()) others.push_back(dir);
+  const std::size_t kept_others = static_cast<std::size_t>(keep - 1);
+  for (std::size_t k = 0; k + kept_others < others.size(); ++k) fs::remove_all(others[k], ec);
 }
 
 std::optional<fs::path> resolve_resume(const std::string& resume, const fs::path& out_dir) {

@@ -25,9 +25,12 @@ std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::pa
 
 // Makes `latest` name `dir` (temporary file, sync, rename).
 void update_latest(const std::filesystem::path& root, const std::filesystem::path& dir);
-// Removes all but the newest `keep` complete checkpoints (keep <= 0: none removed) and any
-// ".partial" directory left by an interrupted save.
-void prune_checkpoints(const std::filesystem::path& root, std::int64_t keep);
+// Keeps `keep` complete checkpoints — `current` (the one just written) and the newest others —
+// and removes the rest (keep <= 0: none) and any ".partial" directory left by an interrupted
+// save. `current` is never removed, even when a run resumed from an older step saves it next
+// to newer ones of the abandoned run.
+void prune_checkpoints(const std::filesystem::path& root, std::int64_t keep,
+                       const std::filesystem::path& current);
 
 // What `--resume` names: "auto" (the newest checkpoint under <out>/checkpoints, or nothing when
 // there is none yet) or a checkpoint directory, which must exist.

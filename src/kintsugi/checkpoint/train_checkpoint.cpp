@@ -282,7 +282,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
     fs::remove_all(old, ec);
     fsync_dir(root);
     update_latest(root, final_dir);
-    prune_checkpoints(root, keep);
+    prune_checkpoints(root, keep, final_dir);
   }
   if (rank.world) rank.world->barrier();  // complete before anyone goes on
   return final_dir;
