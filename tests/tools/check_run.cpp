@@ -9,6 +9,12 @@
 //     Rank 0's tracked bytes of parameters, gradients and optimizer state equal the ZeRO
 //     formulas of plan/memory.hpp exactly, and its activation bytes lie within 10% of the
 //     per-layer activation formula (run.json holds both predictions).
+//   check_run resumed FULL_DIR RESUMED_DIR [RTOL [WEIGHT_RTOL]]
+//     A run resumed from a checkpoint of FULL_DIR's run: each step RESUMED_DIR trained has the
+//     loss (and fp16 loss scale and skip) FULL_DIR had at that step (relative RTOL; 0: bit for
+//     bit), and the final weights compare as above.
+//   check_run weights A_DIR B_DIR [RTOL]
+//     Only the final weights (model/), as above.
 //   check_run comm RUN_DIR
 //     Every step's bytes sent by rank 0, per group and collective (the communicator's counters,
 //     metrics.jsonl), equal the theoretical volume of plan/comm_volume.hpp that the run wrote
@@ -60,28 +66,90 @@ std::map<std::string, std::vector<float>> read_weights(const fs::path& dir) {
   return out;
 }
 
-int compare(const fs::path& a, const fs::path& b, double rtol, double weight_rtol) {
+// Losses (and `extra` keys) of the steps in `mb` against the same steps in `ma`; returns the
+// failures.
+int compare_losses(const std::vector<json>& ma, const std::vector<json>& mb, double rtol,
+                   double& worst_loss, const std::vector<std::string>& extra = {}) {
   int failures = 0;
+  std::map<std::int64_t, const json*> by_step;
+  for (const auto& m : ma) by_step[m.at("step").get<std::int64_t>()] = &m;
+  for (const auto& m : mb) {
+    const std::int64_t step = m.at("step").get<std::int64_t>();
+    const auto it = by_step.find(step);
+    if (it == by_step.end()) {
+      fmt::print("step {} is missing from the reference\n", step);
+      ++failures;
+      continue;
+    }
+    std::vector<std::string> keys = {"loss", "val_loss"};
+    keys.insert(keys.end(), extra.begin(), extra.end());
+    for (const std::string& key : keys) {
+      if (!it->second->contains(key) && !m.contains(key)) continue;
+      if (!it->second->contains(key) || !m.contains(key)) {
+        fmt::print("step {} has {} in only one of the runs\n", step, key);
+        ++failures;
+        continue;
+      }
+      auto number = [](const json& v) { return v.is_boolean() ? double(v.get<bool>()) : v.get<double>(); };
+      const double x = number(it->second->at(key)), y = number(m.at(key));
+      const double rel = std::abs(x - y) / std::abs(x);
+      worst_loss = std::max(worst_loss, rel);
+      if (rel > rtol) {
+        fmt::print("step {} {}: {:.9g} vs {:.9g} (relative {:.2e})\n", step, key, x, y, rel);
+        ++failures;
+      }
+    }
+  }
+  return failures;
+}
+
+int compare_weights(const fs::path& a, const fs::path& b, double weight_rtol, double& worst_weight,
+                    std::size_t& tensors);
+
+int compare(const fs::path& a, const fs::path& b, double rtol, double weight_rtol) {
   const auto ma = read_lines(a / "metrics.jsonl"), mb = read_lines(b / "metrics.jsonl");
   if (ma.size() != mb.size()) {
     fmt::print("different step counts: {} vs {}\n", ma.size(), mb.size());
     return 1;
   }
-  double worst_loss = 0;
-  for (std::size_t i = 0; i < ma.size(); ++i)
-    for (const char* key : {"loss", "val_loss"}) {
-      if (!ma[i].contains(key)) continue;
-      const double x = ma[i][key], y = mb[i].at(key);
-      const double rel = std::abs(x - y) / std::abs(x);
-      worst_loss = std::max(worst_loss, rel);
-      if (rel > rtol) {
-        fmt::print("step {} {}: {:.9g} vs {:.9g} (relative {:.2e})\n", i + 1, key, x, y, rel);
-        ++failures;
-      }
-    }
+  double worst_loss = 0, worst_weight = 0;
+  std::size_t tensors = 0;
+  int failures = compare_losses(ma, mb, rtol, worst_loss);
+  failures += compare_weights(a, b, weight_rtol, worst_weight, tensors);
+  fmt::print("{} steps, {} tensors: worst relative difference of losses {:.2e} (tolerance "
+             "{:.0e}), of weights {:.2e} (tolerance {:.0e})\n",
+             ma.size(), tensors, worst_loss, rtol, worst_weight, weight_rtol);
+  return failures ? 1 : 0;
+}
+
+int resumed(const fs::path& full, const fs::path& part, double rtol, double weight_rtol) {
+  const auto ma = read_lines(full / "metrics.jsonl"), mb = read_lines(part / "metrics.jsonl");
+  if (mb.empty()) {
+    fmt::print("the resumed run trained no steps\n");
+    return 1;
+  }
+  double worst_loss = 0, worst_weight = 0;
+  std::size_t tensors = 0;
+  // The fp16 loss scale and skipped steps continue too (the scaler's state is saved).
+  int failures = compare_losses(ma, mb, rtol, worst_loss, {"loss_scale", "skipped"});
+  failures += compare_weights(full, part, weight_rtol, worst_weight, tensors);
+  fmt::print("resumed steps {}..{}, {} tensors: worst relative difference of losses {:.2e} "
+             "(tolerance {:.0e}), of weights {:.2e} (tolerance {:.0e})\n",
+             mb.front().at("step").get<int>(), mb.back().at("step").get<int>(), tensors,
+             worst_loss, rtol, worst_weight, weight_rtol);
+  return failures ? 1 : 0;
+}
+
+int compare_weights(const fs::path& a, const fs::path& b, double weight_rtol, double& worst_weight,
+                    std::size_t& tensors) {
+  int failures = 0;
   const auto wa = read_weights(a / "model"), wb = read_weights(b / "model");
   const double init_std = read_json(a / "model" / "manifest.json").at("model").at("init_std");
-  double worst_weight = 0;
+  tensors = wa.size();
+  if (wa.size() != wb.size()) {
+    fmt::print("{} tensors vs {}\n", wa.size(), wb.size());
+    ++failures;
+  }
   for (const auto& [name, va] : wa) {
     auto it = wb.find(name);
     if (it == wb.end() || it->second.size() != va.size()) {
@@ -102,10 +170,7 @@ int compare(const fs::path& a, const fs::path& b, double rtol, double weight_rto
       ++failures;
     }
   }
-  fmt::print("{} steps, {} tensors: worst relative difference of losses {:.2e} (tolerance "
-             "{:.0e}), of weights {:.2e} (tolerance {:.0e})\n",
-             ma.size(), wa.size(), worst_loss, rtol, worst_weight, weight_rtol);
-  return failures ? 1 : 0;
+  return failures;
 }
 
 int comm(const fs::path& run) {
@@ -167,13 +232,26 @@ int main(int argc, char** argv) {
       const double rtol = argc >= 5 ? std::stod(argv[4]) : 1e-5;
       return compare(argv[2], argv[3], rtol, argc == 6 ? std::stod(argv[5]) : rtol);
     }
+    if (what == "resumed" && argc >= 4 && argc <= 6) {
+      const double rtol = argc >= 5 ? std::stod(argv[4]) : 1e-5;
+      return resumed(argv[2], argv[3], rtol, argc == 6 ? std::stod(argv[5]) : rtol);
+    }
+    if (what == "weights" && argc >= 4 && argc <= 5) {
+      double worst = 0;
+      std::size_t tensors = 0;
+      const int failures = compare_weights(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 0.0,
+                                           worst, tensors);
+      fmt::print("{} tensors: worst relative difference {:.2e}\n", tensors, worst);
+      return failures ? 1 : 0;
+    }
     if (what == "comm" && argc == 3) return comm(argv[2]);
     if (what == "memory" && argc == 3) return memory(argv[2]);
   } catch (const std::exception& e) {
     fmt::print("check_run: {}\n", e.what());
     return 1;
   }
-  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL [WEIGHT_RTOL]] | check_run comm RUN_DIR | "
+  fmt::print("usage: check_run compare SERIAL_DIR OTHER_DIR [RTOL [WEIGHT_RTOL]] | check_run resumed "
+             "FULL_DIR RESUMED_DIR [RTOL [WEIGHT_RTOL]] | check_run weights A B [RTOL] | check_run comm RUN_DIR | "
              "check_run memory RUN_DIR\n");
   return 2;
 }

@@ -260,9 +260,11 @@ ModelCheckpointInfo read_model_info(const fs::path& dir) {
           j.value("step", std::int64_t{0})};
 }
 
-void load_model(const fs::path& dir, ParamStore& params) {
-  const auto manifest = read_manifest(dir);
-  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+namespace {
+
+// Opens the data file after checking its size and checksum against the manifest.
+std::ifstream verified_data(const fs::path& dir, const nlohmann::json& manifest,
+                            const fs::path& data_path) {
   const std::uint64_t expected_bytes = manifest.value("data_bytes", std::uint64_t{0});
   std::error_code ec;
   const auto size = fs::file_size(data_path, ec);
@@ -270,8 +272,6 @@ void load_model(const fs::path& dir, ParamStore& params) {
   if (size != expected_bytes)
     fail("{} is truncated or corrupt: {} bytes, manifest says {}", data_path.string(), size,
          expected_bytes);
-
-  // First pass: verify the checksum, so a corrupt file never reaches the parameters.
   std::ifstream in(data_path, std::ios::binary);
   std::vector<char> chunk(1 << 22);
   XXH3_state_t* hash = XXH3_createState();
@@ -286,6 +286,18 @@ void load_model(const fs::path& dir, ParamStore& params) {
     fail("{} is corrupt: checksum {} does not match the manifest's {}", data_path.string(),
          checksum, manifest.value("data_xxh3", ""));
 
+  in.clear();
+  return in;
+}
+
+}  // namespace
+
+void load_model(const fs::path& dir, ParamStore& params) {
+  const auto manifest = read_manifest(dir);
+  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const std::uint64_t expected_bytes = manifest.value("data_bytes", std::uint64_t{0});
+  // First pass: verify the checksum, so a corrupt file never reaches the parameters.
+  std::ifstream in = verified_data(dir, manifest, data_path);
   // Check that the tensors are exactly the model's before touching any parameter.
   const auto& tensors = manifest.at("tensors");
   if (static_cast<int>(tensors.size()) != params.size())
@@ -304,7 +316,6 @@ void load_model(const fs::path& dir, ParamStore& params) {
     index.push_back(i);
   }
 
-  in.clear();
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const int i = index[k];
     const Tensor t = params.param(i);
@@ -328,6 +339,28 @@ void load_model(const fs::path& dir, ParamStore& params) {
       set_element(t, e, v);
     }
   }
+}
+
+std::map<std::string, NamedTensor> read_model_tensors(const fs::path& dir) {
+  const auto manifest = read_manifest(dir);
+  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const std::uint64_t data_bytes = manifest.value("data_bytes", std::uint64_t{0});
+  std::ifstream in = verified_data(dir, manifest, data_path);
+  std::map<std::string, NamedTensor> out;
+  for (const auto& t : manifest.at("tensors")) {
+    NamedTensor nt{t.at("shape").get<std::vector<std::int64_t>>(), {}};
+    std::int64_t n = 1;
+    for (auto d : nt.shape) n *= d;
+    const auto offset = t.at("offset").get<std::uint64_t>();
+    if (offset + n * sizeof(float) > data_bytes)
+      fail("{}: tensor {} lies outside the data file", dir.string(), t.at("name").get<std::string>());
+    nt.values.resize(static_cast<std::size_t>(n));
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(reinterpret_cast<char*>(nt.values.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    if (!in) fail("cannot read {}", data_path.string());
+    out[t.at("name").get<std::string>()] = std::move(nt);
+  }
+  return out;
 }
 
 }  // namespace kintsugi

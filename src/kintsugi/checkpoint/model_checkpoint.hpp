@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <filesystem>
 
+#include <map>
+#include <string>
 #include <vector>
 
+#include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/param_store.hpp"
@@ -37,5 +40,7 @@ struct ModelCheckpointInfo {
 ModelCheckpointInfo read_model_info(const std::filesystem::path& dir);
 // Verifies the data and loads every tensor into `params` (which must have the same model).
 void load_model(const std::filesystem::path& dir, ParamStore& params);
+// Verifies the data and returns every tensor whole (name -> stored shape and values): for export.
+std::map<std::string, NamedTensor> read_model_tensors(const std::filesystem::path& dir);
 
 }  // namespace kintsugi

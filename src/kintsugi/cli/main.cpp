@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_layout_command(app);
   add_plan_command(app);
   add_tune_command(app);
+  add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,9 @@
 #include <optional>
 #include <thread>
 
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
+#include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
@@ -21,9 +24,9 @@ namespace kintsugi::cli {
 namespace {
 
 struct Args {
-  std::string config, out, metrics, trace, schedule, precision, recompute;
+  std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from;
   std::vector<std::string> overrides;
-  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
+  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
   bool sequence_parallel = false, help_config = false;
 };
 
@@ -35,6 +38,10 @@ void run(const Args& args) {
   // Setup: every rank reads and checks the same config and reaches the same verdict.
   RunConfig config;
   std::optional<TrainInputs> inputs;
+  std::optional<CheckpointInfo> resume;
+  std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
+  const std::string out_dir =
+      args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   std::string error;
   try {
     if (args.config.empty())
@@ -54,9 +61,22 @@ void run(const Args& args) {
       overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
     if (!args.recompute.empty())
       overrides.push_back(fmt::format("train.recompute=\"{}\"", args.recompute));
+    if (args.save_every) overrides.push_back(fmt::format("train.save_every={}", *args.save_every));
     config = load_run_config(args.config, overrides);
     resolve_layout(config, world);
     inputs.emplace(open_inputs(config));
+    // Every rank checks the checkpoint (its share of the checksums) before any state exists.
+    if (const auto dir = resolve_resume(args.resume, out_dir))
+      resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    if (resume && resume->progress.step > config.train.steps)
+      fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
+           resume->dir.string(), resume->progress.step, config.train.steps);
+    else if (args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
+      fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
+    // A resumed run has its own weights; --init-from only starts runs.
+    if (!args.init_from.empty() && !resume)
+      init_weights = std::make_shared<const std::map<std::string, NamedTensor>>(
+          read_hf_weights(args.init_from, config.model));
   } catch (const Error& e) {
     error = e.what();
   }
@@ -70,9 +90,10 @@ void run(const Args& args) {
   set_compute_threads(threads);
 
   TrainOptions options;
-  options.out_dir = args.out.empty()
-                        ? "runs/" + std::filesystem::path(args.config).stem().string()
-                        : args.out;
+  options.out_dir = out_dir;
+  options.resume = std::move(resume);
+  options.init_weights = std::move(init_weights);
+  options.init_from = args.init_from;
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   if (!mpi) {
@@ -133,6 +154,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--trace", args->trace,
                   "Write the last step's events of every rank as Chrome trace JSON (open in "
                   "Perfetto or chrome://tracing)");
+  cmd->add_option("--resume", args->resume,
+                  "Continue from a training checkpoint: auto (the newest under "
+                  "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it");
+  cmd->add_option("--init-from", args->init_from,
+                  "Start from the weights of a Hugging Face .safetensors file (e.g. a "
+                  "pretrained GPT-2, or `kintsugi export` output) instead of random ones");
+  cmd->add_option("--save-every", args->save_every,
+                  "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");

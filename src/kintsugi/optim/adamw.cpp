@@ -30,4 +30,14 @@ void AdamW::step(double lr, double grad_scale) {
   }
 }
 
+Tensor AdamW::moment(int which, std::int64_t offset, std::int64_t n) const {
+  const DType dt = segments_.empty() ? DType::f32 : segments_.front().param.dtype;
+  return (which == 0 ? m_ : v_).view(dt, Shape{n}, offset * size_of(dt));
+}
+
+void AdamW::refresh_working_copies() {
+  for (const AdamWSegment& s : segments_)
+    if (!s.working_copy.empty()) backend_.convert(s.param, s.working_copy);
+}
+
 }  // namespace kintsugi

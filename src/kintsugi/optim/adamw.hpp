@@ -34,6 +34,14 @@ class AdamW {
   std::int64_t steps_taken() const { return steps_; }
   std::int64_t numel() const { return total_; }
 
+  // Checkpoints. The first (which = 0) or second (1) moment of elements [offset, offset + n)
+  // of the state, counted across the segments in order.
+  Tensor moment(int which, std::int64_t offset, std::int64_t n) const;
+  // Resuming: the bias correction continues from the saved step count, and the working copies
+  // are rounded again from the restored weights (as step() would have left them).
+  void set_steps_taken(std::int64_t steps) { steps_ = steps; }
+  void refresh_working_copies();
+
  private:
   Backend& backend_;
   std::vector<AdamWSegment> segments_;

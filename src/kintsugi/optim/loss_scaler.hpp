@@ -19,6 +19,19 @@ class LossScaler {
   bool update(double scaled_grad_norm);
   std::int64_t skipped() const { return skipped_; }
 
+  // Everything update() depends on, for checkpoints: a resumed run doubles and halves the
+  // scale at the same steps as one that never stopped.
+  struct State {
+    double scale = 1.0;
+    std::int64_t clean = 0, skipped = 0;
+  };
+  State state() const { return {scale_, clean_, skipped_}; }
+  void restore(const State& s) {
+    scale_ = s.scale;
+    clean_ = s.clean;
+    skipped_ = s.skipped;
+  }
+
  private:
   bool enabled_ = false;
   double scale_ = 1.0;

@@ -367,6 +367,10 @@ double ShardedState::grad_sum_squares() const {
 
 void ShardedState::optimizer_step(double lr, double grad_scale) {
   adamw_->step(lr, grad_scale);
+  gather_updated_params();
+}
+
+void ShardedState::gather_updated_params() {
   if (stage_ == 0 || stage_ == 3 || !shard_) return;
   // Stages 1-2: every rank updated its shard of the weights; gather them all, in place.
   const DType pt = params_.param_dtype();
@@ -385,6 +389,54 @@ void ShardedState::acquire_everything() {
 void ShardedState::release_everything() {
   for (int u = 0; u < params_.units(); ++u) release(u);
   drop_prefetched();
+}
+
+std::vector<ShardedState::StatePiece> ShardedState::state_pieces() const {
+  // The same walk as build_optimizer: the optimizer state is these ranges, in this order.
+  const DType pt = params_.param_dtype();
+  std::vector<StatePiece> out;
+  std::int64_t state_offset = 0;
+  for (int u = 0; u < params_.units(); ++u) {
+    const ParamUnit& unit = params_.unit(u);
+    const Chunk& c = chunks_[u];
+    const std::int64_t lo = stage_ == 0 ? unit.begin : c.begin;
+    const std::int64_t hi = stage_ == 0 ? unit.end : c.begin + c.size;
+    auto owned_index = [&](std::int64_t g) { return c.offset + (g - c.begin); };
+    for (int i = unit.first_param; i < unit.end_param; ++i) {
+      const ParamEntry& e = params_.entry(i);
+      const std::int64_t end = i + 1 < unit.end_param ? params_.entry(i + 1).offset : unit.end;
+      const std::int64_t a = std::max(lo, e.offset), b = std::min(hi, end);
+      if (a >= b) continue;
+      const std::int64_t n = b - a;
+      // Alignment gaps after the tensor are optimizer state too (always zero): skip them.
+      const std::int64_t valid = std::min(b, e.offset + e.local_shape.numel()) - a;
+      if (valid > 0) {
+        StatePiece p;
+        p.param = i;
+        p.begin = a - e.offset;
+        p.count = valid;
+        if (mixed_) p.weights = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned_index(a), valid);
+        else if (stage_ <= 2) p.weights = slice(full_params_.data(), pt, a, valid);
+        else p.weights = slice(owned_params_.data(), pt, owned_index(a), valid);
+        p.m = adamw_->moment(0, state_offset, valid);
+        p.v = adamw_->moment(1, state_offset, valid);
+        out.push_back(p);
+      }
+      state_offset += n;
+    }
+  }
+  KINTSUGI_ASSERT(state_offset == adamw_->numel());
+  return out;
+}
+
+bool ShardedState::writes_state() const {
+  if (stage_ == 0) return shard_rank_ == 0;
+  return !replica_ || replica_->rank() == 0;
+}
+
+void ShardedState::refresh_weights() {
+  adamw_->refresh_working_copies();
+  gather_updated_params();
 }
 
 }  // namespace kintsugi

@@ -70,6 +70,26 @@ class ShardedState final : public UnitObserver {
   void acquire_everything();
   void release_everything();
 
+  // Checkpoints. The elements whose optimizer state this rank updates (ZeRO: its shard of
+  // every unit; otherwise all of them), cut per parameter: `begin` and `count` are elements of
+  // the parameter's local (tensor-parallel) tensor, and the views are f32 weights (the master
+  // copy under mixed precision), first and second moments.
+  struct StatePiece {
+    int param = 0;
+    std::int64_t begin = 0, count = 0;
+    Tensor weights, m, v;
+  };
+  std::vector<StatePiece> state_pieces() const;
+  // Whether this rank's pieces are the ones to save: data-parallel replicas hold the same
+  // values (stage 0: every rank; HSDP: every replica group), so only the first one writes.
+  bool writes_state() const;
+  AdamW& optimizer() { return *adamw_; }
+  const AdamW& optimizer() const { return *adamw_; }
+  // After a resume overwrote the pieces' weights: round the working copies (mixed precision)
+  // and gather the parameter buffers that hold other ranks' shards (stages 1-2), as
+  // optimizer_step leaves them.
+  void refresh_weights();
+
  private:
   struct Chunk {  // this rank's shard of a unit
     std::int64_t begin = 0, size = 0;  // elements of the unit's logical range
@@ -91,6 +111,7 @@ class ShardedState final : public UnitObserver {
   void reclaim_grads(bool all);
   void reduce_sequence_parallel(int unit);
   void build_optimizer(const AdamWConfig& adamw);
+  void gather_updated_params();
   void initialize(std::uint64_t seed);
 
   Backend& backend_;

@@ -87,6 +87,11 @@ std::vector<Key> keys_of(RunConfig& c) {
        "(everything but each block's input)"},
       {"train.save_checkpoint", &c.train.save_checkpoint,
        "save the trained model under the output directory"},
+      {"train.save_every", &c.train.save_every,
+       "write a training checkpoint (weights, optimizer, loss scaler, step) to "
+       "<out>/checkpoints every this many steps and after the last (0: none)"},
+      {"train.keep_checkpoints", &c.train.keep_checkpoints,
+       "newest training checkpoints to keep (0: all)"},
       {"parallel.tp", &c.parallel.tp,
        "tensor-parallel ranks (Megatron column/row splits; adjacent ranks, inside a node)"},
       {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp))"},
@@ -265,6 +270,9 @@ void validate(const RunConfig& c) {
   positive("eps", t.eps);
   if (t.grad_clip < 0) fail("train.grad_clip = {} must not be negative (0 turns it off)", t.grad_clip);
   if (t.eval_every < 0) fail("train.eval_every = {} must not be negative", t.eval_every);
+  if (t.save_every < 0) fail("train.save_every = {} must not be negative (0: no checkpoints)", t.save_every);
+  if (t.keep_checkpoints < 0)
+    fail("train.keep_checkpoints = {} must not be negative (0: keep all)", t.keep_checkpoints);
   positive("eval_batches", t.eval_batches);
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);

@@ -41,6 +41,8 @@ struct TrainConfig {
   double loss_scale = 65536;            // fp16: initial dynamic loss scale
   std::int64_t loss_scale_window = 1000;  // fp16: clean steps before the scale doubles
   bool save_checkpoint = true;
+  std::int64_t save_every = 0;        // training checkpoint every this many steps (0: none)
+  std::int64_t keep_checkpoints = 3;  // newest training checkpoints kept (0: all)
 };
 
 struct ParallelConfig {

@@ -56,7 +56,9 @@ class StageModel {
   int virtual_stages() const { return virtual_stages_; }
   int slots() const { return chunks_.front()->slots(); }
   const ShardedState& state(int chunk) const { return *states_[chunk]; }
+  ShardedState& state(int chunk) { return *states_[chunk]; }
   const LossScaler& loss_scaler() const { return scaler_; }
+  LossScaler& loss_scaler() { return scaler_; }
   // From the last train_step: seconds computing, and micro-batches held at once.
   double compute_seconds() const { return executor_->compute_seconds(); }
   int peak_in_flight() const { return executor_->peak_in_flight(); }

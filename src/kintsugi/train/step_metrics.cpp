@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "kintsugi/core/error.hpp"
 
@@ -70,11 +71,23 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   return line;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, std::int64_t keep_through_step)
+    : path_(path) {
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  // Lines of steps the resumed run will repeat (written after its checkpoint) are dropped.
+  std::string kept;
+  if (keep_through_step >= 0) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", std::int64_t{0}) <= keep_through_step) kept += line + "\n";
+    }
+  }
   out_.open(path, std::ios::trunc);
+  out_ << kept;
   if (!out_) fail("cannot write the metrics file {}: check the directory exists and is writable", path);
 }
 

@@ -46,7 +46,9 @@ std::string format_duration(double seconds);
 // Appends one JSON object per line; flushed every step so a crashed run keeps its history.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);
+  // A resumed run keeps the lines of steps up to `keep_through_step` and appends after them
+  // (-1: start a new file).
+  explicit MetricsWriter(const std::string& path, std::int64_t keep_through_step = -1);
   void write(const StepMetrics& m);
 
  private:

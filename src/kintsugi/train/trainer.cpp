@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
+#include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/trace.hpp"
 #include "kintsugi/core/timer.hpp"
@@ -29,6 +31,7 @@
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/train/loss_plot.hpp"
+#include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/step_metrics.hpp"
 
 namespace kintsugi {
@@ -259,6 +262,34 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
+// This rank's weights and optimizer state, as the checkpoint code sees them.
+RankState rank_state(StageModel& model, const Place& place) {
+  RankState r;
+  r.params = model.params();
+  for (std::size_t c = 0; c < model.chunks().size(); ++c) r.states.push_back(&model.state(static_cast<int>(c)));
+  r.tp_rank = place.tp.rank();
+  r.world = place.topology ? &place.topology->world() : nullptr;
+  return r;
+}
+
+// The layout a checkpoint was written with (for people reading its manifest).
+nlohmann::json describe_layout(const RunConfig& c, const Place& place) {
+  const auto& p = c.parallel;
+  return {{"world", place.world}, {"tp", p.tp},
+          {"pp", p.pp},           {"dp", p.dp},
+          {"zero", p.zero},       {"hsdp", p.hsdp},
+          {"schedule", p.schedule}, {"virtual_stages", p.virtual_stages},
+          {"sequence_parallel", p.sequence_parallel}, {"precision", c.train.precision}};
+}
+
+// Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
+// at the same step boundary, or the ones that go on would wait for the ones that stopped.
+bool job_asked_to_stop(const Place& place) {
+  double flag = stop_requested() ? 1.0 : 0.0;
+  if (place.topology) place.topology->world().all_reduce(Tensor{&flag, DType::f64, Shape{1}});
+  return flag > 0;
+}
+
 }  // namespace
 
 TrainInputs open_inputs(const RunConfig& config) {
@@ -294,6 +325,22 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   auto backend = make_cpu_backend(memory);
   Tracer tracer;
   StageModel model(*backend, config, place, tracer);
+  install_stop_handlers();
+  std::int64_t start_step = 0;
+  double load_seconds = 0;
+  if (options.resume) {
+    const CheckpointInfo& ckpt = *options.resume;
+    Stopwatch load_clock;
+    load_train_checkpoint(ckpt, rank_state(model, place));
+    load_seconds = load_clock.seconds();
+    // The loss scale carries over between fp16 runs; another precision starts its own.
+    if (model.loss_scaler().enabled() && ckpt.manifest.at("layout").value("precision", "") == "fp16")
+      model.loss_scaler().restore(ckpt.progress.loss_scaler);
+    start_step = ckpt.progress.step;
+    KINTSUGI_ASSERT(start_step <= tc.steps);  // `kintsugi train` refuses such a checkpoint
+  } else if (options.init_weights) {
+    set_weights(*options.init_weights, rank_state(model, place), options.init_from);
+  }
   const LrSchedule schedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.decay_steps};
   const double flops_per_step = model_flops_per_token(mc, T) * static_cast<double>(tokens_per_step);
   // Hardware FLOPs count the forward work recomputation repeats (HFU; MFU does not).
@@ -310,7 +357,7 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   std::optional<MetricsWriter> metrics;
   if (place.chief) {
     fs::create_directories(out);
-    metrics.emplace(summary.metrics_path);
+    metrics.emplace(summary.metrics_path, options.resume ? start_step : -1);
     fmt::print(log,
                "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
                "{} threads per rank, {} backend | {}\n",
@@ -334,6 +381,17 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
       fmt::print(log, "communication per step of rank 0 (ring algorithms, theory):{}\n", text);
     }
     write_run_description(out / "run.json", config, place, model, micro_batches);
+    if (options.init_weights && !options.resume)
+      fmt::print(log, "initial weights from {}\n", options.init_from);
+    if (options.resume)
+      fmt::print(log, "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
+                      "loaded in {:.2f} s\n",
+                 options.resume->dir.string(), start_step,
+                 options.resume->manifest.at("layout").value("world", 1),
+                 options.resume->manifest.at("layout").value("tp", 1),
+                 options.resume->manifest.at("layout").value("pp", 1),
+                 options.resume->manifest.at("layout").value("dp", 1),
+                 options.resume->manifest.at("layout").value("zero", 0), load_seconds);
   }
 
   // Evaluation: eval_batches micro-batches of evenly spread windows, shared out round-robin
@@ -357,14 +415,16 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
 
   LossCurve curve{.title = fmt::format("{} on {}", mc.name, config.data.train)};
   const double initial_val = evaluate();
-  curve.val.emplace_back(0, initial_val);
+  curve.val.emplace_back(start_step, initial_val);
   summary.first_val_loss = summary.last_val_loss = initial_val;
-  if (place.chief) fmt::print(log, "step {} | val loss {:.4f}\n", 0, initial_val);
+  if (place.chief) fmt::print(log, "step {} | val loss {:.4f}\n", start_step, initial_val);
 
   double timed_seconds = 0;
   Stopwatch run_clock;
   const auto kill_at = test_kill_point();
-  for (std::int64_t step = 0; step < tc.steps; ++step) {
+  const fs::path checkpoints = out / "checkpoints";
+  std::int64_t steps_done = start_step;
+  for (std::int64_t step = start_step; step < tc.steps; ++step) {
     if (kill_at && topology && topology->world().rank() == kill_at->first && step == kill_at->second)
       std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
     const bool traced = !options.trace_path.empty() && step + 1 == tc.steps;
@@ -415,31 +475,57 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     snapshot_memory(memory, m);
     m.activations_in_flight = model.peak_in_flight();
     curve.train.emplace_back(m.step, m.loss);
-    if (step == 0) summary.first_loss = m.loss;
+    if (step == start_step) summary.first_loss = m.loss;
     summary.last_loss = m.loss;
-    if (step > 0 || tc.steps == 1) {
+    if (step > start_step || tc.steps - start_step == 1) {
       timed_seconds += seconds;
-      summary.tokens_per_s = tokens_per_step * (tc.steps == 1 ? 1 : step) / timed_seconds;
+      summary.tokens_per_s =
+          tokens_per_step * (tc.steps - start_step == 1 ? 1 : step - start_step) / timed_seconds;
     }
-    if (!place.chief) continue;
-    metrics->write(m);
-    if (m.step % tc.log_every == 0 || last || m.val_loss) {
-      const double eta = run_clock.seconds() / m.step * (tc.steps - m.step);
-      fmt::print(log, "{}\n", format_step_line(m, tc.steps, eta));
-      log.flush();
+    if (place.chief) {
+      metrics->write(m);
+      if (m.step % tc.log_every == 0 || last || m.val_loss) {
+        const double eta = run_clock.seconds() / (m.step - start_step) * (tc.steps - m.step);
+        fmt::print(log, "{}\n", format_step_line(m, tc.steps, eta));
+        log.flush();
+      }
+    }
+    steps_done = m.step;
+    // Step boundary: a checkpoint when due or when the job is asked to stop.
+    const bool stop = job_asked_to_stop(place);
+    if (stop || (tc.save_every > 0 && (m.step % tc.save_every == 0 || last))) {
+      const TrainProgress progress{.step = m.step,
+                                   .optimizer_steps = model.state(0).optimizer().steps_taken(),
+                                   .loss_scaler = model.loss_scaler().state(),
+                                   .seed = tc.seed};
+      Stopwatch save_clock;
+      summary.last_train_checkpoint =
+          save_train_checkpoint(checkpoints, mc, describe_layout(config, place), progress,
+                                rank_state(model, place), tc.keep_checkpoints)
+              .string();
+      if (place.chief)
+        fmt::print(log, "saved checkpoint {} in {:.2f} s\n", summary.last_train_checkpoint,
+                   save_clock.seconds());
+    }
+    if (stop) {
+      summary.stopped = true;
+      if (place.chief)
+        fmt::print(log, "stopped by a signal after step {}: continue with --resume auto (or "
+                        "--resume {})\n", m.step, summary.last_train_checkpoint);
+      break;
     }
   }
-  summary.steps = tc.steps;
+  summary.steps = steps_done;
   if (peak)
     summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step /
                   (peak->gflops * 1e9 * place.world);
   // The whole model is gathered to rank 0 from the stages of data-parallel replica 0.
-  if (tc.save_checkpoint) {
+  if (tc.save_checkpoint && !summary.stopped) {
     // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
     model.acquire_all_params();
     if (place.dp_rank == 0) {
       summary.checkpoint_dir = (out / "model").string();
-      save_model(summary.checkpoint_dir, mc, model.params(), tc.steps, place.tp, place.pp,
+      save_model(summary.checkpoint_dir, mc, model.params(), steps_done, place.tp, place.pp,
                  model.virtual_stages());
     }
     model.release_all_params();
@@ -449,7 +535,7 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   fmt::print(log,
              "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
              "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
-             tc.steps, format_duration(run_clock.seconds()), summary.first_loss,
+             steps_done - start_step, format_duration(run_clock.seconds()), summary.first_loss,
              summary.last_loss, summary.first_val_loss, summary.last_val_loss,
              summary.tokens_per_s, 100 * summary.mfu, format_bytes(memory.peak_total()));
   fmt::print(log, "wrote {} and {}{}{}\n", summary.metrics_path, summary.plot_path,

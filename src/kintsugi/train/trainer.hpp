@@ -2,10 +2,18 @@
 // The training loop of one rank: sample this rank's part of the global batch, accumulate
 // gradients over its micro-batches (tensor-parallel collectives inside the model, data-parallel
 // buckets reduced while backward runs), clip by the global norm, take an AdamW step, report,
-// evaluate, and at the end save the model and the loss curve. Rank 0 speaks for the job.
+// evaluate, save training checkpoints (every train.save_every steps, and when SIGTERM or SIGINT
+// asks the job to stop), and at the end save the model and the loss curve. Rank 0 speaks for
+// the job.
 #include <cstdint>
 #include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
+
+#include "kintsugi/checkpoint/safetensors.hpp"
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
 
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/data/batch_sampler.hpp"
@@ -17,6 +25,13 @@ struct TrainOptions {
   std::string out_dir;       // metrics.jsonl, loss.svg and model/ go here
   std::string metrics_path;  // overrides out_dir/metrics.jsonl when set
   std::string trace_path;    // Chrome trace JSON of the last step's events, when set
+  // A checked training checkpoint to continue from (inspect_checkpoint; every rank passes the
+  // same one): the run goes on at its step with its weights, optimizer and loss-scaler state.
+  std::optional<CheckpointInfo> resume;
+  // Otherwise, initial weights (hf_io.hpp read_hf_weights) instead of random ones, and the
+  // file they came from.
+  std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
+  std::string init_from;
 };
 
 struct TrainSummary {
@@ -26,6 +41,8 @@ struct TrainSummary {
   double tokens_per_s = 0;  // over all steps but the first (warm-up)
   double mfu = 0;
   std::string metrics_path, plot_path, checkpoint_dir;
+  std::string last_train_checkpoint;  // the newest training checkpoint written, if any
+  bool stopped = false;               // SIGTERM/SIGINT: saved and stopped early
 };
 
 // The run's data, opened and checked (kintsugi::Error on a missing or corrupt file) before any

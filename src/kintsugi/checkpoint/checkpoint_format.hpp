@@ -1,0 +1,19 @@
+#pragma once
+// What the training-checkpoint writer and its checker share: the manifest's format name and
+// version, the layout of a piece in a shard file, and the file checksum.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace kintsugi::checkpoint_format {
+
+constexpr const char* kFormat = "kintsugi-train-checkpoint";
+constexpr int kVersion = 1;
+// A piece of n elements is n weights, then n first moments, then n second moments (float32).
+constexpr int kValuesPerElement = 3;
+
+std::string hex(std::uint64_t h);  // 16 lowercase hex digits
+// XXH3-64 of a whole file (kintsugi::Error when it cannot be read).
+std::uint64_t file_checksum(const std::filesystem::path& path);
+
+}  // namespace kintsugi::checkpoint_format

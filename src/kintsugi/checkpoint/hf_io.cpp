@@ -1,0 +1,147 @@
+#include "kintsugi/checkpoint/hf_io.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kintsugi/checkpoint/hf_layout.hpp"
+#include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/slice_map.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/model/config_json.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The manifest's format and model, to tell the two kinds of checkpoint apart.
+nlohmann::json read_manifest_json(const fs::path& dir) {
+  std::ifstream in(dir / "manifest.json");
+  if (!in) fail("{} is not a checkpoint: {} is missing", dir.string(), (dir / "manifest.json").string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/manifest.json is corrupt (not valid JSON: {})", dir.string(), e.what());
+  }
+}
+
+}  // namespace
+
+ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
+  const nlohmann::json manifest = read_manifest_json(checkpoint);
+  const std::string what = (checkpoint / "manifest.json").string();
+  if (!manifest.contains("model")) fail("{} has no model configuration", what);
+  const ModelConfig config = model_config_from_json(manifest.at("model"), what);
+  const auto table = hf_tensors(config);  // refuses families without a table
+
+  // Whole tensors, from either kind of checkpoint (both check sizes and checksums first).
+  std::map<std::string, NamedTensor> ours;
+  if (manifest.value("format", "") == "kintsugi-model") {
+    ours = read_model_tensors(checkpoint);
+  } else {
+    const CheckpointInfo info = inspect_checkpoint(checkpoint, config);
+    for (const HfTensor& t : table) {
+      NamedTensor nt;
+      nt.values = read_checkpoint_tensor(info, t.ours, &nt.shape);
+      ours[t.ours] = std::move(nt);
+    }
+  }
+  std::map<std::string, NamedTensor> theirs;
+  for (const HfTensor& t : table) {
+    auto it = ours.find(t.ours);
+    if (it == ours.end()) fail("{} has no tensor {}", checkpoint.string(), t.ours);
+    theirs[t.theirs] = to_hf(t, config, it->second);
+  }
+  write_safetensors(out, theirs, {{"format", "pt"}});
+  data::AtomicFile json_file(out.parent_path() / "config.json");
+  json_file.write(hf_config(config).dump(2) + "\n");
+  json_file.commit();
+  return config;
+}
+
+std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const ModelConfig& config) {
+  const auto table = hf_tensors(config);
+  auto file = read_safetensors(path);
+  // Index by name without the model class's prefix.
+  std::map<std::string, NamedTensor*> by_base;
+  for (auto& [name, t] : file) by_base[hf_base_name(name)] = &t;
+
+  std::map<std::string, NamedTensor> out;
+  std::set<std::string> used;
+  for (const HfTensor& t : table) {
+    const std::string base = hf_base_name(t.theirs);
+    auto it = by_base.find(base);
+    if (it == by_base.end())
+      fail("{} has no tensor {}: it is not a {} model of this shape (model.family, model.*)",
+           path.string(), t.theirs, config.family);
+    used.insert(base);
+    NamedTensor theirs = *it->second;
+    // A pretrained position table may be longer than this run's context: keep its first rows.
+    if (t.ours == "embedding.position.weight" && theirs.shape.size() == 2 &&
+        theirs.shape[0] > config.seq_len) {
+      theirs.values.resize(static_cast<std::size_t>(config.seq_len * theirs.shape[1]));
+      theirs.shape[0] = config.seq_len;
+    }
+    // Shapes are checked against the model's parameters in set_weights; here only what the
+    // conversion itself needs.
+    const bool matrix = t.conversion == HfConversion::transpose ||
+                        t.conversion == HfConversion::fused_qkv_weight;
+    const std::int64_t qkv = (config.n_head + 2 * config.kv_heads()) * config.head_dim();
+    const bool fused = t.conversion == HfConversion::fused_qkv ||
+                       t.conversion == HfConversion::fused_qkv_weight;
+    if ((matrix && theirs.shape.size() != 2) ||
+        (fused && theirs.shape.back() != qkv))
+      fail("{}: {} has shape [{}], which does not fit the model (model.* must match the file's "
+           "config.json)",
+           path.string(), t.theirs, fmt::join(theirs.shape, ", "));
+    out[t.ours] = from_hf(t, config, theirs);
+  }
+  // Buffers and tied copies that carry no weights of their own may be present; anything else
+  // means the file holds a different model.
+  for (const auto& [base, t] : by_base) {
+    if (used.count(base) || base == "lm_head.weight" || base.ends_with("attn.bias") ||
+        base.ends_with("attn.masked_bias"))
+      continue;
+    fail("{} holds {}, which a {} model of this config does not have", path.string(), base,
+         config.family);
+  }
+  return out;
+}
+
+void set_weights(const std::map<std::string, NamedTensor>& tensors, const RankState& rank,
+                 const std::string& source) {
+  for (std::size_t c = 0; c < rank.states.size(); ++c) {
+    const ParamStore& params = *rank.params[c];
+    const auto pieces = rank.states[c]->state_pieces();
+    for (const auto& p : pieces) {  // checked before anything is written
+      const ParamEntry& e = params.entry(p.param);
+      auto it = tensors.find(e.spec.name);
+      if (it == tensors.end()) fail("{} has no tensor {}", source, e.spec.name);
+      if (it->second.shape != stored_shape(e.spec))
+        fail("{}: {} has shape [{}] (in our layout) but the model expects [{}]: set model.* to "
+             "match the file's config.json",
+             source, e.spec.name, fmt::join(it->second.shape, ", "),
+             fmt::join(stored_shape(e.spec), ", "));
+      if (p.weights.dtype != DType::f32) fail("initial weights need float32 parameters");
+    }
+    for (const auto& p : pieces) {
+      const ParamEntry& e = params.entry(p.param);
+      const std::vector<float>& values = tensors.at(e.spec.name).values;
+      const SliceMap map(e);
+      float* w = p.weights.as<float>();
+      for (std::int64_t j = 0; j < p.count; ++j) {
+        const std::int64_t g = map(p.begin + j);
+        w[j] = g < 0 ? 0.0f : values[g];
+      }
+    }
+  }
+  for (ShardedState* s : rank.states) s->refresh_weights();
+}
+
+}  // namespace kintsugi

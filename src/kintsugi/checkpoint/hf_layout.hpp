@@ -1,0 +1,44 @@
+#pragma once
+// Our tensors as Hugging Face transformers names and lays them out, per model family, so that
+// `kintsugi export` writes a model the Python ecosystem opens and `--init-from` reads one it
+// wrote (for example a downloaded pretrained GPT-2).
+//
+// A family is a table: each of our tensors, its Hugging Face name and the conversion between
+// the two layouts. GPT-2 uses Conv1D modules whose weights are [in, out] (ours are [out, in],
+// like nn.Linear) and packs the attention input projection as q | k | v over all heads (ours
+// packs per head: q, k, v of head 0, then head 1, ...). Families without a table are refused
+// with a message; adding Llama or BLOOM is adding their table and config.json in hf_layout.cpp.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kintsugi/checkpoint/safetensors.hpp"
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+enum class HfConversion {
+  none,
+  transpose,          // [out, in] <-> Conv1D [in, out]
+  fused_qkv,          // rows regrouped from per-head (q, k, v) to q | k | v
+  fused_qkv_weight,   // fused_qkv, then transposed
+};
+
+struct HfTensor {
+  std::string ours, theirs;
+  HfConversion conversion = HfConversion::none;
+};
+
+// Every tensor of the model, in order; kintsugi::Error for a family without a table.
+std::vector<HfTensor> hf_tensors(const ModelConfig& config);
+// The config.json that goes next to the exported weights.
+nlohmann::json hf_config(const ModelConfig& config);
+// Hugging Face names may carry the model class's prefix ("transformer.h.0..." from
+// GPT2LMHeadModel, "h.0..." from GPT2Model): the name without it.
+std::string hf_base_name(const std::string& name);
+
+// Converts a whole tensor (our stored shape, without vocabulary padding) to theirs and back.
+NamedTensor to_hf(const HfTensor& t, const ModelConfig& config, const NamedTensor& ours);
+NamedTensor from_hf(const HfTensor& t, const ModelConfig& config, const NamedTensor& theirs);
+
+}  // namespace kintsugi

@@ -1,0 +1,121 @@
+#include "kintsugi/checkpoint/safetensors.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/core/half.hpp"
+#include "kintsugi/data/atomic_file.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+// A header larger than this is not a real file's (the format's reference reader caps it too).
+constexpr std::uint64_t kMaxHeader = 100ull << 20;
+}  // namespace
+
+void write_safetensors(const fs::path& path, const std::map<std::string, NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    std::int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    KINTSUGI_ASSERT(n == static_cast<std::int64_t>(t.values.size()));
+    const std::uint64_t bytes = t.values.size() * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  // Pad with spaces so the data starts 8-byte aligned (as the reference writer does).
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::uint64_t length = text.size();
+  unsigned char prefix[8];
+  for (int b = 0; b < 8; ++b) prefix[b] = static_cast<unsigned char>(length >> (8 * b));
+  data::AtomicFile out(path);
+  out.write(prefix, 8);
+  out.write(text);
+  for (const auto& [name, t] : tensors) out.write(t.values.data(), t.values.size() * sizeof(float));
+  out.commit();
+}
+
+std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read {}", path.string());
+  std::error_code ec;
+  const std::uint64_t size = fs::file_size(path, ec);
+  unsigned char prefix[8] = {};
+  if (ec || size < 8 || !in.read(reinterpret_cast<char*>(prefix), 8))
+    fail("{} is not a safetensors file (shorter than its 8-byte header length)", path.string());
+  std::uint64_t length = 0;
+  for (int b = 0; b < 8; ++b) length |= static_cast<std::uint64_t>(prefix[b]) << (8 * b);
+  if (length > kMaxHeader || 8 + length > size)
+    fail("{} is not a safetensors file or is truncated (header length {} in a file of {} bytes)",
+         path.string(), length, size);
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{} has a corrupt safetensors header: {}", path.string(), e.what());
+  }
+  if (!header.is_object()) fail("{} has a corrupt safetensors header", path.string());
+  const std::uint64_t data_begin = 8 + length, data_bytes = size - data_begin;
+
+  std::map<std::string, NamedTensor> out;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  std::vector<char> raw;
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      const std::string dtype = t.at("dtype").get<std::string>();
+      const auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = t.at("data_offsets").get<std::vector<std::uint64_t>>();
+      const std::size_t element = dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
+      if (element == 0)
+        fail("{}: tensor {} has dtype {}; F32, F16 and BF16 can be read", path.string(), name, dtype);
+      std::int64_t n = 1;
+      for (auto d : shape) {
+        if (d < 0) fail("{}: tensor {} has a negative dimension", path.string(), name);
+        n *= d;
+      }
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_bytes)
+        fail("{} is truncated or corrupt: tensor {} lies outside the file", path.string(), name);
+      if (offsets[1] - offsets[0] != static_cast<std::uint64_t>(n) * element)
+        fail("{} is corrupt: tensor {} has {} bytes for shape {}", path.string(), name,
+             offsets[1] - offsets[0], t.at("shape").dump());
+      ranges.emplace_back(offsets[0], offsets[1]);
+      raw.resize(offsets[1] - offsets[0]);
+      in.seekg(static_cast<std::streamoff>(data_begin + offsets[0]));
+      in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+      if (!in) fail("cannot read tensor {} from {}", name, path.string());
+      NamedTensor nt{shape, std::vector<float>(static_cast<std::size_t>(n))};
+      for (std::int64_t k = 0; k < n; ++k) {
+        if (element == 4) {
+          std::memcpy(&nt.values[k], raw.data() + 4 * k, 4);
+        } else {
+          std::uint16_t h;
+          std::memcpy(&h, raw.data() + 2 * k, 2);
+          nt.values[k] = dtype == "BF16" ? bf16_to_float(h) : f16_to_float(h);
+        }
+      }
+      out[name] = std::move(nt);
+    } catch (const json::exception& e) {
+      fail("{}: the header entry of {} is malformed: {}", path.string(), name, e.what());
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t k = 1; k < ranges.size(); ++k)
+    if (ranges[k].first < ranges[k - 1].second)
+      fail("{} is corrupt: tensors overlap in the data", path.string());
+  return out;
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,28 @@
+#pragma once
+// The safetensors format (Hugging Face): an 8-byte little-endian header length, a JSON header
+// mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (byte offsets
+// into the data that follows; an optional "__metadata__" of strings), then the raw
+// little-endian data. We write float32; we read F32, F16 and BF16 (widened to float32).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kintsugi {
+
+struct NamedTensor {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+// Writes `tensors` (float32, in name order) atomically (temporary file + rename).
+void write_safetensors(const std::filesystem::path& path,
+                       const std::map<std::string, NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Reads and checks a whole file: header length and JSON, dtypes, shapes against byte ranges,
+// ranges inside the file and not overlapping. kintsugi::Error naming the problem otherwise.
+std::map<std::string, NamedTensor> read_safetensors(const std::filesystem::path& path);
+
+}  // namespace kintsugi

@@ -1,0 +1,289 @@
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
+#include "kintsugi/checkpoint/checkpoint_format.hpp"
+#include "kintsugi/checkpoint/slice_map.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/model/config_json.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace checkpoint_format;
+
+namespace {
+
+constexpr int kGatherTag = (1 << 22) + 7;
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) fail("cannot open {} to sync it", dir.string());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail("cannot sync {}", dir.string());
+}
+
+// Every rank's string, on rank 0 (other ranks get an empty list).
+std::vector<std::string> gather_to_root(Communicator* world, const std::string& mine) {
+  if (!world) return {mine};
+  std::vector<double> lengths(world->size());
+  double length = static_cast<double>(mine.size());
+  world->all_gather(Tensor{&length, DType::f64, Shape{1}},
+                    Tensor{lengths.data(), DType::f64, Shape{world->size()}});
+  auto bytes = [](const std::string& s) {
+    return Tensor{const_cast<char*>(s.data()), DType::u8, Shape{static_cast<std::int64_t>(s.size())}};
+  };
+  if (world->rank() != 0) {
+    world->send_async(bytes(mine), 0, kGatherTag).wait();
+    return {};
+  }
+  std::vector<std::string> all = {mine};
+  for (int r = 1; r < world->size(); ++r) {
+    std::string text(static_cast<std::size_t>(lengths[r]), '\0');
+    world->recv_async(bytes(text), r, kGatherTag).wait();
+    all.push_back(std::move(text));
+  }
+  return all;
+}
+
+// KINTSUGI_TEST_DIE_IN_SAVE="RANK:STEP": that rank dies (SIGKILL) after writing its shard of
+// the checkpoint of that step, before the checkpoint is complete. The fault tests use it.
+void test_die_in_save(int rank, std::int64_t step) {
+  const char* v = std::getenv("KINTSUGI_TEST_DIE_IN_SAVE");
+  int r = 0;
+  long long s = 0;
+  if (v && std::sscanf(v, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
+}
+
+// This rank's shard: its pieces written to `path`; returns their description for the manifest.
+json write_shard(const fs::path& path, const RankState& rank) {
+  json pieces = json::array(), tensors = json::object();
+  std::unique_ptr<data::AtomicFile> file;
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  std::uint64_t offset = 0;
+  for (std::size_t c = 0; c < rank.states.size(); ++c) {
+    if (!rank.states[c]->writes_state()) continue;  // a data-parallel replica writes it
+    const ParamStore& params = *rank.params[c];
+    for (const auto& p : rank.states[c]->state_pieces()) {
+      const ParamSpec& spec = params.entry(p.param).spec;
+      // The tied copy equals its original; a replicated tensor is the same on every tp rank.
+      if (spec.tied_copy || (spec.split_dim < 0 && rank.tp_rank != 0)) continue;
+      for (const Tensor* t : {&p.weights, &p.m, &p.v}) {
+        if (t->dtype != DType::f32)
+          fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
+        if (!file) file = std::make_unique<data::AtomicFile>(path);
+        file->write(t->data, t->bytes());
+        XXH3_64bits_update(hash, t->data, t->bytes());
+      }
+      pieces.push_back({{"tensor", spec.name},
+                        {"slice_shape", dims_of(params.entry(p.param).local_shape)},
+                        {"split_dim", spec.split_dim},
+                        {"split_begin", spec.split_dim >= 0 ? spec.split_begin : 0},
+                        {"begin", p.begin},
+                        {"count", p.count},
+                        {"offset", offset}});
+      tensors[spec.name] = {{"shape", stored_shape(spec)}};
+      offset += static_cast<std::uint64_t>(p.count) * kValuesPerElement * sizeof(float);
+    }
+  }
+  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
+  if (!file) return json::object();
+  file->commit();
+  return {{"file", path.filename().string()},
+          {"bytes", offset},
+          {"xxh3", hex(checksum)},
+          {"pieces", pieces},
+          {"tensors", tensors}};
+}
+
+class TensorAssembler {
+ public:
+  explicit TensorAssembler(const CheckpointInfo& info) : info_(info) {
+    const json& pieces = info.manifest.at("pieces");
+    for (std::size_t k = 0; k < pieces.size(); ++k)
+      by_tensor_[pieces[k].at("tensor").get<std::string>()].push_back(k);
+  }
+
+  // values[0..2]: weights, first and second moments of the stored tensor (moments only when
+  // `moments`).
+  void read(const std::string& name, bool moments, std::array<std::vector<float>, 3>& values) {
+    const json& entry = info_.manifest.at("tensors").at(name);
+    const auto stored = entry.at("shape").get<std::vector<std::int64_t>>();
+    const std::size_t n = static_cast<std::size_t>(numel_of(stored));
+    for (int q = 0; q < (moments ? 3 : 1); ++q) values[q].assign(n, 0.0f);
+    std::vector<float> buffer;
+    for (std::size_t k : by_tensor_.at(name)) {
+      const json& piece = info_.manifest.at("pieces")[k];
+      const std::int64_t count = piece.at("count").get<std::int64_t>();
+      const std::int64_t begin = piece.at("begin").get<std::int64_t>();
+      buffer.resize(static_cast<std::size_t>(count) * kValuesPerElement);
+      std::ifstream& in = stream(piece.at("file").get<std::size_t>());
+      in.seekg(piece.at("offset").get<std::streamoff>());
+      in.read(reinterpret_cast<char*>(buffer.data()),
+              static_cast<std::streamsize>(buffer.size() * sizeof(float)));
+      if (!in) fail("cannot read the data of {} from {}", name, info_.dir.string());
+      const SliceMap map(piece.at("slice_shape").get<std::vector<std::int64_t>>(),
+                         piece.at("split_dim").get<int>(), piece.at("split_begin").get<std::int64_t>(),
+                         stored);
+      for (std::int64_t j = 0; j < count; ++j) {
+        const std::int64_t g = map(begin + j);
+        if (g < 0) continue;
+        for (int q = 0; q < (moments ? 3 : 1); ++q) values[q][g] = buffer[q * count + j];
+      }
+    }
+  }
+
+ private:
+  std::ifstream& stream(std::size_t file) {
+    auto& s = streams_[file];
+    if (!s) {
+      const fs::path path = info_.dir / info_.manifest.at("files")[file].at("name").get<std::string>();
+      s = std::make_unique<std::ifstream>(path, std::ios::binary);
+      if (!*s) fail("cannot read {}", path.string());
+    }
+    return *s;
+  }
+
+  const CheckpointInfo& info_;
+  std::map<std::string, std::vector<std::size_t>> by_tensor_;
+  std::map<std::size_t, std::unique_ptr<std::ifstream>> streams_;
+};
+
+}  // namespace
+
+fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, const json& layout,
+                               const TrainProgress& progress, const RankState& rank,
+                               std::int64_t keep) {
+  const int me = rank.world ? rank.world->rank() : 0;
+  const fs::path final_dir = checkpoint_path(root, progress.step);
+  const fs::path tmp = partial_path(final_dir);
+  if (me == 0) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec) fail("cannot create {}: {}", tmp.string(), ec.message());
+  }
+  if (rank.world) rank.world->barrier();  // the directory exists for everyone
+
+  const json shard = write_shard(tmp / fmt::format("rank-{:05d}.bin", me), rank);
+  test_die_in_save(me, progress.step);
+  const auto shards = gather_to_root(rank.world, shard.dump());
+  if (me == 0) {
+    json files = json::array(), pieces = json::array(), tensors = json::object();
+    for (const std::string& text : shards) {
+      const json s = json::parse(text);
+      if (s.empty()) continue;  // a rank that owns no state of its own
+      for (json piece : s.at("pieces")) {
+        piece["file"] = files.size();
+        pieces.push_back(std::move(piece));
+      }
+      for (const auto& [name, t] : s.at("tensors").items()) tensors[name] = t;
+      files.push_back({{"name", s.at("file")}, {"bytes", s.at("bytes")}, {"xxh3", s.at("xxh3")}});
+    }
+    const json manifest = {
+        {"format", kFormat},
+        {"version", kVersion},
+        {"step", progress.step},
+        {"optimizer_steps", progress.optimizer_steps},
+        {"loss_scaler",
+         {{"scale", progress.loss_scaler.scale},
+          {"clean_steps", progress.loss_scaler.clean},
+          {"skipped_steps", progress.loss_scaler.skipped}}},
+        {"data", {{"seed", progress.seed}, {"position", "the batch of step s is drawn from (seed, s)"}}},
+        {"model", to_json(model)},
+        {"layout", layout},
+        {"tensors", tensors},
+        {"files", files},
+        {"pieces", pieces}};
+    data::AtomicFile out(tmp / "manifest.json");
+    out.write(manifest.dump(1) + "\n");
+    out.commit();
+    fsync_dir(tmp);
+    // Swap in the complete directory (a re-save of the same step replaces the old one).
+    std::error_code ec;
+    const fs::path old = final_dir.string() + ".replaced";
+    fs::remove_all(old, ec);
+    if (fs::exists(final_dir)) fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old, ec);
+    fsync_dir(root);
+    update_latest(root, final_dir);
+    prune_checkpoints(root, keep, final_dir);
+  }
+  if (rank.world) rank.world->barrier();  // complete before anyone goes on
+  return final_dir;
+}
+
+void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
+  const json& tensors = info.manifest.at("tensors");
+  // Everything this rank needs must be there, in the right shape, before any value changes.
+  std::vector<std::vector<ShardedState::StatePiece>> pieces;
+  for (std::size_t c = 0; c < rank.states.size(); ++c) {
+    pieces.push_back(rank.states[c]->state_pieces());
+    for (const auto& p : pieces.back()) {
+      const ParamSpec& spec = rank.params[c]->entry(p.param).spec;
+      if (!tensors.contains(spec.name))
+        fail("{} has no tensor {}: it is a different model", info.dir.string(), spec.name);
+      const auto stored = tensors.at(spec.name).at("shape").get<std::vector<std::int64_t>>();
+      if (stored != stored_shape(spec))
+        fail("{}: tensor {} has shape {} but the model expects {}", info.dir.string(), spec.name,
+             json(stored).dump(), json(stored_shape(spec)).dump());
+      for (const Tensor* t : {&p.weights, &p.m, &p.v})
+        if (t->dtype != DType::f32)
+          fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
+    }
+  }
+  TensorAssembler assembler(info);
+  std::array<std::vector<float>, 3> values;
+  std::string loaded;
+  for (std::size_t c = 0; c < rank.states.size(); ++c) {
+    const ParamStore& params = *rank.params[c];
+    for (const auto& p : pieces[c]) {
+      const ParamEntry& e = params.entry(p.param);
+      if (e.spec.name != loaded) {
+        assembler.read(e.spec.name, true, values);
+        loaded = e.spec.name;
+      }
+      const SliceMap map(e);
+      float* out[3] = {p.weights.as<float>(), p.m.as<float>(), p.v.as<float>()};
+      for (std::int64_t j = 0; j < p.count; ++j) {
+        const std::int64_t g = map(p.begin + j);
+        for (int q = 0; q < 3; ++q) out[q][j] = g < 0 ? 0.0f : values[q][g];
+      }
+    }
+  }
+  for (ShardedState* s : rank.states) {
+    s->optimizer().set_steps_taken(info.progress.optimizer_steps);
+    s->refresh_weights();
+  }
+}
+
+std::vector<float> read_checkpoint_tensor(const CheckpointInfo& info, const std::string& name,
+                                          std::vector<std::int64_t>* shape) {
+  if (!info.manifest.at("tensors").contains(name))
+    fail("{} has no tensor {}", info.dir.string(), name);
+  TensorAssembler assembler(info);
+  std::array<std::vector<float>, 3> values;
+  assembler.read(name, false, values);
+  if (shape) *shape = info.manifest.at("tensors").at(name).at("shape").get<std::vector<std::int64_t>>();
+  return std::move(values[0]);
+}
+
+}  // namespace kintsugi

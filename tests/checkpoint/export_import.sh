@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Export and import: a trained model exported to Hugging Face safetensors (from the saved model
+# and from a training checkpoint: the same bytes) is checked by an independent reader, and a run
+# started from it with --init-from evaluates to the same validation loss and, after one step
+# with a learning rate of 1e-30 (too small to move any weight by one float32 ulp; the learning
+# rate must be positive), holds the exported weights (relative 1e-12: only an exact zero could
+# move, to +-1e-30).
+# Usage: export_import.sh KINTSUGI CHECK_RUN OUT_DIR [flags...]
+set -euo pipefail
+kintsugi="$1" check="$2" out="$3"
+shift 3
+here="$(cd "$(dirname "$0")" && pwd)"
+export OMP_NUM_THREADS=1
+dir="$out/export_import"
+rm -rf "$dir"
+"$kintsugi" train "$@" --save-every 4 --out "$dir/a" | tee "$dir.a.log"
+"$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"
+"$kintsugi" export --checkpoint "$dir/a/checkpoints/step-00000004" --out "$dir/hf2/model.safetensors"
+cmp "$dir/hf/model.safetensors" "$dir/hf2/model.safetensors"
+python3 "$here/verify_hf_export.py" "$dir/hf/model.safetensors" "$dir/a/model"
+
+"$kintsugi" train "$@" --init-from "$dir/hf/model.safetensors" --set train.steps=1 \
+  --set train.lr=1e-30 --set train.min_lr=1e-30 --out "$dir/b" | tee "$dir.b.log"
+"$check" weights "$dir/a" "$dir/b" 1e-12
+final=$(sed -n 's/^done:.*val loss [0-9.]* -> \([0-9.]*\).*/\1/p' "$dir.a.log")
+initial=$(sed -n 's/^step 0 | val loss \([0-9.]*\)$/\1/p' "$dir.b.log")
+echo "validation loss: trained model $final, imported model $initial"
+[[ -n "$final" && "$final" == "$initial" ]]

@@ -1,0 +1,172 @@
+// The pieces of training checkpoints that need no model: the safetensors format, the Hugging
+// Face GPT-2 layout (q | k | v regrouping, Conv1D transposes), tensor-parallel slice
+// addressing, and the checkpoint directory (latest pointer, partial saves, keeping the last k).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
+#include "kintsugi/checkpoint/hf_layout.hpp"
+#include "kintsugi/checkpoint/safetensors.hpp"
+#include "kintsugi/checkpoint/slice_map.hpp"
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, RoundTripAndLayout) {
+  const fs::path dir = temp_dir("safetensors");
+  std::map<std::string, NamedTensor> tensors = {{"b", {{2, 3}, {1, 2, 3, 4, 5, 6}}},
+                                                {"a", {{1}, {-7.5f}}}};
+  write_safetensors(dir / "x.safetensors", tensors, {{"format", "pt"}});
+  const auto back = read_safetensors(dir / "x.safetensors");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back.at("b").shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(back.at("b").values, tensors.at("b").values);
+  EXPECT_EQ(back.at("a").values, tensors.at("a").values);
+  // The header length is little-endian and the data starts 8-byte aligned.
+  std::ifstream in(dir / "x.safetensors", std::ios::binary);
+  unsigned char prefix[8];
+  in.read(reinterpret_cast<char*>(prefix), 8);
+  std::uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= std::uint64_t(prefix[k]) << (8 * k);
+  EXPECT_EQ((8 + n) % 8, 0u);
+  EXPECT_EQ(fs::file_size(dir / "x.safetensors"), 8 + n + 7 * sizeof(float));
+}
+
+TEST(Safetensors, TruncatedOrForeignFilesAreRefused) {
+  const fs::path dir = temp_dir("safetensors-bad");
+  write_safetensors(dir / "x.safetensors", {{"w", {{4}, {1, 2, 3, 4}}}});
+  fs::resize_file(dir / "x.safetensors", fs::file_size(dir / "x.safetensors") - 4);
+  EXPECT_NE(error_of([&] { read_safetensors(dir / "x.safetensors"); }).find("truncated"),
+            std::string::npos);
+  std::ofstream(dir / "y.safetensors") << "not a safetensors file at all";
+  EXPECT_NE(error_of([&] { read_safetensors(dir / "y.safetensors"); }).find("not a safetensors"),
+            std::string::npos);
+}
+
+TEST(Safetensors, HalfPrecisionDataIsWidened) {
+  // A file written by hand as other tools write them: F16 and BF16 tensors, no padding.
+  const fs::path dir = temp_dir("safetensors-half");
+  const std::string header =
+      R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+      R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
+  std::ofstream out(dir / "half.safetensors", std::ios::binary);
+  const std::uint64_t n = header.size();
+  for (int k = 0; k < 8; ++k) out.put(static_cast<char>(n >> (8 * k)));
+  out << header;
+  const unsigned char data[] = {0x00, 0x3c, 0x00, 0xc0,  // f16 1.0, -2.0
+                                0x40, 0x40};             // bf16 3.0
+  out.write(reinterpret_cast<const char*>(data), sizeof(data));
+  out.close();
+  const auto t = read_safetensors(dir / "half.safetensors");
+  EXPECT_EQ(t.at("h").values, (std::vector<float>{1.0f, -2.0f}));
+  EXPECT_EQ(t.at("b").values, (std::vector<float>{3.0f}));
+}
+
+ModelConfig gpt(std::int64_t heads) {
+  ModelConfig c = model_preset("gpt-tiny");
+  c.n_layer = 1;
+  c.d_model = 4 * heads;
+  c.n_head = heads;
+  c.d_ff = 4 * c.d_model;
+  return c;
+}
+
+TEST(HfLayout, Gpt2FusedQkvIsRegroupedAndTransposed) {
+  const ModelConfig c = gpt(2);  // head_dim 4
+  const auto table = hf_tensors(c);
+  const auto it = std::find_if(table.begin(), table.end(),
+                               [](const HfTensor& t) { return t.ours == "blocks.0.attn.qkv.weight"; });
+  ASSERT_NE(it, table.end());
+  EXPECT_EQ(it->theirs, "transformer.h.0.attn.c_attn.weight");
+  // Ours: [3d, d] rows per head (q0 k0 v0 q1 k1 v1), value = row index.
+  const std::int64_t d = c.d_model, hd = c.head_dim();
+  NamedTensor ours{{3 * d, d}, std::vector<float>(3 * d * d)};
+  for (std::int64_t r = 0; r < 3 * d; ++r)
+    for (std::int64_t i = 0; i < d; ++i) ours.values[r * d + i] = static_cast<float>(r);
+  const NamedTensor theirs = to_hf(*it, c, ours);
+  ASSERT_EQ(theirs.shape, (std::vector<std::int64_t>{d, 3 * d}));
+  // Theirs: [in, out], out = (q | k | v) x (head, j). Column of head 1's key, element 2:
+  const std::int64_t column = 1 * d + 1 * hd + 2;        // k, head 1, j 2
+  const std::int64_t our_row = 1 * 3 * hd + 1 * hd + 2;  // head 1: q, k, v blocks
+  for (std::int64_t i = 0; i < d; ++i) EXPECT_EQ(theirs.values[i * 3 * d + column], our_row);
+  const NamedTensor back = from_hf(*it, c, theirs);
+  EXPECT_EQ(back.shape, ours.shape);
+  EXPECT_EQ(back.values, ours.values);
+}
+
+TEST(HfLayout, NamesCoverTheModelAndPrefixesAreOptional) {
+  const auto table = hf_tensors(gpt(2));
+  EXPECT_EQ(table.size(), 2u + 12u + 2u);  // embeddings, one block, final norm
+  EXPECT_EQ(hf_base_name("transformer.h.0.ln_1.weight"), "h.0.ln_1.weight");
+  EXPECT_EQ(hf_base_name("h.0.ln_1.weight"), "h.0.ln_1.weight");
+  ModelConfig llama = model_preset("llama-tiny");
+  EXPECT_NE(error_of([&] { hf_tensors(llama); }).find("not supported yet"), std::string::npos);
+}
+
+TEST(SliceMap, ColumnAndRowSlicesAndPaddingRows) {
+  // A [6, 4] tensor stored without padding as [5, 4]; rank 1 of 2 holds columns 2-3.
+  const SliceMap columns({6, 2}, 1, 2, {5, 4});
+  EXPECT_EQ(columns(0), 2);      // row 0, column 2
+  EXPECT_EQ(columns(3), 4 + 3);  // row 1, column 3
+  EXPECT_EQ(columns(10), -1);    // row 5: padding
+  // Rank 1 of 2 holding rows 3-5.
+  const SliceMap rows({3, 4}, 0, 3, {5, 4});
+  EXPECT_EQ(rows(0), 12);
+  EXPECT_EQ(rows(4 + 1), 17);
+  EXPECT_EQ(rows(8), -1);
+  const SliceMap vector({3}, 0, 3, {6});
+  EXPECT_EQ(vector(2), 5);
+}
+
+TEST(CheckpointDir, LatestPartialAndKeep) {
+  const fs::path root = temp_dir("ckpt-dir");
+  EXPECT_FALSE(newest_checkpoint(root));
+  for (int step : {2, 4, 6}) {
+    fs::create_directories(checkpoint_path(root, step));
+    std::ofstream(checkpoint_path(root, step) / "manifest.json") << "{}";
+  }
+  fs::create_directories(partial_path(checkpoint_path(root, 8)));  // a save that died
+  EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000006");
+  update_latest(root, checkpoint_path(root, 4));
+  EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000004");  // the pointer decides
+  prune_checkpoints(root, 2, checkpoint_path(root, 6));
+  EXPECT_FALSE(fs::exists(checkpoint_path(root, 2)));
+  EXPECT_TRUE(fs::exists(checkpoint_path(root, 4)));
+  EXPECT_FALSE(fs::exists(partial_path(checkpoint_path(root, 8))));
+  // A run resumed from an older step saved step 4 while step 6 exists: 4 is kept.
+  prune_checkpoints(root, 1, checkpoint_path(root, 4));
+  EXPECT_TRUE(fs::exists(checkpoint_path(root, 4)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(root, 6)));
+  fs::create_directories(checkpoint_path(root, 6));
+  std::ofstream(checkpoint_path(root, 6) / "manifest.json") << "{}";
+  fs::remove_all(checkpoint_path(root, 4));  // the pointer's target is gone: newest complete
+  EXPECT_EQ(newest_checkpoint(root)->filename(), "step-00000006");
+  EXPECT_EQ(resolve_resume("auto", root.parent_path() / "nothing-here"), std::nullopt);
+  EXPECT_NE(error_of([&] { resolve_resume((root / "nope").string(), root); }).find("no such"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kintsugi
