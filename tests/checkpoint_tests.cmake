@@ -88,8 +88,17 @@ set_tests_properties(ckpt.stop_on_sigTERM_one_rank_of_dp2 PROPERTIES PROCESSORS 
 # Hugging Face safetensors export, checked by an independent reader, and --init-from.
 add_test(NAME ckpt.export_import
          COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
-                 ${CKPT_OUT} ${MICRO_RUN})
-set_tests_properties(ckpt.export_import PROPERTIES TIMEOUT 300)
+                 ${CKPT_OUT} export_import ${MICRO_RUN})
+# Llama (q_proj, k_proj, v_proj split out of the fused qkv, grouped-query attention, untied
+# head) and BLOOM (fused query_key_value per head, embedding LayerNorm).
+add_test(NAME ckpt.export_import_llama
+         COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                 ${CKPT_OUT} export_import_llama ${LLAMA_RUN})
+add_test(NAME ckpt.export_import_bloom
+         COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                 ${CKPT_OUT} export_import_bloom ${BLOOM_RUN})
+set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
+                     PROPERTIES TIMEOUT 300)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})

@@ -5,13 +5,13 @@
 # with a learning rate of 1e-30 (too small to move any weight by one float32 ulp; the learning
 # rate must be positive), holds the exported weights (relative 1e-12: only an exact zero could
 # move, to +-1e-30).
-# Usage: export_import.sh KINTSUGI CHECK_RUN OUT_DIR [flags...]
+# Usage: export_import.sh KINTSUGI CHECK_RUN OUT_DIR NAME [flags...]
 set -euo pipefail
-kintsugi="$1" check="$2" out="$3"
-shift 3
+kintsugi="$1" check="$2" out="$3" name="$4"
+shift 4
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=1
-dir="$out/export_import"
+dir="$out/$name"
 rm -rf "$dir"
 "$kintsugi" train "$@" --save-every 4 --out "$dir/a" | tee "$dir.a.log"
 "$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"

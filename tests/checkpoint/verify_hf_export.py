@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Checks an exported GPT-2 safetensors file against the kintsugi model checkpoint it came from,
-with a reader written from the format's specification (not kintsugi's code): header, metadata,
-names, shapes, and every value under Hugging Face's layout (Conv1D weights are [in, out]; the
-attention projection packs q | k | v over all heads, kintsugi packs q, k, v per head).
+"""Checks an exported safetensors file against the kintsugi model checkpoint it came from, with a
+reader written from the format's specification (not kintsugi's code): header, metadata, names,
+shapes, and every value under Hugging Face's layout for the model's family:
+  GPT2LMHeadModel   Conv1D weights are [in, out]; c_attn packs q | k | v over all heads
+                    (kintsugi packs per head: its query heads, key, value)
+  LlamaForCausalLM  nn.Linear [out, in]; q_proj, k_proj, v_proj are separate tensors
+  BloomForCausalLM  nn.Linear [out, in]; query_key_value packs q, k, v per head, as kintsugi
 
 Usage: verify_hf_export.py FILE.safetensors MODEL_CHECKPOINT_DIR"""
 import array
@@ -53,20 +56,20 @@ def main():
     model, ours = read_kintsugi(sys.argv[2])
     config = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "config.json")))
     assert meta.get("format") == "pt", meta
-    assert config["model_type"] == "gpt2"
-    for key, ours_key in [("n_layer", "n_layer"), ("n_embd", "d_model"), ("n_head", "n_head"),
-                          ("vocab_size", "vocab_size"), ("n_positions", "seq_len")]:
-        assert config[key] == model[ours_key], key
+    family = model.get("family", "gpt2")
     d, heads, layers = model["d_model"], model["n_head"], model["n_layer"]
-    hd = d // heads
+    kv = model.get("n_kv_head", 0) or heads
+    hd, group = d // heads, heads // kv
     checked = 0
 
-    def same(hf_name, our_name, index):
-        """index(hf flat position, hf shape) -> our flat position."""
+    def same(hf_name, our_name, index, rows=None):
+        """index(hf flat position, hf shape) -> our flat position; rows: the hf tensor is that
+        many rows of ours (a part of a fused tensor)."""
         nonlocal checked
         shape, values = hf[hf_name]
         our_shape, our_values = ours[our_name]
-        assert len(values) == len(our_values), (hf_name, shape, our_shape)
+        expected = len(our_values) if rows is None else rows * our_shape[1]
+        assert len(values) == expected, (hf_name, shape, our_shape)
         for k in range(len(values)):
             assert values[k] == our_values[index(k, shape)], (hf_name, k)
         checked += 1
@@ -74,27 +77,82 @@ def main():
     plain = lambda k, shape: k
     transposed = lambda k, shape: (k % shape[1]) * shape[0] + k // shape[1]  # hf [in, out]
 
-    def qkv_row(o):  # hf output column o (q | k | v) -> our row (per head: q, k, v)
-        s, h, j = o // d, (o % d) // hd, o % hd
-        return h * 3 * hd + s * hd + j
+    def our_row(kind, head, j):  # kintsugi: per kv head g, `group` query heads, key g, value g
+        if kind == "q":
+            return ((head // group) * (group + 2) + head % group) * hd + j
+        return (head * (group + 2) + group + (kind == "v")) * hd + j
 
-    same("transformer.wte.weight", "embedding.token.weight", plain)
-    same("transformer.wpe.weight", "embedding.position.weight", plain)
-    for i in range(layers):
-        p, q = f"transformer.h.{i}.", f"blocks.{i}."
-        for a, b in [("ln_1", "ln1"), ("ln_2", "ln2")]:
-            same(p + a + ".weight", q + b + ".weight", plain)
-            same(p + a + ".bias", q + b + ".bias", plain)
-        same(p + "attn.c_attn.weight", q + "attn.qkv.weight",
-             lambda k, shape: qkv_row(k % shape[1]) * shape[0] + k // shape[1])
-        same(p + "attn.c_attn.bias", q + "attn.qkv.bias", lambda k, shape: qkv_row(k))
-        for a, b in [("attn.c_proj", "attn.proj"), ("mlp.c_fc", "mlp.fc"), ("mlp.c_proj", "mlp.fc2")]:
-            same(p + a + ".weight", q + b + ".weight", transposed)
-            same(p + a + ".bias", q + b + ".bias", plain)
-    same("transformer.ln_f.weight", "final_norm.weight", plain)
-    same("transformer.ln_f.bias", "final_norm.bias", plain)
-    assert checked == len(hf) == len(ours), (checked, len(hf), len(ours))
-    print(f"ok: {checked} tensors match under Hugging Face GPT-2 names and layout")
+    if family == "gpt2":
+        assert config["model_type"] == "gpt2"
+        for key, ours_key in [("n_layer", "n_layer"), ("n_embd", "d_model"), ("n_head", "n_head"),
+                              ("vocab_size", "vocab_size"), ("n_positions", "seq_len")]:
+            assert config[key] == model[ours_key], key
+
+        def qkv_row(o):  # hf output column o (q | k | v) -> our row
+            s, h, j = o // d, (o % d) // hd, o % hd
+            return our_row("qkv"[s], h, j)
+
+        same("transformer.wte.weight", "embedding.token.weight", plain)
+        same("transformer.wpe.weight", "embedding.position.weight", plain)
+        for i in range(layers):
+            p, q = f"transformer.h.{i}.", f"blocks.{i}."
+            for a, b in [("ln_1", "ln1"), ("ln_2", "ln2")]:
+                same(p + a + ".weight", q + b + ".weight", plain)
+                same(p + a + ".bias", q + b + ".bias", plain)
+            same(p + "attn.c_attn.weight", q + "attn.qkv.weight",
+                 lambda k, shape: qkv_row(k % shape[1]) * shape[0] + k // shape[1])
+            same(p + "attn.c_attn.bias", q + "attn.qkv.bias", lambda k, shape: qkv_row(k))
+            for a, b in [("attn.c_proj", "attn.proj"), ("mlp.c_fc", "mlp.fc"),
+                         ("mlp.c_proj", "mlp.fc2")]:
+                same(p + a + ".weight", q + b + ".weight", transposed)
+                same(p + a + ".bias", q + b + ".bias", plain)
+        same("transformer.ln_f.weight", "final_norm.weight", plain)
+        same("transformer.ln_f.bias", "final_norm.bias", plain)
+        total = len(ours)
+    elif family == "llama":
+        assert config["model_type"] == "llama" and config["architectures"] == ["LlamaForCausalLM"]
+        for key, ours_key in [("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
+                              ("num_attention_heads", "n_head"), ("intermediate_size", "d_ff"),
+                              ("vocab_size", "vocab_size")]:
+            assert config[key] == model[ours_key], key
+        assert config["num_key_value_heads"] == kv and config["tie_word_embeddings"] is False
+        same("model.embed_tokens.weight", "embedding.token.weight", plain)
+        for i in range(layers):
+            p, q = f"model.layers.{i}.", f"blocks.{i}."
+            same(p + "input_layernorm.weight", q + "ln1.weight", plain)
+            same(p + "post_attention_layernorm.weight", q + "ln2.weight", plain)
+            for kind, count in [("q", heads), ("k", kv), ("v", kv)]:
+                same(p + f"self_attn.{kind}_proj.weight", q + "attn.qkv.weight",
+                     lambda k, shape, kind=kind: our_row(kind, (k // d) // hd, (k // d) % hd) * d + k % d,
+                     rows=count * hd)
+            same(p + "self_attn.o_proj.weight", q + "attn.proj.weight", plain)
+            for a in ["gate", "up", "down"]:
+                same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
+        same("model.norm.weight", "final_norm.weight", plain)
+        same("lm_head.weight", "head.weight", plain)
+        total = len(ours) + 2 * layers  # each fused qkv became three tensors
+    elif family == "bloom":
+        assert config["model_type"] == "bloom" and config["architectures"] == ["BloomForCausalLM"]
+        for key, ours_key in [("n_layer", "n_layer"), ("hidden_size", "d_model"),
+                              ("n_head", "n_head"), ("vocab_size", "vocab_size")]:
+            assert config[key] == model[ours_key], key
+        same("transformer.word_embeddings.weight", "embedding.token.weight", plain)
+        for a in ["weight", "bias"]:
+            same(f"transformer.word_embeddings_layernorm.{a}", f"embedding.norm.{a}", plain)
+            same(f"transformer.ln_f.{a}", f"final_norm.{a}", plain)
+        for i in range(layers):
+            p, q = f"transformer.h.{i}.", f"blocks.{i}."
+            for a, b in [("input_layernorm", "ln1"), ("post_attention_layernorm", "ln2"),
+                         ("self_attention.query_key_value", "attn.qkv"),
+                         ("self_attention.dense", "attn.proj"), ("mlp.dense_h_to_4h", "mlp.fc"),
+                         ("mlp.dense_4h_to_h", "mlp.fc2")]:
+                same(p + a + ".weight", q + b + ".weight", plain)
+                same(p + a + ".bias", q + b + ".bias", plain)
+        total = len(ours)
+    else:
+        raise AssertionError(f"unknown family {family}")
+    assert checked == len(hf) == total, (checked, len(hf), total)
+    print(f"ok: {checked} tensors match under Hugging Face {family} names and layout")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
     }
   }
   std::map<std::string, NamedTensor> theirs;
-  for (const HfTensor& t : table) {
+  for (const HfTensor& t : table) {  // a fused qkv may feed three of theirs
     auto it = ours.find(t.ours);
     if (it == ours.end()) fail("{} has no tensor {}", checkpoint.string(), t.ours);
     theirs[t.theirs] = to_hf(t, config, it->second);
@@ -73,6 +73,7 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
   for (auto& [name, t] : file) by_base[hf_base_name(name)] = &t;
 
   std::map<std::string, NamedTensor> out;
+  std::map<std::string, std::pair<HfTensor, NamedTensor>> assembled;  // qkv from its parts
   std::set<std::string> used;
   for (const HfTensor& t : table) {
     const std::string base = hf_base_name(t.theirs);
@@ -90,6 +91,23 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
     }
     // Shapes are checked against the model's parameters in set_weights; here only what the
     // conversion itself needs.
+    if (is_qkv_part(t.conversion)) {  // rows of a fused qkv in q | k | v order
+      const RowRange r = qkv_part_rows(t.conversion, config);
+      const std::int64_t qkv = (config.n_head + 2 * config.kv_heads()) * config.head_dim();
+      if (theirs.shape.size() != 2 || theirs.shape[0] != r.end - r.begin)
+        fail("{}: {} has shape [{}], not [{}, hidden size] (model.* must match the file's "
+             "config.json)",
+             path.string(), t.theirs, fmt::join(theirs.shape, ", "), r.end - r.begin);
+      auto [it2, fresh] = assembled.try_emplace(
+          t.ours, t, NamedTensor{{qkv, theirs.shape[1]}, std::vector<float>(qkv * theirs.shape[1])});
+      NamedTensor& whole = it2->second.second;
+      if (whole.shape[1] != theirs.shape[1])
+        fail("{}: {} has {} columns, the other attention projections {}", path.string(), t.theirs,
+             theirs.shape[1], whole.shape[1]);
+      std::copy(theirs.values.begin(), theirs.values.end(),
+                whole.values.begin() + r.begin * whole.shape[1]);
+      continue;
+    }
     const bool matrix = t.conversion == HfConversion::transpose ||
                         t.conversion == HfConversion::fused_qkv_weight;
     const std::int64_t qkv = (config.n_head + 2 * config.kv_heads()) * config.head_dim();
@@ -102,11 +120,12 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
            path.string(), t.theirs, fmt::join(theirs.shape, ", "));
     out[t.ours] = from_hf(t, config, theirs);
   }
+  for (const auto& [ours, part] : assembled) out[ours] = from_hf(part.first, config, part.second);
   // Buffers and tied copies that carry no weights of their own may be present; anything else
   // means the file holds a different model.
   for (const auto& [base, t] : by_base) {
     if (used.count(base) || base == "lm_head.weight" || base.ends_with("attn.bias") ||
-        base.ends_with("attn.masked_bias"))
+        base.ends_with("attn.masked_bias") || base.ends_with("rotary_emb.inv_freq"))
       continue;
     fail("{} holds {}, which a {} model of this config does not have", path.string(), base,
          config.family);

@@ -67,16 +67,78 @@ NamedTensor regroup(const ModelConfig& c, const NamedTensor& t, bool forward) {
   return out;
 }
 
+NamedTensor rows(const NamedTensor& t, RowRange r) {
+  const std::int64_t width = static_cast<std::int64_t>(t.values.size()) / t.shape[0];
+  NamedTensor out{t.shape, {}};
+  out.shape[0] = r.end - r.begin;
+  out.values.assign(t.values.begin() + r.begin * width, t.values.begin() + r.end * width);
+  return out;
+}
+
 }  // namespace
+
+bool is_qkv_part(HfConversion c) {
+  return c == HfConversion::qkv_q || c == HfConversion::qkv_k || c == HfConversion::qkv_v;
+}
+
+RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
+  const std::int64_t q = config.n_head * config.head_dim(), kv = config.kv_heads() * config.head_dim();
+  switch (c) {
+    case HfConversion::qkv_q: return {0, q};
+    case HfConversion::qkv_k: return {q, q + kv};
+    case HfConversion::qkv_v: return {q + kv, q + 2 * kv};
+    default: KINTSUGI_ASSERT(!"not a qkv part");
+  }
+  return {};
+}
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
   if (config.family == "gpt2") return gpt2_tensors(config);
-  fail("export and import of model.family = \"{}\" are not supported yet (gpt2 is)", config.family);
+  if (config.family == "llama") return llama_tensors(config);
+  if (config.family == "bloom") {
+    if (config.d_ff != 4 * config.d_model)
+      fail("Hugging Face's BLOOM has an MLP of 4 x hidden size; model.d_ff = {} is not 4 x {}",
+           config.d_ff, config.d_model);
+    return bloom_tensors(config);
+  }
+  fail("export and import of model.family = \"{}\" are not supported", config.family);
 }
 
 nlohmann::json hf_config(const ModelConfig& c) {
-  if (c.family != "gpt2")
-    fail("export of model.family = \"{}\" is not supported yet (gpt2 is)", c.family);
+  if (c.family == "llama")
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.d_model},
+            {"intermediate_size", c.d_ff},
+            {"num_hidden_layers", c.n_layer},
+            {"num_attention_heads", c.n_head},
+            {"num_key_value_heads", c.kv_heads()},
+            {"max_position_embeddings", c.seq_len},
+            {"rms_norm_eps", c.norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"hidden_act", "silu"},
+            {"initializer_range", c.init_std},
+            {"tie_word_embeddings", false},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"torch_dtype", "float32"}};
+  if (c.family == "bloom")
+    return {{"architectures", {"BloomForCausalLM"}},
+            {"model_type", "bloom"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.d_model},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"layer_norm_epsilon", c.norm_eps},
+            {"initializer_range", c.init_std},
+            {"apply_residual_connection_post_layernorm", false},
+            {"hidden_dropout", 0.0},
+            {"attention_dropout", 0.0},
+            {"pretraining_tp", 1},
+            {"slow_but_exact", false},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", "float32"}};
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"vocab_size", c.vocab_size},
@@ -110,6 +172,9 @@ NamedTensor to_hf(const HfTensor& t, const ModelConfig& c, const NamedTensor& ou
     case HfConversion::transpose: return transpose(ours);
     case HfConversion::fused_qkv: return regroup(c, ours, true);
     case HfConversion::fused_qkv_weight: return transpose(regroup(c, ours, true));
+    case HfConversion::qkv_q:
+    case HfConversion::qkv_k:
+    case HfConversion::qkv_v: return rows(regroup(c, ours, true), qkv_part_rows(t.conversion, c));
   }
   return ours;
 }
@@ -120,6 +185,9 @@ NamedTensor from_hf(const HfTensor& t, const ModelConfig& c, const NamedTensor& 
     case HfConversion::transpose: return transpose(theirs);
     case HfConversion::fused_qkv: return regroup(c, theirs, false);
     case HfConversion::fused_qkv_weight: return regroup(c, transpose(theirs), false);
+    case HfConversion::qkv_q:
+    case HfConversion::qkv_k:
+    case HfConversion::qkv_v: return regroup(c, theirs, false);  // the assembled q | k | v
   }
   return theirs;
 }

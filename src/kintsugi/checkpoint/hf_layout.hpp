@@ -6,8 +6,11 @@
 // A family is a table: each of our tensors, its Hugging Face name and the conversion between
 // the two layouts. GPT-2 uses Conv1D modules whose weights are [in, out] (ours are [out, in],
 // like nn.Linear) and packs the attention input projection as q | k | v over all heads (ours
-// packs per head: q, k, v of head 0, then head 1, ...). Families without a table are refused
-// with a message; adding Llama or BLOOM is adding their table and config.json in hf_layout.cpp.
+// packs per head: q, k, v of head 0, then head 1, ...). Llama (LlamaForCausalLM) keeps nn.Linear
+// layouts but splits our fused qkv into q_proj, k_proj and v_proj: three Hugging Face tensors
+// are row blocks of one of ours. Our RoPE pairs dimension i with i + head_dim / 2 (Hugging
+// Face's rotate_half), so no permutation of q and k is needed. BLOOM (BloomForCausalLM) packs
+// query_key_value per head exactly as we do.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,7 +25,18 @@ enum class HfConversion {
   transpose,          // [out, in] <-> Conv1D [in, out]
   fused_qkv,          // rows regrouped from per-head (q, k, v) to q | k | v
   fused_qkv_weight,   // fused_qkv, then transposed
+  qkv_q,              // rows of fused_qkv: the query heads (Llama's q_proj)
+  qkv_k,              //   the key heads (k_proj)
+  qkv_v,              //   the value heads (v_proj)
 };
+
+// Whether `c` makes one Hugging Face tensor out of a row block of one of ours; the rows, in
+// the q | k | v order, that it takes.
+bool is_qkv_part(HfConversion c);
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+};
+RowRange qkv_part_rows(HfConversion c, const ModelConfig& config);
 
 struct HfTensor {
   std::string ours, theirs;
@@ -38,6 +52,8 @@ nlohmann::json hf_config(const ModelConfig& config);
 std::string hf_base_name(const std::string& name);
 
 // Converts a whole tensor (our stored shape, without vocabulary padding) to theirs and back.
+// from_hf of a qkv part is the whole fused tensor (q | k | v order) converted back; the import
+// assembles it from the three parts first.
 NamedTensor to_hf(const HfTensor& t, const ModelConfig& config, const NamedTensor& ours);
 NamedTensor from_hf(const HfTensor& t, const ModelConfig& config, const NamedTensor& theirs);
 
