@@ -34,6 +34,56 @@ std::vector<HfTensor> gpt2_tensors(const ModelConfig& c) {
   return t;
 }
 
+std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
+  using C = HfConversion;
+  std::vector<HfTensor> t = {{"embedding.token.weight", "model.embed_tokens.weight", C::none}};
+  for (std::int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string ours = fmt::format("blocks.{}.", i), theirs = fmt::format("model.layers.{}.", i);
+    const std::vector<HfTensor> block = {
+        {"ln1.weight", "input_layernorm.weight", C::none},
+        {"attn.qkv.weight", "self_attn.q_proj.weight", C::qkv_q},
+        {"attn.qkv.weight", "self_attn.k_proj.weight", C::qkv_k},
+        {"attn.qkv.weight", "self_attn.v_proj.weight", C::qkv_v},
+        {"attn.proj.weight", "self_attn.o_proj.weight", C::none},
+        {"ln2.weight", "post_attention_layernorm.weight", C::none},
+        {"mlp.gate.weight", "mlp.gate_proj.weight", C::none},
+        {"mlp.up.weight", "mlp.up_proj.weight", C::none},
+        {"mlp.down.weight", "mlp.down_proj.weight", C::none}};
+    for (const auto& b : block) t.push_back({ours + b.ours, theirs + b.theirs, b.conversion});
+  }
+  t.push_back({"final_norm.weight", "model.norm.weight", C::none});
+  t.push_back({"head.weight", "lm_head.weight", C::none});
+  return t;
+}
+
+std::vector<HfTensor> bloom_tensors(const ModelConfig& c) {
+  using C = HfConversion;
+  std::vector<HfTensor> t = {
+      {"embedding.token.weight", "transformer.word_embeddings.weight", C::none},
+      {"embedding.norm.weight", "transformer.word_embeddings_layernorm.weight", C::none},
+      {"embedding.norm.bias", "transformer.word_embeddings_layernorm.bias", C::none}};
+  for (std::int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string ours = fmt::format("blocks.{}.", i), theirs = fmt::format("transformer.h.{}.", i);
+    const std::vector<HfTensor> block = {
+        {"ln1.weight", "input_layernorm.weight", C::none},
+        {"ln1.bias", "input_layernorm.bias", C::none},
+        {"attn.qkv.weight", "self_attention.query_key_value.weight", C::none},
+        {"attn.qkv.bias", "self_attention.query_key_value.bias", C::none},
+        {"attn.proj.weight", "self_attention.dense.weight", C::none},
+        {"attn.proj.bias", "self_attention.dense.bias", C::none},
+        {"ln2.weight", "post_attention_layernorm.weight", C::none},
+        {"ln2.bias", "post_attention_layernorm.bias", C::none},
+        {"mlp.fc.weight", "mlp.dense_h_to_4h.weight", C::none},
+        {"mlp.fc.bias", "mlp.dense_h_to_4h.bias", C::none},
+        {"mlp.fc2.weight", "mlp.dense_4h_to_h.weight", C::none},
+        {"mlp.fc2.bias", "mlp.dense_4h_to_h.bias", C::none}};
+    for (const auto& b : block) t.push_back({ours + b.ours, theirs + b.theirs, b.conversion});
+  }
+  t.push_back({"final_norm.weight", "transformer.ln_f.weight", C::none});
+  t.push_back({"final_norm.bias", "transformer.ln_f.bias", C::none});
+  return t;
+}
+
 // Row r of our per-head packing -> row of the q | k | v packing. Per kv head: `group` query
 // heads, its key, its value (attention_common.hpp).
 std::int64_t fused_row(const ModelConfig& c, std::int64_t r) {

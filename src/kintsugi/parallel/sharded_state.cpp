@@ -134,52 +134,58 @@ void ShardedState::initialize(std::uint64_t seed) {
     }
 }
 
-void ShardedState::build_optimizer(const AdamWConfig& config) {
-  const DType pt = params_.param_dtype(), gt = params_.grad_dtype();
-  std::vector<AdamWSegment> segments;
+void ShardedState::for_each_updated_range(
+    const std::function<void(int param, std::int64_t a, std::int64_t n, std::int64_t owned)>& fn)
+    const {
   for (int u = 0; u < params_.units(); ++u) {
     const ParamUnit& unit = params_.unit(u);
     const Chunk& c = chunks_[u];
     // The elements this rank updates, and where they sit in each buffer.
     const std::int64_t lo = stage_ == 0 ? unit.begin : c.begin;
     const std::int64_t hi = stage_ == 0 ? unit.end : c.begin + c.size;
-    auto owned_index = [&](std::int64_t g) { return c.offset + (g - c.begin); };
     for (int i = unit.first_param; i < unit.end_param; ++i) {
       const ParamEntry& e = params_.entry(i);
       const std::int64_t end = i + 1 < unit.end_param ? params_.entry(i + 1).offset : unit.end;
       const std::int64_t a = std::max(lo, e.offset), b = std::min(hi, end);
-      if (a >= b) continue;
-      const std::int64_t n = b - a;
-      AdamWSegment s;
-      s.decay = e.spec.weight_decay;
-      const Tensor weights = stage_ <= 2 ? slice(full_params_.data(), pt, a, n)
-                                         : slice(owned_params_.data(), pt, owned_index(a), n);
-      s.grad = stage_ <= 1 ? slice(full_grads_.data(), gt, a, n)
-                           : slice(owned_grads_.data(), gt, owned_index(a), n);
-      if (mixed_) {
-        s.param = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned_index(a), n);
-        s.working_copy = weights;
-      } else {
-        s.param = weights;
-      }
-      // Neighbours with the same decay setting make one segment when each of their buffers
-      // continues the previous one (under ZeRO-2 the owned master weights and gradients of
-      // two units are adjacent but their working copies, in the full buffer, are not).
-      auto follows = [](const Tensor& prev, const Tensor& next) {
-        return static_cast<std::byte*>(prev.data) + prev.bytes() == next.data;
-      };
-      if (!segments.empty() && segments.back().decay == s.decay &&
-          follows(segments.back().param, s.param) && follows(segments.back().grad, s.grad) &&
-          (!mixed_ || follows(segments.back().working_copy, s.working_copy))) {
-        AdamWSegment& prev = segments.back();
-        prev.param.shape = Shape{prev.param.numel() + n};
-        prev.grad.shape = Shape{prev.grad.numel() + n};
-        if (mixed_) prev.working_copy.shape = Shape{prev.working_copy.numel() + n};
-      } else {
-        segments.push_back(s);
-      }
+      if (a < b) fn(i, a, b - a, c.offset + (a - c.begin));
     }
   }
+}
+
+void ShardedState::build_optimizer(const AdamWConfig& config) {
+  const DType pt = params_.param_dtype(), gt = params_.grad_dtype();
+  std::vector<AdamWSegment> segments;
+  for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
+    const ParamEntry& e = params_.entry(i);
+    AdamWSegment s;
+    s.decay = e.spec.weight_decay;
+    const Tensor weights = stage_ <= 2 ? slice(full_params_.data(), pt, a, n)
+                                       : slice(owned_params_.data(), pt, owned, n);
+    s.grad = stage_ <= 1 ? slice(full_grads_.data(), gt, a, n)
+                         : slice(owned_grads_.data(), gt, owned, n);
+    if (mixed_) {
+      s.param = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned, n);
+      s.working_copy = weights;
+    } else {
+      s.param = weights;
+    }
+    // Neighbours with the same decay setting make one segment when each of their buffers
+    // continues the previous one (under ZeRO-2 the owned master weights and gradients of
+    // two units are adjacent but their working copies, in the full buffer, are not).
+    auto follows = [](const Tensor& prev, const Tensor& next) {
+      return static_cast<std::byte*>(prev.data) + prev.bytes() == next.data;
+    };
+    if (!segments.empty() && segments.back().decay == s.decay &&
+        follows(segments.back().param, s.param) && follows(segments.back().grad, s.grad) &&
+        (!mixed_ || follows(segments.back().working_copy, s.working_copy))) {
+      AdamWSegment& prev = segments.back();
+      prev.param.shape = Shape{prev.param.numel() + n};
+      prev.grad.shape = Shape{prev.grad.numel() + n};
+      if (mixed_) prev.working_copy.shape = Shape{prev.working_copy.numel() + n};
+    } else {
+      segments.push_back(s);
+    }
+  });
   adamw_ = std::make_unique<AdamW>(backend_, std::move(segments), config);
 }
 
@@ -396,35 +402,24 @@ std::vector<ShardedState::StatePiece> ShardedState::state_pieces() const {
   const DType pt = params_.param_dtype();
   std::vector<StatePiece> out;
   std::int64_t state_offset = 0;
-  for (int u = 0; u < params_.units(); ++u) {
-    const ParamUnit& unit = params_.unit(u);
-    const Chunk& c = chunks_[u];
-    const std::int64_t lo = stage_ == 0 ? unit.begin : c.begin;
-    const std::int64_t hi = stage_ == 0 ? unit.end : c.begin + c.size;
-    auto owned_index = [&](std::int64_t g) { return c.offset + (g - c.begin); };
-    for (int i = unit.first_param; i < unit.end_param; ++i) {
-      const ParamEntry& e = params_.entry(i);
-      const std::int64_t end = i + 1 < unit.end_param ? params_.entry(i + 1).offset : unit.end;
-      const std::int64_t a = std::max(lo, e.offset), b = std::min(hi, end);
-      if (a >= b) continue;
-      const std::int64_t n = b - a;
-      // Alignment gaps after the tensor are optimizer state too (always zero): skip them.
-      const std::int64_t valid = std::min(b, e.offset + e.local_shape.numel()) - a;
-      if (valid > 0) {
-        StatePiece p;
-        p.param = i;
-        p.begin = a - e.offset;
-        p.count = valid;
-        if (mixed_) p.weights = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned_index(a), valid);
-        else if (stage_ <= 2) p.weights = slice(full_params_.data(), pt, a, valid);
-        else p.weights = slice(owned_params_.data(), pt, owned_index(a), valid);
-        p.m = adamw_->moment(0, state_offset, valid);
-        p.v = adamw_->moment(1, state_offset, valid);
-        out.push_back(p);
-      }
-      state_offset += n;
+  for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
+    const ParamEntry& e = params_.entry(i);
+    // Alignment gaps after the tensor are optimizer state too (always zero): skip them.
+    const std::int64_t valid = std::min(a + n, e.offset + e.local_shape.numel()) - a;
+    if (valid > 0) {
+    StatePiece p;
+    p.param = i;
+    p.begin = a - e.offset;
+    p.count = valid;
+    if (mixed_) p.weights = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned, valid);
+    else if (stage_ <= 2) p.weights = slice(full_params_.data(), pt, a, valid);
+    else p.weights = slice(owned_params_.data(), pt, owned, valid);
+    p.m = adamw_->moment(0, state_offset, valid);
+    p.v = adamw_->moment(1, state_offset, valid);
+    out.push_back(p);
     }
-  }
+    state_offset += n;
+  });
   KINTSUGI_ASSERT(state_offset == adamw_->numel());
   return out;
 }

@@ -20,6 +20,7 @@
 // are final; staging buffers for gathered parameters and staged gradients are pooled and
 // count as communication buffers.
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -110,6 +111,12 @@ class ShardedState final : public UnitObserver {
   void drop_prefetched();
   void reclaim_grads(bool all);
   void reduce_sequence_parallel(int unit);
+  // Calls fn for every run of elements this rank updates (one parameter's part of its unit's
+  // range, or of its shard): the parameter, the run's first element in the unit buffers, its
+  // length, and where it starts in the owned (sharded) buffers.
+  void for_each_updated_range(
+      const std::function<void(int param, std::int64_t a, std::int64_t n, std::int64_t owned)>& fn)
+      const;
   void build_optimizer(const AdamWConfig& adamw);
   void gather_updated_params();
   void initialize(std::uint64_t seed);
