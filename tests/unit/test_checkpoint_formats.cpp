@@ -121,8 +121,15 @@ TEST(HfLayout, NamesCoverTheModelAndPrefixesAreOptional) {
   EXPECT_EQ(table.size(), 2u + 12u + 2u);  // embeddings, one block, final norm
   EXPECT_EQ(hf_base_name("transformer.h.0.ln_1.weight"), "h.0.ln_1.weight");
   EXPECT_EQ(hf_base_name("h.0.ln_1.weight"), "h.0.ln_1.weight");
-  ModelConfig llama = model_preset("llama-tiny");
-  EXPECT_NE(error_of([&] { hf_tensors(llama); }).find("not supported yet"), std::string::npos);
+  // Llama: q, k and v projections are three tensors of one fused qkv; an untied head.
+  const ModelConfig llama = model_preset("llama-tiny");
+  EXPECT_EQ(hf_tensors(llama).size(), 1u + 9u * llama.n_layer + 2u);
+  EXPECT_EQ(hf_base_name("model.layers.0.self_attn.q_proj.weight"), "layers.0.self_attn.q_proj.weight");
+  // BLOOM: transformers fixes the MLP at 4 x hidden.
+  ModelConfig bloom = model_preset("bloom-tiny");
+  EXPECT_EQ(hf_tensors(bloom).size(), 3u + 12u * bloom.n_layer + 2u);
+  bloom.d_ff = 3 * bloom.d_model;
+  EXPECT_NE(error_of([&] { hf_tensors(bloom); }).find("MLP of 4 x hidden"), std::string::npos);
 }
 
 TEST(SliceMap, ColumnAndRowSlicesAndPaddingRows) {
