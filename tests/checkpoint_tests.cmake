@@ -99,6 +99,18 @@ add_test(NAME ckpt.export_import_bloom
                  ${CKPT_OUT} export_import_bloom ${BLOOM_RUN})
 set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
                      PROPERTIES TIMEOUT 300)
+set_tests_properties(ckpt.export_import PROPERTIES FIXTURES_SETUP hf_export)
+# A file whose shapes do not fit the model (another MLP width): refused on every rank, reported
+# by one, under mpirun.
+add_test(NAME ckpt.init_from_wrong_shape_under_mpirun
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "mlp.fc.weight has shape \\[512, 64\\] \\(in our layout\\) but the model expects \\[256, 64\\]"
+                 ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
+                 --set model.d_ff=256 --tp 2
+                 --init-from ${CKPT_OUT}/export_import/hf/model.safetensors
+                 --out ${CKPT_OUT}/init_from_wrong_shape)
+set_tests_properties(ckpt.init_from_wrong_shape_under_mpirun PROPERTIES
+                     FIXTURES_REQUIRED hf_export PROCESSORS 2 TIMEOUT 60)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kintsugi/comm/communicator.hpp"
+
 namespace kintsugi {
 
 bool launched_by_mpi() {
@@ -28,6 +30,19 @@ void agree_on_setup(const MpiRuntime* mpi, const std::string& error) {
   MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first == mpi->world_size()) return;
   if (rank == first) {
+    fmt::print(stderr, "kintsugi: error: {}\n", error);
+    std::fflush(stderr);
+  }
+  throw AlreadyReported{};
+}
+
+void agree_on_error(Communicator* world, const std::string& error) {
+  if (!world || world->size() == 1) return agree_on_setup(nullptr, error);
+  // The lowest failing rank r contributes size - r, the largest of all; others contribute 0.
+  double first = error.empty() ? 0.0 : static_cast<double>(world->size() - world->rank());
+  world->all_reduce(Tensor{&first, DType::f64, Shape{1}}, ReduceOp::max);
+  if (first == 0) return;
+  if (world->rank() == world->size() - static_cast<int>(first)) {
     fmt::print(stderr, "kintsugi: error: {}\n", error);
     std::fflush(stderr);
   }

@@ -24,4 +24,8 @@ struct AlreadyReported {
 // when `error` is set.
 void agree_on_setup(const MpiRuntime* mpi, const std::string& error);
 
+// The same agreement later in a run, over the world communicator (null: one process).
+class Communicator;
+void agree_on_error(Communicator* world, const std::string& error);
+
 }  // namespace kintsugi

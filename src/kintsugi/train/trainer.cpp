@@ -28,6 +28,7 @@
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/comm/launch.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/train/loss_plot.hpp"
@@ -339,7 +340,15 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
     start_step = ckpt.progress.step;
     KINTSUGI_ASSERT(start_step <= tc.steps);  // `kintsugi train` refuses such a checkpoint
   } else if (options.init_weights) {
-    set_weights(*options.init_weights, rank_state(model, place), options.init_from);
+    // Shapes are checked against this rank's parameters, before any is written; the ranks
+    // agree on the verdict so that one of them reports a mismatch.
+    std::string error;
+    try {
+      set_weights(*options.init_weights, rank_state(model, place), options.init_from);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    agree_on_error(topology ? &topology->world() : nullptr, error);
   }
   const LrSchedule schedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.decay_steps};
   const double flops_per_step = model_flops_per_token(mc, T) * static_cast<double>(tokens_per_step);
