@@ -315,9 +315,11 @@ add_test(NAME mpi.plan_matches_runs
                  "pp2_gpipe:2:--pp 2 --schedule gpipe --micro-batch 1 --recompute none"
                  "pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
                  "pp2_dp2_zero1:4:--pp 2 --dp 2 --zero 1 --schedule 1f1b --micro-batch 1 --recompute none"
-                 "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+                 "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none"
+                 "dp4_zero3_hsdp2:4:--dp 4 --zero 3 --hsdp 2 --micro-batch 1 --recompute none"
+                 "dp4_zero1_hsdp2:4:--dp 4 --zero 1 --hsdp 2 --micro-batch 1 --recompute none")
 set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
-                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp")
+                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp;mpi.dp4_zero3_hsdp2;mpi.dp4_zero1_hsdp2")
 foreach(family llama bloom)
   string(TOUPPER ${family} FAMILY)
   add_test(NAME mpi.plan_matches_runs_${family}

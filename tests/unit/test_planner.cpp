@@ -202,6 +202,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   study.schedule = PipelineSchedule::one_f_one_b;
   study.recompute = Recompute::full;
   study.sequence_parallel = false;
+  study.hsdp = 0;  // the study's Megatron-DeepSpeed had no hybrid sharding
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = "fp16"};
     w.model.seq_len = 2048;

@@ -25,7 +25,7 @@ struct Args {
   std::vector<std::string> overrides;
   std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
   std::size_t top = 10;
-  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages;
+  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
   bool json = false, memory = false, tp_across_nodes = false;
 };
 
@@ -97,6 +97,7 @@ void run_plan(const Args& a) {
   space.dp = a.dp;
   space.micro_batch = a.micro_batch;
   space.zero = a.zero;
+  space.hsdp = a.hsdp;
   space.virtual_stages = a.virtual_stages;
   if (!a.schedule.empty()) space.schedule = parse_schedule(a.schedule);
   if (!a.recompute.empty()) space.recompute = parse_recompute(a.recompute);
@@ -178,6 +179,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--dp", a->dp, "Pin data parallelism");
   cmd->add_option("--micro-batch", a->micro_batch, "Pin the micro-batch");
   cmd->add_option("--zero", a->zero, "Pin the ZeRO stage");
+  cmd->add_option("--hsdp", a->hsdp, "Pin the hybrid-sharding group size (0: shard over all dp)");
   cmd->add_option("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank");
   cmd->add_option("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved");
   cmd->add_option("--recompute", a->recompute, "Pin recomputation: none, selective, full");

@@ -38,6 +38,7 @@ nlohmann::json to_json(const Prediction& p) {
        {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"micro_batch", l.micro_batch},
         {"schedule", std::string(name_of(l.schedule))}, {"virtual_stages", l.virtual_stages},
         {"zero", l.zero},
+        {"hsdp", l.hsdp},
         {"recompute", l.recompute == Recompute::full        ? "full"
                       : l.recompute == Recompute::selective ? "selective"
                                                             : "none"},

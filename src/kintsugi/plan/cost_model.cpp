@@ -22,6 +22,7 @@ std::string describe(const Layout& l) {
   if (l.pp > 1) s += fmt::format(" {}", name_of(l.schedule));
   if (l.virtual_stages > 1) s += fmt::format(" v{}", l.virtual_stages);
   if (l.zero > 0) s += fmt::format(" zero{}", l.zero);
+  if (l.hsdp > 0) s += fmt::format(" hsdp{}", l.hsdp);
   if (l.recompute == Recompute::selective) s += " selective";
   if (l.recompute == Recompute::full) s += " full";
   if (l.sequence_parallel) s += " sp";
@@ -76,6 +77,8 @@ std::string layout_problem(const Workload& w, const Layout& l) {
     return "sequence parallelism needs micro-batch x seq divisible by tp";
   if (l.zero < 0 || l.zero > 3) return "ZeRO stage must be 0 to 3";
   if (l.zero >= 2 && l.pp > 1) return "ZeRO-2/3 is not combined with pipeline parallelism";
+  if (l.hsdp != 0 && (l.zero == 0 || l.hsdp < 2 || l.hsdp >= l.dp || l.dp % l.hsdp != 0))
+    return "hybrid sharding needs ZeRO and a group size dividing dp, between 2 and dp";
   if (l.pp == 1 && (l.virtual_stages > 1 || l.schedule == PipelineSchedule::interleaved))
     return "interleaving needs pp > 1";
   if (l.virtual_stages > 1 && l.schedule != PipelineSchedule::interleaved)
@@ -223,6 +226,14 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   const LinkSpec& tp_link = cluster.link(out.tp_crosses_nodes);
   const LinkSpec& dp_link = cluster.link(out.dp_crosses_nodes);
   const LinkSpec& pp_link = cluster.link(out.pp_crosses_nodes);
+  // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
+  // node when whole groups fit one; the replicas of a shard span the data-parallel group.
+  const std::int64_t group_ranks = l.tp * l.shards();
+  const bool shard_crosses = l.replicas() > 1
+                                 ? group_ranks > cluster.devices_per_node ||
+                                       cluster.devices_per_node % group_ranks != 0
+                                 : out.dp_crosses_nodes;
+  const LinkSpec& shard_link = cluster.link(shard_crosses);
 
   // FLOPs: hardware FLOPs per token (flops.hpp) split into the head's 6 V h and equal blocks;
   // a rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
@@ -292,7 +303,8 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     }
     shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
     shape.zero = static_cast<int>(l.zero);
-    shape.shards = l.zero > 0 ? l.dp : 1;
+    shape.shards = l.shards();
+    shape.replicas = l.replicas();
     shape.param_element_bytes = static_cast<std::int64_t>(pb);
     // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
     const double block_local = share.blocks * block_elements(m, tp).local;
@@ -324,21 +336,28 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     const double grad_bytes = share.elements * gb;
     const double buckets = std::max(1.0, std::ceil(grad_bytes / (w.bucket_mib * 1048576.0)));
     const double window = compute_mb * backward_share;
-    const double hops = 2.0 * (l.dp - 1);
-    const double reduce_bytes = get("dp.all_reduce") + get("dp.reduce_scatter");
+    // With hybrid sharding the reductions and gathers run in the shard group ("shard.*"),
+    // then each shard's gradient is all-reduced across the replicas, after backward.
+    const std::int64_t n = l.shards() > 1 ? l.shards() : l.dp;
+    const std::string group = l.replicas() > 1 ? "shard" : "dp";
+    const LinkSpec& group_link = l.replicas() > 1 ? shard_link : dp_link;
+    const double hops = 2.0 * (n - 1);
+    const double reduce_bytes = get((group + ".all_reduce").c_str()) +
+                                get((group + ".reduce_scatter").c_str());
     double dp_step = 0;
     if (l.dp > 1) {
       const double reductions = l.zero >= 2 ? static_cast<double>(mbs) : 1.0;
-      const double each = link_seconds(reduce_bytes / reductions, buckets * hops, dp_link);
+      const double each = link_seconds(reduce_bytes / reductions, buckets * hops, group_link);
       dp_step += reductions * std::max(each - window, each / buckets);
-      dp_step += link_seconds(get("dp.all_gather"),
-                              (l.zero >= 3 ? mbs * (2.0 * share.blocks + 1) : buckets) *
-                                  (l.dp - 1),
-                              dp_link);
+      dp_step += link_seconds(get((group + ".all_gather").c_str()),
+                              (l.zero >= 3 ? mbs * (2.0 * share.blocks + 1) : buckets) * (n - 1),
+                              group_link);
+      if (l.replicas() > 1)
+        dp_step += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), dp_link);
     }
 
     // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic.
-    const double shard = share.elements / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
+    const double shard = share.elements / static_cast<double>(l.shards());
     const double touched = 16.0 + gb + (mixed ? 8.0 + pb : 2.0 * pb);
     const double optimizer = shard * touched / (cluster.memory_bandwidth_gbs * 1e9);
 
@@ -354,7 +373,7 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
 
     // Memory (memory.hpp: the trainer's memory_bytes_theory), plus the buffers it leaves out.
     const StateBytes state =
-        model_state_bytes(share.elements, static_cast<int>(l.zero), l.zero > 0 ? l.dp : 1,
+        model_state_bytes(share.elements, static_cast<int>(l.zero), l.shards(),
                           static_cast<std::int64_t>(pb), static_cast<std::int64_t>(gb), mixed);
     MemoryPrediction mem;
     mem.parameters = state.parameters;

@@ -41,12 +41,16 @@ struct Layout {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::int64_t virtual_stages = 1;
   std::int64_t zero = 0;
+  std::int64_t hsdp = 0;  // with ZeRO: shard within groups of this many dp ranks (0: all)
   Recompute recompute = Recompute::none;
   bool sequence_parallel = false;
   std::int64_t world() const { return tp * pp * dp; }
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (micro_batch * dp);
   }
+  // Ranks one ZeRO shard is split over, and the groups holding the same shard.
+  std::int64_t shards() const { return zero > 0 ? (hsdp > 0 ? hsdp : dp) : 1; }
+  std::int64_t replicas() const { return zero > 0 && hsdp > 0 ? dp / hsdp : 1; }
 };
 std::string describe(const Layout& l);  // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"
 

@@ -18,7 +18,7 @@ Layout layout_of(const RunConfig& c) {
   const ParallelConfig& p = c.parallel;
   return {.tp = p.tp, .pp = p.pp, .dp = p.dp, .micro_batch = c.train.micro_batch,
           .schedule = parse_schedule(p.schedule), .virtual_stages = p.virtual_stages,
-          .zero = p.zero, .recompute = parse_recompute(c.train.recompute),
+          .zero = p.zero, .hsdp = p.hsdp, .recompute = parse_recompute(c.train.recompute),
           .sequence_parallel = p.sequence_parallel};
 }
 
@@ -55,9 +55,9 @@ std::string layout_config_toml(const RunConfig& base, const Layout& l) {
       quoted(t.grad_precision), quoted(recompute_name(l.recompute)));
   out += fmt::format(
       "[parallel]\ntp = {}\npp = {}\ndp = {}\nschedule = {}\nvirtual_stages = {}\n"
-      "sequence_parallel = {}\nzero = {}\nbucket_mib = {}\n",
+      "sequence_parallel = {}\nzero = {}\nhsdp = {}\nbucket_mib = {}\n",
       l.tp, l.pp, l.dp, quoted(std::string(name_of(l.schedule))), l.virtual_stages,
-      l.sequence_parallel, l.zero, base.parallel.bucket_mib);
+      l.sequence_parallel, l.zero, l.hsdp, base.parallel.bucket_mib);
   return out;
 }
 

@@ -47,14 +47,22 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
           // ZeRO shards over data-parallel ranks: with one there is nothing to shard.
           for (std::int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
             if (!allowed(s.zero, zero)) continue;
-            for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-              if (!allowed(s.recompute, rc)) continue;
-              for (bool sp : {false, true}) {
-                if ((sp && tp == 1) || !allowed(s.sequence_parallel, sp)) continue;
-                const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
-                               .schedule = schedule, .virtual_stages = v, .zero = zero,
-                               .recompute = rc, .sequence_parallel = sp};
-                if (layout_problem(w, l).empty()) out.push_back(l);
+            // Hybrid sharding: shard groups of any proper divisor of dp (0: all of dp).
+            std::vector<std::int64_t> groups = {0};
+            if (zero > 0)
+              for (std::int64_t k = 2; k < dp; ++k)
+                if (dp % k == 0) groups.push_back(k);
+            for (std::int64_t hsdp : groups) {
+              if (!allowed(s.hsdp, hsdp)) continue;
+              for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+                if (!allowed(s.recompute, rc)) continue;
+                for (bool sp : {false, true}) {
+                  if ((sp && tp == 1) || !allowed(s.sequence_parallel, sp)) continue;
+                  const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
+                                 .schedule = schedule, .virtual_stages = v, .zero = zero,
+                                 .hsdp = hsdp, .recompute = rc, .sequence_parallel = sp};
+                  if (layout_problem(w, l).empty()) out.push_back(l);
+                }
               }
             }
           }

@@ -11,7 +11,7 @@
 namespace kintsugi {
 
 struct SearchSpace {
-  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages;
+  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
