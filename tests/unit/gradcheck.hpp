@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kintsugi/core/tensor.hpp"
+
 namespace kintsugi::testing {
 
 inline std::vector<double> random_vector(std::int64_t n, std::uint32_t seed, double scale = 1.0) {
@@ -41,6 +43,12 @@ inline void expect_gradient(const std::function<double()>& loss, double* x, std:
                               << analytic[i];
   }
   SUCCEED() << what << ": worst relative error " << worst;
+}
+
+// A float64 tensor over a test's values (the kernels run on it in double precision).
+inline Tensor view(std::vector<double>& v, Shape s) {
+  EXPECT_EQ(static_cast<std::int64_t>(v.size()), s.numel());
+  return Tensor{v.data(), DType::f64, s};
 }
 
 inline double dot(const double* a, const double* b, std::int64_t n) {

@@ -11,11 +11,7 @@ namespace {
 using testing::dot;
 using testing::expect_gradient;
 using testing::random_vector;
-
-Tensor view(std::vector<double>& v, Shape s) {
-  EXPECT_EQ(static_cast<std::int64_t>(v.size()), s.numel());
-  return Tensor{v.data(), DType::f64, s};
-}
+using testing::view;
 
 class KernelGradients : public ::testing::Test {
  protected:

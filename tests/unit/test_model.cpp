@@ -1,10 +1,10 @@
-// The whole GPT model: its gradient against finite differences (float64), gradient
-// accumulation over micro-batches, and initialization that does not depend on the layout.
+// The whole GPT model: gradient accumulation over micro-batches, parameter counts, memory
+// categories, and initialization that does not depend on the layout. Gradients against finite
+// differences and recomputation, for every family: test_model_families.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "gradcheck.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
@@ -31,48 +31,6 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
   for (std::int64_t i = 0; i < n; ++i)
     t[i] = static_cast<std::int32_t>(uniform_int_at(seed, 0, i, vocab));
   return t;
-}
-
-TEST(GptModel, FullGradientMatchesFiniteDifferences) {
-  MemoryTracker memory;
-  auto backend = make_cpu_backend(memory);
-  const ModelConfig c = micro_config();
-  const std::int64_t B = 2, T = 5;
-  GptModel model(*backend, c, DType::f64, B, T);
-  model.params().initialize(42);
-  // LayerNorm weights and biases start at 1 and 0; perturb them so their gradients are generic.
-  for (int i = 0; i < model.params().size(); ++i) {
-    if (model.params().entry(i).spec.init == ParamInit::normal) continue;
-    Tensor w = model.params().param(i);
-    for (std::int64_t k = 0; k < w.numel(); ++k) w.as<double>()[k] += 0.1 * normal_at(7, i, k);
-  }
-  auto tokens = random_tokens(B * T, c.vocab_size, 3);
-  auto targets = random_tokens(B * T, c.vocab_size, 4);
-  targets[3] = -1;  // an ignored position
-  const double scale = 1.0 / (B * T);
-
-  model.params().begin_step();
-  model.forward_backward(tokens.data(), targets.data(), scale);
-  auto loss = [&] { return scale * model.forward_loss(tokens.data(), targets.data()); };
-
-  ParamStore& p = model.params();
-  for (int i = 0; i < p.size(); ++i) {
-    Tensor w = p.param(i), g = p.grad(i);
-    std::vector<double> analytic(g.as<double>(), g.as<double>() + g.numel());
-    const auto& spec = p.entry(i).spec;
-    // Padding rows of the embedding stay exactly zero in value and gradient.
-    std::int64_t n = w.numel();
-    if (spec.valid_rows >= 0) {
-      const std::int64_t row = n / w.shape[0];
-      for (std::int64_t k = spec.valid_rows * row; k < n; ++k) {
-        EXPECT_EQ(w.as<double>()[k], 0.0);
-        EXPECT_EQ(analytic[k], 0.0);
-      }
-      n = spec.valid_rows * row;
-    }
-    testing::expect_gradient(loss, w.as<double>(), n, analytic.data(), spec.name.c_str(), 24,
-                             1e-6);
-  }
 }
 
 TEST(GptModel, MicroBatchAccumulationEqualsOneBigBatch) {
@@ -185,52 +143,6 @@ TEST(ParamStore, ShardsInitializeTheirPartOfTheSerialTensor) {
   }
   // and element g is normal_at(seed, stream, g) scaled (drawn in float32)
   EXPECT_EQ(whole.param(1).as<double>()[4], static_cast<float>(normal_at(3, stream_of("v"), 4)));
-}
-
-}  // namespace
-}  // namespace kintsugi
-
-namespace kintsugi {
-namespace {
-
-// Recomputation reruns the same kernels on the same inputs: gradients and losses are
-// bit-identical to keeping the activations, and the activations kept shrink.
-TEST(Recompute, EveryModeIsBitIdenticalToNone) {
-  ModelConfig c = model_preset("gpt-tiny");
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.d_ff = 128;
-  c.vocab_size = 300;
-  c.seq_len = 16;
-  const std::int64_t B = 3, T = 16;
-  std::vector<std::int32_t> tokens(B * T), targets(B * T);
-  for (std::int64_t i = 0; i < B * T; ++i) {
-    tokens[i] = static_cast<std::int32_t>(uniform_int_at(1, 0, i, c.vocab_size));
-    targets[i] = static_cast<std::int32_t>(uniform_int_at(2, 0, i, c.vocab_size));
-  }
-  std::vector<float> reference;
-  double reference_loss = 0;
-  std::size_t reference_activations = 0;
-  for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
-    MemoryTracker memory;
-    auto backend = make_cpu_backend(memory);
-    GptModel model(*backend, c, DType::f32, B, T, 1, {}, mode);
-    model.params().initialize(11);
-    model.params().begin_step();
-    const double loss = model.forward_backward(tokens.data(), targets.data(), 1.0 / (B * T));
-    const Tensor g = model.params().grads();
-    std::vector<float> grads(g.as<float>(), g.as<float>() + g.numel());
-    const std::size_t activations = memory.current(MemoryKind::activations);
-    if (mode == Recompute::none) {
-      reference = grads;
-      reference_loss = loss;
-      reference_activations = activations;
-      continue;
-    }
-    EXPECT_EQ(loss, reference_loss);
-    EXPECT_EQ(grads, reference) << "recompute mode " << static_cast<int>(mode);
-    EXPECT_LT(activations, reference_activations);
-  }
 }
 
 }  // namespace
