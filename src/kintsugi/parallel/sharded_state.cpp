@@ -352,22 +352,16 @@ void ShardedState::drop_prefetched() {
 double ShardedState::grad_sum_squares() const {
   const DType gt = params_.grad_dtype();
   double sum = 0;
-  for (int u = 0; u < params_.units(); ++u) {
-    const ParamUnit& unit = params_.unit(u);
-    const Chunk& c = chunks_[u];
-    const std::int64_t lo = stage_ == 0 ? unit.begin : c.begin;
-    const std::int64_t hi = stage_ == 0 ? unit.end : c.begin + c.size;
-    for (int i = unit.first_param; i < unit.end_param; ++i) {
-      const ParamEntry& e = params_.entry(i);
-      if (e.spec.tied_copy || (e.spec.split_dim < 0 && tp_.rank() != 0)) continue;
-      const std::int64_t a = std::max(lo, e.offset);
-      const std::int64_t b = std::min(hi, e.offset + e.local_shape.numel());
-      if (a >= b) continue;
-      const Tensor g = stage_ <= 1 ? slice(full_grads_.data(), gt, a, b - a)
-                                   : slice(owned_grads_.data(), gt, c.offset + (a - c.begin), b - a);
-      sum += backend_.sum_squares(g);
-    }
-  }
+  for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
+    const ParamEntry& e = params_.entry(i);
+    if (e.spec.tied_copy || (e.spec.split_dim < 0 && tp_.rank() != 0)) return;
+    // The alignment gap after the tensor holds no gradient.
+    const std::int64_t valid = std::min(a + n, e.offset + e.local_shape.numel()) - a;
+    if (valid <= 0) return;
+    const Tensor g = stage_ <= 1 ? slice(full_grads_.data(), gt, a, valid)
+                                 : slice(owned_grads_.data(), gt, owned, valid);
+    sum += backend_.sum_squares(g);
+  });
   return sum;
 }
 

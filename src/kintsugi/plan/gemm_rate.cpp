@@ -11,6 +11,7 @@
 
 #include "kintsugi/backend/cpu/convert.hpp"
 #include "kintsugi/backend/cpu/gemm_bf16.hpp"
+#include "kintsugi/core/cache_dir.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
@@ -84,19 +85,14 @@ DType peak_dtype(const std::string& precision) {
 }
 
 namespace {
-fs::path cache_file() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path base = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
-  return base / "kintsugi" / "gemm-rate.json";
-}
+fs::path rates_file() { return cache_file("gemm-rate.json"); }
 }  // namespace
 
 // Entries written before rates had a dtype are f32.
 std::string entry_dtype(const nlohmann::json& e) { return e.value("dtype", std::string("f32")); }
 
 std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype) {
-  std::ifstream in(cache_file());
+  std::ifstream in(rates_file());
   if (!in) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(in);
@@ -106,7 +102,7 @@ std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype) {
           entry_dtype(e) == std::string(name_of(dtype))) {
         GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, dtype, ""};
         r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({} threads, {})",
-                               std::string(name_of(dtype)), threads, cache_file().string());
+                               std::string(name_of(dtype)), threads, rates_file().string());
         return r;
       }
     }
@@ -119,7 +115,7 @@ std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype) {
 void store_gemm_rate(const GemmRate& rate) {
   nlohmann::json j = {{"rates", nlohmann::json::array()}};
   {
-    std::ifstream in(cache_file());
+    std::ifstream in(rates_file());
     if (in) try {
         j = nlohmann::json::parse(in);
       } catch (const std::exception&) {
@@ -143,10 +139,10 @@ void store_gemm_rate(const GemmRate& rate) {
   rates.push_back({{"gflops", best.gflops}, {"threads", best.threads}, {"size", best.size},
                    {"cpu", best.cpu}, {"dtype", std::string(name_of(best.dtype))}});
   std::error_code ec;
-  fs::create_directories(cache_file().parent_path(), ec);
-  const fs::path tmp = cache_file().string() + ".tmp";
+  fs::create_directories(rates_file().parent_path(), ec);
+  const fs::path tmp = rates_file().string() + ".tmp";
   std::ofstream(tmp) << j.dump(2) << "\n";
-  fs::rename(tmp, cache_file(), ec);  // best effort: a read-only home only costs re-measuring
+  fs::rename(tmp, rates_file(), ec);  // best effort: a read-only home only costs re-measuring
 }
 
 GemmRate local_gemm_rate(DType dtype) {
