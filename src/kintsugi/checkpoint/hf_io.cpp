@@ -47,6 +47,7 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
   } else {
     const CheckpointInfo info = inspect_checkpoint(checkpoint, config);
     for (const HfTensor& t : table) {
+      if (ours.count(t.ours)) continue;  // Llama's qkv feeds three of theirs: read it once
       NamedTensor nt;
       nt.values = read_checkpoint_tensor(info, t.ours, &nt.shape);
       ours[t.ours] = std::move(nt);
