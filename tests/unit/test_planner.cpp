@@ -10,7 +10,7 @@
 #include "kintsugi/plan/cluster.hpp"
 #include "kintsugi/plan/cost_model.hpp"
 #include "kintsugi/plan/flops.hpp"
-#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"

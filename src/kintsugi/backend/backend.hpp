@@ -17,6 +17,7 @@
 #include <memory>
 #include <string_view>
 
+#include "kintsugi/backend/alibi.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/core/tensor.hpp"
 
@@ -35,10 +36,6 @@ struct AttentionShape {
   std::int64_t alibi_heads = 0, head_begin = 0;
 };
 
-// ALiBi's slope of head `head` (0-based) among `heads` (Press et al.): 2^(-8 (i + 1) / n) for n
-// a power of two; otherwise the slopes of the largest power of two below n, then every other
-// slope of twice that power for the remaining heads (what BLOOM does).
-double alibi_slope(std::int64_t head, std::int64_t heads);
 
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;

@@ -17,7 +17,7 @@
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/param_store.hpp"
-#include "kintsugi/parallel/tensor_parallel.hpp"
+#include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 

@@ -11,7 +11,7 @@
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/flops.hpp"
-#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/plan/search.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
-#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"
 

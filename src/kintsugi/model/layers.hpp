@@ -8,7 +8,7 @@
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/model/param_store.hpp"
-#include "kintsugi/parallel/tensor_parallel.hpp"
+#include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 

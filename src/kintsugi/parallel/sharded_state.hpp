@@ -29,7 +29,7 @@
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/model/unit_observer.hpp"
 #include "kintsugi/optim/adamw.hpp"
-#include "kintsugi/parallel/tensor_parallel.hpp"
+#include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 

@@ -2,7 +2,7 @@
 // Where this process sits in the job: its coordinates and the groups it talks to. A single
 // process (no topology) is a job of one.
 #include "kintsugi/comm/topology.hpp"
-#include "kintsugi/parallel/tensor_parallel.hpp"
+#include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 

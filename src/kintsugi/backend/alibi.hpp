@@ -1,12 +1,18 @@
-// ALiBi slopes (Press et al., "Train Short, Test Long"), as BLOOM computes them.
+#pragma once
+// ALiBi slopes (Press et al., "Train Short, Test Long"), as BLOOM computes them. Inline: every
+// backend's attention kernel needs them, and backend implementations use only the headers of
+// backend/.
 #include <cmath>
+#include <cstdint>
 
-#include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
 
-double alibi_slope(std::int64_t head, std::int64_t heads) {
+// ALiBi's slope of head `head` (0-based) among `heads`: 2^(-8 (i + 1) / n) for n a power of
+// two; otherwise the slopes of the largest power of two below n, then every other slope of twice
+// that power for the remaining heads (what BLOOM does).
+inline double alibi_slope(std::int64_t head, std::int64_t heads) {
   KINTSUGI_ASSERT(heads > 0 && head >= 0 && head < heads);
   std::int64_t pow2 = 1;  // the largest power of two <= heads
   while (pow2 * 2 <= heads) pow2 *= 2;

@@ -1,4 +1,4 @@
-#include "kintsugi/plan/layout_config.hpp"
+#include "kintsugi/train/layout_config.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "kintsugi/parallel/tensor_parallel.hpp"
+#include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 
