@@ -63,10 +63,17 @@ TEST(GemmRate, PeakFollowsTheRunsArithmetic) {
   EXPECT_EQ(peak_dtype("bf16"), DType::bf16);
   EXPECT_EQ(peak_dtype("fp16"), DType::f32);  // f16 operands are widened into sgemm
   EXPECT_EQ(peak_dtype("fp32"), DType::f32);
-  const GemmRate measured = measure_gemm_rate(96, 1, DType::bf16);
+  MemoryTracker memory;
+  const auto cpu = make_cpu_backend(memory);
+  const GemmRate measured = measure_gemm_rate(*cpu, 96, 1, DType::bf16);
   EXPECT_GT(measured.gflops, 0);
   EXPECT_EQ(measured.dtype, DType::bf16);
-  EXPECT_THROW(measure_gemm_rate(96, 1, DType::f16), Error);
+  EXPECT_EQ(measured.cpu, cpu_model_name());
+  EXPECT_THROW(measure_gemm_rate(*cpu, 96, 1, DType::f16), Error);
+  // The operands (two 96 x 96 bf16, one f32 result) lived in the backend's tracked memory and
+  // were released; what stays is the backend's own GEMM scratch.
+  EXPECT_GE(memory.peak(MemoryKind::workspace) - memory.current(MemoryKind::workspace),
+            96u * 96u * (2 + 2 + 4));
 }
 
 }  // namespace

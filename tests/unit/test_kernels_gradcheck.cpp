@@ -4,11 +4,14 @@
 
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
+#include "op_helpers.hpp"
 
 namespace kintsugi {
 namespace {
 
+using testing::cross_entropy_rows;
 using testing::dot;
+using testing::ids;
 using testing::expect_gradient;
 using testing::random_vector;
 using testing::view;
@@ -134,11 +137,11 @@ TEST_F(KernelGradients, Embedding) {
        r = random_vector(batch * seq * dim, 16);
   std::vector<double> out(batch * seq * dim), dwte(vocab * dim, 7.0), dwpe(seq * dim, 7.0);
   auto loss = [&] {
-    be->embedding_forward(tokens.data(), view(wte, {vocab, dim}), view(out, {batch * seq, dim}));
+    be->embedding_forward(ids(tokens), view(wte, {vocab, dim}), view(out, {batch * seq, dim}));
     be->position_embedding_forward(view(out, {batch * seq, dim}), view(wpe, {seq, dim}), seq);
     return dot(out.data(), r.data(), batch * seq * dim);
   };
-  be->embedding_backward(tokens.data(), view(r, {batch * seq, dim}), view(dwte, {vocab, dim}),
+  be->embedding_backward(ids(tokens), view(r, {batch * seq, dim}), view(dwte, {vocab, dim}),
                          false);
   be->position_embedding_backward(view(r, {batch * seq, dim}), view(dwpe, {seq, dim}), seq, false);
   expect_gradient(loss, wte.data(), vocab * dim, dwte.data(), "dwte");
@@ -150,10 +153,10 @@ TEST_F(KernelGradients, EmbeddingShardSeesOnlyItsIds) {
   const std::int64_t dim = 2;
   std::vector<std::int32_t> tokens = {4, 1};
   std::vector<double> shard = {1, 2, 3, 4, 5, 6}, out(4), grad(6);
-  be->embedding_forward(tokens.data(), view(shard, {3, dim}), view(out, {2, dim}), 3);
+  be->embedding_forward(ids(tokens), view(shard, {3, dim}), view(out, {2, dim}), 3);
   EXPECT_EQ(out, (std::vector<double>{3, 4, 0, 0}));
   std::vector<double> d = {1, 1, 1, 1};
-  be->embedding_backward(tokens.data(), view(d, {2, dim}), view(grad, {3, dim}), false, 3);
+  be->embedding_backward(ids(tokens), view(d, {2, dim}), view(grad, {3, dim}), false, 3);
   EXPECT_EQ(grad, (std::vector<double>{0, 0, 1, 1, 0, 0}));
 }
 
@@ -165,10 +168,10 @@ TEST_F(KernelGradients, CrossEntropyWithPaddingAndIgnoredTargets) {
   auto run = [&](std::vector<double>& l, std::vector<double>& losses, bool backward) {
     std::vector<double> mx(rows), sum(rows), tl(rows);
     be->softmax_row_max(view(l, {rows, padded}), vocab, view(mx, {rows}));
-    be->softmax_row_sum(view(l, {rows, padded}), vocab, view(mx, {rows}), targets.data(), 0,
+    be->softmax_row_sum(view(l, {rows, padded}), vocab, view(mx, {rows}), ids(targets), 0,
                         view(sum, {rows}), view(tl, {rows}), backward);
-    be->cross_entropy_finish(view(l, {rows, padded}), vocab, view(mx, {rows}), view(sum, {rows}),
-                             view(tl, {rows}), targets.data(), 0, losses.data(), backward, scale);
+    cross_entropy_rows(*be, view(l, {rows, padded}), vocab, view(mx, {rows}), view(sum, {rows}),
+                             view(tl, {rows}), ids(targets), 0, losses.data(), backward, scale);
   };
   auto loss = [&] {
     std::vector<double> copy = logits, losses(rows);
@@ -206,10 +209,10 @@ TEST_F(KernelGradients, CrossEntropyOverVocabularyShardsEqualsWhole) {
   std::vector<double> mx(rows), sum(rows), tl(rows), losses(rows);
   auto w = whole;
   be->softmax_row_max(view(w, {rows, 8}), vocab, view(mx, {rows}));
-  be->softmax_row_sum(view(w, {rows, 8}), vocab, view(mx, {rows}), targets.data(), 0,
+  be->softmax_row_sum(view(w, {rows, 8}), vocab, view(mx, {rows}), ids(targets), 0,
                       view(sum, {rows}), view(tl, {rows}), true);
-  be->cross_entropy_finish(view(w, {rows, 8}), vocab, view(mx, {rows}), view(sum, {rows}),
-                           view(tl, {rows}), targets.data(), 0, losses.data(), true, 1.0);
+  cross_entropy_rows(*be, view(w, {rows, 8}), vocab, view(mx, {rows}), view(sum, {rows}),
+                           view(tl, {rows}), ids(targets), 0, losses.data(), true, 1.0);
 
   std::vector<double> shard[2], smx[2], ssum[2], stl[2];
   for (int s = 0; s < 2; ++s) {
@@ -224,15 +227,15 @@ TEST_F(KernelGradients, CrossEntropyOverVocabularyShardsEqualsWhole) {
     ssum[s].resize(rows);
     stl[s].resize(rows);
     be->softmax_row_sum(view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(gmx, {rows}),
-                        targets.data(), s * 4, view(ssum[s], {rows}), view(stl[s], {rows}), true);
+                        ids(targets), s * 4, view(ssum[s], {rows}), view(stl[s], {rows}), true);
     for (std::int64_t r = 0; r < rows; ++r) {
       gsum[r] += ssum[s][r];
       gtl[r] += stl[s][r];
     }
   }
   for (int s = 0; s < 2; ++s) {
-    be->cross_entropy_finish(view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(gmx, {rows}),
-                             view(gsum, {rows}), view(gtl, {rows}), targets.data(), s * 4,
+    cross_entropy_rows(*be, view(shard[s], {rows, 4}), s == 0 ? 4 : 3, view(gmx, {rows}),
+                             view(gsum, {rows}), view(gtl, {rows}), ids(targets), s * 4,
                              slosses.data(), true, 1.0);
     for (std::int64_t r = 0; r < rows; ++r)
       for (int j = 0; j < 4; ++j)

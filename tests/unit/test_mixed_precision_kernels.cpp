@@ -25,9 +25,14 @@
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
+#include "op_helpers.hpp"
 
 namespace kintsugi {
 namespace {
+
+using testing::cross_entropy_rows;
+using testing::ids;
+using testing::sum_squares;
 
 // ---- reference rounding, written independently of the backend's
 float bf16_ref(float f) {  // nearest bf16, ties to even, by comparing the two neighbours
@@ -377,9 +382,9 @@ TEST_F(MixedPrecision, Embeddings) {
   for (bool accumulate : {false, true})
     for (std::int64_t begin : {0, 2}) {
       const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>&) {
-        b.embedding_forward(tokens.data(), t[0], t[1], begin);
+        b.embedding_forward(ids(tokens), t[0], t[1], begin);
         b.position_embedding_forward(t[1], t[2], seq, 3);
-        b.embedding_backward(tokens.data(), t[3], t[4], accumulate, begin);
+        b.embedding_backward(ids(tokens), t[3], t[4], accumulate, begin);
         b.position_embedding_backward(t[3], t[5], seq, accumulate, 3);
       };
       for (DType t : {bf16, f16}) compare("embeddings", args, {t, t, t, t, t, t}, {1, 4, 5}, op);
@@ -394,7 +399,7 @@ TEST_F(MixedPrecision, EmbeddingGradientRoundsOnce) {
   Storage st;
   Tensor dout = st.make(bf16, {rows, dim}, std::vector<float>(rows * dim, 1.0f));
   Tensor dwte = st.make(bf16, {2, dim}, std::vector<float>(2 * dim, 5.0f));
-  be->embedding_backward(tokens.data(), dout, dwte, false);
+  be->embedding_backward(ids(tokens), dout, dwte, false);
   // 300 ones: a bf16 running sum would stall at 256.
   EXPECT_EQ(Storage::values(dwte), (std::vector<float>{0, 0, 0, 300, 300, 300}));
 }
@@ -412,8 +417,8 @@ TEST_F(MixedPrecision, CrossEntropy) {
     const Op op = [&](Backend& b, const std::vector<Tensor>& t, std::vector<double>& losses) {
       losses.assign(rows, 0);
       b.softmax_row_max(t[0], valid, t[1]);
-      b.softmax_row_sum(t[0], valid, t[1], targets.data(), 3, t[2], t[3], backward);
-      b.cross_entropy_finish(t[0], valid, t[1], t[2], t[3], targets.data(), 3, losses.data(),
+      b.softmax_row_sum(t[0], valid, t[1], ids(targets), 3, t[2], t[3], backward);
+      cross_entropy_rows(b, t[0], valid, t[1], t[2], t[3], ids(targets), 3, losses.data(),
                              backward, 0.3);
     };
     const std::vector<int> outputs = backward ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{1, 2, 3};
@@ -436,7 +441,7 @@ TEST_F(MixedPrecision, Elementwise) {
       b.add(t[0], t[1], t[0]);  // in place, as the residual stream does
       b.add_bias(t[2], t[3]);
       b.scale(t[2], 0.37);
-      sums = {b.sum_squares(t[2]), b.sum_squares(t[1])};
+      sums = {sum_squares(b, t[2]), sum_squares(b, t[1])};
     };
     for (DType t : {bf16, f16}) compare("elementwise", args, {t, t, t, t}, {0, 2}, op);
     compare("elementwise", args, {bf16, f32, f16, bf16}, {0, 2}, op);
@@ -447,7 +452,7 @@ TEST_F(MixedPrecision, SumSquaresOverManyChunks) {
   const std::int64_t n = 300001;
   const std::vector<Arg> args{{{n}, random_values(n, 44)}};
   const Op op = [](Backend& b, const std::vector<Tensor>& t, std::vector<double>& sums) {
-    sums = {b.sum_squares(t[0])};
+    sums = {sum_squares(b, t[0])};
   };
   compare("sum_squares", args, {bf16}, {}, op);
   compare("sum_squares", args, {f16}, {}, op);

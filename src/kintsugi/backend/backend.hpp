@@ -3,6 +3,14 @@
 // code call these ops on raw tensor views and never loop over elements themselves, so another
 // backend (CUDA) slots in without touching them.
 //
+// A backend runs on one device: it allocates there (allocator()) and every tensor it is given
+// lives there. Ops are asynchronous by contract: a call enqueues the work on the backend's
+// stream and may return before it is done; ops run in call order, and synchronize() waits for
+// all of them. The host never reads results of ops directly: scalar results (loss sums, sums of
+// squares) are accumulated into small tensors on the device, which the host reads once per step
+// through core/host_io.hpp (whose copies are ordered after the ops before them). The CPU backend
+// finishes every op before returning.
+//
 // Conventions: tensors are row-major; a "matrix" [rows, cols] is any tensor whose leading
 // dimensions multiply to rows. Linear weights are stored [out, in]. Every op that produces a
 // parameter gradient takes `accumulate`: false overwrites (first micro-batch of a step, which
@@ -15,6 +23,7 @@
 // tensor's type.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "kintsugi/backend/alibi.hpp"
@@ -48,8 +57,17 @@ class Backend {
   explicit Backend(MemoryTracker& memory) : memory_(memory) {}
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+  // The device's model name, e.g. the CPU's or GPU's (keys cached measurements).
+  virtual std::string hardware() const = 0;
+  virtual Allocator& allocator() = 0;
   MemoryTracker& memory() const { return memory_; }
-  virtual Buffer allocate(MemoryKind kind, std::size_t bytes) = 0;
+  // Zero-filled memory on this backend's device, tracked under `kind`.
+  Buffer allocate(MemoryKind kind, std::size_t bytes) {
+    return Buffer(allocator(), memory_, kind, bytes);
+  }
+  // Waits until every op called so far has finished.
+  virtual void synchronize() = 0;
 
   // ---- dense algebra
   // y[M,N] = x[M,K] . w[N,K]^T (+ bias[N]); accumulate adds to y instead of overwriting it.
@@ -105,12 +123,12 @@ class Backend {
   virtual void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
 
-  // ---- embeddings. tokens int32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
+  // ---- embeddings. tokens i32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
   // [vocab_begin, vocab_begin + rows of wte) give zero rows: that is how a vocabulary-parallel
   // shard sees the ids other ranks own.
-  virtual void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
+  virtual void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
                                  std::int64_t vocab_begin = 0) = 0;
-  virtual void embedding_backward(const std::int32_t* tokens, const Tensor& dout,
+  virtual void embedding_backward(const Tensor& tokens, const Tensor& dout,
                                   const Tensor& dwte, bool accumulate,
                                   std::int64_t vocab_begin = 0) = 0;
   // Learned positions: x[r] += wpe[(first_row + r) % seq], where first_row is the global row
@@ -124,23 +142,24 @@ class Backend {
   // ---- loss: softmax cross-entropy in three passes, so that a vocabulary-parallel rank can
   // combine its row statistics with the other ranks' between them. logits [N, C] hold the
   // columns [col_begin, col_begin + C) of the vocabulary; only the first `valid` are real (the
-  // rest is padding). Targets < 0 are ignored positions (loss 0, no gradient).
+  // rest is padding). targets i32 [N]; targets < 0 are ignored positions (loss 0, no gradient).
   //   row_max[r] = max over valid columns
   virtual void softmax_row_max(const Tensor& logits, std::int64_t valid,
                                const Tensor& row_max) = 0;
   //   row_sum[r] = sum exp(logit - row_max[r]); target_logit[r] = the target's logit if it is
   //   one of these columns, else 0. With store_exp the exponentials replace the logits.
   virtual void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
-                               const std::int32_t* targets, std::int64_t col_begin,
+                               const Tensor& targets, std::int64_t col_begin,
                                const Tensor& row_sum, const Tensor& target_logit,
                                bool store_exp) = 0;
-  //   losses[r] = log(row_sum) + row_max - target_logit. With backward (after store_exp),
-  //   logits become grad_scale * (softmax - onehot) and padding columns 0.
+  //   loss of row r = log(row_sum) + row_max - target_logit; loss_sum (f64 [1]) += the sum of
+  //   the rows' losses, added up in row order. With backward (after store_exp), logits become
+  //   grad_scale * (softmax - onehot) and padding columns 0.
   virtual void cross_entropy_finish(const Tensor& logits, std::int64_t valid,
                                     const Tensor& row_max, const Tensor& row_sum,
-                                    const Tensor& target_logit, const std::int32_t* targets,
-                                    std::int64_t col_begin, double* losses, bool backward,
-                                    double grad_scale) = 0;
+                                    const Tensor& target_logit, const Tensor& targets,
+                                    std::int64_t col_begin, const Tensor& loss_sum,
+                                    bool backward, double grad_scale) = 0;
 
   // ---- elementwise and reductions
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
@@ -149,7 +168,9 @@ class Backend {
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same dtype and size
   virtual void convert(const Tensor& src, const Tensor& dst) = 0;  // same size, any float types
   virtual void zero(const Tensor& x) = 0;
-  virtual double sum_squares(const Tensor& x) = 0;
+  // sum (f64 [1]) += the sum of x's squared elements (in an order that does not depend on the
+  // thread count).
+  virtual void sum_squares(const Tensor& x, const Tensor& sum) = 0;
 
   // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges. param,
   // m and v are f32 (or all f64); with mixed precision `param` is the master copy and
@@ -162,6 +183,9 @@ class Backend {
   MemoryTracker& memory_;
 };
 
+// The backend of `device`: the CPU's always; CUDA's in a build with -DKINTSUGI_CUDA=ON (a
+// kintsugi::Error naming the option otherwise, or when no GPU is present).
+std::unique_ptr<Backend> make_backend(Device device, MemoryTracker& memory);
 std::unique_ptr<Backend> make_cpu_backend(MemoryTracker& memory);
 
 }  // namespace kintsugi

@@ -11,6 +11,7 @@
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 
@@ -154,11 +155,12 @@ void set_weights(const std::map<std::string, NamedTensor>& tensors, const RankSt
       const ParamEntry& e = params.entry(p.param);
       const std::vector<float>& values = tensors.at(e.spec.name).values;
       const SliceMap map(e);
-      float* w = p.weights.as<float>();
+      std::vector<float> w(static_cast<std::size_t>(p.count));
       for (std::int64_t j = 0; j < p.count; ++j) {
         const std::int64_t g = map(p.begin + j);
         w[j] = g < 0 ? 0.0f : values[g];
       }
+      write_values(w.data(), p.weights);
     }
   }
   for (ShardedState* s : rank.states) s->refresh_weights();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
-#include "kintsugi/core/half.hpp"
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/model/config_json.hpp"
 
 namespace kintsugi {
@@ -33,52 +33,31 @@ std::vector<std::int64_t> to_vector(const Shape& s) {
   return {s.dims.begin(), s.dims.begin() + s.rank};
 }
 
-// Mixed-precision models store their 16-bit working weights widened to f32.
-double element(const Tensor& t, std::int64_t k) {
-  switch (t.dtype) {
-    case DType::f32: return t.as<float>()[k];
-    case DType::f64: return t.as<double>()[k];
-    case DType::bf16: return bf16_to_float(static_cast<std::uint16_t*>(t.data)[k]);
-    case DType::f16: return f16_to_float(static_cast<std::uint16_t*>(t.data)[k]);
-    default: fail("a checkpoint cannot hold {} parameters", name_of(t.dtype));
-  }
-}
-
-void set_element(const Tensor& t, std::int64_t k, float v) {
-  switch (t.dtype) {
-    case DType::f32: t.as<float>()[k] = v; break;
-    case DType::f64: t.as<double>()[k] = v; break;
-    case DType::bf16: static_cast<std::uint16_t*>(t.data)[k] = float_to_bf16(v); break;
-    case DType::f16: static_cast<std::uint16_t*>(t.data)[k] = float_to_f16(v); break;
-    default: fail("a checkpoint cannot fill {} parameters", name_of(t.dtype));
-  }
-}
-
 // The whole parameter i (shards gathered across the tensor-parallel group), as float32,
 // without padding rows.
 std::vector<float> stored_values(const ParamStore& params, int i, const TensorParallel& tp) {
   const ParamEntry& e = params.entry(i);
-  const Tensor local = params.param(i);
-  std::vector<std::byte> gathered;
-  Tensor whole = local;
+  // Mixed-precision models store their 16-bit working weights widened to f32.
+  std::vector<float> local = read_values(params.param(i));
+  std::vector<float> whole = local;
   if (e.spec.split_dim >= 0) {
-    gathered.resize(local.bytes() * tp.size());
-    whole = Tensor{gathered.data(), local.dtype, Shape{local.numel() * tp.size()}};
-    tp.group()->all_gather(local, whole);
+    whole.resize(local.size() * tp.size());
+    const auto n = static_cast<std::int64_t>(local.size());
+    tp.group()->all_gather(Tensor{local.data(), DType::f32, Shape{n}},
+                           Tensor{whole.data(), DType::f32, Shape{n * tp.size()}});
   }
   const Shape& G = e.spec.global_shape;
   const std::int64_t n = stored_shape(e).numel();
-  std::vector<float> out(static_cast<std::size_t>(n));
-  if (e.spec.split_dim == 1) {
-    // Gathered as [rank][row][column of the shard]: interleave the shards' columns.
-    const std::int64_t rows = G[0], cols = G[1], shard = cols / tp.size();
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        out[r * cols + c] =
-            static_cast<float>(element(whole, (c / shard) * rows * shard + r * shard + c % shard));
-  } else {
-    for (std::int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(element(whole, k));
+  if (e.spec.split_dim != 1) {
+    whole.resize(static_cast<std::size_t>(n));  // without padding rows
+    return whole;
   }
+  // Gathered as [rank][row][column of the shard]: interleave the shards' columns.
+  std::vector<float> out(static_cast<std::size_t>(n));
+  const std::int64_t rows = G[0], cols = G[1], shard = cols / tp.size();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = whole[(c / shard) * rows * shard + r * shard + c % shard];
   return out;
 }
 
@@ -330,14 +309,15 @@ void load_model(const fs::path& dir, ParamStore& params) {
     const std::int64_t cols = L.rank == 2 ? L[1] : 1, global_cols = entry.spec.global_shape.rank == 2
                                                                      ? entry.spec.global_shape[1]
                                                                      : 1;
+    std::vector<float> local(static_cast<std::size_t>(t.numel()));
     for (std::int64_t e = 0; e < t.numel(); ++e) {
       std::int64_t r = e / cols, c = e % cols;
       if (entry.spec.split_dim == 0) r += entry.spec.split_begin;
       if (entry.spec.split_dim == 1) c += entry.spec.split_begin;
       const std::int64_t g = r * global_cols + c;
-      const float v = g < n ? values[g] : 0.0f;
-      set_element(t, e, v);
+      local[e] = g < n ? values[g] : 0.0f;
     }
+    write_values(local.data(), t);
   }
 }
 

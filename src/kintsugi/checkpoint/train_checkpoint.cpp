@@ -16,6 +16,7 @@
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 
@@ -76,6 +77,7 @@ json write_shard(const fs::path& path, const RankState& rank) {
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
   std::uint64_t offset = 0;
+  std::vector<std::byte> host;  // a piece's bytes (its device may not be the host)
   for (std::size_t c = 0; c < rank.states.size(); ++c) {
     if (!rank.states[c]->writes_state()) continue;  // a data-parallel replica writes it
     const ParamStore& params = *rank.params[c];
@@ -87,8 +89,10 @@ json write_shard(const fs::path& path, const RankState& rank) {
         if (t->dtype != DType::f32)
           fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
         if (!file) file = std::make_unique<data::AtomicFile>(path);
-        file->write(t->data, t->bytes());
-        XXH3_64bits_update(hash, t->data, t->bytes());
+        host.resize(t->bytes());
+        copy_to_host(*t, host.data());
+        file->write(host.data(), host.size());
+        XXH3_64bits_update(hash, host.data(), host.size());
       }
       pieces.push_back({{"tensor", spec.name},
                         {"slice_shape", dims_of(params.entry(p.param).local_shape)},
@@ -262,10 +266,14 @@ void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
         loaded = e.spec.name;
       }
       const SliceMap map(e);
-      float* out[3] = {p.weights.as<float>(), p.m.as<float>(), p.v.as<float>()};
-      for (std::int64_t j = 0; j < p.count; ++j) {
-        const std::int64_t g = map(p.begin + j);
-        for (int q = 0; q < 3; ++q) out[q][j] = g < 0 ? 0.0f : values[q][g];
+      const Tensor* dst[3] = {&p.weights, &p.m, &p.v};
+      std::vector<float> piece(static_cast<std::size_t>(p.count));
+      for (int q = 0; q < 3; ++q) {
+        for (std::int64_t j = 0; j < p.count; ++j) {
+          const std::int64_t g = map(p.begin + j);
+          piece[j] = g < 0 ? 0.0f : values[q][g];
+        }
+        write_values(piece.data(), *dst[q]);
       }
     }
   }

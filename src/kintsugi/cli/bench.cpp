@@ -42,12 +42,12 @@ void print_profile(const StepBenchmarkResult& r, int steps) {
 void add_gemm(CLI::App& bench) {
   struct Args {
     int size = 3072, repeats = 5, threads = 0;
-    std::string dtype = "f32";
+    std::string dtype = "f32", device = "cpu";
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = bench.add_subcommand(
-      "gemm", "Measure the GEMM rate (the CPU peak used for MFU) and cache it");
+      "gemm", "Measure the GEMM rate (the device peak used for MFU) and cache it");
   cmd->add_option("--size", args->size, "Square matrix size")->check(CLI::Range(64, 16384));
   cmd->add_option("--repeats", args->repeats, "Timed repetitions (best is kept)")
       ->check(CLI::Range(1, 100));
@@ -55,24 +55,29 @@ void add_gemm(CLI::App& bench) {
   cmd->add_option("--dtype", args->dtype,
                   "Operand type: f32 (the peak of f32 and fp16 runs) or bf16 (of bf16 runs)")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--device", args->device, "Device: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     set_compute_threads(args->threads);
     const DType dtype = args->dtype == "bf16" ? DType::bf16 : DType::f32;
-    GemmRate rate = measure_gemm_rate(args->size, args->repeats, dtype);
+    MemoryTracker memory;
+    const auto backend = make_backend(parse_device(args->device, "--device"), memory);
+    GemmRate rate = measure_gemm_rate(*backend, args->size, args->repeats, dtype);
     store_gemm_rate(rate);
     if (args->json)
       fmt::print("{}\n", nlohmann::json{{"gflops", rate.gflops},
                                         {"threads", rate.threads},
                                         {"size", rate.size},
                                         {"dtype", args->dtype},
-                                        {"cpu", rate.cpu}}
+                                        {"device", args->device},
+                                        {"hardware", rate.cpu}}
                              .dump());
     else
       fmt::print("{} GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s (best cached: {:.1f}, used "
                  "as the MFU peak)\n",
                  args->dtype, rate.size, rate.threads, rate.cpu, rate.gflops,
-                 cached_gemm_rate(rate.threads, dtype).value_or(rate).gflops);
+                 cached_gemm_rate(rate.threads, dtype, rate.cpu).value_or(rate).gflops);
   });
 }
 
@@ -81,6 +86,7 @@ void add_step(CLI::App& bench) {
     std::string model = "gpt2";
     std::int64_t batch = 4, seq = 64;
     int steps = 5, warmup = 1, threads = 0;
+    std::string device = "cpu";
     bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
@@ -92,13 +98,17 @@ void add_step(CLI::App& bench) {
   cmd->add_option("--steps", args->steps, "Timed steps");
   cmd->add_option("--warmup", args->warmup, "Untimed steps first");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "Device: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     set_compute_threads(args->threads);
     const ModelConfig config = model_preset(args->model);
-    const GemmRate gemm = local_gemm_rate();
+    const Device device = parse_device(args->device, "--device");
+    MemoryTracker memory;
+    const GemmRate gemm = local_gemm_rate(*make_backend(device, memory));
     const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,
-                                      args->profile);
+                                      args->profile, device);
     const double fraction = r.gflops / gemm.gflops;
     std::vector<double> step_ms;
     for (double s : r.step_seconds) step_ms.push_back(s * 1e3);
@@ -108,6 +118,7 @@ void add_step(CLI::App& bench) {
                                         {"batch", args->batch},
                                         {"seq", args->seq},
                                         {"threads", compute_threads()},
+                                        {"device", args->device},
                                         {"steps", args->steps},
                                         {"ms_per_step", r.median_seconds * 1e3},
                                         {"step_ms", step_ms},

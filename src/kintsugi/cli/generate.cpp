@@ -48,6 +48,7 @@ void add_generate_command(CLI::App& app) {
     int tokens = 100, top_k = 40, threads = 0;
     double temperature = 0.8;
     std::uint64_t seed = 0;
+    std::string device = "cpu";
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
@@ -62,12 +63,14 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "Sampling seed");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "Device: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] {
     set_compute_threads(args->threads);
     const auto tokenizer = data::BpeTokenizer::load(args->tokenizer);
     const auto info = read_model_info(args->checkpoint);
     MemoryTracker memory;
-    auto backend = make_cpu_backend(memory);
+    auto backend = make_backend(parse_device(args->device, "--device"), memory);
     const std::int64_t window = info.config.seq_len;
     GptModel model(*backend, info.config, DType::f32, 1, window);
     load_model(args->checkpoint, model.params());

@@ -24,7 +24,8 @@ namespace kintsugi::cli {
 namespace {
 
 struct Args {
-  std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from;
+  std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from,
+      device;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
   bool sequence_parallel = false, help_config = false;
@@ -57,6 +58,7 @@ void run(const Args& args) {
       overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
     if (args.zero) overrides.push_back(fmt::format("parallel.zero={}", *args.zero));
     if (args.hsdp) overrides.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+    if (!args.device.empty()) overrides.push_back(fmt::format("train.device=\"{}\"", args.device));
     if (!args.precision.empty())
       overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
     if (!args.recompute.empty())
@@ -149,6 +151,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision,
                   "fp32, bf16 or fp16 (f32 master weights; fp16 with dynamic loss scaling) "
                   "(train.precision)");
+  cmd->add_option("--device", args->device, "Where to train: cpu or cuda (train.device)");
   cmd->add_option("--recompute", args->recompute,
                   "Activation recomputation: none, selective or full (train.recompute)");
   cmd->add_option("--trace", args->trace,

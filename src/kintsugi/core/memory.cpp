@@ -1,10 +1,5 @@
 #include "kintsugi/core/memory.hpp"
 
-#include <sys/mman.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <utility>
 
 namespace kintsugi {
@@ -59,22 +54,10 @@ std::size_t MemoryTracker::peak_total() const {
   return peak_total_;
 }
 
-Buffer::Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)
-    : bytes_(bytes), tracker_(&tracker), kind_(kind) {
+Buffer::Buffer(Allocator& allocator, MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)
+    : bytes_(bytes), allocator_(&allocator), tracker_(&tracker), kind_(kind) {
   if (bytes == 0) return;
-  // Large buffers go on 2 MiB pages where the kernel allows it (transparent huge pages in
-  // "madvise" mode): GEMMs stream through weights and activations of hundreds of MiB, and 4 KiB
-  // pages would cost a TLB miss every few rows.
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  const bool huge = bytes >= 2 * kHugePage;
-  const std::size_t align = huge ? kHugePage : 64;
-  const std::size_t rounded = (bytes + align - 1) / align * align;
-  data_ = static_cast<std::byte*>(std::aligned_alloc(align, rounded));
-  if (!data_)
-    fail("out of host memory allocating {:.1f} MiB of {}: use a smaller model or batch",
-         bytes / 1048576.0, name_of(kind));
-  if (huge) madvise(data_, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
-  std::memset(data_, 0, rounded);  // first touch now, not in the first step
+  data_ = static_cast<std::byte*>(allocator.allocate(bytes, name_of(kind)));
   tracker_->allocated(kind_, bytes_);
 }
 
@@ -82,7 +65,7 @@ Buffer::~Buffer() { reset(); }
 
 void Buffer::reset() {
   if (data_) {
-    std::free(data_);
+    allocator_->release(data_, bytes_);
     tracker_->released(kind_, bytes_);
   }
   data_ = nullptr;
@@ -96,6 +79,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     reset();
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    allocator_ = other.allocator_;
     tracker_ = other.tracker_;
     kind_ = other.kind_;
   }
@@ -103,7 +87,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 }
 
 Tensor Buffer::view(DType dtype, Shape shape, std::size_t byte_offset) const {
-  Tensor t{data_ + byte_offset, dtype, shape};
+  Tensor t{data_ + byte_offset, dtype, shape, device()};
   KINTSUGI_ASSERT(byte_offset + t.bytes() <= bytes_);
   return t;
 }

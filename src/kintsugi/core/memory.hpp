@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "kintsugi/core/allocator.hpp"
 #include "kintsugi/core/tensor.hpp"
 
 namespace kintsugi {
@@ -40,11 +41,15 @@ class MemoryTracker {
   std::size_t peak_total_ = 0;
 };
 
-// Owning, 64-byte aligned, zero-initialised host memory reported to a tracker.
+// Owning, 64-byte aligned, zero-initialised memory of one device, from that device's allocator,
+// reported to a tracker.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes);
+  Buffer(Allocator& allocator, MemoryTracker& tracker, MemoryKind kind, std::size_t bytes);
+  // Host memory (staging buffers, kernel scratch of the CPU backend).
+  Buffer(MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)
+      : Buffer(host_allocator(), tracker, kind, bytes) {}
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -53,12 +58,14 @@ class Buffer {
 
   std::byte* data() const { return data_; }
   std::size_t size() const { return bytes_; }
+  Device device() const { return allocator_ ? allocator_->device() : Device::cpu; }
   Tensor view(DType dtype, Shape shape, std::size_t byte_offset = 0) const;
 
  private:
   void reset();
   std::byte* data_ = nullptr;
   std::size_t bytes_ = 0;
+  Allocator* allocator_ = nullptr;
   MemoryTracker* tracker_ = nullptr;
   MemoryKind kind_ = MemoryKind::workspace;
 };

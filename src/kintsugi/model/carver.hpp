@@ -15,9 +15,10 @@ namespace kintsugi {
 
 class Carver {
  public:
-  explicit Carver(std::byte* base = nullptr) : base_(base) {}
+  explicit Carver(std::byte* base = nullptr, Device device = Device::cpu)
+      : base_(base), device_(device) {}
   Tensor take(DType dtype, Shape shape) {
-    Tensor t{base_ ? base_ + used_ : nullptr, dtype, shape};
+    Tensor t{base_ ? base_ + used_ : nullptr, dtype, shape, device_};
     used_ += (t.bytes() + 63) / 64 * 64;
     return t;
   }
@@ -25,6 +26,7 @@ class Carver {
 
  private:
   std::byte* base_;
+  Device device_;
   std::size_t used_ = 0;
 };
 
@@ -33,7 +35,7 @@ Buffer carve(Backend& backend, MemoryKind kind, Layout&& layout) {
   Carver measure;
   layout(measure);
   Buffer buffer = backend.allocate(kind, measure.used());
-  Carver real(buffer.data());
+  Carver real(buffer.data(), buffer.device());
   layout(real);
   return buffer;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The whole GPT in one chunk, on one rank or split across a tensor-parallel group: what serial
 // training, benchmarks, generation and tests use.
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/model/model_chunk.hpp"
 
 namespace kintsugi {
@@ -14,23 +15,35 @@ class GptModel : public ModelChunk {
                    ChunkStorage{.compute = dtype, .grad = dtype, .recompute = recompute},
                    micro_batch, seq, slots, tp, ChunkSpec{}) {}
 
-  // Forward and backward of one micro-batch (tokens and targets [micro_batch * seq]): parameter
-  // gradients of grad_scale * (sum of token losses) are written or accumulated (as
-  // ParamStore::begin_step decides). Returns the sum of token losses.
+  // Forward and backward of one micro-batch (tokens and targets [micro_batch * seq], host
+  // memory): parameter gradients of grad_scale * (sum of token losses) are written or
+  // accumulated (as ParamStore::begin_step decides). Returns the sum of token losses; waits for
+  // it (training loops use ModelChunk's asynchronous interface instead).
   double forward_backward(const std::int32_t* tokens, const std::int32_t* targets,
                           double grad_scale, int slot = 0, bool last_micro_batch = false) {
-    const double loss = forward(slot, tokens, targets, true, grad_scale);
-    backward(slot, tokens, last_micro_batch);
-    return loss;
+    set_batch(slot, tokens, targets);
+    forward(slot, true, grad_scale);
+    backward(slot, last_micro_batch);
+    return read_scalar(loss_sum());
   }
   // Sum of token losses, no gradients.
   double forward_loss(const std::int32_t* tokens, const std::int32_t* targets, int slot = 0) {
-    return forward(slot, tokens, targets, false, 0.0);
+    set_batch(slot, tokens, targets);
+    forward(slot, false, 0.0);
+    return read_scalar(loss_sum());
   }
   // Next-token logits at `position` of sequence 0 (generation); out has vocab_size entries.
   void next_token_logits(const std::int32_t* tokens, std::int64_t position, float* out) {
-    forward(0, tokens, nullptr, false, 0.0);
+    copy_from_host(tokens, this->tokens(0));
+    forward(0, false, 0.0, /*score=*/false);
     head().logits(0, output(0), position, out);
+  }
+
+ private:
+  void set_batch(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
+    copy_from_host(tokens, this->tokens(slot));
+    copy_from_host(targets, this->targets(slot));
+    zero_loss();
   }
 };
 

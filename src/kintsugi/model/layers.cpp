@@ -106,7 +106,7 @@ Embedding::Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_
 
 std::int64_t Embedding::vocab_begin() const { return ctx_.params.entry(wte_).spec.split_begin; }
 
-void Embedding::lookup(const std::int32_t* tokens, const Tensor& partial) const {
+void Embedding::lookup(const Tensor& tokens, const Tensor& partial) const {
   ctx_.backend.embedding_forward(tokens, ctx_.params.param(wte_), partial, vocab_begin());
 }
 
@@ -124,7 +124,7 @@ void Embedding::backward_positions(const Tensor& dx_local, std::int64_t seq,
                                            first_row);
 }
 
-void Embedding::backward_lookup(const std::int32_t* tokens, const Tensor& dfull) const {
+void Embedding::backward_lookup(const Tensor& tokens, const Tensor& dfull) const {
   // With tied embeddings the LM head has written the token table's gradient already.
   auto& p = ctx_.params;
   ctx_.backend.embedding_backward(tokens, dfull, p.grad(wte_), p.accumulate_grad(wte_),

@@ -79,12 +79,12 @@ class Embedding {
   Embedding(LayerContext& ctx, std::int64_t vocab, std::int64_t padded_vocab,
             std::int64_t max_seq, std::int64_t dim, double init_std, bool positions = true);
   // partial [rows, d] <- this rank's vocabulary rows (zero for ids other ranks own).
-  void lookup(const std::int32_t* tokens, const Tensor& partial) const;
+  void lookup(const Tensor& tokens, const Tensor& partial) const;
   // x_local += positions of its rows, first_row being the global row of x_local's first row
   // (nothing without learned positions).
   void add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row) const;
   void backward_positions(const Tensor& dx_local, std::int64_t seq, std::int64_t first_row) const;
-  void backward_lookup(const std::int32_t* tokens, const Tensor& dfull) const;
+  void backward_lookup(const Tensor& tokens, const Tensor& dfull) const;
   int token_param() const { return wte_; }
   std::int64_t vocab_begin() const;
 

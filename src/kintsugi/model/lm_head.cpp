@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kintsugi/core/host_io.hpp"
+
 namespace kintsugi {
 
 namespace {
@@ -64,8 +66,8 @@ void LmHead::allocate(int slots, std::int64_t rows) {
       full_ = c.take(dt, {rows, d_});
       d_full_ = c.take(dt, {rows, d_});
     }
+    loss_sum_ = c.take(DType::f64, {1});
   });
-  losses_.assign(static_cast<std::size_t>(rows), 0.0);
 }
 
 Tensor LmHead::norm_forward(int slot, const Tensor& x) {
@@ -76,9 +78,9 @@ Tensor LmHead::norm_forward(int slot, const Tensor& x) {
   return full;
 }
 
-double LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
-                     const std::int32_t* targets, bool backward, double grad_scale,
-                     const Tensor& d_full) {
+void LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
+                   const Tensor& targets, bool backward, double grad_scale,
+                   const Tensor& d_full) {
   Backend& be = ctx_.backend;
   ParamStore& p = ctx_.params;
   Communicator* tp = ctx_.tp.group();
@@ -88,38 +90,35 @@ double LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
   // The two statistics summed across ranks travel in one all-reduce.
   const Tensor stats = row_stats_.reshaped({2, chunk_rows_});
   const DType st = ctx_.statistics();
-  const Tensor row_sum{stats.data, st, {n}};
-  const Tensor target_logit{static_cast<std::byte*>(stats.data) + n * size_of(st), st, {n}};
-  const Tensor both{stats.data, st, {2 * n}};
+  const Tensor row_sum{stats.data, st, {n}, stats.device};
+  const Tensor target_logit{static_cast<std::byte*>(stats.data) + n * size_of(st), st, {n},
+                            stats.device};
+  const Tensor both{stats.data, st, {2 * n}, stats.device};
 
   be.linear_forward(x, wte, nullptr, logits);
   be.softmax_row_max(logits, local_valid_, row_max);
   if (tp) tp->all_reduce(row_max, ReduceOp::max);
-  be.softmax_row_sum(logits, local_valid_, row_max, targets + r0, vocab_begin_, row_sum,
+  const Tensor chunk_targets = targets.rows(r0, n);
+  be.softmax_row_sum(logits, local_valid_, row_max, chunk_targets, vocab_begin_, row_sum,
                      target_logit, backward);
   if (tp) tp->all_reduce(both);
-  be.cross_entropy_finish(logits, local_valid_, row_max, row_sum, target_logit, targets + r0,
-                          vocab_begin_, losses_.data() + r0, backward, grad_scale);
+  be.cross_entropy_finish(logits, local_valid_, row_max, row_sum, target_logit, chunk_targets,
+                          vocab_begin_, loss_sum_, backward, grad_scale);
   if (backward) {
     be.linear_backward_input(logits, wte, d_full.rows(r0, n), false);
     be.linear_backward_weight(logits, x, p.grad(wte_), nullptr, p.accumulate_grad(wte_));
   }
-  double loss = 0;
-  for (std::int64_t r = r0; r < r0 + n; ++r) loss += losses_[r];
-  return loss;
 }
 
-double LmHead::forward_backward(int slot, const Tensor& x, const std::int32_t* targets,
-                                double grad_scale) {
+void LmHead::forward_backward(int slot, const Tensor& x, const Tensor& targets,
+                              double grad_scale) {
   const Tensor full = norm_forward(slot, x);
   Saved& s = saved_[slot];
   const Tensor d_full = ctx_.tp.sequence_parallel() ? d_full_ : s.d_norm;
-  double loss = 0;
   for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_)
-    loss += chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, true, grad_scale, d_full);
+    chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, true, grad_scale, d_full);
   // The input gradient is a partial sum over the ranks' vocabulary slices.
   ctx_.tp.enter_backward(d_full, s.d_norm);
-  return loss;
 }
 
 void LmHead::backward(int slot, const Tensor& x, const Tensor& d_residual) {
@@ -128,12 +127,10 @@ void LmHead::backward(int slot, const Tensor& x, const Tensor& d_residual) {
   norm_.backward(s.d_norm, x, s.mean, s.rstd, d_residual);
 }
 
-double LmHead::forward_loss(int slot, const Tensor& x, const std::int32_t* targets) {
+void LmHead::forward_loss(int slot, const Tensor& x, const Tensor& targets) {
   const Tensor full = norm_forward(slot, x);
-  double loss = 0;
   for (std::int64_t r0 = 0; r0 < rows_; r0 += chunk_rows_)
-    loss += chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, false, 0.0, Tensor{});
-  return loss;
+    chunk(full, r0, std::min(chunk_rows_, rows_ - r0), targets, false, 0.0, Tensor{});
 }
 
 void LmHead::logits(int slot, const Tensor& x, std::int64_t row, float* out) {
@@ -141,10 +138,8 @@ void LmHead::logits(int slot, const Tensor& x, std::int64_t row, float* out) {
   const Tensor full = norm_forward(slot, x);
   const Tensor logits = logits_.rows(0, 1);
   ctx_.backend.linear_forward(full.rows(row, 1), ctx_.params.param(wte_), nullptr, logits);
-  for (std::int64_t j = 0; j < vocab_; ++j) {
-    out[j] = logits.dtype == DType::f32 ? logits.as<float>()[j]
-                                        : static_cast<float>(logits.as<double>()[j]);
-  }
+  // Only the real vocabulary: padding columns are not tokens.
+  read_values(logits.reshaped({local_vocab_}).rows(0, vocab_), out);
 }
 
 }  // namespace kintsugi

@@ -26,16 +26,18 @@ class LmHead {
 
   void allocate(int slots, std::int64_t rows);
 
-  // Forward and backward through norm, head and loss for one micro-batch; x [local rows, d].
-  // Accumulates the head's weight gradient of grad_scale * (sum of token losses) and keeps
-  // dL/d(norm output) for backward(). Returns the sum of the token losses (all rows).
-  double forward_backward(int slot, const Tensor& x, const std::int32_t* targets,
-                          double grad_scale);
+  // Forward and backward through norm, head and loss for one micro-batch; x [local rows, d],
+  // targets i32 [all rows]. Accumulates the head's weight gradient of
+  // grad_scale * (sum of token losses) and keeps dL/d(norm output) for backward(). Adds the sum
+  // of the token losses (all rows) to loss_sum().
+  void forward_backward(int slot, const Tensor& x, const Tensor& targets, double grad_scale);
   // d_residual = dL/dx (overwritten).
   void backward(int slot, const Tensor& x, const Tensor& d_residual);
-  // Loss only (evaluation): returns the sum of the token losses.
-  double forward_loss(int slot, const Tensor& x, const std::int32_t* targets);
-  // Logits of one row of x (generation; one rank), into out [vocab] (f32).
+  // Loss only (evaluation): adds the sum of the token losses to loss_sum().
+  void forward_loss(int slot, const Tensor& x, const Tensor& targets);
+  // f64 [1] on the device: the token losses added up since the owner last zeroed it.
+  const Tensor& loss_sum() const { return loss_sum_; }
+  // Logits of one row of x (generation; one rank), into out [vocab] (f32, host memory).
   void logits(int slot, const Tensor& x, std::int64_t row, float* out);
 
  private:
@@ -45,9 +47,8 @@ class LmHead {
   // Norm forward and, with sequence parallelism, the gather of its output to all rows.
   Tensor norm_forward(int slot, const Tensor& x);
   // Loss (and with backward, gradient) over rows [r0, r0 + n) of the gathered norm output.
-  double chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
-               const std::int32_t* targets, bool backward, double grad_scale,
-               const Tensor& d_full);
+  void chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n, const Tensor& targets,
+             bool backward, double grad_scale, const Tensor& d_full);
 
   LayerContext& ctx_;
   std::int64_t vocab_, d_;
@@ -61,7 +62,7 @@ class LmHead {
   Tensor logits_;              // [chunk_rows, local vocabulary]
   Tensor row_max_, row_stats_;  // [chunk_rows], [2, chunk_rows]: sum of exp, target logit
   Tensor full_, d_full_;       // [rows, d] (sequence parallel only)
-  std::vector<double> losses_;
+  Tensor loss_sum_;            // f64 [1]
 };
 
 }  // namespace kintsugi

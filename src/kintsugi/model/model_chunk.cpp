@@ -37,7 +37,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     params_.end_unit("head");
   }
   if (storage.allocate) params_.allocate_full(backend, storage.compute, storage.grad);
-  else params_.set_dtypes(storage.compute, storage.grad);
+  else params_.set_storage(storage.compute, storage.grad, backend.device());
   grad_.assign(slots, {});
 
   const DType dtype = storage.compute;
@@ -46,6 +46,14 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     TransformerBlock::layout_workspace(c, ctx_, config, micro_batch, seq, storage.recompute,
                                        workspace_);
     for (auto& g : grad_) g = c.take(dtype, {local, config.d_model});
+  });
+  tokens_.assign(slots, {});
+  targets_.assign(slots, {});
+  batch_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
+    for (int s = 0; s < slots; ++s) {
+      if (spec_.embedding) tokens_[s] = c.take(DType::i32, {rows});
+      if (spec_.head) targets_[s] = c.take(DType::i32, {rows});
+    }
   });
   for (auto& block : blocks_)
     block->allocate_activations(slots, micro_batch, seq, storage.recompute, workspace_);
@@ -64,8 +72,14 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     }));
 }
 
-double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
-                           bool training, double grad_scale) {
+Tensor ModelChunk::loss_sum() const {
+  KINTSUGI_ASSERT(head_ != nullptr);
+  return head_->loss_sum();
+}
+
+void ModelChunk::zero_loss() { ctx_.backend.zero(loss_sum()); }
+
+void ModelChunk::forward(int slot, bool training, double grad_scale, bool score) {
   const TensorParallel& tp = ctx_.tp;
   auto& x = residual_[slot];
   // The embedding unit stays acquired until backward (the tied head writes its gradient in the
@@ -76,7 +90,7 @@ double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int3
     // embedding norm the sum lands before it and the norm writes the chunk's input.
     const Tensor embedded = embedding_norm_ ? embedding_saved_[slot].raw : x[0];
     const Tensor partial = tp.sequence_parallel() ? workspace_.full : embedded;
-    embedding_->lookup(tokens, partial);
+    embedding_->lookup(tokens_[slot], partial);
     tp.leave(partial, embedded);
     embedding_->add_positions(embedded, seq_, tp.first_row(batch_ * seq_));
     if (embedding_norm_) {
@@ -90,21 +104,21 @@ double ModelChunk::forward(int slot, const std::int32_t* tokens, const std::int3
     blocks_[i]->forward(slot, x[i], x[i + 1], workspace_);
     release(unit);
   }
-  double loss = 0.0;
-  const bool score = head_ && targets;  // no targets: the caller wants the activations only
+  score = score && head_;
   if (score) {
     acquire(head_unit_, training);
-    loss = training ? head_->forward_backward(slot, x.back(), targets, grad_scale)
-                    : head_->forward_loss(slot, x.back(), targets);
+    if (training)
+      head_->forward_backward(slot, x.back(), targets_[slot], grad_scale);
+    else
+      head_->forward_loss(slot, x.back(), targets_[slot]);
   }
   if (!training) {
     if (score) release(head_unit_);
     if (embedding_) release(embedding_unit_);
   }
-  return loss;
 }
 
-void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_batch) {
+void ModelChunk::backward(int slot, bool last_micro_batch) {
   auto& x = residual_[slot];
   const Tensor d = grad_[slot];
   if (head_) {
@@ -133,7 +147,7 @@ void ModelChunk::backward(int slot, const std::int32_t* tokens, bool last_micro_
     embedding_->backward_positions(d_embedded, seq_, tp.first_row(batch_ * seq_));
     const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d_embedded;
     tp.leave_backward(d_embedded, d_full);
-    embedding_->backward_lookup(tokens, d_full);
+    embedding_->backward_lookup(tokens_[slot], d_full);
     grads_final(embedding_unit_, last_micro_batch);
     release(embedding_unit_);
   }

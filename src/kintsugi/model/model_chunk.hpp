@@ -62,16 +62,25 @@ class ModelChunk {
   Tensor input(int slot) const { return residual_[slot].front(); }
   Tensor output(int slot) const { return residual_[slot].back(); }
   Tensor grad(int slot) const { return grad_[slot]; }
+  // i32 [micro_batch * seq] of a slot, on the device: the micro-batch's token ids (embedding
+  // chunk) and targets (loss chunk), written by the caller before forward (core/host_io.hpp).
+  // Empty for a chunk that does not read them.
+  Tensor tokens(int slot) const { return tokens_[slot]; }
+  Tensor targets(int slot) const { return targets_[slot]; }
 
-  // One micro-batch through the chunk. The embedding chunk reads tokens; the loss chunk scores
-  // targets (when given) and returns the sum of token losses (others return 0). With `training` the loss
-  // chunk also runs the head's backward, scaled by grad_scale, so backward() can follow.
-  double forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
-                 bool training, double grad_scale);
+  // One micro-batch through the chunk. The embedding chunk reads tokens(slot); with `score` the
+  // loss chunk scores targets(slot) and adds the sum of token losses to loss_sum(). With
+  // `training` the loss chunk also runs the head's backward, scaled by grad_scale, so backward()
+  // can follow. Without `score` (generation) the chunk only computes its output.
+  void forward(int slot, bool training, double grad_scale, bool score = true);
   // Backward of the micro-batch in `slot`: from the loss (loss chunk) or from grad(slot); leaves
   // dL/d(input) in grad(slot). With last_micro_batch, grads_final is told as each layer's
   // parameter gradients become final for the step.
-  void backward(int slot, const std::int32_t* tokens, bool last_micro_batch);
+  void backward(int slot, bool last_micro_batch);
+  // Loss chunk: f64 [1] on the device, the token losses added up since zero_loss(). The host
+  // reads it once per step (read_scalar).
+  Tensor loss_sum() const;
+  void zero_loss();
 
   // Told which parameter units forward and backward use, and when gradients are final.
   void set_observer(UnitObserver* observer) { observer_ = observer; }
@@ -108,9 +117,11 @@ class ModelChunk {
   int embedding_unit_ = -1, first_block_unit_ = 0, head_unit_ = -1;
   std::vector<std::vector<Tensor>> residual_;  // [slot][i]: input of block i; back(): output
   std::vector<Tensor> grad_;                   // [slot]
+  std::vector<Tensor> tokens_, targets_;       // [slot]
   std::vector<Buffer> residual_storage_;
   BlockWorkspace workspace_;
   Buffer workspace_storage_;
+  Buffer batch_storage_;  // tokens_ and targets_
   UnitObserver* observer_ = nullptr;
 };
 

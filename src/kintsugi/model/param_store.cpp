@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/rng.hpp"
 
 namespace kintsugi {
@@ -48,10 +49,11 @@ int ParamStore::find(const std::string& name) const {
   return -1;
 }
 
-void ParamStore::set_dtypes(DType param, DType grad) {
+void ParamStore::set_storage(DType param, DType grad, Device device) {
   KINTSUGI_ASSERT(open_unit_first_ == size());  // every parameter belongs to a unit
   param_dtype_ = param;
   grad_dtype_ = grad;
+  device_ = device;
   param_base_.assign(units_.size(), nullptr);
   grad_base_.assign(units_.size(), nullptr);
 }
@@ -64,7 +66,7 @@ Tensor ParamStore::param(int i) const {
   auto* base = static_cast<std::byte*>(param_base_[e.unit]);
   KINTSUGI_ASSERT(base != nullptr);  // a sharded unit must be gathered before use
   return Tensor{base + (e.offset - units_[e.unit].begin) * size_of(param_dtype_), param_dtype_,
-                e.local_shape};
+                e.local_shape, device_};
 }
 
 Tensor ParamStore::grad(int i) const {
@@ -72,12 +74,11 @@ Tensor ParamStore::grad(int i) const {
   auto* base = static_cast<std::byte*>(grad_base_[e.unit]);
   KINTSUGI_ASSERT(base != nullptr);  // a sharded unit's gradient is staged while in use
   return Tensor{base + (e.offset - units_[e.unit].begin) * size_of(grad_dtype_), grad_dtype_,
-                e.local_shape};
+                e.local_shape, device_};
 }
 
 void ParamStore::allocate_full(Backend& backend, DType param_dtype, DType grad_dtype) {
-  set_dtypes(param_dtype, grad_dtype);
-  backend_ = &backend;
+  set_storage(param_dtype, grad_dtype, backend.device());
   params_ = backend.allocate(MemoryKind::parameters, total_ * size_of(param_dtype));
   grads_ = backend.allocate(MemoryKind::gradients, total_ * size_of(grad_dtype));
   for (int u = 0; u < units(); ++u) {
@@ -157,13 +158,7 @@ void ParamStore::initialize(std::uint64_t seed) {
   KINTSUGI_ASSERT(full());
   std::vector<float> values(static_cast<std::size_t>(total_));
   initial_values(seed, 0, total_, values.data());
-  const Tensor all = params();
-  if (param_dtype_ == DType::f64) {
-    // Double-precision gradient checks keep the float32 draws exactly.
-    for (std::int64_t k = 0; k < total_; ++k) all.as<double>()[k] = values[k];
-  } else {
-    backend_->convert(Tensor{values.data(), DType::f32, Shape{total_}}, all);
-  }
+  write_values(values.data(), params());  // f64 (gradient checks) keeps the f32 draws exactly
 }
 
 void ParamStore::begin_step() { std::fill(written_.begin(), written_.end(), 0); }

@@ -74,9 +74,10 @@ class ParamStore {
   // Storage. Views resolve through a base pointer per unit, bound by whoever owns the storage:
   // allocate_full() (full buffers), or a sharded training state that binds a unit only while
   // it is gathered. param(i) and grad(i) of an unbound unit are an error.
-  void set_dtypes(DType param, DType grad);
+  void set_storage(DType param, DType grad, Device device);
   DType param_dtype() const { return param_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
+  Device device() const { return device_; }
   void bind_params(int unit, void* base);
   void bind_grads(int unit, void* base);
   bool params_bound(int unit) const { return param_base_[unit] != nullptr; }
@@ -111,7 +112,7 @@ class ParamStore {
   std::int64_t total_ = 0;
   int open_unit_first_ = 0;
   DType param_dtype_ = DType::f32, grad_dtype_ = DType::f32;
-  Backend* backend_ = nullptr;
+  Device device_ = Device::cpu;
   Buffer params_, grads_;
 };
 

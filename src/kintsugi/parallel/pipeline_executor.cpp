@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "kintsugi/core/host_io.hpp"
+
 namespace kintsugi {
 
 namespace {
@@ -48,10 +50,9 @@ void PipelineExecutor::wait_receive(int direction, int chunk, int mb) {
                  1, start, tracer_.now());
 }
 
-double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
-                             double grad_scale, const Hooks& hooks) {
+void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
+                           double grad_scale, const Hooks& hooks) {
   const int p = shape_.stages, chunks_total = shape_.stages * shape_.virtual_stages;
-  double loss = 0;
   compute_seconds_ = 0;
   peak_in_flight_ = 0;
   int in_flight = 0;
@@ -72,8 +73,10 @@ double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool t
         wait_receive(kForward, in.chunk, in.micro_batch);
         wait_sends(*slot);
         hooks.sample(in.micro_batch, slot->tokens.data(), slot->targets.data());
+        if (!chunk->tokens(s).empty()) copy_from_host(slot->tokens.data(), chunk->tokens(s));
+        if (!chunk->targets(s).empty()) copy_from_host(slot->targets.data(), chunk->targets(s));
         const double start = tracer_.now();
-        loss += chunk->forward(s, slot->tokens.data(), slot->targets.data(), training, grad_scale);
+        chunk->forward(s, training, grad_scale);
         compute_seconds_ += tracer_.now() - start;
         tracer_.record(fmt::format("F c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
         peak_in_flight_ = std::max(peak_in_flight_, ++in_flight);
@@ -93,7 +96,7 @@ double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool t
       case PipeOp::backward: {
         wait_receive(kBackward, in.chunk, in.micro_batch);
         const double start = tracer_.now();
-        chunk->backward(s, slot->tokens.data(), in.micro_batch == shape_.micro_batches - 1);
+        chunk->backward(s, in.micro_batch == shape_.micro_batches - 1);
         compute_seconds_ += tracer_.now() - start;
         tracer_.record(fmt::format("B c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
         --in_flight;
@@ -122,7 +125,6 @@ double PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool t
   for (auto& chunk_slots : slots_)
     for (Slot& slot : chunk_slots) wait_sends(slot);
   KINTSUGI_ASSERT(receives_.empty());
-  return loss;
 }
 
 }  // namespace kintsugi

@@ -24,14 +24,15 @@ class PipelineExecutor {
                    Communicator* pp, Tracer& tracer);
 
   struct Hooks {
-    // Fills micro-batch mb's tokens and targets ([micro_batch * seq] each).
+    // Fills micro-batch mb's tokens and targets ([micro_batch * seq] each, host memory); the
+    // executor moves them to the chunk's device tensors.
     std::function<void(int mb, std::int32_t* tokens, std::int32_t* targets)> sample;
     std::function<void()> reduce_grads, optimizer_step;
   };
-  // Executes `program`; returns the sum of token losses this rank computed (on the last stage).
+  // Executes `program`. The loss chunk (last stage) adds the token losses to its loss_sum().
   // grad_scale multiplies the loss whose gradient backward computes.
-  double run(const std::vector<PipeInstruction>& program, bool training, double grad_scale,
-             const Hooks& hooks);
+  void run(const std::vector<PipeInstruction>& program, bool training, double grad_scale,
+           const Hooks& hooks);
 
   // Seconds spent computing during the last run (forward and backward), for the bubble.
   double compute_seconds() const { return compute_seconds_; }

@@ -2,25 +2,23 @@
 
 #include <algorithm>
 
+#include "kintsugi/core/host_io.hpp"
+
 namespace kintsugi {
 
 namespace {
 
 bool low_precision(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-Tensor slice(std::byte* base, DType dtype, std::int64_t begin, std::int64_t count) {
-  return Tensor{base + begin * static_cast<std::int64_t>(size_of(dtype)), dtype, Shape{count}};
+// Elements [begin, begin + count) of a buffer seen as `dtype`.
+Tensor slice(const Buffer& buffer, DType dtype, std::int64_t begin, std::int64_t count) {
+  return buffer.view(dtype, Shape{count}, static_cast<std::size_t>(begin) * size_of(dtype));
 }
 
-// Writes float values into a tensor of any float type (f64 exactly, others via the backend).
-void store(Backend& backend, const std::vector<float>& values, const Tensor& dst) {
-  if (dst.dtype == DType::f64) {
-    for (std::int64_t k = 0; k < dst.numel(); ++k) dst.as<double>()[k] = values[k];
-    return;
-  }
-  backend.convert(Tensor{const_cast<float*>(values.data()), DType::f32,
-                         Shape{static_cast<std::int64_t>(values.size())}},
-                  dst);
+// Writes float values into a tensor of any float type (f64 exactly).
+void store(const std::vector<float>& values, const Tensor& dst) {
+  KINTSUGI_ASSERT(static_cast<std::int64_t>(values.size()) == dst.numel());
+  write_values(values.data(), dst);
 }
 
 }  // namespace
@@ -107,7 +105,7 @@ void ShardedState::reduce_deferred() {
     if (!deferred_[u]) continue;
     if (stage_ == 0) {
       reductions_.push_back(shard_->all_reduce_async(
-          slice(full_grads_.data(), params_.grad_dtype(), params_.unit(u).begin, params_.unit(u).size())));
+          slice(full_grads_, params_.grad_dtype(), params_.unit(u).begin, params_.unit(u).size())));
     } else {
       reduce_scatter_unit(u);
     }
@@ -123,14 +121,14 @@ void ShardedState::initialize(std::uint64_t seed) {
   };
   if (stage_ <= 2) {
     fill(0, params_.numel());
-    store(backend_, values, slice(full_params_.data(), pt, 0, params_.numel()));
-    if (mixed_ && stage_ == 0) store(backend_, values, slice(master_.data(), DType::f32, 0, params_.numel()));
+    store(values, slice(full_params_, pt, 0, params_.numel()));
+    if (mixed_ && stage_ == 0) store(values, slice(master_, DType::f32, 0, params_.numel()));
   }
   if (stage_ >= 1)
     for (const Chunk& c : chunks_) {
       fill(c.begin, c.size);
-      if (stage_ == 3) store(backend_, values, slice(owned_params_.data(), pt, c.offset, c.size));
-      if (mixed_) store(backend_, values, slice(master_.data(), DType::f32, c.offset, c.size));
+      if (stage_ == 3) store(values, slice(owned_params_, pt, c.offset, c.size));
+      if (mixed_) store(values, slice(master_, DType::f32, c.offset, c.size));
     }
 }
 
@@ -159,12 +157,12 @@ void ShardedState::build_optimizer(const AdamWConfig& config) {
     const ParamEntry& e = params_.entry(i);
     AdamWSegment s;
     s.decay = e.spec.weight_decay;
-    const Tensor weights = stage_ <= 2 ? slice(full_params_.data(), pt, a, n)
-                                       : slice(owned_params_.data(), pt, owned, n);
-    s.grad = stage_ <= 1 ? slice(full_grads_.data(), gt, a, n)
-                         : slice(owned_grads_.data(), gt, owned, n);
+    const Tensor weights = stage_ <= 2 ? slice(full_params_, pt, a, n)
+                                       : slice(owned_params_, pt, owned, n);
+    s.grad = stage_ <= 1 ? slice(full_grads_, gt, a, n)
+                         : slice(owned_grads_, gt, owned, n);
     if (mixed_) {
-      s.param = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned, n);
+      s.param = slice(master_, DType::f32, stage_ == 0 ? a : owned, n);
       s.working_copy = weights;
     } else {
       s.param = weights;
@@ -206,18 +204,18 @@ void ShardedState::give_back(std::unique_ptr<Staging> s) {
   pool_.emplace(size, std::move(s));
 }
 
-Tensor ShardedState::unit_tensor(std::byte* base, DType dtype, int u) const {
-  return Tensor{base, dtype, Shape{params_.unit(u).size()}};
+Tensor ShardedState::unit_tensor(const Buffer& buffer, DType dtype, int u) const {
+  return buffer.view(dtype, Shape{params_.unit(u).size()});
 }
 
 Tensor ShardedState::owned(const Buffer& b, DType dtype, int u) const {
-  return slice(b.data(), dtype, chunks_[u].offset, chunks_[u].size);
+  return slice(b, dtype, chunks_[u].offset, chunks_[u].size);
 }
 
 void ShardedState::start_gather(int u) {
   const DType pt = params_.param_dtype();
   auto s = take_staging(params_.unit(u).size() * size_of(pt));
-  const Tensor whole = unit_tensor(s->buffer.data(), pt, u);
+  const Tensor whole = unit_tensor(s->buffer, pt, u);
   if (shard_) s->pending = shard_->all_gather_async(owned(owned_params_, pt, u), whole);
   else backend_.copy(owned(owned_params_, pt, u), whole);
   gathered_[u] = std::move(s);
@@ -271,8 +269,8 @@ void ShardedState::grads_final(int u, bool last) {
   auto s = std::move(grad_stage_[u]);
   KINTSUGI_ASSERT(s != nullptr);
   params_.bind_grads(u, nullptr);
-  const Tensor whole = unit_tensor(s->buffer.data(), gt, u);
-  const Tensor mine = slice(s->buffer.data(), gt, shard_rank_ * chunks_[u].size, chunks_[u].size);
+  const Tensor whole = unit_tensor(s->buffer, gt, u);
+  const Tensor mine = slice(s->buffer, gt, shard_rank_ * chunks_[u].size, chunks_[u].size);
   if (shard_) s->pending = shard_->reduce_scatter_async(whole, mine);
   reducing_.push_back({u, std::move(s)});
   reclaim_grads(false);
@@ -282,8 +280,8 @@ void ShardedState::reduce_scatter_unit(int u) {
   // In place: the unit's reduced shard lands where it lies in the full buffer.
   const DType gt = params_.grad_dtype();
   reductions_.push_back(shard_->reduce_scatter_async(
-      slice(full_grads_.data(), gt, params_.unit(u).begin, params_.unit(u).size()),
-      slice(full_grads_.data(), gt, chunks_[u].begin, chunks_[u].size)));
+      slice(full_grads_, gt, params_.unit(u).begin, params_.unit(u).size()),
+      slice(full_grads_, gt, chunks_[u].begin, chunks_[u].size)));
 }
 
 void ShardedState::launch_buckets(int down_to_unit) {
@@ -294,7 +292,7 @@ void ShardedState::launch_buckets(int down_to_unit) {
     if (b.deferred) continue;
     const std::int64_t begin = params_.unit(b.first_unit).begin;
     const std::int64_t end = params_.unit(b.last_unit).end;
-    reductions_.push_back(shard_->all_reduce_async(slice(full_grads_.data(), gt, begin, end - begin)));
+    reductions_.push_back(shard_->all_reduce_async(slice(full_grads_, gt, begin, end - begin)));
   }
 }
 
@@ -306,7 +304,7 @@ void ShardedState::reclaim_grads(bool all) {
     reducing_.pop_front();
     p.staging->pending.wait();
     const Tensor mine =
-        slice(p.staging->buffer.data(), gt, shard_rank_ * chunks_[p.unit].size, chunks_[p.unit].size);
+        slice(p.staging->buffer, gt, shard_rank_ * chunks_[p.unit].size, chunks_[p.unit].size);
     const Tensor acc = owned(owned_grads_, gt, p.unit);
     if (accumulated_[p.unit]) backend_.add(acc, mine, acc);
     else backend_.copy(mine, acc);
@@ -330,12 +328,12 @@ void ShardedState::finish_reduction() {
     reductions_.clear();
     if (replica_ && stage_ == 1)
       for (int u = 0; u < params_.units(); ++u)
-        replica_->all_reduce(slice(full_grads_.data(), gt, chunks_[u].begin, chunks_[u].size));
+        replica_->all_reduce(slice(full_grads_, gt, chunks_[u].begin, chunks_[u].size));
   } else {
     reclaim_grads(true);
     for (int u = 0; u < params_.units(); ++u)
       if (!accumulated_[u]) backend_.zero(owned(owned_grads_, gt, u));
-    if (replica_) replica_->all_reduce(slice(owned_grads_.data(), gt, 0, owned_total_));
+    if (replica_) replica_->all_reduce(slice(owned_grads_, gt, 0, owned_total_));
   }
   drop_prefetched();
 }
@@ -349,20 +347,18 @@ void ShardedState::drop_prefetched() {
     }
 }
 
-double ShardedState::grad_sum_squares() const {
+void ShardedState::grad_sum_squares(const Tensor& sum) const {
   const DType gt = params_.grad_dtype();
-  double sum = 0;
   for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
     const ParamEntry& e = params_.entry(i);
     if (e.spec.tied_copy || (e.spec.split_dim < 0 && tp_.rank() != 0)) return;
     // The alignment gap after the tensor holds no gradient.
     const std::int64_t valid = std::min(a + n, e.offset + e.local_shape.numel()) - a;
     if (valid <= 0) return;
-    const Tensor g = stage_ <= 1 ? slice(full_grads_.data(), gt, a, valid)
-                                 : slice(owned_grads_.data(), gt, owned, valid);
-    sum += backend_.sum_squares(g);
+    const Tensor g = stage_ <= 1 ? slice(full_grads_, gt, a, valid)
+                                 : slice(owned_grads_, gt, owned, valid);
+    backend_.sum_squares(g, sum);
   });
-  return sum;
 }
 
 void ShardedState::optimizer_step(double lr, double grad_scale) {
@@ -377,8 +373,8 @@ void ShardedState::gather_updated_params() {
   std::vector<CommHandle> gathers;
   for (int u = 0; u < params_.units(); ++u)
     gathers.push_back(shard_->all_gather_async(
-        slice(full_params_.data(), pt, chunks_[u].begin, chunks_[u].size),
-        slice(full_params_.data(), pt, params_.unit(u).begin, params_.unit(u).size())));
+        slice(full_params_, pt, chunks_[u].begin, chunks_[u].size),
+        slice(full_params_, pt, params_.unit(u).begin, params_.unit(u).size())));
   for (auto& g : gathers) g.wait();
 }
 
@@ -405,9 +401,9 @@ std::vector<ShardedState::StatePiece> ShardedState::state_pieces() const {
     p.param = i;
     p.begin = a - e.offset;
     p.count = valid;
-    if (mixed_) p.weights = slice(master_.data(), DType::f32, stage_ == 0 ? a : owned, valid);
-    else if (stage_ <= 2) p.weights = slice(full_params_.data(), pt, a, valid);
-    else p.weights = slice(owned_params_.data(), pt, owned, valid);
+    if (mixed_) p.weights = slice(master_, DType::f32, stage_ == 0 ? a : owned, valid);
+    else if (stage_ <= 2) p.weights = slice(full_params_, pt, a, valid);
+    else p.weights = slice(owned_params_, pt, owned, valid);
     p.m = adamw_->moment(0, state_offset, valid);
     p.v = adamw_->moment(1, state_offset, valid);
     out.push_back(p);

@@ -60,9 +60,10 @@ class ShardedState final : public UnitObserver {
   void reduce_deferred();
   // Waits for every reduction of the step; the (sharded) gradient is then complete.
   void finish_reduction();
-  // Sum of squares of the reduced gradient elements this rank holds and counts (replicated
-  // parameters on tp rank 0 only, tied copies never); norm_group() then sums the ranks.
-  double grad_sum_squares() const;
+  // Adds to sum (f64 [1] on the device) the squares of the reduced gradient elements this rank
+  // holds and counts (replicated parameters on tp rank 0 only, tied copies never); norm_group()
+  // then sums the ranks.
+  void grad_sum_squares(const Tensor& sum) const;
   Communicator* norm_group() const { return stage_ >= 1 ? shard_ : nullptr; }
   void optimizer_step(double lr, double grad_scale);
   int stage() const { return stage_; }
@@ -102,7 +103,7 @@ class ShardedState final : public UnitObserver {
   };
   std::unique_ptr<Staging> take_staging(std::size_t bytes);
   void give_back(std::unique_ptr<Staging> s);
-  Tensor unit_tensor(std::byte* base, DType dtype, int unit) const;
+  Tensor unit_tensor(const Buffer& buffer, DType dtype, int unit) const;
   Tensor owned(const Buffer& b, DType dtype, int unit) const;  // unit's chunk in owned buffers
   void start_gather(int unit);
   void launch_buckets(int down_to_unit);

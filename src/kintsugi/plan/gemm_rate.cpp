@@ -1,6 +1,5 @@
 #include "kintsugi/plan/gemm_rate.hpp"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -9,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "kintsugi/backend/cpu/convert.hpp"
-#include "kintsugi/backend/cpu/gemm_bf16.hpp"
 #include "kintsugi/core/cache_dir.hpp"
+#include "kintsugi/core/cpu_info.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 
@@ -20,49 +19,28 @@ namespace kintsugi {
 
 namespace fs = std::filesystem;
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown CPU";
-}
-
-GemmRate measure_gemm_rate(int size, int repeats, DType dtype) {
+GemmRate measure_gemm_rate(Backend& backend, int size, int repeats, DType dtype) {
   if (dtype != DType::f32 && dtype != DType::bf16)
     fail("GEMM rates are measured for f32 and bf16, not {}", name_of(dtype));
-  const std::size_t n = static_cast<std::size_t>(size);
-  std::vector<float> a(n * n), b(n * n), c(n * n);
-  for (std::size_t i = 0; i < n * n; ++i) {
+  const std::int64_t n = size;
+  std::vector<float> a(static_cast<std::size_t>(n * n)), b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
     a[i] = static_cast<float>((i % 17) * 0.01);
     b[i] = static_cast<float>((i % 13) * 0.02);
   }
-  std::vector<std::uint16_t> a16, b16;
-  std::vector<std::byte> scratch;
-  if (dtype == DType::bf16) {
-    a16.resize(n * n);
-    b16.resize(n * n);
-    for (std::size_t i = 0; i < n * n; ++i) {
-      a16[i] = cpu::f32_to_bf16(a[i]);
-      b16[i] = cpu::f32_to_bf16(b[i]);
-    }
-    scratch.resize(cpu::bf16gemm::scratch_bytes(compute_threads()));
-  }
+  // A linear layer's forward: y[n, n] = x . w^T with f32 results (f32 accumulation either way).
+  const std::size_t operand = static_cast<std::size_t>(n * n) * size_of(dtype);
+  const Buffer xs = backend.allocate(MemoryKind::workspace, operand);
+  const Buffer ws = backend.allocate(MemoryKind::workspace, operand);
+  const Buffer ys = backend.allocate(MemoryKind::workspace, static_cast<std::size_t>(n * n) * 4);
+  const Tensor x = xs.view(dtype, {n, n}), w = ws.view(dtype, {n, n}), y = ys.view(DType::f32, {n, n});
+  write_values(a.data(), x);
+  write_values(b.data(), w);
   auto run = [&] {
-    if (dtype == DType::bf16) {
-      namespace bg = cpu::bf16gemm;
-      bg::gemm(size, size, size, 1.0f, bg::Operand{a16.data(), DType::bf16, size, false},
-               bg::Operand{b16.data(), DType::bf16, size, true}, 0.0f, c.data(), size,
-               scratch.data(), compute_threads());
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(),
-                  size, b.data(), size, 0.0f, c.data(), size);
-    }
+    backend.linear_forward(x, w, nullptr, y);
+    backend.synchronize();
   };
-  run();  // warm-up: page faults, thread start-up, clock ramp
+  run();  // warm-up: page faults, thread start-up, clock ramp, library initialization
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
     Stopwatch sw;
@@ -73,10 +51,10 @@ GemmRate measure_gemm_rate(int size, int repeats, DType dtype) {
   rate.gflops = 2.0 * size * double(size) * size / best / 1e9;
   rate.threads = compute_threads();
   rate.size = size;
-  rate.cpu = cpu_model_name();
+  rate.cpu = backend.hardware();
   rate.dtype = dtype;
-  rate.source = fmt::format("{} GEMM rate measured on this machine ({}^3, best of {}, {} threads)",
-                            std::string(name_of(dtype)), size, repeats, rate.threads);
+  rate.source = fmt::format("{} GEMM rate measured on this machine ({}, {}^3, best of {}, {} threads)",
+                            std::string(name_of(dtype)), rate.cpu, size, repeats, rate.threads);
   return rate;
 }
 
@@ -91,12 +69,12 @@ fs::path rates_file() { return cache_file("gemm-rate.json"); }
 // Entries written before rates had a dtype are f32.
 std::string entry_dtype(const nlohmann::json& e) { return e.value("dtype", std::string("f32")); }
 
-std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype) {
+std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype, const std::string& hardware) {
   std::ifstream in(rates_file());
   if (!in) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(in);
-    const std::string cpu = cpu_model_name();
+    const std::string cpu = hardware.empty() ? cpu_model_name() : hardware;
     for (const auto& e : j.at("rates")) {
       if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu &&
           entry_dtype(e) == std::string(name_of(dtype))) {
@@ -145,9 +123,9 @@ void store_gemm_rate(const GemmRate& rate) {
   fs::rename(tmp, rates_file(), ec);  // best effort: a read-only home only costs re-measuring
 }
 
-GemmRate local_gemm_rate(DType dtype) {
-  if (auto cached = cached_gemm_rate(compute_threads(), dtype)) return *cached;
-  GemmRate rate = measure_gemm_rate(3072, 5, dtype);
+GemmRate local_gemm_rate(Backend& backend, DType dtype) {
+  if (auto cached = cached_gemm_rate(compute_threads(), dtype, backend.hardware())) return *cached;
+  GemmRate rate = measure_gemm_rate(backend, 3072, 5, dtype);
   store_gemm_rate(rate);
   return rate;
 }

@@ -129,7 +129,8 @@ ClusterSpec local_cluster(std::int64_t ranks) {
   // cores share them.
   const int threads = compute_threads();
   set_compute_threads(1);
-  const double f32 = local_gemm_rate(DType::f32).gflops;
+  MemoryTracker memory;
+  const double f32 = local_gemm_rate(*make_cpu_backend(memory), DType::f32).gflops;
   const auto bf16 = cached_gemm_rate(1, DType::bf16);
   set_compute_threads(threads);
   const double share = std::min(1.0, static_cast<double>(cores) / static_cast<double>(ranks));

@@ -19,7 +19,13 @@ namespace kintsugi {
 
 namespace {
 
-using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*>;
+// A key's field. Enumerations are TOML strings holding one of their names (parse_choice).
+using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*,
+                            Device*>;
+
+Device parse_choice(const std::string& text, const std::string& key, Device*) {
+  return parse_device(text, key);
+}
 
 struct Key {
   std::string path;
@@ -73,6 +79,8 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.eval_batches", &c.train.eval_batches, "validation micro-batches per evaluation"},
       {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
       {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
+      {"train.device", &c.train.device,
+       "where the model trains: \"cpu\" or \"cuda\" (one GPU per rank; needs a CUDA build)"},
       {"train.precision", &c.train.precision,
        "\"fp32\", or mixed precision \"bf16\" / \"fp16\": weights and activations in 16 bits, "
        "f32 master weights and optimizer state"},
@@ -126,6 +134,7 @@ std::string type_name(const Target& t) {
         else if constexpr (std::is_same_v<T, double>) return "float";
         else if constexpr (std::is_same_v<T, std::string>) return "string";
         else if constexpr (std::is_same_v<T, bool>) return "boolean";
+        else if constexpr (std::is_enum_v<T>) return "string";
         else return "integers";
       },
       t);
@@ -136,6 +145,7 @@ std::string value_text(const Target& t) {
       [](auto* p) -> std::string {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, std::string>) return fmt::format("\"{}\"", *p);
+        else if constexpr (std::is_enum_v<T>) return fmt::format("\"{}\"", name_of(*p));
         else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
           return fmt::format("[{}]", fmt::join(*p, ", "));
         else return fmt::format("{}", *p);
@@ -169,6 +179,9 @@ void assign(const Key& key, const toml::node& node, const std::string& source) {
             if (!item.is_integer()) wrong();
             p->push_back(*item.value<std::int64_t>());
           }
+        } else if constexpr (std::is_enum_v<T>) {
+          if (!node.is_string()) wrong();
+          *p = parse_choice(*node.value<std::string>(), key.path, p);
         } else {
           if (!node.is_string()) wrong();
           *p = *node.value<std::string>();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kintsugi/core/device.hpp"
 #include "kintsugi/core/dtype.hpp"
 #include "kintsugi/model/config.hpp"
 
@@ -35,6 +36,7 @@ struct TrainConfig {
   std::int64_t eval_batches = 8;
   std::int64_t log_every = 1;
   std::int64_t threads = 0;  // 0: all cores
+  Device device = Device::cpu;
   std::string recompute = "none";  // activation recomputation: none, selective, full
   std::string precision = "fp32";  // fp32, bf16, fp16: weights and activations
   std::string grad_precision = "fp32";  // fp32, or "param": gradients in the weights' type

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kintsugi/core/host_io.hpp"
+
 #include "kintsugi/optim/grad_clip.hpp"
 
 namespace kintsugi {
@@ -61,6 +63,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   std::vector<ModelChunk*> raw;
   for (auto& ch : chunks_) raw.push_back(ch.get());
   executor_ = std::make_unique<PipelineExecutor>(raw, shape, place.pp_rank, place.pp, tracer);
+  grad_sum_squares_ = backend.allocate(MemoryKind::workspace, sizeof(double));
 }
 
 std::vector<const ParamStore*> StageModel::params() const {
@@ -101,8 +104,10 @@ void StageModel::reduce_grads() {
 void StageModel::optimizer_step() {
   // Sum of squares over this rank's chunks, then over the ranks holding other parts of the
   // gradient: the shard group (ZeRO), tensor-parallel ranks, pipeline stages.
-  double sum = 0;
-  for (auto& s : states_) sum += s->grad_sum_squares();
+  const Tensor local = grad_sum_squares_.view(DType::f64, Shape{1});
+  backend_.zero(local);
+  for (auto& s : states_) s->grad_sum_squares(local);
+  double sum = read_scalar(local);
   for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
     if (g) g->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
   // Every rank sees the same sum, so every rank takes the same decision to skip.
@@ -122,22 +127,33 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   for (auto& s : states_) s->begin_step();
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
-  const double loss = executor_->run(
-      program, true, grad_scale * loss_scale,
-      {.sample = sample,
-       .reduce_grads = [this] { reduce_grads(); },
-       .optimizer_step = [this] { optimizer_step(); }});
-  return {sum_over_job(loss), grad_norm_, skipped_, loss_scale};
+  zero_loss();
+  executor_->run(program, true, grad_scale * loss_scale,
+                 {.sample = sample,
+                  .reduce_grads = [this] { reduce_grads(); },
+                  .optimizer_step = [this] { optimizer_step(); }});
+  return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale};
+}
+
+void StageModel::zero_loss() {
+  if (chunks_.back()->spec().head) chunks_.back()->zero_loss();
+}
+
+double StageModel::local_loss() const {
+  const ModelChunk& last = *chunks_.back();
+  return last.spec().head ? read_scalar(last.loss_sum()) : 0.0;
 }
 
 double StageModel::evaluate(const Sampler& sample, int micro_batches,
                             int lockstep_micro_batches) {
   auto forward = [&](const Sampler& s, int count) {
     const PipelineShape shape{place_.pp_size, virtual_stages_, count};
-    return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
-                          {.sample = s, .reduce_grads = {}, .optimizer_step = {}});
+    executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
+                   {.sample = s, .reduce_grads = {}, .optimizer_step = {}});
   };
-  const double loss = micro_batches > 0 ? forward(sample, micro_batches) : 0.0;
+  zero_loss();
+  if (micro_batches > 0) forward(sample, micro_batches);
+  const double loss = local_loss();  // before the lockstep forwards, whose losses are dropped
   if (states_.front()->stage() == 3 && lockstep_micro_batches > micro_batches)
     forward([&](int k, std::int32_t* tokens,
                 std::int32_t* targets) { sample(micro_batches + k, tokens, targets); },

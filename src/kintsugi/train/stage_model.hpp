@@ -66,6 +66,9 @@ class StageModel {
  private:
   void reduce_grads();
   void optimizer_step();
+  // The loss chunk's running sum of token losses (this rank; 0 without the loss chunk).
+  void zero_loss();
+  double local_loss() const;
   double sum_over_job(double local) const;  // over pipeline stages and data-parallel ranks
 
   Backend& backend_;
@@ -77,6 +80,7 @@ class StageModel {
   std::vector<std::unique_ptr<ShardedState>> states_;
   std::unique_ptr<PipelineExecutor> executor_;
   LossScaler scaler_;
+  Buffer grad_sum_squares_;  // f64 [1] on the device: this rank's part of the squared norm
   double lr_ = 0, grad_clip_ = 0, grad_norm_ = 0;
   bool skipped_ = false;
 };

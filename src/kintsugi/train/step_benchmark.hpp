@@ -17,13 +17,14 @@ struct StepBenchmarkResult {
   double median_seconds = 0;
   double tokens_per_s = 0;
   double gflops = 0;  // model FLOPs per second / 1e9 (plan/flops.hpp)
-  std::size_t peak_memory_bytes = 0;
+  std::size_t peak_memory_bytes = 0;  // tracked by the engine, on the run's device
   std::map<std::string, OpProfile> ops;  // per op kind, summed over the timed steps (profile)
 };
 
-// With `profile`, every backend op is timed (which adds a little overhead per op).
+// With `profile`, every backend op is timed (which adds a little overhead per op, and on a GPU
+// a synchronization after each).
 StepBenchmarkResult run_step_benchmark(const ModelConfig& model, std::int64_t batch,
                                        std::int64_t seq, int steps, int warmup,
-                                       bool profile = false);
+                                       bool profile = false, Device device = Device::cpu);
 
 }  // namespace kintsugi

@@ -315,15 +315,15 @@ TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions
   const data::BatchSampler& train_data = data.train;
   const data::BatchSampler& val_data = data.val;
 
+  MemoryTracker memory;
+  auto backend = make_backend(tc.device, memory);
   std::optional<GemmRate> peak;
   if (place.chief)
     peak = config.metrics.peak_gflops > 0
                ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
                           peak_dtype(tc.precision), "metrics.peak_gflops from the config"}
-               : local_gemm_rate(peak_dtype(tc.precision));
+               : local_gemm_rate(*backend, peak_dtype(tc.precision));
 
-  MemoryTracker memory;
-  auto backend = make_cpu_backend(memory);
   Tracer tracer;
   StageModel model(*backend, config, place, tracer);
   install_stop_handlers();

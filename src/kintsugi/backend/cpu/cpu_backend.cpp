@@ -11,6 +11,7 @@
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
+#include "kintsugi/core/cpu_info.hpp"
 
 namespace kintsugi {
 
@@ -28,7 +29,8 @@ Kind kind_of(std::initializer_list<const Tensor*> tensors) {
     all_f32 &= t->dtype == DType::f32;
     all_f64 &= t->dtype == DType::f64;
     any_f64 |= t->dtype == DType::f64;
-    if (t->dtype == DType::u8) fail("the CPU backend's float ops do not take u8 tensors");
+    if (!is_float(t->dtype))
+      fail("the CPU backend's float ops do not take {} tensors", name_of(t->dtype));
   }
   if (all_f32) return Kind::f32;
   if (all_f64) return Kind::f64;
@@ -50,6 +52,12 @@ void typed(Kind kind, Fn&& fn) {
 std::int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
 std::int64_t rows_of(const Tensor& t) { return t.numel() / cols_of(t); }
 
+// Token ids and targets: i32 tensors of at least `rows` elements.
+const std::int32_t* ids(const Tensor& t, std::int64_t rows) {
+  KINTSUGI_ASSERT(t.dtype == DType::i32 && t.numel() >= rows);
+  return t.as<std::int32_t>();
+}
+
 template <class T>
 T* ptr(const Tensor* t) {
   return t ? t->as<T>() : nullptr;
@@ -70,11 +78,17 @@ struct OptionalAny {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(MemoryTracker& memory)
-      : Backend(memory), workspace_(memory), gemm_(memory), index_(memory), partials_(memory) {}
+      : Backend(memory),
+        workspace_(memory),
+        gemm_(memory),
+        index_(memory),
+        partials_(memory),
+        losses_(memory) {}
   std::string_view name() const override { return "cpu"; }
-  Buffer allocate(MemoryKind kind, std::size_t bytes) override {
-    return Buffer(memory(), kind, bytes);
-  }
+  Device device() const override { return Device::cpu; }
+  std::string hardware() const override { return cpu_model_name(); }
+  Allocator& allocator() override { return host_allocator(); }
+  void synchronize() override {}  // every op has finished when it returns
 
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                       bool accumulate) override {
@@ -247,9 +261,10 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void embedding_forward(const std::int32_t* tokens, const Tensor& wte, const Tensor& out,
+  void embedding_forward(const Tensor& token_ids, const Tensor& wte, const Tensor& out,
                          std::int64_t vocab_begin) override {
     KINTSUGI_ASSERT(cols_of(out) == cols_of(wte));
+    const std::int32_t* tokens = ids(token_ids, rows_of(out));
     const Kind kind = kind_of({&wte, &out});
     if (kind == Kind::mixed)
       return cpu::mixed::embedding_forward(tokens, rows_of(out), AnyPtr(wte), wte.shape[0],
@@ -259,9 +274,10 @@ class CpuBackend final : public Backend {
                              cols_of(wte), vocab_begin);
     });
   }
-  void embedding_backward(const std::int32_t* tokens, const Tensor& dout, const Tensor& dwte,
+  void embedding_backward(const Tensor& token_ids, const Tensor& dout, const Tensor& dwte,
                           bool accumulate, std::int64_t vocab_begin) override {
     KINTSUGI_ASSERT(cols_of(dout) == cols_of(dwte));
+    const std::int32_t* tokens = ids(token_ids, rows_of(dout));
     const Kind kind = kind_of({&dout, &dwte});
     if (kind == Kind::mixed)
       return cpu::mixed::embedding_backward(tokens, rows_of(dout), AnyPtr(dout), AnyPtr(dwte),
@@ -310,10 +326,11 @@ class CpuBackend final : public Backend {
     });
   }
   void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
-                       const std::int32_t* targets, std::int64_t col_begin,
+                       const Tensor& target_ids, std::int64_t col_begin,
                        const Tensor& row_sum, const Tensor& target_logit,
                        bool store_exp) override {
     KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows_of(logits));
+    const std::int32_t* targets = ids(target_ids, rows_of(logits));
     const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
     if (kind == Kind::mixed)
       return cpu::mixed::softmax_row_sum(AnyPtr(logits), rows_of(logits), cols_of(logits), valid,
@@ -327,20 +344,28 @@ class CpuBackend final : public Backend {
   }
   void cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
                             const Tensor& row_sum, const Tensor& target_logit,
-                            const std::int32_t* targets, std::int64_t col_begin, double* losses,
-                            bool backward, double grad_scale) override {
-    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows_of(logits));
+                            const Tensor& target_ids, std::int64_t col_begin,
+                            const Tensor& loss_sum, bool backward, double grad_scale) override {
+    const std::int64_t rows = rows_of(logits);
+    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows);
+    const std::int32_t* targets = ids(target_ids, rows);
+    double* losses = losses_.get_as<double>(static_cast<std::size_t>(rows));
     const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
-    if (kind == Kind::mixed)
-      return cpu::mixed::cross_entropy_finish(AnyPtr(logits), rows_of(logits), cols_of(logits),
-                                              valid, AnyPtr(row_max), AnyPtr(row_sum),
-                                              AnyPtr(target_logit), targets, col_begin, losses,
-                                              backward, grad_scale, workspace_);
-    typed(kind, [&]<class T>() {
-      cpu::cross_entropy_finish(logits.as<T>(), rows_of(logits), cols_of(logits), valid,
-                                row_max.as<T>(), row_sum.as<T>(), target_logit.as<T>(), targets,
-                                col_begin, losses, backward, grad_scale);
-    });
+    if (kind == Kind::mixed) {
+      cpu::mixed::cross_entropy_finish(AnyPtr(logits), rows, cols_of(logits), valid,
+                                       AnyPtr(row_max), AnyPtr(row_sum), AnyPtr(target_logit),
+                                       targets, col_begin, losses, backward, grad_scale,
+                                       workspace_);
+    } else {
+      typed(kind, [&]<class T>() {
+        cpu::cross_entropy_finish(logits.as<T>(), rows, cols_of(logits), valid, row_max.as<T>(),
+                                  row_sum.as<T>(), target_logit.as<T>(), targets, col_begin,
+                                  losses, backward, grad_scale);
+      });
+    }
+    double sum = 0;
+    for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
+    add_to_scalar(loss_sum, sum);
   }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
@@ -367,17 +392,19 @@ class CpuBackend final : public Backend {
     std::memcpy(dst.data, src.data, src.bytes());
   }
   void zero(const Tensor& x) override { std::memset(x.data, 0, x.bytes()); }
-  double sum_squares(const Tensor& x) override {
+  void sum_squares(const Tensor& x, const Tensor& sum) override {
     const Kind kind = kind_of({&x});
-    if (kind == Kind::mixed) return cpu::mixed::sum_squares(AnyPtr(x), x.numel(), partials_);
     double result = 0;
-    typed(kind, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
-    return result;
+    if (kind == Kind::mixed)
+      result = cpu::mixed::sum_squares(AnyPtr(x), x.numel(), partials_);
+    else
+      typed(kind, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
+    add_to_scalar(sum, result);
   }
   void convert(const Tensor& src, const Tensor& dst) override {
     KINTSUGI_ASSERT(src.numel() == dst.numel());
     if (src.dtype == dst.dtype) return copy(src, dst);
-    if (src.dtype == DType::u8 || dst.dtype == DType::u8)
+    if (!is_float(src.dtype) || !is_float(dst.dtype))
       fail("convert takes float tensors, not {} to {}", name_of(src.dtype), name_of(dst.dtype));
     constexpr std::int64_t kChunk = 1 << 14;
     const std::int64_t n = src.numel();
@@ -408,6 +435,10 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  static void add_to_scalar(const Tensor& scalar, double value) {
+    KINTSUGI_ASSERT(scalar.dtype == DType::f64 && scalar.numel() == 1);
+    *scalar.as<double>() += value;
+  }
   static void check(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                     const Tensor& lse) {
     KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0);
@@ -421,6 +452,7 @@ class CpuBackend final : public Backend {
   cpu::GemmWorkspace gemm_;         // mixed-precision GEMM operands and results
   cpu::GrowBuffer index_;           // embedding rows grouped by token
   cpu::GrowBuffer partials_;        // sum_squares chunk sums
+  cpu::GrowBuffer losses_;          // cross_entropy_finish: each row's loss, summed in order
 };
 
 }  // namespace
