@@ -104,8 +104,8 @@ RunConfig tiny_run(const std::string& precision, std::int64_t zero = 0) {
   c.model.vocab_size = 300;
   c.train.global_batch = 4;
   c.train.micro_batch = 2;
-  c.train.precision = precision;
-  c.parallel.zero = zero;
+  c.train.precision = parse_name<Precision>(precision, "precision");
+  c.parallel.zero = zero_stage(zero, "zero");
   resolve_layout(c, 1);
   return c;
 }
@@ -204,7 +204,7 @@ TEST_F(DeviceSeams, CheckpointsCrossBetweenDeviceAndCpu) {
     {
       StageModel model(*first, c, place, tracer);
       train_steps(model, c, 2);
-      saved = save_train_checkpoint(dir / name_of(first->device()), c.model, layout,
+      saved = save_train_checkpoint(dir / std::string(name_of(first->device())), c.model, layout,
                                     {.step = 2,
                                      .optimizer_steps = model.state(0).optimizer().steps_taken(),
                                      .loss_scaler = model.loss_scaler().state(),

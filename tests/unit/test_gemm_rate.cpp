@@ -60,9 +60,9 @@ TEST_F(GemmRateCache, EntriesWithoutADtypeAreF32AndADamagedCacheIsIgnored) {
 }
 
 TEST(GemmRate, PeakFollowsTheRunsArithmetic) {
-  EXPECT_EQ(peak_dtype("bf16"), DType::bf16);
-  EXPECT_EQ(peak_dtype("fp16"), DType::f32);  // f16 operands are widened into sgemm
-  EXPECT_EQ(peak_dtype("fp32"), DType::f32);
+  EXPECT_EQ(peak_dtype(Precision::bf16), DType::bf16);
+  EXPECT_EQ(peak_dtype(Precision::fp16), DType::f32);  // f16 operands are widened into sgemm
+  EXPECT_EQ(peak_dtype(Precision::fp32), DType::f32);
   MemoryTracker memory;
   const auto cpu = make_cpu_backend(memory);
   const GemmRate measured = measure_gemm_rate(*cpu, 96, 1, DType::bf16);

@@ -19,7 +19,7 @@ namespace {
 ModelConfig micro(const std::string& family) {
   ModelConfig c;
   c.name = "micro-" + family;
-  c.family = family;
+  c.family = parse_name<Family>(family, "family");
   c.n_layer = 2;
   c.d_model = 8;
   c.n_head = 4;  // 4 heads of 2: ALiBi slopes differ per head

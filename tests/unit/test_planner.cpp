@@ -36,11 +36,11 @@ ModelConfig micro_model() {
 TEST(Cluster, PresetsLoadWithTheirDatasheetNumbers) {
   const ClusterSpec f = preset("frontier");
   EXPECT_EQ(f.devices_per_node, 8);
-  EXPECT_DOUBLE_EQ(f.peak_tflops("bf16"), 191.5);
+  EXPECT_DOUBLE_EQ(f.peak_tflops(Precision::bf16), 191.5);
   EXPECT_DOUBLE_EQ(f.memory_gb, 64);
   EXPECT_DOUBLE_EQ(preset("gaudi2").memory_gb, 96);
-  EXPECT_DOUBLE_EQ(preset("dgx-a100-80gb").peak_tflops("bf16"), 312);
-  EXPECT_DOUBLE_EQ(preset("dgx-h100").peak_tflops("fp16"), 989);
+  EXPECT_DOUBLE_EQ(preset("dgx-a100-80gb").peak_tflops(Precision::bf16), 312);
+  EXPECT_DOUBLE_EQ(preset("dgx-h100").peak_tflops(Precision::fp16), 989);
   // What to_toml writes parses back to the same spec.
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth_gbs, f.inter_node.bandwidth_gbs);
@@ -81,7 +81,7 @@ TEST(CostModel, SerialMemoryMatchesTheRuntimesTrackedBytes) {
   auto backend = make_cpu_backend(memory);
   const std::int64_t micro_batch = 2;
   GptModel model(*backend, m, DType::f32, micro_batch, m.seq_len);
-  const Workload w{.model = m, .global_batch = 4, .precision = "fp32"};
+  const Workload w{.model = m, .global_batch = 4, .precision = Precision::fp32};
   const Layout l{.micro_batch = micro_batch};
   const Prediction p = predict(w, preset("dgx-a100-80gb"), l);
   EXPECT_DOUBLE_EQ(p.memory.parameters, double(memory.current(MemoryKind::parameters)));
@@ -93,7 +93,7 @@ TEST(CostModel, SerialMemoryMatchesTheRuntimesTrackedBytes) {
 
 TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
   const ModelConfig m = model_preset("gpt-1.4b");
-  const Workload w{.model = m, .global_batch = 8, .precision = "fp32"};
+  const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
   const ClusterSpec c = preset("dgx-a100-80gb");
   const double serial = predict(w, c, {.micro_batch = 1}).memory.parameters / 4;
   const double tp4 = predict(w, c, {.tp = 4, .micro_batch = 1}).memory.parameters / 4;
@@ -107,18 +107,18 @@ TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
 
 TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
   const ModelConfig m = model_preset("gpt-1.4b");
-  const Workload w{.model = m, .global_batch = 64, .precision = "bf16"};
+  const Workload w{.model = m, .global_batch = 64, .precision = Precision::bf16};
   const ClusterSpec c = preset("dgx-h100");
   double last = 1e300;
   for (std::int64_t dp : {1, 2, 4, 8, 16, 32}) {
-    const MemoryPrediction mem = predict(w, c, {.dp = dp, .micro_batch = 1, .zero = dp > 1 ? 3 : 0}).memory;
+    const MemoryPrediction mem = predict(w, c, {.dp = dp, .micro_batch = 1, .zero = dp > 1 ? ZeroStage::parameters : ZeroStage::none}).memory;
     const double state = mem.parameters + mem.gradients + mem.optimizer_state;
     EXPECT_LE(state, last) << "dp " << dp;
     last = state;
   }
   // ZeRO-3 over 8 ranks: (2 + 4 + 12) bytes per parameter / 8.
-  const MemoryPrediction z3 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = 3}).memory;
-  const MemoryPrediction z0 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = 0}).memory;
+  const MemoryPrediction z3 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = ZeroStage::parameters}).memory;
+  const MemoryPrediction z0 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = ZeroStage::none}).memory;
   EXPECT_NEAR((z3.parameters + z3.gradients + z3.optimizer_state) * 8,
               z0.parameters + z0.gradients + z0.optimizer_state, 1.0);
 }
@@ -128,7 +128,7 @@ TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
 TEST(CostModel, BubbleMatchesTheSchedules) {
   ModelConfig m = micro_model();
   m.n_layer = 8;
-  const Workload w{.model = m, .global_batch = 16, .precision = "fp32"};
+  const Workload w{.model = m, .global_batch = 16, .precision = Precision::fp32};
   const ClusterSpec c = preset("dgx-a100-80gb");
   for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, {PipelineSchedule::one_f_one_b, 1},
                              {PipelineSchedule::interleaved, 2}}) {
@@ -149,7 +149,7 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
 // resolves on tp x pp x dp ranks.
 TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   const ModelConfig m = micro_model();
-  const Workload w{.model = m, .global_batch = 8, .precision = "fp32"};
+  const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
   const auto layouts = enumerate_layouts(w, 8, 8, {});
   ASSERT_GT(layouts.size(), 100u);
   RunConfig base;
@@ -167,7 +167,7 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
     saw_tp |= l.tp > 1;
     saw_pp |= l.pp > 1;
     saw_interleaved |= l.virtual_stages > 1;
-    saw_zero3 |= l.zero == 3;
+    saw_zero3 |= l.zero == ZeroStage::parameters;
   }
   EXPECT_TRUE(saw_tp && saw_pp && saw_interleaved && saw_zero3);
   // n_head 4: tp 8 is not a layout; a global batch of 6 leaves no dp 4.
@@ -178,7 +178,7 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
 }
 
 TEST(Search, RanksFittingLayoutsFastestFirst) {
-  const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = "bf16"};
+  const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
   w2.model.seq_len = 2048;
   const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {});
@@ -191,7 +191,7 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   SearchSpace serialish;
   serialish.tp = 1;
   serialish.pp = 1;
-  serialish.zero = 0;
+  serialish.zero = ZeroStage::none;
   EXPECT_EQ(search_layouts(w2, preset("gaudi2"), 64, serialish).fitting, 0);
 }
 
@@ -204,7 +204,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   study.sequence_parallel = false;
   study.hsdp = 0;  // the study's Megatron-DeepSpeed had no hybrid sharding
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
-    Workload w{.model = model_preset(model), .global_batch = batch, .precision = "fp16"};
+    Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;
     const SearchResult r = search_layouts(w, preset("frontier"), nodes * 8, study);
     for (std::size_t i = 0; i < r.ranked.size(); ++i) {
@@ -215,16 +215,16 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
     }
     return -1;
   };
-  const int r175 = rank_of("gpt-175b", 128, 640, {.tp = 4, .pp = 16, .micro_batch = 1, .zero = 1});
+  const int r175 = rank_of("gpt-175b", 128, 640, {.tp = 4, .pp = 16, .micro_batch = 1, .zero = ZeroStage::optimizer});
   EXPECT_GE(r175, 1);
   EXPECT_LE(r175, 3);
   // One replica (dp 1): ZeRO-1 shards nothing, so the planner lists it as stage 0.
-  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.tp = 8, .pp = 64, .micro_batch = 1, .zero = 0}), 1);
+  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.tp = 8, .pp = 64, .micro_batch = 1, .zero = ZeroStage::none}), 1);
 }
 
 TEST(Refit, RecoversComputeAndLinkFactors) {
   const ClusterSpec c = preset("dgx-a100-80gb");
-  const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = "bf16"};
+  const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = Precision::bf16};
   std::vector<Measured> runs;
   for (Layout l : {Layout{.tp = 8, .micro_batch = 1}, Layout{.dp = 8, .micro_batch = 4},
                    Layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 2}}) {

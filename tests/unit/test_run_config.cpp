@@ -1,13 +1,19 @@
 // Run configs: presets, overrides, strict keys and validation messages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string error_of(const std::vector<std::string>& overrides) {
   try {
@@ -78,11 +84,11 @@ TEST(RunConfig, SeedLayoutsResolve) {
   const std::string dir = KINTSUGI_CONFIGS_DIR;
   RunConfig llama = load_run_config(dir + "/llama-13b.toml", {});
   EXPECT_NO_THROW(resolve_layout(llama, 64));
-  EXPECT_EQ(llama.model.family, "llama");
-  EXPECT_EQ(llama.train.precision, "bf16");
+  EXPECT_EQ(llama.model.family, Family::llama);
+  EXPECT_EQ(llama.train.precision, Precision::bf16);
   RunConfig bloom = load_run_config(dir + "/bloom-13b.toml", {});
   EXPECT_NO_THROW(resolve_layout(bloom, 128));
-  EXPECT_EQ(bloom.model.family, "bloom");
+  EXPECT_EQ(bloom.model.family, Family::bloom);
   EXPECT_THROW(resolve_layout(bloom, 64), Error);  // dp 16 needs 128 ranks
 }
 
@@ -98,6 +104,94 @@ TEST(RunConfig, KvHeadsMustSplitAcrossTensorParallelRanks) {
   }
   c = load_run_config("", {"model.preset=\"llama-tiny\"", "parallel.tp=2"});
   EXPECT_NO_THROW(resolve_layout(c, 2));
+}
+
+// Enumerations are parsed once, at load; a wrong name lists the right ones.
+TEST(RunConfig, EnumerationsAreParsedOnceWithTheirNames) {
+  const RunConfig c = load_run_config(
+      "", {"train.precision=\"bf16\"", "train.recompute=\"selective\"",
+           "train.grad_precision=\"param\"", "parallel.schedule=\"interleaved\"",
+           "parallel.zero=2", "model.family=\"bloom\"", "train.device=\"cpu\""});
+  EXPECT_EQ(c.train.precision, Precision::bf16);
+  EXPECT_EQ(c.train.recompute, Recompute::selective);
+  EXPECT_EQ(c.train.grad_precision, GradPrecision::param);
+  EXPECT_EQ(c.parallel.schedule, PipelineSchedule::interleaved);
+  EXPECT_EQ(c.parallel.zero, ZeroStage::gradients);
+  EXPECT_EQ(c.model.family, Family::bloom);
+  try {
+    load_run_config("", {"parallel.schedule=\"zigzag\""});
+    FAIL() << "an unknown schedule was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "parallel.schedule = \"zigzag\": use \"gpipe\", \"1f1b\" or \"interleaved\""),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(load_run_config("", {"parallel.zero=4"}), Error);
+  EXPECT_THROW(load_run_config("", {"train.device=\"tpu\""}), Error);
+}
+
+// Every key written out reads back to the same value, including ones far from their defaults.
+TEST(RunConfig, TomlRoundTripKeepsEveryKey) {
+  const RunConfig c = load_run_config(
+      std::string(KINTSUGI_CONFIGS_DIR) + "/llama-tiny.toml",
+      {"train.weight_decay=0.03", "train.grad_clip=0.7", "train.beta1=0.8", "train.beta2=0.99",
+       "train.eps=1e-6", "train.decay_steps=77", "train.save_every=9", "train.keep_checkpoints=5",
+       "train.threads=3", "train.loss_scale=1024", "train.precision=\"fp16\"",
+       "model.init_std=0.01", "model.norm_eps=1e-6", "model.rope_theta=500000",
+       "parallel.pp=2", "parallel.layers_per_stage=[3, 1]", "metrics.peak_gflops=123.5",
+       "data.train=\"a path with \\\"quotes\\\".bin\""});
+  const fs::path file = fs::temp_directory_path() / ("kintsugi-roundtrip-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(file) << run_config_toml(c);
+  const RunConfig back = load_run_config(file.string(), {});
+  fs::remove(file);
+  EXPECT_EQ(run_config_toml(back), run_config_toml(c));
+  EXPECT_EQ(back.model.name, c.model.name);
+  EXPECT_EQ(back.train.weight_decay, 0.03);
+  EXPECT_EQ(back.parallel.layers_per_stage, (std::vector<std::int64_t>{3, 1}));
+  EXPECT_EQ(back.data.train, c.data.train);
+  EXPECT_EQ(back.train.precision, Precision::fp16);
+}
+
+// The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
+// resolves exactly when the planner's layout_problem is empty.
+TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
+  const RunConfig base = load_run_config("", {"model.preset=\"llama-tiny\"", "train.global_batch=8",
+                                              "train.micro_batch=2"});
+  int valid = 0, invalid = 0;
+  for (std::int64_t tp : {1, 2, 3, 4})
+    for (std::int64_t pp : {1, 2, 3})
+      for (std::int64_t dp : {1, 2, 4})
+        for (int zero = 0; zero <= 3; ++zero)
+          for (std::int64_t hsdp : {0, 2})
+            for (auto [schedule, v] : {std::pair{PipelineSchedule::one_f_one_b, 1},
+                                       std::pair{PipelineSchedule::gpipe, 1},
+                                       std::pair{PipelineSchedule::interleaved, 2}})
+              for (bool sp : {false, true}) {
+                RunConfig c = base;
+                c.parallel.tp = tp;
+                c.parallel.pp = pp;
+                c.parallel.dp = dp;
+                c.parallel.zero = static_cast<ZeroStage>(zero);
+                c.parallel.hsdp = hsdp;
+                c.parallel.schedule = schedule;
+                c.parallel.virtual_stages = v;
+                c.parallel.sequence_parallel = sp;
+                bool runtime_ok = true;
+                try {
+                  resolve_layout(c, static_cast<int>(tp * pp * dp));
+                } catch (const Error&) {
+                  runtime_ok = false;
+                }
+                const std::string planner = layout_problem(workload_of(c), layout_of(c));
+                EXPECT_EQ(runtime_ok, planner.empty())
+                    << "tp " << tp << " pp " << pp << " dp " << dp << " zero " << zero << " hsdp "
+                    << hsdp << " " << name_of(schedule) << " v " << v << " sp " << sp << ": "
+                    << planner;
+                (runtime_ok ? valid : invalid)++;
+              }
+  EXPECT_GT(valid, 50);
+  EXPECT_GT(invalid, 50);
 }
 
 }  // namespace

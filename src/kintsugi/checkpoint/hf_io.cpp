@@ -82,7 +82,7 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
     auto it = by_base.find(base);
     if (it == by_base.end())
       fail("{} has no tensor {}: it is not a {} model of this shape (model.family, model.*)",
-           path.string(), t.theirs, config.family);
+           path.string(), t.theirs, name_of(config.family));
     used.insert(base);
     NamedTensor theirs = *it->second;
     // A pretrained position table may be longer than this run's context: keep its first rows.
@@ -130,7 +130,7 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
         base.ends_with("attn.masked_bias") || base.ends_with("rotary_emb.inv_freq"))
       continue;
     fail("{} holds {}, which a {} model of this config does not have", path.string(), base,
-         config.family);
+         name_of(config.family));
   }
   return out;
 }

@@ -143,19 +143,19 @@ RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
 }
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
-  if (config.family == "gpt2") return gpt2_tensors(config);
-  if (config.family == "llama") return llama_tensors(config);
-  if (config.family == "bloom") {
+  if (config.family == Family::gpt2) return gpt2_tensors(config);
+  if (config.family == Family::llama) return llama_tensors(config);
+  if (config.family == Family::bloom) {
     if (config.d_ff != 4 * config.d_model)
       fail("Hugging Face's BLOOM has an MLP of 4 x hidden size; model.d_ff = {} is not 4 x {}",
            config.d_ff, config.d_model);
     return bloom_tensors(config);
   }
-  fail("export and import of model.family = \"{}\" are not supported", config.family);
+  fail("export and import of model.family = \"{}\" are not supported", name_of(config.family));
 }
 
 nlohmann::json hf_config(const ModelConfig& c) {
-  if (c.family == "llama")
+  if (c.family == Family::llama)
     return {{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
             {"vocab_size", c.vocab_size},
@@ -173,7 +173,7 @@ nlohmann::json hf_config(const ModelConfig& c) {
             {"attention_bias", false},
             {"mlp_bias", false},
             {"torch_dtype", "float32"}};
-  if (c.family == "bloom")
+  if (c.family == Family::bloom)
     return {{"architectures", {"BloomForCausalLM"}},
             {"model_type", "bloom"},
             {"vocab_size", c.vocab_size},

@@ -62,7 +62,7 @@ void add_gemm(CLI::App& bench) {
     set_compute_threads(args->threads);
     const DType dtype = args->dtype == "bf16" ? DType::bf16 : DType::f32;
     MemoryTracker memory;
-    const auto backend = make_backend(parse_device(args->device, "--device"), memory);
+    const auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
     GemmRate rate = measure_gemm_rate(*backend, args->size, args->repeats, dtype);
     store_gemm_rate(rate);
     if (args->json)
@@ -104,7 +104,7 @@ void add_step(CLI::App& bench) {
   cmd->callback([args] {
     set_compute_threads(args->threads);
     const ModelConfig config = model_preset(args->model);
-    const Device device = parse_device(args->device, "--device");
+    const Device device = parse_name<Device>(args->device, "--device");
     MemoryTracker memory;
     const GemmRate gemm = local_gemm_rate(*make_backend(device, memory));
     const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,

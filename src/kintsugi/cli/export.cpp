@@ -30,7 +30,7 @@ void add_export_command(CLI::App& app) {
       fail("--out {} must end in .safetensors", args->out);
     const ModelConfig config = export_hf(args->checkpoint, out);
     fmt::print("wrote {} and {} ({} model, {} layers, d {})\n", out.string(),
-               (out.parent_path() / "config.json").string(), config.family, config.n_layer,
+               (out.parent_path() / "config.json").string(), name_of(config.family), config.n_layer,
                config.d_model);
   });
 }

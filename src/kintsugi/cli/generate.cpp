@@ -70,7 +70,7 @@ void add_generate_command(CLI::App& app) {
     const auto tokenizer = data::BpeTokenizer::load(args->tokenizer);
     const auto info = read_model_info(args->checkpoint);
     MemoryTracker memory;
-    auto backend = make_backend(parse_device(args->device, "--device"), memory);
+    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
     const std::int64_t window = info.config.seq_len;
     GptModel model(*backend, info.config, DType::f32, 1, window);
     load_model(args->checkpoint, model.params());

@@ -41,27 +41,31 @@ RunConfig base_config(const Args& a) {
   } else {
     if (!a.overrides.empty()) fail("--set needs --config");
     c.model = model_preset(a.model.empty() ? "gpt-tiny" : a.model);
-    c.train.precision = "bf16";
+    c.train.precision = Precision::bf16;
   }
   if (a.seq > 0) c.model.seq_len = a.seq;
   if (a.global_batch > 0) c.train.global_batch = a.global_batch;
-  if (!a.precision.empty()) c.train.precision = a.precision;
-  if (!a.grad_precision.empty()) c.train.grad_precision = a.grad_precision;
-  parse_precision(c.train.precision);
+  if (!a.precision.empty()) c.train.precision = parse_name<Precision>(a.precision, "--precision");
+  if (!a.grad_precision.empty())
+    c.train.grad_precision = parse_name<GradPrecision>(a.grad_precision, "--grad-precision");
   validate(c.model);
   return c;
 }
 
 void print_memory(const Args& a) {
   // Bytes per parameter of the training state (plan/memory.hpp), without sharding.
-  const std::string precision = a.precision.empty() ? "bf16" : a.precision;
-  const std::string grads = a.grad_precision.empty() ? "fp32" : a.grad_precision;
-  const bool mixed = precision != "fp32";
-  const std::int64_t pb = mixed ? 2 : 4, gb = grads == "param" ? pb : 4;
+  const Precision precision =
+      a.precision.empty() ? Precision::bf16 : parse_name<Precision>(a.precision, "--precision");
+  const GradPrecision grads = a.grad_precision.empty()
+                                  ? GradPrecision::fp32
+                                  : parse_name<GradPrecision>(a.grad_precision, "--grad-precision");
+  const bool mixed = is_mixed(precision);
+  const std::int64_t pb = element_bytes(precision),
+                     gb = static_cast<std::int64_t>(size_of(grad_dtype(precision, grads)));
   const StateBytes per = model_state_bytes(1, 0, 1, pb, gb, mixed);
   fmt::print("training state per parameter ({} weights, {} gradients, AdamW): {} weights + {} "
              "gradients + {} optimizer ({}) = {} bytes\n\n",
-             precision, grads == "param" ? precision : "fp32", per.parameters, per.gradients,
+             precision, grads == GradPrecision::param ? precision : Precision::fp32, per.parameters, per.gradients,
              per.optimizer_state, mixed ? "f32 master weights and two f32 moments" : "two f32 moments",
              per.total());
   std::vector<std::string> models = {"gpt-22b", "gpt-175b", "gpt-1t"};
@@ -96,11 +100,11 @@ void run_plan(const Args& a) {
   space.pp = a.pp;
   space.dp = a.dp;
   space.micro_batch = a.micro_batch;
-  space.zero = a.zero;
+  if (a.zero) space.zero = zero_stage(*a.zero, "--zero");
   space.hsdp = a.hsdp;
   space.virtual_stages = a.virtual_stages;
-  if (!a.schedule.empty()) space.schedule = parse_schedule(a.schedule);
-  if (!a.recompute.empty()) space.recompute = parse_recompute(a.recompute);
+  if (!a.schedule.empty()) space.schedule = parse_name<PipelineSchedule>(a.schedule, "--schedule");
+  if (!a.recompute.empty()) space.recompute = parse_name<Recompute>(a.recompute, "--recompute");
   if (!a.sp.empty()) space.sequence_parallel = a.sp == "on";
   space.tp_across_nodes = a.tp_across_nodes;
   const SearchResult r = search_layouts(w, cluster, world, space);

@@ -15,8 +15,6 @@ std::int64_t ModelConfig::padded_vocab(std::int64_t tp) const {
 }
 
 void validate(const ModelConfig& c) {
-  if (c.family != "gpt2" && c.family != "llama" && c.family != "bloom")
-    fail("model.family = \"{}\" is unknown: use \"gpt2\", \"llama\" or \"bloom\"", c.family);
   auto positive = [](const char* key, std::int64_t v) {
     if (v <= 0) fail("model.{} = {} must be positive", key, v);
   };
@@ -66,7 +64,7 @@ ModelConfig gpt(const char* name, std::int64_t layers, std::int64_t d, std::int6
 ModelConfig llama(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
                   std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab, std::int64_t seq) {
   ModelConfig c = gpt(name, layers, d, heads, seq);
-  c.family = "llama";
+  c.family = Family::llama;
   c.n_kv_head = kv_heads;
   c.d_ff = ffn;
   c.vocab_size = vocab;
@@ -78,7 +76,7 @@ ModelConfig llama(const char* name, std::int64_t layers, std::int64_t d, std::in
 ModelConfig bloom(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
                   std::int64_t vocab, std::int64_t seq) {
   ModelConfig c = gpt(name, layers, d, heads, seq);
-  c.family = "bloom";
+  c.family = Family::bloom;
   c.vocab_size = vocab;
   return c;
 }

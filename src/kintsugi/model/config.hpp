@@ -1,8 +1,12 @@
 #pragma once
 // The shape of a model: what every layer, the planner and checkpoints agree on.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "kintsugi/core/enum_names.hpp"
 
 namespace kintsugi {
 
@@ -12,9 +16,17 @@ namespace kintsugi {
 //          then down), no biases, untied embedding and head, grouped-query attention
 //   bloom  ALiBi attention biases (no position embeddings), LayerNorm after the embedding too,
 //          GELU MLP, biases, tied embedding and head
+enum class Family : std::uint8_t { gpt2, llama, bloom };
+template <>
+struct EnumNames<Family> {
+  static constexpr std::array values = {std::pair{Family::gpt2, "gpt2"},
+                                        std::pair{Family::llama, "llama"},
+                                        std::pair{Family::bloom, "bloom"}};
+};
+
 struct ModelConfig {
   std::string name = "custom";  // preset it came from, for logs and checkpoints
-  std::string family = "gpt2";
+  Family family = Family::gpt2;
   std::int64_t n_layer = 0;
   std::int64_t d_model = 0;
   std::int64_t n_head = 0;
@@ -34,13 +46,13 @@ struct ModelConfig {
   std::int64_t padded_vocab(std::int64_t tp = 1) const;
 
   // What the family implies.
-  bool is_llama() const { return family == "llama"; }
-  bool is_bloom() const { return family == "bloom"; }
+  bool is_llama() const { return family == Family::llama; }
+  bool is_bloom() const { return family == Family::bloom; }
   bool gated_mlp() const { return is_llama(); }          // SwiGLU: three d x d_ff matrices
   bool has_biases() const { return !is_llama(); }
   bool tied_embeddings() const { return !is_llama(); }
   bool rms_norm() const { return is_llama(); }            // else LayerNorm (weight and bias)
-  bool learned_positions() const { return family == "gpt2"; }
+  bool learned_positions() const { return family == Family::gpt2; }
   bool embedding_norm() const { return is_bloom(); }
 };
 

@@ -5,7 +5,7 @@
 namespace kintsugi {
 
 nlohmann::json to_json(const ModelConfig& c) {
-  return {{"name", c.name},         {"family", c.family},
+  return {{"name", c.name},         {"family", name_of(c.family)},
           {"n_layer", c.n_layer},   {"d_model", c.d_model},
           {"n_head", c.n_head},     {"d_ff", c.d_ff},
           {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
@@ -18,7 +18,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
   ModelConfig c;
   try {
     c.name = j.at("name").get<std::string>();
-    c.family = j.at("family").get<std::string>();
+    c.family = parse_name<Family>(j.at("family").get<std::string>(), what + ": model family");
     c.n_layer = j.at("n_layer").get<std::int64_t>();
     c.d_model = j.at("d_model").get<std::int64_t>();
     c.n_head = j.at("n_head").get<std::int64_t>();

@@ -75,13 +75,6 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
 
 }  // namespace
 
-Recompute parse_recompute(std::string_view name) {
-  if (name == "none") return Recompute::none;
-  if (name == "selective") return Recompute::selective;
-  if (name == "full") return Recompute::full;
-  fail("unknown recompute mode \"{}\": use none, selective or full", name);
-}
-
 void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq,
                                             Recompute recompute, const BlockWorkspace& ws) {
   const TensorParallel& tp = ctx_.tp;

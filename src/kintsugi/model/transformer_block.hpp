@@ -15,10 +15,12 @@
 // Forward saves, per micro-batch slot, what backward needs; backward turns the gradient of the
 // block's output (held in the residual-gradient buffer) into the gradient of its input, in
 // place, and writes the parameter gradients.
+#include <array>
 #include <memory>
 #include <string_view>
 #include <vector>
 
+#include "kintsugi/core/enum_names.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
@@ -29,8 +31,13 @@ namespace kintsugi {
 //   none       everything backward needs
 //   selective  all but the attention core's output and log-sum-exp, recomputed from qkv
 //   full       nothing but the block's input (kept by the chunk); backward reruns the forward
-enum class Recompute { none, selective, full };
-Recompute parse_recompute(std::string_view name);
+enum class Recompute : std::uint8_t { none, selective, full };
+template <>
+struct EnumNames<Recompute> {
+  static constexpr std::array values = {std::pair{Recompute::none, "none"},
+                                        std::pair{Recompute::selective, "selective"},
+                                        std::pair{Recompute::full, "full"}};
+};
 
 // The tensors a block's forward produces for its backward, for one micro-batch.
 // (Means stay empty with RMSNorm; up is SwiGLU's up projection, empty for a GELU MLP; qkv holds

@@ -11,22 +11,6 @@
 
 namespace kintsugi {
 
-PipelineSchedule parse_schedule(std::string_view name) {
-  if (name == "gpipe") return PipelineSchedule::gpipe;
-  if (name == "1f1b") return PipelineSchedule::one_f_one_b;
-  if (name == "interleaved") return PipelineSchedule::interleaved;
-  fail("unknown pipeline schedule \"{}\": use gpipe, 1f1b or interleaved", name);
-}
-
-std::string_view name_of(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::gpipe: return "gpipe";
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::interleaved: return "interleaved";
-  }
-  return "?";
-}
-
 std::string_view name_of(PipeOp op) {
   switch (op) {
     case PipeOp::recv_forward: return "recv_forward";

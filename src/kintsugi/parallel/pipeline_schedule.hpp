@@ -7,16 +7,23 @@
 // With v virtual stages (interleaving) the model is cut into p x v chunks; rank r holds local
 // chunks c = 0..v-1, which are global chunks c x p + r. Activations flow from global chunk g to
 // g + 1; gradients back.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kintsugi/core/enum_names.hpp"
+
 namespace kintsugi {
 
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
-PipelineSchedule parse_schedule(std::string_view name);  // "gpipe", "1f1b", "interleaved"
-std::string_view name_of(PipelineSchedule s);
+enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
+template <>
+struct EnumNames<PipelineSchedule> {
+  static constexpr std::array values = {std::pair{PipelineSchedule::gpipe, "gpipe"},
+                                        std::pair{PipelineSchedule::one_f_one_b, "1f1b"},
+                                        std::pair{PipelineSchedule::interleaved, "interleaved"}};
+};
 
 enum class PipeOp {
   recv_forward,   // receive the input activation of (chunk, micro-batch)

@@ -20,6 +20,36 @@ double head_flops_per_token(const ModelConfig& m) {
   return 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
 }
 
+std::string partition_problem(const ModelConfig& m, int p, int v,
+                              const std::vector<std::int64_t>& explicit_layers) {
+  const std::int64_t L = m.n_layer, chunks = static_cast<std::int64_t>(p) * v;
+  if (!explicit_layers.empty()) {
+    if (v > 1)
+      return fmt::format("parallel.layers_per_stage cannot be combined with --virtual-stages {}: "
+                         "interleaved chunks split the layers evenly",
+                         v);
+    if (static_cast<int>(explicit_layers.size()) != p)
+      return fmt::format("parallel.layers_per_stage has {} entries but pp = {}: give one per stage",
+                         explicit_layers.size(), p);
+    if (std::accumulate(explicit_layers.begin(), explicit_layers.end(), std::int64_t{0}) != L ||
+        std::any_of(explicit_layers.begin(), explicit_layers.end(),
+                    [](std::int64_t n) { return n < 1; }))
+      return fmt::format("parallel.layers_per_stage = [{}] must give each stage at least one block "
+                         "and add up to model.n_layer = {}",
+                         fmt::join(explicit_layers, ", "), L);
+    return "";
+  }
+  if (v > 1 && L % chunks != 0)
+    return fmt::format("model.n_layer = {} is not divisible by pp x virtual stages = {} x {}: "
+                       "interleaving needs equal chunks; change --pp or --virtual-stages",
+                       L, p, v);
+  if (L < p)
+    return fmt::format("model.n_layer = {} is less than pp = {}: each pipeline stage needs at "
+                       "least one block",
+                       L, p);
+  return "";
+}
+
 StagePartition partition_stages(const ModelConfig& m, int p, int v, std::int64_t seq,
                                 const std::vector<std::int64_t>& explicit_layers) {
   const int L = static_cast<int>(m.n_layer), chunks = p * v;
@@ -35,32 +65,10 @@ StagePartition partition_stages(const ModelConfig& m, int p, int v, std::int64_t
     }
     return out;
   };
-  if (!explicit_layers.empty()) {
-    if (v > 1)
-      fail("parallel.layers_per_stage cannot be combined with --virtual-stages {}: interleaved "
-           "chunks split the layers evenly",
-           v);
-    if (static_cast<int>(explicit_layers.size()) != p)
-      fail("parallel.layers_per_stage has {} entries but pp = {}: give one per stage",
-           explicit_layers.size(), p);
-    if (std::accumulate(explicit_layers.begin(), explicit_layers.end(), std::int64_t{0}) != L ||
-        std::any_of(explicit_layers.begin(), explicit_layers.end(),
-                    [](std::int64_t n) { return n < 1; }))
-      fail("parallel.layers_per_stage = [{}] must give each stage at least one block and add up "
-           "to model.n_layer = {}",
-           fmt::join(explicit_layers, ", "), L);
-    return finish({explicit_layers.begin(), explicit_layers.end()});
-  }
-  if (v > 1) {
-    if (L % chunks != 0)
-      fail("model.n_layer = {} is not divisible by pp x virtual stages = {} x {}: interleaving "
-           "needs equal chunks; change --pp or --virtual-stages",
-           L, p, v);
-    return finish(std::vector<int>(chunks, L / chunks));
-  }
-  if (L < p)
-    fail("model.n_layer = {} is less than pp = {}: each pipeline stage needs at least one block",
-         L, p);
+  if (const std::string problem = partition_problem(m, p, v, explicit_layers); !problem.empty())
+    fail("{}", problem);
+  if (!explicit_layers.empty()) return finish({explicit_layers.begin(), explicit_layers.end()});
+  if (v > 1) return finish(std::vector<int>(chunks, L / chunks));
   // best[s][i]: the least possible cost of the most expensive of stages 0..s holding blocks
   // 0..i-1; the last stage also pays the head.
   const double inf = std::numeric_limits<double>::infinity();

@@ -7,6 +7,7 @@
 // block; an explicit list overrides it. With v > 1 chunks per rank (interleaving) the blocks
 // are split evenly, as Megatron-LM does.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kintsugi/model/config.hpp"
@@ -19,7 +20,11 @@ struct StagePartition {
   std::vector<double> cost;      // model FLOPs per token of each chunk
 };
 
-// Throws kintsugi::Error naming the value to change.
+// Empty when the model's blocks can be cut into stages x virtual_stages chunks (with
+// layers_per_stage, if given); otherwise what to change. Cheap: no partition is computed.
+std::string partition_problem(const ModelConfig& model, int stages, int virtual_stages,
+                              const std::vector<std::int64_t>& layers_per_stage);
+// Throws kintsugi::Error naming the value to change (partition_problem).
 StagePartition partition_stages(const ModelConfig& model, int stages, int virtual_stages,
                                 std::int64_t seq, const std::vector<std::int64_t>& layers_per_stage);
 

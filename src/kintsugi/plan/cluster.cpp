@@ -18,11 +18,13 @@ namespace kintsugi {
 
 namespace fs = std::filesystem;
 
-double ClusterSpec::peak_tflops(const std::string& precision) const {
-  if (precision == "bf16") return peak_tflops_bf16;
-  if (precision == "fp16") return peak_tflops_fp16;
-  if (precision == "fp32") return peak_tflops_fp32;
-  fail("unknown precision \"{}\": use fp32, bf16 or fp16", precision);
+double ClusterSpec::peak_tflops(Precision precision) const {
+  switch (precision) {
+    case Precision::bf16: return peak_tflops_bf16;
+    case Precision::fp16: return peak_tflops_fp16;
+    case Precision::fp32: return peak_tflops_fp32;
+  }
+  KINTSUGI_ASSERT(false);
 }
 
 double ClusterSpec::gemm_efficiency(double m, double n, double k) const {

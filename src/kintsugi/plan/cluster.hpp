@@ -10,6 +10,8 @@
 // halves it. `kintsugi tune` refits gemm_max_efficiency from measured steps.
 #include <cstdint>
 #include <string>
+
+#include "kintsugi/core/precision.hpp"
 #include <vector>
 
 namespace kintsugi {
@@ -31,7 +33,7 @@ struct ClusterSpec {
   double gemm_half_dim = 0;
   LinkSpec intra_node, inter_node;
 
-  double peak_tflops(const std::string& precision) const;  // "fp32", "bf16", "fp16"
+  double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;
   const LinkSpec& link(bool crosses_nodes) const { return crosses_nodes ? inter_node : intra_node; }
 };

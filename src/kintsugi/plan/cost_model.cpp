@@ -21,7 +21,7 @@ std::string describe(const Layout& l) {
   std::string s = fmt::format("tp {} pp {} dp {} mb {}", l.tp, l.pp, l.dp, l.micro_batch);
   if (l.pp > 1) s += fmt::format(" {}", name_of(l.schedule));
   if (l.virtual_stages > 1) s += fmt::format(" v{}", l.virtual_stages);
-  if (l.zero > 0) s += fmt::format(" zero{}", l.zero);
+  if (l.zero > ZeroStage::none) s += fmt::format(" zero{}", stage_number(l.zero));
   if (l.hsdp > 0) s += fmt::format(" hsdp{}", l.hsdp);
   if (l.recompute == Recompute::selective) s += " selective";
   if (l.recompute == Recompute::full) s += " full";
@@ -34,7 +34,7 @@ namespace {
 // Caches of pure functions the search calls with the same arguments many times.
 const StagePartition& cached_partition(const ModelConfig& m, int p, int v) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, int, int>,
+  static std::map<std::tuple<Family, std::int64_t, std::int64_t, std::int64_t, int, int>,
                   StagePartition>
       cache;
   const auto key = std::make_tuple(m.family, m.n_layer, m.d_model, m.seq_len, p, v);
@@ -61,36 +61,30 @@ int slots_in_flight(PipelineSchedule s, int p, int v, int m, int rank) {
   return slots;
 }
 
+StepShape layout_step_shape(const Workload& w, const Layout& l) {
+  StepShape s{.micro_batch = l.micro_batch,
+              .seq = w.model.seq_len,
+              .micro_batches = l.micro_batches(w.global_batch)};
+  s.element_bytes = static_cast<std::int64_t>(size_of(grad_dtype(w.precision, w.grad_precision)));
+  s.activation_element_bytes = element_bytes(w.precision);
+  s.param_element_bytes = element_bytes(w.precision);
+  s.zero = stage_number(l.zero);
+  s.shards = l.shards();
+  s.replicas = l.replicas();
+  s.recompute_full = l.recompute == Recompute::full;
+  return s;
+}
+
+std::int64_t pipeline_sends(int chunk, int chunks) {
+  return (chunk == chunks - 1 ? 0 : 1) + (chunk == 0 ? 0 : 1);
+}
+
 std::string layout_problem(const Workload& w, const Layout& l) {
-  const ModelConfig& m = w.model;
-  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.virtual_stages < 1)
-    return "tp, pp, dp, micro-batch and virtual stages must be at least 1";
-  if (m.n_head % l.tp != 0) return fmt::format("n_head {} is not divisible by tp {}", m.n_head, l.tp);
-  if (m.kv_heads() % l.tp != 0)
-    return fmt::format("kv heads {} are not divisible by tp {}", m.kv_heads(), l.tp);
-  if (m.d_ff % l.tp != 0) return fmt::format("d_ff {} is not divisible by tp {}", m.d_ff, l.tp);
-  if (w.global_batch % (l.micro_batch * l.dp) != 0)
-    return fmt::format("global batch {} is not a multiple of micro-batch {} x dp {}",
-                       w.global_batch, l.micro_batch, l.dp);
-  if (l.sequence_parallel && l.tp == 1) return "sequence parallelism needs tp > 1";
-  if (l.sequence_parallel && (l.micro_batch * m.seq_len) % l.tp != 0)
-    return "sequence parallelism needs micro-batch x seq divisible by tp";
-  if (l.zero < 0 || l.zero > 3) return "ZeRO stage must be 0 to 3";
-  if (l.zero >= 2 && l.pp > 1) return "ZeRO-2/3 is not combined with pipeline parallelism";
-  if (l.hsdp != 0 && (l.zero == 0 || l.hsdp < 2 || l.hsdp >= l.dp || l.dp % l.hsdp != 0))
-    return "hybrid sharding needs ZeRO and a group size dividing dp, between 2 and dp";
-  if (l.pp == 1 && (l.virtual_stages > 1 || l.schedule == PipelineSchedule::interleaved))
-    return "interleaving needs pp > 1";
-  if (l.virtual_stages > 1 && l.schedule != PipelineSchedule::interleaved)
-    return "virtual stages need the interleaved schedule";
-  try {
-    validate(l.schedule, {static_cast<int>(l.pp), static_cast<int>(l.virtual_stages),
-                          static_cast<int>(l.micro_batches(w.global_batch))});
-    cached_partition(m, static_cast<int>(l.pp), static_cast<int>(l.virtual_stages));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return layout_problem(w.model, {.tp = l.tp, .pp = l.pp, .dp = l.dp,
+                                  .schedule = l.schedule, .virtual_stages = l.virtual_stages,
+                                  .zero = l.zero, .hsdp = l.hsdp,
+                                  .sequence_parallel = l.sequence_parallel,
+                                  .global_batch = w.global_batch, .micro_batch = l.micro_batch});
 }
 
 namespace {
@@ -160,7 +154,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   return r;
 }
 
-double precision_bytes(const std::string& precision) { return precision == "fp32" ? 4.0 : 2.0; }
+double precision_bytes(Precision precision) { return static_cast<double>(element_bytes(precision)); }
 
 // Seconds for a ring collective sending `bytes` per rank over `steps` latency-bound hops.
 double link_seconds(double bytes, double steps, const LinkSpec& link) {
@@ -211,8 +205,8 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
   const std::int64_t mbs = l.micro_batches(w.global_batch);
   const double pb = precision_bytes(w.precision);
-  const double gb = w.grad_precision == "param" ? pb : 4.0;
-  const bool mixed = w.precision != "fp32";
+  const double gb = static_cast<double>(size_of(grad_dtype(w.precision, w.grad_precision)));
+  const bool mixed = is_mixed(w.precision);
   const double rows = static_cast<double>(l.micro_batch * m.seq_len);
   const double tp = static_cast<double>(l.tp);
 
@@ -288,29 +282,19 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     const double compute_mb = block_seconds + head_seconds + memory_bound;
 
     // Bytes on the wire (comm_volume.hpp, as the trainer's comm_bytes_per_step_theory).
-    StepShape shape{.micro_batch = l.micro_batch, .seq = m.seq_len, .micro_batches = mbs};
+    StepShape shape = layout_step_shape(w, l);
     shape.grad_elements = static_cast<std::int64_t>(share.elements);
     shape.sp_grad_elements = static_cast<std::int64_t>(share.replicated);
-    shape.element_bytes = static_cast<std::int64_t>(gb);
-    shape.activation_element_bytes = static_cast<std::int64_t>(pb);
     shape.blocks = share.blocks;
     shape.embedding = share.embedding;
     shape.head = share.head;
     shape.pipeline_sends = 0;
-    for (int c = 0; c < v; ++c) {
-      const int g = c * p + rank;
-      shape.pipeline_sends += (g == p * v - 1 ? 0 : 1) + (g == 0 ? 0 : 1);
-    }
+    for (int c = 0; c < v; ++c) shape.pipeline_sends += pipeline_sends(c * p + rank, p * v);
     shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
-    shape.zero = static_cast<int>(l.zero);
-    shape.shards = l.shards();
-    shape.replicas = l.replicas();
-    shape.param_element_bytes = static_cast<std::int64_t>(pb);
     // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
     const double block_local = share.blocks * block_elements(m, tp).local;
     shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
     shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
-    shape.recompute_full = full;
     const auto bytes = step_comm_bytes(m, {.tp = l.tp, .dp = l.dp, .sequence_parallel = l.sequence_parallel},
                                        shape);
     auto get = [&](const char* key) {
@@ -346,11 +330,11 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
                                 get((group + ".reduce_scatter").c_str());
     double dp_step = 0;
     if (l.dp > 1) {
-      const double reductions = l.zero >= 2 ? static_cast<double>(mbs) : 1.0;
+      const double reductions = l.zero >= ZeroStage::gradients ? static_cast<double>(mbs) : 1.0;
       const double each = link_seconds(reduce_bytes / reductions, buckets * hops, group_link);
       dp_step += reductions * std::max(each - window, each / buckets);
       dp_step += link_seconds(get((group + ".all_gather").c_str()),
-                              (l.zero >= 3 ? mbs * (2.0 * share.blocks + 1) : buckets) * (n - 1),
+                              (l.zero >= ZeroStage::parameters ? mbs * (2.0 * share.blocks + 1) : buckets) * (n - 1),
                               group_link);
       if (l.replicas() > 1)
         dp_step += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), dp_link);
@@ -373,7 +357,7 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
 
     // Memory (memory.hpp: the trainer's memory_bytes_theory), plus the buffers it leaves out.
     const StateBytes state =
-        model_state_bytes(share.elements, static_cast<int>(l.zero), l.shards(),
+        model_state_bytes(share.elements, stage_number(l.zero), l.shards(),
                           static_cast<std::int64_t>(pb), static_cast<std::int64_t>(gb), mixed);
     MemoryPrediction mem;
     mem.parameters = state.parameters;
@@ -385,7 +369,7 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk
     // (at most 256 MiB of f32) and the activation gradient the backward carries.
     mem.communication = (p > 1 ? 4.0 * activation : 0.0) +
-                        (l.zero >= 3 ? 2.0 * block_elements(m, tp).local * pb : 0.0) +
+                        (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(m, tp).local * pb : 0.0) +
                         (share.head ? std::min(rows * m.padded_vocab(l.tp) / tp * 4.0, 268435456.0)
                                     : 0.0) +
                         2.0 * rows * m.d_model * 4.0;

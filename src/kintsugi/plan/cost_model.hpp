@@ -21,18 +21,21 @@
 #include <cstdint>
 #include <string>
 
+#include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/parallel/layout_rules.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"
+#include "kintsugi/plan/comm_volume.hpp"
 
 namespace kintsugi {
 
 struct Workload {
   ModelConfig model;               // model.seq_len is the training sequence length
   std::int64_t global_batch = 1;   // sequences per optimizer step
-  std::string precision = "bf16";  // fp32, bf16, fp16
-  std::string grad_precision = "fp32";  // fp32 or "param" (as train.grad_precision)
+  Precision precision = Precision::bf16;
+  GradPrecision grad_precision = GradPrecision::fp32;
   double bucket_mib = 25;          // data-parallel bucket (parallel.bucket_mib)
 };
 
@@ -40,7 +43,7 @@ struct Layout {
   std::int64_t tp = 1, pp = 1, dp = 1, micro_batch = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::int64_t virtual_stages = 1;
-  std::int64_t zero = 0;
+  ZeroStage zero = ZeroStage::none;
   std::int64_t hsdp = 0;  // with ZeRO: shard within groups of this many dp ranks (0: all)
   Recompute recompute = Recompute::none;
   bool sequence_parallel = false;
@@ -49,8 +52,8 @@ struct Layout {
     return global_batch / (micro_batch * dp);
   }
   // Ranks one ZeRO shard is split over, and the groups holding the same shard.
-  std::int64_t shards() const { return zero > 0 ? (hsdp > 0 ? hsdp : dp) : 1; }
-  std::int64_t replicas() const { return zero > 0 && hsdp > 0 ? dp / hsdp : 1; }
+  std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }
+  std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
 };
 std::string describe(const Layout& l);  // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"
 
@@ -80,9 +83,16 @@ struct Prediction {
 };
 
 // Empty when the runtime would accept the layout for this workload on its world size; else the
-// reason (the same rules as resolve_layout: divisibility, schedule shape, ZeRO-2/3 without
-// pipelines, stage partition).
+// reason: parallel/layout_rules.hpp's layout_problem, the runtime's own rule book.
 std::string layout_problem(const Workload& w, const Layout& l);
+
+// The layout's share of the communication input (comm_volume.hpp): batch, ZeRO sharding,
+// element sizes, recomputation. The caller adds what one rank holds (parameter elements, blocks,
+// pipeline ends), counted from the model (the planner) or from the rank's buffers (the trainer).
+StepShape layout_step_shape(const Workload& w, const Layout& l);
+// Activation-sized tensors global chunk `chunk` of `chunks` sends per micro-batch: its output
+// forward unless it ends the model, its input gradient backward unless it starts it.
+std::int64_t pipeline_sends(int chunk, int chunks);
 
 // The layout must be valid (layout_problem empty).
 Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l);

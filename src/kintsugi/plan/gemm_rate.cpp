@@ -58,8 +58,8 @@ GemmRate measure_gemm_rate(Backend& backend, int size, int repeats, DType dtype)
   return rate;
 }
 
-DType peak_dtype(const std::string& precision) {
-  return precision == "bf16" ? DType::bf16 : DType::f32;
+DType peak_dtype(Precision precision) {
+  return precision == Precision::bf16 ? DType::bf16 : DType::f32;
 }
 
 namespace {

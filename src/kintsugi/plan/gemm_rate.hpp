@@ -11,6 +11,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/cpu_info.hpp"
 #include "kintsugi/core/dtype.hpp"
+#include "kintsugi/core/precision.hpp"
 
 namespace kintsugi {
 
@@ -36,6 +37,6 @@ void store_gemm_rate(const GemmRate& rate);
 // caching) it when absent.
 GemmRate local_gemm_rate(Backend& backend, DType dtype = DType::f32);
 // The dtype whose GEMM rate is the peak of a run at train.precision `precision`.
-DType peak_dtype(const std::string& precision);
+DType peak_dtype(Precision precision);
 
 }  // namespace kintsugi

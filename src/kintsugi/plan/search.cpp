@@ -45,11 +45,12 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
         for (auto [schedule, v] : schedules) {
           if (!allowed(s.schedule, schedule) || !allowed(s.virtual_stages, v)) continue;
           // ZeRO shards over data-parallel ranks: with one there is nothing to shard.
-          for (std::int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+          for (int stage = 0; stage <= (dp > 1 ? 3 : 0); ++stage) {
+            const auto zero = static_cast<ZeroStage>(stage);
             if (!allowed(s.zero, zero)) continue;
             // Hybrid sharding: shard groups of any proper divisor of dp (0: all of dp).
             std::vector<std::int64_t> groups = {0};
-            if (zero > 0)
+            if (zero > ZeroStage::none)
               for (std::int64_t k = 2; k < dp; ++k)
                 if (dp % k == 0) groups.push_back(k);
             for (std::int64_t hsdp : groups) {

@@ -11,7 +11,8 @@
 namespace kintsugi {
 
 struct SearchSpace {
-  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
+  std::optional<std::int64_t> tp, pp, dp, micro_batch, virtual_stages, hsdp;
+  std::optional<ZeroStage> zero;
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;

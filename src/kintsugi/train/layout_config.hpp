@@ -11,8 +11,8 @@ namespace kintsugi {
 Workload workload_of(const RunConfig& config);
 // The layout a run config asks for (parallel.dp must be resolved).
 Layout layout_of(const RunConfig& config);
-// A TOML run config: `base`'s model, data and training keys with the layout's parallel and
-// micro-batch keys; loads with load_run_config and needs tp x pp x dp ranks.
+// A TOML run config: every key of `base`, with the layout's parallel, micro-batch and
+// recompute keys; loads with load_run_config and needs tp x pp x dp ranks.
 std::string layout_config_toml(const RunConfig& base, const Layout& layout);
 
 }  // namespace kintsugi

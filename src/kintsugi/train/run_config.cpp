@@ -3,16 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
 #include <variant>
 
-#include "kintsugi/comm/topology.hpp"
-#include "kintsugi/model/transformer_block.hpp"
-#include "kintsugi/parallel/pipeline_schedule.hpp"
-#include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -21,11 +18,8 @@ namespace {
 
 // A key's field. Enumerations are TOML strings holding one of their names (parse_choice).
 using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*,
-                            Device*>;
-
-Device parse_choice(const std::string& text, const std::string& key, Device*) {
-  return parse_device(text, key);
-}
+                            Device*, Precision*, GradPrecision*, Recompute*, PipelineSchedule*,
+                            Family*, ZeroStage*>;
 
 struct Key {
   std::string path;
@@ -134,6 +128,7 @@ std::string type_name(const Target& t) {
         else if constexpr (std::is_same_v<T, double>) return "float";
         else if constexpr (std::is_same_v<T, std::string>) return "string";
         else if constexpr (std::is_same_v<T, bool>) return "boolean";
+        else if constexpr (std::is_same_v<T, ZeroStage>) return "integer";
         else if constexpr (std::is_enum_v<T>) return "string";
         else return "integers";
       },
@@ -145,6 +140,7 @@ std::string value_text(const Target& t) {
       [](auto* p) -> std::string {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, std::string>) return fmt::format("\"{}\"", *p);
+        else if constexpr (std::is_same_v<T, ZeroStage>) return fmt::format("{}", stage_number(*p));
         else if constexpr (std::is_enum_v<T>) return fmt::format("\"{}\"", name_of(*p));
         else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
           return fmt::format("[{}]", fmt::join(*p, ", "));
@@ -179,15 +175,38 @@ void assign(const Key& key, const toml::node& node, const std::string& source) {
             if (!item.is_integer()) wrong();
             p->push_back(*item.value<std::int64_t>());
           }
+        } else if constexpr (std::is_same_v<T, ZeroStage>) {
+          if (!node.is_integer()) wrong();
+          *p = zero_stage(*node.value<std::int64_t>(), key.path);
         } else if constexpr (std::is_enum_v<T>) {
           if (!node.is_string()) wrong();
-          *p = parse_choice(*node.value<std::string>(), key.path, p);
+          *p = parse_name<T>(*node.value<std::string>(), key.path);
         } else {
           if (!node.is_string()) wrong();
           *p = *node.value<std::string>();
         }
       },
       key.target);
+}
+
+// The key's value as a TOML node.
+void insert_value(toml::table& table, const std::string& name, const Target& target) {
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+          toml::array array;
+          for (std::int64_t v : *p) array.push_back(v);
+          table.insert_or_assign(name, std::move(array));
+        } else if constexpr (std::is_same_v<T, ZeroStage>) {
+          table.insert_or_assign(name, std::int64_t{stage_number(*p)});
+        } else if constexpr (std::is_enum_v<T>) {
+          table.insert_or_assign(name, std::string(name_of(*p)));
+        } else {
+          table.insert_or_assign(name, *p);
+        }
+      },
+      target);
 }
 
 // "train.lr=3e-4" -> table["train"]["lr"] = 3e-4. Values are parsed as TOML; what does not
@@ -289,10 +308,6 @@ void validate(const RunConfig& c) {
   positive("eval_batches", t.eval_batches);
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
-  parse_recompute(t.recompute);
-  parse_precision(t.precision);
-  if (t.grad_precision != "fp32" && t.grad_precision != "param")
-    fail("train.grad_precision = \"{}\": use \"fp32\" or \"param\"", t.grad_precision);
   positive("loss_scale", t.loss_scale);
   positive("loss_scale_window", t.loss_scale_window);
   const ParallelConfig& p = c.parallel;
@@ -300,26 +315,25 @@ void validate(const RunConfig& c) {
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
   if (p.virtual_stages < 1)
     fail("parallel.virtual_stages = {} must be at least 1", p.virtual_stages);
-  parse_schedule(p.schedule);
   if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
   if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
-  if (p.zero < 0 || p.zero > 3) fail("parallel.zero = {} must be 0, 1, 2 or 3", p.zero);
   if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
 }
 
-DType parse_precision(const std::string& name) {
-  if (name == "fp32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "fp16") return DType::f16;
-  fail("train.precision = \"{}\": use \"fp32\", \"bf16\" or \"fp16\"", name);
+LayoutSpec layout_spec(const RunConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  return {.tp = p.tp, .pp = p.pp, .dp = p.dp,
+          .schedule = p.schedule, .virtual_stages = p.virtual_stages,
+          .zero = p.zero, .hsdp = p.hsdp,
+          .sequence_parallel = p.sequence_parallel,
+          .layers_per_stage = p.layers_per_stage, .order = p.order,
+          .global_batch = c.train.global_batch, .micro_batch = c.train.micro_batch};
 }
 
 void resolve_layout(RunConfig& c, int world) {
   ParallelConfig& p = c.parallel;
-  const ModelConfig& m = c.model;
-  const TrainConfig& t = c.train;
   if (p.dp == 0) {
     if (world % (p.tp * p.pp) != 0)
       fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
@@ -331,43 +345,25 @@ void resolve_layout(RunConfig& c, int world) {
     fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: change --dp to {} or launch {} "
          "ranks",
          world, p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world / (p.tp * p.pp), p.tp * p.dp * p.pp);
-  if (m.n_head % p.tp != 0)
-    fail("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank needs whole "
-         "heads; change --tp",
-         m.n_head, p.tp);
-  // Grouped-query attention: each rank takes whole groups (its kv heads with their query heads).
-  // Replicating kv heads across ranks is not supported, so tp must divide the kv heads too.
-  if (m.kv_heads() % p.tp != 0)
-    fail("model.n_kv_head = {} is not divisible by tp = {}: each tensor-parallel rank needs "
-         "whole key/value heads with their groups of query heads; use a tp that divides {}",
-         m.kv_heads(), p.tp, m.kv_heads());
-  if (m.d_ff % p.tp != 0)
-    fail("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, p.tp);
-  if (t.global_batch % (t.micro_batch * p.dp) != 0)
-    fail("train.global_batch = {} is not a multiple of train.micro_batch x dp = {} x {}: change "
-         "train.global_batch, train.micro_batch or --dp",
-         t.global_batch, t.micro_batch, p.dp);
-  if (p.sequence_parallel && p.tp > 1 && (t.micro_batch * m.seq_len) % p.tp != 0)
-    fail("sequence parallelism splits micro_batch x seq_len = {} token rows across tp = {} "
-         "ranks: make it divisible",
-         t.micro_batch * m.seq_len, p.tp);
-  LayoutMap(world, {.tp = static_cast<int>(p.tp), .dp = static_cast<int>(p.dp),
-                    .pp = static_cast<int>(p.pp), .order = p.order});  // checks the order
-  if (p.zero >= 2 && p.pp > 1)
-    fail("--zero {} with --pp {}: sharded gradients are reduce-scattered every micro-batch as "
-         "each layer finishes, which pipelining interleaves across micro-batches; use --zero 1 "
-         "with pipeline parallelism (as Megatron-LM's distributed optimizer does)",
-         p.zero, p.pp);
-  if (p.hsdp > 0) {
-    if (p.zero == 0)
-      fail("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3", p.hsdp);
-    if (p.dp % p.hsdp != 0 || p.hsdp < 2)
-      fail("--hsdp {} must be at least 2 and divide the data-parallel ranks ({})", p.hsdp, p.dp);
+  if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
+    fail("{}", problem);
+}
+
+std::string run_config_toml(const RunConfig& config) {
+  RunConfig c = config;
+  toml::table root;
+  const auto presets = model_preset_names();
+  if (std::find(presets.begin(), presets.end(), c.model.name) != presets.end())
+    root.insert_or_assign("model", toml::table{{"preset", c.model.name}});
+  for (const Key& key : keys_of(c)) {
+    const auto dot = key.path.find('.');
+    const std::string section = key.path.substr(0, dot);
+    if (!root.contains(section)) root.insert(section, toml::table{});
+    insert_value(*root[section].as_table(), key.path.substr(dot + 1), key.target);
   }
-  const PipelineShape shape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages),
-                            static_cast<int>(t.global_batch / (t.micro_batch * p.dp))};
-  validate(parse_schedule(p.schedule), shape);
-  partition_stages(m, shape.stages, shape.virtual_stages, m.seq_len, p.layers_per_stage);
+  std::ostringstream out;
+  out << toml::toml_formatter(root);
+  return out.str() + "\n";
 }
 
 std::vector<ConfigKeyDoc> run_config_keys() {

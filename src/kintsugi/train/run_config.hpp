@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "kintsugi/core/device.hpp"
-#include "kintsugi/core/dtype.hpp"
+#include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
+#include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/parallel/layout_rules.hpp"
 
 namespace kintsugi {
 
@@ -37,9 +39,9 @@ struct TrainConfig {
   std::int64_t log_every = 1;
   std::int64_t threads = 0;  // 0: all cores
   Device device = Device::cpu;
-  std::string recompute = "none";  // activation recomputation: none, selective, full
-  std::string precision = "fp32";  // fp32, bf16, fp16: weights and activations
-  std::string grad_precision = "fp32";  // fp32, or "param": gradients in the weights' type
+  Recompute recompute = Recompute::none;  // activation recomputation
+  Precision precision = Precision::fp32;  // weights and activations
+  GradPrecision grad_precision = GradPrecision::fp32;
   double loss_scale = 65536;            // fp16: initial dynamic loss scale
   std::int64_t loss_scale_window = 1000;  // fp16: clean steps before the scale doubles
   bool save_checkpoint = true;
@@ -51,13 +53,13 @@ struct ParallelConfig {
   std::int64_t tp = 1;  // tensor-parallel ranks
   std::int64_t dp = 0;  // data-parallel ranks (0: world size / (tp * pp))
   std::int64_t pp = 1;  // pipeline stages
-  std::string schedule = "1f1b";     // gpipe, 1f1b, interleaved
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::int64_t virtual_stages = 1;   // model chunks per pipeline rank (interleaved)
   std::vector<std::int64_t> layers_per_stage;  // empty: balanced by cost
   bool sequence_parallel = false;
   std::string order = "tp-dp-pp";  // fastest-varying dimension first
   double bucket_mib = 25;          // data-parallel gradient bucket size
-  std::int64_t zero = 0;           // ZeRO stage: 0 replicated, 1 optimizer, 2 + gradients, 3 + weights
+  ZeroStage zero = ZeroStage::none;
   std::int64_t hsdp = 0;           // shard groups of this many data-parallel ranks (0: all)
 };
 
@@ -76,12 +78,14 @@ struct RunConfig {
 
 // Reads `path` (empty: defaults only), applies overrides "section.key=value", validates.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
-// The element type a train.precision names.
-DType parse_precision(const std::string& name);
+// Every key of `config` as TOML that load_run_config reads back to the same config.
+std::string run_config_toml(const RunConfig& config);
 void validate(const RunConfig& config);
-// Checks the layout against the job's rank count and the model (every rank reaches the same
-// verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).
+// Checks the layout against the job's rank count and the model (layout_problem; every rank
+// reaches the same verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).
 void resolve_layout(RunConfig& config, int world_size);
+// The layout and batch of a config, as the rule book (layout_rules.hpp) reads them.
+LayoutSpec layout_spec(const RunConfig& config);
 
 struct ConfigKeyDoc {
   std::string key, type, default_value, doc;

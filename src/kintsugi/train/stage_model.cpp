@@ -11,7 +11,7 @@ namespace kintsugi {
 StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place, Tracer& tracer)
     : backend_(backend),
       place_(place),
-      schedule_(parse_schedule(c.parallel.schedule)),
+      schedule_(c.parallel.schedule),
       virtual_stages_(static_cast<int>(c.parallel.virtual_stages)) {
   const int p = place.pp_size, v = virtual_stages_;
   const ModelConfig& m = c.model;
@@ -21,7 +21,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                              (c.train.micro_batch * place.dp_size))};
   // Data-parallel state is sharded over the whole group, or over groups of hsdp ranks that
   // replicate each other.
-  const int zero = static_cast<int>(c.parallel.zero);
+  const int zero = stage_number(c.parallel.zero);
   const ShardingConfig sharding{
       .stage = zero,
       .shard = zero > 0 && place.shard ? place.shard : place.dp,
@@ -30,8 +30,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   const int shards = sharding.shard ? sharding.shard->size() : 1;
   // Mixed precision: weights and activations in 16 bits; gradients accumulated in f32 unless
   // train.grad_precision = "param". fp16 needs loss scaling to keep small gradients.
-  const DType compute = parse_precision(c.train.precision);
-  const DType grad = c.train.grad_precision == "param" ? compute : DType::f32;
+  const DType compute = compute_dtype(c.train.precision);
+  const DType grad = grad_dtype(c.train.precision, c.train.grad_precision);
   if (compute == DType::f16) scaler_ = LossScaler(c.train.loss_scale, c.train.loss_scale_window);
   // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
   const int slots = std::max(1, max_in_flight(schedule_, shape, place.pp_rank));
@@ -45,7 +45,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                .grad = grad,
                                .allocate = false,
                                .unit_multiple = 16 * (zero > 0 ? shards : 1),
-                               .recompute = parse_recompute(c.train.recompute)};
+                               .recompute = c.train.recompute};
     chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
                                                    m.seq_len, slots, place.tp, spec));
     ModelChunk& model = *chunks_.back();

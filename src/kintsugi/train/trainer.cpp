@@ -2,15 +2,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <fmt/ranges.h>
 
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <vector>
@@ -18,24 +15,22 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
-#include "kintsugi/checkpoint/train_checkpoint.hpp"
-#include "kintsugi/core/threads.hpp"
-#include "kintsugi/core/trace.hpp"
-#include "kintsugi/core/timer.hpp"
-#include "kintsugi/data/batch_sampler.hpp"
-#include "kintsugi/model/config_json.hpp"
-#include "kintsugi/optim/lr_schedule.hpp"
-#include "kintsugi/train/stage_model.hpp"
-#include "kintsugi/plan/comm_volume.hpp"
-#include "kintsugi/plan/flops.hpp"
 #include "kintsugi/comm/launch.hpp"
+#include "kintsugi/core/threads.hpp"
+#include "kintsugi/core/timer.hpp"
+#include "kintsugi/core/trace.hpp"
+#include "kintsugi/optim/lr_schedule.hpp"
+#include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
-#include "kintsugi/plan/memory.hpp"
 #include "kintsugi/train/loss_plot.hpp"
 #include "kintsugi/train/preemption.hpp"
+#include "kintsugi/train/run_description.hpp"
+#include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/step_metrics.hpp"
 
 namespace kintsugi {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -48,13 +43,6 @@ data::BatchSampler open_sampler(const std::string& path, const char* key,
          path, file.vocab_size(), config.model.vocab_size, key);
   return data::BatchSampler(std::move(file), config.model.seq_len,
                             static_cast<std::uint64_t>(config.train.seed));
-}
-
-void snapshot_memory(const MemoryTracker& memory, StepMetrics& m) {
-  for (int k = 0; k < kMemoryKinds; ++k) {
-    m.memory_current[k] = memory.current(static_cast<MemoryKind>(k));
-    m.memory_peak[k] = memory.peak(static_cast<MemoryKind>(k));
-  }
 }
 
 // Bytes this rank has sent, per "group.operation".
@@ -78,145 +66,6 @@ std::map<std::string, std::uint64_t> difference(const std::map<std::string, std:
     if (delta > 0) d[k] = delta;
   }
   return d;
-}
-
-// The numerics and memory options, e.g. "bf16 (f32 gradients), recompute selective".
-std::string describe_numerics(const RunConfig& c) {
-  const auto& t = c.train;
-  std::string text = t.precision == "fp32" ? "fp32"
-                                           : fmt::format("{} with f32 master weights, {} gradients",
-                                                         t.precision,
-                                                         t.grad_precision == "param" ? t.precision
-                                                                                     : "f32");
-  if (t.precision == "fp16") text += fmt::format(", loss scale {:g} dynamic", t.loss_scale);
-  if (t.recompute != "none") text += fmt::format(", recompute {}", t.recompute);
-  return text;
-}
-
-std::string describe(const RunConfig& c, const Place& place, const StageModel& model) {
-  if (!place.topology) return "1 rank (serial)";
-  const auto& p = c.parallel;
-  std::string text = fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.world,
-                                 p.tp, p.dp, p.pp,
-                                 p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
-                                 p.order);
-  if (p.pp > 1)
-    text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
-                        p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
-                        fmt::join(model.partition().num_layers, " "));
-  if (p.zero > 0)
-    text += p.hsdp > 0 ? fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero,
-                                     p.hsdp, p.dp / p.hsdp)
-                       : fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
-  return text;
-}
-
-// Bytes rank 0 should send per step, per "group.operation" (plan/comm_volume.hpp).
-std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Place& place,
-                                                  const StageModel& model,
-                                                  std::int64_t micro_batches) {
-  StepShape shape{.micro_batch = c.train.micro_batch,
-                  .seq = c.model.seq_len,
-                  .micro_batches = micro_batches,
-                  .element_bytes = 4,
-                  .blocks = 0,
-                  .embedding = false,
-                  .head = false};
-  const int chunks = place.pp_size * model.virtual_stages();
-  const auto& par = c.parallel;
-  shape.zero = static_cast<int>(par.zero);
-  shape.recompute_full = c.train.recompute == "full";
-  shape.shards = par.zero > 0 ? (par.hsdp > 0 ? par.hsdp : par.dp) : 1;
-  shape.replicas = par.zero > 0 && par.hsdp > 0 ? par.dp / par.hsdp : 1;
-  for (const auto& chunk : model.chunks()) {
-    const ParamStore& p = chunk->params();
-    shape.grad_elements += p.numel();
-    shape.param_element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype()));
-    shape.activation_element_bytes = shape.param_element_bytes;
-    shape.element_bytes = static_cast<std::int64_t>(size_of(p.grad_dtype()));
-    for (int u = 0; u < p.units(); ++u) {
-      const bool block = p.unit(u).name.rfind("blocks.", 0) == 0;
-      (block ? shape.gathered_twice_elements : shape.gathered_once_elements) += p.unit(u).size();
-    }
-    shape.blocks += chunk->spec().num_layers;
-    shape.embedding |= chunk->spec().embedding;
-    shape.head |= chunk->spec().head;
-    // Outputs go forward unless the chunk ends the model, input gradients back unless it
-    // starts it.
-    shape.pipeline_sends += (chunk->spec().head ? 0 : 1) + (chunk->spec().embedding ? 0 : 1);
-    for (int i = 0; i < p.size(); ++i) {
-      const auto& e = p.entry(i);
-      if (e.spec.sequence_parallel_grad) shape.sp_grad_elements += e.local_shape.numel();
-      if (chunks > 1 && c.model.tied_embeddings() && e.spec.name == "embedding.token.weight")
-        shape.tied_embedding_elements += e.local_shape.numel();
-    }
-  }
-  return step_comm_bytes(c.model,
-                         {.tp = c.parallel.tp, .dp = c.parallel.dp,
-                          .sequence_parallel = c.parallel.sequence_parallel},
-                         shape);
-}
-
-// Bytes rank 0 should hold per memory category (plan/memory.hpp).
-nlohmann::json expected_memory(const RunConfig& c, const Place& place, const StageModel& model) {
-  const auto& par = c.parallel;
-  const std::int64_t shards = par.zero > 0 ? (par.hsdp > 0 ? par.hsdp : par.dp) : 1;
-  StateBytes state;
-  double activations = 0;
-  for (const auto& chunk : model.chunks()) {
-    const ParamStore& p = chunk->params();
-    const DType pt = p.param_dtype();
-    const StateBytes s = model_state_bytes(
-        static_cast<double>(p.numel()), static_cast<int>(par.zero), shards,
-        static_cast<std::int64_t>(size_of(pt)), static_cast<std::int64_t>(size_of(p.grad_dtype())),
-        pt == DType::bf16 || pt == DType::f16);
-    state.parameters += s.parameters;
-    state.gradients += s.gradients;
-    state.optimizer_state += s.optimizer_state;
-    const ActivationShape shape{.micro_batch = c.train.micro_batch,
-                                .seq = c.model.seq_len,
-                                .tp = par.tp,
-                                .sequence_parallel = par.sequence_parallel,
-                                .recompute = parse_recompute(c.train.recompute),
-                                .element_bytes = static_cast<std::int64_t>(size_of(pt)),
-                                .statistic_bytes = pt == DType::f64 ? 8 : 4};
-    activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
-                                                          chunk->spec().head,
-                                                          chunk->spec().embedding);
-  }
-  (void)place;
-  return {{"parameters", state.parameters},
-          {"gradients", state.gradients},
-          {"optimizer_state", state.optimizer_state},
-          {"activations", activations}};
-}
-
-// What the run is, for people and programs: the resolved config, the layout, and the expected
-// communication (plan/comm_volume.hpp) and memory (plan/memory.hpp) of rank 0.
-void write_run_description(const std::filesystem::path& path, const RunConfig& c,
-                           const Place& place, const StageModel& model,
-                           std::int64_t micro_batches) {
-  nlohmann::json j = {
-      {"comm_bytes_per_step_theory", expected_comm_bytes(c, place, model, micro_batches)},
-      {"memory_bytes_theory", expected_memory(c, place, model)},
-      {"model", to_json(c.model)},
-      {"world", place.world},
-      {"parallel",
-       {{"tp", c.parallel.tp},
-        {"dp", c.parallel.dp},
-        {"pp", c.parallel.pp},
-        {"schedule", c.parallel.schedule},
-        {"virtual_stages", c.parallel.virtual_stages},
-        {"layers_per_chunk", model.partition().num_layers},
-        {"sequence_parallel", c.parallel.sequence_parallel},
-        {"order", c.parallel.order}}},
-      {"global_batch", c.train.global_batch},
-      {"micro_batch", c.train.micro_batch},
-      {"micro_batches_per_rank", micro_batches},
-      {"seq", c.model.seq_len},
-      {"parameters", parameter_count(c.model)},
-      {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
-  std::ofstream(path) << j.dump(2) << "\n";
 }
 
 // Gathers every rank's events of the traced step to rank 0, which writes the trace.
@@ -267,20 +116,11 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
 RankState rank_state(StageModel& model, const Place& place) {
   RankState r;
   r.params = model.params();
-  for (std::size_t c = 0; c < model.chunks().size(); ++c) r.states.push_back(&model.state(static_cast<int>(c)));
+  for (std::size_t c = 0; c < model.chunks().size(); ++c)
+    r.states.push_back(&model.state(static_cast<int>(c)));
   r.tp_rank = place.tp.rank();
   r.world = place.topology ? &place.topology->world() : nullptr;
   return r;
-}
-
-// The layout a checkpoint was written with (for people reading its manifest).
-nlohmann::json describe_layout(const RunConfig& c, const Place& place) {
-  const auto& p = c.parallel;
-  return {{"world", place.world}, {"tp", p.tp},
-          {"pp", p.pp},           {"dp", p.dp},
-          {"zero", p.zero},       {"hsdp", p.hsdp},
-          {"schedule", p.schedule}, {"virtual_stages", p.virtual_stages},
-          {"sequence_parallel", p.sequence_parallel}, {"precision", c.train.precision}};
 }
 
 // Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
@@ -290,6 +130,328 @@ bool job_asked_to_stop(const Place& place) {
   if (place.topology) place.topology->world().all_reduce(Tensor{&flag, DType::f64, Shape{1}});
   return flag > 0;
 }
+
+// The config with parallel.dp resolved for the job (a single process may pass dp = 0).
+RunConfig resolved(const RunConfig& config, const Topology* topology) {
+  RunConfig c = config;
+  resolve_layout(c, topology ? topology->world().size() : 1);
+  return c;
+}
+
+// One rank's training run, in the order train() takes its steps: restore the state, announce
+// the run, then per optimizer step: step, report, checkpoint; finally save and summarize.
+class TrainingRun {
+ public:
+  TrainingRun(const RunConfig& config, TrainInputs& data, const TrainOptions& options,
+              std::ostream& log, const Topology* topology)
+      : config_(resolved(config, topology)),
+        tc_(config_.train),
+        data_(data),
+        options_(options),
+        log_(log),
+        topology_(topology),
+        place_(topology, config_.parallel.sequence_parallel),
+        backend_(make_backend(tc_.device, memory_)),
+        model_(*backend_, config_, place_, tracer_),
+        rank_batch_(tc_.global_batch / place_.dp_size),
+        micro_batches_(static_cast<int>(rank_batch_ / tc_.micro_batch)),
+        tokens_per_step_(tc_.global_batch * config_.model.seq_len),
+        schedule_{tc_.lr, tc_.min_lr, tc_.warmup_steps, tc_.decay_steps},
+        out_(options.out_dir) {
+    const double tokens = static_cast<double>(tokens_per_step_);
+    flops_per_step_ = model_flops_per_token(config_.model, config_.model.seq_len) * tokens;
+    // Hardware FLOPs count the forward work recomputation repeats (HFU; MFU does not).
+    hardware_flops_per_step_ =
+        hardware_flops_per_token(config_.model, config_.model.seq_len,
+                                 tc_.recompute == Recompute::selective,
+                                 tc_.recompute == Recompute::full) *
+        tokens;
+    summary_.metrics_path =
+        options.metrics_path.empty() ? (out_ / "metrics.jsonl").string() : options.metrics_path;
+    summary_.plot_path = (out_ / "loss.svg").string();
+    curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
+  }
+
+  TrainSummary run() {
+    restore();
+    announce();
+    const double initial_val = evaluate();
+    curve_.val.emplace_back(start_step_, initial_val);
+    summary_.first_val_loss = summary_.last_val_loss = initial_val;
+    if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, initial_val);
+    steps_done_ = start_step_;
+    const auto kill_at = test_kill_point();
+    for (std::int64_t step = start_step_; step < tc_.steps; ++step) {
+      if (kill_at && topology_ && topology_->world().rank() == kill_at->first &&
+          step == kill_at->second)
+        std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
+      StepMetrics m = train_step(step);
+      report(m);
+      steps_done_ = m.step;
+      if (checkpoint_or_stop(m)) break;
+    }
+    finish();
+    return summary_;
+  }
+
+ private:
+  // Weights and optimizer state: a checkpoint to resume, initial weights, or the random init
+  // the model was built with.
+  void restore() {
+    install_stop_handlers();
+    if (options_.resume) {
+      const CheckpointInfo& ckpt = *options_.resume;
+      Stopwatch clock;
+      load_train_checkpoint(ckpt, rank_state(model_, place_));
+      load_seconds_ = clock.seconds();
+      // The loss scale carries over between fp16 runs; another precision starts its own.
+      if (model_.loss_scaler().enabled() &&
+          ckpt.manifest.at("layout").value("precision", "") == name_of(Precision::fp16))
+        model_.loss_scaler().restore(ckpt.progress.loss_scaler);
+      start_step_ = ckpt.progress.step;
+      KINTSUGI_ASSERT(start_step_ <= tc_.steps);  // `kintsugi train` refuses such a checkpoint
+    } else if (options_.init_weights) {
+      // Shapes are checked against this rank's parameters, before any is written; the ranks
+      // agree on the verdict so that one of them reports a mismatch.
+      std::string error;
+      try {
+        set_weights(*options_.init_weights, rank_state(model_, place_), options_.init_from);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      agree_on_error(topology_ ? &topology_->world() : nullptr, error);
+    }
+  }
+
+  // The log's header, run.json and the metrics file (rank 0).
+  void announce() {
+    if (!place_.chief) return;
+    peak_ = config_.metrics.peak_gflops > 0
+                ? GemmRate{config_.metrics.peak_gflops, compute_threads(), 0, "",
+                           peak_dtype(tc_.precision), "metrics.peak_gflops from the config"}
+                : local_gemm_rate(*backend_, peak_dtype(tc_.precision));
+    fs::create_directories(out_);
+    metrics_.emplace(summary_.metrics_path, options_.resume ? start_step_ : -1);
+    const ModelConfig& mc = config_.model;
+    fmt::print(log_,
+               "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
+               "{} threads per rank, {} backend | {}\n",
+               config_.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
+               parameter_count(mc) / 1e6, compute_threads(), backend_->name(),
+               describe_numerics(config_));
+    fmt::print(log_,
+               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
+               "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
+               describe_layout(config_, place_, model_), tc_.global_batch, mc.seq_len,
+               tokens_per_step_, micro_batches_, tc_.micro_batch, flops_per_step_ / 1e9);
+    fmt::print(log_, "data: train {} ({} tokens), val {} ({} tokens)\n", config_.data.train,
+               data_.train.tokens().size(), config_.data.val, data_.val.tokens().size());
+    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak_->gflops,
+               place_.world, peak_->source);
+    const auto comm = expected_comm_bytes(config_, place_, model_);
+    if (!comm.empty()) {
+      std::string text;
+      for (const auto& [key, bytes] : comm)
+        text += fmt::format(" {} {}", key, format_bytes(static_cast<std::size_t>(bytes)));
+      fmt::print(log_, "communication per step of rank 0 (theory):{}\n", text);
+    }
+    write_run_description(out_ / "run.json", config_, place_, model_);
+    if (options_.init_weights && !options_.resume)
+      fmt::print(log_, "initial weights from {}\n", options_.init_from);
+    if (options_.resume) {
+      const auto& layout = options_.resume->manifest.at("layout");
+      fmt::print(log_,
+                 "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
+                 "loaded in {:.2f} s\n",
+                 options_.resume->dir.string(), start_step_, layout.value("world", 1),
+                 layout.value("tp", 1), layout.value("pp", 1), layout.value("dp", 1),
+                 layout.value("zero", 0), load_seconds_);
+    }
+  }
+
+  // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
+  // round-robin across the data-parallel ranks.
+  double evaluate() {
+    const std::int64_t T = config_.model.seq_len, mb = tc_.micro_batch;
+    const std::int64_t windows = tc_.eval_batches * mb;
+    const int mine = static_cast<int>((tc_.eval_batches - place_.dp_rank + place_.dp_size - 1) /
+                                      place_.dp_size);
+    const int lockstep = static_cast<int>((tc_.eval_batches + place_.dp_size - 1) / place_.dp_size);
+    const double sum = model_.evaluate(
+        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+          // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
+          const std::int64_t b =
+              k < mine ? place_.dp_rank + static_cast<std::int64_t>(k) * place_.dp_size : 0;
+          for (std::int64_t i = 0; i < mb; ++i)
+            data_.val.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+        },
+        std::max(0, mine), lockstep);
+    return sum / static_cast<double>(windows * T);
+  }
+
+  // One optimizer step over this rank's micro-batches, with what it measured.
+  StepMetrics train_step(std::int64_t step) {
+    const bool traced = !options_.trace_path.empty() && step + 1 == tc_.steps;
+    if (traced && topology_) topology_->world().barrier();  // one time origin for all ranks
+    tracer_.start(traced);
+    const auto bytes_before = bytes_sent(topology_);
+    const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
+    Stopwatch clock;
+    const double lr = schedule_.at(step);
+    const auto result = model_.train_step(
+        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+          data_.train.sample(step, first_sequence + k * mb, mb, tokens, targets);
+        },
+        micro_batches_, 1.0 / static_cast<double>(tokens_per_step_), lr, tc_.grad_clip);
+    const double seconds = clock.seconds();
+
+    StepMetrics m;
+    m.step = step + 1;
+    m.loss = result.loss_sum / static_cast<double>(tokens_per_step_);
+    m.lr = lr;
+    m.grad_norm = result.grad_norm;
+    if (model_.loss_scaler().enabled()) {
+      m.loss_scale = result.loss_scale;
+      m.skipped = result.skipped;
+    } else if (result.skipped) {
+      fail("the gradient became non-finite at step {} (norm {}): lower train.lr or raise "
+           "train.warmup_steps",
+           m.step, result.grad_norm);
+    }
+    if (!std::isfinite(m.loss))
+      fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps", m.loss,
+           m.step);
+    m.step_seconds = seconds;
+    m.tokens_per_s = static_cast<double>(tokens_per_step_) / seconds;
+    m.model_tflops = flops_per_step_ / seconds / 1e12;
+    if (peak_) {
+      m.mfu = flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+      m.hfu = hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+    }
+    m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
+    if (place_.pp) m.bubble = 1.0 - model_.compute_seconds() / seconds;
+    if (traced) write_trace(options_.trace_path, tracer_, place_);
+    return m;
+  }
+
+  // Evaluation when due, memory, the loss curve, throughput, the metrics line and the log.
+  void report(StepMetrics& m) {
+    const bool last = m.step == tc_.steps;
+    if (last || (tc_.eval_every > 0 && m.step % tc_.eval_every == 0)) {
+      m.val_loss = evaluate();
+      curve_.val.emplace_back(m.step, *m.val_loss);
+      summary_.last_val_loss = *m.val_loss;
+    }
+    for (int k = 0; k < kMemoryKinds; ++k) {
+      m.memory_current[k] = memory_.current(static_cast<MemoryKind>(k));
+      m.memory_peak[k] = memory_.peak(static_cast<MemoryKind>(k));
+    }
+    m.activations_in_flight = model_.peak_in_flight();
+    curve_.train.emplace_back(m.step, m.loss);
+    if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
+    summary_.last_loss = m.loss;
+    // Throughput over every step but the first (warm-up), unless there is only one.
+    const std::int64_t steps = tc_.steps - start_step_;
+    if (m.step > start_step_ + 1 || steps == 1) {
+      timed_seconds_ += m.step_seconds;
+      summary_.tokens_per_s = static_cast<double>(tokens_per_step_) *
+                              static_cast<double>(steps == 1 ? 1 : m.step - start_step_ - 1) /
+                              timed_seconds_;
+    }
+    if (!place_.chief) return;
+    metrics_->write(m);
+    if (m.step % tc_.log_every == 0 || last || m.val_loss) {
+      const double eta = run_clock_.seconds() / static_cast<double>(m.step - start_step_) *
+                         static_cast<double>(tc_.steps - m.step);
+      fmt::print(log_, "{}\n", format_step_line(m, tc_.steps, eta));
+      log_.flush();
+    }
+  }
+
+  // Step boundary: a checkpoint when due or when the job is asked to stop. Returns whether to
+  // stop.
+  bool checkpoint_or_stop(const StepMetrics& m) {
+    const bool stop = job_asked_to_stop(place_);
+    const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
+    if (stop || due) {
+      const TrainProgress progress{.step = m.step,
+                                   .optimizer_steps = model_.state(0).optimizer().steps_taken(),
+                                   .loss_scaler = model_.loss_scaler().state(),
+                                   .seed = tc_.seed};
+      Stopwatch clock;
+      summary_.last_train_checkpoint =
+          save_train_checkpoint(out_ / "checkpoints", config_.model, layout_json(config_, place_),
+                                progress, rank_state(model_, place_), tc_.keep_checkpoints)
+              .string();
+      if (place_.chief)
+        fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
+                   clock.seconds());
+    }
+    if (!stop) return false;
+    summary_.stopped = true;
+    if (place_.chief)
+      fmt::print(log_, "stopped by a signal after step {}: continue with --resume auto (or "
+                       "--resume {})\n",
+                 m.step, summary_.last_train_checkpoint);
+    return true;
+  }
+
+  // The trained model (gathered to rank 0 from data-parallel replica 0's stages), the loss
+  // curve and the summary line.
+  void finish() {
+    summary_.steps = steps_done_;
+    if (peak_)
+      summary_.mfu = summary_.tokens_per_s / static_cast<double>(tokens_per_step_) *
+                     flops_per_step_ / (peak_->gflops * 1e9 * place_.world);
+    if (tc_.save_checkpoint && !summary_.stopped) {
+      // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
+      model_.acquire_all_params();
+      if (place_.dp_rank == 0) {
+        summary_.checkpoint_dir = (out_ / "model").string();
+        save_model(summary_.checkpoint_dir, config_.model, model_.params(), steps_done_,
+                   place_.tp, place_.pp, model_.virtual_stages());
+      }
+      model_.release_all_params();
+    }
+    if (!place_.chief) return;
+    write_loss_svg(summary_.plot_path, curve_);
+    fmt::print(log_,
+               "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
+               "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
+               steps_done_ - start_step_, format_duration(run_clock_.seconds()),
+               summary_.first_loss, summary_.last_loss, summary_.first_val_loss,
+               summary_.last_val_loss, summary_.tokens_per_s, 100 * summary_.mfu,
+               format_bytes(memory_.peak_total()));
+    fmt::print(log_, "wrote {} and {}{}{}\n", summary_.metrics_path, summary_.plot_path,
+               summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
+               options_.trace_path.empty() ? "" : " and " + options_.trace_path);
+  }
+
+  const RunConfig config_;
+  const TrainConfig& tc_;
+  TrainInputs& data_;
+  const TrainOptions& options_;
+  std::ostream& log_;
+  const Topology* topology_;
+  const Place place_;
+  MemoryTracker memory_;
+  std::unique_ptr<Backend> backend_;
+  Tracer tracer_;
+  StageModel model_;
+  const std::int64_t rank_batch_;  // sequences of this data-parallel rank per step
+  const int micro_batches_;
+  const std::int64_t tokens_per_step_;
+  const LrSchedule schedule_;
+  const fs::path out_;
+  double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
+  std::optional<GemmRate> peak_;  // rank 0
+  std::optional<MetricsWriter> metrics_;
+  TrainSummary summary_;
+  LossCurve curve_;
+  std::int64_t start_step_ = 0, steps_done_ = 0;
+  double load_seconds_ = 0, timed_seconds_ = 0;
+  Stopwatch run_clock_;
+};
 
 }  // namespace
 
@@ -304,253 +466,7 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options, std::os
 
 TrainSummary train(const RunConfig& config, TrainInputs data, const TrainOptions& options,
                    std::ostream& log, const Topology* topology) {
-  const TrainConfig& tc = config.train;
-  const ModelConfig& mc = config.model;
-  const Place place(topology, config.parallel.sequence_parallel);
-  const std::int64_t T = mc.seq_len, mb = tc.micro_batch;
-  const std::int64_t rank_batch = tc.global_batch / place.dp_size;  // sequences on this rank
-  const int micro_batches = static_cast<int>(rank_batch / mb);
-  const std::int64_t first_sequence = place.dp_rank * rank_batch;
-  const std::int64_t tokens_per_step = tc.global_batch * T;
-  const data::BatchSampler& train_data = data.train;
-  const data::BatchSampler& val_data = data.val;
-
-  MemoryTracker memory;
-  auto backend = make_backend(tc.device, memory);
-  std::optional<GemmRate> peak;
-  if (place.chief)
-    peak = config.metrics.peak_gflops > 0
-               ? GemmRate{config.metrics.peak_gflops, compute_threads(), 0, "",
-                          peak_dtype(tc.precision), "metrics.peak_gflops from the config"}
-               : local_gemm_rate(*backend, peak_dtype(tc.precision));
-
-  Tracer tracer;
-  StageModel model(*backend, config, place, tracer);
-  install_stop_handlers();
-  std::int64_t start_step = 0;
-  double load_seconds = 0;
-  if (options.resume) {
-    const CheckpointInfo& ckpt = *options.resume;
-    Stopwatch load_clock;
-    load_train_checkpoint(ckpt, rank_state(model, place));
-    load_seconds = load_clock.seconds();
-    // The loss scale carries over between fp16 runs; another precision starts its own.
-    if (model.loss_scaler().enabled() && ckpt.manifest.at("layout").value("precision", "") == "fp16")
-      model.loss_scaler().restore(ckpt.progress.loss_scaler);
-    start_step = ckpt.progress.step;
-    KINTSUGI_ASSERT(start_step <= tc.steps);  // `kintsugi train` refuses such a checkpoint
-  } else if (options.init_weights) {
-    // Shapes are checked against this rank's parameters, before any is written; the ranks
-    // agree on the verdict so that one of them reports a mismatch.
-    std::string error;
-    try {
-      set_weights(*options.init_weights, rank_state(model, place), options.init_from);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    agree_on_error(topology ? &topology->world() : nullptr, error);
-  }
-  const LrSchedule schedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.decay_steps};
-  const double flops_per_step = model_flops_per_token(mc, T) * static_cast<double>(tokens_per_step);
-  // Hardware FLOPs count the forward work recomputation repeats (HFU; MFU does not).
-  const double hardware_flops_per_step =
-      hardware_flops_per_token(mc, T, tc.recompute == "selective", tc.recompute == "full") *
-      static_cast<double>(tokens_per_step);
-
-  namespace fs = std::filesystem;
-  const fs::path out = options.out_dir;
-  TrainSummary summary;
-  summary.metrics_path =
-      options.metrics_path.empty() ? (out / "metrics.jsonl").string() : options.metrics_path;
-  summary.plot_path = (out / "loss.svg").string();
-  std::optional<MetricsWriter> metrics;
-  if (place.chief) {
-    fs::create_directories(out);
-    metrics.emplace(summary.metrics_path, options.resume ? start_step : -1);
-    fmt::print(log,
-               "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
-               "{} threads per rank, {} backend | {}\n",
-               config.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-               parameter_count(mc) / 1e6, compute_threads(), backend->name(),
-               describe_numerics(config));
-    fmt::print(log,
-               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
-               "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
-               describe(config, place, model), tc.global_batch, T, tokens_per_step,
-               micro_batches, mb, flops_per_step / 1e9);
-    fmt::print(log, "data: train {} ({} tokens), val {} ({} tokens)\n", config.data.train,
-               train_data.tokens().size(), config.data.val, val_data.tokens().size());
-    fmt::print(log, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak->gflops,
-               place.world, peak->source);
-    const auto comm = expected_comm_bytes(config, place, model, micro_batches);
-    if (!comm.empty()) {
-      std::string text;
-      for (const auto& [key, bytes] : comm)
-        text += fmt::format(" {} {}", key, format_bytes(static_cast<std::size_t>(bytes)));
-      fmt::print(log, "communication per step of rank 0 (ring algorithms, theory):{}\n", text);
-    }
-    write_run_description(out / "run.json", config, place, model, micro_batches);
-    if (options.init_weights && !options.resume)
-      fmt::print(log, "initial weights from {}\n", options.init_from);
-    if (options.resume)
-      fmt::print(log, "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
-                      "loaded in {:.2f} s\n",
-                 options.resume->dir.string(), start_step,
-                 options.resume->manifest.at("layout").value("world", 1),
-                 options.resume->manifest.at("layout").value("tp", 1),
-                 options.resume->manifest.at("layout").value("pp", 1),
-                 options.resume->manifest.at("layout").value("dp", 1),
-                 options.resume->manifest.at("layout").value("zero", 0), load_seconds);
-  }
-
-  // Evaluation: eval_batches micro-batches of evenly spread windows, shared out round-robin
-  // across the data-parallel ranks.
-  const std::int64_t eval_windows = tc.eval_batches * mb;
-  const int eval_micro_batches =
-      static_cast<int>((tc.eval_batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
-  const int eval_lockstep = static_cast<int>((tc.eval_batches + place.dp_size - 1) / place.dp_size);
-  auto evaluate = [&] {
-    const double sum = model.evaluate(
-        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
-          const std::int64_t b =
-              k < eval_micro_batches ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
-          for (std::int64_t i = 0; i < mb; ++i)
-            val_data.eval_window(b * mb + i, eval_windows, tokens + i * T, targets + i * T);
-        },
-        std::max(0, eval_micro_batches), eval_lockstep);
-    return sum / static_cast<double>(eval_windows * T);
-  };
-
-  LossCurve curve{.title = fmt::format("{} on {}", mc.name, config.data.train)};
-  const double initial_val = evaluate();
-  curve.val.emplace_back(start_step, initial_val);
-  summary.first_val_loss = summary.last_val_loss = initial_val;
-  if (place.chief) fmt::print(log, "step {} | val loss {:.4f}\n", start_step, initial_val);
-
-  double timed_seconds = 0;
-  Stopwatch run_clock;
-  const auto kill_at = test_kill_point();
-  const fs::path checkpoints = out / "checkpoints";
-  std::int64_t steps_done = start_step;
-  for (std::int64_t step = start_step; step < tc.steps; ++step) {
-    if (kill_at && topology && topology->world().rank() == kill_at->first && step == kill_at->second)
-      std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
-    const bool traced = !options.trace_path.empty() && step + 1 == tc.steps;
-    if (traced && topology) topology->world().barrier();  // one time origin for all ranks
-    tracer.start(traced);
-    const auto bytes_before = bytes_sent(topology);
-    Stopwatch step_clock;
-    const double lr = schedule.at(step);
-    const auto result = model.train_step(
-        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          train_data.sample(step, first_sequence + k * mb, mb, tokens, targets);
-        },
-        micro_batches, 1.0 / static_cast<double>(tokens_per_step), lr, tc.grad_clip);
-    const double seconds = step_clock.seconds();
-
-    StepMetrics m;
-    m.step = step + 1;
-    m.loss = result.loss_sum / static_cast<double>(tokens_per_step);
-    m.lr = lr;
-    m.grad_norm = result.grad_norm;
-    if (model.loss_scaler().enabled()) {
-      m.loss_scale = result.loss_scale;
-      m.skipped = result.skipped;
-    } else if (result.skipped) {
-      fail("the gradient became non-finite at step {} (norm {}): lower train.lr or raise "
-           "train.warmup_steps",
-           m.step, result.grad_norm);
-    }
-    m.step_seconds = seconds;
-    m.tokens_per_s = tokens_per_step / seconds;
-    m.model_tflops = flops_per_step / seconds / 1e12;
-    if (peak) {
-      m.mfu = flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
-      m.hfu = hardware_flops_per_step / seconds / (peak->gflops * 1e9 * place.world);
-    }
-    m.comm_bytes = difference(bytes_sent(topology), bytes_before);
-    if (place.pp) m.bubble = 1.0 - model.compute_seconds() / seconds;
-    if (!std::isfinite(m.loss))
-      fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps",
-           m.loss, m.step);
-    if (traced) write_trace(options.trace_path, tracer, place);
-    const bool last = step + 1 == tc.steps;
-    if (last || (tc.eval_every > 0 && m.step % tc.eval_every == 0)) {
-      m.val_loss = evaluate();
-      curve.val.emplace_back(m.step, *m.val_loss);
-      summary.last_val_loss = *m.val_loss;
-    }
-    snapshot_memory(memory, m);
-    m.activations_in_flight = model.peak_in_flight();
-    curve.train.emplace_back(m.step, m.loss);
-    if (step == start_step) summary.first_loss = m.loss;
-    summary.last_loss = m.loss;
-    if (step > start_step || tc.steps - start_step == 1) {
-      timed_seconds += seconds;
-      summary.tokens_per_s =
-          tokens_per_step * (tc.steps - start_step == 1 ? 1 : step - start_step) / timed_seconds;
-    }
-    if (place.chief) {
-      metrics->write(m);
-      if (m.step % tc.log_every == 0 || last || m.val_loss) {
-        const double eta = run_clock.seconds() / (m.step - start_step) * (tc.steps - m.step);
-        fmt::print(log, "{}\n", format_step_line(m, tc.steps, eta));
-        log.flush();
-      }
-    }
-    steps_done = m.step;
-    // Step boundary: a checkpoint when due or when the job is asked to stop.
-    const bool stop = job_asked_to_stop(place);
-    if (stop || (tc.save_every > 0 && (m.step % tc.save_every == 0 || last))) {
-      const TrainProgress progress{.step = m.step,
-                                   .optimizer_steps = model.state(0).optimizer().steps_taken(),
-                                   .loss_scaler = model.loss_scaler().state(),
-                                   .seed = tc.seed};
-      Stopwatch save_clock;
-      summary.last_train_checkpoint =
-          save_train_checkpoint(checkpoints, mc, describe_layout(config, place), progress,
-                                rank_state(model, place), tc.keep_checkpoints)
-              .string();
-      if (place.chief)
-        fmt::print(log, "saved checkpoint {} in {:.2f} s\n", summary.last_train_checkpoint,
-                   save_clock.seconds());
-    }
-    if (stop) {
-      summary.stopped = true;
-      if (place.chief)
-        fmt::print(log, "stopped by a signal after step {}: continue with --resume auto (or "
-                        "--resume {})\n", m.step, summary.last_train_checkpoint);
-      break;
-    }
-  }
-  summary.steps = steps_done;
-  if (peak)
-    summary.mfu = summary.tokens_per_s / tokens_per_step * flops_per_step /
-                  (peak->gflops * 1e9 * place.world);
-  // The whole model is gathered to rank 0 from the stages of data-parallel replica 0.
-  if (tc.save_checkpoint && !summary.stopped) {
-    // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
-    model.acquire_all_params();
-    if (place.dp_rank == 0) {
-      summary.checkpoint_dir = (out / "model").string();
-      save_model(summary.checkpoint_dir, mc, model.params(), steps_done, place.tp, place.pp,
-                 model.virtual_stages());
-    }
-    model.release_all_params();
-  }
-  if (!place.chief) return summary;
-  write_loss_svg(summary.plot_path, curve);
-  fmt::print(log,
-             "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
-             "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
-             steps_done - start_step, format_duration(run_clock.seconds()), summary.first_loss,
-             summary.last_loss, summary.first_val_loss, summary.last_val_loss,
-             summary.tokens_per_s, 100 * summary.mfu, format_bytes(memory.peak_total()));
-  fmt::print(log, "wrote {} and {}{}{}\n", summary.metrics_path, summary.plot_path,
-             summary.checkpoint_dir.empty() ? "" : " and " + summary.checkpoint_dir,
-             options.trace_path.empty() ? "" : " and " + options.trace_path);
-  return summary;
+  return TrainingRun(config, data, options, log, topology).run();
 }
 
 }  // namespace kintsugi

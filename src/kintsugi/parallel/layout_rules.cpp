@@ -1,0 +1,83 @@
+#include "kintsugi/parallel/layout_rules.hpp"
+
+#include <fmt/format.h>
+
+#include "kintsugi/comm/topology.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/parallel/stage_partition.hpp"
+
+namespace kintsugi {
+
+ZeroStage zero_stage(std::int64_t number, std::string_view what) {
+  if (number < 0 || number > 3) fail("{} = {} must be 0, 1, 2 or 3", what, number);
+  return static_cast<ZeroStage>(number);
+}
+
+namespace {
+
+std::string shape_problem(const ModelConfig& m, const LayoutSpec& l) {
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.virtual_stages < 1 || l.micro_batch < 1)
+    return fmt::format("tp {}, pp {}, dp {}, virtual stages {} and micro-batch {} must all be at "
+                       "least 1",
+                       l.tp, l.pp, l.dp, l.virtual_stages, l.micro_batch);
+  if (m.n_head % l.tp != 0)
+    return fmt::format("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank "
+                       "needs whole heads; change --tp",
+                       m.n_head, l.tp);
+  // Grouped-query attention: each rank takes whole groups (its kv heads with their query heads);
+  // replicating kv heads across ranks is not supported.
+  if (m.kv_heads() % l.tp != 0)
+    return fmt::format("model.n_kv_head = {} is not divisible by tp = {}: each tensor-parallel "
+                       "rank needs whole key/value heads with their groups of query heads; use a "
+                       "tp that divides {}",
+                       m.kv_heads(), l.tp, m.kv_heads());
+  if (m.d_ff % l.tp != 0)
+    return fmt::format("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, l.tp);
+  if (l.global_batch % (l.micro_batch * l.dp) != 0)
+    return fmt::format("train.global_batch = {} is not a multiple of train.micro_batch x dp = {} "
+                       "x {}: change train.global_batch, train.micro_batch or --dp",
+                       l.global_batch, l.micro_batch, l.dp);
+  if (l.sequence_parallel && l.tp > 1 && (l.micro_batch * m.seq_len) % l.tp != 0)
+    return fmt::format("sequence parallelism splits micro_batch x seq_len = {} token rows across "
+                       "tp = {} ranks: make it divisible",
+                       l.micro_batch * m.seq_len, l.tp);
+  return "";
+}
+
+std::string sharding_problem(const LayoutSpec& l) {
+  if (l.zero >= ZeroStage::gradients && l.pp > 1)
+    return fmt::format("--zero {} with --pp {}: sharded gradients are reduce-scattered every "
+                       "micro-batch as each layer finishes, which pipelining interleaves across "
+                       "micro-batches; use --zero 1 with pipeline parallelism (as Megatron-LM's "
+                       "distributed optimizer does)",
+                       stage_number(l.zero), l.pp);
+  if (l.hsdp > 0 && l.zero == ZeroStage::none)
+    return fmt::format("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3",
+                       l.hsdp);
+  if (l.hsdp > 0 && (l.hsdp < 2 || l.dp % l.hsdp != 0))
+    return fmt::format("--hsdp {} must be at least 2 and divide the data-parallel ranks ({})",
+                       l.hsdp, l.dp);
+  if (l.hsdp < 0) return fmt::format("--hsdp {} must not be negative", l.hsdp);
+  return "";
+}
+
+}  // namespace
+
+std::string layout_problem(const ModelConfig& m, const LayoutSpec& l) {
+  if (auto p = shape_problem(m, l); !p.empty()) return p;
+  if (auto p = sharding_problem(l); !p.empty()) return p;
+  try {
+    LayoutMap(static_cast<int>(l.tp * l.dp * l.pp),
+              {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp),
+               .pp = static_cast<int>(l.pp), .order = l.order});  // checks the order string
+    const PipelineShape shape{static_cast<int>(l.pp), static_cast<int>(l.virtual_stages),
+                              static_cast<int>(l.global_batch / (l.micro_batch * l.dp))};
+    validate(l.schedule, shape);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return partition_problem(m, static_cast<int>(l.pp), static_cast<int>(l.virtual_stages),
+                           l.layers_per_stage);
+}
+
+}  // namespace kintsugi

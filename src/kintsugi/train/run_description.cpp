@@ -1,0 +1,151 @@
+#include "kintsugi/train/run_description.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+
+#include "kintsugi/model/config_json.hpp"
+#include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/memory.hpp"
+#include "kintsugi/train/layout_config.hpp"
+
+namespace kintsugi {
+
+std::string describe_numerics(const RunConfig& c) {
+  const TrainConfig& t = c.train;
+  std::string text = "fp32";
+  if (is_mixed(t.precision))
+    text = fmt::format("{} with f32 master weights, {} gradients", t.precision,
+                       t.grad_precision == GradPrecision::param ? name_of(t.precision) : "f32");
+  if (t.precision == Precision::fp16) text += fmt::format(", loss scale {:g} dynamic", t.loss_scale);
+  if (t.recompute != Recompute::none) text += fmt::format(", recompute {}", t.recompute);
+  return text;
+}
+
+std::string describe_layout(const RunConfig& c, const Place& place, const StageModel& model) {
+  if (!place.topology) return "1 rank (serial)";
+  const ParallelConfig& p = c.parallel;
+  std::string text = fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.world,
+                                 p.tp, p.dp, p.pp,
+                                 p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
+                                 p.order);
+  if (p.pp > 1)
+    text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
+                        p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
+                        fmt::join(model.partition().num_layers, " "));
+  if (p.zero > ZeroStage::none)
+    text += p.hsdp > 0 ? fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero,
+                                     p.hsdp, p.dp / p.hsdp)
+                       : fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
+  return text;
+}
+
+nlohmann::json layout_json(const RunConfig& c, const Place& place) {
+  const ParallelConfig& p = c.parallel;
+  return {{"world", place.world},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"zero", stage_number(p.zero)},
+          {"hsdp", p.hsdp},
+          {"schedule", name_of(p.schedule)},
+          {"virtual_stages", p.virtual_stages},
+          {"sequence_parallel", p.sequence_parallel},
+          {"precision", name_of(c.train.precision)}};
+}
+
+std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Place& place,
+                                                  const StageModel& model) {
+  // The layout's share comes from the planner's own function; what this rank holds is counted
+  // from its buffers.
+  const Layout layout = layout_of(c);
+  StepShape shape = layout_step_shape(workload_of(c), layout);
+  shape.blocks = 0;
+  shape.embedding = shape.head = false;
+  const int chunks = place.pp_size * model.virtual_stages();
+  for (std::size_t i = 0; i < model.chunks().size(); ++i) {
+    const ModelChunk& chunk = *model.chunks()[i];
+    const ParamStore& p = chunk.params();
+    shape.grad_elements += p.numel();
+    for (int u = 0; u < p.units(); ++u) {
+      const bool block = p.unit(u).name.rfind("blocks.", 0) == 0;
+      (block ? shape.gathered_twice_elements : shape.gathered_once_elements) += p.unit(u).size();
+    }
+    shape.blocks += chunk.spec().num_layers;
+    shape.embedding |= chunk.spec().embedding;
+    shape.head |= chunk.spec().head;
+    shape.pipeline_sends +=
+        pipeline_sends(static_cast<int>(i) * place.pp_size + place.pp_rank, chunks);
+    for (int e = 0; e < p.size(); ++e) {
+      const ParamEntry& entry = p.entry(e);
+      if (entry.spec.sequence_parallel_grad) shape.sp_grad_elements += entry.local_shape.numel();
+      if (chunks > 1 && c.model.tied_embeddings() && entry.spec.name == "embedding.token.weight")
+        shape.tied_embedding_elements += entry.local_shape.numel();
+    }
+  }
+  return step_comm_bytes(c.model,
+                         {.tp = c.parallel.tp, .dp = c.parallel.dp,
+                          .sequence_parallel = c.parallel.sequence_parallel},
+                         shape);
+}
+
+namespace {
+
+// Bytes rank 0 should hold per memory category (plan/memory.hpp).
+nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
+  const Layout layout = layout_of(c);
+  StateBytes state;
+  double activations = 0;
+  for (const auto& chunk : model.chunks()) {
+    const ParamStore& p = chunk->params();
+    const StateBytes s = model_state_bytes(
+        static_cast<double>(p.numel()), stage_number(c.parallel.zero), layout.shards(),
+        static_cast<std::int64_t>(size_of(p.param_dtype())),
+        static_cast<std::int64_t>(size_of(p.grad_dtype())), is_mixed(c.train.precision));
+    state.parameters += s.parameters;
+    state.gradients += s.gradients;
+    state.optimizer_state += s.optimizer_state;
+    const ActivationShape shape{.micro_batch = c.train.micro_batch,
+                                .seq = c.model.seq_len,
+                                .tp = c.parallel.tp,
+                                .sequence_parallel = c.parallel.sequence_parallel,
+                                .recompute = c.train.recompute,
+                                .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),
+                                .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4};
+    activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
+                                                          chunk->spec().head,
+                                                          chunk->spec().embedding);
+  }
+  return {{"parameters", state.parameters},
+          {"gradients", state.gradients},
+          {"optimizer_state", state.optimizer_state},
+          {"activations", activations}};
+}
+
+}  // namespace
+
+void write_run_description(const std::filesystem::path& path, const RunConfig& c,
+                           const Place& place, const StageModel& model) {
+  const ParallelConfig& p = c.parallel;
+  nlohmann::json parallel = layout_json(c, place);
+  parallel.erase("precision");
+  parallel.erase("world");
+  parallel["layers_per_chunk"] = model.partition().num_layers;
+  parallel["order"] = p.order;
+  const nlohmann::json j = {
+      {"comm_bytes_per_step_theory", expected_comm_bytes(c, place, model)},
+      {"memory_bytes_theory", expected_memory(c, model)},
+      {"model", to_json(c.model)},
+      {"world", place.world},
+      {"parallel", parallel},
+      {"global_batch", c.train.global_batch},
+      {"micro_batch", c.train.micro_batch},
+      {"micro_batches_per_rank", c.train.global_batch / (c.train.micro_batch * place.dp_size)},
+      {"seq", c.model.seq_len},
+      {"parameters", parameter_count(c.model)},
+      {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
+}  // namespace kintsugi
