@@ -115,7 +115,7 @@ void run_plan(const Args& a) {
                         {"nodes", a.nodes},
                         {"global_batch", w.global_batch},
                         {"seq", w.model.seq_len},
-                        {"precision", w.precision},
+                        {"precision", name_of(w.precision)},
                         {"enumerated", r.enumerated},
                         {"fitting", r.fitting},
                         {"layouts", nlohmann::json::array()}};

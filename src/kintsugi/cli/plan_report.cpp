@@ -37,11 +37,9 @@ nlohmann::json to_json(const Prediction& p) {
       {"layout",
        {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"micro_batch", l.micro_batch},
         {"schedule", std::string(name_of(l.schedule))}, {"virtual_stages", l.virtual_stages},
-        {"zero", l.zero},
+        {"zero", stage_number(l.zero)},
         {"hsdp", l.hsdp},
-        {"recompute", l.recompute == Recompute::full        ? "full"
-                      : l.recompute == Recompute::selective ? "selective"
-                                                            : "none"},
+        {"recompute", name_of(l.recompute)},
         {"sequence_parallel", l.sequence_parallel}}},
       {"memory_bytes",
        {{"parameters", p.memory.parameters}, {"gradients", p.memory.gradients},

@@ -199,27 +199,48 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
 
 }  // namespace
 
-Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l) {
-  KINTSUGI_ASSERT(layout_problem(w, l).empty());
-  const ModelConfig& m = w.model;
-  const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
-  const std::int64_t mbs = l.micro_batches(w.global_batch);
-  const double pb = precision_bytes(w.precision);
-  const double gb = static_cast<double>(size_of(grad_dtype(w.precision, w.grad_precision)));
-  const bool mixed = is_mixed(w.precision);
-  const double rows = static_cast<double>(l.micro_batch * m.seq_len);
-  const double tp = static_cast<double>(l.tp);
+namespace {
 
-  Prediction out;
-  out.layout = l;
+// What predict() works out once per layout: shapes, byte sizes, links, FLOPs and efficiencies.
+struct Context {
+  const Workload& w;
+  const ClusterSpec& cluster;
+  const Layout& l;
+  const ModelConfig& m;
+  int p = 1, v = 1;
+  std::int64_t mbs = 1;          // micro-batches per step
+  double pb = 0, gb = 0;         // bytes of a parameter/activation element and of a gradient
+  bool mixed = false, full = false;
+  double rows = 0, tp = 1;       // token rows of a micro-batch; tensor-parallel ranks
+  LinkSpec tp_link, dp_link, pp_link, shard_link;
+  double hw = 0, model_flops = 0, head_flops = 0, block_hw = 0;  // per token
+  double peak = 0;               // FLOP/s of one device at the workload's precision
+  Efficiency eff;
+  double backward_share = 0;     // backward's share of a micro-batch's compute
+  ActivationShape act;
+};
+
+Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout& l,
+                     Prediction& out) {
+  const ModelConfig& m = w.model;
+  Context c{.w = w, .cluster = cluster, .l = l, .m = m};
+  c.p = static_cast<int>(l.pp);
+  c.v = static_cast<int>(l.virtual_stages);
+  c.mbs = l.micro_batches(w.global_batch);
+  c.pb = precision_bytes(w.precision);
+  c.gb = static_cast<double>(size_of(grad_dtype(w.precision, w.grad_precision)));
+  c.mixed = is_mixed(w.precision);
+  c.full = l.recompute == Recompute::full;
+  c.rows = static_cast<double>(l.micro_batch * m.seq_len);
+  c.tp = static_cast<double>(l.tp);
   const LayoutMap map(static_cast<int>(l.world()),
-                      {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp), .pp = p});
+                      {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp), .pp = c.p});
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
   out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
-  const LinkSpec& tp_link = cluster.link(out.tp_crosses_nodes);
-  const LinkSpec& dp_link = cluster.link(out.dp_crosses_nodes);
-  const LinkSpec& pp_link = cluster.link(out.pp_crosses_nodes);
+  c.tp_link = cluster.link(out.tp_crosses_nodes);
+  c.dp_link = cluster.link(out.dp_crosses_nodes);
+  c.pp_link = cluster.link(out.pp_crosses_nodes);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
   // node when whole groups fit one; the replicas of a shard span the data-parallel group.
   const std::int64_t group_ranks = l.tp * l.shards();
@@ -227,170 +248,202 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
                                  ? group_ranks > cluster.devices_per_node ||
                                        cluster.devices_per_node % group_ranks != 0
                                  : out.dp_crosses_nodes;
-  const LinkSpec& shard_link = cluster.link(shard_crosses);
-
+  c.shard_link = cluster.link(shard_crosses);
   // FLOPs: hardware FLOPs per token (flops.hpp) split into the head's 6 V h and equal blocks;
   // a rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
-  const bool selective = l.recompute == Recompute::selective, full = l.recompute == Recompute::full;
-  const double hw = hardware_flops_per_token(m, m.seq_len, selective, full);
-  const double model_flops = model_flops_per_token(m, m.seq_len);
-  const double head_flops = 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
-  const double block_hw = (hw - head_flops) / m.n_layer;  // per block, recomputation included
-  const double peak = cluster.peak_tflops(w.precision) * 1e12;
-  const Efficiency eff = gemm_efficiency(m, cluster, rows, tp);
-  // Backward's share of a micro-batch's compute: the window that hides gradient reductions.
-  const double backward_share = 1.0 - (model_flops / 3.0) / hw;
+  c.hw = hardware_flops_per_token(m, m.seq_len, l.recompute == Recompute::selective, c.full);
+  c.model_flops = model_flops_per_token(m, m.seq_len);
+  c.head_flops = 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
+  c.block_hw = (c.hw - c.head_flops) / m.n_layer;  // per block, recomputation included
+  c.peak = cluster.peak_tflops(w.precision) * 1e12;
+  c.eff = gemm_efficiency(m, cluster, c.rows, c.tp);
+  c.backward_share = 1.0 - (c.model_flops / 3.0) / c.hw;
+  c.act = {.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
+           .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
+           .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
+  return c;
+}
 
-  const ActivationShape act{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
-                            .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
-                            .element_bytes = static_cast<std::int64_t>(pb), .statistic_bytes = 4};
-  // The ranks that can be the slowest or the fullest: the first (embedding, most micro-batches
-  // in flight), the last (LM head) and the middle rank holding the most blocks.
+// The ranks that can be the slowest or the fullest: the first (embedding, most micro-batches
+// in flight), the last (LM head) and the middle rank holding the most blocks.
+std::vector<int> candidate_ranks(const Context& c) {
   std::vector<int> ranks = {0};
-  if (p > 2) {
-    const StagePartition& part = cached_partition(m, p, v);
+  if (c.p > 2) {
+    const StagePartition& part = cached_partition(c.m, c.p, c.v);
     int fullest = 1;
     std::int64_t most = -1;
-    for (int r = 1; r < p - 1; ++r) {
+    for (int r = 1; r < c.p - 1; ++r) {
       std::int64_t blocks = 0;
-      for (int c = 0; c < v; ++c) blocks += part.num_layers[c * p + r];
+      for (int k = 0; k < c.v; ++k) blocks += part.num_layers[k * c.p + r];
       if (blocks > most) most = blocks, fullest = r;
     }
     ranks.push_back(fullest);
   }
-  if (p > 1) ranks.push_back(p - 1);
-  double step_best = -1;
-  for (int rank : ranks) {
-    const RankShare share = rank_share(w, l, rank, act);
-    // Compute per micro-batch.
-    const double tokens = rows;
-    const double block_seconds = share.blocks * block_hw * tokens / tp / (peak * eff.block);
-    const double head_seconds = share.head ? head_flops * tokens / tp / (peak * eff.head) : 0.0;
-    // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
-    // activation byte a block saves is written in forward and read in backward, and its
-    // gradient written and read (4 passes; 5 when full recomputation writes it again); the
-    // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
-    // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
-    const ActivationShape saved{.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
-                                .sequence_parallel = l.sequence_parallel,
-                                .element_bytes = static_cast<std::int64_t>(pb)};
-    const double block_traffic = (full ? 5.0 : 4.0) * block_activation_bytes(m, saved);
-    const double logits_traffic =
-        share.head ? 5.0 * rows * static_cast<double>(m.padded_vocab(l.tp)) / tp * 4.0 : 0.0;
-    const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
-                                (cluster.memory_bandwidth_gbs * 1e9);
-    const double compute_mb = block_seconds + head_seconds + memory_bound;
+  if (c.p > 1) ranks.push_back(c.p - 1);
+  return ranks;
+}
 
-    // Bytes on the wire (comm_volume.hpp, as the trainer's comm_bytes_per_step_theory).
-    StepShape shape = layout_step_shape(w, l);
-    shape.grad_elements = static_cast<std::int64_t>(share.elements);
-    shape.sp_grad_elements = static_cast<std::int64_t>(share.replicated);
-    shape.blocks = share.blocks;
-    shape.embedding = share.embedding;
-    shape.head = share.head;
-    shape.pipeline_sends = 0;
-    for (int c = 0; c < v; ++c) shape.pipeline_sends += pipeline_sends(c * p + rank, p * v);
-    shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
-    // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
-    const double block_local = share.blocks * block_elements(m, tp).local;
-    shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
-    shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
-    const auto bytes = step_comm_bytes(m, {.tp = l.tp, .dp = l.dp, .sequence_parallel = l.sequence_parallel},
-                                       shape);
-    auto get = [&](const char* key) {
-      auto it = bytes.find(key);
-      return it == bytes.end() ? 0.0 : it->second;
-    };
+// Seconds of one micro-batch's forward and backward on this rank, without communication.
+double compute_seconds(const Context& c, const RankShare& share) {
+  const double block_seconds = share.blocks * c.block_hw * c.rows / c.tp / (c.peak * c.eff.block);
+  const double head_seconds =
+      share.head ? c.head_flops * c.rows / c.tp / (c.peak * c.eff.head) : 0.0;
+  // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
+  // activation byte a block saves is written in forward and read in backward, and its
+  // gradient written and read (4 passes; 5 when full recomputation writes it again); the
+  // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
+  // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
+  const ActivationShape saved{.micro_batch = c.l.micro_batch, .seq = c.m.seq_len, .tp = c.l.tp,
+                              .sequence_parallel = c.l.sequence_parallel,
+                              .element_bytes = static_cast<std::int64_t>(c.pb)};
+  const double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
+  const double logits_traffic =
+      share.head ? 5.0 * c.rows * static_cast<double>(c.m.padded_vocab(c.l.tp)) / c.tp * 4.0
+                 : 0.0;
+  const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
+                              (c.cluster.memory_bandwidth_gbs * 1e9);
+  return block_seconds + head_seconds + memory_bound;
+}
 
-    // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
-    const double boundaries =
-        (full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
-    const double tp_bytes = get("tp.all_reduce") + get("tp.all_gather") + get("tp.reduce_scatter");
-    const double tp_step =
-        l.tp > 1 ? link_seconds(tp_bytes, mbs * boundaries * 2.0 * (l.tp - 1), tp_link) : 0.0;
-    const double tp_mb = tp_step / mbs;
+// Bytes on the wire per step (comm_volume.hpp, as the trainer's comm_bytes_per_step_theory).
+std::map<std::string, double> comm_bytes(const Context& c, const RankShare& share, int rank,
+                                         StepShape& shape) {
+  shape = layout_step_shape(c.w, c.l);
+  shape.grad_elements = static_cast<std::int64_t>(share.elements);
+  shape.sp_grad_elements = static_cast<std::int64_t>(share.replicated);
+  shape.blocks = share.blocks;
+  shape.embedding = share.embedding;
+  shape.head = share.head;
+  shape.pipeline_sends = 0;
+  for (int k = 0; k < c.v; ++k) shape.pipeline_sends += pipeline_sends(k * c.p + rank, c.p * c.v);
+  shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
+  // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
+  const double block_local = share.blocks * block_elements(c.m, c.tp).local;
+  shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
+  shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
+  return step_comm_bytes(
+      c.m, {.tp = c.l.tp, .dp = c.l.dp, .sequence_parallel = c.l.sequence_parallel}, shape);
+}
 
-    // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum.
-    const double pp_step = link_seconds(get("pp.send"), mbs * shape.pipeline_sends, pp_link) +
-                           link_seconds(get("embedding.all_reduce"),
-                                        get("embedding.all_reduce") > 0 ? 2 : 0, pp_link);
+// Data parallelism / ZeRO. Reductions go bucket by bucket while backward runs; what the last
+// micro-batch's backward cannot hide is exposed (at least the last bucket).
+double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
+                  const std::map<std::string, double>& bytes) {
+  const Layout& l = c.l;
+  if (l.dp == 1) return 0.0;
+  auto get = [&](const std::string& key) {
+    auto it = bytes.find(key);
+    return it == bytes.end() ? 0.0 : it->second;
+  };
+  const double grad_bytes = share.elements * c.gb;
+  const double buckets = std::max(1.0, std::ceil(grad_bytes / (c.w.bucket_mib * 1048576.0)));
+  const double window = compute_mb * c.backward_share;
+  // With hybrid sharding the reductions and gathers run in the shard group ("shard.*"), then
+  // each shard's gradient is all-reduced across the replicas, after backward.
+  const std::int64_t n = l.shards() > 1 ? l.shards() : l.dp;
+  const std::string group = l.replicas() > 1 ? "shard" : "dp";
+  const LinkSpec& link = l.replicas() > 1 ? c.shard_link : c.dp_link;
+  const double hops = 2.0 * static_cast<double>(n - 1);
+  const double reduce_bytes = get(group + ".all_reduce") + get(group + ".reduce_scatter");
+  const double reductions = l.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
+  const double each = link_seconds(reduce_bytes / reductions, buckets * hops, link);
+  double seconds = reductions * std::max(each - window, each / buckets);
+  const double gathers =
+      l.zero >= ZeroStage::parameters ? c.mbs * (2.0 * share.blocks + 1) : buckets;
+  seconds += link_seconds(get(group + ".all_gather"), gathers * static_cast<double>(n - 1), link);
+  if (l.replicas() > 1)
+    seconds += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), c.dp_link);
+  return seconds;
+}
 
-    // Data parallelism / ZeRO. Reductions go bucket by bucket while backward runs; what the
-    // last micro-batch's backward cannot hide is exposed (at least the last bucket).
-    const double grad_bytes = share.elements * gb;
-    const double buckets = std::max(1.0, std::ceil(grad_bytes / (w.bucket_mib * 1048576.0)));
-    const double window = compute_mb * backward_share;
-    // With hybrid sharding the reductions and gathers run in the shard group ("shard.*"),
-    // then each shard's gradient is all-reduced across the replicas, after backward.
-    const std::int64_t n = l.shards() > 1 ? l.shards() : l.dp;
-    const std::string group = l.replicas() > 1 ? "shard" : "dp";
-    const LinkSpec& group_link = l.replicas() > 1 ? shard_link : dp_link;
-    const double hops = 2.0 * (n - 1);
-    const double reduce_bytes = get((group + ".all_reduce").c_str()) +
-                                get((group + ".reduce_scatter").c_str());
-    double dp_step = 0;
-    if (l.dp > 1) {
-      const double reductions = l.zero >= ZeroStage::gradients ? static_cast<double>(mbs) : 1.0;
-      const double each = link_seconds(reduce_bytes / reductions, buckets * hops, group_link);
-      dp_step += reductions * std::max(each - window, each / buckets);
-      dp_step += link_seconds(get((group + ".all_gather").c_str()),
-                              (l.zero >= ZeroStage::parameters ? mbs * (2.0 * share.blocks + 1) : buckets) * (n - 1),
-                              group_link);
-      if (l.replicas() > 1)
-        dp_step += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), dp_link);
-    }
+// Seconds per optimizer step of this rank, by part.
+TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
+  const Layout& l = c.l;
+  const double compute_mb = compute_seconds(c, share);
+  StepShape shape;
+  const auto bytes = comm_bytes(c, share, rank, shape);
+  auto get = [&](const char* key) {
+    auto it = bytes.find(key);
+    return it == bytes.end() ? 0.0 : it->second;
+  };
+  // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
+  const double boundaries =
+      (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
+  const double tp_bytes = get("tp.all_reduce") + get("tp.all_gather") + get("tp.reduce_scatter");
+  const double tp_step =
+      l.tp > 1 ? link_seconds(tp_bytes, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link) : 0.0;
+  // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum.
+  const double pp_step =
+      link_seconds(get("pp.send"), c.mbs * shape.pipeline_sends, c.pp_link) +
+      link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0, c.pp_link);
+  // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic.
+  const double shard = share.elements / static_cast<double>(l.shards());
+  const double touched = 16.0 + c.gb + (c.mixed ? 8.0 + c.pb : 2.0 * c.pb);
+  const double bubble_share =
+      c.p > 1 ? bubble_fraction({c.p, c.v, static_cast<int>(c.mbs)}) : 0.0;
+  TimePrediction t;
+  t.compute = c.mbs * compute_mb;
+  t.tp = tp_step;
+  t.bubble = bubble_share / (1.0 - bubble_share) * c.mbs * (compute_mb + tp_step / c.mbs);
+  t.pp = pp_step;
+  t.dp = dp_seconds(c, share, compute_mb, bytes);
+  t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
+  return t;
+}
 
-    // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic.
-    const double shard = share.elements / static_cast<double>(l.shards());
-    const double touched = 16.0 + gb + (mixed ? 8.0 + pb : 2.0 * pb);
-    const double optimizer = shard * touched / (cluster.memory_bandwidth_gbs * 1e9);
+// Bytes per device of this rank (memory.hpp: the trainer's memory_bytes_theory), plus the
+// buffers it leaves out.
+MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank) {
+  const Layout& l = c.l;
+  const StateBytes state =
+      model_state_bytes(share.elements, stage_number(l.zero), l.shards(),
+                        static_cast<std::int64_t>(c.pb), static_cast<std::int64_t>(c.gb), c.mixed);
+  MemoryPrediction mem;
+  mem.parameters = state.parameters;
+  mem.gradients = state.gradients;
+  mem.optimizer_state = state.optimizer_state;
+  mem.activations = slots_in_flight(l.schedule, c.p, c.v, static_cast<int>(c.mbs), rank) *
+                    share.activation_bytes;
+  const double activation = c.rows * c.m.d_model * c.pb / (l.sequence_parallel ? c.tp : 1.0);
+  // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk (at
+  // most 256 MiB of f32) and the activation gradient the backward carries.
+  mem.communication =
+      (c.p > 1 ? 4.0 * activation : 0.0) +
+      (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, c.tp).local * c.pb : 0.0) +
+      (share.head ? std::min(c.rows * c.m.padded_vocab(l.tp) / c.tp * 4.0, 268435456.0) : 0.0) +
+      2.0 * c.rows * c.m.d_model * 4.0;
+  mem.reserved = c.cluster.reserved_gb * 1e9;
+  return mem;
+}
 
-    const PipelineShape pipe{p, v, static_cast<int>(mbs)};
-    const double bubble_share = p > 1 ? bubble_fraction(pipe) : 0.0;
-    TimePrediction t;
-    t.compute = mbs * compute_mb;
-    t.tp = tp_step;
-    t.bubble = bubble_share / (1.0 - bubble_share) * mbs * (compute_mb + tp_mb);
-    t.pp = pp_step;
-    t.dp = dp_step;
-    t.optimizer = optimizer;
+}  // namespace
 
-    // Memory (memory.hpp: the trainer's memory_bytes_theory), plus the buffers it leaves out.
-    const StateBytes state =
-        model_state_bytes(share.elements, stage_number(l.zero), l.shards(),
-                          static_cast<std::int64_t>(pb), static_cast<std::int64_t>(gb), mixed);
-    MemoryPrediction mem;
-    mem.parameters = state.parameters;
-    mem.gradients = state.gradients;
-    mem.optimizer_state = state.optimizer_state;
-    mem.activations =
-        slots_in_flight(l.schedule, p, v, static_cast<int>(mbs), rank) * share.activation_bytes;
-    const double activation = rows * m.d_model * pb / (l.sequence_parallel ? tp : 1.0);
-    // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk
-    // (at most 256 MiB of f32) and the activation gradient the backward carries.
-    mem.communication = (p > 1 ? 4.0 * activation : 0.0) +
-                        (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(m, tp).local * pb : 0.0) +
-                        (share.head ? std::min(rows * m.padded_vocab(l.tp) / tp * 4.0, 268435456.0)
-                                    : 0.0) +
-                        2.0 * rows * m.d_model * 4.0;
-    mem.reserved = cluster.reserved_gb * 1e9;
-
-    if (t.total() > step_best) {
-      step_best = t.total();
+Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l) {
+  KINTSUGI_ASSERT(layout_problem(w, l).empty());
+  Prediction out;
+  out.layout = l;
+  const Context c = make_context(w, cluster, l, out);
+  double slowest = -1;
+  for (int rank : candidate_ranks(c)) {
+    const RankShare share = rank_share(w, l, rank, c.act);
+    const TimePrediction t = step_time(c, share, rank);
+    const MemoryPrediction mem = rank_memory(c, share, rank);
+    if (t.total() > slowest) {
+      slowest = t.total();
       out.time = t;
     }
     if (mem.total() > out.memory.total()) out.memory = mem;
     if (rank == 0) out.first_stage_memory = mem;
   }
-  out.gemm_efficiency = (m.n_layer * block_hw + head_flops) /
-                        (m.n_layer * block_hw / eff.block + head_flops / eff.head);
+  const ModelConfig& m = w.model;
+  out.gemm_efficiency = (m.n_layer * c.block_hw + c.head_flops) /
+                        (m.n_layer * c.block_hw / c.eff.block + c.head_flops / c.eff.head);
   out.fits = out.memory.total() <= cluster.memory_gb * 1e9;
-  const double step = out.time.total();
-  out.samples_per_s = static_cast<double>(w.global_batch) / step;
+  out.samples_per_s = static_cast<double>(w.global_batch) / out.time.total();
   out.tokens_per_s = out.samples_per_s * static_cast<double>(m.seq_len);
   const double devices = static_cast<double>(l.world());
-  out.mfu = model_flops * out.tokens_per_s / (devices * peak);
-  out.hfu = hw * out.tokens_per_s / (devices * peak);
+  out.mfu = c.model_flops * out.tokens_per_s / (devices * c.peak);
+  out.hfu = c.hw * out.tokens_per_s / (devices * c.peak);
   return out;
 }
 
