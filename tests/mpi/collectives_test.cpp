@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/topology.hpp"
 
 using namespace kintsugi;
@@ -26,9 +26,8 @@ Tensor view(std::vector<float>& v) { return Tensor{v.data(), DType::f32, Shape{s
 
 int main(int argc, char** argv) {
   MpiRuntime mpi(&argc, &argv);
-  MemoryTracker memory;
   {
-    auto world = Communicator::world(memory);
+    auto world = make_world_communicator();
     const int r = world->rank(), n = world->size();
 
     // all-reduce (sum and max) of 1001 elements: chunks of unequal length
@@ -70,8 +69,8 @@ int main(int argc, char** argv) {
 
     // point-to-point around the ring, posted receive first: must not deadlock
     std::vector<float> from_left(1), to_right(1, float(r));
-    auto recv = world->recv_async(view(from_left), (r - 1 + n) % n, 5);
-    auto send = world->send_async(view(to_right), (r + 1) % n, 5);
+    auto recv = world->recv_async(view(from_left), (r - 1 + n) % n);
+    auto send = world->send_async(view(to_right), (r + 1) % n);
     recv.wait();
     send.wait();
     expect(from_left[0] == float((r - 1 + n) % n), "send/recv", r);

@@ -7,7 +7,7 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/launch.hpp"
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/core/threads.hpp"
@@ -152,8 +152,7 @@ void add_comm(CLI::App& bench) {
     if (!launched_by_mpi())
       fail("bench comm measures links between ranks: run it as `mpirun -np 2 kintsugi bench comm`");
     MpiRuntime mpi(nullptr, nullptr);
-    MemoryTracker memory;
-    auto world = Communicator::world(memory);
+    auto world = make_world_communicator();
     const LocalLinks links = measure_local_links(*world);
     if (world->rank() != 0) return;
     store_local_links(links);

@@ -40,7 +40,7 @@ void agree_on_error(Communicator* world, const std::string& error) {
   if (!world || world->size() == 1) return agree_on_setup(nullptr, error);
   // The lowest failing rank r contributes size - r, the largest of all; others contribute 0.
   double first = error.empty() ? 0.0 : static_cast<double>(world->size() - world->rank());
-  world->all_reduce(Tensor{&first, DType::f64, Shape{1}}, ReduceOp::max);
+  first = world->host_all_reduce(first, ReduceOp::max);
   if (first == 0) return;
   if (world->rank() == world->size() - static_cast<int>(first)) {
     fmt::print(stderr, "kintsugi: error: {}\n", error);

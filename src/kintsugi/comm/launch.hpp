@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 
 namespace kintsugi {
 

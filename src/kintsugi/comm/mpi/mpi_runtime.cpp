@@ -1,4 +1,4 @@
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 
 #include <mpi.h>
 
