@@ -82,7 +82,8 @@ void run(const Args& args) {
   } catch (const Error& e) {
     error = e.what();
   }
-  agree_on_setup(mpi.get(), error);
+  agree_on_setup(mpi.get(), error,
+                 error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
 
   // Ranks on one node share its cores.
   int threads = static_cast<int>(config.train.threads);
