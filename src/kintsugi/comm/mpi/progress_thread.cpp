@@ -87,6 +87,7 @@ bool ProgressThread::poll() {
 }
 
 void ProgressThread::run() {
+  auto last_event = Clock::now();  // the last post or completion
   for (;;) {
     std::deque<Pending> fresh;
     {
@@ -98,18 +99,24 @@ void ProgressThread::run() {
       fresh.swap(queue_);
     }
     for (Pending& p : fresh) start(p);
-    if (pending_.empty() || poll()) continue;
+    if (!fresh.empty()) last_event = Clock::now();
+    if (pending_.empty()) continue;
+    if (poll()) {
+      last_event = Clock::now();
+      continue;
+    }
     // The oldest operation is the first posted; it holds the deadline.
     const auto oldest = std::min_element(pending_.begin(), pending_.end(), [](auto& a, auto& b) {
       return a.start < b.start;
     });
     if (std::chrono::duration<double>(Clock::now() - oldest->start).count() > watch_.timeout_s())
       watch_.expired(status_, oldest->op.label);
-    // A collective keeps the thread polling, as a blocking MPI call would; transfers alone (a
-    // pipeline receive waiting for the previous stage's compute) look again every 50 us.
+    // A collective keeps the thread polling, as a blocking MPI call would, and so do transfers
+    // for 100 us after the last event (a reply is often that close); after that, transfers
+    // alone (a pipeline receive waiting for the previous stage's compute) look every 50 us.
     const bool collective = std::any_of(pending_.begin(), pending_.end(),
                                         [](const Pending& p) { return p.op.label.peer < 0; });
-    if (collective) {
+    if (collective || Clock::now() - last_event < std::chrono::microseconds(100)) {
       std::this_thread::yield();
     } else {
       std::unique_lock lock(mutex_);
