@@ -82,7 +82,8 @@ void reductions_and_counters(Communicator& world) {
 // exact in 16 bits in any order of addition.
 void sixteen_bit(Communicator& world) {
   const int r = world.rank(), n = world.size();
-  std::vector<std::uint16_t> b(7, float_to_bf16(1.5f * float(r + 1))), h(7, float_to_f16(0.25f * float(r)));
+  std::vector<std::uint16_t> b(7, float_to_bf16(1.5f * float(r + 1)));
+  std::vector<std::uint16_t> h(7, float_to_f16(0.25f * float(r)));
   world.all_reduce(view(b, DType::bf16));
   world.all_reduce(view(h, DType::f16));
   expect(bf16_to_float(b[6]) == 1.5f * float(n * (n + 1) / 2), "all_reduce bf16", r);
@@ -100,7 +101,8 @@ void in_place(Communicator& world) {
   for (int i = 0; i < 4 * n; ++i) g[i] = float(i);
   const Tensor whole = view(g), own{g.data() + 4 * r, DType::f32, Shape{4}};
   world.reduce_scatter(whole, own);
-  for (int j = 0; j < 4; ++j) expect(g[4 * r + j] == float(n * (4 * r + j)), "reduce_scatter in place", r);
+  for (int j = 0; j < 4; ++j)
+    expect(g[4 * r + j] == float(n * (4 * r + j)), "reduce_scatter in place", r);
   std::vector<float> p(3 * n, -1.0f);
   for (int j = 0; j < 3; ++j) p[3 * r + j] = float(100 * r + j);
   world.all_gather(Tensor{p.data() + 3 * r, DType::f32, Shape{3}}, view(p));
@@ -122,7 +124,8 @@ void transfers_in_order(Communicator& world) {
   }
   for (auto& h : handles) h.wait();
   for (int k = 0; k < 3; ++k)
-    expect(in[k][63] == float(10 * ((r - 1 + n) % n) + k), fmt::format("transfer {} in order", k), r);
+    expect(in[k][63] == float(10 * ((r - 1 + n) % n) + k), fmt::format("transfer {} in order", k),
+           r);
 }
 
 // A data-parallel replica must not drift: every rank gets the same bits, whatever algorithm the
@@ -142,8 +145,9 @@ void identical_results(Communicator& world) {
       hash = (hash ^ bits) * 1099511628211ull;
     }
     const double h = static_cast<double>(hash >> 12);  // exact in a double
-    expect(world.host_all_reduce(h, ReduceOp::max) == h && -world.host_all_reduce(-h, ReduceOp::max) == h,
-           fmt::format("all_reduce of {} floats differs between ranks", size), r);
+    const bool same = world.host_all_reduce(h, ReduceOp::max) == h &&
+                      -world.host_all_reduce(-h, ReduceOp::max) == h;
+    expect(same, fmt::format("all_reduce of {} floats differs between ranks", size), r);
   }
 }
 
@@ -153,7 +157,8 @@ void control_plane(Communicator& world) {
   const auto all = world.host_gather(std::string(static_cast<std::size_t>(r), 'a' + r), 0);
   if (r == 0)
     for (int q = 0; q < n; ++q)
-      expect(all.size() == static_cast<std::size_t>(n) && all[q] == std::string(q, 'a' + q), "host_gather", r);
+      expect(all.size() == static_cast<std::size_t>(n) && all[q] == std::string(q, 'a' + q),
+             "host_gather", r);
   else
     expect(all.empty(), "host_gather off the root", r);
   if (r == 1) {

@@ -1,6 +1,7 @@
 // Pipeline schedules without a model: for every p <= 8, v <= 4 and valid micro-batch count,
-// every transfer is matched (and paired in posting order), nothing deadlocks, in-flight micro-batches are bounded as each
-// schedule promises, and the idle time equals the theoretical bubble.
+// every transfer is matched (and paired in posting order), nothing deadlocks, in-flight
+// micro-batches are bounded as each schedule promises, and the idle time equals the theoretical
+// bubble.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -23,11 +24,11 @@ void expect_paired_in_order(const std::vector<std::vector<PipeInstruction>>& pro
   for (int r = 0; r < p; ++r)
     for (const PipeInstruction& in : programs[r]) {
       const int g = global_chunk(s, r, in.chunk);
-      if (in.op == PipeOp::send_forward) sent[{r, (g + 1) % p}].push_back({0, g + 1, in.micro_batch});
-      if (in.op == PipeOp::send_backward)
-        sent[{r, (g - 1 + chunks) % p}].push_back({1, g - 1, in.micro_batch});
-      if (in.op == PipeOp::recv_forward) received[{(g - 1) % p, r}].push_back({0, g, in.micro_batch});
-      if (in.op == PipeOp::recv_backward) received[{(g + 1) % p, r}].push_back({1, g, in.micro_batch});
+      const int mb = in.micro_batch, next = (g + 1) % p, previous = (g - 1 + chunks) % p;
+      if (in.op == PipeOp::send_forward) sent[{r, next}].push_back({0, g + 1, mb});
+      if (in.op == PipeOp::send_backward) sent[{r, previous}].push_back({1, g - 1, mb});
+      if (in.op == PipeOp::recv_forward) received[{previous, r}].push_back({0, g, mb});
+      if (in.op == PipeOp::recv_backward) received[{next, r}].push_back({1, g, mb});
     }
   EXPECT_EQ(sent, received) << what << ": sends and receives between a pair differ in order";
 }

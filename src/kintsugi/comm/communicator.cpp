@@ -44,10 +44,9 @@ CommHandle Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
   // A bandwidth-optimal all-reduce is a reduce-scatter (every chunk but the rank's own goes out
   // once) and an all-gather (every chunk but the next rank's); uneven chunks count exactly.
   const std::uint64_t b = t.bytes();
-  const std::size_t es = size_of(t.dtype);
+  auto chunk = [&](int i) { return chunk_bytes(t.numel(), size_of(t.dtype), n, (i + n) % n); };
   if (n > 1)
-    count(CommOp::all_reduce, 2 * b - chunk_bytes(t.numel(), es, n, r) - chunk_bytes(t.numel(), es, n, (r + 1) % n),
-          2 * b - chunk_bytes(t.numel(), es, n, (r - 1 + n) % n) - chunk_bytes(t.numel(), es, n, r));
+    count(CommOp::all_reduce, 2 * b - chunk(r) - chunk(r + 1), 2 * b - chunk(r - 1) - chunk(r));
   else
     count(CommOp::all_reduce, 0, 0);
   return start_all_reduce(t, op);

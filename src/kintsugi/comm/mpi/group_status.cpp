@@ -5,7 +5,8 @@
 namespace kintsugi {
 
 std::string OpLabel::describe() const {
-  std::string text = fmt::format("{}{} #{}", plane == Plane::control ? "control-plane " : "", op, seq);
+  std::string text =
+      fmt::format("{}{} #{}", plane == Plane::control ? "control-plane " : "", op, seq);
   if (peer >= 0) text += fmt::format(" {} group rank {}", sending ? "to" : "from", peer);
   if (bytes > 0) text += fmt::format(" ({} bytes)", bytes);
   return text;

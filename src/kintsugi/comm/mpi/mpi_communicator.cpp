@@ -56,7 +56,8 @@ void check(int rc, const char* call) {
 
 int int_count(std::int64_t n, const char* what) {
   if (n > INT_MAX)
-    fail("{} of {} elements per rank exceeds MPI's int count: use smaller buckets or units", what, n);
+    fail("{} of {} elements per rank exceeds MPI's int count: use smaller buckets or units", what,
+         n);
   return static_cast<int>(n);
 }
 
@@ -276,7 +277,8 @@ std::vector<std::string> MpiCommunicator::host_gather(const std::string& mine, i
   });
   std::vector<std::string> out;
   for (std::size_t i = 0; i < counts.size(); ++i)
-    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(counts[i])));
+    out.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(counts[i])));
   return out;
 }
 
