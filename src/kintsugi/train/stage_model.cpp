@@ -83,7 +83,7 @@ void StageModel::release_all_params() {
 
 double StageModel::sum_over_job(double v) const {
   for (Communicator* g : {place_.pp, place_.dp})
-    if (g) g->all_reduce(Tensor{&v, DType::f64, Shape{1}});
+    if (g) v = g->host_all_reduce(v);
   return v;
 }
 
@@ -110,7 +110,7 @@ void StageModel::optimizer_step() {
   for (auto& s : states_) s->grad_sum_squares(local);
   double sum = read_scalar(local);
   for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
-    if (g) g->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
+    if (g) sum = g->host_all_reduce(sum);
   // Every rank sees the same sum, so every rank takes the same decision to skip.
   const double scale = scaler_.scale();
   skipped_ = !scaler_.update(std::sqrt(sum));
