@@ -67,6 +67,7 @@ mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
 
 add_executable(collectives_test mpi/collectives_test.cpp)
 target_link_libraries(collectives_test PRIVATE kintsugi_lib)
+target_include_directories(collectives_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME mpi.collectives_3_ranks
          COMMAND ${MPIRUN} -np 3 --oversubscribe --bind-to none $<TARGET_FILE:collectives_test>)
 set_tests_properties(mpi.collectives_3_ranks PROPERTIES PROCESSORS 3 TIMEOUT 120
