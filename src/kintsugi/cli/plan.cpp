@@ -21,7 +21,7 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", precision, grad_precision, write_config;
-  std::string schedule, recompute, sp;
+  std::string schedule, recompute, sp, attention;
   std::vector<std::string> overrides;
   std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
   std::size_t top = 10;
@@ -95,6 +95,7 @@ void run_plan(const Args& a) {
   const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
   const std::int64_t world = cluster.devices_per_node * a.nodes;
   Workload w = workload_of(base);
+  if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
   SearchSpace space;
   space.tp = a.tp;
   space.pp = a.pp;
@@ -189,6 +190,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--recompute", a->recompute, "Pin recomputation: none, selective, full");
   cmd->add_option("--sp", a->sp, "Pin sequence parallelism: on or off")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--attention", a->attention,
+                  "Attention kernel of the predicted run: flash (kintsugi's, default) or "
+                  "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")
+      ->check(CLI::IsMember({"flash", "materialized"}));
   cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Also try tensor parallelism across nodes");
   cmd->callback([a] { run_plan(*a); });
 }
