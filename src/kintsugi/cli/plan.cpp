@@ -89,6 +89,10 @@ void print_memory(const Args& a) {
              "--cluster C --nodes N` accounts for them.\n");
 }
 
+std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
+  return fmt::format("needs {:.1f} GB of {:.0f}", p.memory.total() / 1e9, cluster.memory_gb);
+}
+
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
   const RunConfig base = base_config(a);
@@ -122,6 +126,14 @@ void run_plan(const Args& a) {
                         {"layouts", nlohmann::json::array()}};
     for (std::size_t i = 0; i < std::min(a.top, r.ranked.size()); ++i)
       j["layouts"].push_back(to_json(r.ranked[i]));
+    // With nothing fitting (a pinned layout too large, say), the smallest are still predicted.
+    if (r.ranked.empty()) {
+      j["not_fitting"] = nlohmann::json::array();
+      for (const Prediction& p : r.too_big) {
+        j["not_fitting"].push_back(to_json(p));
+        j["not_fitting"].back()["does_not_fit"] = does_not_fit(p, cluster);
+      }
+    }
     fmt::print("{}\n", j.dump(2));
   } else {
     const double n = static_cast<double>(parameter_count(base.model));
@@ -134,6 +146,12 @@ void run_plan(const Args& a) {
     fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,
                cluster.memory_gb);
     if (!r.ranked.empty()) print_prediction_table(r.ranked, a.top);
+    if (r.ranked.empty() && !r.too_big.empty()) {
+      fmt::print("none fits; the smallest, predicted anyway:\n");
+      print_prediction_table(r.too_big, a.top);
+      for (std::size_t i = 0; i < std::min(a.top, r.too_big.size()); ++i)
+        fmt::print("{:>3} does not fit: {}\n", i + 1, does_not_fit(r.too_big[i], cluster));
+    }
   }
   if (r.ranked.empty()) {
     if (r.too_big.empty())
