@@ -9,7 +9,7 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/timer.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/brown_corpus.hpp"
 #include "kintsugi/data/documents.hpp"
 #include "kintsugi/data/read_file.hpp"
@@ -57,7 +57,8 @@ void add_tokenize(CLI::App& data) {
   cmd->add_option("--out", opt->out, "Token file to write (FILE.bin)")->required();
   cmd->add_option("inputs", opt->inputs, "Text files, in order")->required();
   cmd->callback([opt] {
-    auto tokenizer = data::BpeTokenizer::load(opt->tokenizer);
+    auto tokenizer_ptr = data::load_tokenizer(opt->tokenizer);
+    const data::Tokenizer& tokenizer = *tokenizer_ptr;
     Stopwatch clock;
     data::TokenFileWriter writer(opt->out, tokenizer.vocab_size());
     std::vector<std::int32_t> ids;
@@ -68,8 +69,7 @@ void add_tokenize(CLI::App& data) {
       bytes += text.size();
       for (std::string_view document : data::split_documents(text)) {
         ids.clear();
-        tokenizer.encode_into(document, ids);
-        ids.push_back(tokenizer.eot_id());
+        tokenizer.encode_document(document, ids);
         writer.append(ids);
         ++documents;
       }

@@ -10,7 +10,7 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/gpt.hpp"
 
 namespace kintsugi::cli {
@@ -67,7 +67,7 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] {
     set_compute_threads(args->threads);
-    const auto tokenizer = data::BpeTokenizer::load(args->tokenizer);
+    const auto tokenizer = data::load_tokenizer(args->tokenizer);
     const auto info = read_model_info(args->checkpoint);
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
@@ -75,8 +75,8 @@ void add_generate_command(CLI::App& app) {
     GptModel model(*backend, info.config, DType::f32, 1, window);
     load_model(args->checkpoint, model.params());
 
-    std::vector<std::int32_t> context = tokenizer.encode(args->prompt);
-    if (context.empty()) context.push_back(tokenizer.eot_id());
+    std::vector<std::int32_t> context = tokenizer->encode(args->prompt);
+    if (context.empty()) context.push_back(tokenizer->eos_id());
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
     std::vector<std::int32_t> input(window, 0);
@@ -90,7 +90,7 @@ void add_generate_command(CLI::App& app) {
           sample_token(logits, args->temperature, args->top_k, uniform_at(args->seed, 1, i));
       context.push_back(next);
       const std::int32_t one[] = {next};
-      fmt::print("{}", tokenizer.decode(one));
+      fmt::print("{}", tokenizer->decode(one));
       std::fflush(stdout);
     }
     fmt::print("\n");
