@@ -19,6 +19,7 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/core/trace.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
@@ -386,6 +387,16 @@ class TrainingRun {
     return true;
   }
 
+  // data.tokenizer's files next to the saved model, so that `generate` and `export` find them
+  // from any directory; a tokenizer that cannot be loaded is reported, not fatal.
+  void save_tokenizer(const std::string& dir) {
+    try {
+      data::load_tokenizer(config_.data.tokenizer)->save(dir);
+    } catch (const Error& e) {
+      fmt::print(log_, "note: no tokenizer saved with the model ({})\n", e.what());
+    }
+  }
+
   // The trained model (gathered to rank 0 from data-parallel replica 0's stages), the loss
   // curve and the summary line.
   void finish() {
@@ -404,6 +415,7 @@ class TrainingRun {
       model_.release_all_params();
     }
     if (!place_.chief) return;
+    if (!summary_.checkpoint_dir.empty()) save_tokenizer(summary_.checkpoint_dir);
     write_loss_svg(summary_.plot_path, curve_);
     const std::string val =
         data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
