@@ -15,6 +15,7 @@ set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)
 set(MICRO_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
     --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
@@ -210,6 +211,7 @@ mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --
 set(LLAMA_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.n_kv_head=2
     --set model.d_ff=176 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
@@ -218,6 +220,7 @@ set(LLAMA_RUN
 set(BLOOM_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/bloom-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.d_ff=256
     --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
