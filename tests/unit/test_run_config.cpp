@@ -32,7 +32,37 @@ TEST(RunConfig, PresetThenOverrides) {
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-3);
   EXPECT_EQ(c.data.train, "some/path.bin");  // bare strings need no quotes
   EXPECT_FALSE(c.train.save_checkpoint);
-  EXPECT_EQ(c.train.decay_steps, c.train.steps);  // 0 means "the last step"
+  EXPECT_EQ(c.train.decay_steps, 0);  // unset: the decay follows train.steps
+  EXPECT_EQ(lr_schedule_of(c.train).decay_steps, c.train.steps);
+}
+
+// A short run is one flag: keys the user did not set follow train.steps (the decay ends at the
+// last step, a longer warm-up is shortened with a note); only keys the user set conflict.
+TEST(RunConfig, ShortRunsAreOneFlag) {
+  const std::string tiny = std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml";  // warm-up 10
+  const RunConfig c = load_run_config(tiny, {"train.steps=4"});
+  const LrSchedule s = lr_schedule_of(c.train);
+  EXPECT_EQ(s.decay_steps, 4);
+  EXPECT_EQ(s.warmup_steps, 4);
+  ASSERT_EQ(config_notes(c).size(), 1u);
+  EXPECT_NE(config_notes(c)[0].find("warming up over 4 steps"), std::string::npos);
+  EXPECT_TRUE(config_notes(load_run_config(tiny, {})).empty());
+  // Written back, the decay still follows train.steps.
+  EXPECT_NE(run_config_toml(c).find("decay_steps = 0"), std::string::npos);
+  std::string error;
+  try {
+    load_run_config(tiny, {"train.steps=4", "train.decay_steps=3"});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("train.decay_steps = 3 must be at least train.warmup_steps = 10"),
+            std::string::npos);
+  try {
+    load_run_config(tiny, {"train.steps=0"});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("use `kintsugi eval`"), std::string::npos) << error;
 }
 
 TEST(RunConfig, IntegersAreAcceptedAsFloats) {

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kintsugi 0.1.0");
   using namespace kintsugi::cli;
   add_train_command(app);
+  add_eval_command(app);
   add_generate_command(app);
   add_encode_command(app);
   add_decode_command(app);

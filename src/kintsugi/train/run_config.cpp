@@ -59,7 +59,8 @@ std::vector<Key> keys_of(RunConfig& c) {
        "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
       {"train.lr", &c.train.lr, "peak learning rate"},
       {"train.min_lr", &c.train.min_lr, "learning rate at the end of the cosine decay"},
-      {"train.warmup_steps", &c.train.warmup_steps, "linear warm-up steps"},
+      {"train.warmup_steps", &c.train.warmup_steps,
+       "linear warm-up steps (with decay_steps unset, at most train.steps)"},
       {"train.decay_steps", &c.train.decay_steps,
        "step at which the cosine decay reaches min_lr (0: train.steps)"},
       {"train.weight_decay", &c.train.weight_decay,
@@ -118,6 +119,8 @@ std::vector<Key> keys_of(RunConfig& c) {
        "groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
+      {"metrics.tensorboard_dir", &c.metrics.tensorboard_dir,
+       "write TensorBoard event files of every step's metrics to this directory (\"\": none)"},
       {"comm.timeout_s", &c.comm.timeout_s,
        "seconds any communication may wait for other ranks; then the job ends with a message "
        "naming the group, the operation and the ranks that did not arrive"},
@@ -275,7 +278,6 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
-  if (config.train.decay_steps == 0) config.train.decay_steps = config.train.steps;
   validate(config);
   return config;
 }
@@ -286,7 +288,10 @@ void validate(const RunConfig& c) {
   auto positive = [](const char* key, auto v) {
     if (!(v > 0)) fail("train.{} = {} must be positive", key, v);
   };
-  positive("steps", t.steps);
+  if (t.steps <= 0)
+    fail("train.steps = {} must be positive (to measure a model's loss without training it, use "
+         "`kintsugi eval`)",
+         t.steps);
   positive("global_batch", t.global_batch);
   positive("micro_batch", t.micro_batch);
   positive("lr", t.lr);
@@ -297,7 +302,9 @@ void validate(const RunConfig& c) {
   if (t.min_lr < 0 || t.min_lr > t.lr)
     fail("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr);
   if (t.warmup_steps < 0) fail("train.warmup_steps = {} must not be negative", t.warmup_steps);
-  if (t.decay_steps < t.warmup_steps)
+  if (t.decay_steps < 0)
+    fail("train.decay_steps = {} must not be negative (0: train.steps)", t.decay_steps);
+  if (t.decay_steps > 0 && t.decay_steps < t.warmup_steps)
     fail("train.decay_steps = {} must be at least train.warmup_steps = {}", t.decay_steps,
          t.warmup_steps);
   if (t.weight_decay < 0) fail("train.weight_decay = {} must not be negative", t.weight_decay);
@@ -326,6 +333,22 @@ void validate(const RunConfig& c) {
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
     fail("comm.timeout_s = {} must be a positive number of seconds", c.comm.timeout_s);
+}
+
+LrSchedule lr_schedule_of(const TrainConfig& t) {
+  const std::int64_t decay = t.decay_steps > 0 ? t.decay_steps : t.steps;
+  return {.max_lr = t.lr, .min_lr = t.min_lr, .warmup_steps = std::min(t.warmup_steps, decay),
+          .decay_steps = decay};
+}
+
+std::vector<std::string> config_notes(const RunConfig& c) {
+  std::vector<std::string> notes;
+  const LrSchedule s = lr_schedule_of(c.train);
+  if (s.warmup_steps < c.train.warmup_steps)
+    notes.push_back(fmt::format("note: train.warmup_steps = {} is longer than the run "
+                                "(train.steps = {}): warming up over {} steps instead",
+                                c.train.warmup_steps, c.train.steps, s.warmup_steps));
+  return notes;
 }
 
 LayoutSpec layout_spec(const RunConfig& c) {

@@ -22,28 +22,20 @@
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/train/evaluation.hpp"
 #include "kintsugi/train/loss_plot.hpp"
 #include "kintsugi/train/preemption.hpp"
+#include "kintsugi/train/resume_notes.hpp"
 #include "kintsugi/train/run_description.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/step_metrics.hpp"
+#include "kintsugi/train/tensorboard_writer.hpp"
 
 namespace kintsugi {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-data::BatchSampler open_sampler(const std::string& path, const char* key,
-                                const RunConfig& config) {
-  auto file = data::TokenFile::open(path);
-  if (file.vocab_size() > config.model.vocab_size)
-    fail("{} was tokenized with a vocabulary of {} but model.vocab_size is {}: set {} or use a "
-         "matching token file",
-         path, file.vocab_size(), config.model.vocab_size, key);
-  return data::BatchSampler(std::move(file), config.model.seq_len,
-                            static_cast<std::uint64_t>(config.train.seed));
-}
 
 // Bytes this rank has sent, per "group.operation".
 std::map<std::string, std::uint64_t> bytes_sent(const Topology* t) {
@@ -98,17 +90,6 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
-// This rank's weights and optimizer state, as the checkpoint code sees them.
-RankState rank_state(StageModel& model, const Place& place) {
-  RankState r;
-  r.params = model.params();
-  for (std::size_t c = 0; c < model.chunks().size(); ++c)
-    r.states.push_back(&model.state(static_cast<int>(c)));
-  r.tp_rank = place.tp.rank();
-  r.world = place.topology ? &place.topology->world() : nullptr;
-  return r;
-}
-
 // Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
 // at the same step boundary, or the ones that go on would wait for the ones that stopped.
 bool job_asked_to_stop(const Place& place) {
@@ -142,7 +123,7 @@ class TrainingRun {
         rank_batch_(tc_.global_batch / place_.dp_size),
         micro_batches_(static_cast<int>(rank_batch_ / tc_.micro_batch)),
         tokens_per_step_(tc_.global_batch * config_.model.seq_len),
-        schedule_{tc_.lr, tc_.min_lr, tc_.warmup_steps, tc_.decay_steps},
+        schedule_(lr_schedule_of(tc_)),
         out_(options.out_dir) {
     const double tokens = static_cast<double>(tokens_per_step_);
     flops_per_step_ = model_flops_per_token(config_.model, config_.model.seq_len) * tokens;
@@ -218,6 +199,8 @@ class TrainingRun {
                 : local_gemm_rate(*backend_, peak_dtype(tc_.precision));
     fs::create_directories(out_);
     metrics_.emplace(summary_.metrics_path, options_.resume ? start_step_ : -1);
+    if (!config_.metrics.tensorboard_dir.empty())
+      tensorboard_.emplace(config_.metrics.tensorboard_dir);
     const ModelConfig& mc = config_.model;
     fmt::print(log_,
                "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
@@ -252,27 +235,15 @@ class TrainingRun {
                  options_.resume->dir.string(), start_step_, layout.value("world", 1),
                  layout.value("tp", 1), layout.value("pp", 1), layout.value("dp", 1),
                  layout.value("zero", 0), load_seconds_);
+      for (const std::string& note : schedule_change_notes(layout, tc_, start_step_))
+        fmt::print(log_, "{}\n", note);
     }
   }
 
-  // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
-  // round-robin across the data-parallel ranks.
+  // Validation loss per token: eval_batches micro-batches of evenly spread windows.
   double evaluate() {
-    const std::int64_t T = config_.model.seq_len, mb = tc_.micro_batch;
-    const std::int64_t windows = tc_.eval_batches * mb;
-    const int mine = static_cast<int>((tc_.eval_batches - place_.dp_rank + place_.dp_size - 1) /
-                                      place_.dp_size);
-    const int lockstep = static_cast<int>((tc_.eval_batches + place_.dp_size - 1) / place_.dp_size);
-    const double sum = model_.evaluate(
-        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
-          const std::int64_t b =
-              k < mine ? place_.dp_rank + static_cast<std::int64_t>(k) * place_.dp_size : 0;
-          for (std::int64_t i = 0; i < mb; ++i)
-            data_.val.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
-        },
-        std::max(0, mine), lockstep);
-    return sum / static_cast<double>(windows * T);
+    return mean_window_loss(model_, place_, data_.val, tc_.eval_batches * tc_.micro_batch,
+                            tc_.micro_batch);
   }
 
   // One optimizer step over this rank's micro-batches, with what it measured.
@@ -333,6 +304,8 @@ class TrainingRun {
       m.memory_peak[k] = memory_.peak(static_cast<MemoryKind>(k));
     }
     m.activations_in_flight = model_.peak_in_flight();
+    m.tokens_seen = m.step * tokens_per_step_;
+    m.elapsed_seconds = run_clock_.seconds();
     curve_.train.emplace_back(m.step, m.loss);
     if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
     summary_.last_loss = m.loss;
@@ -346,6 +319,7 @@ class TrainingRun {
     }
     if (!place_.chief) return;
     metrics_->write(m);
+    if (tensorboard_) tensorboard_->write_scalars(m.step, tensorboard_scalars(m));
     if (m.step % tc_.log_every == 0 || last || m.val_loss) {
       const double eta = run_clock_.seconds() / static_cast<double>(m.step - start_step_) *
                          static_cast<double>(tc_.steps - m.step);
@@ -364,10 +338,12 @@ class TrainingRun {
                                    .optimizer_steps = model_.state(0).optimizer().steps_taken(),
                                    .loss_scaler = model_.loss_scaler().state(),
                                    .seed = tc_.seed};
+      nlohmann::json layout = layout_json(config_, place_);
+      layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
       Stopwatch clock;
       summary_.last_train_checkpoint =
-          save_train_checkpoint(out_ / "checkpoints", config_.model, layout_json(config_, place_),
-                                progress, rank_state(model_, place_), tc_.keep_checkpoints)
+          save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
+                                rank_state(model_, place_), tc_.keep_checkpoints)
               .string();
       if (place_.chief)
         fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -400,6 +376,7 @@ class TrainingRun {
       model_.release_all_params();
     }
     if (!place_.chief) return;
+    if (options_.resume) add_earlier_steps(curve_, summary_.metrics_path, start_step_);
     write_loss_svg(summary_.plot_path, curve_);
     fmt::print(log_,
                "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
@@ -432,6 +409,7 @@ class TrainingRun {
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
   std::optional<MetricsWriter> metrics_;
+  std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
@@ -442,8 +420,8 @@ class TrainingRun {
 }  // namespace
 
 TrainInputs open_inputs(const RunConfig& config) {
-  return {open_sampler(config.data.train, "data.train", config),
-          open_sampler(config.data.val, "data.val", config)};
+  return {open_token_sampler(config.data.train, "data.train", config),
+          open_token_sampler(config.data.val, "data.val", config)};
 }
 
 TrainSummary train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
