@@ -8,3 +8,19 @@ add_test(NAME use.tensorboard
                  ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tfevents.py ${USE_OUT}/tensorboard
                  ${MICRO_RUN})
 set_tests_properties(use.tensorboard PROPERTIES PROCESSORS 2 TIMEOUT 120)
+
+# `kintsugi eval` against the validation loss of the serial checkpoint run
+# (checkpoint_tests.cmake: train.eval_batches 3 x train.micro_batch 1 = 3 windows).
+add_test(NAME use.eval_equals_validation
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval.sh $<TARGET_FILE:kintsugi>
+                 ${CKPT_OUT}/exact_serial/full ${MPI_DATA}/brown/val.bin 3)
+set_tests_properties(use.eval_equals_validation PROPERTIES FIXTURES_REQUIRED serial_checkpoint
+                                                          PROCESSORS 2 TIMEOUT 180)
+add_test(NAME use.error.eval_needs_weights
+         COMMAND ${EXPECT_ERROR} "eval needs either --checkpoint DIR"
+                 ${KINTSUGI_BIN} eval --data ${MPI_DATA}/brown/val.bin)
+
+add_test(NAME use.resume_guard
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_guard.sh $<TARGET_FILE:kintsugi>
+                 ${EXPECT_ERROR} ${USE_OUT}/resume_guard ${MICRO_RUN})
+set_tests_properties(use.resume_guard PROPERTIES TIMEOUT 180)
