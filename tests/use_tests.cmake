@@ -13,7 +13,8 @@ set_tests_properties(use.tensorboard PROPERTIES PROCESSORS 2 TIMEOUT 120)
 # (checkpoint_tests.cmake: train.eval_batches 3 x train.micro_batch 1 = 3 windows).
 add_test(NAME use.eval_equals_validation
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval.sh $<TARGET_FILE:kintsugi>
-                 ${CKPT_OUT}/exact_serial/full ${MPI_DATA}/brown/val.bin 3)
+                 ${CKPT_OUT}/exact_serial/full ${MPI_DATA}/brown/val.bin 3
+                 ${MPI_DATA}/gpt2-tokenizer)
 set_tests_properties(use.eval_equals_validation PROPERTIES FIXTURES_REQUIRED serial_checkpoint
                                                           PROCESSORS 2 TIMEOUT 180)
 add_test(NAME use.error.eval_needs_weights

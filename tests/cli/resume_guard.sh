@@ -35,8 +35,8 @@ test "$(wc -l <"$dir/run/metrics.jsonl")" -eq 6 || die "metrics.jsonl should hol
 test "$(points "$dir/run/loss.svg")" -eq 6 || die "loss.svg should draw all 6 steps"
 
 # --resume auto with nothing to resume says so; --overwrite and --resume exclude each other.
-"$kintsugi" train "$@" --resume auto --out "$dir/fresh" | grep -q "no checkpoint under" \
-  || die "--resume auto without a checkpoint did not say so"
+"$kintsugi" train "$@" --resume auto --out "$dir/fresh" >"$dir/fresh.log"
+grep -q "no checkpoint under" "$dir/fresh.log" || die "--resume auto without a checkpoint did not say so"
 "$expect_error" "give only one of them" \
   "$kintsugi" train "$@" --resume auto --overwrite --out "$dir/run"
 

@@ -36,6 +36,16 @@ TEST(RunConfig, PresetThenOverrides) {
   EXPECT_EQ(lr_schedule_of(c.train).decay_steps, c.train.steps);
 }
 
+// A model whose shape is not its preset's is named by family and size, not by the preset.
+TEST(RunConfig, CustomModelsAreNamedByFamilyAndSize) {
+  const RunConfig custom = load_run_config("", {"model.n_layer=2", "model.d_model=64"});
+  EXPECT_EQ(custom.model.name.rfind("gpt2-", 0), 0u) << custom.model.name;
+  EXPECT_NE(custom.model.name.find("M"), std::string::npos) << custom.model.name;
+  EXPECT_EQ(load_run_config("", {"model.norm_eps=1e-6", "model.seq_len=64"}).model.name,
+            "gpt-tiny");
+  EXPECT_EQ(load_run_config("", {"model.preset=\"llama-tiny\""}).model.name, "llama-tiny");
+}
+
 // A short run is one flag: keys the user did not set follow train.steps (the decay ends at the
 // last step, a longer warm-up is shortened with a note); only keys the user set conflict.
 TEST(RunConfig, ShortRunsAreOneFlag) {

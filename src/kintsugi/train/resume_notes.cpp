@@ -22,10 +22,10 @@ std::vector<std::string> schedule_change_notes(const nlohmann::json& saved_layou
   const nlohmann::json& then = saved_layout.at("lr_schedule");
   const nlohmann::json current = lr_schedule_json(now);
   std::string changes;
-  for (const auto& [key, value] : current.items()) {
-    if (!then.contains(key) || then.at(key) == value) continue;
+  for (const char* key : {"steps", "lr", "min_lr", "warmup_steps", "decay_steps"}) {
+    if (!then.contains(key) || then.at(key) == current.at(key)) continue;
     changes += fmt::format("{}train.{} {} -> {}", changes.empty() ? "" : ", ", key,
-                           then.at(key).dump(), value.dump());
+                           then.at(key).dump(), current.at(key).dump());
   }
   if (changes.empty()) return notes;
   const LrSchedule after = lr_schedule_of(now);

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/flops.hpp"
 
 namespace kintsugi {
 
@@ -239,6 +240,22 @@ void apply_override(toml::table& root, const std::string& text) {
   table->insert_or_assign(key, *parsed["v"].node());
 }
 
+// Whether two models have the same weights' shapes and architecture (context length, norm
+// epsilon, init and RoPE base aside).
+bool same_shape(const ModelConfig& a, const ModelConfig& b) {
+  return a.family == b.family && a.n_layer == b.n_layer && a.d_model == b.d_model &&
+         a.n_head == b.n_head && a.kv_heads() == b.kv_heads() && a.d_ff == b.d_ff &&
+         a.vocab_size == b.vocab_size;
+}
+
+// A model that is not its preset's shape is named by family and size, e.g. "gpt2-3.4M", so
+// that logs and checkpoints do not call it by the preset it started from.
+std::string custom_model_name(const ModelConfig& m) {
+  const double n = static_cast<double>(parameter_count(m));
+  return n >= 1e9 ? fmt::format("{}-{:.1f}B", name_of(m.family), n / 1e9)
+                  : fmt::format("{}-{:.1f}M", name_of(m.family), n / 1e6);
+}
+
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -262,6 +279,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     if (!preset.is_string()) fail("{}: `model.preset` must be a string", src);
     config.model = model_preset(*preset.value<std::string>());
   }
+  const ModelConfig preset_model = config.model;
   for (const Key& key : keys_of(config)) {
     known.insert(key.path);
     const auto dot = key.path.find('.');
@@ -278,6 +296,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
+  if (!same_shape(config.model, preset_model)) config.model.name = custom_model_name(config.model);
   validate(config);
   return config;
 }

@@ -204,9 +204,10 @@ class TrainingRun {
     const ModelConfig& mc = config_.model;
     fmt::print(log_,
                "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
-               "{} threads per rank, {} backend | {}\n",
+               "{} thread{} per rank, {} backend | {}\n",
                config_.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-               parameter_count(mc) / 1e6, compute_threads(), backend_->name(),
+               parameter_count(mc) / 1e6, compute_threads(), compute_threads() == 1 ? "" : "s",
+               backend_->name(),
                describe_numerics(config_));
     fmt::print(log_,
                "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
@@ -215,8 +216,8 @@ class TrainingRun {
                tokens_per_step_, micro_batches_, tc_.micro_batch, flops_per_step_ / 1e9);
     fmt::print(log_, "data: train {} ({} tokens), val {} ({} tokens)\n", config_.data.train,
                data_.train.tokens().size(), config_.data.val, data_.val.tokens().size());
-    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak_->gflops,
-               place_.world, peak_->source);
+    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
+               place_.world, place_.world == 1 ? "" : "s", peak_->source);
     const auto comm = expected_comm_bytes(config_, place_, model_);
     if (!comm.empty()) {
       std::string text;
@@ -230,9 +231,10 @@ class TrainingRun {
     if (options_.resume) {
       const auto& layout = options_.resume->manifest.at("layout");
       fmt::print(log_,
-                 "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
+                 "resumed from {} at step {} (saved by {} rank{}: tp {} x pp {} x dp {}, ZeRO-{}); "
                  "loaded in {:.2f} s\n",
                  options_.resume->dir.string(), start_step_, layout.value("world", 1),
+                 layout.value("world", 1) == 1 ? "" : "s",
                  layout.value("tp", 1), layout.value("pp", 1), layout.value("dp", 1),
                  layout.value("zero", 0), load_seconds_);
       for (const std::string& note : schedule_change_notes(layout, tc_, start_step_))
@@ -385,9 +387,10 @@ class TrainingRun {
                summary_.first_loss, summary_.last_loss, summary_.first_val_loss,
                summary_.last_val_loss, summary_.tokens_per_s, 100 * summary_.mfu,
                format_bytes(memory_.peak_total()));
-    fmt::print(log_, "wrote {} and {}{}{}\n", summary_.metrics_path, summary_.plot_path,
+    fmt::print(log_, "wrote {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
-               options_.trace_path.empty() ? "" : " and " + options_.trace_path);
+               options_.trace_path.empty() ? "" : " and " + options_.trace_path,
+               tensorboard_ ? " and " + tensorboard_->path() : "");
   }
 
   const RunConfig config_;
