@@ -25,3 +25,8 @@ add_test(NAME use.resume_guard
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_guard.sh $<TARGET_FILE:kintsugi>
                  ${EXPECT_ERROR} ${USE_OUT}/resume_guard ${MICRO_RUN})
 set_tests_properties(use.resume_guard PROPERTIES TIMEOUT 180)
+
+# Every --help shows the defaults.
+add_test(NAME use.help_shows_defaults COMMAND ${KINTSUGI_BIN} generate --help)
+set_tests_properties(use.help_shows_defaults PROPERTIES PASS_REGULAR_EXPRESSION
+                     "--tokens [^\n]*=100.*--temperature [^\n]*=0.8")

@@ -17,11 +17,12 @@ check() {  # RTOL LABEL COMMAND...: the command prints eval's JSON
   got="$("$@" --data "$val" --windows "$windows" --json | tail -n 1)"
   python3 - "$want" "$got" "$rtol" "$label" "$windows" <<'PY'
 import json, math, sys
-want, got, rtol, label = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+want, got = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+rtol, label = float(sys.argv[3]), sys.argv[4]
 assert got["windows"] == int(sys.argv[5]), got
 ok = math.isclose(got["loss"], want["val_loss"], rel_tol=rtol, abs_tol=0)
 ok = ok and math.isclose(got["perplexity"], math.exp(got["loss"]), rel_tol=1e-12)
-print(f"{label}: eval {got['loss']!r} vs train's val_loss {want['val_loss']!r} at step {want['step']}")
+print(f"{label}: eval {got['loss']!r}, train's val_loss {want['val_loss']!r} (step {want['step']})")
 sys.exit(0 if ok else 1)
 PY
 }

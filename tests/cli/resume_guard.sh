@@ -28,7 +28,9 @@ test -d "$dir/run/checkpoints/step-00000004" || die "the refused run touched the
 "$kintsugi" train "$@" --save-every 2 --resume auto --set train.steps=6 --out "$dir/run" \
   | tee "$dir/resumed.log"
 grep -q "resumed from .*step-00000004 at step 4" "$dir/resumed.log" || die "no resume line"
-if grep -q "no checkpoint" "$dir/resumed.log"; then die "a successful resume says 'no checkpoint'"; fi
+if grep -q "no checkpoint" "$dir/resumed.log"; then
+  die "a successful resume says 'no checkpoint'"
+fi
 grep -q "note: the learning-rate schedule differs .*train.steps 4 -> 6" "$dir/resumed.log" \
   || die "no note that train.steps changed the schedule"
 test "$(wc -l <"$dir/run/metrics.jsonl")" -eq 6 || die "metrics.jsonl should hold 6 steps"
@@ -36,12 +38,14 @@ test "$(points "$dir/run/loss.svg")" -eq 6 || die "loss.svg should draw all 6 st
 
 # --resume auto with nothing to resume says so; --overwrite and --resume exclude each other.
 "$kintsugi" train "$@" --resume auto --out "$dir/fresh" >"$dir/fresh.log"
-grep -q "no checkpoint under" "$dir/fresh.log" || die "--resume auto without a checkpoint did not say so"
+grep -q "no checkpoint under" "$dir/fresh.log" \
+  || die "--resume auto without a checkpoint did not say so"
 "$expect_error" "give only one of them" \
   "$kintsugi" train "$@" --resume auto --overwrite --out "$dir/run"
 
 # Start over: the old checkpoints and metrics are gone, the new run's are there.
 "$kintsugi" train "$@" --overwrite --out "$dir/run" >"$dir/overwrite.log"
 test ! -e "$dir/run/checkpoints" || die "--overwrite kept the old checkpoints"
-test "$(wc -l <"$dir/run/metrics.jsonl")" -eq 4 || die "--overwrite: metrics.jsonl should hold 4 steps"
+test "$(wc -l <"$dir/run/metrics.jsonl")" -eq 4 \
+  || die "--overwrite: metrics.jsonl should hold 4 steps"
 echo "ok"

@@ -217,7 +217,8 @@ void add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "eval", "Loss and perplexity of a model on a token file (under mpirun/srun in any layout)");
   cmd->add_option("--checkpoint", args->checkpoint,
-                  "A training checkpoint (<out>/checkpoints/step-N) or a saved model (<out>/model)");
+                  "A training checkpoint (<out>/checkpoints/step-N) or a saved model "
+                  "(<out>/model)");
   cmd->add_option("--init-from", args->init_from,
                   "Or a Hugging Face .safetensors file (needs --config for the model's shape)");
   cmd->add_option("--config,-c", args->config,
