@@ -256,7 +256,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
     if (!layout_keys.count(key)) EXPECT_EQ(written.at(key), value) << key;
   EXPECT_EQ(written.at("parallel.dp"), "4");
   EXPECT_EQ(written.at("parallel.zero"), "3");
-  EXPECT_EQ(written.at("train.recompute"), "\"full\"");
+  EXPECT_EQ(written.at("train.recompute"), "'full'");
 }
 
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
