@@ -36,3 +36,9 @@ add_test(NAME use.eval_init_from
                  ${CKPT_OUT}/export_import/a ${CKPT_OUT}/export_import/hf/model.safetensors
                  ${MPI_DATA}/brown/val.bin ${MICRO_RUN})
 set_tests_properties(use.eval_init_from PROPERTIES FIXTURES_REQUIRED hf_export TIMEOUT 60)
+
+# generate from a saved model (with the tokenizer it carries) and from a training checkpoint.
+add_test(NAME use.generate_from_either_checkpoint
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/generate_checkpoints.sh $<TARGET_FILE:kintsugi>
+                 ${EXPECT_ERROR} ${USE_OUT}/generate ${MPI_DATA}/gpt2-tokenizer ${MICRO_RUN})
+set_tests_properties(use.generate_from_either_checkpoint PROPERTIES TIMEOUT 120)

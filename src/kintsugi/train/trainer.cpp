@@ -24,6 +24,7 @@
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/train/evaluation.hpp"
 #include "kintsugi/train/loss_plot.hpp"
+#include "kintsugi/train/model_tokenizer.hpp"
 #include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/resume_notes.hpp"
 #include "kintsugi/train/run_description.hpp"
@@ -374,6 +375,7 @@ class TrainingRun {
         summary_.checkpoint_dir = (out_ / "model").string();
         save_model(summary_.checkpoint_dir, config_.model, model_.params(), steps_done_,
                    place_.tp, place_.pp, model_.virtual_stages());
+        if (place_.chief) copy_tokenizer(config_.data.tokenizer, summary_.checkpoint_dir);
       }
       model_.release_all_params();
     }
