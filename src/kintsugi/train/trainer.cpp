@@ -383,9 +383,10 @@ class TrainingRun {
     if (options_.resume) add_earlier_steps(curve_, summary_.metrics_path, start_step_);
     write_loss_svg(summary_.plot_path, curve_);
     fmt::print(log_,
-               "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
+               "done: {} step{} in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
                "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
-               steps_done_ - start_step_, format_duration(run_clock_.seconds()),
+               steps_done_ - start_step_, steps_done_ - start_step_ == 1 ? "" : "s",
+               format_duration(run_clock_.seconds()),
                summary_.first_loss, summary_.last_loss, summary_.first_val_loss,
                summary_.last_val_loss, summary_.tokens_per_s, 100 * summary_.mfu,
                format_bytes(memory_.peak_total()));
