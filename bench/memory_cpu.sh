@@ -34,7 +34,7 @@ common=(--config "$ROOT/configs/gpt-tiny.toml" --set 'model.preset="gpt2"'
         --set "data.val=$ROOT/data/brown/val.bin" --set "train.steps=$STEPS"
         --set "train.global_batch=$RANKS" --set train.micro_batch=1 --set train.warmup_steps=1
         --set train.eval_every=0 --set train.eval_batches=1 --set train.log_every=1
-        --set train.save_checkpoint=false --dp "$RANKS")
+        --set train.save_checkpoint=false --dp "$RANKS" --overwrite)
 threads=$(($(nproc) / RANKS > 0 ? $(nproc) / RANKS : 1))
 names=()
 run() {  # name flags...

@@ -23,7 +23,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 common=(--config "$ROOT/configs/gpt-tiny.toml" --set "data.train=$ROOT/data/brown/train.bin"
         --set "data.val=$ROOT/data/brown/val.bin" --set "train.steps=$STEPS"
         --set train.warmup_steps=2 --set train.eval_every=0 --set train.eval_batches=2
-        --set train.save_checkpoint=false)
+        --set train.save_checkpoint=false --overwrite)
 cores=$(nproc)
 run() {  # name ranks flags...
   local name="$1" ranks="$2"

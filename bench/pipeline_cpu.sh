@@ -27,7 +27,7 @@ common=(--config "$ROOT/configs/gpt-tiny.toml" --set 'model.preset="gpt2"' --set
         --set "data.train=$ROOT/data/brown/train.bin" --set "data.val=$ROOT/data/brown/val.bin"
         --set train.global_batch=8 --set train.micro_batch=1 --set "train.steps=$STEPS"
         --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=2
-        --set train.save_checkpoint=false --pp 2)
+        --set train.save_checkpoint=false --pp 2 --overwrite)
 for schedule in gpipe 1f1b interleaved; do
   extra=()
   [[ $schedule == interleaved ]] && extra=(--virtual-stages 2)

@@ -12,7 +12,7 @@ scripts/fetch_data.sh build/kintsugi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -q -np 8 --oversubscribe --bind-to none build/kintsugi train \
   --config configs/gpt-tiny.toml --tp 2 --pp 2 --dp 2 --schedule 1f1b \
-  --out runs/gpt-tiny --trace runs/gpt-tiny/trace.json
+  --out runs/gpt-tiny --overwrite --trace runs/gpt-tiny/trace.json
 echo
 echo "== a sample from the trained model"
 build/kintsugi generate --checkpoint runs/gpt-tiny/model --prompt "The jury said" --tokens 60 \

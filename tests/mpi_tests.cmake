@@ -21,9 +21,11 @@ set(MICRO_RUN
     --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
     --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5)
 
+# The serial references pass --overwrite: CTest may run them again in the same build tree, and
+# `kintsugi train` refuses an output directory that holds an earlier run (docs/checkpoints.md).
 add_test(NAME mpi.serial_reference
          COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --out ${MPI_OUT}/serial)
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --out ${MPI_OUT}/serial --overwrite)
 set_tests_properties(mpi.serial_reference PROPERTIES FIXTURES_SETUP serial_run)
 
 function(mpi_layout_test name ranks)
@@ -178,10 +180,12 @@ set(BF16_RUN --precision bf16 --set train.grad_precision="param")
 set(FP16_RUN --precision fp16)
 add_test(NAME mpi.serial_bf16_reference
          COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${BF16_RUN} --out ${MPI_OUT}/serial_bf16)
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${BF16_RUN} --out ${MPI_OUT}/serial_bf16
+                 --overwrite)
 add_test(NAME mpi.serial_fp16_reference
          COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${FP16_RUN} --out ${MPI_OUT}/serial_fp16)
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${FP16_RUN} --out ${MPI_OUT}/serial_fp16
+                 --overwrite)
 set_tests_properties(mpi.serial_bf16_reference PROPERTIES FIXTURES_SETUP serial_bf16_run)
 set_tests_properties(mpi.serial_fp16_reference PROPERTIES FIXTURES_SETUP serial_fp16_run)
 function(mpi_mixed_test name ranks reference)
@@ -242,11 +246,12 @@ foreach(family llama bloom)
   set(run ${${FAMILY}_RUN})
   add_test(NAME mpi.${family}_serial_reference
            COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                   $<TARGET_FILE:kintsugi> train ${run} --out ${MPI_OUT}/${family}_serial)
+                   $<TARGET_FILE:kintsugi> train ${run} --out ${MPI_OUT}/${family}_serial
+                   --overwrite)
   add_test(NAME mpi.${family}_serial_bf16_reference
            COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
                    $<TARGET_FILE:kintsugi> train ${run} ${BF16_RUN}
-                   --out ${MPI_OUT}/${family}_serial_bf16)
+                   --out ${MPI_OUT}/${family}_serial_bf16 --overwrite)
   set_tests_properties(mpi.${family}_serial_reference PROPERTIES
                        FIXTURES_SETUP ${family}_serial_run)
   set_tests_properties(mpi.${family}_serial_bf16_reference PROPERTIES
@@ -285,7 +290,7 @@ foreach(family llama bloom)
   add_test(NAME mpi.${family}_serial_fp16_reference
            COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
                    $<TARGET_FILE:kintsugi> train ${run} ${FP16_RUN}
-                   --out ${MPI_OUT}/${family}_serial_fp16)
+                   --out ${MPI_OUT}/${family}_serial_fp16 --overwrite)
   set_tests_properties(mpi.${family}_serial_fp16_reference PROPERTIES
                        FIXTURES_SETUP ${family}_serial_fp16_run)
   add_test(NAME mpi.${family}_pp2_dp2_fp16_zero1

@@ -6,6 +6,7 @@ kintsugi="$1" out="$2"
 shift 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export KINTSUGI_TEST_KILL_RANK=1:2
+rm -rf "$out/killed"
 log="$(mktemp)"
 start=$SECONDS
 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$kintsugi" train --out "$out/killed" \

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -32,7 +35,47 @@ TEST(RunConfig, PresetThenOverrides) {
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-3);
   EXPECT_EQ(c.data.train, "some/path.bin");  // bare strings need no quotes
   EXPECT_FALSE(c.train.save_checkpoint);
-  EXPECT_EQ(c.train.decay_steps, c.train.steps);  // 0 means "the last step"
+  EXPECT_EQ(c.train.decay_steps, 0);  // unset: the decay follows train.steps
+  EXPECT_EQ(lr_schedule_of(c.train).decay_steps, c.train.steps);
+}
+
+// A model whose shape is not its preset's is named by family and size, not by the preset.
+TEST(RunConfig, CustomModelsAreNamedByFamilyAndSize) {
+  const RunConfig custom = load_run_config("", {"model.n_layer=2", "model.d_model=64"});
+  EXPECT_EQ(custom.model.name.rfind("gpt2-", 0), 0u) << custom.model.name;
+  EXPECT_NE(custom.model.name.find("M"), std::string::npos) << custom.model.name;
+  EXPECT_EQ(load_run_config("", {"model.norm_eps=1e-6", "model.seq_len=64"}).model.name,
+            "gpt-tiny");
+  EXPECT_EQ(load_run_config("", {"model.preset=\"llama-tiny\""}).model.name, "llama-tiny");
+}
+
+// A short run is one flag: keys the user did not set follow train.steps (the decay ends at the
+// last step, a longer warm-up is shortened with a note); only keys the user set conflict.
+TEST(RunConfig, ShortRunsAreOneFlag) {
+  const std::string tiny = std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml";  // warm-up 10
+  const RunConfig c = load_run_config(tiny, {"train.steps=4"});
+  const LrSchedule s = lr_schedule_of(c.train);
+  EXPECT_EQ(s.decay_steps, 4);
+  EXPECT_EQ(s.warmup_steps, 4);
+  ASSERT_EQ(config_notes(c).size(), 1u);
+  EXPECT_NE(config_notes(c)[0].find("warming up over 4 steps"), std::string::npos);
+  EXPECT_TRUE(config_notes(load_run_config(tiny, {})).empty());
+  // Written back, the decay still follows train.steps.
+  EXPECT_NE(run_config_toml(c).find("decay_steps = 0"), std::string::npos);
+  std::string error;
+  try {
+    load_run_config(tiny, {"train.steps=4", "train.decay_steps=3"});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("train.decay_steps = 3 must be at least train.warmup_steps = 10"),
+            std::string::npos);
+  try {
+    load_run_config(tiny, {"train.steps=0"});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("use `kintsugi eval`"), std::string::npos) << error;
 }
 
 TEST(RunConfig, IntegersAreAcceptedAsFloats) {
@@ -181,6 +224,69 @@ TEST(RunConfig, BlendsOfDatasets) {
             std::string::npos);
   EXPECT_NE(error_of({"data.train=[{ path = \"a.bin\", wieght = 1 }]"}).find("`wieght`"),
             std::string::npos);
+}
+
+// "section.key" -> value text of a TOML file as run_config_toml writes it.
+std::map<std::string, std::string> key_values(const std::string& toml) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(toml);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const auto eq = line.find(" = ");
+    if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+// `plan --write-config` of a config with every key set to a non-default value changes nothing
+// but the layout keys.
+TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
+  const std::vector<std::string> every_key = {
+      "model.family=\"llama\"", "model.n_layer=6", "model.d_model=96", "model.n_head=6",
+      "model.n_kv_head=3", "model.d_ff=200", "model.vocab_size=1000", "model.seq_len=48",
+      "model.vocab_pad_multiple=64", "model.norm_eps=1e-6", "model.rope_theta=5e5",
+      "model.init_std=0.01", "data.train=\"a.bin\"", "data.val=\"b.bin\"",
+      "data.tokenizer=\"tok\"", "train.steps=50", "train.global_batch=24", "train.micro_batch=3",
+      "train.lr=1e-3", "train.min_lr=1e-5", "train.warmup_steps=5", "train.decay_steps=40",
+      "train.weight_decay=0.05", "train.beta1=0.8", "train.beta2=0.99", "train.eps=1e-6",
+      "train.grad_clip=0.5", "train.seed=7", "train.eval_every=5", "train.eval_batches=2",
+      "train.log_every=3", "train.threads=2", "train.device=\"cuda\"", "train.precision=\"bf16\"",
+      "train.grad_precision=\"param\"", "train.loss_scale=1024", "train.loss_scale_window=500",
+      "train.recompute=\"selective\"", "train.save_checkpoint=false", "train.save_every=10",
+      "train.keep_checkpoints=5", "parallel.tp=2", "parallel.dp=2", "parallel.pp=2",
+      "parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2",
+      "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
+      "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
+      "metrics.peak_gflops=123", "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60"};
+  const RunConfig c = load_run_config("", every_key);
+  const auto set = key_values(run_config_toml(c));
+  const auto defaults = key_values(run_config_toml(RunConfig{}));
+  for (const auto& k : run_config_keys()) {
+    if (k.key == "model.preset") continue;
+    ASSERT_TRUE(set.count(k.key)) << k.key << " is not written";
+    EXPECT_NE(set.at(k.key), defaults.at(k.key)) << k.key << ": give it a non-default value here";
+  }
+  const Layout layout{.tp = 1, .pp = 1, .dp = 4, .micro_batch = 1, .zero = ZeroStage::parameters,
+                      .recompute = Recompute::full};
+  const std::set<std::string> layout_keys = {
+      "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",
+      "parallel.layers_per_stage", "parallel.sequence_parallel", "parallel.zero", "parallel.hsdp",
+      "train.micro_batch", "train.recompute"};
+  const fs::path file =
+      fs::temp_directory_path() / ("kintsugi-layout-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(file) << layout_config_toml(c, layout);
+  const auto written = key_values(run_config_toml(load_run_config(file.string(), {})));
+  fs::remove(file);
+  for (const auto& [key, value] : set)
+    if (!layout_keys.count(key)) EXPECT_EQ(written.at(key), value) << key;
+  EXPECT_EQ(written.at("parallel.dp"), "4");
+  EXPECT_EQ(written.at("parallel.zero"), "3");
+  EXPECT_EQ(written.at("train.recompute"), "'full'");
 }
 
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config

@@ -5,6 +5,7 @@
 namespace kintsugi::cli {
 
 void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_encode_command(CLI::App& app);
 void add_decode_command(CLI::App& app);
 void add_data_command(CLI::App& app);

@@ -4,18 +4,28 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/slice_map.hpp"
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/data/tokenizer.hpp"
+#include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 
 namespace kintsugi::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // Samples from softmax(logits / temperature) restricted to the top_k largest (0: all);
 // temperature 0 is greedy.
@@ -40,6 +50,43 @@ std::int32_t sample_token(std::vector<float>& logits, double temperature, int to
   return order[k - 1];
 }
 
+// Either kind of checkpoint: a saved model (<out>/model) or a training checkpoint
+// (<out>/checkpoints/step-N), whose whole tensors are assembled from its pieces.
+struct Checkpoint {
+  ModelConfig config;
+  bool saved_model = false;
+};
+
+Checkpoint read_checkpoint_kind(const fs::path& dir) {
+  std::ifstream in(dir / "manifest.json");
+  if (!in)
+    fail("{} is not a kintsugi model checkpoint (no manifest.json): give <out>/model or "
+         "<out>/checkpoints/step-N",
+         dir.string());
+  const auto manifest = nlohmann::json::parse(in, nullptr, false);
+  if (manifest.is_discarded() || !manifest.contains("model"))
+    fail("{}/manifest.json is corrupt: it names no model", dir.string());
+  return {model_config_from_json(manifest.at("model"), (dir / "manifest.json").string()),
+          manifest.value("format", "") == "kintsugi-model"};
+}
+
+void load_weights(const fs::path& dir, const Checkpoint& checkpoint, GptModel& model) {
+  if (checkpoint.saved_model) return load_model(dir, model.params());
+  const CheckpointInfo info = inspect_checkpoint(dir, checkpoint.config);
+  ParamStore& params = model.params();
+  for (int i = 0; i < params.size(); ++i) {
+    const ParamEntry& e = params.entry(i);
+    const std::vector<float> stored = read_checkpoint_tensor(info, e.spec.name);
+    const SliceMap map(e);  // this model's element -> stored element (-1: vocabulary padding)
+    std::vector<float> local(static_cast<std::size_t>(e.local_shape.numel()));
+    for (std::size_t k = 0; k < local.size(); ++k) {
+      const std::int64_t g = map(static_cast<std::int64_t>(k));
+      local[k] = g < 0 ? 0.0f : stored[static_cast<std::size_t>(g)];
+    }
+    write_values(local.data(), params.param(i));
+  }
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
@@ -52,7 +99,9 @@ void add_generate_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
-  cmd->add_option("--checkpoint", args->checkpoint, "Model directory written by train (<out>/model)")
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "A saved model (<out>/model) or a training checkpoint "
+                  "(<out>/checkpoints/step-N)")
       ->required();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
@@ -69,16 +118,19 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] {
     set_compute_threads(args->threads);
+    if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
+      fail("--tokenizer {}: no such file or directory", args->tokenizer);
     const auto tokenizer = data::load_tokenizer(
-        !args->tokenizer.empty()                            ? args->tokenizer
+        !args->tokenizer.empty()                      ? args->tokenizer
         : data::has_tokenizer_files(args->checkpoint) ? args->checkpoint
-                                                            : "data/gpt2-tokenizer");
-    const auto info = read_model_info(args->checkpoint);
+                                                      : "data/gpt2-tokenizer");
+    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
+    const ModelConfig& config = checkpoint.config;
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
-    const std::int64_t window = info.config.seq_len;
-    GptModel model(*backend, info.config, DType::f32, 1, window);
-    load_model(args->checkpoint, model.params());
+    const std::int64_t window = config.seq_len;
+    GptModel model(*backend, config, DType::f32, 1, window);
+    load_weights(args->checkpoint, checkpoint, model);
 
     // The prompt as a document starts: after the specials the tokenizer puts before a text
     // (Llama: <s>); an empty context starts after an end of document.
@@ -89,7 +141,7 @@ void add_generate_command(CLI::App& app) {
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
     std::vector<std::int32_t> input(window, 0);
-    std::vector<float> logits(info.config.vocab_size);
+    std::vector<float> logits(config.vocab_size);
     for (int i = 0; i < args->tokens; ++i) {
       // The model sees the last `window` tokens; causality makes the padding after them moot.
       const std::int64_t n = std::min<std::int64_t>(window, context.size());

@@ -12,8 +12,11 @@ int main(int argc, char** argv) {
   CLI::App app{"kintsugi: train GPT-, Llama- and BLOOM-style language models with 3D parallelism"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kintsugi 0.1.0");
+  // Every option's --help shows its default (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
   using namespace kintsugi::cli;
   add_train_command(app);
+  add_eval_command(app);
   add_generate_command(app);
   add_encode_command(app);
   add_decode_command(app);

@@ -12,10 +12,12 @@
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/job.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
 
@@ -25,11 +27,33 @@ namespace {
 
 struct Args {
   std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from,
-      device;
+      device, tensorboard;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
-  bool sequence_parallel = false, help_config = false;
+  bool sequence_parallel = false, help_config = false, overwrite = false;
 };
+
+// The command-line flags as config overrides, after the --set ones (so that flags win).
+std::vector<std::string> flag_overrides(const Args& args) {
+  std::vector<std::string> overrides = args.overrides;
+  if (args.tp) overrides.push_back(fmt::format("parallel.tp={}", *args.tp));
+  if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
+  if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
+  if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
+  if (!args.schedule.empty())
+    overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
+  if (args.virtual_stages)
+    overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
+  if (args.zero) overrides.push_back(fmt::format("parallel.zero={}", *args.zero));
+  if (args.hsdp) overrides.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+  if (!args.device.empty()) overrides.push_back(fmt::format("train.device=\"{}\"", args.device));
+  if (!args.precision.empty())
+    overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
+  if (!args.recompute.empty())
+    overrides.push_back(fmt::format("train.recompute=\"{}\"", args.recompute));
+  if (args.save_every) overrides.push_back(fmt::format("train.save_every={}", *args.save_every));
+  return overrides;
+}
 
 void run(const Args& args) {
   std::unique_ptr<MpiRuntime> mpi;
@@ -43,37 +67,25 @@ void run(const Args& args) {
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
   const std::string out_dir =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::string error;
   try {
     if (args.config.empty())
       fail("train needs --config FILE.toml (for example configs/gpt-tiny.toml)");
-    std::vector<std::string> overrides = args.overrides;
-    if (args.tp) overrides.push_back(fmt::format("parallel.tp={}", *args.tp));
-    if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
-    if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
-    if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
-    if (!args.schedule.empty())
-      overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
-    if (args.virtual_stages)
-      overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
-    if (args.zero) overrides.push_back(fmt::format("parallel.zero={}", *args.zero));
-    if (args.hsdp) overrides.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
-    if (!args.device.empty()) overrides.push_back(fmt::format("train.device=\"{}\"", args.device));
-    if (!args.precision.empty())
-      overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
-    if (!args.recompute.empty())
-      overrides.push_back(fmt::format("train.recompute=\"{}\"", args.recompute));
-    if (args.save_every) overrides.push_back(fmt::format("train.save_every={}", *args.save_every));
-    config = load_run_config(args.config, overrides);
+    config = load_run_config(args.config, flag_overrides(args));
+    if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
     inputs.emplace(open_inputs(config));
+    if (args.overwrite && !args.resume.empty())
+      fail("--overwrite starts over and --resume continues: give only one of them");
+    if (args.resume.empty() && !args.overwrite) refuse_to_start_over(out_dir, metrics_path);
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
     if (resume && resume->progress.step > config.train.steps)
       fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
            resume->dir.string(), resume->progress.step, config.train.steps);
-    else if (args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
+    if (!resume && args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs.
     if (!args.init_from.empty() && !resume)
@@ -84,13 +96,21 @@ void run(const Args& args) {
   }
   agree_on_setup(mpi.get(), error,
                  error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
+  // --overwrite: the earlier run goes once every rank has agreed to start.
+  if (args.overwrite && (!mpi || mpi->world_rank() == 0)) {
+    try {
+      remove_previous_run(out_dir, metrics_path);
+    } catch (const Error& e) {
+      fmt::print(stderr, "kintsugi: error: {}\n", e.what());
+      std::fflush(stderr);
+      std::_Exit(1);  // under mpirun the launcher stops the other ranks
+    }
+  }
 
-  // Ranks on one node share its cores.
-  int threads = static_cast<int>(config.train.threads);
-  if (threads == 0 && mpi && !std::getenv("OMP_NUM_THREADS"))
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                              mpi->local_size());
-  set_compute_threads(threads);
+  if (!mpi || mpi->world_rank() == 0)
+    for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
+
+  set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
 
   TrainOptions options;
   options.out_dir = out_dir;
@@ -99,27 +119,9 @@ void run(const Args& args) {
   options.init_from = args.init_from;
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
-  if (!mpi) {
-    train(config, std::move(*inputs), options, std::cout);
-    return;
-  }
-  auto world_comm = make_world_communicator(
-      {.device = config.train.device, .timeout_s = config.comm.timeout_s});
-  const Topology topology(world_comm,
-                          {.tp = static_cast<int>(config.parallel.tp),
-                           .dp = static_cast<int>(config.parallel.dp),
-                           .pp = static_cast<int>(config.parallel.pp),
-                           .order = config.parallel.order,
-                           .hsdp = static_cast<int>(config.parallel.hsdp)});
-  try {
-    train(config, std::move(*inputs), options, std::cout, &topology);
-  } catch (const Error& e) {
-    // Past setup, one rank's failure (a file it cannot read) ends the job: this rank says why
-    // and leaves; the launcher stops the others instead of letting them wait forever.
-    fmt::print(stderr, "kintsugi: error (rank {}): {}\n", mpi->world_rank(), e.what());
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
+  run_on_ranks(config, mpi.get(), [&](const Topology* topology) {
+    train(config, std::move(*inputs), options, std::cout, topology);
+  });
 }
 
 }  // namespace
@@ -136,6 +138,9 @@ void add_train_command(CLI::App& app) {
                   "(default: runs/<config name>)");
   cmd->add_option("--metrics", args->metrics,
                   "Write one JSON object per step to this file (default: <out>/metrics.jsonl)");
+  cmd->add_option("--tensorboard", args->tensorboard,
+                  "Also write every step's metrics as TensorBoard event files to this directory "
+                  "(metrics.tensorboard_dir)");
   cmd->add_option("--tp", args->tp, "Tensor-parallel ranks (parallel.tp)");
   cmd->add_option("--dp", args->dp, "Data-parallel ranks (parallel.dp; default: the rest)");
   cmd->add_option("--pp", args->pp, "Pipeline stages (parallel.pp)");
@@ -161,6 +166,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", args->resume,
                   "Continue from a training checkpoint: auto (the newest under "
                   "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it");
+  cmd->add_flag("--overwrite", args->overwrite,
+                "Start over in an output directory that holds an earlier run: removes its "
+                "checkpoints, model and metrics first (without it, such a directory is refused)");
   cmd->add_option("--init-from", args->init_from,
                   "Start from the weights of a Hugging Face .safetensors file (e.g. a "
                   "pretrained GPT-2, or `kintsugi export` output) instead of random ones");

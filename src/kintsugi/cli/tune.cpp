@@ -60,10 +60,9 @@ double run_layout(const Args& a, const RunConfig& base, const Layout& l, const f
   std::ofstream(config) << layout_config_toml(base, l);
   const std::string command = fmt::format(
       "{} -q -np {} --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 {} train --config {} "
-      "--out {} --set train.threads=1 --set train.save_checkpoint=false > {} 2>&1",
+      "--out {} --overwrite --set train.threads=1 --set train.save_checkpoint=false > {} 2>&1",
       a.mpirun, l.world(), self_path(), config.string(), dir.string(),
       (dir / "log.txt").string());
-  fs::remove(dir / "metrics.jsonl");
   if (std::system(command.c_str()) != 0)
     fail("the run of {} failed: {} (see {})", describe(l), command, (dir / "log.txt").string());
   return measured_step_seconds(dir / "metrics.jsonl");

@@ -56,16 +56,53 @@ void PipelineExecutor::wait_receive(int direction, int chunk, int mb) {
                  1, start, tracer_.now());
 }
 
+// (chunk, micro-batch) -> the index of its last instruction, when its slot goes back to the pool.
+std::map<std::pair<int, int>, std::size_t> PipelineExecutor::last_instructions(
+    const std::vector<PipeInstruction>& program) {
+  std::map<std::pair<int, int>, std::size_t> last;
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (program[i].op != PipeOp::reduce_grads && program[i].op != PipeOp::optimizer_step)
+      last[{program[i].chunk, program[i].micro_batch}] = i;
+  return last;
+}
+
+void PipelineExecutor::forward(const PipeInstruction& in, int s, bool training, double grad_scale,
+                               const Hooks& hooks, int& in_flight) {
+  ModelChunk* chunk = chunks_[in.chunk];
+  Slot& slot = slots_[in.chunk][s];
+  wait_receive(kForward, in.chunk, in.micro_batch);
+  hooks.sample(in.micro_batch, slot.tokens.data(), slot.targets.data());
+  if (!chunk->tokens(s).empty()) copy_from_host(slot.tokens.data(), chunk->tokens(s));
+  if (!chunk->targets(s).empty()) copy_from_host(slot.targets.data(), chunk->targets(s));
+  const double start = tracer_.now();
+  chunk->forward(s, training, grad_scale);
+  compute_seconds_ += tracer_.now() - start;
+  tracer_.record(fmt::format("F c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch),
+                 0, start, tracer_.now());
+  peak_in_flight_ = std::max(peak_in_flight_, ++in_flight);
+  if (!training) --in_flight;
+  tracer_.counter("micro-batches in flight", in_flight);
+}
+
+void PipelineExecutor::backward(const PipeInstruction& in, int s, int& in_flight) {
+  wait_receive(kBackward, in.chunk, in.micro_batch);
+  wait_sends(slots_[in.chunk][s].grad_sends);  // the loss chunk receives no gradient
+  const double start = tracer_.now();
+  chunks_[in.chunk]->backward(s, in.micro_batch == shape_.micro_batches - 1);
+  compute_seconds_ += tracer_.now() - start;
+  tracer_.record(fmt::format("B c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch),
+                 0, start, tracer_.now());
+  --in_flight;
+  tracer_.counter("micro-batches in flight", in_flight);
+}
+
 void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
                            double grad_scale, const Hooks& hooks) {
   const int p = shape_.stages, chunks_total = shape_.stages * shape_.virtual_stages;
   compute_seconds_ = 0;
   peak_in_flight_ = 0;
   int in_flight = 0;
-  std::map<std::pair<int, int>, std::size_t> last;  // (chunk, mb) -> its last instruction
-  for (std::size_t i = 0; i < program.size(); ++i)
-    if (program[i].op != PipeOp::reduce_grads && program[i].op != PipeOp::optimizer_step)
-      last[{program[i].chunk, program[i].micro_batch}] = i;
+  const auto last = last_instructions(program);
   held_.clear();
   free_.clear();
   for (int k = 0; k < chunks_.front()->slots(); ++k) free_.push_back(k);
@@ -82,20 +119,9 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         receives_[{kForward, in.chunk, in.micro_batch}] =
             pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
-      case PipeOp::forward: {
-        wait_receive(kForward, in.chunk, in.micro_batch);
-        hooks.sample(in.micro_batch, slot->tokens.data(), slot->targets.data());
-        if (!chunk->tokens(s).empty()) copy_from_host(slot->tokens.data(), chunk->tokens(s));
-        if (!chunk->targets(s).empty()) copy_from_host(slot->targets.data(), chunk->targets(s));
-        const double start = tracer_.now();
-        chunk->forward(s, training, grad_scale);
-        compute_seconds_ += tracer_.now() - start;
-        tracer_.record(fmt::format("F c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
-        peak_in_flight_ = std::max(peak_in_flight_, ++in_flight);
-        if (!training) --in_flight;
-        tracer_.counter("micro-batches in flight", in_flight);
+      case PipeOp::forward:
+        forward(in, s, training, grad_scale, hooks, in_flight);
         break;
-      }
       case PipeOp::send_forward:
         slot->output_sends.push_back(pp_->send_async(chunk->output(s), (g + 1) % p));
         break;
@@ -104,17 +130,9 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         receives_[{kBackward, in.chunk, in.micro_batch}] =
             pp_->recv_async(chunk->grad(s), (g + 1) % p);
         break;
-      case PipeOp::backward: {
-        wait_receive(kBackward, in.chunk, in.micro_batch);
-        wait_sends(slot->grad_sends);  // the loss chunk receives no gradient
-        const double start = tracer_.now();
-        chunk->backward(s, in.micro_batch == shape_.micro_batches - 1);
-        compute_seconds_ += tracer_.now() - start;
-        tracer_.record(fmt::format("B c{} mb{}", g, in.micro_batch), 0, start, tracer_.now());
-        --in_flight;
-        tracer_.counter("micro-batches in flight", in_flight);
+      case PipeOp::backward:
+        backward(in, s, in_flight);
         break;
-      }
       case PipeOp::send_backward:
         slot->grad_sends.push_back(pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p));
         break;
@@ -131,7 +149,7 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
     }
-    if (chunk && last[{in.chunk, in.micro_batch}] == index) {
+    if (chunk && last.at({in.chunk, in.micro_batch}) == index) {
       held_.erase({in.chunk, in.micro_batch});
       free_.push_back(s);
     }

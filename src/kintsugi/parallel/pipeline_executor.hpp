@@ -54,6 +54,11 @@ class PipelineExecutor {
     std::vector<CommHandle> output_sends, grad_sends;
   };
   // The pool slot of (chunk, mb), taken at its first instruction.
+  static std::map<std::pair<int, int>, std::size_t> last_instructions(
+      const std::vector<PipeInstruction>& program);
+  void forward(const PipeInstruction& in, int slot, bool training, double grad_scale,
+               const Hooks& hooks, int& in_flight);
+  void backward(const PipeInstruction& in, int slot, int& in_flight);
   int acquire_slot(int chunk, int mb);
   static void wait_sends(std::vector<CommHandle>& sends);
   void wait_receive(int direction, int chunk, int mb);

@@ -79,8 +79,9 @@ std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype, const std::st
       if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu &&
           entry_dtype(e) == std::string(name_of(dtype))) {
         GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, dtype, ""};
-        r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({} threads, {})",
-                               std::string(name_of(dtype)), threads, rates_file().string());
+        r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({} thread{}, {})",
+                               std::string(name_of(dtype)), threads, threads == 1 ? "" : "s",
+                               rates_file().string());
         return r;
       }
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "kintsugi/core/error.hpp"
 
@@ -99,6 +100,27 @@ void write_loss_svg(const std::string& path, const LossCurve& c) {
   out.close();
   if (!out) fail("cannot write the loss plot {}", path);
   std::rename(tmp.c_str(), path.c_str());
+}
+
+void add_earlier_steps(LossCurve& curve, const std::string& metrics_path,
+                       std::int64_t through_step) {
+  LossCurve earlier;
+  std::ifstream in(metrics_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || !j.contains("loss")) continue;
+    const auto step = j["step"].get<std::int64_t>();
+    if (step > through_step) continue;
+    earlier.train.emplace_back(step, j["loss"].get<double>());
+    if (j.contains("val_loss")) earlier.val.emplace_back(step, j["val_loss"].get<double>());
+  }
+  // The resumed run's own evaluation at through_step repeats the earlier one: keep one.
+  if (!earlier.val.empty() && !curve.val.empty() && curve.val.front().first == through_step &&
+      earlier.val.back().first == through_step)
+    earlier.val.pop_back();
+  curve.train.insert(curve.train.begin(), earlier.train.begin(), earlier.train.end());
+  curve.val.insert(curve.val.begin(), earlier.val.begin(), earlier.val.end());
 }
 
 }  // namespace kintsugi

@@ -16,4 +16,9 @@ struct LossCurve {
 
 void write_loss_svg(const std::string& path, const LossCurve& curve);
 
+// A resumed run draws the whole run: the points of steps up to `through_step` are read from
+// the metrics file (one JSON object per step, as MetricsWriter writes it) and put first.
+void add_earlier_steps(LossCurve& curve, const std::string& metrics_path,
+                       std::int64_t through_step);
+
 }  // namespace kintsugi

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/flops.hpp"
 
 namespace kintsugi {
 
@@ -64,7 +65,8 @@ std::vector<Key> keys_of(RunConfig& c) {
        "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
       {"train.lr", &c.train.lr, "peak learning rate"},
       {"train.min_lr", &c.train.min_lr, "learning rate at the end of the cosine decay"},
-      {"train.warmup_steps", &c.train.warmup_steps, "linear warm-up steps"},
+      {"train.warmup_steps", &c.train.warmup_steps,
+       "linear warm-up steps (with decay_steps unset, at most train.steps)"},
       {"train.decay_steps", &c.train.decay_steps,
        "step at which the cosine decay reaches min_lr (0: train.steps)"},
       {"train.weight_decay", &c.train.weight_decay,
@@ -123,6 +125,8 @@ std::vector<Key> keys_of(RunConfig& c) {
        "groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
+      {"metrics.tensorboard_dir", &c.metrics.tensorboard_dir,
+       "write TensorBoard event files of every step's metrics to this directory (\"\": none)"},
       {"comm.timeout_s", &c.comm.timeout_s,
        "seconds any communication may wait for other ranks; then the job ends with a message "
        "naming the group, the operation and the ranks that did not arrive"},
@@ -272,6 +276,22 @@ void take_blend(toml::table& root, DataConfig& data, const std::string& source) 
   table->erase("train");
 }
 
+// Whether two models have the same weights' shapes and architecture (context length, norm
+// epsilon, init and RoPE base aside).
+bool same_shape(const ModelConfig& a, const ModelConfig& b) {
+  return a.family == b.family && a.n_layer == b.n_layer && a.d_model == b.d_model &&
+         a.n_head == b.n_head && a.kv_heads() == b.kv_heads() && a.d_ff == b.d_ff &&
+         a.vocab_size == b.vocab_size;
+}
+
+// A model that is not its preset's shape is named by family and size, e.g. "gpt2-3.4M", so
+// that logs and checkpoints do not call it by the preset it started from.
+std::string custom_model_name(const ModelConfig& m) {
+  const double n = static_cast<double>(parameter_count(m));
+  return n >= 1e9 ? fmt::format("{}-{:.1f}B", name_of(m.family), n / 1e9)
+                  : fmt::format("{}-{:.1f}M", name_of(m.family), n / 1e6);
+}
+
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -296,6 +316,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     if (!preset.is_string()) fail("{}: `model.preset` must be a string", src);
     config.model = model_preset(*preset.value<std::string>());
   }
+  const ModelConfig preset_model = config.model;
   for (const Key& key : keys_of(config)) {
     known.insert(key.path);
     const auto dot = key.path.find('.');
@@ -312,7 +333,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
-  if (config.train.decay_steps == 0) config.train.decay_steps = config.train.steps;
+  if (!same_shape(config.model, preset_model)) config.model.name = custom_model_name(config.model);
   validate(config);
   return config;
 }
@@ -323,7 +344,10 @@ void validate(const RunConfig& c) {
   auto positive = [](const char* key, auto v) {
     if (!(v > 0)) fail("train.{} = {} must be positive", key, v);
   };
-  positive("steps", t.steps);
+  if (t.steps <= 0)
+    fail("train.steps = {} must be positive (to measure a model's loss without training it, use "
+         "`kintsugi eval`)",
+         t.steps);
   positive("global_batch", t.global_batch);
   positive("micro_batch", t.micro_batch);
   positive("lr", t.lr);
@@ -334,7 +358,9 @@ void validate(const RunConfig& c) {
   if (t.min_lr < 0 || t.min_lr > t.lr)
     fail("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr);
   if (t.warmup_steps < 0) fail("train.warmup_steps = {} must not be negative", t.warmup_steps);
-  if (t.decay_steps < t.warmup_steps)
+  if (t.decay_steps < 0)
+    fail("train.decay_steps = {} must not be negative (0: train.steps)", t.decay_steps);
+  if (t.decay_steps > 0 && t.decay_steps < t.warmup_steps)
     fail("train.decay_steps = {} must be at least train.warmup_steps = {}", t.decay_steps,
          t.warmup_steps);
   if (t.weight_decay < 0) fail("train.weight_decay = {} must not be negative", t.weight_decay);
@@ -363,6 +389,22 @@ void validate(const RunConfig& c) {
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
     fail("comm.timeout_s = {} must be a positive number of seconds", c.comm.timeout_s);
+}
+
+LrSchedule lr_schedule_of(const TrainConfig& t) {
+  const std::int64_t decay = t.decay_steps > 0 ? t.decay_steps : t.steps;
+  return {.max_lr = t.lr, .min_lr = t.min_lr, .warmup_steps = std::min(t.warmup_steps, decay),
+          .decay_steps = decay};
+}
+
+std::vector<std::string> config_notes(const RunConfig& c) {
+  std::vector<std::string> notes;
+  const LrSchedule s = lr_schedule_of(c.train);
+  if (s.warmup_steps < c.train.warmup_steps)
+    notes.push_back(fmt::format("note: train.warmup_steps = {} is longer than the run "
+                                "(train.steps = {}): warming up over {} steps instead",
+                                c.train.warmup_steps, c.train.steps, s.warmup_steps));
+  return notes;
 }
 
 LayoutSpec layout_spec(const RunConfig& c) {

@@ -10,6 +10,7 @@
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/parallel/layout_rules.hpp"
 
 namespace kintsugi {
@@ -35,7 +36,7 @@ struct TrainConfig {
   double lr = 6e-4;
   double min_lr = 6e-5;
   std::int64_t warmup_steps = 10;
-  std::int64_t decay_steps = 0;  // 0: the last step
+  std::int64_t decay_steps = 0;  // 0: train.steps (lr_schedule_of)
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -73,6 +74,7 @@ struct ParallelConfig {
 
 struct MetricsConfig {
   double peak_gflops = 0;  // 0: the GEMM rate `kintsugi bench gemm` measures on this machine
+  std::string tensorboard_dir;  // TensorBoard event files go here (empty: none)
 };
 
 struct CommConfig {
@@ -99,6 +101,13 @@ void validate(const RunConfig& config);
 void resolve_layout(RunConfig& config, int world_size);
 // The layout and batch of a config, as the rule book (layout_rules.hpp) reads them.
 LayoutSpec layout_spec(const RunConfig& config);
+
+// The learning-rate schedule a config means. Unset keys follow train.steps: decay_steps = 0
+// decays to the last step, and a warm-up longer than such a run is shortened to it (only keys the
+// user set can conflict, and validate() refuses those).
+LrSchedule lr_schedule_of(const TrainConfig& train);
+// What lr_schedule_of changed that the user should hear about, as log lines (none: nothing).
+std::vector<std::string> config_notes(const RunConfig& config);
 
 struct ConfigKeyDoc {
   std::string key, type, default_value, doc;

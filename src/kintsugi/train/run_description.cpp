@@ -25,9 +25,12 @@ std::string describe_numerics(const RunConfig& c) {
 }
 
 std::string describe_layout(const RunConfig& c, const Place& place, const StageModel& model) {
-  if (!place.topology) return "1 rank (serial)";
   const ParallelConfig& p = c.parallel;
-  std::string text = fmt::format("{} ranks = tp {} x dp {} x pp {}{} (order {})", place.world,
+  if (!place.topology && p.zero > ZeroStage::none)
+    return fmt::format("1 rank (serial), ZeRO-{} (nothing to shard: no effect)", p.zero);
+  if (!place.topology) return "1 rank (serial)";
+  std::string text = fmt::format("{} rank{} = tp {} x dp {} x pp {}{} (order {})", place.world,
+                                 place.world == 1 ? "" : "s",
                                  p.tp, p.dp, p.pp,
                                  p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
                                  p.order);
@@ -35,10 +38,14 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
     text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
                         p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
                         fmt::join(model.partition().num_layers, " "));
-  if (p.zero > ZeroStage::none)
-    text += p.hsdp > 0 ? fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero,
-                                     p.hsdp, p.dp / p.hsdp)
-                       : fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
+  if (p.zero > ZeroStage::none && p.hsdp > 0)
+    text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero, p.hsdp,
+                        p.dp / p.hsdp);
+  else if (p.zero > ZeroStage::none && p.dp == 1)
+    text += fmt::format(", ZeRO-{} over 1 data-parallel rank (nothing to shard: no effect)",
+                        p.zero);
+  else if (p.zero > ZeroStage::none)
+    text += fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
   return text;
 }
 

@@ -21,6 +21,8 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"lr", m.lr},
                       {"grad_norm", m.grad_norm},
                       {"step_ms", m.step_seconds * 1e3},
+                      {"elapsed_s", m.elapsed_seconds},
+                      {"tokens_seen", m.tokens_seen},
                       {"tokens_per_s", m.tokens_per_s},
                       {"model_tflops", m.model_tflops},
                       {"mfu", m.mfu},
@@ -37,11 +39,43 @@ nlohmann::json to_json(const StepMetrics& m) {
   return j;
 }
 
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m) {
+  std::vector<std::pair<std::string, double>> s = {
+      {"train/loss", m.loss},
+      {"train/lr", m.lr},
+      {"train/grad_norm", m.grad_norm},
+      {"train/tokens_seen", static_cast<double>(m.tokens_seen)},
+      {"perf/step_ms", m.step_seconds * 1e3},
+      {"perf/tokens_per_s", m.tokens_per_s},
+      {"perf/model_tflops", m.model_tflops},
+      {"perf/mfu", m.mfu},
+      {"perf/hfu", m.hfu}};
+  if (m.val_loss) s.emplace_back("val/loss", *m.val_loss);
+  if (m.loss_scale) s.emplace_back("train/loss_scale", *m.loss_scale);
+  if (m.bubble) s.emplace_back("perf/bubble", *m.bubble);
+  for (int k = 0; k < kMemoryKinds; ++k) {
+    const std::string kind(name_of(static_cast<MemoryKind>(k)));
+    s.emplace_back("memory/" + kind + "_bytes", static_cast<double>(m.memory_current[k]));
+    s.emplace_back("memory_peak/" + kind + "_bytes", static_cast<double>(m.memory_peak[k]));
+  }
+  for (const auto& [key, bytes] : m.comm_bytes)
+    s.emplace_back("comm/" + key + "_bytes", static_cast<double>(bytes));
+  return s;
+}
+
 std::string format_bytes(std::size_t bytes) {
   const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f}G", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.0f}M", b / (1024.0 * 1024));
-  return fmt::format("{:.0f}K", b / 1024.0);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.0f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.0f} KiB", b / 1024.0);
+}
+
+std::string format_count(std::int64_t n) {
+  const double v = static_cast<double>(n);
+  if (v >= 1e9) return fmt::format("{:.2f}B", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.1f}K", v / 1e3);
+  return fmt::format("{}", n);
 }
 
 std::string format_duration(double s) {
@@ -54,11 +88,13 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   auto mem = [&](MemoryKind k) { return format_bytes(m.memory_current[static_cast<int>(k)]); };
   std::string line = fmt::format(
       "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.3f} TFLOP/s | "
-      "MFU {:.1f}% | mem param {} grad {} optim {} act {} work {} | eta {}",
+      "MFU {:.1f}% | {:.0f} ms | mem param {} grad {} optim {} act {} work {} | {} tokens "
+      "| elapsed {} | eta {}",
       m.step, fmt::format("{}", total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm,
-      m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, mem(MemoryKind::parameters),
-      mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state), mem(MemoryKind::activations),
-      mem(MemoryKind::workspace), format_duration(eta));
+      m.tokens_per_s, m.model_tflops, 100.0 * m.mfu, m.step_seconds * 1e3,
+      mem(MemoryKind::parameters), mem(MemoryKind::gradients), mem(MemoryKind::optimizer_state),
+      mem(MemoryKind::activations), mem(MemoryKind::workspace), format_count(m.tokens_seen),
+      format_duration(m.elapsed_seconds), format_duration(eta));
   if (m.hfu > m.mfu * 1.0001) line += fmt::format(" | HFU {:.1f}%", 100.0 * m.hfu);
   if (m.loss_scale) line += fmt::format(" | scale {:g}", *m.loss_scale);
   if (m.skipped) line += " | skipped: gradient overflow";

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kintsugi/core/memory.hpp"
 
@@ -19,6 +21,8 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;
   double step_seconds = 0;
+  double elapsed_seconds = 0;    // since the run (or this resumed part of it) started
+  std::int64_t tokens_seen = 0;  // training tokens of every step so far, resumed ones included
   double tokens_per_s = 0;
   double model_tflops = 0;  // achieved model TFLOP/s (plan/flops.hpp)
   double mfu = 0;           // model_tflops / peak
@@ -41,8 +45,11 @@ struct StepMetrics {
 };
 
 nlohmann::json to_json(const StepMetrics& m);
+// The same values as TensorBoard scalars: (tag, value), tags as docs/metrics.md lists them.
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m);
 std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, double eta_seconds);
-std::string format_bytes(std::size_t bytes);
+std::string format_bytes(std::size_t bytes);  // "28 MiB"
+std::string format_count(std::int64_t n);      // "65.5K", "1.23M"
 std::string format_duration(double seconds);
 
 // Appends one JSON object per line; flushed every step so a crashed run keeps its history.

@@ -37,6 +37,14 @@ std::optional<data::BatchSampler> open_val_data(const RunConfig& config) {
                             static_cast<std::uint64_t>(config.train.seed));
 }
 
+data::BatchSampler open_one_dataset(const std::string& path, const char* key,
+                                    const RunConfig& config) {
+  std::vector<data::BatchSampler::Source> sources;
+  sources.push_back(open_source(path, 1, key, config));
+  return data::BatchSampler(std::move(sources), config.model.seq_len,
+                            static_cast<std::uint64_t>(config.train.seed));
+}
+
 std::string describe_data(const data::BatchSampler& sampler) {
   std::string text;
   double total = 0;

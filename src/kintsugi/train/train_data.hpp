@@ -14,6 +14,11 @@ data::BatchSampler open_train_data(const RunConfig& config);
 // The blend's val files, else data.val; nullopt when there is none (evaluation is skipped).
 std::optional<data::BatchSampler> open_val_data(const RunConfig& config);
 
+// One dataset (a token file or a Megatron dataset) for `config`'s model, e.g. `eval --data`;
+// `key` names the setting to change when it does not fit the model.
+data::BatchSampler open_one_dataset(const std::string& path, const char* key,
+                                    const RunConfig& config);
+
 // One line per sampler for the log: "path (N tokens, weight w)".
 std::string describe_data(const data::BatchSampler& sampler);
 

@@ -23,11 +23,14 @@
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/train/evaluation.hpp"
 #include "kintsugi/train/loss_plot.hpp"
 #include "kintsugi/train/preemption.hpp"
+#include "kintsugi/train/resume_notes.hpp"
 #include "kintsugi/train/run_description.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/step_metrics.hpp"
+#include "kintsugi/train/tensorboard_writer.hpp"
 #include "kintsugi/train/train_data.hpp"
 
 namespace kintsugi {
@@ -89,17 +92,6 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
-// This rank's weights and optimizer state, as the checkpoint code sees them.
-RankState rank_state(StageModel& model, const Place& place) {
-  RankState r;
-  r.params = model.params();
-  for (std::size_t c = 0; c < model.chunks().size(); ++c)
-    r.states.push_back(&model.state(static_cast<int>(c)));
-  r.tp_rank = place.tp.rank();
-  r.world = place.topology ? &place.topology->world() : nullptr;
-  return r;
-}
-
 // Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
 // at the same step boundary, or the ones that go on would wait for the ones that stopped.
 bool job_asked_to_stop(const Place& place) {
@@ -133,7 +125,7 @@ class TrainingRun {
         rank_batch_(tc_.global_batch / place_.dp_size),
         micro_batches_(static_cast<int>(rank_batch_ / tc_.micro_batch)),
         tokens_per_step_(tc_.global_batch * config_.model.seq_len),
-        schedule_{tc_.lr, tc_.min_lr, tc_.warmup_steps, tc_.decay_steps},
+        schedule_(lr_schedule_of(tc_)),
         out_(options.out_dir) {
     const double tokens = static_cast<double>(tokens_per_step_);
     flops_per_step_ = model_flops_per_token(config_.model, config_.model.seq_len) * tokens;
@@ -212,12 +204,15 @@ class TrainingRun {
                 : local_gemm_rate(*backend_, peak_dtype(tc_.precision));
     fs::create_directories(out_);
     metrics_.emplace(summary_.metrics_path, options_.resume ? start_step_ : -1);
+    if (!config_.metrics.tensorboard_dir.empty())
+      tensorboard_.emplace(config_.metrics.tensorboard_dir);
     const ModelConfig& mc = config_.model;
     fmt::print(log_,
                "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
-               "{} threads per rank, {} backend | {}\n",
+               "{} thread{} per rank, {} backend | {}\n",
                config_.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-               parameter_count(mc) / 1e6, compute_threads(), backend_->name(),
+               parameter_count(mc) / 1e6, compute_threads(), compute_threads() == 1 ? "" : "s",
+               backend_->name(),
                describe_numerics(config_));
     fmt::print(log_,
                "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
@@ -227,8 +222,8 @@ class TrainingRun {
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
-    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak_->gflops,
-               place_.world, peak_->source);
+    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
+               place_.world, place_.world == 1 ? "" : "s", peak_->source);
     const auto comm = expected_comm_bytes(config_, place_, model_);
     if (!comm.empty()) {
       std::string text;
@@ -242,32 +237,21 @@ class TrainingRun {
     if (options_.resume) {
       const auto& layout = options_.resume->manifest.at("layout");
       fmt::print(log_,
-                 "resumed from {} at step {} (saved by {} ranks: tp {} x pp {} x dp {}, ZeRO-{}); "
+                 "resumed from {} at step {} (saved by {} rank{}: tp {} x pp {} x dp {}, ZeRO-{}); "
                  "loaded in {:.2f} s\n",
                  options_.resume->dir.string(), start_step_, layout.value("world", 1),
+                 layout.value("world", 1) == 1 ? "" : "s",
                  layout.value("tp", 1), layout.value("pp", 1), layout.value("dp", 1),
                  layout.value("zero", 0), load_seconds_);
+      for (const std::string& note : schedule_change_notes(layout, tc_, start_step_))
+        fmt::print(log_, "{}\n", note);
     }
   }
 
-  // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
-  // round-robin across the data-parallel ranks.
+  // Validation loss per token: eval_batches micro-batches of evenly spread windows.
   double evaluate() {
-    const std::int64_t T = config_.model.seq_len, mb = tc_.micro_batch;
-    const std::int64_t windows = tc_.eval_batches * mb;
-    const int mine = static_cast<int>((tc_.eval_batches - place_.dp_rank + place_.dp_size - 1) /
-                                      place_.dp_size);
-    const int lockstep = static_cast<int>((tc_.eval_batches + place_.dp_size - 1) / place_.dp_size);
-    const double sum = model_.evaluate(
-        [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
-          const std::int64_t b =
-              k < mine ? place_.dp_rank + static_cast<std::int64_t>(k) * place_.dp_size : 0;
-          for (std::int64_t i = 0; i < mb; ++i)
-            data_.val->eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
-        },
-        std::max(0, mine), lockstep);
-    return sum / static_cast<double>(windows * T);
+    return mean_window_loss(model_, place_, *data_.val, tc_.eval_batches * tc_.micro_batch,
+                            tc_.micro_batch);
   }
 
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
@@ -338,6 +322,8 @@ class TrainingRun {
       m.memory_peak[k] = memory_.peak(static_cast<MemoryKind>(k));
     }
     m.activations_in_flight = model_.peak_in_flight();
+    m.tokens_seen = m.step * tokens_per_step_;
+    m.elapsed_seconds = run_clock_.seconds();
     curve_.train.emplace_back(m.step, m.loss);
     if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
     summary_.last_loss = m.loss;
@@ -351,6 +337,7 @@ class TrainingRun {
     }
     if (!place_.chief) return;
     metrics_->write(m);
+    if (tensorboard_) tensorboard_->write_scalars(m.step, tensorboard_scalars(m));
     if (m.step % tc_.log_every == 0 || last || m.val_loss) {
       const double eta = run_clock_.seconds() / static_cast<double>(m.step - start_step_) *
                          static_cast<double>(tc_.steps - m.step);
@@ -369,10 +356,12 @@ class TrainingRun {
                                    .optimizer_steps = model_.state(0).optimizer().steps_taken(),
                                    .loss_scaler = model_.loss_scaler().state(),
                                    .seed = tc_.seed};
+      nlohmann::json layout = layout_json(config_, place_);
+      layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
       Stopwatch clock;
       summary_.last_train_checkpoint =
-          save_train_checkpoint(out_ / "checkpoints", config_.model, layout_json(config_, place_),
-                                progress, rank_state(model_, place_), tc_.keep_checkpoints)
+          save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
+                                rank_state(model_, place_), tc_.keep_checkpoints)
               .string();
       if (place_.chief)
         fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -416,20 +405,22 @@ class TrainingRun {
     }
     if (!place_.chief) return;
     if (!summary_.checkpoint_dir.empty()) save_tokenizer(summary_.checkpoint_dir);
+    if (options_.resume) add_earlier_steps(curve_, summary_.metrics_path, start_step_);
     write_loss_svg(summary_.plot_path, curve_);
     const std::string val =
         data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
                                 summary_.last_val_loss)
                   : "no validation data";
     fmt::print(log_,
-               "done: {} steps in {} | loss {:.4f} -> {:.4f} | {} | "
+               "done: {} step{} in {} | loss {:.4f} -> {:.4f} | {} | "
                "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
-               steps_done_ - start_step_, format_duration(run_clock_.seconds()),
-               summary_.first_loss, summary_.last_loss, val, summary_.tokens_per_s,
-               100 * summary_.mfu, format_bytes(memory_.peak_total()));
-    fmt::print(log_, "wrote {} and {}{}{}\n", summary_.metrics_path, summary_.plot_path,
+               steps_done_ - start_step_, steps_done_ - start_step_ == 1 ? "" : "s",
+               format_duration(run_clock_.seconds()), summary_.first_loss, summary_.last_loss,
+               val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()));
+    fmt::print(log_, "wrote {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
-               options_.trace_path.empty() ? "" : " and " + options_.trace_path);
+               options_.trace_path.empty() ? "" : " and " + options_.trace_path,
+               tensorboard_ ? " and " + tensorboard_->path() : "");
   }
 
   const RunConfig config_;
@@ -451,6 +442,7 @@ class TrainingRun {
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
   std::optional<MetricsWriter> metrics_;
+  std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;

@@ -1,0 +1,237 @@
+// `kintsugi eval`: loss and perplexity of a model on a token file, as one process or as the
+// ranks of an MPI job in any layout. The loss is train's validation loss (one function computes
+// both: train/evaluation.hpp) for the same windows.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
+#include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/job.hpp"
+#include "kintsugi/comm/launch.hpp"
+#include "kintsugi/comm/topology.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/core/threads.hpp"
+#include "kintsugi/core/timer.hpp"
+#include "kintsugi/model/config_json.hpp"
+#include "kintsugi/train/evaluation.hpp"
+#include "kintsugi/train/train_data.hpp"
+#include "kintsugi/train/run_config.hpp"
+
+namespace kintsugi::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Args {
+  std::string checkpoint, init_from, config, data, schedule, precision, device;
+  std::vector<std::string> overrides;
+  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
+  std::int64_t windows = 0, micro_batch = 1;
+  int threads = 0;
+  bool sequence_parallel = false, json = false;
+};
+
+// What the weights come from, read and checked on every rank before any model exists.
+struct Weights {
+  std::optional<CheckpointInfo> train_checkpoint;                  // step-N: loaded per rank
+  std::optional<std::map<std::string, NamedTensor>> whole_tensors;  // model/ or safetensors
+  std::string source;
+};
+
+// The manifest of a checkpoint directory: a training checkpoint or a saved model.
+nlohmann::json read_manifest(const fs::path& dir) {
+  const fs::path path = dir / "manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    fail("{} is not a checkpoint (no manifest.json): give a training checkpoint "
+         "(<out>/checkpoints/step-N) or a saved model (<out>/model)",
+         dir.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
+  }
+}
+
+// The job's config: the model from the checkpoint (or --config for --init-from), the layout
+// from the flags, and a batch of one micro-batch per data-parallel rank and stage (only its
+// micro-batch size matters here).
+RunConfig eval_config(const Args& args, int world) {
+  if (args.checkpoint.empty() == args.init_from.empty())
+    fail("eval needs either --checkpoint DIR (a training checkpoint or a saved model) or "
+         "--init-from FILE.safetensors (with --config FILE.toml for the model's shape)");
+  if (!args.init_from.empty() && args.config.empty())
+    fail("--init-from {} needs --config FILE.toml for the model's shape", args.init_from);
+  std::vector<std::string> o = args.overrides;
+  if (args.tp) o.push_back(fmt::format("parallel.tp={}", *args.tp));
+  if (args.dp) o.push_back(fmt::format("parallel.dp={}", *args.dp));
+  if (args.pp) o.push_back(fmt::format("parallel.pp={}", *args.pp));
+  if (args.sequence_parallel) o.push_back("parallel.sequence_parallel=true");
+  if (!args.schedule.empty()) o.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
+  if (args.virtual_stages)
+    o.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
+  if (args.zero) o.push_back(fmt::format("parallel.zero={}", *args.zero));
+  if (args.hsdp) o.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+  if (!args.device.empty()) o.push_back(fmt::format("train.device=\"{}\"", args.device));
+  if (!args.precision.empty()) o.push_back(fmt::format("train.precision=\"{}\"", args.precision));
+  RunConfig config = load_run_config(args.config, o);
+  if (!args.checkpoint.empty()) {
+    const std::string what = (fs::path(args.checkpoint) / "manifest.json").string();
+    const nlohmann::json manifest = read_manifest(args.checkpoint);
+    if (!manifest.contains("model")) fail("{} has no model configuration", what);
+    config.model = model_config_from_json(manifest.at("model"), what);
+  }
+  ParallelConfig& p = config.parallel;
+  const std::int64_t dp = p.dp > 0 ? p.dp : std::max<std::int64_t>(1, world / (p.tp * p.pp));
+  config.train.micro_batch = args.micro_batch;
+  config.train.global_batch = args.micro_batch * dp * p.pp;
+  resolve_layout(config, world);
+  return config;
+}
+
+Weights read_weights(const Args& args, const RunConfig& config, int rank, int world) {
+  Weights w;
+  w.source = args.checkpoint.empty() ? args.init_from : args.checkpoint;
+  if (!args.init_from.empty()) {
+    w.whole_tensors = read_hf_weights(args.init_from, config.model);
+  } else if (read_manifest(args.checkpoint).value("format", "") == "kintsugi-model") {
+    w.whole_tensors = read_model_tensors(args.checkpoint);
+  } else {
+    // Every rank checks its share of the checksums.
+    w.train_checkpoint = inspect_checkpoint(args.checkpoint, config.model, rank, world);
+  }
+  return w;
+}
+
+// Builds this rank's part of the model, loads the weights and evaluates; rank 0 prints.
+void evaluate(const RunConfig& config, const Weights& weights, const data::BatchSampler& data,
+              const Args& args, std::int64_t windows, const Topology* topology) {
+  const Place place(topology, config.parallel.sequence_parallel);
+  MemoryTracker memory;
+  auto backend = make_backend(config.train.device, memory);
+  Tracer tracer;
+  StageModel model(*backend, config, place, tracer);
+  if (weights.train_checkpoint) {
+    load_train_checkpoint(*weights.train_checkpoint, rank_state(model, place));
+  } else {
+    std::string error;  // shapes are checked on every rank; one of them reports a mismatch
+    try {
+      set_weights(*weights.whole_tensors, rank_state(model, place), weights.source);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    agree_on_error(topology ? &topology->world() : nullptr, error);
+  }
+  Stopwatch clock;
+  const double loss = mean_window_loss(model, place, data, windows, config.train.micro_batch);
+  const double seconds = clock.seconds();
+  if (!place.chief) return;
+  const std::int64_t tokens = windows * config.model.seq_len;
+  const ParallelConfig& p = config.parallel;
+  if (args.json) {
+    const nlohmann::json j = {{"loss", loss},
+                              {"perplexity", std::exp(loss)},
+                              {"windows", windows},
+                              {"tokens", tokens},
+                              {"seq_len", config.model.seq_len},
+                              {"data", args.data},
+                              {"weights", weights.source},
+                              {"layout", {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}}},
+                              {"seconds", seconds}};
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("eval | {} on {} | {} window{} of {} tokens ({} predicted tokens) | tp {} x pp {} x "
+             "dp {}\nloss {:.4f} | perplexity {:.2f} | {:.2f} s\n",
+             weights.source, args.data, windows, windows == 1 ? "" : "s", config.model.seq_len,
+             tokens, p.tp, p.pp, p.dp, loss, std::exp(loss), seconds);
+}
+
+void run(const Args& args) {
+  std::unique_ptr<MpiRuntime> mpi;
+  if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
+  const int world = mpi ? mpi->world_size() : 1, rank = mpi ? mpi->world_rank() : 0;
+
+  // Setup: every rank reads and checks the same inputs and reaches the same verdict.
+  RunConfig config;
+  std::optional<data::BatchSampler> data;
+  std::optional<Weights> weights;
+  std::int64_t windows = 0;
+  std::string error;
+  try {
+    config = eval_config(args, world);
+    data.emplace(open_one_dataset(args.data, "--data", config));
+    const std::int64_t mb = config.train.micro_batch;
+    windows = args.windows > 0 ? args.windows : data->max_disjoint_eval_windows() / mb * mb;
+    if (windows < 1)
+      fail("{} holds too few tokens for one window of {} x {}: lower --micro-batch", args.data,
+           mb, config.model.seq_len);
+    if (windows % mb != 0)
+      fail("--windows {} is not a multiple of --micro-batch {}: change one of them", windows, mb);
+    weights.emplace(read_weights(args, config, rank, world));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree_on_setup(mpi.get(), error, error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
+
+  set_rank_threads(args.threads, mpi.get());
+  run_on_ranks(config, mpi.get(), [&](const Topology* topology) {
+    evaluate(config, *weights, *data, args, windows, topology);
+  });
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "eval", "Loss and perplexity of a model on a token file (under mpirun/srun in any layout)");
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "A training checkpoint (<out>/checkpoints/step-N) or a saved model "
+                  "(<out>/model)");
+  cmd->add_option("--init-from", args->init_from,
+                  "Or a Hugging Face .safetensors file (needs --config for the model's shape)");
+  cmd->add_option("--config,-c", args->config,
+                  "Run config (TOML) for --init-from's model shape, and data/comm settings");
+  cmd->add_option("--set", args->overrides, "Override a config key (repeatable)");
+  cmd->add_option("--data", args->data, "Token file (.bin from `kintsugi data tokenize`)")
+      ->required();
+  cmd->add_option("--windows", args->windows,
+                  "Evaluate this many windows of seq_len tokens, spread evenly over the file "
+                  "(0: every window, none overlapping; train's validation uses "
+                  "train.eval_batches x train.micro_batch)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--micro-batch", args->micro_batch, "Windows per forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", args->tp, "Tensor-parallel ranks");
+  cmd->add_option("--dp", args->dp, "Data-parallel ranks (default: the rest)");
+  cmd->add_option("--pp", args->pp, "Pipeline stages");
+  cmd->add_option("--schedule", args->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved");
+  cmd->add_option("--virtual-stages", args->virtual_stages, "Model chunks per pipeline rank");
+  cmd->add_option("--zero", args->zero, "ZeRO stage 0-3 (3 shards the weights)");
+  cmd->add_option("--hsdp", args->hsdp, "Hybrid sharding group size");
+  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
+                "Sequence parallelism within tensor-parallel groups");
+  cmd->add_option("--precision", args->precision, "fp32 (default), bf16 or fp16");
+  cmd->add_option("--device", args->device, "cpu (default) or cuda");
+  cmd->add_option("--threads", args->threads, "Compute threads per rank (0: the node's cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace kintsugi::cli

@@ -1,0 +1,37 @@
+#include "kintsugi/train/evaluation.hpp"
+
+#include <algorithm>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+RankState rank_state(StageModel& model, const Place& place) {
+  RankState r;
+  r.params = model.params();
+  for (std::size_t c = 0; c < model.chunks().size(); ++c)
+    r.states.push_back(&model.state(static_cast<int>(c)));
+  r.tp_rank = place.tp.rank();
+  r.world = place.topology ? &place.topology->world() : nullptr;
+  return r;
+}
+
+double mean_window_loss(StageModel& model, const Place& place, const data::BatchSampler& data,
+                        std::int64_t windows, std::int64_t micro_batch) {
+  KINTSUGI_ASSERT(windows > 0 && micro_batch > 0 && windows % micro_batch == 0);
+  const std::int64_t T = data.seq_len(), mb = micro_batch, batches = windows / mb;
+  const int mine = static_cast<int>((batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
+  const int lockstep = static_cast<int>((batches + place.dp_size - 1) / place.dp_size);
+  const double sum = model.evaluate(
+      [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+        // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
+        const std::int64_t b =
+            k < mine ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
+        for (std::int64_t i = 0; i < mb; ++i)
+          data.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+      },
+      std::max(0, mine), lockstep);
+  return sum / static_cast<double>(windows * T);
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,26 @@
+#pragma once
+// Loss on evenly spread windows of a token file, in any layout: what `kintsugi train` reports
+// as its validation loss and `kintsugi eval` prints, computed by one function so that the two
+// agree.
+#include <cstdint>
+#include <string>
+
+#include "kintsugi/checkpoint/train_checkpoint.hpp"
+#include "kintsugi/data/batch_sampler.hpp"
+#include "kintsugi/train/place.hpp"
+#include "kintsugi/train/run_config.hpp"
+#include "kintsugi/train/stage_model.hpp"
+
+namespace kintsugi {
+
+// This rank's weights and optimizer state, as the checkpoint code sees them.
+RankState rank_state(StageModel& model, const Place& place);
+
+// Mean loss per token over `windows` evenly spread windows of `data` (BatchSampler::eval_window),
+// in micro-batches of `micro_batch` windows shared out round-robin across the data-parallel
+// ranks; windows must be a multiple of micro_batch. Every rank of the job calls it and gets the
+// job's result.
+double mean_window_loss(StageModel& model, const Place& place, const data::BatchSampler& data,
+                        std::int64_t windows, std::int64_t micro_batch);
+
+}  // namespace kintsugi

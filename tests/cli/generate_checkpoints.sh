@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `kintsugi generate` takes a saved model, which carries its tokenizer (so no path depends on
+# the working directory), or a training checkpoint of the same step: the same greedy text. A
+# tokenizer directory the user names and that lacks its files is reported as such.
+# Usage: generate_checkpoints.sh KINTSUGI EXPECT_ERROR OUT_DIR TOKENIZER_DIR [train flags...]
+set -euo pipefail
+kintsugi="$1" expect_error="$2" dir="$3" tokenizer="$4"
+shift 4
+export OMP_NUM_THREADS=1
+rm -rf "$dir" && mkdir -p "$dir/elsewhere"
+"$kintsugi" train "$@" --set train.steps=2 --save-every 2 --set data.tokenizer="$tokenizer" \
+  --out "$dir/run" >/dev/null
+test -f "$dir/run/model/vocab.json" || { echo "FAIL: model/ has no tokenizer"; exit 1; }
+cd "$dir/elsewhere"  # no data/ here: the model's own tokenizer must be used
+a="$("$kintsugi" generate --checkpoint ../run/model --prompt "The jury" --tokens 8 \
+  --temperature 0)"
+b="$("$kintsugi" generate --checkpoint ../run/checkpoints/step-00000002 --tokenizer "$tokenizer" \
+  --prompt "The jury" --tokens 8 --temperature 0)"
+echo "model/: $a"
+echo "step-2: $b"
+[[ -n "$a" && "$a" == "$b" ]] || { echo "FAIL: different text"; exit 1; }
+"$expect_error" "^kintsugi: error: --tokenizer nowhere: no such file or directory$" \
+  "$kintsugi" generate --checkpoint ../run/model --tokenizer nowhere
+out="$("$kintsugi" generate --checkpoint ../run/model --tokenizer nowhere 2>&1 || true)"
+if grep -q fetch_data <<<"$out"; then
+  echo "FAIL: advice about the demo data for the user's own path"
+  exit 1
+fi
