@@ -16,6 +16,7 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
 
@@ -43,6 +44,7 @@ void run(const Args& args) {
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
   const std::string out_dir =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
     if (args.config.empty())
@@ -67,6 +69,7 @@ void run(const Args& args) {
     config = load_run_config(args.config, overrides);
     resolve_layout(config, world);
     inputs.emplace(open_inputs(config));
+    if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir);
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);

@@ -46,7 +46,7 @@ void PipelineExecutor::wait_receive(int direction, int chunk, int mb) {
                  1, start, tracer_.now());
 }
 
-void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
+bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
                            double grad_scale, const Hooks& hooks) {
   const int p = shape_.stages, chunks_total = shape_.stages * shape_.virtual_stages;
   compute_seconds_ = 0;
@@ -66,6 +66,9 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
             pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
       case PipeOp::forward: {
+        // One stage: nothing is in flight between micro-batches (the gradient reduction starts
+        // in the last backward), so the program can end here.
+        if (p == 1 && hooks.stop && hooks.stop(in.micro_batch)) return false;
         wait_receive(kForward, in.chunk, in.micro_batch);
         wait_sends(*slot);
         hooks.sample(in.micro_batch, slot->tokens.data(), slot->targets.data());
@@ -118,6 +121,7 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
   for (auto& chunk_slots : slots_)
     for (Slot& slot : chunk_slots) wait_sends(slot);
   KINTSUGI_ASSERT(receives_.empty());
+  return true;
 }
 
 }  // namespace kintsugi

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
@@ -98,6 +100,21 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
+// KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training (or
+// evaluation) micro-batch take MS milliseconds longer: the pre-emption tests use it for steps
+// and evaluations that last seconds on a tiny model.
+std::pair<std::string, int> test_micro_batch_delay() {
+  const char* v = std::getenv("KINTSUGI_TEST_SLOW_MICRO_BATCHES");
+  char phase[8] = {};
+  int ms = 0;
+  if (v && std::sscanf(v, "%7[a-z]:%d", phase, &ms) == 2) return {phase, ms};
+  return {"", 0};
+}
+
+void sleep_ms(int ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 // This rank's weights and optimizer state, as the checkpoint code sees them.
 RankState rank_state(StageModel& model, const Place& place) {
   RankState r;
@@ -156,12 +173,21 @@ class TrainingRun {
         options.metrics_path.empty() ? (out_ / "metrics.jsonl").string() : options.metrics_path;
     summary_.plot_path = (out_ / "loss.svg").string();
     curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
+    // A stop signal is looked at before every micro-batch every rank runs, not only between
+    // steps: a launcher gives a stopped job seconds, not a step's worth (docs/checkpoints.md).
+    model_.set_stop_check([this](int mb) { return mb < stop_checks_ && job_asked_to_stop(place_); });
   }
 
   TrainSummary run() {
     restore();
     announce();
-    const double initial_val = evaluate();
+    const auto initial = evaluate();
+    if (!initial) {
+      stopped(start_step_);
+      summary_.steps = start_step_;
+      return summary_;
+    }
+    const double initial_val = *initial;
     curve_.val.emplace_back(start_step_, initial_val);
     summary_.first_val_loss = summary_.last_val_loss = initial_val;
     if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, initial_val);
@@ -171,10 +197,15 @@ class TrainingRun {
       if (kill_at && topology_ && topology_->world().rank() == kill_at->first &&
           step == kill_at->second)
         std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
-      StepMetrics m = train_step(step);
-      report(m);
-      steps_done_ = m.step;
-      if (checkpoint_or_stop(m)) break;
+      std::optional<StepMetrics> m = train_step(step);
+      if (!m) {  // stopped in the middle of the step: the last completed one is saved
+        if (steps_done_ > start_step_ && saved_step_ != steps_done_) save_checkpoint(steps_done_);
+        stopped(steps_done_);
+        break;
+      }
+      report(*m);
+      steps_done_ = m->step;
+      if (checkpoint_or_stop(*m)) break;
     }
     finish();
     return summary_;
@@ -256,13 +287,15 @@ class TrainingRun {
   }
 
   // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
-  // round-robin across the data-parallel ranks.
-  double evaluate() {
+  // round-robin across the data-parallel ranks; none when a stop signal ended it.
+  std::optional<double> evaluate() {
     const std::int64_t T = config_.model.seq_len, mb = tc_.micro_batch;
     const std::int64_t windows = tc_.eval_batches * mb;
     const int mine = static_cast<int>((tc_.eval_batches - place_.dp_rank + place_.dp_size - 1) /
                                       place_.dp_size);
     const int lockstep = static_cast<int>((tc_.eval_batches + place_.dp_size - 1) / place_.dp_size);
+    stop_checks_ = static_cast<int>(tc_.eval_batches / place_.dp_size);  // every rank has these
+    const int delay = test_delay_.first == "eval" ? test_delay_.second : 0;
     const double sum = model_.evaluate(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
@@ -270,13 +303,16 @@ class TrainingRun {
               k < mine ? place_.dp_rank + static_cast<std::int64_t>(k) * place_.dp_size : 0;
           for (std::int64_t i = 0; i < mb; ++i)
             data_.val.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+          sleep_ms(delay);
         },
         std::max(0, mine), lockstep);
+    if (model_.interrupted()) return std::nullopt;
     return sum / static_cast<double>(windows * T);
   }
 
-  // One optimizer step over this rank's micro-batches, with what it measured.
-  StepMetrics train_step(std::int64_t step) {
+  // One optimizer step over this rank's micro-batches, with what it measured; none when a stop
+  // signal ended it before the optimizer ran.
+  std::optional<StepMetrics> train_step(std::int64_t step) {
     const bool traced = !options_.trace_path.empty() && step + 1 == tc_.steps;
     if (traced && topology_) topology_->world().barrier();  // one time origin for all ranks
     tracer_.start(traced);
@@ -284,11 +320,15 @@ class TrainingRun {
     const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
     Stopwatch clock;
     const double lr = schedule_.at(step);
+    stop_checks_ = micro_batches_;
+    const int delay = test_delay_.first == "train" ? test_delay_.second : 0;
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           data_.train.sample(step, first_sequence + k * mb, mb, tokens, targets);
+          sleep_ms(delay);
         },
         micro_batches_, 1.0 / static_cast<double>(tokens_per_step_), lr, tc_.grad_clip);
+    if (model_.interrupted()) return std::nullopt;
     const double seconds = clock.seconds();
 
     StepMetrics m;
@@ -324,9 +364,11 @@ class TrainingRun {
   void report(StepMetrics& m) {
     const bool last = m.step == tc_.steps;
     if (last || (tc_.eval_every > 0 && m.step % tc_.eval_every == 0)) {
-      m.val_loss = evaluate();
-      curve_.val.emplace_back(m.step, *m.val_loss);
-      summary_.last_val_loss = *m.val_loss;
+      m.val_loss = evaluate();  // none if stopped: the step is saved at its boundary
+      if (m.val_loss) {
+        curve_.val.emplace_back(m.step, *m.val_loss);
+        summary_.last_val_loss = *m.val_loss;
+      }
     }
     for (int k = 0; k < kMemoryKinds; ++k) {
       m.memory_current[k] = memory_.current(static_cast<MemoryKind>(k));
@@ -359,27 +401,41 @@ class TrainingRun {
   bool checkpoint_or_stop(const StepMetrics& m) {
     const bool stop = job_asked_to_stop(place_);
     const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
-    if (stop || due) {
-      const TrainProgress progress{.step = m.step,
-                                   .optimizer_steps = model_.state(0).optimizer().steps_taken(),
-                                   .loss_scaler = model_.loss_scaler().state(),
-                                   .seed = tc_.seed};
-      Stopwatch clock;
-      summary_.last_train_checkpoint =
-          save_train_checkpoint(out_ / "checkpoints", config_.model, layout_json(config_, place_),
-                                progress, rank_state(model_, place_), tc_.keep_checkpoints)
-              .string();
-      if (place_.chief)
-        fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
-                   clock.seconds());
-    }
-    if (!stop) return false;
-    summary_.stopped = true;
+    if (stop || due) save_checkpoint(m.step);
+    if (stop) stopped(m.step);
+    return stop;
+  }
+
+  // A training checkpoint of the state after `step` (the weights and optimizer state now).
+  void save_checkpoint(std::int64_t step) {
+    const TrainProgress progress{.step = step,
+                                 .optimizer_steps = model_.state(0).optimizer().steps_taken(),
+                                 .loss_scaler = model_.loss_scaler().state(),
+                                 .seed = tc_.seed};
+    Stopwatch clock;
+    saved_step_ = step;
+    summary_.last_train_checkpoint =
+        save_train_checkpoint(out_ / "checkpoints", config_.model, layout_json(config_, place_),
+                              progress, rank_state(model_, place_), tc_.keep_checkpoints)
+            .string();
     if (place_.chief)
+      fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
+                 clock.seconds());
+  }
+
+  // The run ends after `step` because a stop signal arrived.
+  void stopped(std::int64_t step) {
+    summary_.stopped = true;
+    if (!place_.chief) return;
+    if (summary_.last_train_checkpoint.empty() && options_.resume)
+      summary_.last_train_checkpoint = options_.resume->dir.string();
+    if (summary_.last_train_checkpoint.empty())
+      fmt::print(log_, "stopped by a signal before the first step ended: nothing to save\n");
+    else
       fmt::print(log_, "stopped by a signal after step {}: continue with --resume auto (or "
                        "--resume {})\n",
-                 m.step, summary_.last_train_checkpoint);
-    return true;
+                 step, summary_.last_train_checkpoint);
+    log_.flush();
   }
 
   // The trained model (gathered to rank 0 from data-parallel replica 0's stages), the loss
@@ -435,6 +491,9 @@ class TrainingRun {
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
+  std::int64_t saved_step_ = -1;
+  int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
+  const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
   double load_seconds_ = 0, timed_seconds_ = 0;
   Stopwatch run_clock_;
 };
