@@ -116,3 +116,17 @@ add_test(NAME ckpt.export_from_sharded_checkpoint
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})
 set_tests_properties(ckpt.export_from_sharded_checkpoint PROPERTIES FIXTURES_REQUIRED sharded_checkpoint
                                                                    TIMEOUT 60)
+
+# Pre-emption through the launcher: TERM to mpirun in the middle of a step of seconds, and in
+# the middle of an evaluation; the last completed step is saved within Open MPI's kill delay
+# and resumes bit for bit. ZeRO-2 keeps gradient reductions in flight between micro-batches.
+foreach(phase train eval)
+  add_test(NAME ckpt.stop_mid_${phase}_under_mpirun
+           COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --dp 2 --zero 2)
+  set_tests_properties(ckpt.stop_mid_${phase}_under_mpirun PROPERTIES PROCESSORS 2 TIMEOUT 180)
+endforeach()
+# One writer per --out: a second job is refused, naming the first one's host and pid.
+add_test(NAME ckpt.second_writer_refused
+         COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)

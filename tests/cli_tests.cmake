@@ -23,6 +23,17 @@ add_test(NAME cli.error.wrong_type
 add_test(NAME cli.error.missing_config
          COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
                  ${KINTSUGI_BIN} train --config nope.toml)
+# --out must be a directory this run can create and lock (a file is not one).
+set(TINY_DATA --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin
+              --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin)
+add_test(NAME cli.error.out_is_a_file
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+add_test(NAME cli.error.out_cannot_be_created
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake/run cannot be created"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake/run)
 add_test(NAME cli.error.missing_token_file
          COMMAND ${EXPECT_ERROR} "missing.bin"
                  ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)
