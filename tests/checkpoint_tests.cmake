@@ -50,6 +50,23 @@ checkpoint_refused_test(truncated "rank-00000.bin is truncated or corrupt")
 checkpoint_refused_test(no-shard "shard file rank-00000.bin is missing")
 checkpoint_refused_test(no-piece "is incomplete: .* elements of .* are in no shard")
 checkpoint_refused_test(no-manifest "not a complete checkpoint: manifest.json is missing")
+# A manifest with a field out of range, or edited within range (its own checksum catches it).
+function(manifest_refused_test name edit pattern)
+  add_test(NAME ckpt.refused.manifest_${name}
+           COMMAND ${CMAKE_COMMAND} -E env EDIT=${edit}
+                   ${CKPT}/expect_refused.sh manifest ${pattern} $<TARGET_FILE:kintsugi>
+                   ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
+  set_tests_properties(ckpt.refused.manifest_${name} PROPERTIES FIXTURES_REQUIRED serial_checkpoint
+                                                               TIMEOUT 60)
+endfunction()
+manifest_refused_test(negative_step "step=-5" "step = -5 is not an integer from 0")
+manifest_refused_test(fractional_step "step=4.5" "step = 4.5 is not an integer from 0")
+manifest_refused_test(negative_optimizer_steps "optimizer_steps=-3"
+                      "optimizer_steps = -3 is not an integer from 0 to 2")
+manifest_refused_test(negative_loss_scale "loss_scaler.scale=-1"
+                      "loss_scaler.scale = -1 is not a positive number")
+manifest_refused_test(edited "loss_scaler.clean_steps=1"
+                      "manifest.json is corrupt or was edited: its checksum")
 # Under mpirun the ranks agree on the verdict: one line, no hang (rank 0 checksums file 0).
 add_test(NAME ckpt.refused.corrupt_under_mpirun
          COMMAND ${CMAKE_COMMAND} -E env RANKS=2
@@ -111,6 +128,15 @@ add_test(NAME ckpt.init_from_wrong_shape_under_mpirun
                  --out ${CKPT_OUT}/init_from_wrong_shape)
 set_tests_properties(ckpt.init_from_wrong_shape_under_mpirun PROPERTIES
                      FIXTURES_REQUIRED hf_export PROCESSORS 2 TIMEOUT 60)
+# Well-formed weights that are not finite are refused at load, naming the tensor.
+add_test(NAME ckpt.init_from_nan_refused
+         COMMAND sh -c "python3 ${CKPT}/poison_safetensors.py $1 $2 transformer.h.1.mlp.c_fc.weight && shift 2 && exec \"$@\""
+                 poison ${CKPT_OUT}/export_import/hf/model.safetensors ${CKPT_OUT}/nan.safetensors
+                 ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "tensor transformer.h.1.mlp.c_fc.weight holds nan at element 5"
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --init-from ${CKPT_OUT}/nan.safetensors
+                 --out ${CKPT_OUT}/init_from_nan)
+set_tests_properties(ckpt.init_from_nan_refused PROPERTIES FIXTURES_REQUIRED hf_export TIMEOUT 60)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})

@@ -182,7 +182,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
       for (const auto& [name, t] : s.at("tensors").items()) tensors[name] = t;
       files.push_back({{"name", s.at("file")}, {"bytes", s.at("bytes")}, {"xxh3", s.at("xxh3")}});
     }
-    const json manifest = {
+    json manifest = {
         {"format", kFormat},
         {"version", kVersion},
         {"step", progress.step},
@@ -197,6 +197,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"tensors", tensors},
         {"files", files},
         {"pieces", pieces}};
+    manifest[kManifestChecksum] = manifest_checksum(manifest);
     data::AtomicFile out(tmp / "manifest.json");
     out.write(manifest.dump(1) + "\n");
     out.commit();
