@@ -156,3 +156,13 @@ endforeach()
 add_test(NAME ckpt.second_writer_refused
          COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
+
+# Output that cannot be written: a full disk under metrics.jsonl (the finished step is saved
+# first), a directory where loss.svg goes, and a log file that must keep its lines when the
+# process is killed.
+foreach(case metrics plot log)
+  add_test(NAME cli.write_failure_${case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/write_failures.sh ${case} $<TARGET_FILE:kintsugi>
+                   ${CKPT_OUT} ${MICRO_RUN} --set train.steps=2)
+  set_tests_properties(cli.write_failure_${case} PROPERTIES TIMEOUT 120)
+endforeach()

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "kintsugi/core/error.hpp"
@@ -98,7 +101,11 @@ void write_loss_svg(const std::string& path, const LossCurve& c) {
   out << svg;
   out.close();
   if (!out) fail("cannot write the loss plot {}", path);
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    fail("cannot write the loss plot {}: {}", path, std::strerror(error));
+  }
 }
 
 }  // namespace kintsugi

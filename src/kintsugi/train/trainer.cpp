@@ -128,8 +128,8 @@ RankState rank_state(StageModel& model, const Place& place) {
 
 // Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
 // at the same step boundary, or the ones that go on would wait for the ones that stopped.
-bool job_asked_to_stop(const Place& place) {
-  double flag = stop_requested() ? 1.0 : 0.0;
+bool job_asked_to_stop(const Place& place, bool this_rank_must_stop = false) {
+  double flag = stop_requested() || this_rank_must_stop ? 1.0 : 0.0;
   if (place.topology) flag = place.topology->world().host_all_reduce(flag);
   return flag > 0;
 }
@@ -387,7 +387,11 @@ class TrainingRun {
                               timed_seconds_;
     }
     if (!place_.chief) return;
-    metrics_->write(m);
+    try {
+      metrics_->write(m);
+    } catch (const Error& e) {  // the job saves this step, then ends with the message
+      write_error_ = e.what();
+    }
     if (m.step % tc_.log_every == 0 || last || m.val_loss) {
       const double eta = run_clock_.seconds() / static_cast<double>(m.step - start_step_) *
                          static_cast<double>(tc_.steps - m.step);
@@ -399,9 +403,12 @@ class TrainingRun {
   // Step boundary: a checkpoint when due or when the job is asked to stop. Returns whether to
   // stop.
   bool checkpoint_or_stop(const StepMetrics& m) {
-    const bool stop = job_asked_to_stop(place_);
+    const bool stop = job_asked_to_stop(place_, !write_error_.empty());
     const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
     if (stop || due) save_checkpoint(m.step);
+    if (!write_error_.empty())
+      fail("{}; stopped after step {} (saved {})", write_error_, m.step,
+           summary_.last_train_checkpoint);
     if (stop) stopped(m.step);
     return stop;
   }
@@ -492,6 +499,7 @@ class TrainingRun {
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
   std::int64_t saved_step_ = -1;
+  std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
   const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
   double load_seconds_ = 0, timed_seconds_ = 0;
