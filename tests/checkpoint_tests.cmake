@@ -166,3 +166,16 @@ foreach(case metrics plot log)
                    ${CKPT_OUT} ${MICRO_RUN} --set train.steps=2)
   set_tests_properties(cli.write_failure_${case} PROPERTIES TIMEOUT 120)
 endforeach()
+
+# Resuming with another train.seed changes the data order: said, not silent.
+add_test(NAME ckpt.resume_with_other_seed_warns
+         COMMAND $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.steps=3 --set train.seed=777
+                 --resume ${GOOD_CKPT} --out ${CKPT_OUT}/other_seed)
+set_tests_properties(ckpt.resume_with_other_seed_warns PROPERTIES
+                     FIXTURES_REQUIRED serial_checkpoint TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1
+                     PASS_REGULAR_EXPRESSION "warning: .*step-00000002 was saved by a run with train.seed = [0-9]+; this run has 777")
+# A token file truncated while the run reads it: the file named, exit 1, no bus error.
+add_test(NAME cli.token_file_truncated_mid_run
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/token_file_truncated.sh $<TARGET_FILE:kintsugi>
+                 ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(cli.token_file_truncated_mid_run PROPERTIES TIMEOUT 120)

@@ -68,11 +68,21 @@ void run(const Args& args) {
     if (args.save_every) overrides.push_back(fmt::format("train.save_every={}", *args.save_every));
     config = load_run_config(args.config, overrides);
     resolve_layout(config, world);
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
+      fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
+           "all cores, shared by the ranks of a node)",
+           config.train.threads, cores, cores);
     inputs.emplace(open_inputs(config));
     if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir);
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    if (resume && resume->progress.seed != config.train.seed && (!mpi || mpi->world_rank() == 0))
+      fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
+                 "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
+                 resume->dir.string(), resume->progress.seed, config.train.seed,
+                 resume->progress.seed);
     if (resume && resume->progress.step > config.train.steps)
       fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
            resume->dir.string(), resume->progress.step, config.train.steps);

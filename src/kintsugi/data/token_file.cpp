@@ -15,6 +15,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/data/mapping_guard.hpp"
 
 namespace kintsugi::data {
 namespace {
@@ -118,6 +119,10 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
     ::close(fd);
     fail("cannot stat token file {}: {}", name, std::strerror(error));
   }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("token file {} is a directory: name a file made by `kintsugi data tokenize`", name);
+  }
   const auto file_bytes = static_cast<std::size_t>(st.st_size);
   if (file_bytes < kTokenFileHeaderBytes) {
     ::close(fd);
@@ -133,6 +138,7 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   file.path_ = path;
   file.map_ = static_cast<const unsigned char*>(map);
   file.map_bytes_ = file_bytes;  // from here on the destructor unmaps, also on errors below
+  guard_mapping(file.map_, file_bytes, name);
   Header h = decode_header(file.map_, path);
   // Division, not multiplication: a corrupt count must not overflow into a matching size.
   const std::size_t payload_bytes = file_bytes - kTokenFileHeaderBytes;
@@ -161,7 +167,10 @@ TokenFile::TokenFile(TokenFile&& other) noexcept { *this = std::move(other); }
 
 TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
   if (this != &other) {
-    if (map_) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+    if (map_) {
+      unguard_mapping(map_);
+      ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+    }
     path_ = std::move(other.path_);
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
@@ -174,7 +183,9 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
 }
 
 TokenFile::~TokenFile() {
-  if (map_) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+  if (!map_) return;
+  unguard_mapping(map_);
+  ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
 }
 
 void TokenFile::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
