@@ -16,6 +16,7 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/train/config_agreement.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
@@ -118,6 +119,7 @@ void run(const Args& args) {
   }
   auto world_comm = make_world_communicator(
       {.device = config.train.device, .timeout_s = config.comm.timeout_s});
+  agree_on_config(*world_comm, config, *inputs);  // before any group is built from it
   const Topology topology(world_comm,
                           {.tp = static_cast<int>(config.parallel.tp),
                            .dp = static_cast<int>(config.parallel.dp),

@@ -188,6 +188,7 @@ class TrainingRun {
       return summary_;
     }
     const double initial_val = *initial;
+    best_val_ = initial_val;
     curve_.val.emplace_back(start_step_, initial_val);
     summary_.first_val_loss = summary_.last_val_loss = initial_val;
     if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, initial_val);
@@ -368,6 +369,7 @@ class TrainingRun {
       if (m.val_loss) {
         curve_.val.emplace_back(m.step, *m.val_loss);
         summary_.last_val_loss = *m.val_loss;
+        if (!diverged(*m.val_loss)) best_val_ = std::min(best_val_, *m.val_loss);
       }
     }
     for (int k = 0; k < kMemoryKinds; ++k) {
@@ -405,12 +407,40 @@ class TrainingRun {
   bool checkpoint_or_stop(const StepMetrics& m) {
     const bool stop = job_asked_to_stop(place_, !write_error_.empty());
     const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
+    if (due && !stop) refuse_diverged(m);
     if (stop || due) save_checkpoint(m.step);
     if (!write_error_.empty())
       fail("{}; stopped after step {} (saved {})", write_error_, m.step,
            summary_.last_train_checkpoint);
     if (stop) stopped(m.step);
     return stop;
+  }
+
+  // Whether a validation loss says the run diverged: not finite, or worse than a uniform guess
+  // over the vocabulary (ln V) and more than 1.5 x the best this run has seen.
+  bool diverged(double val) const {
+    const double uniform = std::log(static_cast<double>(config_.model.vocab_size));
+    return !std::isfinite(val) || (val > uniform && val > 1.5 * best_val_);
+  }
+
+  // Before a scheduled save: the weights about to be saved are those after this step's update,
+  // which its training loss has not seen, so their validation loss decides (this step's, or
+  // measured now). A diverged state is never saved, so `latest` and the newest checkpoints
+  // that pruning keeps are sound ones. (A save on a stop signal skips this evaluation, to be
+  // quick; the save itself still refuses values that are not finite.)
+  void refuse_diverged(const StepMetrics& m) {
+    const std::optional<double> val = m.val_loss ? m.val_loss : evaluate();
+    if (!val || !diverged(*val)) return;
+    const std::string last = !summary_.last_train_checkpoint.empty() ? summary_.last_train_checkpoint
+                             : options_.resume ? options_.resume->dir.string()
+                                               : "";
+    agree_on_error(topology_ ? &topology_->world() : nullptr,
+                   fmt::format("the run diverged: after step {} the validation loss is {:.4g} "
+                               "(best {:.4g}, a uniform guess {:.4g}); step {} was not saved; "
+                               "{}: lower train.lr or raise train.warmup_steps",
+                               m.step, *val, best_val_,
+                               std::log(static_cast<double>(config_.model.vocab_size)), m.step,
+                               last.empty() ? "no checkpoint was saved" : "resume from " + last));
   }
 
   // A training checkpoint of the state after `step` (the weights and optimizer state now).
@@ -499,6 +529,7 @@ class TrainingRun {
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
   std::int64_t saved_step_ = -1;
+  double best_val_ = 0;  // the lowest sound validation loss of this run
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
   const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
