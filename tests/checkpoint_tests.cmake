@@ -179,3 +179,8 @@ add_test(NAME cli.token_file_truncated_mid_run
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/token_file_truncated.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(cli.token_file_truncated_mid_run PROPERTIES TIMEOUT 120)
+# A diverged run saves nothing and names the last good checkpoint.
+add_test(NAME ckpt.diverged_state_not_saved
+         COMMAND ${CKPT}/diverged.sh $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.diverged_state_not_saved PROPERTIES FIXTURES_REQUIRED serial_checkpoint
+                                                              TIMEOUT 60)
