@@ -23,8 +23,10 @@ else
   slow=("${flags[@]}" --set train.eval_every=1 --set train.eval_batches=$((8 * ranks)))
 fi
 
+# Started directly (not through the launch function) so that $! is mpirun itself.
 KINTSUGI_TEST_SLOW_MICRO_BATCHES="$phase:500" OMPI_MCA_odls_base_sigkill_timeout=2 \
-  launch "${slow[@]}" --set train.steps=100000 --out "$dir/run" >"$dir/signalled.log" 2>&1 &
+  mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "${slow[@]}" \
+  --set train.steps=100000 --out "$dir/run" >"$dir/signalled.log" 2>&1 &
 pid=$!
 for _ in $(seq 1200); do  # until step 1 (and its evaluation) is done
   [[ -s "$dir/run/metrics.jsonl" ]] && break
