@@ -175,7 +175,8 @@ class TrainingRun {
     curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
     // A stop signal is looked at before every micro-batch every rank runs, not only between
     // steps: a launcher gives a stopped job seconds, not a step's worth (docs/checkpoints.md).
-    model_.set_stop_check([this](int mb) { return mb < stop_checks_ && job_asked_to_stop(place_); });
+    model_.set_stop_check(
+        [this](int mb) { return mb < stop_checks_ && job_asked_to_stop(place_); });
   }
 
   TrainSummary run() {
@@ -431,9 +432,8 @@ class TrainingRun {
   void refuse_diverged(const StepMetrics& m) {
     const std::optional<double> val = m.val_loss ? m.val_loss : evaluate();
     if (!val || !diverged(*val)) return;
-    const std::string last = !summary_.last_train_checkpoint.empty() ? summary_.last_train_checkpoint
-                             : options_.resume ? options_.resume->dir.string()
-                                               : "";
+    std::string last = summary_.last_train_checkpoint;
+    if (last.empty() && options_.resume) last = options_.resume->dir.string();
     agree_on_error(topology_ ? &topology_->world() : nullptr,
                    fmt::format("the run diverged: after step {} the validation loss is {:.4g} "
                                "(best {:.4g}, a uniform guess {:.4g}); step {} was not saved; "
