@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Pre-emption through the launcher: SIGTERM to mpirun in the middle of a step (PHASE train) or
-# of an evaluation (PHASE eval) that lasts seconds. Open MPI forwards the TERM to the ranks and
-# kills them odls_base_sigkill_timeout seconds later (2 here, 1 by default); the ranks must
-# notice at the next micro-batch, save the last completed step and exit within that time. The
-# checkpoint must be of the last step in metrics.jsonl and resume bit for bit like a run that
-# never stopped. Micro-batches are slowed to 500 ms (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the
-# interrupted step or evaluation has seconds left when the launcher kills.
+# of an evaluation (PHASE eval) of 8 s. Open MPI 4 passes the TERM on to the ranks about a
+# second later and kills them odls_base_sigkill_timeout seconds after that (3 here, 1 by
+# default); the ranks must notice at the next micro-batch, save the last completed step and
+# exit within that time. The checkpoint must be of the last step in metrics.jsonl and resume
+# bit for bit like a run that never stopped. Micro-batches are slowed to 1 s
+# (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 6 s left
+# when the launcher kills (a run that looks at the signal only between steps loses it all).
 # Usage: stop_mid_step.sh KINTSUGI CHECK_RUN OUT_DIR PHASE RANKS [flags...]
 set -uo pipefail
 kintsugi="$1" check="$2" out="$3" phase="$4" ranks="$5"
@@ -16,7 +17,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 die() { echo "FAIL: $*"; exit 1; }
 launch() { mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "$@"; }
 flags=("$@" --set train.decay_steps=20)
-# 8 micro-batches per rank per step (train) or per evaluation (eval): 4 s at 500 ms each.
+# 8 micro-batches per rank per step (train) or per evaluation (eval): 8 s at 1 s each.
 if [[ "$phase" == train ]]; then
   slow=("${flags[@]}" --set train.global_batch=$((8 * ranks)) --set train.eval_every=0)
 else
@@ -24,7 +25,7 @@ else
 fi
 
 # Started directly (not through the launch function) so that $! is mpirun itself.
-KINTSUGI_TEST_SLOW_MICRO_BATCHES="$phase:500" OMPI_MCA_odls_base_sigkill_timeout=2 \
+KINTSUGI_TEST_SLOW_MICRO_BATCHES="$phase:1000" OMPI_MCA_odls_base_sigkill_timeout=3 \
   mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "${slow[@]}" \
   --set train.steps=100000 --out "$dir/run" >"$dir/signalled.log" 2>&1 &
 pid=$!

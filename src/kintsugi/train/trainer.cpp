@@ -100,9 +100,9 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
-// KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training (or
-// evaluation) micro-batch take MS milliseconds longer: the pre-emption tests use it for steps
-// and evaluations that last seconds on a tiny model.
+// KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training micro-batch
+// (or every one of the evaluations after the first step) take MS milliseconds longer: the
+// pre-emption tests use it for steps and evaluations that last seconds on a tiny model.
 std::pair<std::string, int> test_micro_batch_delay() {
   const char* v = std::getenv("KINTSUGI_TEST_SLOW_MICRO_BATCHES");
   char phase[8] = {};
@@ -297,7 +297,8 @@ class TrainingRun {
                                       place_.dp_size);
     const int lockstep = static_cast<int>((tc_.eval_batches + place_.dp_size - 1) / place_.dp_size);
     stop_checks_ = static_cast<int>(tc_.eval_batches / place_.dp_size);  // every rank has these
-    const int delay = test_delay_.first == "eval" ? test_delay_.second : 0;
+    const int delay =
+        test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
     const double sum = model_.evaluate(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
