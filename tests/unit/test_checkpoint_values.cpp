@@ -1,13 +1,18 @@
-// A training checkpoint whose values are not finite (written by a run that had diverged, so its
-// checksums are valid) is refused when inspected, before anything loads, naming the tensor and
-// what is wrong: a resumed run would otherwise fail later and blame train.lr.
+// Training state no run could continue from (weights or first moments that are not finite,
+// negative second moments) is never saved, and a checkpoint holding it (written by a build
+// without these checks, or edited, so that its checksums are valid) is refused when inspected,
+// before anything loads, naming the tensor: a resumed run would otherwise blame train.lr.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
+#include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
+#include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/train/stage_model.hpp"
@@ -15,6 +20,9 @@
 
 namespace kintsugi {
 namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
 
 RunConfig tiny() {
   RunConfig c;
@@ -28,52 +36,75 @@ RunConfig tiny() {
   return c;
 }
 
-TEST(CheckpointValues, NonFiniteWeightsAndNegativeMomentsAreRefusedByName) {
-  const RunConfig c = tiny();
+class CheckpointValues : public ::testing::Test {
+ protected:
+  CheckpointValues() {
+    rank.params = model.params();
+    rank.states = {&model.state(0)};
+  }
+  fs::path save(std::int64_t step) {
+    return save_train_checkpoint(scratch / "checkpoints", config.model, {{"world", 1}},
+                                 {.step = step}, rank, 0);
+  }
+  const RunConfig config = tiny();
   MemoryTracker memory;
-  auto cpu = make_cpu_backend(memory);
+  std::unique_ptr<Backend> cpu = make_cpu_backend(memory);
   Tracer tracer;
   const Place place;
-  StageModel model(*cpu, c, place, tracer);
-  const ScratchDir scratch("checkpoint-values");
-  const auto pieces = model.state(0).state_pieces();
-  const auto& piece = pieces.at(1);
-  const std::string tensor = model.params().front()->entry(piece.param).spec.name;
+  StageModel model{*cpu, config, place, tracer};
   RankState rank;
-  rank.params = model.params();
-  rank.states = {&model.state(0)};
+  const ScratchDir scratch{"checkpoint-values"};
+};
 
-  struct Case {
-    const Tensor* values;
-    float bad;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
-      {&piece.weights, NAN, "holds nan as a weight of tensor " + tensor},
-      {&piece.m, INFINITY, "holds inf as a first moment of tensor " + tensor},
-      {&piece.v, -1.0f, "holds -1 as a second moment of tensor " + tensor}};
-  int step = 1;
-  for (const Case& k : cases) {
-    std::vector<float> values = read_values(*k.values);
-    const float good = values.at(3);
-    values[3] = k.bad;
-    write_values(values.data(), *k.values);
-    const auto dir = save_train_checkpoint(scratch / "checkpoints", c.model, {{"world", 1}},
-                                           {.step = step++}, rank, 0);
-    values[3] = good;
-    write_values(values.data(), *k.values);
+TEST_F(CheckpointValues, UnsoundStateIsNotSaved) {
+  const fs::path good = save(1);
+  const auto piece = model.state(0).state_pieces().at(1);
+  std::vector<float> m = read_values(piece.m);
+  m[3] = INFINITY;
+  write_values(m.data(), piece.m);
+  EXPECT_THROW(save(2), AlreadyReported);  // the message names the tensor (stderr)
+  EXPECT_FALSE(fs::exists(checkpoint_path(scratch / "checkpoints", 2)));
+  EXPECT_EQ(newest_checkpoint(scratch / "checkpoints"), good);  // `latest` still names step 1
+}
+
+// A checkpoint whose shard holds `bad` at element 3 of piece 1's values `q` (0 weights, 1 first
+// moments, 2 second moments), with the file's and the manifest's checksums made to match.
+void poison(const fs::path& dir, int q, float bad) {
+  using namespace checkpoint_format;
+  json manifest = json::parse(std::ifstream(dir / "manifest.json"));
+  const json& piece = manifest.at("pieces").at(1);
+  const fs::path shard = dir / manifest.at("files").at(0).at("name").get<std::string>();
+  const auto offset = piece.at("offset").get<std::uint64_t>() +
+                      (q * piece.at("count").get<std::uint64_t>() + 3) * sizeof(float);
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(reinterpret_cast<const char*>(&bad), sizeof(bad));
+  }
+  manifest["files"][0]["xxh3"] = hex(file_checksum(shard));
+  manifest[kManifestChecksum] = manifest_checksum(manifest);
+  std::ofstream(dir / "manifest.json") << manifest.dump(1);
+}
+
+TEST_F(CheckpointValues, UnsoundCheckpointIsRefusedByName) {
+  const std::string tensor =
+      model.params().front()->entry(model.state(0).state_pieces().at(1).param).spec.name;
+  const std::vector<std::pair<float, std::string>> cases = {
+      {NAN, "holds nan as a weight of tensor " + tensor},
+      {INFINITY, "holds inf as a first moment of tensor " + tensor},
+      {-1.0f, "holds -1 as a second moment of tensor " + tensor}};
+  for (int q = 0; q < 3; ++q) {
+    const fs::path dir = save(q + 1);
+    inspect_checkpoint(dir, config.model);  // sound as saved
+    poison(dir, q, cases[q].first);
     std::string error;
     try {
-      inspect_checkpoint(dir, c.model);
+      inspect_checkpoint(dir, config.model);
     } catch (const Error& e) {
       error = e.what();
     }
-    EXPECT_NE(error.find(k.expected), std::string::npos) << error;
+    EXPECT_NE(error.find(cases[q].second), std::string::npos) << error;
   }
-  // The same state without the bad value is accepted.
-  inspect_checkpoint(save_train_checkpoint(scratch / "checkpoints", c.model, {{"world", 1}},
-                                           {.step = step}, rank, 0),
-                     c.model);
 }
 
 }  // namespace
