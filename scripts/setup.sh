@@ -10,6 +10,7 @@ packages=(
   libopenblas-openmp-dev          # GEMM (OpenMP build: shares the thread pool with our kernels)
   libopenmpi-dev openmpi-bin      # ranks and collectives
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
+  libutf8proc-dev                 # Unicode normalization (NFC/NFKC) of tokenizer.json files
   libgtest-dev libbenchmark-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -54,6 +54,14 @@ add_test(NAME cli.error.missing_checkpoint
          COMMAND ${EXPECT_ERROR} "not a kintsugi model checkpoint"
                  ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer
                  ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
+add_test(NAME cli.error.jsonl_bad_record
+         COMMAND ${EXPECT_ERROR} "bad.jsonl:4: the record has no \"text\" key"
+                 ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin
+                 --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bad.jsonl)
+add_test(NAME cli.error.tokenizer_model_type
+         COMMAND ${EXPECT_ERROR} "model type \"WordPiece\" is not supported"
+                 ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/wordpiece)
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)

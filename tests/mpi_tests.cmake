@@ -15,6 +15,7 @@ set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)
 set(MICRO_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
     --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
@@ -67,6 +68,7 @@ mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
 
 add_executable(collectives_test mpi/collectives_test.cpp)
 target_link_libraries(collectives_test PRIVATE kintsugi_lib)
+target_include_directories(collectives_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME mpi.collectives_3_ranks
          COMMAND ${MPIRUN} -np 3 --oversubscribe --bind-to none $<TARGET_FILE:collectives_test>)
 set_tests_properties(mpi.collectives_3_ranks PROPERTIES PROCESSORS 3 TIMEOUT 120
@@ -209,6 +211,7 @@ mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --
 set(LLAMA_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.n_kv_head=2
     --set model.d_ff=176 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4
@@ -217,6 +220,7 @@ set(LLAMA_RUN
 set(BLOOM_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/bloom-tiny.toml
     --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
+    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.d_ff=256
     --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4

@@ -17,6 +17,11 @@ rm -rf "$dir" && mkdir -p "$dir"  # its logs sit beside it: the parent must exis
 "$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"
 "$kintsugi" export --checkpoint "$dir/a/checkpoints/step-00000004" --out "$dir/hf2/model.safetensors"
 cmp "$dir/hf/model.safetensors" "$dir/hf2/model.safetensors"
+# The model directory carries data.tokenizer's files and the export copies them: the same ids.
+text="Exports carry their tokenizer: ids 1234, naïve café, 東京 🙂"
+ids=$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/hf")
+[[ -n "$ids" && "$ids" == "$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/a/model")" ]]
+[[ "$(printf '%s' "$ids" | "$kintsugi" decode --tokenizer "$dir/hf")" == "$text" ]]
 python3 "$here/verify_hf_export.py" "$dir/hf/model.safetensors" "$dir/a/model"
 
 "$kintsugi" train "$@" --init-from "$dir/hf/model.safetensors" --set train.steps=1 \

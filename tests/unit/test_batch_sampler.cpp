@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -143,4 +144,70 @@ TEST(BatchSampler, EvalWindowsAreEvenFixedAndSeedIndependent) {
   EXPECT_EQ(a.eval_start(0, 1), 0);
   EXPECT_EQ(a.eval_start(2, 3), 1001 - 10 - 1);  // the last window ends at the last token
   EXPECT_EQ(a.eval_start(1, 3), (1001 - 10 - 1) / 2);
+}
+
+namespace {
+
+// Two datasets told apart by their ids: dataset k's token at position p is k * 1000000 + p.
+struct Blend {
+  fs::path dir = fs::temp_directory_path() /
+                 ("kintsugi_blend_test_" + std::to_string(std::random_device{}()));
+  Blend() {
+    fs::create_directories(dir);
+    for (int k = 0; k < 2; ++k) {
+      Tokens tokens(k == 0 ? 5000 : 800);
+      for (std::size_t p = 0; p < tokens.size(); ++p)
+        tokens[p] = static_cast<std::int32_t>(k * 1000000 + p);
+      write_token_file(dir / (std::to_string(k) + ".bin"), 2000000, tokens);
+    }
+  }
+  ~Blend() { fs::remove_all(dir); }
+  BatchSampler sampler(double w0, double w1, std::int64_t seq_len = 16) const {
+    std::vector<BatchSampler::Source> sources;
+    sources.push_back({std::make_shared<TokenFile>(TokenFile::open(dir / "0.bin")), w0});
+    sources.push_back({std::make_shared<TokenFile>(TokenFile::open(dir / "1.bin")), w1});
+    return BatchSampler(std::move(sources), seq_len, 42);
+  }
+};
+
+}  // namespace
+
+TEST(BatchSampler, BlendFollowsTheDocumentedDefinition) {
+  Blend blend;
+  auto s = blend.sampler(3, 1);  // normalized: 0.75, 0.25
+  const std::uint64_t pick = kintsugi::stream_of("train-blend");
+  const std::uint64_t start_stream = kintsugi::stream_of("train-batches");
+  std::array<std::int64_t, 2> count{};
+  for (std::int64_t step = 0; step < 500; ++step)
+    for (std::int64_t i = 0; i < 16; ++i) {
+      const std::size_t k = kintsugi::uniform_at(42, pick + step, i) < 0.75 ? 0 : 1;
+      ASSERT_EQ(s.source_of(step, i), k);
+      const std::int64_t size = k == 0 ? 5000 : 800;
+      const auto start = static_cast<std::int64_t>(
+          kintsugi::uniform_int_at(42, start_stream + step, i, size - 16));
+      ASSERT_EQ(s.train_start(step, i), start);
+      auto b = sample(s, step, i, 1);
+      ASSERT_EQ(b.inputs[0], static_cast<std::int32_t>(k * 1000000 + start));
+      ASSERT_EQ(b.targets[15], static_cast<std::int32_t>(k * 1000000 + start + 16));
+      ++count[k];
+    }
+  // 8000 draws: the share of dataset 0 is 0.75 within a few standard deviations (0.005).
+  EXPECT_NEAR(static_cast<double>(count[0]) / 8000, 0.75, 0.02);
+  // Slices of a blended global batch are its rows, as data-parallel ranks draw them.
+  auto whole = sample(s, 7, 0, 8), half = sample(s, 7, 4, 4);
+  EXPECT_TRUE(std::equal(half.inputs.begin(), half.inputs.end(), whole.inputs.begin() + 4 * 16));
+}
+
+TEST(BatchSampler, BlendEvaluationVisitsEveryDatasetEvenly) {
+  Blend blend;
+  auto s = blend.sampler(1, 9);  // weights do not matter for evaluation
+  Tokens in(16), out(16);
+  const std::int64_t windows = 6;  // three windows in each dataset
+  for (std::int64_t w = 0; w < windows; ++w) {
+    s.eval_window(w, windows, in.data(), out.data());
+    EXPECT_EQ(s.eval_source(w), static_cast<std::size_t>(w % 2));
+    const std::int64_t size = w % 2 == 0 ? 5000 : 800, j = w / 2;
+    EXPECT_EQ(in[0], static_cast<std::int32_t>((w % 2) * 1000000 + j * (size - 17) / 2));
+  }
+  EXPECT_THROW(blend.sampler(1, 0), kintsugi::Error);  // weights must be positive
 }

@@ -6,11 +6,8 @@
 // ids written straight into a device tensor -- crashes here, so these tests fail when a change
 // bypasses the seams.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <map>
 #include <vector>
 
 #include "kintsugi/backend/forwarding_backend.hpp"
@@ -22,57 +19,14 @@
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "scratch_dir.hpp"
+#include "support/guarded_device.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
 
-// "Device" memory: host pages the host may only touch while the allocator says so.
-class GuardedAllocator final : public Allocator {
- public:
-  ~GuardedAllocator() override { EXPECT_TRUE(blocks_.empty()) << "device memory leaked"; }
-  Device device() const override { return Device::cuda; }
-  void* allocate(std::size_t bytes, std::string_view) override {
-    const std::size_t size = round_up(bytes);
-    void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // zeroed
-    EXPECT_NE(p, MAP_FAILED);
-    blocks_[p] = size;
-    if (open_) protect(p, size, PROT_READ | PROT_WRITE);
-    return p;
-  }
-  void release(void* data, std::size_t) noexcept override {
-    munmap(data, blocks_.at(data));
-    blocks_.erase(data);
-  }
-  void copy_to_host(void* host, const void* src, std::size_t bytes) override {
-    ++copies;
-    while_open([&] { std::memcpy(host, src, bytes); });
-  }
-  void copy_from_host(void* dst, const void* host, std::size_t bytes) override {
-    ++copies;
-    while_open([&] { std::memcpy(dst, host, bytes); });
-  }
-  template <class Fn>
-  void while_open(Fn&& fn) {
-    if (open_) return fn();  // an op of the backend is running
-    for (auto& [p, size] : blocks_) protect(p, size, PROT_READ | PROT_WRITE);
-    open_ = true;
-    fn();
-    for (auto& [p, size] : blocks_) protect(p, size, PROT_NONE);
-    open_ = false;
-  }
-  int copies = 0;
-
- private:
-  static std::size_t round_up(std::size_t bytes) {
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    return (bytes + page - 1) / page * page;
-  }
-  static void protect(void* p, std::size_t size, int mode) { ASSERT_EQ(mprotect(p, size, mode), 0); }
-  std::map<void*, std::size_t> blocks_;
-  bool open_ = false;
-};
+using testing::GuardedAllocator;
 
 // The CPU backend's kernels on the guarded memory: memory opens for each op only.
 class GuardedBackend final : public ForwardingBackend {
@@ -94,6 +48,7 @@ class GuardedBackend final : public ForwardingBackend {
 class DeviceSeams : public ::testing::Test {
  protected:
   void SetUp() override { register_allocator(guarded_); }
+  void TearDown() override { EXPECT_FALSE(guarded_.leaked()) << "device memory leaked"; }
   GuardedAllocator guarded_;
 };
 

@@ -46,6 +46,10 @@ void check(PipelineSchedule schedule, const PipelineShape& s) {
     const int in_flight = max_in_flight(schedule, s, r);
     if (schedule == PipelineSchedule::gpipe) EXPECT_EQ(in_flight, s.micro_batches) << what;
     if (schedule == PipelineSchedule::one_f_one_b) EXPECT_LE(in_flight, s.stages) << what;
+    // The executor's shared slots: exactly the most micro-batch-chunks the rank holds at once
+    // in simulated time, not one more.
+    EXPECT_EQ(activation_slots(schedule, s, r), std::max(1, sim.max_in_flight[r]))
+        << what << " rank " << r;
   }
   EXPECT_NEAR(theory_idle / sim.makespan, bubble_fraction(s), 1e-9) << what;
   std::vector<std::vector<PipeInstruction>> programs, forward_only;
@@ -75,6 +79,17 @@ TEST(PipelineSchedule, OneFOneBHoldsAtMostPMicroBatches) {
   // Stage r of p holds p - r micro-batches at its peak (when m >= p).
   for (int r = 0; r < 4; ++r)
     EXPECT_EQ(max_in_flight(PipelineSchedule::one_f_one_b, {4, 1, 8}, r), 4 - r);
+}
+
+// Interleaved chunks share one pool of slots: Korthikanti et al.'s 530B layout (pp 35, three
+// chunks per rank, 280 micro-batches) holds at most 71 micro-batch-chunks on its last rank,
+// while each of its chunks alone peaks at 70 (210 slots if every chunk had its own).
+TEST(PipelineSchedule, InterleavedChunksShareTheirSlots) {
+  const PipelineShape s{35, 3, 280};
+  const auto sim = simulate(PipelineSchedule::interleaved, s, 1.0, 2.0);
+  EXPECT_EQ(sim.max_in_flight[34], 71);
+  EXPECT_EQ(activation_slots(PipelineSchedule::interleaved, s, 34), 71);
+  EXPECT_EQ(max_in_flight(PipelineSchedule::interleaved, s, 34), 70);
 }
 
 TEST(PipelineSchedule, InstructionsOfAOneFOneBStage) {

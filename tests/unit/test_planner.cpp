@@ -63,6 +63,56 @@ TEST(Cluster, BadSpecsNameTheKey) {
   EXPECT_THROW(load_cluster("no-such-cluster"), Error);
 }
 
+// Frontier's node: the two GCDs of an MI250X share a fast link, other pairs a slower one, so a
+// tp 2 ring runs at the package link and a tp 4 or tp 8 ring at the node's slowest.
+TEST(Cluster, LinkTiersInsideANode) {
+  const ClusterSpec f = preset("frontier");
+  EXPECT_EQ(f.devices_per_package, 2);
+  EXPECT_DOUBLE_EQ(f.group_link({0, 1}).bandwidth_gbs, f.package.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(f.group_link({2, 3}).bandwidth_gbs, f.package.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(f.group_link({0, 1, 2, 3}).bandwidth_gbs, f.intra_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(f.group_link({1, 2}).bandwidth_gbs, f.intra_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(f.group_link({0, 8}).bandwidth_gbs, f.inter_node.bandwidth_gbs);
+  EXPECT_LT(f.package.bandwidth_gbs, 1e9);
+  EXPECT_GT(f.package.bandwidth_gbs, f.intra_node.bandwidth_gbs);
+  // Without a [package] section every pair in a node is alike.
+  const ClusterSpec a = preset("dgx-a100-80gb");
+  EXPECT_DOUBLE_EQ(a.group_link({0, 1}).bandwidth_gbs, a.intra_node.bandwidth_gbs);
+  // The tiers and the host overhead survive to_toml; a package must divide the node.
+  const ClusterSpec again = parse_cluster(to_toml(f), "again");
+  EXPECT_EQ(again.devices_per_package, 2);
+  EXPECT_DOUBLE_EQ(again.package.bandwidth_gbs, f.package.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(again.step_overhead_ms, f.step_overhead_ms);
+  std::string text = to_toml(f);
+  text.replace(text.find("[package]\ndevices = 2"), 21, "[package]\ndevices = 3");
+  EXPECT_THROW(parse_cluster(text, "x"), Error);
+  // A tp 2 layout predicts less tensor-parallel time than the same on a spec without tiers.
+  const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 8};
+  ClusterSpec flat = f;
+  flat.devices_per_package = 0;
+  const Layout l{.tp = 2, .dp = 4, .micro_batch = 2};
+  EXPECT_LT(predict(w, f, l).time.tp, predict(w, flat, l).time.tp);
+}
+
+// The memory-bound work the cost model adds to the GEMMs: a materialized attention kernel's
+// s x s traffic, and the cluster's per-step host overhead.
+TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
+  const ModelConfig m = model_preset("gpt-1.4b");
+  ClusterSpec c = preset("dgx-a100-80gb");
+  Workload w{.model = m, .global_batch = 8};
+  const Layout l{.tp = 2, .dp = 4, .micro_batch = 2};
+  const Prediction flash = predict(w, c, l);
+  w.attention = AttentionKernel::materialized;
+  const Prediction materialized = predict(w, c, l);
+  // 5 a s^2 bytes per sequence and layer on a tp share, 4 passes, at the memory bandwidth.
+  const double bytes = 4.0 * 5 * m.n_head / 2.0 * 2 * double(m.seq_len) * m.seq_len * m.n_layer *
+                       (8 / (2 * 4));
+  EXPECT_NEAR(materialized.time.compute - flash.time.compute,
+              bytes / (c.memory_bandwidth_gbs * 1e9), 1e-9);
+  c.step_overhead_ms = 25;
+  EXPECT_NEAR(predict(w, c, l).time.total() - materialized.time.total(), 0.025, 1e-9);
+}
+
 TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const double h = c.gemm_half_dim;
@@ -247,6 +297,27 @@ TEST(Memory, BytesPerParameterOfMixedPrecisionTraining) {
   EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 2, 4, true).total(), 18);
   EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 2, 2, true).total(), 16);  // the ZeRO paper's 16
   EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 4, 4, false).total(), 16);
+}
+
+// Korthikanti et al.'s activations per layer with tensor and sequence parallelism,
+// s b h (34/t + 5 a s / (h t)) bytes in 16 bits, less what kintsugi never stores: the two
+// 1-byte dropout masks (2 s b h / t: no dropout) and the s x s attention matrices (the flash
+// kernel keeps a log-sum-exp per row and head instead), plus the f32 norm statistics. Every
+// term is divided by t: with sequence parallelism the norm outputs are kept as this rank's rows.
+TEST(Memory, SequenceParallelActivationsAreKorthikantisPerLayer) {
+  const ModelConfig m = model_preset("gpt-175b");
+  const double s = 2048, b = 1, h = m.d_model, a = m.n_head, t = 8;
+  ActivationShape shape{.micro_batch = 1, .seq = 2048, .tp = 8, .sequence_parallel = true,
+                        .element_bytes = 2, .statistic_bytes = 4};
+  const double stats = 2 * 2 * s * b / t * 4;  // two LayerNorms' means and inverse deviations
+  const double lse = a * s * b / t * 4;
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, shape), s * b * h * (34 - 2) / t + stats + lse);
+  // Selective recomputation: the attention core's output and log-sum-exp are recomputed too.
+  shape.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, shape), s * b * h * (34 - 2 - 2) / t + stats);
+  // 3.75 bytes per token and unit of hidden size at tp 8 (Megatron-LM's 4.25 with its masks
+  // and kept attention output).
+  EXPECT_NEAR((block_activation_bytes(m, shape) - stats) / (s * b * h), 3.75, 1e-12);
 }
 
 }  // namespace

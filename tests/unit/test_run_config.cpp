@@ -170,6 +170,36 @@ TEST(RunConfig, TomlRoundTripKeepsEveryKey) {
   EXPECT_EQ(back.train.precision, Precision::fp16);
 }
 
+// data.train as a list of datasets: read, written back, and bad entries refused by name.
+TEST(RunConfig, BlendsOfDatasets) {
+  const RunConfig c = load_run_config(
+      "", {"data.train=[{ path = \"a.bin\", weight = 0.3, val = \"a_val.bin\" }, "
+           "{ path = \"b.bin\", weight = 7 }]"});
+  ASSERT_EQ(c.data.blend.size(), 2u);
+  EXPECT_EQ(c.data.blend[0].path, "a.bin");
+  EXPECT_DOUBLE_EQ(c.data.blend[0].weight, 0.3);
+  EXPECT_EQ(c.data.blend[0].val, "a_val.bin");
+  EXPECT_DOUBLE_EQ(c.data.blend[1].weight, 7);  // integers are weights too
+  EXPECT_EQ(c.data.blend[1].val, "");
+  const fs::path file =
+      fs::temp_directory_path() / ("kintsugi-blend-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(file) << run_config_toml(c);
+  const RunConfig back = load_run_config(file.string(), {});
+  // An override of data.train by one path replaces the file's blend.
+  const RunConfig single = load_run_config(file.string(), {"data.train=\"c.bin\""});
+  fs::remove(file);
+  EXPECT_EQ(run_config_toml(back), run_config_toml(c));
+  EXPECT_TRUE(single.data.blend.empty());
+  EXPECT_EQ(single.data.train, "c.bin");
+  EXPECT_NE(error_of({"data.train=[]"}).find("empty list"), std::string::npos);
+  EXPECT_NE(error_of({"data.train=[\"a.bin\"]"}).find("must be a table with a path"),
+            std::string::npos);
+  EXPECT_NE(error_of({"data.train=[{ path = \"a.bin\", weight = 0 }]"}).find("must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of({"data.train=[{ path = \"a.bin\", wieght = 1 }]"}).find("`wieght`"),
+            std::string::npos);
+}
+
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
 // resolves exactly when the planner's layout_problem is empty.
 TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {

@@ -63,5 +63,39 @@ TEST(Training, TinyGptLearnsBrownCorpus) {
   EXPECT_EQ(info.config.n_layer, config.model.n_layer);
 }
 
+// A blend of two datasets with no validation data: evaluation is skipped and said so, and the
+// metrics count the training tokens drawn from each dataset, as the sampler assigns them.
+TEST(Training, BlendWithoutValidationCountsTokensPerDataset) {
+  const fs::path out =
+      fs::temp_directory_path() / ("kintsugi-test-blend-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const std::string data = KINTSUGI_DATA_DIR;
+  const std::string a = data + "/brown/train.bin", b = data + "/brown/val.bin";
+  RunConfig config = tiny_config(
+      {"train.steps=3", "train.warmup_steps=1", "train.log_every=1", "data.val=\"\"",
+       "train.save_checkpoint=false",
+       "data.train=[{ path = \"" + a + "\", weight = 3 }, { path = \"" + b + "\", weight = 1 }]"});
+  std::ostringstream log;
+  const TrainSummary s = train(config, {.out_dir = out.string()}, log);
+  EXPECT_NE(log.str().find("evaluation skipped"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("no validation data"), std::string::npos) << log.str();
+  const TrainInputs inputs = open_inputs(config);
+  std::ifstream metrics(s.metrics_path);
+  std::string line;
+  std::int64_t step = 0, expected_a = 0, expected_b = 0;
+  while (std::getline(metrics, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_FALSE(j.contains("val_loss"));
+    for (std::int64_t i = 0; i < config.train.global_batch; ++i)
+      (inputs.train.source_of(step, i) == 0 ? expected_a : expected_b) += config.model.seq_len;
+    ++step;
+    EXPECT_EQ(j.at("dataset_tokens").at(a).get<std::int64_t>(), expected_a) << line;
+    EXPECT_EQ(j.at("dataset_tokens").at(b).get<std::int64_t>(), expected_b) << line;
+  }
+  EXPECT_EQ(step, 3);
+  EXPECT_GT(expected_a, expected_b);  // 3:1 over 3 steps of 16 sequences, almost surely
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace kintsugi

@@ -1,20 +1,19 @@
 // `kintsugi data ...`: preparing training data.
 //   brown     tagged Brown corpus -> train.txt / val.txt
-//   tokenize  text files -> one token file, <|endoftext|> after every document
-//   info      validate token files and print their header
+//   tokenize  text or JSONL files -> one token file or Megatron dataset, on every core
+//   info      validate token files / Megatron datasets and print what they hold
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
-#include "kintsugi/core/timer.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/brown_corpus.hpp"
-#include "kintsugi/data/documents.hpp"
-#include "kintsugi/data/read_file.hpp"
+#include "kintsugi/data/corpus.hpp"
+#include "kintsugi/data/megatron_dataset.hpp"
 #include "kintsugi/data/token_file.hpp"
-#include "kintsugi/data/utf8.hpp"
 
 namespace kintsugi::cli {
 namespace {
@@ -45,52 +44,78 @@ void add_brown(CLI::App& data) {
 
 void add_tokenize(CLI::App& data) {
   struct Options {
-    std::string tokenizer = "data/gpt2-tokenizer", out;
+    std::string tokenizer = "data/gpt2-tokenizer", out, format = "kintsugi";
     std::vector<std::string> inputs;
+    data::CorpusOptions corpus;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = data.add_subcommand(
-      "tokenize", "Encode UTF-8 text files into one token file; every document (a whole file, or "
-                  "the text between lines \"<|endoftext|>\") is followed by the <|endoftext|> id");
-  cmd->add_option("--tokenizer", opt->tokenizer, "Directory with encoder.json and vocab.bpe")
+      "tokenize",
+      "Encode text files (documents separated by lines \"<|endoftext|>\") or JSONL records into "
+      "one token file on every core; each document gets the tokenizer's specials and ends with "
+      "its end-of-document id (docs/data.md)");
+  cmd->add_option("--tokenizer", opt->tokenizer,
+                  "tokenizer.json (or its directory), or a directory with GPT-2's encoder.json "
+                  "and vocab.bpe")
       ->capture_default_str();
-  cmd->add_option("--out", opt->out, "Token file to write (FILE.bin)")->required();
-  cmd->add_option("inputs", opt->inputs, "Text files, in order")->required();
+  cmd->add_option("--out", opt->out,
+                  "Token file to write (FILE.bin), or with --format megatron the prefix of "
+                  "PREFIX.bin and PREFIX.idx")
+      ->required();
+  cmd->add_option("--format", opt->format,
+                  "kintsugi (one token file) or megatron (Megatron-LM's indexed dataset)")
+      ->check(CLI::IsMember({"kintsugi", "megatron"}))
+      ->capture_default_str();
+  cmd->add_flag("--jsonl", opt->corpus.jsonl,
+                "Inputs are JSON Lines: one document per line, in the field --key");
+  cmd->add_option("--key", opt->corpus.key, "JSONL field holding the document")
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->corpus.threads, "Worker threads (0: every core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("inputs", opt->inputs, "Input files, in order")->required();
   cmd->callback([opt] {
-    auto tokenizer = data::BpeTokenizer::load(opt->tokenizer);
-    Stopwatch clock;
-    data::TokenFileWriter writer(opt->out, tokenizer.vocab_size());
-    std::vector<std::int32_t> ids;
-    std::size_t bytes = 0, documents = 0;
-    for (const auto& input : opt->inputs) {
-      std::string text = data::read_file(input, "check the input file names");
-      data::require_utf8(text, input);
-      bytes += text.size();
-      for (std::string_view document : data::split_documents(text)) {
-        ids.clear();
-        tokenizer.encode_into(document, ids);
-        ids.push_back(tokenizer.eot_id());
-        writer.append(ids);
-        ++documents;
-      }
+    const auto tokenizer = data::load_tokenizer(opt->tokenizer);
+    const std::vector<std::filesystem::path> inputs(opt->inputs.begin(), opt->inputs.end());
+    data::CorpusStats stats;
+    std::string written;
+    if (opt->format == "megatron") {
+      data::MegatronWriter writer(opt->out, tokenizer->vocab_size());
+      stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
+                                    [&](std::span<const std::int32_t> ids) { writer.add_document(ids); });
+      writer.finish();
+      const auto prefix = data::megatron_prefix(opt->out).string();
+      written = prefix + ".bin and " + prefix + ".idx";
+    } else {
+      data::TokenFileWriter writer(opt->out, tokenizer->vocab_size());
+      stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
+                                    [&](std::span<const std::int32_t> ids) { writer.append(ids); });
+      writer.finish();
+      written = opt->out;
     }
-    const auto tokens = writer.size();
-    writer.finish();
-    const double seconds = clock.seconds();
-    fmt::print("tokenize: {} documents, {:.2f} MB of text -> {}: {} tokens in {:.2f} s "
-               "({:.2f} MB/s, {:.0f} tokens/s)\n",
-               documents, bytes / kMB, opt->out, tokens, seconds, bytes / kMB / seconds,
-               tokens / seconds);
+    fmt::print("tokenize: {} documents, {:.2f} MB of text -> {}: {} tokens in {:.2f} s on {} "
+               "thread{} ({:.2f} MB/s, {:.0f} tokens/s)\n",
+               stats.documents, stats.bytes / kMB, written, stats.tokens, stats.seconds,
+               stats.threads, stats.threads == 1 ? "" : "s", stats.bytes / kMB / stats.seconds,
+               stats.tokens / stats.seconds);
   });
 }
 
 void add_info(CLI::App& data) {
   auto files = std::make_shared<std::vector<std::string>>();
   auto* cmd = data.add_subcommand(
-      "info", "Validate token files (size, checksums, ids) and print their headers");
-  cmd->add_option("files", *files, "Token files")->required();
+      "info", "Validate token files or Megatron datasets (sizes, checksums, index, ids) and print "
+              "what they hold");
+  cmd->add_option("files", *files, "Token files, or Megatron datasets (PREFIX, PREFIX.bin or PREFIX.idx)")
+      ->required();
   cmd->callback([files] {
     for (const auto& path : *files) {
+      if (data::is_megatron_dataset(path)) {
+        auto d = data::MegatronDataset::open(path);
+        fmt::print("{}: Megatron dataset, {} documents, {} tokens, dtype code {}, largest id {}: "
+                   "valid\n", path, d->documents(), d->size(), d->dtype_code(), d->max_id());
+        continue;
+      }
       auto file = data::TokenFile::open(path);
       fmt::print("{}: {} tokens, vocab size {}, {} bytes per token, checksum {:016x}: valid\n",
                  path, file.size(), file.vocab_size(), file.token_width(), file.checksum());
@@ -101,7 +126,8 @@ void add_info(CLI::App& data) {
 }  // namespace
 
 void add_data_command(CLI::App& app) {
-  auto* data = app.add_subcommand("data", "Prepare training data (Brown corpus, token files)");
+  auto* data = app.add_subcommand(
+      "data", "Prepare training data (Brown corpus, token files, Megatron datasets)");
   data->require_subcommand(1);
   add_brown(*data);
   add_tokenize(*data);

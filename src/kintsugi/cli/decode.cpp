@@ -1,5 +1,5 @@
-// `kintsugi decode`: whitespace-separated GPT-2 token ids on stdin -> the exact bytes they
-// stand for on stdout, nothing added.
+// `kintsugi decode`: whitespace-separated token ids on stdin -> the text they stand for on
+// stdout (GPT-2's files: the exact bytes; tokenizer.json: its decoder's output), nothing added.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -9,7 +9,7 @@
 
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/read_file.hpp"
 
 namespace kintsugi::cli {
@@ -44,14 +44,17 @@ std::vector<std::int32_t> parse_ids(std::string_view text, int vocab_size) {
 
 void add_decode_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "decode", "Write the text of the GPT-2 token ids on stdin (exact bytes, nothing added)");
+      "decode", "Write the text of the token ids on stdin (special tokens written out, nothing "
+                "added)");
   auto tokenizer_dir = std::make_shared<std::string>("data/gpt2-tokenizer");
-  cmd->add_option("--tokenizer", *tokenizer_dir, "Directory with encoder.json and vocab.bpe")
+  cmd->add_option("--tokenizer", *tokenizer_dir,
+                  "tokenizer.json (or its directory), or a directory with GPT-2's encoder.json "
+                  "and vocab.bpe")
       ->capture_default_str();
   cmd->callback([tokenizer_dir] {
-    auto tokenizer = data::BpeTokenizer::load(*tokenizer_dir);
-    auto ids = parse_ids(data::read_stdin(), tokenizer.vocab_size());
-    std::string text = tokenizer.decode(ids);
+    auto tokenizer = data::load_tokenizer(*tokenizer_dir);
+    auto ids = parse_ids(data::read_stdin(), tokenizer->vocab_size());
+    std::string text = tokenizer->decode(ids);
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
       fail("cannot write the decoded text to stdout");
   });

@@ -1,4 +1,4 @@
-// `kintsugi encode`: UTF-8 text on stdin -> GPT-2 token ids on one line of stdout.
+// `kintsugi encode`: UTF-8 text on stdin -> token ids on one line of stdout.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/read_file.hpp"
 #include "kintsugi/data/utf8.hpp"
 
@@ -14,15 +14,29 @@ namespace kintsugi::cli {
 
 void add_encode_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "encode", "Print the GPT-2 token ids of the UTF-8 text on stdin, space-separated on one line");
-  auto tokenizer_dir = std::make_shared<std::string>("data/gpt2-tokenizer");
-  cmd->add_option("--tokenizer", *tokenizer_dir, "Directory with encoder.json and vocab.bpe")
+      "encode", "Print the token ids of the UTF-8 text on stdin, space-separated on one line "
+                "(as Hugging Face's tokenizer.encode(text): with the specials the tokenizer's "
+                "post-processor adds, e.g. Llama 2's <s>)");
+  struct Args {
+    std::string tokenizer = "data/gpt2-tokenizer";
+    bool no_specials = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json (or its directory), or a directory with GPT-2's encoder.json "
+                  "and vocab.bpe")
       ->capture_default_str();
-  cmd->callback([tokenizer_dir] {
-    auto tokenizer = data::BpeTokenizer::load(*tokenizer_dir);
+  cmd->add_flag("--no-specials", args->no_specials,
+                "Leave out the specials the post-processor adds around the text");
+  cmd->callback([args] {
+    auto tokenizer = data::load_tokenizer(args->tokenizer);
     std::string text = data::read_stdin();
     data::require_utf8(text, "stdin");
-    auto ids = tokenizer.encode(text);
+    std::vector<std::int32_t> ids;
+    if (args->no_specials)
+      tokenizer->encode_into(text, ids);
+    else
+      tokenizer->encode_with_specials(text, ids);
     std::string line = fmt::format("{}\n", fmt::join(ids, " "));
     if (std::fwrite(line.data(), 1, line.size(), stdout) != line.size() || std::fflush(stdout) != 0)
       fail("cannot write the token ids to stdout");

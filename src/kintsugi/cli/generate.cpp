@@ -10,7 +10,7 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
-#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/gpt.hpp"
 
 namespace kintsugi::cli {
@@ -44,7 +44,7 @@ std::int32_t sample_token(std::vector<float>& logits, double temperature, int to
 
 void add_generate_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, tokenizer = "data/gpt2-tokenizer", prompt;
+    std::string checkpoint, tokenizer, prompt;
     int tokens = 100, top_k = 40, threads = 0;
     double temperature = 0.8;
     std::uint64_t seed = 0;
@@ -54,7 +54,9 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", args->checkpoint, "Model directory written by train (<out>/model)")
       ->required();
-  cmd->add_option("--tokenizer", args->tokenizer, "Directory with encoder.json and vocab.bpe");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
+                  "saved with the model, else data/gpt2-tokenizer)");
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--tokens", args->tokens, "Tokens to generate")->check(CLI::Range(1, 100000));
   cmd->add_option("--temperature", args->temperature, "Sampling temperature (0: greedy)")
@@ -67,7 +69,10 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] {
     set_compute_threads(args->threads);
-    const auto tokenizer = data::BpeTokenizer::load(args->tokenizer);
+    const auto tokenizer = data::load_tokenizer(
+        !args->tokenizer.empty()                            ? args->tokenizer
+        : data::has_tokenizer_files(args->checkpoint) ? args->checkpoint
+                                                            : "data/gpt2-tokenizer");
     const auto info = read_model_info(args->checkpoint);
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
@@ -75,8 +80,12 @@ void add_generate_command(CLI::App& app) {
     GptModel model(*backend, info.config, DType::f32, 1, window);
     load_model(args->checkpoint, model.params());
 
-    std::vector<std::int32_t> context = tokenizer.encode(args->prompt);
-    if (context.empty()) context.push_back(tokenizer.eot_id());
+    // The prompt as a document starts: after the specials the tokenizer puts before a text
+    // (Llama: <s>); an empty context starts after an end of document.
+    std::vector<std::int32_t> context(tokenizer->text_prefix().begin(),
+                                      tokenizer->text_prefix().end());
+    tokenizer->encode_into(args->prompt, context);
+    if (context.empty()) context.push_back(tokenizer->eos_id());
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
     std::vector<std::int32_t> input(window, 0);
@@ -90,7 +99,7 @@ void add_generate_command(CLI::App& app) {
           sample_token(logits, args->temperature, args->top_k, uniform_at(args->seed, 1, i));
       context.push_back(next);
       const std::int32_t one[] = {next};
-      fmt::print("{}", tokenizer.decode(one));
+      fmt::print("{}", tokenizer->decode(one));
       std::fflush(stdout);
     }
     fmt::print("\n");

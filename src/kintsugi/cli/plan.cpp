@@ -21,7 +21,7 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", precision, grad_precision, write_config;
-  std::string schedule, recompute, sp;
+  std::string schedule, recompute, sp, attention;
   std::vector<std::string> overrides;
   std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
   std::size_t top = 10;
@@ -89,12 +89,17 @@ void print_memory(const Args& a) {
              "--cluster C --nodes N` accounts for them.\n");
 }
 
+std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
+  return fmt::format("needs {:.1f} GB of {:.0f}", p.memory.total() / 1e9, cluster.memory_gb);
+}
+
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
   const RunConfig base = base_config(a);
   const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
   const std::int64_t world = cluster.devices_per_node * a.nodes;
   Workload w = workload_of(base);
+  if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
   SearchSpace space;
   space.tp = a.tp;
   space.pp = a.pp;
@@ -121,6 +126,14 @@ void run_plan(const Args& a) {
                         {"layouts", nlohmann::json::array()}};
     for (std::size_t i = 0; i < std::min(a.top, r.ranked.size()); ++i)
       j["layouts"].push_back(to_json(r.ranked[i]));
+    // With nothing fitting (a pinned layout too large, say), the smallest are still predicted.
+    if (r.ranked.empty()) {
+      j["not_fitting"] = nlohmann::json::array();
+      for (const Prediction& p : r.too_big) {
+        j["not_fitting"].push_back(to_json(p));
+        j["not_fitting"].back()["does_not_fit"] = does_not_fit(p, cluster);
+      }
+    }
     fmt::print("{}\n", j.dump(2));
   } else {
     const double n = static_cast<double>(parameter_count(base.model));
@@ -133,6 +146,12 @@ void run_plan(const Args& a) {
     fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,
                cluster.memory_gb);
     if (!r.ranked.empty()) print_prediction_table(r.ranked, a.top);
+    if (r.ranked.empty() && !r.too_big.empty()) {
+      fmt::print("none fits; the smallest, predicted anyway:\n");
+      print_prediction_table(r.too_big, a.top);
+      for (std::size_t i = 0; i < std::min(a.top, r.too_big.size()); ++i)
+        fmt::print("{:>3} does not fit: {}\n", i + 1, does_not_fit(r.too_big[i], cluster));
+    }
   }
   if (r.ranked.empty()) {
     if (r.too_big.empty())
@@ -189,6 +208,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--recompute", a->recompute, "Pin recomputation: none, selective, full");
   cmd->add_option("--sp", a->sp, "Pin sequence parallelism: on or off")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--attention", a->attention,
+                  "Attention kernel of the predicted run: flash (kintsugi's, default) or "
+                  "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")
+      ->check(CLI::IsMember({"flash", "materialized"}));
   cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Also try tensor parallelism across nodes");
   cmd->callback([a] { run_plan(*a); });
 }

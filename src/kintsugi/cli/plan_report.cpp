@@ -16,18 +16,20 @@ std::string seconds(double s) {
 }  // namespace
 
 void print_prediction_table(const std::vector<Prediction>& rows, std::size_t top) {
-  fmt::print("{:>3} {:<44} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>10} {:>6}\n",
-             "#", "layout", "mem GB", "step", "compute", "tp", "pp", "dp", "bubble", "optim",
-             "tokens/s", "samples/s", "MFU");
+  fmt::print(
+      "{:>3} {:<44} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>10} {:>6} "
+      "{:>6}\n",
+      "#", "layout", "mem GB", "step", "compute", "tp", "pp", "dp", "bubble", "optim", "host",
+      "tokens/s", "samples/s", "MFU", "HFU");
   for (std::size_t i = 0; i < std::min(top, rows.size()); ++i) {
     const Prediction& p = rows[i];
     fmt::print(
-        "{:>3} {:<44} {:>8.3g} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11.4g} {:>10.4g} "
-        "{:>5.1f}%\n",
+        "{:>3} {:<44} {:>8.3g} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11.4g} "
+        "{:>10.4g} {:>5.1f}% {:>5.1f}%\n",
         i + 1, describe(p.layout), p.memory.total() / 1e9, seconds(p.time.total()),
         seconds(p.time.compute), seconds(p.time.tp), seconds(p.time.pp), seconds(p.time.dp),
-        seconds(p.time.bubble), seconds(p.time.optimizer), p.tokens_per_s, p.samples_per_s,
-        100 * p.mfu);
+        seconds(p.time.bubble), seconds(p.time.optimizer), seconds(p.time.host), p.tokens_per_s,
+        p.samples_per_s, 100 * p.mfu, 100 * p.hfu);
   }
 }
 
@@ -55,7 +57,8 @@ nlohmann::json to_json(const Prediction& p) {
       {"fits", p.fits},
       {"step_seconds",
        {{"compute", p.time.compute}, {"tp", p.time.tp}, {"pp", p.time.pp}, {"dp", p.time.dp},
-        {"bubble", p.time.bubble}, {"optimizer", p.time.optimizer}, {"total", p.time.total()}}},
+        {"bubble", p.time.bubble}, {"optimizer", p.time.optimizer}, {"host", p.time.host},
+        {"total", p.time.total()}}},
       {"crosses_nodes",
        {{"tp", p.tp_crosses_nodes}, {"pp", p.pp_crosses_nodes}, {"dp", p.dp_crosses_nodes}}},
       {"gemm_efficiency", p.gemm_efficiency},

@@ -130,7 +130,8 @@ class Communicator {
 };
 
 // The world (every rank of the job) as a group named "world", over the implementation for
-// options.device: MPI for host memory. Needs an initialized MpiRuntime
+// options.device: MPI (device tensors staged through host memory until an NCCL communicator
+// exists). Needs an initialized MpiRuntime
 // (comm/mpi/mpi_runtime.hpp): ranks are launched and bootstrapped by MPI.
 std::shared_ptr<Communicator> make_world_communicator(const CommOptions& options = {});
 

@@ -1,5 +1,6 @@
-// The one place a communicator implementation is chosen. An NCCL communicator (comm/nccl/) would
-// be declared here and picked for device memory when the build has it.
+// The one place a communicator implementation is chosen. Device memory goes through MPI staged in
+// host memory (comm/mpi/host_staging.hpp); an NCCL communicator (comm/nccl/) would be declared
+// here and picked for device memory when the build has it.
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/mpi/mpi_communicator.hpp"
 #include "kintsugi/core/error.hpp"
@@ -9,12 +10,7 @@ namespace kintsugi {
 std::shared_ptr<Communicator> make_world_communicator(const CommOptions& options) {
   if (!(options.timeout_s > 0))
     fail("comm.timeout_s = {} must be positive", options.timeout_s);
-  switch (options.device) {
-    case Device::cpu: return make_mpi_world(options);
-    case Device::cuda:
-      fail("there is no communicator for GPU memory yet (NCCL): use --device cpu");
-  }
-  KINTSUGI_ASSERT(false);
+  return make_mpi_world(options);
 }
 
 }  // namespace kintsugi

@@ -54,6 +54,11 @@ void TensorParallel::leave(const Tensor& y_partial, const Tensor& y_local) const
   }
 }
 
+CommHandle TensorParallel::regather_async(const Tensor& x_local, const Tensor& x_full) const {
+  KINTSUGI_ASSERT(sequence_parallel());
+  return comm().all_gather_async(x_local, x_full);
+}
+
 void TensorParallel::leave_backward(const Tensor& dy_local, const Tensor& dy_full) const {
   if (sequence_parallel()) comm().all_gather(dy_local, dy_full);
   else KINTSUGI_ASSERT(dy_local.data == dy_full.data);

@@ -50,6 +50,9 @@ class TensorParallel {
   void leave(const Tensor& y_partial, const Tensor& y_local) const;
   // dy_local -> dy_full. Without sp, dy_full must be dy_local.
   void leave_backward(const Tensor& dy_local, const Tensor& dy_full) const;
+  // enter's all-gather again, started and not waited for (sequence parallelism only): backward
+  // gathers a norm output that forward kept only as this rank's rows, while it computes.
+  CommHandle regather_async(const Tensor& x_local, const Tensor& x_full) const;
 
  private:
   Communicator& comm() const;

@@ -50,6 +50,14 @@ std::array<Allocator*, 2>& registry() {
 
 }  // namespace
 
+void* Allocator::allocate_staging(std::size_t bytes) {
+  return host_allocator().allocate(bytes, "communication staging");
+}
+
+void Allocator::release_staging(void* data, std::size_t bytes) noexcept {
+  host_allocator().release(data, bytes);
+}
+
 Allocator& host_allocator() {
   static HostAllocator host;
   return host;

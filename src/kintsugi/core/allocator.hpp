@@ -19,8 +19,13 @@ class Allocator {
   virtual void release(void* data, std::size_t bytes) noexcept = 0;
   // Byte copies between this device's memory and host memory. A copy sees every op enqueued on
   // the device before it and is complete when it returns.
+  // Copies may come from any thread (a communicator's progress thread stages device buffers).
   virtual void copy_to_host(void* host, const void* src, std::size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host, std::size_t bytes) = 0;
+  // Host memory that this device copies to and from fastest (page-locked for a GPU), for
+  // staging its buffers through host-only libraries such as MPI. The host's own by default.
+  virtual void* allocate_staging(std::size_t bytes);
+  virtual void release_staging(void* data, std::size_t bytes) noexcept;
 };
 
 // Host memory; large blocks on transparent huge pages.

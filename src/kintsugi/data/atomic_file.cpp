@@ -71,4 +71,10 @@ void AtomicFile::commit() {
   }
 }
 
+void write_text_file(const std::filesystem::path& path, std::string_view contents) {
+  AtomicFile file(path);
+  file.write(contents);
+  file.commit();
+}
+
 }  // namespace kintsugi::data

@@ -31,4 +31,7 @@ class AtomicFile {
   std::FILE* file_ = nullptr;
 };
 
+// The whole file at once, atomically.
+void write_text_file(const std::filesystem::path& path, std::string_view contents);
+
 }  // namespace kintsugi::data

@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/data/piece_cache.hpp"
 #include "kintsugi/data/pretokenizer.hpp"
 #include "kintsugi/data/utf8.hpp"
+#include "kintsugi/data/workspace_pool.hpp"
 
 namespace kintsugi::data {
 namespace {
@@ -77,11 +79,6 @@ template <class... Args>
        fmt::format(what, std::forward<Args>(args)...), kFetchHint);
 }
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 struct Merge {
   std::int32_t rank;    // line number in vocab.bpe: lower merges first
   std::int32_t result;  // id of the concatenated token
@@ -100,23 +97,8 @@ std::string byte_symbol(std::uint8_t b) {
   return s;
 }
 
-struct BpeTokenizer::Impl {
-  Pretokenizer pretokenizer;
-  std::vector<std::string> token_bytes;  // id -> the bytes it decodes to
-  std::array<std::int32_t, 256> byte_token{};
-  std::unordered_map<std::uint64_t, Merge> merges;
-  std::int32_t eot = -1;
-
-  // Cache of pieces already merged (the reference keeps one too): text is Zipfian, so after a
-  // few pages almost every piece is a hit. Ids live in one arena to avoid a vector per entry.
-  struct Span {
-    std::uint32_t begin, size;
-  };
-  // Everything below is guarded by `mutex`: encode() is const but mutates the cache and
-  // reuses bpe()'s scratch space across pieces.
-  mutable std::mutex mutex;
-  mutable std::unordered_map<std::string, Span, StringHash, std::equal_to<>> cache;
-  mutable std::vector<std::int32_t> cache_ids;
+// The merge loop's scratch space and the cache of merged pieces, one per concurrent caller.
+struct BpeWorkspace {
   struct Symbol {
     std::int32_t id;          // -1 once merged into its left neighbour
     std::int32_t next, prev;  // the list of live symbols, -1 at the ends
@@ -127,22 +109,35 @@ struct BpeTokenizer::Impl {
       return rank != o.rank ? rank > o.rank : position > o.position;
     }
   };
-  mutable std::vector<Symbol> symbols;
-  mutable std::vector<Candidate> heap, batch;
+  PieceCache cache;
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap, batch;
+};
+
+struct BpeTokenizer::Impl {
+  Pretokenizer pretokenizer;
+  std::vector<std::string> token_bytes;  // id -> the bytes it decodes to
+  std::array<std::int32_t, 256> byte_token{};
+  std::unordered_map<std::uint64_t, Merge> merges;
+  std::int32_t eot = -1;
+  std::string encoder_json, vocab_bpe;  // the files as read, for save()
+  std::filesystem::path dir;
+  mutable WorkspacePool<BpeWorkspace> workspaces;
 
   void load_encoder(const std::filesystem::path& path,
                     std::unordered_map<std::string, std::int32_t>& bytes_to_id);
   void load_merges(const std::filesystem::path& path,
                    const std::unordered_map<std::string, std::int32_t>& bytes_to_id);
-  void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
-  void push_candidate(std::int32_t position) const;
+  void bpe(std::string_view piece, BpeWorkspace& w, std::vector<std::int32_t>& out) const;
+  void push_candidate(BpeWorkspace& w, std::int32_t position) const;
 };
 
 void BpeTokenizer::Impl::load_encoder(const std::filesystem::path& path,
                                       std::unordered_map<std::string, std::int32_t>& bytes_to_id) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(read_tokenizer_file(path));
+    encoder_json = read_tokenizer_file(path);
+    json = nlohmann::json::parse(encoder_json);
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, "not JSON: {}", e.what());
   }
@@ -173,8 +168,8 @@ void BpeTokenizer::Impl::load_encoder(const std::filesystem::path& path,
 void BpeTokenizer::Impl::load_merges(
     const std::filesystem::path& path,
     const std::unordered_map<std::string, std::int32_t>& bytes_to_id) {
-  std::string text = read_tokenizer_file(path);
-  std::string_view rest = text;
+  vocab_bpe = read_tokenizer_file(path);
+  std::string_view rest = vocab_bpe;
   auto next_line = [&rest] {
     auto end = rest.find('\n');
     std::string_view line = rest.substr(0, end);
@@ -207,10 +202,28 @@ void BpeTokenizer::Impl::load_merges(
 
 BpeTokenizer BpeTokenizer::load(const std::filesystem::path& dir) {
   auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
   std::unordered_map<std::string, std::int32_t> bytes_to_id;
-  impl->load_encoder(dir / "encoder.json", bytes_to_id);
-  impl->load_merges(dir / "vocab.bpe", bytes_to_id);
+  // Hugging Face's names for the same two files (exports write these).
+  const bool hf_names = !std::filesystem::exists(dir / "encoder.json") &&
+                        std::filesystem::exists(dir / "vocab.json");
+  impl->load_encoder(dir / (hf_names ? "vocab.json" : "encoder.json"), bytes_to_id);
+  impl->load_merges(dir / (hf_names ? "merges.txt" : "vocab.bpe"), bytes_to_id);
   return BpeTokenizer(std::move(impl));
+}
+
+std::string BpeTokenizer::describe() const {
+  return fmt::format("GPT-2 byte-level BPE from {} ({} ids)", impl_->dir.string(), vocab_size());
+}
+
+void BpeTokenizer::save(const std::filesystem::path& dir) const {
+  write_text_file(dir / "vocab.json", impl_->encoder_json);
+  write_text_file(dir / "merges.txt", impl_->vocab_bpe);
+  const std::string eot(kEndOfText);
+  const nlohmann::json config = {{"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", eot},
+                                 {"eos_token", eot}, {"unk_token", eot},
+                                 {"add_prefix_space", false}, {"model_max_length", 1024}};
+  write_text_file(dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
 
 BpeTokenizer::BpeTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -221,8 +234,10 @@ BpeTokenizer::~BpeTokenizer() = default;
 int BpeTokenizer::vocab_size() const { return static_cast<int>(impl_->token_bytes.size()); }
 int BpeTokenizer::eot_id() const { return impl_->eot; }
 
-void BpeTokenizer::Impl::push_candidate(std::int32_t position) const {
-  const Symbol& s = symbols[position];
+void BpeTokenizer::Impl::push_candidate(BpeWorkspace& w, std::int32_t position) const {
+  auto& symbols = w.symbols;
+  auto& heap = w.heap;
+  const BpeWorkspace::Symbol& s = symbols[position];
   if (s.next < 0) return;
   auto it = merges.find(pair_key(s.id, symbols[s.next].id));
   if (it == merges.end()) return;
@@ -237,13 +252,17 @@ void BpeTokenizer::Impl::push_candidate(std::int32_t position) const {
 // never have the batch's own rank, since a merged token is longer than either part) wait for the
 // next round, exactly like the reference's next pass. Stale entries are recognised by their ids:
 // a symbol's token only ever grows, so an id never comes back.
-void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+void BpeTokenizer::Impl::bpe(std::string_view piece, BpeWorkspace& w,
+                             std::vector<std::int32_t>& out) const {
+  auto& symbols = w.symbols;
+  auto& heap = w.heap;
+  auto& batch = w.batch;
   const auto n = static_cast<std::int32_t>(piece.size());
   symbols.resize(n);
   for (std::int32_t i = 0; i < n; ++i)
     symbols[i] = {byte_token[static_cast<unsigned char>(piece[i])], i + 1 < n ? i + 1 : -1, i - 1};
   heap.clear();
-  for (std::int32_t i = 0; i + 1 < n; ++i) push_candidate(i);
+  for (std::int32_t i = 0; i + 1 < n; ++i) push_candidate(w, i);
   while (!heap.empty()) {
     batch.clear();
     const std::int32_t rank = heap.front().rank;
@@ -252,16 +271,16 @@ void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& 
       batch.push_back(heap.back());
       heap.pop_back();
     }
-    for (const Candidate& c : batch) {
-      Symbol& left = symbols[c.position];
+    for (const BpeWorkspace::Candidate& c : batch) {
+      BpeWorkspace::Symbol& left = symbols[c.position];
       if (left.id != c.left || left.next < 0 || symbols[left.next].id != c.right) continue;
-      Symbol& right = symbols[left.next];
+      BpeWorkspace::Symbol& right = symbols[left.next];
       left.id = merges.find(pair_key(c.left, c.right))->second.result;
       right.id = -1;
       left.next = right.next;
       if (right.next >= 0) symbols[right.next].prev = c.position;
-      if (left.prev >= 0) push_candidate(left.prev);
-      push_candidate(c.position);
+      if (left.prev >= 0) push_candidate(w, left.prev);
+      push_candidate(w, c.position);
     }
   }
   for (std::int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
@@ -270,10 +289,7 @@ void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& 
 void BpeTokenizer::encode_into(std::string_view text, std::vector<std::int32_t>& out) const {
   require_utf8(text, "text to encode");
   const Impl& m = *impl_;
-  std::lock_guard lock(m.mutex);
-  // Bounds that keep the cache to a few hundred MB on adversarial input; ordinary corpora
-  // never reach them. Long pieces (runs of spaces, base64) are rarely repeated: not cached.
-  constexpr std::size_t kMaxCachedPiece = 64, kMaxCacheEntries = 1 << 20;
+  auto w = m.workspaces.borrow();
   auto pieces = m.pretokenizer.pieces(text);
   std::string_view piece;
   while (pieces.next(piece)) {
@@ -281,31 +297,11 @@ void BpeTokenizer::encode_into(std::string_view text, std::vector<std::int32_t>&
       out.push_back(m.byte_token[static_cast<unsigned char>(piece[0])]);
       continue;
     }
-    if (auto hit = m.cache.find(piece); hit != m.cache.end()) {
-      auto begin = m.cache_ids.begin() + hit->second.begin;
-      out.insert(out.end(), begin, begin + hit->second.size);
-      continue;
-    }
+    if (w->cache.get(piece, out)) continue;
     std::size_t first = out.size();
-    m.bpe(piece, out);
-    if (piece.size() > kMaxCachedPiece) continue;
-    if (m.cache.size() >= kMaxCacheEntries) {
-      m.cache.clear();
-      m.cache_ids.clear();
-    }
-    Impl::Span span{static_cast<std::uint32_t>(m.cache_ids.size()),
-                    static_cast<std::uint32_t>(out.size() - first)};
-    m.cache_ids.insert(m.cache_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(first),
-                       out.end());
-    m.cache.emplace(std::string(piece), span);
+    m.bpe(piece, *w, out);
+    w->cache.put(piece, std::span(out).subspan(first));
   }
-}
-
-std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
-  std::vector<std::int32_t> ids;
-  ids.reserve(text.size() / 4 + 16);
-  encode_into(text, ids);
-  return ids;
 }
 
 std::string BpeTokenizer::decode(std::span<const std::int32_t> ids) const {

@@ -11,32 +11,41 @@
 #include <string_view>
 #include <vector>
 
+#include "kintsugi/data/tokenizer.hpp"
+
 namespace kintsugi::data {
 
-class BpeTokenizer {
+class BpeTokenizer final : public Tokenizer {
  public:
-  // Loads `encoder.json` and `vocab.bpe` from `dir`. Missing or malformed files throw
-  // kintsugi::Error naming the file and pointing at scripts/fetch_data.sh.
+  // Loads `encoder.json` and `vocab.bpe` (or the same files named vocab.json and merges.txt, as
+  // Hugging Face names them) from `dir`. Missing or malformed files throw kintsugi::Error naming
+  // the file and pointing at scripts/fetch_data.sh.
   static BpeTokenizer load(const std::filesystem::path& dir);
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
-  ~BpeTokenizer();
+  ~BpeTokenizer() override;
 
   // Token ids of `text`, which must be valid UTF-8 (else kintsugi::Error). "<|endoftext|>" in
-  // the text is ordinary text, as in the reference; insert eot_id() yourself between documents.
-  // Thread-safe: concurrent calls share (and take turns on) one cache of merged pieces.
-  std::vector<std::int32_t> encode(std::string_view text) const;
-  // Appends to `out` instead of returning a new vector.
-  void encode_into(std::string_view text, std::vector<std::int32_t>& out) const;
+  // the text is ordinary text, as in the reference; documents end with eos_id() (tokenizer.hpp).
+  // Thread-safe: each concurrent call borrows its own cache of merged pieces.
+  using Tokenizer::encode;
+  void encode_into(std::string_view text, std::vector<std::int32_t>& out) const override;
 
   // The exact bytes the ids stand for (possibly partial UTF-8 when ids split a character).
   // Ids outside [0, vocab_size()) throw kintsugi::Error.
-  std::string decode(std::span<const std::int32_t> ids) const;
+  std::string decode(std::span<const std::int32_t> ids) const override;
 
-  int vocab_size() const;
+  int vocab_size() const override;
   // <|endoftext|>, 50256 for GPT-2.
   int eot_id() const;
+  std::int32_t eos_id() const override { return eot_id(); }
+  std::optional<std::int32_t> bos_id() const override { return std::nullopt; }
+  std::span<const std::int32_t> text_prefix() const override { return {}; }
+  std::span<const std::int32_t> text_suffix() const override { return {}; }
+  std::string describe() const override;
+  // vocab.json and merges.txt (the files' contents unchanged) and a tokenizer_config.json.
+  void save(const std::filesystem::path& dir) const override;
 
  private:
   struct Impl;

@@ -17,7 +17,7 @@ namespace {
 struct Slot {
   std::atomic<std::uintptr_t> begin{0};
   std::atomic<std::uintptr_t> end{0};
-  char path[480] = {};
+  char label[480] = {};
 };
 constexpr int kSlots = 32;  // a run maps two token files; tests and tools a few more
 Slot g_slots[kSlots];
@@ -34,8 +34,8 @@ extern "C" void on_bus_error(int signal, siginfo_t* info, void*) {
     const std::uintptr_t begin = s.begin.load(std::memory_order_acquire);
     if (begin == 0 || address < begin || address >= s.end.load(std::memory_order_relaxed))
       continue;
-    say("kintsugi: error: token file ");
-    say(s.path);
+    say("kintsugi: error: ");
+    say(s.label);
     say(" changed while this run was reading it (it is now shorter than when it was opened): "
         "restore it and resume from the last checkpoint\n");
     ::_exit(1);
@@ -59,13 +59,13 @@ void install_once() {
 
 }  // namespace
 
-void guard_mapping(const void* begin, std::size_t bytes, const std::string& path) {
+void guard_mapping(const void* begin, std::size_t bytes, const std::string& label) {
   install_once();
   std::lock_guard<std::mutex> lock(g_register);
   for (Slot& s : g_slots) {
     if (s.begin.load(std::memory_order_relaxed) != 0) continue;
-    std::strncpy(s.path, path.c_str(), sizeof(s.path) - 1);
-    s.path[sizeof(s.path) - 1] = '\0';
+    std::strncpy(s.label, label.c_str(), sizeof(s.label) - 1);
+    s.label[sizeof(s.label) - 1] = '\0';
     s.end.store(reinterpret_cast<std::uintptr_t>(begin) + bytes, std::memory_order_relaxed);
     s.begin.store(reinterpret_cast<std::uintptr_t>(begin), std::memory_order_release);
     return;

@@ -1,21 +1,16 @@
 #include "kintsugi/data/token_file.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/atomic_file.hpp"
-#include "kintsugi/data/mapping_guard.hpp"
 
 namespace kintsugi::data {
 namespace {
@@ -92,12 +87,15 @@ void widen(const unsigned char* from, std::int64_t count, std::int32_t* out) {
   for (std::int64_t i = 0; i < count; ++i) out[i] = static_cast<std::int32_t>(tokens[i]);
 }
 
-template <class T> std::int64_t first_out_of_range(const unsigned char* from, std::int64_t count,
-                                                   std::uint32_t vocab_size) {
+// The largest token and its first position (-1 when count is 0).
+template <class T> std::pair<std::int64_t, std::int64_t> max_token(const unsigned char* from,
+                                                                   std::int64_t count) {
   const T* tokens = reinterpret_cast<const T*>(from);
+  T largest = 0;
+  for (std::int64_t i = 0; i < count; ++i) largest = std::max(largest, tokens[i]);
   for (std::int64_t i = 0; i < count; ++i)
-    if (tokens[i] >= vocab_size) return i;
-  return -1;
+    if (tokens[i] == largest) return {largest, i};
+  return {-1, -1};
 }
 
 }  // namespace
@@ -106,47 +104,23 @@ int token_width_for(std::int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 
 
 TokenFile TokenFile::open(const std::filesystem::path& path) {
   const std::string name = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      fail("token file {} does not exist: create it with `kintsugi data tokenize` "
-           "(scripts/fetch_data.sh makes the Brown corpus files)", name);
-    fail("cannot open token file {}: {}", name, std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    fail("cannot stat token file {}: {}", name, std::strerror(error));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    fail("token file {} is a directory: name a file made by `kintsugi data tokenize`", name);
-  }
-  const auto file_bytes = static_cast<std::size_t>(st.st_size);
-  if (file_bytes < kTokenFileHeaderBytes) {
-    ::close(fd);
-    fail("{} is truncated ({} bytes, less than the {}-byte header): {}", name, file_bytes,
-         kTokenFileHeaderBytes, kRecreate);
-  }
-  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  int map_error = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) fail("cannot map token file {}: {}", name, std::strerror(map_error));
-
   TokenFile file;
   file.path_ = path;
-  file.map_ = static_cast<const unsigned char*>(map);
-  file.map_bytes_ = file_bytes;  // from here on the destructor unmaps, also on errors below
-  guard_mapping(file.map_, file_bytes, name);
-  Header h = decode_header(file.map_, path);
+  file.map_ = MappedFile(path, "token file",
+                         "create it with `kintsugi data tokenize` (scripts/fetch_data.sh makes "
+                         "the Brown corpus files)");
+  const std::size_t file_bytes = file.map_.size();
+  if (file_bytes < kTokenFileHeaderBytes)
+    fail("{} is truncated ({} bytes, less than the {}-byte header): {}", name, file_bytes,
+         kTokenFileHeaderBytes, kRecreate);
+  Header h = decode_header(file.map_.data(), path);
   // Division, not multiplication: a corrupt count must not overflow into a matching size.
   const std::size_t payload_bytes = file_bytes - kTokenFileHeaderBytes;
   if (payload_bytes % h.width != 0 || payload_bytes / h.width != h.count)
     fail("{} is truncated or has trailing bytes: the header promises {} tokens ({} bytes) but the "
          "file holds {} bytes after the header: {}",
          name, h.count, h.count * h.width, payload_bytes, kRecreate);
-  const unsigned char* payload = file.map_ + kTokenFileHeaderBytes;
+  const unsigned char* payload = file.map_.data() + kTokenFileHeaderBytes;
   if (XXH3_64bits(payload, payload_bytes) != h.payload_checksum)
     fail("{} is corrupt (payload checksum mismatch): {}", name, kRecreate);
   file.count_ = static_cast<std::int64_t>(h.count);
@@ -155,42 +129,23 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   file.checksum_ = h.payload_checksum;
   // A checksum only proves the bytes are what the writer wrote; ids beyond the vocabulary
   // would index past the embedding table, so they are checked once here.
-  std::int64_t bad = h.width == 2 ? first_out_of_range<std::uint16_t>(payload, file.count_, h.vocab_size)
-                                  : first_out_of_range<std::uint32_t>(payload, file.count_, h.vocab_size);
-  if (bad >= 0)
-    fail("{} holds token {} at position {}, outside its vocabulary of {}: {}", name,
-         file[bad], bad, h.vocab_size, kRecreate);
+  const auto [largest, at] = h.width == 2 ? max_token<std::uint16_t>(payload, file.count_)
+                                          : max_token<std::uint32_t>(payload, file.count_);
+  if (largest >= static_cast<std::int64_t>(h.vocab_size))
+    fail("{} holds token {} at position {}, outside its vocabulary of {}: {}", name, largest, at,
+         h.vocab_size, kRecreate);
+  file.max_id_ = static_cast<std::int32_t>(largest);
+  file.max_id_position_ = at;
   return file;
 }
 
-TokenFile::TokenFile(TokenFile&& other) noexcept { *this = std::move(other); }
-
-TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
-  if (this != &other) {
-    if (map_) {
-      unguard_mapping(map_);
-      ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
-    }
-    path_ = std::move(other.path_);
-    map_ = std::exchange(other.map_, nullptr);
-    map_bytes_ = std::exchange(other.map_bytes_, 0);
-    count_ = std::exchange(other.count_, 0);
-    vocab_size_ = other.vocab_size_;
-    width_ = other.width_;
-    checksum_ = other.checksum_;
-  }
-  return *this;
-}
-
-TokenFile::~TokenFile() {
-  if (!map_) return;
-  unguard_mapping(map_);
-  ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+std::string TokenFile::describe() const {
+  return fmt::format("kintsugi token file, {} tokens", count_);
 }
 
 void TokenFile::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
   KINTSUGI_ASSERT(begin >= 0 && count >= 0 && begin <= count_ - count);
-  const unsigned char* from = map_ + kTokenFileHeaderBytes + begin * width_;
+  const unsigned char* from = map_.data() + kTokenFileHeaderBytes + begin * width_;
   if (width_ == 2)
     widen<std::uint16_t>(from, count, out);
   else

@@ -21,6 +21,9 @@
 #include <span>
 #include <string>
 
+#include "kintsugi/data/mapped_file.hpp"
+#include "kintsugi/data/token_source.hpp"
+
 namespace kintsugi::data {
 
 inline constexpr std::size_t kTokenFileHeaderBytes = 64;
@@ -29,35 +32,35 @@ inline constexpr std::uint32_t kTokenFileVersion = 1;
 // Bytes per token for a vocabulary: 2 when every id fits in uint16, else 4.
 int token_width_for(std::int64_t vocab_size);
 
-class TokenFile {
+class TokenFile final : public TokenSource {
  public:
   // Maps and validates `path`; kintsugi::Error naming the file, the problem and the fix when
   // it is missing, truncated, of another format or version, or fails a checksum.
   static TokenFile open(const std::filesystem::path& path);
 
-  TokenFile(TokenFile&&) noexcept;
-  TokenFile& operator=(TokenFile&&) noexcept;
-  ~TokenFile();
-
-  std::int64_t size() const { return count_; }
+  std::int64_t size() const override { return count_; }
   std::int32_t vocab_size() const { return vocab_size_; }
   int token_width() const { return width_; }
   std::uint64_t checksum() const { return checksum_; }  // of the payload
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const override { return path_; }
+  std::int32_t max_id() const override { return max_id_; }
+  std::int64_t max_id_position() const override { return max_id_position_; }
+  std::string describe() const override;
 
   // Copies tokens [begin, begin + count) to `out`; the range must lie inside the file.
-  void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const;
+  void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const override;
   std::int32_t operator[](std::int64_t i) const;
 
  private:
   TokenFile() = default;
   std::filesystem::path path_;
-  const unsigned char* map_ = nullptr;
-  std::size_t map_bytes_ = 0;
+  MappedFile map_;
   std::int64_t count_ = 0;
   std::int32_t vocab_size_ = 0;
   int width_ = 0;
   std::uint64_t checksum_ = 0;
+  std::int32_t max_id_ = -1;
+  std::int64_t max_id_position_ = -1;
 };
 
 // Streams tokens into a new token file. Nothing is visible at `path` until finish().

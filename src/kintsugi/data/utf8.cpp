@@ -54,7 +54,7 @@ void require_utf8(std::string_view text, std::string_view what) {
   auto bad = first_invalid_utf8(text);
   if (!bad) return;
   auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
-  fail("{}: invalid UTF-8 at line {} (byte offset {}, byte 0x{:02X}); the GPT-2 tokenizer reads "
+  fail("{}: invalid UTF-8 at line {} (byte offset {}, byte 0x{:02X}); tokenizers read "
        "Unicode text: convert the input to UTF-8 first (e.g. iconv -f latin1 -t utf-8)",
        what, line, *bad, static_cast<unsigned char>(text[*bad]));
 }
@@ -76,6 +76,50 @@ void append_utf8(std::string& out, char32_t cp) {
     out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
+}
+
+std::size_t utf8_sequence_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
+char32_t next_code_point(std::string_view text, std::size_t& i) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data()) + i;
+  const std::size_t n = utf8_sequence_length(b[0]);
+  i += n;
+  switch (n) {
+    case 1: return b[0];
+    case 2: return (char32_t(b[0] & 0x1F) << 6) | (b[1] & 0x3F);
+    case 3: return (char32_t(b[0] & 0x0F) << 12) | (char32_t(b[1] & 0x3F) << 6) | (b[2] & 0x3F);
+    default:
+      return (char32_t(b[0] & 0x07) << 18) | (char32_t(b[1] & 0x3F) << 12) |
+             (char32_t(b[2] & 0x3F) << 6) | (b[3] & 0x3F);
+  }
+}
+
+bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+std::string_view trim_white_space(std::string_view text, bool left, bool right) {
+  if (left) {
+    std::size_t i = 0, keep = 0;
+    while (i < text.size() && is_white_space(next_code_point(text, i))) keep = i;
+    text.remove_prefix(keep);
+  }
+  if (right) {
+    std::size_t end = text.size();
+    while (end > 0) {
+      std::size_t start = end - 1;
+      while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+      std::size_t i = start;
+      if (!is_white_space(next_code_point(text, i))) break;
+      end = start;
+    }
+    text = text.substr(0, end);
+  }
+  return text;
 }
 
 }  // namespace kintsugi::data

@@ -20,4 +20,13 @@ void require_utf8(std::string_view text, std::string_view what);
 // Appends the UTF-8 encoding of a Unicode scalar value (not a surrogate, <= U+10FFFF).
 void append_utf8(std::string& out, char32_t code_point);
 
+// Bytes of the sequence a lead byte starts (1-4; the text is valid UTF-8).
+std::size_t utf8_sequence_length(unsigned char lead);
+// The code point at byte `i` of valid UTF-8 text; advances `i` past it.
+char32_t next_code_point(std::string_view text, std::size_t& i);
+// Unicode's White_Space property (Python's and Oniguruma's \s).
+bool is_white_space(char32_t c);
+// `text` without its leading and/or trailing White_Space.
+std::string_view trim_white_space(std::string_view text, bool left, bool right);
+
 }  // namespace kintsugi::data

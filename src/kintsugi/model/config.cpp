@@ -96,6 +96,8 @@ const std::map<std::string, ModelConfig>& presets() {
              gpt("gpt-22b", 48, 6144, 48, 2048),
              gpt("gpt-175b", 96, 12288, 96, 2048),
              gpt("gpt-1t", 128, 25600, 128, 2048),
+             // Megatron-Turing NLG's shape, Korthikanti et al.'s 530B row.
+             gpt("gpt-530b", 105, 20480, 128, 2048),
              // The tiny versions use GPT-2's vocabulary: they train on the Brown corpus.
              llama("llama-tiny", 4, 128, 4, 2, 352, 50257, 128),
              llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048),

@@ -40,7 +40,7 @@ LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param
   local_valid_ = std::clamp<std::int64_t>(c.vocab_size - vocab_begin_, 0, local_vocab_);
 }
 
-void LmHead::allocate(int slots, std::int64_t rows) {
+void LmHead::allocate(ActivationPool& pool, std::int64_t rows) {
   const DType dt = ctx_.dtype;
   const TensorParallel& tp = ctx_.tp;
   const std::int64_t local = tp.local_rows(rows);
@@ -48,15 +48,15 @@ void LmHead::allocate(int slots, std::int64_t rows) {
   const std::int64_t row_bytes =
       local_vocab_ * static_cast<std::int64_t>(size_of(ctx_.statistics()));
   chunk_rows_ = std::clamp<std::int64_t>(kLogitsChunkBytes / row_bytes, 1, rows);
-  saved_.assign(slots, {});
-  storage_.clear();
-  for (Saved& s : saved_)
-    storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
+  saved_.assign(pool.slots(), {});
+  for (int k = 0; k < pool.slots(); ++k)
+    pool.carve(k, "head", [&](Carver& c) {
+      Saved& s = saved_[k];
       s.norm = c.take(dt, {local, d_});
       if (!norm_.rms()) s.mean = c.take(ctx_.statistics(), {local});  // RMSNorm keeps none
       s.rstd = c.take(ctx_.statistics(), {local});
       s.d_norm = c.take(dt, {local, d_});
-    }));
+    });
   workspace_ = carve(ctx_.backend, MemoryKind::workspace, [&](Carver& c) {
     // Logits and the softmax statistics stay in f32 whatever the compute type.
     logits_ = c.take(ctx_.statistics(), {chunk_rows_, local_vocab_});

@@ -12,6 +12,7 @@
 // final norm's output.
 #include <vector>
 
+#include "kintsugi/model/activation_pool.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
@@ -24,7 +25,8 @@ class LmHead {
   // pipeline stage; then the head registers its own tied copy of it. Untied families ignore it.
   LmHead(LayerContext& ctx, const ModelConfig& config, int tied_embedding_param);
 
-  void allocate(int slots, std::int64_t rows);
+  // Per-micro-batch tensors in every slot of `pool` (segment "head"), workspace for `rows`.
+  void allocate(ActivationPool& pool, std::int64_t rows);
 
   // Forward and backward through norm, head and loss for one micro-batch; x [local rows, d],
   // targets i32 [all rows]. Accumulates the head's weight gradient of
@@ -57,7 +59,6 @@ class LmHead {
   LayerNorm norm_;
   std::int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<Saved> saved_;
-  std::vector<Buffer> storage_;
   Buffer workspace_;
   Tensor logits_;              // [chunk_rows, local vocabulary]
   Tensor row_max_, row_stats_;  // [chunk_rows], [2, chunk_rows]: sum of exp, target logit

@@ -4,7 +4,7 @@ namespace kintsugi {
 
 ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
                        std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-                       ChunkSpec spec)
+                       ChunkSpec spec, ActivationPool* shared)
     : config_((validate(config), config)),
       spec_(spec),
       batch_(micro_batch),
@@ -14,6 +14,9 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);
+  KINTSUGI_ASSERT(!shared || shared->slots() == slots);
+  if (!shared) own_pool_ = std::make_unique<ActivationPool>(backend, slots);
+  ActivationPool& pool = shared ? *shared : *own_pool_;
   // Registration order is the layout of the flat buffers, one unit per layer: embeddings,
   // blocks, head.
   if (spec_.embedding) {
@@ -55,13 +58,14 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
       if (spec_.head) targets_[s] = c.take(DType::i32, {rows});
     }
   });
-  for (auto& block : blocks_)
-    block->allocate_activations(slots, micro_batch, seq, storage.recompute, workspace_);
-  if (head_) head_->allocate(slots, rows);
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    blocks_[i]->allocate_activations(pool, "block " + std::to_string(i), micro_batch, seq,
+                                     storage.recompute, workspace_);
+  if (head_) head_->allocate(pool, rows);
   residual_.assign(slots, {});
   if (embedding_norm_) embedding_saved_.assign(slots, {});
   for (int s = 0; s < slots; ++s)
-    residual_storage_.push_back(carve(backend, MemoryKind::activations, [&](Carver& c) {
+    pool.carve(s, "residual", [&](Carver& c) {
       residual_[s].clear();
       for (int i = 0; i <= spec_.num_layers; ++i)
         residual_[s].push_back(c.take(dtype, {local, config.d_model}));
@@ -69,7 +73,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
         embedding_saved_[s] = {.raw = c.take(dtype, {local, config.d_model}),
                                .mean = c.take(ctx_.statistics(), {local}),
                                .rstd = c.take(ctx_.statistics(), {local})};
-    }));
+    });
 }
 
 Tensor ModelChunk::loss_sum() const {

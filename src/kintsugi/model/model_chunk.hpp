@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "kintsugi/model/activation_pool.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
 #include "kintsugi/model/lm_head.hpp"
@@ -43,9 +44,11 @@ class ModelChunk {
  public:
   // micro_batch x seq tokens per forward; seq <= config.seq_len. The chunk is split across `tp`
   // (a single rank by default); the caller has validated that it divides the model.
+  // Activations live in `slots` slots of the chunk's own, or with `shared` in the slots of the
+  // rank's pool (as many), which its other chunks use too (activation_pool.hpp).
   ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
              std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-             ChunkSpec spec);
+             ChunkSpec spec, ActivationPool* shared = nullptr);
   virtual ~ModelChunk() = default;
 
   const ModelConfig& config() const { return config_; }
@@ -118,7 +121,7 @@ class ModelChunk {
   std::vector<std::vector<Tensor>> residual_;  // [slot][i]: input of block i; back(): output
   std::vector<Tensor> grad_;                   // [slot]
   std::vector<Tensor> tokens_, targets_;       // [slot]
-  std::vector<Buffer> residual_storage_;
+  std::unique_ptr<ActivationPool> own_pool_;  // without a shared pool
   BlockWorkspace workspace_;
   Buffer workspace_storage_;
   Buffer batch_storage_;  // tokens_ and targets_

@@ -49,7 +49,7 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
   const DType dt = ctx.dtype;
   const std::int64_t d = m.d_model, rows = batch * seq, local = tp.local_rows(rows);
   const std::int64_t d_attn = d / tp.size(), ff = m.d_ff / tp.size(), h = m.n_head / tp.size();
-  const bool sp = tp.sequence_parallel(), layer_norm = !m.rms_norm();
+  const bool layer_norm = !m.rms_norm();
   auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape, DType type) {
     a.*field = keep ? c.take(type, shape) : shared ? shared->*field : Tensor{};
   };
@@ -57,8 +57,6 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
   take(keep_rest, &BlockActivations::ln1, {local, d}, dt);
   take(keep_rest && layer_norm, &BlockActivations::ln1_mean, {local}, st);
   take(keep_rest, &BlockActivations::ln1_rstd, {local}, st);
-  if (sp) take(keep_rest, &BlockActivations::ln1_full, {rows, d}, dt);
-  else a.ln1_full = a.ln1;  // without sequence parallelism the gathered norm is the norm
   take(keep_rest, &BlockActivations::qkv, {rows, qkv_width(m) / tp.size()}, dt);
   take(keep_attention, &BlockActivations::attn, {rows, d_attn}, dt);
   take(keep_attention, &BlockActivations::lse, {batch, h, seq}, st);
@@ -66,8 +64,6 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
   take(keep_rest, &BlockActivations::ln2, {local, d}, dt);
   take(keep_rest && layer_norm, &BlockActivations::ln2_mean, {local}, st);
   take(keep_rest, &BlockActivations::ln2_rstd, {local}, st);
-  if (sp) take(keep_rest, &BlockActivations::ln2_full, {rows, d}, dt);
-  else a.ln2_full = a.ln2;
   take(keep_rest, &BlockActivations::fc, {rows, ff}, dt);
   take(keep_rest && m.gated_mlp(), &BlockActivations::up, {rows, ff}, dt);
   take(keep_rest, &BlockActivations::act, {rows, ff}, dt);
@@ -75,7 +71,8 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
 
 }  // namespace
 
-void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::int64_t seq,
+void TransformerBlock::allocate_activations(ActivationPool& pool, const std::string& segment,
+                                            std::int64_t batch, std::int64_t seq,
                                             Recompute recompute, const BlockWorkspace& ws) {
   const TensorParallel& tp = ctx_.tp;
   const std::int64_t heads = config_.n_head / tp.size();
@@ -87,13 +84,12 @@ void TransformerBlock::allocate_activations(int slots, std::int64_t batch, std::
     shape_.head_begin = tp.rank() * heads;
   }
   recompute_ = recompute;
-  saved_.assign(slots, {});
-  storage_.clear();
-  for (BlockActivations& s : saved_)
-    storage_.push_back(carve(ctx_.backend, MemoryKind::activations, [&](Carver& c) {
-      layout(c, ctx_, config_, batch, seq, s, recompute == Recompute::none,
+  saved_.assign(pool.slots(), {});
+  for (int k = 0; k < pool.slots(); ++k)
+    pool.carve(k, segment, [&](Carver& c) {
+      layout(c, ctx_, config_, batch, seq, saved_[k], recompute == Recompute::none,
              recompute != Recompute::full, &ws.recomputed);
-    }));
+    });
 }
 
 void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
@@ -104,6 +100,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   const DType dt = ctx.dtype;
   const std::int64_t d = config.d_model, rows = batch * seq;
   ws.full = tp.sequence_parallel() ? c.take(dt, {rows, d}) : Tensor{};
+  ws.norm_full = tp.sequence_parallel() ? c.take(dt, {rows, d}) : Tensor{};
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
   ws.d_qkv = c.take(dt, {rows, qkv_width(config) / tp.size()});
@@ -117,6 +114,10 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   if (recompute == Recompute::full) ws.recomputed_output = c.take(dt, {tp.local_rows(rows), d});
 }
 
+const Tensor& TransformerBlock::full_rows(const Tensor& local, const BlockWorkspace& ws) const {
+  return ctx_.tp.sequence_parallel() ? ws.norm_full : local;
+}
+
 void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
                                const BlockWorkspace& ws) {
   BlockActivations& s = saved_[slot];
@@ -125,8 +126,8 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   const bool sp = tp.sequence_parallel();
   // Attention half.
   ln1_.forward(x, s.ln1, s.ln1_mean, s.ln1_rstd);
-  tp.enter(s.ln1, s.ln1_full);
-  qkv_.forward(s.ln1_full, s.qkv);
+  tp.enter(s.ln1, full_rows(s.ln1, ws));
+  qkv_.forward(full_rows(s.ln1, ws), s.qkv);
   // Rotated in place: attention (and its selective recomputation) reads rotated queries and
   // keys, and backward rotates their gradient back.
   if (config_.is_llama()) be.rope(shape_, s.qkv, config_.rope_theta, false);
@@ -138,10 +139,11 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   be.add(x, s.mid, s.mid);
   // MLP half.
   ln2_.forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
-  tp.enter(s.ln2, s.ln2_full);
-  fc_.forward(s.ln2_full, s.fc);
+  const Tensor& ln2_full = full_rows(s.ln2, ws);
+  tp.enter(s.ln2, ln2_full);
+  fc_.forward(ln2_full, s.fc);
   if (up_) {
-    up_->forward(s.ln2_full, s.up);
+    up_->forward(ln2_full, s.up);
     be.swiglu_forward(s.fc, s.up, s.act);
   } else {
     be.gelu_forward(s.fc, s.act);
@@ -162,26 +164,36 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   // values, so training is bit-identical to keeping them.
   if (recompute_ == Recompute::full) forward(slot, x, ws.recomputed_output, ws);
   if (recompute_ == Recompute::selective) be.attention_forward(shape_, s.qkv, s.attn, s.lse);
-  const Tensor dy_full = tp.sequence_parallel() ? ws.full : d_residual;
+  const bool sp = tp.sequence_parallel();
+  const Tensor dy_full = sp ? ws.full : d_residual;
+  // Sequence parallelism: the norm outputs' other rows are gathered again, each while the
+  // gradients before its use are computed.
+  const Tensor& ln2_full = full_rows(s.ln2, ws);
+  const Tensor& ln1_full = full_rows(s.ln1, ws);
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   tp.leave_backward(d_residual, dy_full);
+  CommHandle gather = sp ? tp.regather_async(s.ln2, ln2_full) : CommHandle{};
   fc2_.backward(dy_full, s.act, &ws.d_fc, false);
   if (up_) {
     be.swiglu_backward(s.fc, s.up, ws.d_fc, ws.d_fc, ws.d_up);
-    fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
-    up_->backward(ws.d_up, s.ln2_full, &ws.d_norm_full, true);
+    gather.wait();
+    fc_.backward(ws.d_fc, ln2_full, &ws.d_norm_full, false);
+    up_->backward(ws.d_up, ln2_full, &ws.d_norm_full, true);
   } else {
     be.gelu_backward(s.fc, ws.d_fc, ws.d_fc);
-    fc_.backward(ws.d_fc, s.ln2_full, &ws.d_norm_full, false);
+    gather.wait();
+    fc_.backward(ws.d_fc, ln2_full, &ws.d_norm_full, false);
   }
   tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln2_.backward(ws.d_norm, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
   tp.leave_backward(d_residual, dy_full);
+  if (sp) gather = tp.regather_async(s.ln1, ln1_full);
   proj_.backward(dy_full, s.attn, &ws.d_attn, false);
   be.attention_backward(shape_, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
   if (config_.is_llama()) be.rope(shape_, ws.d_qkv, config_.rope_theta, true);
-  qkv_.backward(ws.d_qkv, s.ln1_full, &ws.d_norm_full, false);
+  gather.wait();
+  qkv_.backward(ws.d_qkv, ln1_full, &ws.d_norm_full, false);
   tp.enter_backward(ws.d_norm_full, ws.d_norm);
   ln1_.backward(ws.d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kintsugi/core/enum_names.hpp"
+#include "kintsugi/model/activation_pool.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
@@ -42,9 +43,12 @@ struct EnumNames<Recompute> {
 // The tensors a block's forward produces for its backward, for one micro-batch.
 // (Means stay empty with RMSNorm; up is SwiGLU's up projection, empty for a GELU MLP; qkv holds
 // the rotated queries and keys with RoPE.)
+// With sequence parallelism ln1 and ln2 hold this rank's token rows only, as Megatron-LM keeps
+// them (Korthikanti et al.): the column-parallel layers they feed see all rows, gathered into
+// the workspace in forward and gathered again in backward for the weight gradients.
 struct BlockActivations {
-  Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, attn, lse;
-  Tensor mid, ln2, ln2_mean, ln2_rstd, ln2_full, fc, up, act;
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, attn, lse;
+  Tensor mid, ln2, ln2_mean, ln2_rstd, fc, up, act;
 };
 
 // Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
@@ -52,6 +56,7 @@ struct BlockActivations {
 // recomputation works in.
 struct BlockWorkspace {
   Tensor full;         // [rows, d]: partial outputs and gathered gradients (sequence parallel)
+  Tensor norm_full;    // [rows, d]: a norm's output gathered over the rows (sequence parallel)
   Tensor d_norm_full;  // [rows, d]: gradient at a norm's output, partial over tp ranks
   Tensor d_norm;       // [local rows, d]: the same, reduced (aliases d_norm_full without sp)
   Tensor d_qkv;        // [rows, (heads + 2 kv heads) head_dim / tp]
@@ -66,10 +71,10 @@ class TransformerBlock {
  public:
   TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index);
 
-  // Storage for `slots` micro-batches in flight, each [batch, seq] tokens, keeping what
-  // `recompute` says; the rest lives in the shared workspace.
-  void allocate_activations(int slots, std::int64_t batch, std::int64_t seq, Recompute recompute,
-                            const BlockWorkspace& ws);
+  // Storage in every slot of `pool` (segment `segment`) for a micro-batch of [batch, seq]
+  // tokens, keeping what `recompute` says; the rest lives in the shared workspace.
+  void allocate_activations(ActivationPool& pool, const std::string& segment, std::int64_t batch,
+                            std::int64_t seq, Recompute recompute, const BlockWorkspace& ws);
   static void layout_workspace(Carver& c, const LayerContext& ctx, const ModelConfig& config,
                                std::int64_t batch, std::int64_t seq, Recompute recompute,
                                BlockWorkspace& ws);
@@ -89,10 +94,13 @@ class TransformerBlock {
   Linear fc_;
   std::unique_ptr<Linear> up_;  // SwiGLU's up projection (Llama)
   Linear fc2_;
+  // A norm's output over all token rows: the saved tensor itself, or with sequence
+  // parallelism the workspace it is gathered into.
+  const Tensor& full_rows(const Tensor& local, const BlockWorkspace& ws) const;
+
   AttentionShape shape_;  // this rank's heads
   Recompute recompute_ = Recompute::none;
   std::vector<BlockActivations> saved_;
-  std::vector<Buffer> storage_;
 };
 
 }  // namespace kintsugi

@@ -15,6 +15,7 @@ PipelineExecutor::PipelineExecutor(std::vector<ModelChunk*> chunks, PipelineShap
     : chunks_(std::move(chunks)), shape_(shape), rank_(rank), pp_(pp), tracer_(tracer) {
   KINTSUGI_ASSERT(static_cast<int>(chunks_.size()) == shape.virtual_stages);
   for (ModelChunk* c : chunks_) {
+    KINTSUGI_ASSERT(c->slots() == chunks_.front()->slots());  // one pool
     const std::size_t tokens = static_cast<std::size_t>(c->micro_batch() * c->seq());
     slots_.emplace_back(c->slots());
     for (Slot& s : slots_.back()) {
@@ -24,15 +25,24 @@ PipelineExecutor::PipelineExecutor(std::vector<ModelChunk*> chunks, PipelineShap
   }
 }
 
-int PipelineExecutor::slot_of(int mb) const {
-  // A chunk runs its micro-batches' forwards and backwards in order, so those in flight are
-  // consecutive and mb modulo the slot count never collides.
-  return mb % chunks_.front()->slots();
+int PipelineExecutor::acquire_slot(int chunk, int mb) {
+  if (auto it = held_.find({chunk, mb}); it != held_.end()) return it->second;
+  KINTSUGI_ASSERT(!free_.empty());  // sized by slots_needed of the same program
+  // The slot's activations are reused, so the outputs the last holders sent from them must be
+  // gone (they are: a holder gives the slot back after its backward, which needed the next
+  // stage's gradient, which needed that output). Take the slot given back longest ago. The
+  // chunk's input-gradient buffer of the slot is waited for only before it is written
+  // (receive of the gradient, backward): that send waits for the previous stage's receive.
+  const int k = free_.front();
+  free_.pop_front();
+  for (auto& chunk_slots : slots_) wait_sends(chunk_slots[k].output_sends);
+  held_[{chunk, mb}] = k;
+  return k;
 }
 
-void PipelineExecutor::wait_sends(Slot& slot) {
-  for (auto& h : slot.sends) h.wait();
-  slot.sends.clear();
+void PipelineExecutor::wait_sends(std::vector<CommHandle>& sends) {
+  for (auto& h : sends) h.wait();
+  sends.clear();
 }
 
 void PipelineExecutor::wait_receive(int direction, int chunk, int mb) {
@@ -52,16 +62,23 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
   compute_seconds_ = 0;
   peak_in_flight_ = 0;
   int in_flight = 0;
-  for (const PipeInstruction& in : program) {
+  std::map<std::pair<int, int>, std::size_t> last;  // (chunk, mb) -> its last instruction
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (program[i].op != PipeOp::reduce_grads && program[i].op != PipeOp::optimizer_step)
+      last[{program[i].chunk, program[i].micro_batch}] = i;
+  held_.clear();
+  free_.clear();
+  for (int k = 0; k < chunks_.front()->slots(); ++k) free_.push_back(k);
+  for (std::size_t index = 0; index < program.size(); ++index) {
+    const PipeInstruction& in = program[index];
     ModelChunk* chunk = in.op == PipeOp::reduce_grads || in.op == PipeOp::optimizer_step
                             ? nullptr
                             : chunks_[in.chunk];
-    Slot* slot = chunk ? &slots_[in.chunk][slot_of(in.micro_batch)] : nullptr;
-    const int s = slot_of(in.micro_batch);
+    const int s = chunk ? acquire_slot(in.chunk, in.micro_batch) : -1;
+    Slot* slot = chunk ? &slots_[in.chunk][s] : nullptr;
     const int g = global_chunk(shape_, rank_, in.chunk);
     switch (in.op) {
-      case PipeOp::recv_forward:
-        wait_sends(*slot);  // the slot's buffers are reused: earlier sends must be done
+      case PipeOp::recv_forward:  // into the slot's activations: free since acquire_slot
         receives_[{kForward, in.chunk, in.micro_batch}] =
             pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
@@ -70,7 +87,6 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         // in the last backward), so the program can end here.
         if (p == 1 && hooks.stop && hooks.stop(in.micro_batch)) return false;
         wait_receive(kForward, in.chunk, in.micro_batch);
-        wait_sends(*slot);
         hooks.sample(in.micro_batch, slot->tokens.data(), slot->targets.data());
         if (!chunk->tokens(s).empty()) copy_from_host(slot->tokens.data(), chunk->tokens(s));
         if (!chunk->targets(s).empty()) copy_from_host(slot->targets.data(), chunk->targets(s));
@@ -84,15 +100,16 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
       case PipeOp::send_forward:
-        slot->sends.push_back(pp_->send_async(chunk->output(s), (g + 1) % p));
+        slot->output_sends.push_back(pp_->send_async(chunk->output(s), (g + 1) % p));
         break;
       case PipeOp::recv_backward:
-        wait_sends(*slot);
+        wait_sends(slot->grad_sends);  // the gradient buffer is reused
         receives_[{kBackward, in.chunk, in.micro_batch}] =
             pp_->recv_async(chunk->grad(s), (g + 1) % p);
         break;
       case PipeOp::backward: {
         wait_receive(kBackward, in.chunk, in.micro_batch);
+        wait_sends(slot->grad_sends);  // the loss chunk receives no gradient
         const double start = tracer_.now();
         chunk->backward(s, in.micro_batch == shape_.micro_batches - 1);
         compute_seconds_ += tracer_.now() - start;
@@ -102,7 +119,7 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
       case PipeOp::send_backward:
-        slot->sends.push_back(pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p));
+        slot->grad_sends.push_back(pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p));
         break;
       case PipeOp::reduce_grads: {
         const double start = tracer_.now();
@@ -117,9 +134,16 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
     }
+    if (chunk && last[{in.chunk, in.micro_batch}] == index) {
+      held_.erase({in.chunk, in.micro_batch});
+      free_.push_back(s);
+    }
   }
   for (auto& chunk_slots : slots_)
-    for (Slot& slot : chunk_slots) wait_sends(slot);
+    for (Slot& slot : chunk_slots) {
+      wait_sends(slot.output_sends);
+      wait_sends(slot.grad_sends);
+    }
   KINTSUGI_ASSERT(receives_.empty());
   return true;
 }

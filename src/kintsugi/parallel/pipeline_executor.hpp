@@ -6,8 +6,13 @@
 // them in posting order, which the schedules keep matched between every two ranks
 // (test_pipeline_schedule checks it). Any schedule runs on it, including a forward-only one for
 // evaluation.
+//
+// The chunks' activation slots are one pool (model/activation_pool.hpp): a (chunk, micro-batch)
+// takes a free slot at the first instruction that names it and gives it back after the last,
+// so the rank needs slots_needed(program) of them (pipeline_schedule.hpp).
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -50,10 +55,13 @@ class PipelineExecutor {
  private:
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
-    std::vector<CommHandle> sends;  // outstanding sends from this slot's buffers
+    // Outstanding sends from the slot's output (pool memory, shared by the chunks) and from
+    // its chunk's input-gradient buffer.
+    std::vector<CommHandle> output_sends, grad_sends;
   };
-  int slot_of(int mb) const;
-  void wait_sends(Slot& slot);
+  // The pool slot of (chunk, mb), taken at its first instruction.
+  int acquire_slot(int chunk, int mb);
+  static void wait_sends(std::vector<CommHandle>& sends);
   void wait_receive(int direction, int chunk, int mb);
 
   std::vector<ModelChunk*> chunks_;
@@ -63,6 +71,8 @@ class PipelineExecutor {
   Tracer& tracer_;
   std::vector<std::vector<Slot>> slots_;  // [chunk][slot]
   std::map<std::tuple<int, int, int>, CommHandle> receives_;  // (direction, chunk, mb)
+  std::map<std::pair<int, int>, int> held_;                    // (chunk, mb) -> pool slot
+  std::deque<int> free_;  // pool slots not held, in the order they were given back
   double compute_seconds_ = 0;
   int peak_in_flight_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "kintsugi/core/error.hpp"
@@ -138,6 +139,30 @@ int max_in_flight(PipelineSchedule schedule, const PipelineShape& s, int rank) {
     if (i.op == PipeOp::backward) --live[i.chunk];
   }
   return most;
+}
+
+int slots_needed(const std::vector<PipeInstruction>& program) {
+  std::map<std::pair<int, int>, std::size_t> last;  // (chunk, micro-batch) -> last instruction
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (program[i].op != PipeOp::reduce_grads && program[i].op != PipeOp::optimizer_step)
+      last[{program[i].chunk, program[i].micro_batch}] = i;
+  std::set<std::pair<int, int>> live;
+  std::size_t most = 0;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto it = last.find({program[i].chunk, program[i].micro_batch});
+    if (it == last.end() || program[i].op == PipeOp::reduce_grads ||
+        program[i].op == PipeOp::optimizer_step)
+      continue;
+    live.insert(it->first);
+    most = std::max(most, live.size());
+    if (it->second == i) live.erase(it->first);
+  }
+  return static_cast<int>(most);
+}
+
+int activation_slots(PipelineSchedule schedule, const PipelineShape& s, int rank) {
+  return std::max({1, slots_needed(make_schedule(schedule, s, rank)),
+                   slots_needed(make_forward_schedule(s, rank))});
 }
 
 double bubble_fraction(const PipelineShape& s) {

@@ -68,6 +68,13 @@ inline int global_chunk(const PipelineShape& s, int rank, int chunk) {
 // largest over its chunks): m for GPipe, at most p for 1F1B.
 int max_in_flight(PipelineSchedule schedule, const PipelineShape& shape, int rank);
 
+// Activation slots a rank's program needs when each (chunk, micro-batch) holds one from the
+// first instruction naming it to the last, as the executor hands them out from one pool shared
+// by the rank's chunks: the most (chunk, micro-batch) pairs live at once.
+int slots_needed(const std::vector<PipeInstruction>& program);
+// The slots the rank needs for its training step and its evaluation pass, at least one.
+int activation_slots(PipelineSchedule schedule, const PipelineShape& shape, int rank);
+
 // Executes all ranks' schedules in simulated time, with forward and backward of a whole stage
 // taking forward_time and backward_time (a chunk: 1/v of that) and transfers taking none.
 struct PipelineSimulation {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -32,6 +33,18 @@ double ClusterSpec::gemm_efficiency(double m, double n, double k) const {
   return gemm_max_efficiency * m / (m + h) * n / (n + h) * k / (k + h);
 }
 
+const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
+  int tier = 0;  // 0: one package, 1: one node, 2: several nodes
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const int a = devices[i], b = devices[(i + 1) % devices.size()];
+    if (a / devices_per_node != b / devices_per_node) tier = std::max(tier, 2);
+    else if (devices_per_package == 0 || a / devices_per_package != b / devices_per_package)
+      tier = std::max(tier, 1);
+  }
+  if (tier == 0 && devices_per_package > 0) return package;
+  return tier == 2 ? inter_node : intra_node;
+}
+
 namespace {
 
 // One key of a spec: where it lives in the TOML, the field, its meaning and its lower bound.
@@ -52,6 +65,29 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
   if (auto d = v.value<double>()) return *d;
   fail("{}: `{}` must be a number ({}), got {}", source, path, meaning,
        v.node()->is_string() ? "a string" : "another type");
+}
+
+// The optional sections: [package] (a link tier inside the node) and [host].
+void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
+  if (t.contains("package")) {
+    const double devices = number_at(t, "package.devices", source, "devices per package");
+    c.package.bandwidth_gbs =
+        number_at(t, "package.bandwidth_gbs", source, "GB/s per device inside a package");
+    c.package.latency_us = number_at(t, "package.latency_us", source, "latency in a package");
+    if (devices < 1 || devices != static_cast<double>(static_cast<std::int64_t>(devices)) ||
+        c.devices_per_node % static_cast<std::int64_t>(devices) != 0)
+      fail("{}: `package.devices` = {} must be a whole number dividing `node.devices` = {}",
+           source, devices, c.devices_per_node);
+    if (c.package.bandwidth_gbs <= 0 || c.package.latency_us < 0)
+      fail("{}: `package.bandwidth_gbs` must be > 0 and `package.latency_us` >= 0", source);
+    c.devices_per_package = static_cast<std::int64_t>(devices);
+  }
+  if (t.contains("host")) {
+    c.step_overhead_ms = number_at(t, "host.step_overhead_ms", source,
+                                   "host time per optimizer step outside the kernels");
+    if (c.step_overhead_ms < 0)
+      fail("{}: `host.step_overhead_ms` = {} must be >= 0", source, c.step_overhead_ms);
+  }
 }
 
 }  // namespace
@@ -96,6 +132,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
   if (devices != static_cast<double>(static_cast<std::int64_t>(devices)))
     fail("{}: `node.devices` = {} must be a whole number", source, devices);
   c.devices_per_node = static_cast<std::int64_t>(devices);
+  parse_optional(t, source, c);
   if (c.gemm_max_efficiency > 1)
     fail("{}: `gemm.max_efficiency` = {} is a fraction of the peak: use a value in (0, 1]", source,
          c.gemm_max_efficiency);
@@ -139,7 +176,15 @@ std::string to_toml(const ClusterSpec& c) {
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
-      c.inter_node.bandwidth_gbs, c.inter_node.latency_us);
+      c.inter_node.bandwidth_gbs, c.inter_node.latency_us) +
+         (c.devices_per_package > 0
+              ? fmt::format("\n[package]\ndevices = {}\nbandwidth_gbs = {}\nlatency_us = {}\n",
+                            c.devices_per_package, c.package.bandwidth_gbs,
+                            c.package.latency_us)
+              : std::string()) +
+         (c.step_overhead_ms > 0
+              ? fmt::format("\n[host]\nstep_overhead_ms = {}\n", c.step_overhead_ms)
+              : std::string());
 }
 
 }  // namespace kintsugi

@@ -10,9 +10,9 @@
 // halves it. `kintsugi tune` refits gemm_max_efficiency from measured steps.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kintsugi/core/precision.hpp"
-#include <vector>
 
 namespace kintsugi {
 
@@ -32,10 +32,18 @@ struct ClusterSpec {
   double gemm_max_efficiency = 0;
   double gemm_half_dim = 0;
   LinkSpec intra_node, inter_node;
+  // Optional tier inside a node ([package]): groups of this many consecutive devices (a
+  // Frontier MI250X's two GCDs) share a faster link than other pairs in the node; 0: none.
+  std::int64_t devices_per_package = 0;
+  LinkSpec package;
+  double step_overhead_ms = 0;  // [host]: host work per optimizer step outside the kernels
 
   double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;
   const LinkSpec& link(bool crosses_nodes) const { return crosses_nodes ? inter_node : intra_node; }
+  // The link a ring over these device indices runs at: the slowest between two neighbours
+  // (inside a package, inside a node, or between nodes).
+  const LinkSpec& group_link(const std::vector<int>& devices) const;
 };
 
 // Parses a cluster spec; every missing or out-of-range key is an Error naming the key and the

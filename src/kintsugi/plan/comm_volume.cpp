@@ -30,8 +30,10 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
     const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
     if (l.sequence_parallel) {
-      // Each boundary is an all-gather one way and a reduce-scatter the other.
-      out["tp.all_gather"] = mb * boundaries * ring_all_gather_bytes(activation, l.tp);
+      // Each boundary is an all-gather one way and a reduce-scatter the other; backward also
+      // gathers each block's two norm outputs again (forward keeps only this rank's rows).
+      out["tp.all_gather"] =
+          mb * (boundaries + 2.0 * blocks) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
       // Replicated parameters' partial gradients: once per step, or every micro-batch when
       // ZeRO-2/3 reduces each micro-batch's gradient.

@@ -12,8 +12,9 @@
 // (1 + 2L all-reduces of R x d), the gradients entering each block's two halves and the LM
 // head in backward (2L + 1); the vocabulary-parallel loss all-reduces 3 numbers per row.
 // Sequence parallelism turns each all-reduce into an all-gather + reduce-scatter pair of the
-// same total volume and adds one all-reduce of the replicated parameters' partial gradients
-// per step. Data parallelism all-reduces the gradient buffer once per step. Pipeline
+// same total volume, gathers each block's two norm outputs again in backward (2L all-gathers:
+// forward keeps only this rank's rows of them) and adds one all-reduce of the replicated
+// parameters' partial gradients per step. Data parallelism all-reduces the gradient buffer once per step. Pipeline
 // parallelism sends one activation (R/t x d with sequence parallelism) per stage boundary and
 // micro-batch each way, and sums the two copies of the tied embedding once per step.
 #include <cstdint>

@@ -54,8 +54,8 @@ int slots_in_flight(PipelineSchedule s, int p, int v, int m, int rank) {
     std::lock_guard lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  // As StageModel allocates them: at least one slot.
-  const int slots = std::max(1, max_in_flight(s, {p, v, m}, rank));
+  // As StageModel allocates them: one pool for the rank's chunks, at least one slot.
+  const int slots = activation_slots(s, {p, v, m}, rank);
   std::lock_guard lock(mutex);
   cache[key] = slots;
   return slots;
@@ -114,7 +114,8 @@ struct RankShare {
   double elements = 0;        // parameter elements (tp-local)
   double replicated = 0;      // replicated under tp (sequence-parallel partial gradients)
   double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
-  double activation_bytes = 0;  // per slot, all chunks
+  double activation_bytes = 0;  // per slot: the largest chunk, with the rank's extras (the
+                                // chunks share their slots: model/activation_pool.hpp)
 };
 
 RankShare rank_share(const Workload& w, const Layout& l, int rank, const ActivationShape& act) {
@@ -127,6 +128,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   const BlockElements block = block_elements(m, tp);
   RankShare r;
   r.chunks = v;
+  std::int64_t most_blocks = 0;
   for (int c = 0; c < v; ++c) {
     const int g = c * p + rank;
     const std::int64_t n = part.num_layers[g];
@@ -149,8 +151,9 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
       if (!m.tied_embeddings()) r.elements += table;
       else if (p * v > 1) r.elements += r.tied_copy = table;
     }
-    r.activation_bytes += chunk_activation_bytes(m, act, n, last, first);
+    most_blocks = std::max(most_blocks, n);
   }
+  r.activation_bytes = chunk_activation_bytes(m, act, most_blocks, r.head, r.embedding);
   return r;
 }
 
@@ -238,8 +241,9 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
   out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
-  c.tp_link = cluster.link(out.tp_crosses_nodes);
-  c.dp_link = cluster.link(out.dp_crosses_nodes);
+  // A ring runs at its slowest link: inside a package, the node, or between nodes.
+  c.tp_link = cluster.group_link(map.group(0, Dim::tp));
+  c.dp_link = cluster.group_link(map.group(0, Dim::dp));
   c.pp_link = cluster.link(out.pp_crosses_nodes);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
   // node when whole groups fit one; the replicas of a shard span the data-parallel group.
@@ -296,7 +300,14 @@ double compute_seconds(const Context& c, const RankShare& share) {
   const ActivationShape saved{.micro_batch = c.l.micro_batch, .seq = c.m.seq_len, .tp = c.l.tp,
                               .sequence_parallel = c.l.sequence_parallel,
                               .element_bytes = static_cast<std::int64_t>(c.pb)};
-  const double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
+  double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
+  if (c.w.attention == AttentionKernel::materialized) {
+    // Scores, softmax and dropout of every head: written and read like a saved activation,
+    // once more when recomputation reruns the attention core.
+    const double matrices = 5.0 * c.m.n_head / c.tp * c.l.micro_batch *
+                            static_cast<double>(c.m.seq_len) * c.m.seq_len;
+    block_traffic += (c.l.recompute == Recompute::none ? 4.0 : 5.0) * matrices;
+  }
   const double logits_traffic =
       share.head ? 5.0 * c.rows * static_cast<double>(c.m.padded_vocab(c.l.tp)) / c.tp * 4.0
                  : 0.0;
@@ -367,8 +378,9 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
     return it == bytes.end() ? 0.0 : it->second;
   };
   // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
-  const double boundaries =
-      (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
+  // With sequence parallelism backward also gathers each block's two norm outputs again.
+  const double boundaries = (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) +
+                            (share.head ? 1 : 0) + (c.l.sequence_parallel ? 2.0 * share.blocks : 0);
   const double tp_bytes = get("tp.all_reduce") + get("tp.all_gather") + get("tp.reduce_scatter");
   const double tp_step =
       l.tp > 1 ? link_seconds(tp_bytes, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link) : 0.0;
@@ -376,9 +388,10 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
   const double pp_step =
       link_seconds(get("pp.send"), c.mbs * shape.pipeline_sends, c.pp_link) +
       link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0, c.pp_link);
-  // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic.
+  // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic,
+  // and the gradient norm's read of the gradient.
   const double shard = share.elements / static_cast<double>(l.shards());
-  const double touched = 16.0 + c.gb + (c.mixed ? 8.0 + c.pb : 2.0 * c.pb);
+  const double touched = 16.0 + 2.0 * c.gb + (c.mixed ? 8.0 + c.pb : 2.0 * c.pb);
   const double bubble_share =
       c.p > 1 ? bubble_fraction({c.p, c.v, static_cast<int>(c.mbs)}) : 0.0;
   TimePrediction t;
@@ -388,6 +401,7 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
   t.pp = pp_step;
   t.dp = dp_seconds(c, share, compute_mb, bytes);
   t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
+  t.host = c.cluster.step_overhead_ms * 1e-3;
   return t;
 }
 

@@ -16,11 +16,14 @@
 //   dp        = data-parallel / ZeRO traffic not hidden behind backward: gradient reductions
 //               overlap the last micro-batch's backward (the runtime reduces buckets as
 //               gradients become final), parameter all-gathers do not overlap
-//   optimizer = bytes AdamW reads and writes / device memory bandwidth
-//   step      = compute + tp + bubble + pp + dp + optimizer
+//   optimizer = bytes AdamW and the gradient norm read and write / device memory bandwidth
+//   host      = the cluster's host.step_overhead_ms
+//   step      = compute + tp + bubble + pp + dp + optimizer + host
+#include <array>
 #include <cstdint>
 #include <string>
 
+#include "kintsugi/core/enum_names.hpp"
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/transformer_block.hpp"
@@ -31,12 +34,24 @@
 
 namespace kintsugi {
 
+// The attention kernel of the predicted run: kintsugi's flash-style kernel (a log-sum-exp per
+// row and head, the probabilities recomputed in backward), or one that writes the s x s scores,
+// softmax and dropout to memory (Megatron-LM's fused softmax, as in Korthikanti et al.): 5 a s^2
+// bytes per sequence, layer and tensor-parallel share, written and read.
+enum class AttentionKernel : std::uint8_t { flash, materialized };
+template <>
+struct EnumNames<AttentionKernel> {
+  static constexpr std::array values = {std::pair{AttentionKernel::flash, "flash"},
+                                        std::pair{AttentionKernel::materialized, "materialized"}};
+};
+
 struct Workload {
   ModelConfig model;               // model.seq_len is the training sequence length
   std::int64_t global_batch = 1;   // sequences per optimizer step
   Precision precision = Precision::bf16;
   GradPrecision grad_precision = GradPrecision::fp32;
   double bucket_mib = 25;          // data-parallel bucket (parallel.bucket_mib)
+  AttentionKernel attention = AttentionKernel::flash;
 };
 
 struct Layout {
@@ -68,7 +83,8 @@ struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
 
 struct TimePrediction {  // seconds per optimizer step
   double compute = 0, tp = 0, pp = 0, dp = 0, bubble = 0, optimizer = 0;
-  double total() const { return compute + tp + pp + dp + bubble + optimizer; }
+  double host = 0;  // the cluster's per-step host overhead
+  double total() const { return compute + tp + pp + dp + bubble + optimizer + host; }
 };
 
 struct Prediction {
@@ -97,8 +113,8 @@ std::int64_t pipeline_sends(int chunk, int chunks);
 // The layout must be valid (layout_problem empty).
 Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& l);
 
-// Micro-batches a pipeline rank keeps activations for (pipeline_schedule's max_in_flight,
-// cached: the planner asks for the same shapes many times).
+// Activation slots of a pipeline rank (pipeline_schedule's activation_slots, cached: the
+// planner asks for the same shapes many times).
 int slots_in_flight(PipelineSchedule s, int stages, int virtual_stages, int micro_batches,
                     int rank);
 

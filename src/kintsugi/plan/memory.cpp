@@ -26,7 +26,6 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
   if (s.recompute != Recompute::full) {
     elements += 3 * local * h;                             // ln1, mid, ln2
     statistics += 2 * norm_stats * local;                  // their statistics
-    if (sp) elements += 2 * b * q * h;                     // gathered ln1, ln2
     elements += b * q * qkv / t + mlp * b * q * f / t;     // qkv, MLP activations
     if (s.recompute == Recompute::none) {
       elements += b * q * h / t;    // attention output

@@ -13,8 +13,8 @@
 //
 // Activations kept per micro-batch by one transformer block of this implementation (b
 // sequences of s tokens, hidden h, a heads, MLP width f, tensor parallelism t, element size e):
-//   ln1, mid, ln2               3 b s h      (/ t with sequence parallelism)
-//   ln1, ln2 gathered           2 b s h      (sequence parallelism only)
+//   ln1, mid, ln2               3 b s h      (/ t with sequence parallelism: backward gathers
+//                                             ln1 and ln2 again for the weight gradients)
 //   qkv, attention output       4 b s h / t
 //   MLP pre- and post-GELU      2 b s f / t
 // times e, plus the block's output in the residual stream (b s h, / t with sp), plus in f32
@@ -23,7 +23,8 @@
 // For GPT (f = 4h) without parallelism: 16 b s h elements and 4 b s + a b s statistics, i.e.
 // s b h (32 + 16/h + 4a/h) bytes in bf16, against Korthikanti et al.'s s b h (34 + 5 a s / h): kintsugi has no dropout (its masks
 // are 2 s b h of their 34) and keeps no s x s attention matrices (their 5 a s / h): the
-// flash-style kernel recomputes them from the log-sum-exp.
+// flash-style kernel recomputes them from the log-sum-exp. With tensor and sequence parallelism
+// every term is divided by t: s b h (32/t + 16/(h t) + 4a/(h t)), their s b h (34/t + 5as/(ht)).
 // Selective recomputation drops the attention output and log-sum-exp; full recomputation keeps
 // only the residual stream.
 #include <cstdint>

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <vector>
 
 #include "kintsugi/comm/launch.hpp"
+#include "kintsugi/data/token_source.hpp"
 
 namespace kintsugi {
 
@@ -32,6 +35,21 @@ std::vector<std::pair<std::string, std::string>> entries(const std::string& text
   return out;
 }
 
+// A token source's identity without reading all of it: its length and a hash of 64 windows of
+// 64 tokens spread evenly over it (a token file's own checksum is verified when it is opened).
+std::string source_fingerprint(const data::TokenSource& source) {
+  const std::int64_t n = source.size(), window = std::min<std::int64_t>(64, n);
+  std::vector<std::int32_t> sample;
+  for (int k = 0; k < 64 && window > 0; ++k) {
+    const std::int64_t begin = (n - window) * k / 63;
+    sample.resize(sample.size() + static_cast<std::size_t>(window));
+    source.read(begin, window, sample.data() + sample.size() - window);
+  }
+  const std::string_view bytes(reinterpret_cast<const char*>(sample.data()),
+                               sample.size() * sizeof(std::int32_t));
+  return fmt::format("{} tokens, sample hash {:016x}", n, std::hash<std::string_view>{}(bytes));
+}
+
 }  // namespace
 
 std::string config_fingerprint(const RunConfig& config, const TrainInputs& inputs) {
@@ -39,8 +57,11 @@ std::string config_fingerprint(const RunConfig& config, const TrainInputs& input
   std::string text;
   for (const auto& [key, value] : entries(run_config_toml(config)))
     if (!key.starts_with("data.")) text += key + " = " + value + "\n";
-  return text + fmt::format("data.train checksum = {:016x}\ndata.val checksum = {:016x}\n",
-                            inputs.train.tokens().checksum(), inputs.val.tokens().checksum());
+  for (std::size_t k = 0; k < inputs.train.num_sources(); ++k)
+    text += fmt::format("data.train source {} = {}\n", k,
+                        source_fingerprint(inputs.train.tokens(k)));
+  if (inputs.val) text += fmt::format("data.val = {}\n", source_fingerprint(inputs.val->tokens()));
+  return text;
 }
 
 std::string first_difference(const std::string& mine, const std::string& theirs) {

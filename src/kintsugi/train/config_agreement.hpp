@@ -3,7 +3,7 @@
 // different files (an MPMD launch, nodes that read different copies of a config or a token file)
 // would otherwise train replicas that silently disagree, or build process groups that do not
 // match and abort inside MPI. Before any group is built, each rank's resolved configuration and
-// the checksums of its token files are compared with rank 0's.
+// a fingerprint of its token files are compared with rank 0's.
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
@@ -11,7 +11,7 @@
 namespace kintsugi {
 
 // The text compared, one "key = value" a line: the configuration without the data paths (node-
-// local copies may live elsewhere), then the token files' checksums.
+// local copies may live elsewhere), then each token source's length and sampled contents.
 std::string config_fingerprint(const RunConfig& config, const TrainInputs& inputs);
 
 // The first key on which `theirs` differs from `mine` (both config_fingerprint texts), as

@@ -49,10 +49,15 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"model.rope_theta", &c.model.rope_theta, "llama: base of the rotary embedding frequencies"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
-      {"data.train", &c.data.train, "training token file (`kintsugi data tokenize`)"},
-      {"data.val", &c.data.val, "validation token file"},
+      {"data.train", &c.data.train,
+       "training data: a token file or Megatron dataset (`kintsugi data tokenize`), or a blend "
+       "[{ path = \"a.bin\", weight = 0.7, val = \"a_val.bin\" }, ...] drawing each sequence "
+       "from dataset k with probability weight_k"},
+      {"data.val", &c.data.val,
+       "validation data (\"\": none, evaluation skipped); a blend's val entries replace it"},
       {"data.tokenizer", &c.data.tokenizer,
-       "directory with GPT-2's encoder.json and vocab.bpe (for samples)"},
+       "the data's tokenizer: tokenizer.json (or its directory) or GPT-2's directory; saved with "
+       "the model"},
       {"train.steps", &c.train.steps, "optimizer steps"},
       {"train.global_batch", &c.train.global_batch, "sequences per optimizer step"},
       {"train.micro_batch", &c.train.micro_batch,
@@ -241,6 +246,37 @@ void apply_override(toml::table& root, const std::string& text) {
   table->insert_or_assign(key, *parsed["v"].node());
 }
 
+// data.train as a list of { path, weight, val } tables: moved into config.data.blend and out of
+// `root`, where the string key would refuse it.
+void take_blend(toml::table& root, DataConfig& data, const std::string& source) {
+  auto* table = root["data"].as_table();
+  const auto* list = table ? (*table)["train"].as_array() : nullptr;
+  if (!list) return;
+  if (list->empty()) fail("{}: data.train is an empty list: name at least one dataset", source);
+  for (const auto& item : *list) {
+    const auto* entry = item.as_table();
+    if (!entry || !(*entry)["path"].is_string())
+      fail("{}: each data.train entry must be a table with a path, like "
+           "{{ path = \"a.bin\", weight = 0.5 }}",
+           source);
+    DataSource d{.path = *(*entry)["path"].value<std::string>()};
+    for (const auto& [key, value] : *entry) {
+      if (key == "weight" && value.is_number())
+        d.weight = *value.value<double>();
+      else if (key == "val" && value.is_string())
+        d.val = *value.value<std::string>();
+      else if (key != "path")
+        fail("{}: data.train entry {}: `{}` is not path, weight (a number) or val (a string)",
+             source, d.path, key.str());
+    }
+    if (!(d.weight > 0))
+      fail("{}: data.train entry {}: weight {} must be positive", source, d.path, d.weight);
+    data.blend.push_back(std::move(d));
+  }
+  data.train = data.blend.front().path;
+  table->erase("train");
+}
+
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -261,6 +297,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   RunConfig config;
   config.source = path.empty() ? "defaults" : path;
   const std::string& src = config.source;
+  take_blend(root, config.data, src);
   std::set<std::string> known = {"model.preset"};
   if (auto preset = root["model"]["preset"]) {
     if (!preset.is_string()) fail("{}: `model.preset` must be a string", src);
@@ -373,6 +410,15 @@ std::string run_config_toml(const RunConfig& config) {
     const std::string section = key.path.substr(0, dot);
     if (!root.contains(section)) root.insert(section, toml::table{});
     insert_value(*root[section].as_table(), key.path.substr(dot + 1), key.target);
+  }
+  if (!c.data.blend.empty()) {
+    toml::array blend;
+    for (const DataSource& d : c.data.blend) {
+      toml::table entry{{"path", d.path}, {"weight", d.weight}};
+      if (!d.val.empty()) entry.insert("val", d.val);
+      blend.push_back(std::move(entry));
+    }
+    root["data"].as_table()->insert_or_assign("train", std::move(blend));
   }
   std::ostringstream out;
   out << toml::toml_formatter(root);

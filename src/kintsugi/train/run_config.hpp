@@ -14,10 +14,18 @@
 
 namespace kintsugi {
 
+// One dataset of a blend: data.train = [{ path = "...", weight = 0.7, val = "..." }, ...].
+struct DataSource {
+  std::string path;
+  double weight = 1;
+  std::string val;  // its validation data ("": none)
+};
+
 struct DataConfig {
-  std::string train = "data/brown/train.bin";
-  std::string val = "data/brown/val.bin";
+  std::string train = "data/brown/train.bin";  // token file or Megatron dataset
+  std::string val = "data/brown/val.bin";      // "": no validation data, evaluation skipped
   std::string tokenizer = "data/gpt2-tokenizer";
+  std::vector<DataSource> blend;  // data.train given as a list: these datasets instead of `train`
 };
 
 struct TrainConfig {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "kintsugi/model/config_json.hpp"
@@ -97,6 +98,8 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
   const Layout layout = layout_of(c);
   StateBytes state;
   double activations = 0;
+  std::int64_t blocks = 0;
+  bool head = false, embedding = false;
   for (const auto& chunk : model.chunks()) {
     const ParamStore& p = chunk->params();
     const StateBytes s = model_state_bytes(
@@ -113,9 +116,12 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),
                                 .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4};
-    activations += model.slots() * chunk_activation_bytes(c.model, shape, chunk->spec().num_layers,
-                                                          chunk->spec().head,
-                                                          chunk->spec().embedding);
+    // The chunks share their slots (activation_pool.hpp): a slot holds the largest chunk's
+    // blocks and whichever chunk's embedding and head extras.
+    blocks = std::max(blocks, static_cast<std::int64_t>(chunk->spec().num_layers));
+    head |= chunk->spec().head;
+    embedding |= chunk->spec().embedding;
+    activations = model.slots() * chunk_activation_bytes(c.model, shape, blocks, head, embedding);
   }
   return {{"parameters", state.parameters},
           {"gradients", state.gradients},

@@ -34,8 +34,10 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   const DType compute = compute_dtype(c.train.precision);
   const DType grad = grad_dtype(c.train.precision, c.train.grad_precision);
   if (compute == DType::f16) scaler_ = LossScaler(c.train.loss_scale, c.train.loss_scale_window);
-  // Every chunk gets as many activation slots as the schedule keeps micro-batches in flight.
-  const int slots = std::max(1, max_in_flight(schedule_, shape, place.pp_rank));
+  // The chunks share one pool of activation slots, as many as the schedule keeps
+  // (chunk, micro-batch) pairs in flight at once on this rank.
+  const int slots = activation_slots(schedule_, shape, place.pp_rank);
+  activation_pool_ = std::make_unique<ActivationPool>(backend, slots);
   for (int chunk = 0; chunk < v; ++chunk) {
     const int g = global_chunk(shape, place.pp_rank, chunk);
     const ChunkSpec spec{.first_layer = partition_.first_layer[g],
@@ -48,7 +50,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                .unit_multiple = 16 * (sharded ? shards : 1),
                                .recompute = c.train.recompute};
     chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
-                                                   m.seq_len, slots, place.tp, spec));
+                                                   m.seq_len, slots, place.tp, spec,
+                                                   activation_pool_.get()));
     ModelChunk& model = *chunks_.back();
     states_.push_back(std::make_unique<ShardedState>(
         backend, model.params(), sharding, place.tp,

@@ -59,7 +59,7 @@ class StageModel {
   const StagePartition& partition() const { return partition_; }
   PipelineSchedule schedule() const { return schedule_; }
   int virtual_stages() const { return virtual_stages_; }
-  int slots() const { return chunks_.front()->slots(); }
+  int slots() const { return chunks_.front()->slots(); }  // activation slots, shared by chunks
   const ShardedState& state(int chunk) const { return *states_[chunk]; }
   ShardedState& state(int chunk) { return *states_[chunk]; }
   const LossScaler& loss_scaler() const { return scaler_; }
@@ -81,6 +81,7 @@ class StageModel {
   PipelineSchedule schedule_;
   int virtual_stages_;
   StagePartition partition_;
+  std::unique_ptr<ActivationPool> activation_pool_;  // the chunks' slots (before them: outlives)
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<ShardedState>> states_;
   std::unique_ptr<PipelineExecutor> executor_;

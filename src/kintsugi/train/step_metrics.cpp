@@ -35,6 +35,7 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (!m.comm_bytes.empty()) j["comm_bytes_sent"] = m.comm_bytes;
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
+  if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
   return j;
 }
 

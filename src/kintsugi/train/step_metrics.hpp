@@ -36,6 +36,8 @@ struct StepMetrics {
   // activations it held at once.
   std::optional<double> bubble;
   int activations_in_flight = 0;
+  // Training tokens drawn from each dataset so far, by path (a blend of data.train).
+  std::map<std::string, std::int64_t> dataset_tokens;
 };
 
 nlohmann::json to_json(const StepMetrics& m);

@@ -21,6 +21,7 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/core/trace.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
@@ -29,23 +30,13 @@
 #include "kintsugi/train/run_description.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/step_metrics.hpp"
+#include "kintsugi/train/train_data.hpp"
 
 namespace kintsugi {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-data::BatchSampler open_sampler(const std::string& path, const char* key,
-                                const RunConfig& config) {
-  auto file = data::TokenFile::open(path);
-  if (file.vocab_size() > config.model.vocab_size)
-    fail("{} was tokenized with a vocabulary of {} but model.vocab_size is {}: set {} or use a "
-         "matching token file",
-         path, file.vocab_size(), config.model.vocab_size, key);
-  return data::BatchSampler(std::move(file), config.model.seq_len,
-                            static_cast<std::uint64_t>(config.train.seed));
-}
 
 // Bytes this rank has sent, per "group.operation".
 std::map<std::string, std::uint64_t> bytes_sent(const Topology* t) {
@@ -182,17 +173,18 @@ class TrainingRun {
   TrainSummary run() {
     restore();
     announce();
-    const auto initial = evaluate();
-    if (!initial) {
-      stopped(start_step_);
-      summary_.steps = start_step_;
-      return summary_;
+    if (data_.val) {
+      const auto initial = evaluate();
+      if (!initial) {
+        stopped(start_step_);
+        summary_.steps = start_step_;
+        return summary_;
+      }
+      best_val_ = *initial;
+      curve_.val.emplace_back(start_step_, *initial);
+      summary_.first_val_loss = summary_.last_val_loss = *initial;
+      if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, *initial);
     }
-    const double initial_val = *initial;
-    best_val_ = initial_val;
-    curve_.val.emplace_back(start_step_, initial_val);
-    summary_.first_val_loss = summary_.last_val_loss = initial_val;
-    if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, initial_val);
     steps_done_ = start_step_;
     const auto kill_at = test_kill_point();
     for (std::int64_t step = start_step_; step < tc_.steps; ++step) {
@@ -229,6 +221,7 @@ class TrainingRun {
         model_.loss_scaler().restore(ckpt.progress.loss_scaler);
       start_step_ = ckpt.progress.step;
       KINTSUGI_ASSERT(start_step_ <= tc_.steps);  // `kintsugi train` refuses such a checkpoint
+      for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
     } else if (options_.init_weights) {
       // Shapes are checked against this rank's parameters, before any is written; the ranks
       // agree on the verdict so that one of them reports a mismatch.
@@ -263,8 +256,9 @@ class TrainingRun {
                "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
                describe_layout(config_, place_, model_), tc_.global_batch, mc.seq_len,
                tokens_per_step_, micro_batches_, tc_.micro_batch, flops_per_step_ / 1e9);
-    fmt::print(log_, "data: train {} ({} tokens), val {} ({} tokens)\n", config_.data.train,
-               data_.train.tokens().size(), config_.data.val, data_.val.tokens().size());
+    fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
+               data_.val ? describe_data(*data_.val)
+                         : std::string("none (no data.val: evaluation skipped)"));
     fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} ranks, {}\n", peak_->gflops,
                place_.world, peak_->source);
     const auto comm = expected_comm_bytes(config_, place_, model_);
@@ -305,12 +299,19 @@ class TrainingRun {
           const std::int64_t b =
               k < mine ? place_.dp_rank + static_cast<std::int64_t>(k) * place_.dp_size : 0;
           for (std::int64_t i = 0; i < mb; ++i)
-            data_.val.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+            data_.val->eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
           sleep_ms(delay);
         },
         std::max(0, mine), lockstep);
     if (model_.interrupted()) return std::nullopt;
     return sum / static_cast<double>(windows * T);
+  }
+
+  // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
+  void count_dataset_tokens(std::int64_t step) {
+    dataset_tokens_.resize(data_.train.num_sources());
+    for (std::int64_t i = 0; i < tc_.global_batch; ++i)
+      dataset_tokens_[data_.train.source_of(step, i)] += config_.model.seq_len;
   }
 
   // One optimizer step over this rank's micro-batches, with what it measured; none when a stop
@@ -358,6 +359,9 @@ class TrainingRun {
       m.hfu = hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
+    count_dataset_tokens(step);
+    for (std::size_t k = 0; k < dataset_tokens_.size(); ++k)
+      m.dataset_tokens[data_.train.tokens(k).path().string()] += dataset_tokens_[k];
     if (place_.pp) m.bubble = 1.0 - model_.compute_seconds() / seconds;
     if (traced) write_trace(options_.trace_path, tracer_, place_);
     return m;
@@ -366,7 +370,7 @@ class TrainingRun {
   // Evaluation when due, memory, the loss curve, throughput, the metrics line and the log.
   void report(StepMetrics& m) {
     const bool last = m.step == tc_.steps;
-    if (last || (tc_.eval_every > 0 && m.step % tc_.eval_every == 0)) {
+    if (data_.val && (last || (tc_.eval_every > 0 && m.step % tc_.eval_every == 0))) {
       m.val_loss = evaluate();  // none if stopped: the step is saved at its boundary
       if (m.val_loss) {
         curve_.val.emplace_back(m.step, *m.val_loss);
@@ -431,6 +435,7 @@ class TrainingRun {
   // that pruning keeps are sound ones. (A save on a stop signal skips this evaluation, to be
   // quick; the save itself still refuses values that are not finite.)
   void refuse_diverged(const StepMetrics& m) {
+    if (!data_.val) return;  // without validation data only the save's finite checks remain
     const std::optional<double> val = m.val_loss ? m.val_loss : evaluate();
     if (!val || !diverged(*val)) return;
     std::string last = summary_.last_train_checkpoint;
@@ -476,6 +481,16 @@ class TrainingRun {
     log_.flush();
   }
 
+  // data.tokenizer's files next to the saved model, so that `generate` and `export` find them
+  // from any directory; a tokenizer that cannot be loaded is reported, not fatal.
+  void save_tokenizer(const std::string& dir) {
+    try {
+      data::load_tokenizer(config_.data.tokenizer)->save(dir);
+    } catch (const Error& e) {
+      fmt::print(log_, "note: no tokenizer saved with the model ({})\n", e.what());
+    }
+  }
+
   // The trained model (gathered to rank 0 from data-parallel replica 0's stages), the loss
   // curve and the summary line.
   void finish() {
@@ -494,14 +509,18 @@ class TrainingRun {
       model_.release_all_params();
     }
     if (!place_.chief) return;
+    if (!summary_.checkpoint_dir.empty()) save_tokenizer(summary_.checkpoint_dir);
     write_loss_svg(summary_.plot_path, curve_);
+    const std::string val =
+        data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
+                                summary_.last_val_loss)
+                  : "no validation data";
     fmt::print(log_,
-               "done: {} steps in {} | loss {:.4f} -> {:.4f} | val loss {:.4f} -> {:.4f} | "
+               "done: {} steps in {} | loss {:.4f} -> {:.4f} | {} | "
                "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
                steps_done_ - start_step_, format_duration(run_clock_.seconds()),
-               summary_.first_loss, summary_.last_loss, summary_.first_val_loss,
-               summary_.last_val_loss, summary_.tokens_per_s, 100 * summary_.mfu,
-               format_bytes(memory_.peak_total()));
+               summary_.first_loss, summary_.last_loss, val, summary_.tokens_per_s,
+               100 * summary_.mfu, format_bytes(memory_.peak_total()));
     fmt::print(log_, "wrote {} and {}{}{}\n", summary_.metrics_path, summary_.plot_path,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
                options_.trace_path.empty() ? "" : " and " + options_.trace_path);
@@ -529,6 +548,7 @@ class TrainingRun {
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
+  std::vector<std::int64_t> dataset_tokens_;  // training tokens drawn from each dataset
   std::int64_t saved_step_ = -1;
   double best_val_ = 0;  // the lowest sound validation loss of this run
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
@@ -541,8 +561,7 @@ class TrainingRun {
 }  // namespace
 
 TrainInputs open_inputs(const RunConfig& config) {
-  return {open_sampler(config.data.train, "data.train", config),
-          open_sampler(config.data.val, "data.val", config)};
+  return {open_train_data(config), open_val_data(config)};
 }
 
 TrainSummary train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {

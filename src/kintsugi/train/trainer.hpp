@@ -46,9 +46,11 @@ struct TrainSummary {
 };
 
 // The run's data, opened and checked (kintsugi::Error on a missing or corrupt file) before any
-// work, so that every rank of a job can agree on the verdict first.
+// work, so that every rank of a job can agree on the verdict first. No validation data: no
+// evaluation.
 struct TrainInputs {
-  data::BatchSampler train, val;
+  data::BatchSampler train;
+  std::optional<data::BatchSampler> val;
 };
 TrainInputs open_inputs(const RunConfig& config);
 

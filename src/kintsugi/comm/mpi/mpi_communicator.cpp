@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "kintsugi/comm/mpi/host_staging.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/mpi/mpi_types.hpp"
 #include "kintsugi/core/error.hpp"
@@ -80,12 +81,6 @@ OpLabel label(const char* op, std::size_t bytes = 0, int peer = -1, bool sending
   return l;
 }
 
-void host_memory(const Tensor& t) {
-  if (t.device != Device::cpu)
-    fail("the MPI communicator moves host memory; a {} tensor needs a device communicator",
-         name_of(t.device));
-}
-
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(std::string name, MPI_Comm control,
@@ -141,9 +136,12 @@ void MpiCommunicator::control(OpLabel label,
 
 // ---- data plane
 
-CommHandle MpiCommunicator::start_all_reduce(const Tensor& t, ReduceOp op) {
-  host_memory(t);
+// Each operation stages device tensors through host memory (host_staging.hpp) and runs on the
+// host copies; done() copies results back once the operation completes.
+
+CommHandle MpiCommunicator::start_all_reduce(const Tensor& device_t, ReduceOp op) {
   if (size() == 1) return {};
+  const auto [t, done] = stage(device_t, true, true);
   const MPI_Datatype type = mpi_type(t.dtype);
   const MPI_Op mop = mpi_op(op, t.dtype);
   const std::size_t es = size_of(t.dtype);
@@ -158,16 +156,17 @@ CommHandle MpiCommunicator::start_all_reduce(const Tensor& t, ReduceOp op) {
             "MPI_Iallreduce");
     }
     return r;
-  }, nullptr});
+  }, done});
 }
 
-CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out) {
-  host_memory(in);
-  host_memory(out);
+CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& device_in,
+                                                 const Tensor& device_out) {
+  const auto [in, in_done] = stage(device_in, true, false);
+  const auto [out, out_done] = stage(device_out, false, true);
   // In place over `in`: MPI leaves this rank's reduced chunk at its start; then it moves to out.
-  auto move_out = [in, out] {
+  auto move_out = then([in, out] {
     if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
-  };
+  }, then(in_done, out_done));
   if (size() == 1) {
     move_out();
     return {};
@@ -183,15 +182,18 @@ CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor&
   }, move_out});
 }
 
-CommHandle MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out) {
-  host_memory(in);
-  host_memory(out);
+CommHandle MpiCommunicator::start_all_gather(const Tensor& device_in,
+                                             const Tensor& device_out) {
+  const auto [in, in_done] = stage(device_in, true, false);
+  const auto [out, out_done] = stage(device_out, false, true);
+  const auto done = then(in_done, out_done);
   std::byte* mine = static_cast<std::byte*>(out.data) + rank() * in.bytes();
   auto move_in = [in, mine] {
     if (in.data != mine) std::memmove(mine, in.data, in.bytes());
   };
   if (size() == 1) {
     move_in();
+    if (done) done();
     return {};
   }
   const int count = int_count(in.numel(), "all_gather");
@@ -202,12 +204,12 @@ CommHandle MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out
     check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data, count, type, data_, &r[0]),
           "MPI_Iallgather");
     return r;
-  }, nullptr});
+  }, done});
 }
 
-CommHandle MpiCommunicator::start_broadcast(const Tensor& t, int root) {
-  host_memory(t);
+CommHandle MpiCommunicator::start_broadcast(const Tensor& device_t, int root) {
   if (size() == 1) return {};
+  const auto [t, done] = stage(device_t, rank() == root, rank() != root);
   return progress_->submit({label("broadcast", t.bytes()), [=, this] {
     std::vector<MPI_Request> r;
     in_pieces(t.bytes(), r, [&](std::size_t off, int len, MPI_Request* req) {
@@ -215,11 +217,11 @@ CommHandle MpiCommunicator::start_broadcast(const Tensor& t, int root) {
             "MPI_Ibcast");
     });
     return r;
-  }, nullptr});
+  }, done});
 }
 
-CommHandle MpiCommunicator::transfer(const Tensor& t, int peer, bool sending) {
-  host_memory(t);
+CommHandle MpiCommunicator::transfer(const Tensor& device_t, int peer, bool sending) {
+  const auto [t, done] = stage(device_t, sending, !sending);
   return progress_->submit({label(sending ? "send" : "recv", t.bytes(), peer, sending), [=, this] {
     std::vector<MPI_Request> r;
     in_pieces(t.bytes(), r, [&](std::size_t off, int len, MPI_Request* req) {
@@ -229,7 +231,7 @@ CommHandle MpiCommunicator::transfer(const Tensor& t, int peer, bool sending) {
             sending ? "MPI_Isend" : "MPI_Irecv");
     });
     return r;
-  }, nullptr});
+  }, done});
 }
 
 CommHandle MpiCommunicator::start_send(const Tensor& t, int dst) { return transfer(t, dst, true); }

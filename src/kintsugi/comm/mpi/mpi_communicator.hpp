@@ -1,5 +1,6 @@
 #pragma once
-// The Communicator over MPI, for tensors in host memory. The data plane calls the library's own
+// The Communicator over MPI. Tensors in host memory go to MPI as they are; tensors on a device
+// are staged through host memory (host_staging.hpp). The data plane calls the library's own
 // non-blocking collectives (MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather,
 // MPI_Ibcast) and transfers (MPI_Isend/MPI_Irecv) on the group's progress thread, so the MPI
 // library picks its algorithm (shared memory inside a node, trees or rings across nodes). The

@@ -1,0 +1,36 @@
+#pragma once
+// Training data as one flat stream of token ids, whichever file format holds it: kintsugi's
+// token files (token_file.hpp) or Megatron-LM's indexed datasets (megatron_dataset.hpp).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kintsugi::data {
+
+class TokenSource {
+ public:
+  virtual ~TokenSource() = default;
+  // Tokens in the stream.
+  virtual std::int64_t size() const = 0;
+  // Copies tokens [begin, begin + count) to `out`; the range must lie inside the stream.
+  virtual void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const = 0;
+  virtual const std::filesystem::path& path() const = 0;
+  // The largest id in the stream and the first position holding it (-1 and -1 when empty),
+  // found when the file was opened.
+  virtual std::int32_t max_id() const = 0;
+  virtual std::int64_t max_id_position() const = 0;
+  // One line for logs: format and size.
+  virtual std::string describe() const = 0;
+};
+
+// A Megatron dataset when `path` names its .idx or .bin (the other file next to it) or the
+// common prefix of both; a kintsugi token file otherwise. Every file is validated before use.
+std::unique_ptr<TokenSource> open_token_source(const std::filesystem::path& path);
+
+// kintsugi::Error naming the file, the id and its position when the source holds an id that
+// `vocab_size` (config key `key`) does not cover.
+void require_ids_below(const TokenSource& source, std::int64_t vocab_size, std::string_view key);
+
+}  // namespace kintsugi::data

@@ -1,0 +1,54 @@
+#include "kintsugi/train/train_data.hpp"
+
+#include <fmt/format.h>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+namespace {
+
+data::BatchSampler::Source open_source(const std::string& path, double weight, const char* key,
+                                       const RunConfig& config) {
+  std::shared_ptr<const data::TokenSource> tokens = data::open_token_source(path);
+  data::require_ids_below(*tokens, config.model.vocab_size, key);
+  return {std::move(tokens), weight};
+}
+
+}  // namespace
+
+data::BatchSampler open_train_data(const RunConfig& config) {
+  std::vector<data::BatchSampler::Source> sources;
+  if (config.data.blend.empty())
+    sources.push_back(open_source(config.data.train, 1, "data.train", config));
+  for (const DataSource& d : config.data.blend)
+    sources.push_back(open_source(d.path, d.weight, "data.train", config));
+  return data::BatchSampler(std::move(sources), config.model.seq_len,
+                            static_cast<std::uint64_t>(config.train.seed));
+}
+
+std::optional<data::BatchSampler> open_val_data(const RunConfig& config) {
+  std::vector<data::BatchSampler::Source> sources;
+  for (const DataSource& d : config.data.blend)
+    if (!d.val.empty()) sources.push_back(open_source(d.val, 1, "data.train's val", config));
+  if (sources.empty() && !config.data.val.empty())
+    sources.push_back(open_source(config.data.val, 1, "data.val", config));
+  if (sources.empty()) return std::nullopt;
+  return data::BatchSampler(std::move(sources), config.model.seq_len,
+                            static_cast<std::uint64_t>(config.train.seed));
+}
+
+std::string describe_data(const data::BatchSampler& sampler) {
+  std::string text;
+  double total = 0;
+  for (std::size_t i = 0; i < sampler.num_sources(); ++i) total += sampler.weight(i);
+  for (std::size_t i = 0; i < sampler.num_sources(); ++i) {
+    text += fmt::format("{}{} ({} tokens", i ? ", " : "", sampler.tokens(i).path().string(),
+                        sampler.tokens(i).size());
+    if (sampler.num_sources() > 1)
+      text += fmt::format(", weight {:.3g}", sampler.weight(i) / total);
+    text += ")";
+  }
+  return text;
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,275 @@
+// Hugging Face tokenizer.json: ids must equal the reference implementations' on every text and
+// on the whole Brown training text. Expected ids come from
+// tests/fixtures/make_hf_tokenizer_fixture.mjs (@lenml/tokenizers, a port of Hugging Face's
+// tokenizers, for Llama 3 and Mistral; llama-tokenizer-js for Llama 1/2).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/documents.hpp"
+#include "kintsugi/data/hf_tokenizer.hpp"
+#include "kintsugi/data/read_file.hpp"
+#include "kintsugi/data/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using kintsugi::data::Tokenizer;
+using Ids = std::vector<std::int32_t>;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kFixtures = fs::path(KINTSUGI_FIXTURES_DIR) / "tokenizer";
+const fs::path kData = KINTSUGI_DATA_DIR;
+const char* kNames[] = {"llama3-tokenizer", "mistral-tokenizer", "llama2-tokenizer"};
+
+// Loaded once per binary; a missing download is a failure (not a skip), so that a machine
+// without the data never reports these tokenizers as tested.
+const Tokenizer* tokenizer(const std::string& name, std::string& error) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  static std::map<std::string, std::string> errors;
+  if (!loaded.count(name) && !errors.count(name)) {
+    try {
+      loaded[name] = kintsugi::data::load_tokenizer(kData / name);
+    } catch (const kintsugi::Error& e) {
+      errors[name] = std::string(e.what()) + "\n(run scripts/fetch_data.sh)";
+    }
+  }
+  error = errors.count(name) ? errors[name] : "";
+  return loaded.count(name) ? loaded[name].get() : nullptr;
+}
+
+#define REQUIRE_TOKENIZER(var, name)                    \
+  std::string var##_error;                              \
+  const Tokenizer* var##_ptr = tokenizer(name, var##_error); \
+  ASSERT_NE(var##_ptr, nullptr) << var##_error;         \
+  const Tokenizer& var = *var##_ptr
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "missing fixture " << path;
+  return json::parse(in);
+}
+
+// FNV-1a (32 bits) over the ids' little-endian bytes, as the fixture script computes it.
+std::uint32_t fnv1a(const Ids& ids) {
+  std::uint32_t h = 0x811c9dc5u;
+  for (std::int32_t id : ids)
+    for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<std::uint32_t>(id) >> (8 * k)) & 0xFF)) * 0x01000193u;
+  return h;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kintsugi::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("kintsugi_hf_test_" + std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  void write(const std::string& name, const std::string& contents) const {
+    std::ofstream(path / name, std::ios::binary) << contents;
+  }
+};
+
+}  // namespace
+
+TEST(HfTokenizer, KnownIdsAndSpecials) {
+  REQUIRE_TOKENIZER(llama3, "llama3-tokenizer");
+  EXPECT_EQ(llama3.vocab_size(), 128256);
+  EXPECT_EQ(llama3.encode("Hello world"), (Ids{9906, 1917}));
+  EXPECT_EQ(llama3.eos_id(), 128001);  // <|end_of_text|>
+  EXPECT_EQ(llama3.bos_id(), 128000);
+  EXPECT_TRUE(llama3.text_prefix().empty());  // this file's post-processor adds nothing
+  EXPECT_EQ(llama3.encode("<|begin_of_text|>Hi"), (Ids{128000, 13347}));
+
+  REQUIRE_TOKENIZER(mistral, "mistral-tokenizer");
+  EXPECT_EQ(mistral.vocab_size(), 32000);
+  EXPECT_EQ(mistral.encode("Hello"), (Ids{22557}));
+  Ids doc;
+  mistral.encode_document("Hello", doc);
+  EXPECT_EQ(doc, (Ids{1, 22557, 2}));  // <s> from the post-processor, </s> ends the document
+
+  REQUIRE_TOKENIZER(llama2, "llama2-tokenizer");
+  EXPECT_EQ(llama2.vocab_size(), 32000);
+  EXPECT_EQ(llama2.encode("Hello"), (Ids{15043}));  // Llama 2's id, not Mistral's
+  Ids with_specials;
+  llama2.encode_with_specials("Hello world!", with_specials);
+  EXPECT_EQ(with_specials, (Ids{1, 15043, 3186, 29991}));  // llama-tokenizer-js's README
+  EXPECT_EQ(llama2.eos_id(), 2);
+}
+
+TEST(HfTokenizer, MatchesReferenceOnVariedTexts) {
+  const json cases = read_json(kFixtures / "hf_cases.json");
+  const auto& texts = cases.at("texts");
+  ASSERT_GT(texts.size(), 400u);
+  for (const char* name : kNames) {
+    REQUIRE_TOKENIZER(tok, name);
+    const auto& expected = cases.at("tokenizers").at(name).at("ids");
+    ASSERT_EQ(expected.size(), texts.size());
+    int compared = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      if (expected[i].is_null()) continue;
+      const auto text = texts[i].get<std::string>();
+      const auto ids = expected[i].get<Ids>();
+      EXPECT_EQ(tok.encode(text), ids) << name << ", text " << i << ": " << json(text).dump();
+      // Decoding gives the text back, except where SentencePiece-style decoding cannot: a "▁"
+      // in the text reads as a space, and the space prepended to the text after a special
+      // token stays (as in the reference).
+      const bool sentencepiece = std::string_view(name) != "llama3-tokenizer";
+      if (!sentencepiece || (text.find("\u2581") == std::string::npos && text.find("<s>") == std::string::npos))
+        EXPECT_EQ(tok.decode(ids), text) << name << ", text " << i << ": " << json(text).dump();
+      ++compared;
+    }
+    EXPECT_GT(compared, 400) << name;
+  }
+}
+
+TEST(HfTokenizer, MatchesReferenceOnBrownCorpus) {
+  const json brown = read_json(kFixtures / "hf_brown.json");
+  const std::string text = kintsugi::data::read_file(kData / "brown" / "train.txt",
+                                                     "run scripts/fetch_data.sh");
+  const auto documents = kintsugi::data::split_documents(text);
+  ASSERT_EQ(documents.size(), brown.at("documents").get<std::size_t>());
+  for (const char* name : kNames) {
+    REQUIRE_TOKENIZER(tok, name);
+    const auto& expected = brown.at("tokenizers").at(name);
+    // Two threads, as `data tokenize` runs them: concurrent calls must agree with the reference.
+    std::vector<Ids> ids(documents.size());
+    auto work = [&](std::size_t first) {
+      for (std::size_t d = first; d < documents.size(); d += 2) ids[d] = tok.encode(documents[d]);
+    };
+    std::thread other(work, 1);
+    work(0);
+    other.join();
+    std::int64_t tokens = 0;
+    for (std::size_t d = 0; d < documents.size(); ++d) {
+      tokens += static_cast<std::int64_t>(ids[d].size());
+      ASSERT_EQ(ids[d].size(), expected[d][0].get<std::size_t>()) << name << ", document " << d;
+      ASSERT_EQ(fnv1a(ids[d]), expected[d][1].get<std::uint32_t>()) << name << ", document " << d;
+    }
+    EXPECT_GT(tokens, 1000000) << name;
+  }
+}
+
+TEST(HfTokenizer, TinyFileCoversNormalizerFallbackAndMergeOrder) {
+  auto tok = kintsugi::data::load_tokenizer(kFixtures / "tiny_hf");
+  const json cases = read_json(kFixtures / "tiny_hf_cases.json");
+  ASSERT_GT(cases.size(), 10u);
+  for (const auto& c : cases) {
+    const auto text = c.at("text").get<std::string>();
+    EXPECT_EQ(tok->encode(text), c.at("ids").get<Ids>()) << json(text).dump();
+    Ids with_specials;
+    tok->encode_with_specials(text, with_specials);
+    EXPECT_EQ(with_specials, c.at("with_specials").get<Ids>()) << json(text).dump();
+  }
+  // One pair at a time, lowest rank first: "ab a" (rank 0) beats merging both "a b" first.
+  EXPECT_EQ(tok->encode("abab"), (Ids{4, 8, 6}));
+  // NFKC: the ligature and the circled digit become "fi" and "1".
+  EXPECT_EQ(tok->encode("\uFB01"), tok->encode("fi"));
+  // The post-processor already ends with </s>: a document does not get a second one.
+  Ids doc;
+  tok->encode_document("ab", doc);
+  EXPECT_EQ(doc, (Ids{1, 4, 7, 2}));
+}
+
+// GPT-2's own files as a tokenizer.json (ByteLevel pre-tokenizer with GPT-2's regex) give the
+// ids of the GPT-2 reference encoder, checked against the Python reference in test_tokenizer.
+TEST(HfTokenizer, Gpt2AsTokenizerJsonMatchesGpt2Files) {
+  const fs::path gpt2_dir = kData / "gpt2-tokenizer";
+  ASSERT_TRUE(fs::exists(gpt2_dir / "encoder.json")) << "run scripts/fetch_data.sh";
+  const auto gpt2 = kintsugi::data::BpeTokenizer::load(gpt2_dir);
+  json merges = json::array();
+  {
+    std::ifstream in(gpt2_dir / "vocab.bpe");
+    std::string line;
+    std::getline(in, line);  // #version
+    while (std::getline(in, line))
+      if (!line.empty()) merges.push_back(line);
+  }
+  const json file = {
+      {"added_tokens", {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", {{"type", "ByteLevel"}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", read_json(gpt2_dir / "encoder.json")}, {"merges", merges}}}};
+  TempDir dir;
+  dir.write("tokenizer.json", file.dump());
+  auto hf = kintsugi::data::load_tokenizer(dir.path);
+  EXPECT_EQ(hf->eos_id(), 50256);
+  int compared = 0;
+  for (const auto& c : read_json(kFixtures / "gpt2_cases.json")) {
+    const auto text = c.at("text").get<std::string>();
+    if (text.find("<|endoftext|>") != std::string::npos) continue;  // a special token here
+    EXPECT_EQ(hf->encode(text), c.at("ids").get<Ids>()) << json(text).dump();
+    ++compared;
+  }
+  EXPECT_GT(compared, 380);
+  const std::string brown = kintsugi::data::read_file(kData / "brown" / "val.txt", "run scripts/fetch_data.sh");
+  for (std::string_view d : kintsugi::data::split_documents(brown))
+    ASSERT_EQ(hf->encode(d), gpt2.encode(d));
+}
+
+TEST(HfTokenizer, UnsupportedFilesAreRefusedByName) {
+  struct Case {
+    std::string model, extra, expect;
+  } cases[] = {
+      {R"({"type": "WordPiece", "vocab": {"a": 0}})", "", "model type \"WordPiece\" is not supported"},
+      {R"({"type": "Unigram", "vocab": [["a", 0.0]]})", "", "model type \"Unigram\" is not supported"},
+      {R"({"type": "BPE", "vocab": {"a": 0, "</s>": 1}, "merges": ["a b"]})", "",
+       "merge 0 (a + b) uses or makes a token missing"},
+      {R"({"type": "BPE", "vocab": {"a": 0, "</s>": 1}, "merges": []})",
+       R"(, "pre_tokenizer": {"type": "BertPreTokenizer"})", "pre-tokenizer type \"BertPreTokenizer\""},
+      {R"({"type": "BPE", "vocab": {"a": 0, "</s>": 1}, "merges": []})",
+       R"(, "normalizer": {"type": "Lowercase"})", "normalizer type \"Lowercase\""},
+      {R"({"type": "BPE", "vocab": {"a": 0}, "merges": []})", "", "no end-of-document token"},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    dir.write("tokenizer.json", R"({"added_tokens": [], "model": )" + c.model + c.extra + "}");
+    const auto message = error_of([&] { kintsugi::data::load_tokenizer(dir.path); });
+    EXPECT_NE(message.find(c.expect), std::string::npos) << message;
+    EXPECT_NE(message.find((dir.path / "tokenizer.json").string()), std::string::npos) << message;
+  }
+  TempDir dir;
+  dir.write("tokenizer.json", "{not json");
+  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(dir.path); }).find("not valid JSON"),
+            std::string::npos);
+  TempDir empty;
+  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(empty.path); }).find("holds neither"),
+            std::string::npos);
+}
+
+TEST(HfTokenizer, DecodeRefusesIdsOutsideTheVocabulary) {
+  REQUIRE_TOKENIZER(llama3, "llama3-tokenizer");
+  EXPECT_NE(error_of([&] { llama3.decode(Ids{128256}); }).find("not in this tokenizer's vocabulary"),
+            std::string::npos);
+  EXPECT_EQ(llama3.decode(Ids{128000, 9906}), "<|begin_of_text|>Hello");
+}
+
+TEST(HfTokenizer, SavedFilesLoadBack) {
+  for (const char* name : kNames) {
+    REQUIRE_TOKENIZER(tok, name);
+    TempDir dir;
+    tok.save(dir.path);
+    auto again = kintsugi::data::load_tokenizer(dir.path);
+    EXPECT_EQ(again->encode("Saved and loaded again: 123 日本"), tok.encode("Saved and loaded again: 123 日本"));
+    EXPECT_EQ(again->eos_id(), tok.eos_id());
+  }
+}

@@ -1,0 +1,199 @@
+// Megatron-LM indexed datasets: files written by an independent writer that follows Megatron's
+// published layout (tests/tools/megatron_index.py) read back exactly, ours read back by that
+// script's reader, and every kind of damage refused with what is wrong.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/megatron_dataset.hpp"
+#include "kintsugi/data/token_source.hpp"
+
+namespace fs = std::filesystem;
+using namespace kintsugi::data;
+using Docs = std::vector<std::vector<std::int32_t>>;
+
+namespace {
+
+const std::string kScript = std::string(KINTSUGI_TOOLS_DIR) + "/megatron_index.py";
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() /
+                  ("kintsugi_megatron_test_" + std::to_string(std::random_device{}()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+Docs random_docs(int count, std::int32_t vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  Docs docs(count);
+  for (auto& d : docs) {
+    d.resize(rng() % 300);  // some empty documents too
+    for (auto& id : d) id = static_cast<std::int32_t>(rng() % vocab);
+  }
+  docs[0].assign({0, vocab - 1});
+  return docs;
+}
+
+std::vector<std::int32_t> flat(const Docs& docs) {
+  std::vector<std::int32_t> all;
+  for (const auto& d : docs) all.insert(all.end(), d.begin(), d.end());
+  return all;
+}
+
+std::vector<std::int32_t> stream(const TokenSource& s) {
+  std::vector<std::int32_t> out(s.size());
+  s.read(0, s.size(), out.data());
+  return out;
+}
+
+int run(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void put_bytes(const fs::path& p, const std::string& b) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
+}
+
+std::string open_error(const fs::path& p) {
+  try {
+    MegatronDataset::open(p);
+  } catch (const kintsugi::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(MegatronDataset, ReadsFilesOfTheIndependentWriter) {
+  TempDir dir;
+  // uint16 (Megatron's choice below 65500 ids), int32 (above), and the other integer codes.
+  for (int code : {8, 4, 1, 3, 5}) {
+    const std::int32_t vocab = code == 1 ? 256 : code == 3 ? 30000 : code == 8 ? 50257 : 128256;
+    const Docs docs = random_docs(40, vocab, static_cast<unsigned>(code));
+    const fs::path prefix = dir.path / ("py" + std::to_string(code));
+    std::ofstream(dir.path / "ids.json") << nlohmann::json(docs).dump();
+    ASSERT_EQ(run("python3 '" + kScript + "' write '" + prefix.string() + "' " +
+                  std::to_string(code) + " '" + (dir.path / "ids.json").string() + "'"), 0);
+    for (std::string suffix : {"", ".bin", ".idx"}) {
+      fs::path p = prefix;
+      p += suffix;
+      ASSERT_TRUE(is_megatron_dataset(p)) << p;
+      auto source = open_token_source(p);
+      EXPECT_EQ(stream(*source), flat(docs)) << "dtype code " << code;
+      EXPECT_EQ(source->max_id(), vocab - 1);
+    }
+    auto d = MegatronDataset::open(prefix);
+    EXPECT_EQ(d->documents(), 40);
+    EXPECT_EQ(d->dtype_code(), code);
+    std::vector<std::int32_t> middle(5);
+    d->read(3, 5, middle.data());
+    EXPECT_TRUE(std::equal(middle.begin(), middle.end(), flat(docs).begin() + 3));
+  }
+}
+
+TEST(MegatronDataset, IndependentReaderReadsOurFiles) {
+  TempDir dir;
+  for (std::int32_t vocab : {50257, 128256}) {
+    const Docs docs = random_docs(30, vocab, 7);
+    const fs::path prefix = dir.path / ("ours" + std::to_string(vocab));
+    MegatronWriter writer(prefix.string() + ".bin", vocab);  // a .bin path names the prefix
+    for (const auto& d : docs) writer.add_document(d);
+    EXPECT_EQ(writer.tokens(), static_cast<std::int64_t>(flat(docs).size()));
+    writer.finish();
+    // Megatron's own rule: uint16 below 65500 ids, int32 above.
+    EXPECT_EQ(MegatronDataset::open(prefix)->dtype_code(), vocab < 65500 ? 8 : 4);
+    const fs::path out = dir.path / "read.json";
+    ASSERT_EQ(run("python3 '" + kScript + "' read '" + prefix.string() + "' > '" + out.string() + "'"), 0);
+    std::ifstream in(out);
+    EXPECT_EQ(nlohmann::json::parse(in).get<Docs>(), docs);
+  }
+}
+
+TEST(MegatronDataset, WriterRefusesIdsOutsideTheVocabularyAndLeavesNoFiles) {
+  TempDir dir;
+  {
+    MegatronWriter writer(dir.path / "x", 100);
+    writer.add_document(std::vector<std::int32_t>{1, 2});
+    EXPECT_THROW(writer.add_document(std::vector<std::int32_t>{100}), kintsugi::Error);
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "x.bin"));
+  EXPECT_FALSE(fs::exists(dir.path / "x.idx"));
+}
+
+TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
+  TempDir dir;
+  const fs::path prefix = dir.path / "d";
+  {
+    MegatronWriter writer(prefix, 50257);
+    writer.add_document(std::vector<std::int32_t>{5, 6, 7});
+    writer.add_document(std::vector<std::int32_t>{8, 9});
+    writer.finish();
+  }
+  const fs::path idx = dir.path / "d.idx", bin = dir.path / "d.bin";
+  const std::string good_idx = bytes_of(idx), good_bin = bytes_of(bin);
+  struct Case {
+    std::function<void(std::string& idx, std::string& bin)> damage;
+    std::string expect;
+  } cases[] = {
+      {[](std::string& i, std::string&) { i[0] = 'X'; }, "not a Megatron index"},
+      {[](std::string& i, std::string&) { i[9] = 2; }, "index version 2"},
+      {[](std::string& i, std::string&) { i[17] = 7; }, "dtype code 7, not an integer type"},
+      {[](std::string& i, std::string&) { i.resize(i.size() - 3); }, "truncated or has trailing bytes"},
+      {[](std::string& i, std::string&) { i += "modes"; }, "truncated or has trailing bytes"},
+      {[](std::string& i, std::string&) { i[34] = static_cast<char>(0xFF); i[35] = i[36] = i[37] = static_cast<char>(0xFF); },
+       "negative length"},
+      {[](std::string& i, std::string&) { i[34 + 8 + 8] = 1; }, "sequence 1 starts at byte 1"},
+      {[](std::string& i, std::string&) { i[i.size() - 8] = 5; }, "document index must rise"},
+      {[](std::string&, std::string& b) { b.resize(b.size() - 2); }, "do not belong together or one is truncated"},
+  };
+  for (const auto& c : cases) {
+    std::string i = good_idx, b = good_bin;
+    c.damage(i, b);
+    put_bytes(idx, i);
+    put_bytes(bin, b);
+    const std::string message = open_error(prefix);
+    EXPECT_NE(message.find(c.expect), std::string::npos) << message;
+  }
+  // Negative ids in a signed dtype.
+  put_bytes(idx, good_idx);
+  std::string i = good_idx;
+  i[17] = 3;  // int16: the same bytes, ids read as signed
+  put_bytes(idx, i);
+  std::string b = good_bin;
+  b[0] = b[1] = static_cast<char>(0xFF);
+  put_bytes(bin, b);
+  EXPECT_NE(open_error(prefix).find("negative token id (-1)"), std::string::npos) << open_error(prefix);
+  fs::remove(bin);
+  EXPECT_NE(open_error(prefix).find("does not exist"), std::string::npos);
+}
+
+TEST(TokenSource, IdsBeyondTheModelVocabularyNameFileIdAndPosition) {
+  TempDir dir;
+  {
+    MegatronWriter writer(dir.path / "d", 50257);
+    writer.add_document(std::vector<std::int32_t>{5, 50000, 7, 50000});
+    writer.finish();
+  }
+  auto source = open_token_source(dir.path / "d");
+  EXPECT_NO_THROW(require_ids_below(*source, 50001, "data.train"));
+  try {
+    require_ids_below(*source, 32000, "data.train");
+    FAIL() << "expected an error";
+  } catch (const kintsugi::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("d.bin holds token id 50000 (at position 1)"), std::string::npos) << m;
+    EXPECT_NE(m.find("data.train"), std::string::npos) << m;
+  }
+}
