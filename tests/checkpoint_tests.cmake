@@ -50,6 +50,23 @@ checkpoint_refused_test(truncated "rank-00000.bin is truncated or corrupt")
 checkpoint_refused_test(no-shard "shard file rank-00000.bin is missing")
 checkpoint_refused_test(no-piece "is incomplete: .* elements of .* are in no shard")
 checkpoint_refused_test(no-manifest "not a complete checkpoint: manifest.json is missing")
+# A manifest with a field out of range, or edited within range (its own checksum catches it).
+function(manifest_refused_test name edit pattern)
+  add_test(NAME ckpt.refused.manifest_${name}
+           COMMAND ${CMAKE_COMMAND} -E env EDIT=${edit}
+                   ${CKPT}/expect_refused.sh manifest ${pattern} $<TARGET_FILE:kintsugi>
+                   ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
+  set_tests_properties(ckpt.refused.manifest_${name} PROPERTIES FIXTURES_REQUIRED serial_checkpoint
+                                                               TIMEOUT 60)
+endfunction()
+manifest_refused_test(negative_step "step=-5" "step = -5 is not an integer from 0")
+manifest_refused_test(fractional_step "step=4.5" "step = 4.5 is not an integer from 0")
+manifest_refused_test(negative_optimizer_steps "optimizer_steps=-3"
+                      "optimizer_steps = -3 is not an integer from 0 to 2")
+manifest_refused_test(negative_loss_scale "loss_scaler.scale=-1"
+                      "loss_scaler.scale = -1 is not a positive number")
+manifest_refused_test(edited "loss_scaler.clean_steps=1"
+                      "manifest.json is corrupt or was edited: its checksum")
 # Under mpirun the ranks agree on the verdict: one line, no hang (rank 0 checksums file 0).
 add_test(NAME ckpt.refused.corrupt_under_mpirun
          COMMAND ${CMAKE_COMMAND} -E env RANKS=2
@@ -111,8 +128,59 @@ add_test(NAME ckpt.init_from_wrong_shape_under_mpirun
                  --out ${CKPT_OUT}/init_from_wrong_shape)
 set_tests_properties(ckpt.init_from_wrong_shape_under_mpirun PROPERTIES
                      FIXTURES_REQUIRED hf_export PROCESSORS 2 TIMEOUT 60)
+# Well-formed weights that are not finite are refused at load, naming the tensor.
+add_test(NAME ckpt.init_from_nan_refused
+         COMMAND sh -c "python3 ${CKPT}/poison_safetensors.py $1 $2 transformer.h.1.mlp.c_fc.weight && shift 2 && exec \"$@\""
+                 poison ${CKPT_OUT}/export_import/hf/model.safetensors ${CKPT_OUT}/nan.safetensors
+                 ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "tensor transformer.h.1.mlp.c_fc.weight holds nan at element 5"
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --init-from ${CKPT_OUT}/nan.safetensors
+                 --out ${CKPT_OUT}/init_from_nan)
+set_tests_properties(ckpt.init_from_nan_refused PROPERTIES FIXTURES_REQUIRED hf_export TIMEOUT 60)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})
 set_tests_properties(ckpt.export_from_sharded_checkpoint PROPERTIES FIXTURES_REQUIRED sharded_checkpoint
                                                                    TIMEOUT 60)
+
+# Pre-emption through the launcher: TERM to mpirun in the middle of a step of seconds, and in
+# the middle of an evaluation; the last completed step is saved within Open MPI's kill delay
+# and resumes bit for bit. ZeRO-2 keeps gradient reductions in flight between micro-batches.
+foreach(phase train eval)
+  add_test(NAME ckpt.stop_mid_${phase}_under_mpirun
+           COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --dp 2 --zero 2)
+  set_tests_properties(ckpt.stop_mid_${phase}_under_mpirun PROPERTIES PROCESSORS 2 TIMEOUT 180)
+endforeach()
+# One writer per --out: a second job is refused, naming the first one's host and pid.
+add_test(NAME ckpt.second_writer_refused
+         COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
+
+# Output that cannot be written: a full disk under metrics.jsonl (the finished step is saved
+# first), a directory where loss.svg goes, and a log file that must keep its lines when the
+# process is killed.
+foreach(case metrics plot log)
+  add_test(NAME cli.write_failure_${case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/write_failures.sh ${case} $<TARGET_FILE:kintsugi>
+                   ${CKPT_OUT} ${MICRO_RUN} --set train.steps=2)
+  set_tests_properties(cli.write_failure_${case} PROPERTIES TIMEOUT 120)
+endforeach()
+
+# Resuming with another train.seed changes the data order: said, not silent.
+add_test(NAME ckpt.resume_with_other_seed_warns
+         COMMAND $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.steps=3 --set train.seed=777
+                 --resume ${GOOD_CKPT} --out ${CKPT_OUT}/other_seed)
+set_tests_properties(ckpt.resume_with_other_seed_warns PROPERTIES
+                     FIXTURES_REQUIRED serial_checkpoint TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1
+                     PASS_REGULAR_EXPRESSION "warning: .*step-00000002 was saved by a run with train.seed = [0-9]+; this run has 777")
+# A token file truncated while the run reads it: the file named, exit 1, no bus error.
+add_test(NAME cli.token_file_truncated_mid_run
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/token_file_truncated.sh $<TARGET_FILE:kintsugi>
+                 ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(cli.token_file_truncated_mid_run PROPERTIES TIMEOUT 120)
+# A diverged run saves nothing and names the last good checkpoint.
+add_test(NAME ckpt.diverged_state_not_saved
+         COMMAND ${CKPT}/diverged.sh $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.diverged_state_not_saved PROPERTIES FIXTURES_REQUIRED serial_checkpoint
+                                                              TIMEOUT 60)

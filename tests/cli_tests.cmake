@@ -23,6 +23,30 @@ add_test(NAME cli.error.wrong_type
 add_test(NAME cli.error.missing_config
          COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
                  ${KINTSUGI_BIN} train --config nope.toml)
+# --out must be a directory this run can create and lock (a file is not one).
+set(TINY_DATA --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin
+              --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin)
+add_test(NAME cli.error.out_is_a_file
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+add_test(NAME cli.error.out_cannot_be_created
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake/run cannot be created"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake/run)
+add_test(NAME cli.error.config_is_a_directory
+         COMMAND ${EXPECT_ERROR} "config file .*configs/? is a directory"
+                 ${KINTSUGI_BIN} train --config ${PROJECT_SOURCE_DIR}/configs)
+add_test(NAME cli.error.lr_not_finite
+         COMMAND ${EXPECT_ERROR} "`train.lr` = inf must be a finite number"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.lr=inf)
+add_test(NAME cli.error.threads_past_cores
+         COMMAND ${EXPECT_ERROR} "train.threads = 100000 is more than the [0-9]+ cores"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA} --set train.threads=100000)
+add_test(NAME cli.error.token_file_is_a_directory
+         COMMAND ${EXPECT_ERROR} "token file .*/data is a directory"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --set data.train=${PROJECT_SOURCE_DIR}/data)
 add_test(NAME cli.error.missing_token_file
          COMMAND ${EXPECT_ERROR} "missing.bin"
                  ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)

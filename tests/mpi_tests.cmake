@@ -353,3 +353,15 @@ foreach(family llama bloom)
   set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
                        DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
 endforeach()
+
+# Ranks launched with different configurations (an MPMD launch here) are refused before any
+# group is built: one line naming the first differing key and the ranks.
+add_test(NAME mpi.ranks_with_different_configs_refused
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "different configurations: train.lr = 0.001 \\(rank 0\\) vs 0.002 \\(rank 1\\); ranks 1 differ"
+                 ${MPIRUN} -q --oversubscribe
+                 -np 1 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --dp 2 --set train.lr=1e-3
+                 --out ${MPI_OUT}/different_configs :
+                 -np 1 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --dp 2 --set train.lr=2e-3
+                 --out ${MPI_OUT}/different_configs)
+set_tests_properties(mpi.ranks_with_different_configs_refused PROPERTIES PROCESSORS 2 TIMEOUT 60)

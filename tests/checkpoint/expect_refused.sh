@@ -6,12 +6,12 @@
 #   KIND: corrupt (a flipped bit), truncated, no-shard (a shard file removed), no-piece (a piece
 #         dropped from the manifest), no-manifest,
 #         other-model (flags describe another model), past-the-end (flags end training before
-#         the checkpoint's step)
+#         the checkpoint's step), manifest (EDIT="key.path=JSON" sets that manifest field)
 set -euo pipefail
 kind="$1" pattern="$2" kintsugi="$3" good="$4" out="$5"
 shift 5
 here="$(cd "$(dirname "$0")" && pwd)"
-bad="$out/refused-$kind${RANKS:+-np$RANKS}"
+bad="$out/refused-$kind${EDIT:+-${EDIT//[^a-z0-9_]/_}}${RANKS:+-np$RANKS}"
 rm -rf "$bad"
 mkdir -p "$out"
 cp -r "$good" "$bad"
@@ -22,6 +22,12 @@ case "$kind" in
   no-shard) rm "$shard" ;;
   no-manifest) rm "$bad/manifest.json" ;;
   no-piece) python3 -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m["pieces"].pop(3); json.dump(m, open(p, "w"))' "$bad/manifest.json" ;;
+  manifest) python3 -c 'import json, sys
+p, (key, value) = sys.argv[1], sys.argv[2].split("=", 1)
+m = json.load(open(p)); *path, last = key.split("."); d = m
+for k in path: d = d[k]
+d[last] = json.loads(value); json.dump(m, open(p, "w"))' "$bad/manifest.json" "$EDIT"
+    ;;
   other-model | past-the-end) ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac
@@ -29,4 +35,4 @@ export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 launch=()
 if ((${RANKS:-1} > 1)); then launch=(mpirun -q -np "$RANKS" --oversubscribe --bind-to none); fi
 "$here/../cli/expect_error.sh" "$pattern" "${launch[@]}" "$kintsugi" train "$@" --resume "$bad" \
-  --out "$out/refused-run-$kind"
+  --out "$bad.run"

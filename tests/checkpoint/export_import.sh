@@ -12,7 +12,7 @@ shift 4
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=1
 dir="$out/$name"
-rm -rf "$dir"
+rm -rf "$dir" && mkdir -p "$dir"  # its logs sit beside it: the parent must exist too
 "$kintsugi" train "$@" --save-every 4 --out "$dir/a" | tee "$dir.a.log"
 "$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"
 "$kintsugi" export --checkpoint "$dir/a/checkpoints/step-00000004" --out "$dir/hf2/model.safetensors"

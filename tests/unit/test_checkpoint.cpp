@@ -10,6 +10,7 @@
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/model/gpt.hpp"
+#include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
@@ -30,8 +31,6 @@ ModelConfig small() {
 class Checkpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = fs::path(::testing::TempDir()) / ("kintsugi-ckpt-" + std::to_string(getpid()));
-    fs::remove_all(dir);
     model.params().initialize(5);
     save_model(dir, small(), model.params(), 17);
   }
@@ -50,7 +49,8 @@ class Checkpoint : public ::testing::Test {
   MemoryTracker memory;
   std::unique_ptr<Backend> backend = make_cpu_backend(memory);
   GptModel model{*backend, small(), DType::f32, 1, 4};
-  fs::path dir;
+  ScratchDir scratch{"ckpt"};
+  fs::path dir = scratch.path() / "model";
 };
 
 TEST_F(Checkpoint, RoundTrip) {

@@ -12,18 +12,12 @@
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -35,7 +29,8 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Safetensors, RoundTripAndLayout) {
-  const fs::path dir = temp_dir("safetensors");
+  const ScratchDir scratch("safetensors");
+  const fs::path& dir = scratch.path();
   std::map<std::string, NamedTensor> tensors = {{"b", {{2, 3}, {1, 2, 3, 4, 5, 6}}},
                                                 {"a", {{1}, {-7.5f}}}};
   write_safetensors(dir / "x.safetensors", tensors, {{"format", "pt"}});
@@ -55,7 +50,8 @@ TEST(Safetensors, RoundTripAndLayout) {
 }
 
 TEST(Safetensors, TruncatedOrForeignFilesAreRefused) {
-  const fs::path dir = temp_dir("safetensors-bad");
+  const ScratchDir scratch("safetensors-bad");
+  const fs::path& dir = scratch.path();
   write_safetensors(dir / "x.safetensors", {{"w", {{4}, {1, 2, 3, 4}}}});
   fs::resize_file(dir / "x.safetensors", fs::file_size(dir / "x.safetensors") - 4);
   EXPECT_NE(error_of([&] { read_safetensors(dir / "x.safetensors"); }).find("truncated"),
@@ -65,9 +61,34 @@ TEST(Safetensors, TruncatedOrForeignFilesAreRefused) {
             std::string::npos);
 }
 
+// A header whose shape multiplies past 64 bits, or whose byte size does (2^62 F32 elements
+// wrap to 0 bytes, which the offsets [0, 0] would match): refused by name, with no arithmetic
+// that overflows (the unit tests run under UndefinedBehaviorSanitizer with KINTSUGI_SANITIZE).
+TEST(Safetensors, ShapesPastSixtyFourBitsAreRefused) {
+  const ScratchDir scratch("safetensors-huge");
+  const fs::path& dir = scratch.path();
+  auto write = [&](const std::string& file, const std::string& header) {
+    std::ofstream out(dir / file, std::ios::binary);
+    const std::uint64_t n = header.size();
+    for (int k = 0; k < 8; ++k) out.put(static_cast<char>(n >> (8 * k)));
+    out << header;
+  };
+  write("elements.safetensors",
+        R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})");
+  EXPECT_NE(error_of([&] { read_safetensors(dir / "elements.safetensors"); })
+                .find("the shape of tensor w has more elements than 64 bits can count"),
+            std::string::npos);
+  write("bytes.safetensors",
+        R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})");
+  EXPECT_NE(error_of([&] { read_safetensors(dir / "bytes.safetensors"); })
+                .find("tensor w has more bytes than 64 bits can count"),
+            std::string::npos);
+}
+
 TEST(Safetensors, HalfPrecisionDataIsWidened) {
   // A file written by hand as other tools write them: F16 and BF16 tensors, no padding.
-  const fs::path dir = temp_dir("safetensors-half");
+  const ScratchDir scratch("safetensors-half");
+  const fs::path& dir = scratch.path();
   const std::string header =
       R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
       R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
@@ -148,7 +169,8 @@ TEST(SliceMap, ColumnAndRowSlicesAndPaddingRows) {
 }
 
 TEST(CheckpointDir, LatestPartialAndKeep) {
-  const fs::path root = temp_dir("ckpt-dir");
+  const ScratchDir scratch("ckpt-dir");
+  const fs::path& root = scratch.path();
   EXPECT_FALSE(newest_checkpoint(root));
   for (int step : {2, 4, 6}) {
     fs::create_directories(checkpoint_path(root, step));

@@ -18,6 +18,7 @@
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/train/stage_model.hpp"
+#include "scratch_dir.hpp"
 #include "support/guarded_device.hpp"
 
 namespace kintsugi {
@@ -138,8 +139,7 @@ TEST_F(DeviceSeams, TrainingOnAGuardedDeviceEqualsTheCpu) {
 // round; the model checkpoint and Hugging Face weights load onto the device.
 TEST_F(DeviceSeams, CheckpointsCrossBetweenDeviceAndCpu) {
   const RunConfig c = tiny_run("bf16");
-  const fs::path dir = fs::temp_directory_path() / ("kintsugi-seams-" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const ScratchDir dir("seams");
   MemoryTracker cpu_memory, device_memory;
   auto cpu = make_cpu_backend(cpu_memory);
   auto inner = make_cpu_backend(device_memory);
@@ -197,7 +197,6 @@ TEST_F(DeviceSeams, CheckpointsCrossBetweenDeviceAndCpu) {
     EXPECT_GT(m.forward_loss(tokens.data(), targets.data()), 0.0);
   }
   EXPECT_EQ(on_device, on_cpu);
-  fs::remove_all(dir);
 }
 
 // Host I/O converts like the backends do and goes through the device's allocator.

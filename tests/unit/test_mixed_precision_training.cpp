@@ -14,6 +14,7 @@
 
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/trainer.hpp"
+#include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
@@ -46,20 +47,17 @@ struct Curve {
 };
 
 Curve train_curve(const std::string& precision) {
-  const fs::path out = fs::temp_directory_path() /
-                       fmt::format("kintsugi-test-mixed-{}-{}", precision, getpid());
-  fs::remove_all(out);
+  const ScratchDir out("mixed-" + precision);
   RunConfig config = small_config({"train.steps=30", "train.eval_every=10",
                                    "train.precision=\"" + precision + "\""});
   std::ostringstream log;
-  const TrainSummary s = train(config, {.out_dir = out.string()}, log);
+  const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
   Curve c;
   for (const auto& m : read_metrics(s.metrics_path)) {
     c.train.push_back(m.at("loss"));
     if (m.contains("val_loss")) c.val.push_back(m.at("val_loss"));
     EXPECT_FALSE(m.contains("skipped")) << precision << " skipped a step:\n" << log.str();
   }
-  fs::remove_all(out);
   return c;
 }
 

@@ -96,6 +96,23 @@ TEST(RunConfig, ClearErrors) {
             std::string::npos);
 }
 
+// TOML has inf and nan; no setting means either. A directory is not a config file.
+TEST(RunConfig, NonFiniteNumbersAndDirectoriesAreRefused) {
+  EXPECT_NE(error_of({"train.lr=inf"}).find("`train.lr` = inf must be a finite number"),
+            std::string::npos);
+  EXPECT_NE(error_of({"train.grad_clip=nan"}).find("`train.grad_clip` = nan must be a finite"),
+            std::string::npos);
+  EXPECT_NE(error_of({"comm.timeout_s=-inf"}).find("`comm.timeout_s` = -inf must be a finite"),
+            std::string::npos);
+  try {
+    load_run_config(KINTSUGI_CONFIGS_DIR, {});
+    FAIL() << "a directory was accepted as a config file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory: name a .toml file"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RunConfig, FileErrorsNameTheLine) {
   const std::string path = ::testing::TempDir() + "/bad.toml";
   std::ofstream(path) << "[train]\nsteps = = 3\n";

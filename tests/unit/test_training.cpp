@@ -12,6 +12,7 @@
 
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/train/trainer.hpp"
+#include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
@@ -30,12 +31,11 @@ RunConfig tiny_config(std::vector<std::string> extra) {
 }
 
 TEST(Training, TinyGptLearnsBrownCorpus) {
-  const fs::path out = fs::temp_directory_path() / ("kintsugi-test-training-" + std::to_string(getpid()));
-  fs::remove_all(out);
+  const ScratchDir out("training");
   RunConfig config = tiny_config({"train.steps=40", "train.eval_every=20", "train.eval_batches=8",
                                   "train.warmup_steps=5", "train.log_every=40"});
   std::ostringstream log;
-  const TrainSummary s = train(config, {.out_dir = out.string()}, log);
+  const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
   EXPECT_NEAR(s.first_val_loss, std::log(50257.0), 0.3) << log.str();
   EXPECT_LT(s.last_val_loss, s.first_val_loss - 2.5) << log.str();
 
@@ -61,7 +61,6 @@ TEST(Training, TinyGptLearnsBrownCorpus) {
   const auto info = read_model_info(s.checkpoint_dir);
   EXPECT_EQ(info.step, 40);
   EXPECT_EQ(info.config.n_layer, config.model.n_layer);
-  fs::remove_all(out);
 }
 
 // A blend of two datasets with no validation data: evaluation is skipped and said so, and the

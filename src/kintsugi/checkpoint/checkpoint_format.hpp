@@ -3,17 +3,23 @@
 // version, the layout of a piece in a shard file, and the file checksum.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace kintsugi::checkpoint_format {
 
 constexpr const char* kFormat = "kintsugi-train-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 protects the manifest with a checksum of its own ("manifest_xxh3"); version 1
+// manifests (no checksum) are still read.
+constexpr int kVersion = 2;
+constexpr const char* kManifestChecksum = "manifest_xxh3";
 // A piece of n elements is n weights, then n first moments, then n second moments (float32).
 constexpr int kValuesPerElement = 3;
 
 std::string hex(std::uint64_t h);  // 16 lowercase hex digits
 // XXH3-64 of a whole file (kintsugi::Error when it cannot be read).
 std::uint64_t file_checksum(const std::filesystem::path& path);
+// XXH3-64 of the manifest's compact JSON text without its kManifestChecksum member.
+std::string manifest_checksum(nlohmann::json manifest);
 
 }  // namespace kintsugi::checkpoint_format

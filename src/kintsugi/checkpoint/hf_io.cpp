@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -67,6 +69,19 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
   return config;
 }
 
+namespace {
+// Non-finite weights would make the first step non-finite, and the run would blame train.lr.
+void refuse_non_finite(const fs::path& path, const std::string& name,
+                       const std::vector<float>& values) {
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != values.end())
+    fail("{}: tensor {} holds {} at element {}: the file is damaged or was saved from a diverged "
+         "run",
+         path.string(), name, *bad, bad - values.begin());
+}
+}  // namespace
+
 std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const ModelConfig& config) {
   const auto table = hf_tensors(config);
   auto file = read_safetensors(path);
@@ -85,6 +100,7 @@ std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const M
            path.string(), t.theirs, name_of(config.family));
     used.insert(base);
     NamedTensor theirs = *it->second;
+    refuse_non_finite(path, t.theirs, theirs.values);
     // A pretrained position table may be longer than this run's context: keep its first rows.
     if (t.ours == "embedding.position.weight" && theirs.shape.size() == 2 &&
         theirs.shape[0] > config.seq_len) {

@@ -17,6 +17,23 @@ using nlohmann::json;
 namespace {
 // A header larger than this is not a real file's (the format's reference reader caps it too).
 constexpr std::uint64_t kMaxHeader = 100ull << 20;
+
+// The number of elements of a header's shape, refusing a shape whose product or byte size does
+// not fit in 64 bits: a hostile header must not reach arithmetic that overflows.
+std::int64_t element_count(const fs::path& path, const std::string& name,
+                           const std::vector<std::int64_t>& shape, std::size_t element) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) fail("{}: tensor {} has a negative dimension", path.string(), name);
+    if (__builtin_mul_overflow(n, d, &n))
+      fail("{} is corrupt: the shape of tensor {} has more elements than 64 bits can count",
+           path.string(), name);
+  }
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<std::int64_t>(element), &bytes))
+    fail("{} is corrupt: tensor {} has more bytes than 64 bits can count", path.string(), name);
+  return n;
+}
 }  // namespace
 
 void write_safetensors(const fs::path& path, const std::map<std::string, NamedTensor>& tensors,
@@ -81,11 +98,7 @@ std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
       const std::size_t element = dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
       if (element == 0)
         fail("{}: tensor {} has dtype {}; F32, F16 and BF16 can be read", path.string(), name, dtype);
-      std::int64_t n = 1;
-      for (auto d : shape) {
-        if (d < 0) fail("{}: tensor {} has a negative dimension", path.string(), name);
-        n *= d;
-      }
+      const std::int64_t n = element_count(path, name, shape, element);
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_bytes)
         fail("{} is truncated or corrupt: tensor {} lies outside the file", path.string(), name);
       if (offsets[1] - offsets[0] != static_cast<std::uint64_t>(n) * element)

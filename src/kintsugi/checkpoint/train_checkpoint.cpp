@@ -5,8 +5,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -15,6 +17,7 @@
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
+#include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/atomic_file.hpp"
@@ -51,8 +54,23 @@ void test_die_in_save(int rank, std::int64_t step) {
   if (v && std::sscanf(v, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
 }
 
+// The first value of a piece's weights (q 0) or moments (1, 2) that no run could resume from:
+// not finite, or a negative second moment. Empty if none.
+std::string unsound_value(const std::vector<std::byte>& bytes, int q, const std::string& tensor) {
+  const std::size_t n = bytes.size() / sizeof(float);
+  for (std::size_t k = 0; k < n; ++k) {
+    float x;
+    std::memcpy(&x, bytes.data() + k * sizeof(float), sizeof(float));
+    if (std::isfinite(x) && (q < 2 || x >= 0)) continue;
+    static const char* const kinds[] = {"weight", "first moment", "second moment"};
+    return fmt::format("a {} of tensor {} is {}", kinds[q], tensor, x);
+  }
+  return "";
+}
+
 // This rank's shard: its pieces written to `path`; returns their description for the manifest.
-json write_shard(const fs::path& path, const RankState& rank) {
+// `unsound` gets the first value a resumed run could not continue from (empty: none).
+json write_shard(const fs::path& path, const RankState& rank, std::string& unsound) {
   json pieces = json::array(), tensors = json::object();
   std::unique_ptr<data::AtomicFile> file;
   XXH3_state_t* hash = XXH3_createState();
@@ -66,12 +84,14 @@ json write_shard(const fs::path& path, const RankState& rank) {
       const ParamSpec& spec = params.entry(p.param).spec;
       // The tied copy equals its original; a replicated tensor is the same on every tp rank.
       if (spec.tied_copy || (spec.split_dim < 0 && rank.tp_rank != 0)) continue;
-      for (const Tensor* t : {&p.weights, &p.m, &p.v}) {
+      for (int q = 0; q < kValuesPerElement; ++q) {
+        const Tensor* t = q == 0 ? &p.weights : q == 1 ? &p.m : &p.v;
         if (t->dtype != DType::f32)
           fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
         if (!file) file = std::make_unique<data::AtomicFile>(path);
         host.resize(t->bytes());
         copy_to_host(*t, host.data());
+        if (unsound.empty()) unsound = unsound_value(host, q, spec.name);
         file->write(host.data(), host.size());
         XXH3_64bits_update(hash, host.data(), host.size());
       }
@@ -167,8 +187,18 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
   }
   if (rank.world) rank.world->barrier();  // the directory exists for everyone
 
-  const json shard = write_shard(tmp / fmt::format("rank-{:05d}.bin", me), rank);
+  std::string unsound;
+  const json shard = write_shard(tmp / fmt::format("rank-{:05d}.bin", me), rank, unsound);
   test_die_in_save(me, progress.step);
+  // A state no run could resume from is not published: `latest` keeps naming the last sound one.
+  if (!unsound.empty()) {
+    const auto last = newest_checkpoint(root);
+    unsound = fmt::format("the training state of step {} is not sound ({}): the run diverged and "
+                          "step {} was not saved; {}: lower train.lr or raise train.warmup_steps",
+                          progress.step, unsound, progress.step,
+                          last ? "resume from " + last->string() : "no checkpoint was saved");
+  }
+  agree_on_error(rank.world, unsound);
   const auto shards = gather_to_root(rank.world, shard.dump());
   if (me == 0) {
     json files = json::array(), pieces = json::array(), tensors = json::object();
@@ -182,7 +212,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
       for (const auto& [name, t] : s.at("tensors").items()) tensors[name] = t;
       files.push_back({{"name", s.at("file")}, {"bytes", s.at("bytes")}, {"xxh3", s.at("xxh3")}});
     }
-    const json manifest = {
+    json manifest = {
         {"format", kFormat},
         {"version", kVersion},
         {"step", progress.step},
@@ -197,6 +227,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"tensors", tensors},
         {"files", files},
         {"pieces", pieces}};
+    manifest[kManifestChecksum] = manifest_checksum(manifest);
     data::AtomicFile out(tmp / "manifest.json");
     out.write(manifest.dump(1) + "\n");
     out.commit();

@@ -134,7 +134,8 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
     agree_on_error(topology ? &topology->world() : nullptr, error);
   }
   Stopwatch clock;
-  const double loss = mean_window_loss(model, place, data, windows, config.train.micro_batch);
+  const double loss =
+      mean_window_loss(model, place, data, windows, config.train.micro_batch).value();
   const double seconds = clock.seconds();
   if (!place.chief) return;
   const std::int64_t tokens = windows * config.model.seq_len;

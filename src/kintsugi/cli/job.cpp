@@ -21,10 +21,12 @@ void set_rank_threads(int threads, const MpiRuntime* mpi) {
 }
 
 void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
-                  const std::function<void(const Topology*)>& body) {
+                  const std::function<void(const Topology*)>& body,
+                  const std::function<void(Communicator& world)>& agree) {
   if (!mpi) return body(nullptr);
   auto world_comm = make_world_communicator(
       {.device = config.train.device, .timeout_s = config.comm.timeout_s});
+  if (agree) agree(*world_comm);
   const Topology topology(world_comm,
                           {.tp = static_cast<int>(config.parallel.tp),
                            .dp = static_cast<int>(config.parallel.dp),

@@ -4,6 +4,7 @@
 // communicator and the config's layout, where one rank's failure ends the job.
 #include <functional>
 
+#include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -15,8 +16,10 @@ void set_rank_threads(int threads, const MpiRuntime* mpi);
 
 // body(nullptr) without MPI; under MPI body(&topology), and a kintsugi::Error past setup is
 // printed with the rank and ends the job (the launcher stops the other ranks instead of letting
-// them wait forever).
+// them wait forever). `agree`, when given, runs over the world before any group is built from
+// the config (the ranks check that they hold the same one).
 void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
-                  const std::function<void(const Topology*)>& body);
+                  const std::function<void(const Topology*)>& body,
+                  const std::function<void(Communicator& world)>& agree = nullptr);
 
 }  // namespace kintsugi::cli

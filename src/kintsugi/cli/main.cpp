@@ -9,6 +9,9 @@
 #include "kintsugi/core/error.hpp"
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a file or pipe (the log of a batch job): a crash or a kill loses no
+  // line that was printed. std::cout writes through stdout (synchronized with stdio).
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   CLI::App app{"kintsugi: train GPT-, Llama- and BLOOM-style language models with 3D parallelism"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kintsugi 0.1.0");

@@ -17,6 +17,8 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/train/config_agreement.hpp"
+#include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/trainer.hpp"
@@ -68,6 +70,7 @@ void run(const Args& args) {
   const std::string out_dir =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
+  std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
     if (args.config.empty())
@@ -75,13 +78,24 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
+      fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
+           "all cores, shared by the ranks of a node)",
+           config.train.threads, cores, cores);
     inputs.emplace(open_inputs(config));
+    if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir);
     if (args.overwrite && !args.resume.empty())
       fail("--overwrite starts over and --resume continues: give only one of them");
     if (args.resume.empty() && !args.overwrite) refuse_to_start_over(out_dir, metrics_path);
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    if (resume && resume->progress.seed != config.train.seed && (!mpi || mpi->world_rank() == 0))
+      fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
+                 "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
+                 resume->dir.string(), resume->progress.seed, config.train.seed,
+                 resume->progress.seed);
     if (resume && resume->progress.step > config.train.steps)
       fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
            resume->dir.string(), resume->progress.step, config.train.steps);
@@ -119,9 +133,12 @@ void run(const Args& args) {
   options.init_from = args.init_from;
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
-  run_on_ranks(config, mpi.get(), [&](const Topology* topology) {
-    train(config, std::move(*inputs), options, std::cout, topology);
-  });
+  run_on_ranks(
+      config, mpi.get(),
+      [&](const Topology* topology) {
+        train(config, std::move(*inputs), options, std::cout, topology);
+      },
+      [&](Communicator& world) { agree_on_config(world, config, *inputs); });
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "kintsugi/data/mapped_file.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/mapping_guard.hpp"
 
 namespace kintsugi::data {
 
@@ -27,6 +29,10 @@ MappedFile::MappedFile(const std::filesystem::path& path, std::string_view what,
     ::close(fd);
     fail("cannot stat {} {}: {}", what, name, std::strerror(error));
   }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("{} {} is a directory, not a file: {}", what, name, fix);
+  }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) {  // mmap refuses empty files; an empty view is enough
     ::close(fd);
@@ -38,13 +44,17 @@ MappedFile::MappedFile(const std::filesystem::path& path, std::string_view what,
   if (map == MAP_FAILED) fail("cannot map {} {}: {}", what, name, std::strerror(map_error));
   data_ = static_cast<const unsigned char*>(map);
   mapped_ = true;
+  guard_mapping(data_, size_, fmt::format("{} {}", what, name));  // names it if it shrinks
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (mapped_) ::munmap(const_cast<unsigned char*>(data_), size_);
+    if (mapped_) {
+      unguard_mapping(data_);
+      ::munmap(const_cast<unsigned char*>(data_), size_);
+    }
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     mapped_ = std::exchange(other.mapped_, false);
@@ -53,7 +63,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() {
-  if (mapped_) ::munmap(const_cast<unsigned char*>(data_), size_);
+  if (!mapped_) return;
+  unguard_mapping(data_);
+  ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
 }  // namespace kintsugi::data

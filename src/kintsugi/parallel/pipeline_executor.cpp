@@ -96,7 +96,7 @@ void PipelineExecutor::backward(const PipeInstruction& in, int s, int& in_flight
   tracer_.counter("micro-batches in flight", in_flight);
 }
 
-void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
+bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool training,
                            double grad_scale, const Hooks& hooks) {
   const int p = shape_.stages, chunks_total = shape_.stages * shape_.virtual_stages;
   compute_seconds_ = 0;
@@ -120,6 +120,9 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
             pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
       case PipeOp::forward:
+        // One stage: nothing is in flight between micro-batches (the gradient reduction starts
+        // in the last backward), so the program can end here.
+        if (p == 1 && hooks.stop && hooks.stop(in.micro_batch)) return false;
         forward(in, s, training, grad_scale, hooks, in_flight);
         break;
       case PipeOp::send_forward:
@@ -160,6 +163,7 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
       wait_sends(slot.grad_sends);
     }
   KINTSUGI_ASSERT(receives_.empty());
+  return true;
 }
 
 }  // namespace kintsugi

@@ -35,10 +35,16 @@ class PipelineExecutor {
     // executor moves them to the chunk's device tensors.
     std::function<void(int mb, std::int32_t* tokens, std::int32_t* targets)> sample;
     std::function<void()> reduce_grads, optimizer_step;
+    // Asked before each micro-batch's forward, with no pipeline (one stage) only: whether to
+    // abandon the program there. Every rank must answer alike (it is a collective decision).
+    // A pipeline's stages are at different micro-batches at any moment: they are not asked.
+    std::function<bool(int mb)> stop = {};
   };
   // Executes `program`. The loss chunk (last stage) adds the token losses to its loss_sum().
-  // grad_scale multiplies the loss whose gradient backward computes.
-  void run(const std::vector<PipeInstruction>& program, bool training, double grad_scale,
+  // grad_scale multiplies the loss whose gradient backward computes. Returns false when
+  // hooks.stop abandoned it: the weights and optimizer state are untouched, the gradients and
+  // losses partial.
+  bool run(const std::vector<PipeInstruction>& program, bool training, double grad_scale,
            const Hooks& hooks);
 
   // Seconds spent computing during the last run (forward and backward), for the bubble.

@@ -16,8 +16,10 @@ RankState rank_state(StageModel& model, const Place& place) {
   return r;
 }
 
-double mean_window_loss(StageModel& model, const Place& place, const data::BatchSampler& data,
-                        std::int64_t windows, std::int64_t micro_batch) {
+std::optional<double> mean_window_loss(StageModel& model, const Place& place,
+                                       const data::BatchSampler& data, std::int64_t windows,
+                                       std::int64_t micro_batch,
+                                       const std::function<void()>& on_batch) {
   KINTSUGI_ASSERT(windows > 0 && micro_batch > 0 && windows % micro_batch == 0);
   const std::int64_t T = data.seq_len(), mb = micro_batch, batches = windows / mb;
   const int mine = static_cast<int>((batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
@@ -29,8 +31,10 @@ double mean_window_loss(StageModel& model, const Place& place, const data::Batch
             k < mine ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
         for (std::int64_t i = 0; i < mb; ++i)
           data.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+        if (on_batch) on_batch();
       },
       std::max(0, mine), lockstep);
+  if (model.interrupted()) return std::nullopt;
   return sum / static_cast<double>(windows * T);
 }
 

@@ -3,6 +3,8 @@
 // as its validation loss and `kintsugi eval` prints, computed by one function so that the two
 // agree.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
@@ -19,8 +21,11 @@ RankState rank_state(StageModel& model, const Place& place);
 // Mean loss per token over `windows` evenly spread windows of `data` (BatchSampler::eval_window),
 // in micro-batches of `micro_batch` windows shared out round-robin across the data-parallel
 // ranks; windows must be a multiple of micro_batch. Every rank of the job calls it and gets the
-// job's result.
-double mean_window_loss(StageModel& model, const Place& place, const data::BatchSampler& data,
-                        std::int64_t windows, std::int64_t micro_batch);
+// job's result, or nullopt when the model's stop check ended the evaluation early
+// (StageModel::set_stop_check). `on_batch` runs after each micro-batch is sampled.
+std::optional<double> mean_window_loss(StageModel& model, const Place& place,
+                                       const data::BatchSampler& data, std::int64_t windows,
+                                       std::int64_t micro_batch,
+                                       const std::function<void()>& on_batch = nullptr);
 
 }  // namespace kintsugi

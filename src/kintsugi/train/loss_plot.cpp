@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -99,7 +102,11 @@ void write_loss_svg(const std::string& path, const LossCurve& c) {
   out << svg;
   out.close();
   if (!out) fail("cannot write the loss plot {}", path);
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    fail("cannot write the loss plot {}: {}", path, std::strerror(error));
+  }
 }
 
 void add_earlier_steps(LossCurve& curve, const std::string& metrics_path,

@@ -1,15 +1,25 @@
 #include "kintsugi/train/preemption.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
 
 namespace kintsugi {
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
-// A second signal gets the default action (a second Ctrl-C ends the process at once).
+volatile std::sig_atomic_t g_interrupts = 0;  // SIGINTs received
+
 extern "C" void on_stop_signal(int signal) {
   g_stop = 1;
-  std::signal(signal, SIG_DFL);
+  if (signal != SIGINT || ++g_interrupts < 2) return;
+  // Only async-signal-safe calls here: write(2) and _exit(2).
+  static const char message[] =
+      "kintsugi: second interrupt: stopping now without finishing the checkpoint (the last "
+      "complete one stays the one to resume)\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)ignored;
+  ::_exit(128 + SIGINT);
 }
 }  // namespace
 
@@ -17,6 +27,10 @@ void install_stop_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
+  // Both signals are blocked while the handler runs, so the SIGINT count cannot race.
+  sigaddset(&action.sa_mask, SIGTERM);
+  sigaddset(&action.sa_mask, SIGINT);
+  action.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 }

@@ -1,8 +1,13 @@
 #pragma once
 // Pre-emption: a cluster scheduler sends SIGTERM before it takes the nodes back, a person at
-// the terminal presses Ctrl-C (SIGINT). The handler only sets a flag; the training loop reads
-// it at the next step boundary, where all ranks agree (one of them signalled is enough), save
-// a checkpoint and stop cleanly.
+// the terminal presses Ctrl-C (SIGINT). The handler only sets a flag; training reads it at every
+// micro-batch and step boundary (where all ranks agree: one of them signalled is enough), saves
+// the last completed step and stops cleanly (docs/checkpoints.md).
+//
+// Further SIGTERMs change nothing: a launcher or scheduler may repeat the signal while the
+// checkpoint is being written, and the save must finish. A second SIGINT is a person asking to
+// stop at once: the process says so and exits without finishing the save (a checkpoint being
+// written is never `latest` until it is complete, so the previous one stays good).
 namespace kintsugi {
 
 // Installs the handlers for SIGTERM and SIGINT (idempotent).

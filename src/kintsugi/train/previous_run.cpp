@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 std::vector<std::string> previous_run_files(const fs::path& out_dir, const fs::path& metrics_path) {
   std::vector<std::string> found;
   std::error_code ec;
-  if (fs::exists(metrics_path, ec)) found.push_back(metrics_path.string());
+  // Only a file with lines in it is an earlier run's (--metrics may name a device or a pipe).
+  if (fs::is_regular_file(metrics_path, ec) && fs::file_size(metrics_path, ec) > 0)
+    found.push_back(metrics_path.string());
   std::vector<std::string> checkpoints;
   for (const auto& entry : fs::directory_iterator(out_dir / "checkpoints", ec))
     if (entry.is_directory() && entry.path().filename().string().rfind("step-", 0) == 0)
@@ -37,6 +39,7 @@ void remove_previous_run(const fs::path& out_dir, const fs::path& metrics_path) 
   for (const fs::path& p : {out_dir / "checkpoints", out_dir / "model", metrics_path,
                             out_dir / "loss.svg", out_dir / "run.json"}) {
     std::error_code ec;
+    if (p == metrics_path && fs::exists(p, ec) && !fs::is_regular_file(p, ec)) continue;
     fs::remove_all(p, ec);
     if (ec) fail("--overwrite: cannot remove {}: {}", p.string(), ec.message());
   }

@@ -172,8 +172,13 @@ void assign(const Key& key, const toml::node& node, const std::string& source) {
       [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, double>) {
-          if (auto v = node.value<double>()) *p = *v;  // integers are accepted as floats
-          else wrong();
+          if (auto v = node.value<double>()) {  // integers are accepted as floats
+            if (!std::isfinite(*v))  // TOML allows inf and nan: no setting means either
+              fail("{}: `{}` = {} must be a finite number", source, key.path, *v);
+            *p = *v;
+          } else {
+            wrong();
+          }
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           if (!node.is_integer()) wrong();
           *p = *node.value<std::int64_t>();
@@ -298,6 +303,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   toml::table root;
   if (!path.empty()) {
     if (!std::filesystem::exists(path)) fail("config file {} does not exist", path);
+    if (std::filesystem::is_directory(path))
+      fail("config file {} is a directory: name a .toml file (configs/ has examples)", path);
     try {
       root = toml::parse_file(path);
     } catch (const toml::parse_error& e) {

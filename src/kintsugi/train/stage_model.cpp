@@ -132,10 +132,12 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   zero_loss();
-  executor_->run(program, true, grad_scale * loss_scale,
-                 {.sample = sample,
-                  .reduce_grads = [this] { reduce_grads(); },
-                  .optimizer_step = [this] { optimizer_step(); }});
+  interrupted_ = !executor_->run(program, true, grad_scale * loss_scale,
+                                 {.sample = sample,
+                                  .reduce_grads = [this] { reduce_grads(); },
+                                  .optimizer_step = [this] { optimizer_step(); },
+                                  .stop = stop_check_});
+  if (interrupted_) return {0, 0, false, loss_scale};  // every rank stopped at the same place
   return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale};
 }
 
@@ -150,18 +152,21 @@ double StageModel::local_loss() const {
 
 double StageModel::evaluate(const Sampler& sample, int micro_batches,
                             int lockstep_micro_batches) {
-  auto forward = [&](const Sampler& s, int count) {
+  auto forward = [&](const Sampler& s, int count, const std::function<bool(int)>& stop) {
     const PipelineShape shape{place_.pp_size, virtual_stages_, count};
-    executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
-                   {.sample = s, .reduce_grads = {}, .optimizer_step = {}});
+    return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
+                          {.sample = s, .reduce_grads = {}, .optimizer_step = {}, .stop = stop});
   };
   zero_loss();
-  if (micro_batches > 0) forward(sample, micro_batches);
+  // Only this rank's own micro-batches are offered to the stop check (the caller knows how many
+  // every rank has); the lockstep forwards below are not.
+  interrupted_ = micro_batches > 0 && !forward(sample, micro_batches, stop_check_);
+  if (interrupted_) return 0;
   const double loss = local_loss();  // before the lockstep forwards, whose losses are dropped
   if (states_.front()->stage() == ZeroStage::parameters && lockstep_micro_batches > micro_batches)
     forward([&](int k, std::int32_t* tokens,
                 std::int32_t* targets) { sample(micro_batches + k, tokens, targets); },
-            lockstep_micro_batches - micro_batches);
+            lockstep_micro_batches - micro_batches, {});
   return sum_over_job(loss);
 }
 

@@ -45,6 +45,11 @@ class StageModel {
   // every layer's weights from the group), so a rank with fewer runs more, up to
   // `lockstep_micro_batches`, on samples k >= micro_batches, and discards their losses.
   double evaluate(const Sampler& sample, int micro_batches, int lockstep_micro_batches);
+  // Asked before each micro-batch of train_step and of evaluate's own micro-batches, with no
+  // pipeline (PipelineExecutor::Hooks::stop): a yes ends either early, with the weights and
+  // optimizer state as they were, and interrupted() true until the next call.
+  void set_stop_check(std::function<bool(int mb)> check) { stop_check_ = std::move(check); }
+  bool interrupted() const { return interrupted_; }
 
   const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
   std::vector<const ParamStore*> params() const;
@@ -84,6 +89,8 @@ class StageModel {
   Buffer grad_sum_squares_;  // f64 [1] on the device: this rank's part of the squared norm
   double lr_ = 0, grad_clip_ = 0, grad_norm_ = 0;
   bool skipped_ = false;
+  std::function<bool(int mb)> stop_check_;
+  bool interrupted_ = false;
 };
 
 }  // namespace kintsugi

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -129,8 +131,12 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t keep_through_
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
+  errno = 0;
   out_ << to_json(m).dump() << '\n';
   out_.flush();
+  if (!out_)
+    fail("cannot write the metrics file {} ({}): free space or choose another --metrics/--out",
+         path_, errno ? std::strerror(errno) : "write error");
 }
 
 }  // namespace kintsugi

@@ -58,6 +58,7 @@ class MetricsWriter {
   // A resumed run keeps the lines of steps up to `keep_through_step` and appends after them
   // (-1: start a new file).
   explicit MetricsWriter(const std::string& path, std::int64_t keep_through_step = -1);
+  // One line, flushed; a failed write (a full disk) is an Error naming the file.
   void write(const StepMetrics& m);
 
  private:

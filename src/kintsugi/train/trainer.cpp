@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
@@ -92,10 +94,25 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
   return std::nullopt;
 }
 
+// KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training micro-batch
+// (or every one of the evaluations after the first step) take MS milliseconds longer: the
+// pre-emption tests use it for steps and evaluations that last seconds on a tiny model.
+std::pair<std::string, int> test_micro_batch_delay() {
+  const char* v = std::getenv("KINTSUGI_TEST_SLOW_MICRO_BATCHES");
+  char phase[8] = {};
+  int ms = 0;
+  if (v && std::sscanf(v, "%7[a-z]:%d", phase, &ms) == 2) return {phase, ms};
+  return {"", 0};
+}
+
+void sleep_ms(int ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 // Whether any rank of the job received SIGTERM/SIGINT: every rank must take the same decision
 // at the same step boundary, or the ones that go on would wait for the ones that stopped.
-bool job_asked_to_stop(const Place& place) {
-  double flag = stop_requested() ? 1.0 : 0.0;
+bool job_asked_to_stop(const Place& place, bool this_rank_must_stop = false) {
+  double flag = stop_requested() || this_rank_must_stop ? 1.0 : 0.0;
   if (place.topology) flag = place.topology->world().host_all_reduce(flag);
   return flag > 0;
 }
@@ -139,16 +156,26 @@ class TrainingRun {
         options.metrics_path.empty() ? (out_ / "metrics.jsonl").string() : options.metrics_path;
     summary_.plot_path = (out_ / "loss.svg").string();
     curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
+    // A stop signal is looked at before every micro-batch every rank runs, not only between
+    // steps: a launcher gives a stopped job seconds, not a step's worth (docs/checkpoints.md).
+    model_.set_stop_check(
+        [this](int mb) { return mb < stop_checks_ && job_asked_to_stop(place_); });
   }
 
   TrainSummary run() {
     restore();
     announce();
     if (data_.val) {
-      const double initial_val = evaluate();
-      curve_.val.emplace_back(start_step_, initial_val);
-      summary_.first_val_loss = summary_.last_val_loss = initial_val;
-      if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, initial_val);
+      const auto initial = evaluate();
+      if (!initial) {
+        stopped(start_step_);
+        summary_.steps = start_step_;
+        return summary_;
+      }
+      best_val_ = *initial;
+      curve_.val.emplace_back(start_step_, *initial);
+      summary_.first_val_loss = summary_.last_val_loss = *initial;
+      if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, *initial);
     }
     steps_done_ = start_step_;
     const auto kill_at = test_kill_point();
@@ -156,10 +183,15 @@ class TrainingRun {
       if (kill_at && topology_ && topology_->world().rank() == kill_at->first &&
           step == kill_at->second)
         std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
-      StepMetrics m = train_step(step);
-      report(m);
-      steps_done_ = m.step;
-      if (checkpoint_or_stop(m)) break;
+      std::optional<StepMetrics> m = train_step(step);
+      if (!m) {  // stopped in the middle of the step: the last completed one is saved
+        if (steps_done_ > start_step_ && saved_step_ != steps_done_) save_checkpoint(steps_done_);
+        stopped(steps_done_);
+        break;
+      }
+      report(*m);
+      steps_done_ = m->step;
+      if (checkpoint_or_stop(*m)) break;
     }
     finish();
     return summary_;
@@ -248,10 +280,14 @@ class TrainingRun {
     }
   }
 
-  // Validation loss per token: eval_batches micro-batches of evenly spread windows.
-  double evaluate() {
+  // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
+  // round-robin across the data-parallel ranks; none when a stop signal ended it.
+  std::optional<double> evaluate() {
+    stop_checks_ = static_cast<int>(tc_.eval_batches / place_.dp_size);  // every rank has these
+    const int delay =
+        test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
     return mean_window_loss(model_, place_, *data_.val, tc_.eval_batches * tc_.micro_batch,
-                            tc_.micro_batch);
+                            tc_.micro_batch, [delay] { sleep_ms(delay); });
   }
 
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
@@ -261,8 +297,9 @@ class TrainingRun {
       dataset_tokens_[data_.train.source_of(step, i)] += config_.model.seq_len;
   }
 
-  // One optimizer step over this rank's micro-batches, with what it measured.
-  StepMetrics train_step(std::int64_t step) {
+  // One optimizer step over this rank's micro-batches, with what it measured; none when a stop
+  // signal ended it before the optimizer ran.
+  std::optional<StepMetrics> train_step(std::int64_t step) {
     const bool traced = !options_.trace_path.empty() && step + 1 == tc_.steps;
     if (traced && topology_) topology_->world().barrier();  // one time origin for all ranks
     tracer_.start(traced);
@@ -270,11 +307,15 @@ class TrainingRun {
     const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
     Stopwatch clock;
     const double lr = schedule_.at(step);
+    stop_checks_ = micro_batches_;
+    const int delay = test_delay_.first == "train" ? test_delay_.second : 0;
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           data_.train.sample(step, first_sequence + k * mb, mb, tokens, targets);
+          sleep_ms(delay);
         },
         micro_batches_, 1.0 / static_cast<double>(tokens_per_step_), lr, tc_.grad_clip);
+    if (model_.interrupted()) return std::nullopt;
     const double seconds = clock.seconds();
 
     StepMetrics m;
@@ -313,9 +354,12 @@ class TrainingRun {
   void report(StepMetrics& m) {
     const bool last = m.step == tc_.steps;
     if (data_.val && (last || (tc_.eval_every > 0 && m.step % tc_.eval_every == 0))) {
-      m.val_loss = evaluate();
-      curve_.val.emplace_back(m.step, *m.val_loss);
-      summary_.last_val_loss = *m.val_loss;
+      m.val_loss = evaluate();  // none if stopped: the step is saved at its boundary
+      if (m.val_loss) {
+        curve_.val.emplace_back(m.step, *m.val_loss);
+        summary_.last_val_loss = *m.val_loss;
+        if (!diverged(*m.val_loss)) best_val_ = std::min(best_val_, *m.val_loss);
+      }
     }
     for (int k = 0; k < kMemoryKinds; ++k) {
       m.memory_current[k] = memory_.current(static_cast<MemoryKind>(k));
@@ -336,8 +380,12 @@ class TrainingRun {
                               timed_seconds_;
     }
     if (!place_.chief) return;
-    metrics_->write(m);
-    if (tensorboard_) tensorboard_->write_scalars(m.step, tensorboard_scalars(m));
+    try {
+      metrics_->write(m);
+      if (tensorboard_) tensorboard_->write_scalars(m.step, tensorboard_scalars(m));
+    } catch (const Error& e) {  // the job saves this step, then ends with the message
+      write_error_ = e.what();
+    }
     if (m.step % tc_.log_every == 0 || last || m.val_loss) {
       const double eta = run_clock_.seconds() / static_cast<double>(m.step - start_step_) *
                          static_cast<double>(tc_.steps - m.step);
@@ -349,31 +397,76 @@ class TrainingRun {
   // Step boundary: a checkpoint when due or when the job is asked to stop. Returns whether to
   // stop.
   bool checkpoint_or_stop(const StepMetrics& m) {
-    const bool stop = job_asked_to_stop(place_);
+    const bool stop = job_asked_to_stop(place_, !write_error_.empty());
     const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
-    if (stop || due) {
-      const TrainProgress progress{.step = m.step,
-                                   .optimizer_steps = model_.state(0).optimizer().steps_taken(),
-                                   .loss_scaler = model_.loss_scaler().state(),
-                                   .seed = tc_.seed};
-      nlohmann::json layout = layout_json(config_, place_);
-      layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
-      Stopwatch clock;
-      summary_.last_train_checkpoint =
-          save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
-                                rank_state(model_, place_), tc_.keep_checkpoints)
-              .string();
-      if (place_.chief)
-        fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
-                   clock.seconds());
-    }
-    if (!stop) return false;
-    summary_.stopped = true;
+    if (due && !stop) refuse_diverged(m);
+    if (stop || due) save_checkpoint(m.step);
+    if (!write_error_.empty())
+      fail("{}; stopped after step {} (saved {})", write_error_, m.step,
+           summary_.last_train_checkpoint);
+    if (stop) stopped(m.step);
+    return stop;
+  }
+
+  // Whether a validation loss says the run diverged: not finite, or worse than a uniform guess
+  // over the vocabulary (ln V) and more than 1.5 x the best this run has seen.
+  bool diverged(double val) const {
+    const double uniform = std::log(static_cast<double>(config_.model.vocab_size));
+    return !std::isfinite(val) || (val > uniform && val > 1.5 * best_val_);
+  }
+
+  // Before a scheduled save: the weights about to be saved are those after this step's update,
+  // which its training loss has not seen, so their validation loss decides (this step's, or
+  // measured now). A diverged state is never saved, so `latest` and the newest checkpoints
+  // that pruning keeps are sound ones. (A save on a stop signal skips this evaluation, to be
+  // quick; the save itself still refuses values that are not finite.)
+  void refuse_diverged(const StepMetrics& m) {
+    if (!data_.val) return;  // without validation data only the save's finite checks remain
+    const std::optional<double> val = m.val_loss ? m.val_loss : evaluate();
+    if (!val || !diverged(*val)) return;
+    std::string last = summary_.last_train_checkpoint;
+    if (last.empty() && options_.resume) last = options_.resume->dir.string();
+    agree_on_error(topology_ ? &topology_->world() : nullptr,
+                   fmt::format("the run diverged: after step {} the validation loss is {:.4g} "
+                               "(best {:.4g}, a uniform guess {:.4g}); step {} was not saved; "
+                               "{}: lower train.lr or raise train.warmup_steps",
+                               m.step, *val, best_val_,
+                               std::log(static_cast<double>(config_.model.vocab_size)), m.step,
+                               last.empty() ? "no checkpoint was saved" : "resume from " + last));
+  }
+
+  // A training checkpoint of the state after `step` (the weights and optimizer state now).
+  void save_checkpoint(std::int64_t step) {
+    const TrainProgress progress{.step = step,
+                                 .optimizer_steps = model_.state(0).optimizer().steps_taken(),
+                                 .loss_scaler = model_.loss_scaler().state(),
+                                 .seed = tc_.seed};
+    nlohmann::json layout = layout_json(config_, place_);
+    layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
+    Stopwatch clock;
+    saved_step_ = step;
+    summary_.last_train_checkpoint =
+        save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
+                              rank_state(model_, place_), tc_.keep_checkpoints)
+            .string();
     if (place_.chief)
+      fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
+                 clock.seconds());
+  }
+
+  // The run ends after `step` because a stop signal arrived.
+  void stopped(std::int64_t step) {
+    summary_.stopped = true;
+    if (!place_.chief) return;
+    if (summary_.last_train_checkpoint.empty() && options_.resume)
+      summary_.last_train_checkpoint = options_.resume->dir.string();
+    if (summary_.last_train_checkpoint.empty())
+      fmt::print(log_, "stopped by a signal before the first step ended: nothing to save\n");
+    else
       fmt::print(log_, "stopped by a signal after step {}: continue with --resume auto (or "
                        "--resume {})\n",
-                 m.step, summary_.last_train_checkpoint);
-    return true;
+                 step, summary_.last_train_checkpoint);
+    log_.flush();
   }
 
   // data.tokenizer's files next to the saved model, so that `generate` and `export` find them
@@ -447,6 +540,11 @@ class TrainingRun {
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
   std::vector<std::int64_t> dataset_tokens_;  // training tokens drawn from each dataset
+  std::int64_t saved_step_ = -1;
+  double best_val_ = 0;  // the lowest sound validation loss of this run
+  std::string write_error_;  // rank 0: metrics.jsonl could not be written
+  int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
+  const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
   double load_seconds_ = 0, timed_seconds_ = 0;
   Stopwatch run_clock_;
 };

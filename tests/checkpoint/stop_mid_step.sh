@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Pre-emption through the launcher: SIGTERM to mpirun in the middle of a step (PHASE train) or
+# of an evaluation (PHASE eval) of 8 s. Open MPI 4 passes the TERM on to the ranks about a
+# second later and kills them odls_base_sigkill_timeout seconds after that (3 here, 1 by
+# default); the ranks must notice at the next micro-batch, save the last completed step and
+# exit within that time. The checkpoint must be of the last step in metrics.jsonl and resume
+# bit for bit like a run that never stopped. Micro-batches are slowed to 1 s
+# (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 6 s left
+# when the launcher kills (a run that looks at the signal only between steps loses it all).
+# Usage: stop_mid_step.sh KINTSUGI CHECK_RUN OUT_DIR PHASE RANKS [flags...]
+set -uo pipefail
+kintsugi="$1" check="$2" out="$3" phase="$4" ranks="$5"
+shift 5
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+dir="$out/stop_mid_${phase}_np$ranks"
+rm -rf "$dir" && mkdir -p "$dir"
+die() { echo "FAIL: $*"; exit 1; }
+launch() { mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "$@"; }
+flags=("$@" --set train.decay_steps=20)
+# 8 micro-batches per rank per step (train) or per evaluation (eval): 8 s at 1 s each.
+if [[ "$phase" == train ]]; then
+  slow=("${flags[@]}" --set train.global_batch=$((8 * ranks)) --set train.eval_every=0)
+else
+  slow=("${flags[@]}" --set train.eval_every=2 --set train.eval_batches=$((8 * ranks)))
+fi
+
+# Started directly (not through the launch function) so that $! is mpirun itself.
+KINTSUGI_TEST_SLOW_MICRO_BATCHES="$phase:1000" OMPI_MCA_odls_base_sigkill_timeout=3 \
+  mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "${slow[@]}" \
+  --set train.steps=100000 --out "$dir/run" >"$dir/signalled.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do  # until step 1 is done
+  [[ -s "$dir/run/metrics.jsonl" ]] && break
+  sleep 0.1
+done
+sleep 1  # one second into step 2 (train), or into the evaluation after a quick step 2 (eval)
+kill -TERM "$pid"
+wait "$pid"
+cat "$dir/signalled.log"
+steps=$(wc -l <"$dir/run/metrics.jsonl")
+ckpt="$dir/run/checkpoints/step-$(printf %08d "$steps")"
+test -f "$ckpt/manifest.json" || die "no checkpoint of step $steps, the last completed: $(ls "$dir/run/checkpoints" 2>&1)"
+
+total=$((steps + 2))
+launch "${slow[@]}" --set train.steps=$total --resume auto --out "$dir/run" || die "resume failed"
+launch "${slow[@]}" --set train.steps=$total --out "$dir/full" >/dev/null || die "reference failed"
+if [[ "$phase" == train ]]; then
+  "$check" resumed "$dir/full" "$dir/run" 0
+else  # the interrupted evaluation left its step's line without a validation loss
+  "$check" weights "$dir/full" "$dir/run" 0
+fi

@@ -1,0 +1,80 @@
+// Stop signals and the output directory's lock (docs/checkpoints.md): SIGTERM only ever asks to
+// stop, however often it comes; a second SIGINT ends the process at once with a message; a
+// second run cannot take an output directory another holds.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/train/output_lock.hpp"
+#include "kintsugi/train/preemption.hpp"
+#include "scratch_dir.hpp"
+
+namespace kintsugi {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A scheduler may repeat SIGTERM while the checkpoint is being written: the process lives on.
+TEST(Preemption, RepeatedSigtermOnlyAsksToStop) {
+  install_stop_handlers();
+  EXPECT_FALSE(stop_requested());
+  for (int k = 0; k < 3; ++k) std::raise(SIGTERM);
+  EXPECT_TRUE(stop_requested());
+  std::raise(SIGINT);  // a first interrupt after them is still a request
+  EXPECT_TRUE(stop_requested());
+}
+
+TEST(PreemptionDeathTest, SecondSigintEndsAtOnceWithAMessage) {
+  EXPECT_EXIT(
+      {
+        install_stop_handlers();
+        std::raise(SIGINT);
+        if (!stop_requested()) std::_Exit(3);
+        std::raise(SIGINT);
+        std::_Exit(4);  // not reached
+      },
+      ::testing::ExitedWithCode(128 + SIGINT), "second interrupt: stopping now");
+}
+
+TEST(OutputLock, SecondHolderIsRefusedByName) {
+  const ScratchDir scratch("output-lock");
+  const fs::path out = scratch / "run";
+  {
+    const OutputLock first(out);  // creates the directory
+    EXPECT_TRUE(fs::is_directory(out));
+    const std::string error = error_of([&] { OutputLock second(out); });
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    EXPECT_NE(error.find(fmt::format("--out {} is in use by another training run (host {} pid {})",
+                                     out.string(), host, getpid())),
+              std::string::npos)
+        << error;
+  }
+  const OutputLock again(out);  // released with its holder
+}
+
+TEST(OutputLock, OutMustBeADirectoryThatCanBeMade) {
+  const ScratchDir scratch("output-lock-file");
+  std::ofstream(scratch / "file") << "x";
+  EXPECT_NE(error_of([&] { OutputLock lock(scratch / "file"); }).find("is a file, not a directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { OutputLock lock(scratch / "file" / "run"); }).find("cannot be created"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kintsugi
