@@ -5,7 +5,8 @@
 //
 // Layout: 4 warps per block, each owning 8 of the 32 queries. For a query and a key tile, lane j
 // scores key j of the tile, the warp reduces the tile's maximum and sum with shuffles, and every
-// lane accumulates its own dimensions (d = lane + 32 m) of the output.
+// lane accumulates its own dimensions (d = lane + 32 m) of the output, reading the 32
+// probabilities from shared memory.
 #include <cmath>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
@@ -24,11 +25,11 @@ template <class Acc, int DL>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_forward_kernel(AttnShape s, Ref qkv, Ref out, Ref lse, Acc scale,
                              std::int64_t q_tiles) {
-  extern __shared__ unsigned char shared_bytes[];
-  Acc* q_tile = reinterpret_cast<Acc*>(shared_bytes);
+  Acc* q_tile = dynamic_shared<Acc>();
   const std::int64_t hd = s.head_dim, T = s.seq, ld = hd + 1;
   Acc* k_tile = q_tile + kTile * ld;
   Acc* v_tile = k_tile + kTile * ld;
+  __shared__ Acc probs[kWarps][kTile];
   const QkvIndex L(s);
   // Later query tiles see more keys: they are scheduled first.
   const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
@@ -36,7 +37,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
 
-  attn::load_tile(q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
+  attn::load_tile(
+      q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
   Acc m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][DL];
 #pragma unroll
   for (int ri = 0; ri < kRowsPerWarp; ++ri) {
@@ -49,8 +51,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
   for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();  // the previous tile is consumed
-    attn::load_tile(k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-    attn::load_tile(v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+    attn::load_tile(
+        k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
+    attn::load_tile(
+        v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
     __syncthreads();
 #pragma unroll
     for (int ri = 0; ri < kRowsPerWarp; ++ri) {
@@ -70,14 +74,18 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int keys = static_cast<int>(smaller<std::int64_t>(kTile, i - k0 + 1));
 #pragma unroll
       for (int dd = 0; dd < DL; ++dd) o[ri][dd] *= correction;
+      // The tile's probabilities go through shared memory: every lane reads each of them.
+      probs[warp][lane] = p;
+      __syncwarp();
       for (int jj = 0; jj < keys; ++jj) {
-        const Acc pj = __shfl_sync(0xffffffffu, p, jj);
+        const Acc pj = probs[warp][jj];
 #pragma unroll
         for (int dd = 0; dd < DL; ++dd) {
           const std::int64_t d = lane + 32 * dd;
           if (d < hd) o[ri][dd] += pj * v_tile[jj * ld + d];
         }
       }
+      __syncwarp();  // read before the next row overwrites them
     }
   }
 
@@ -104,18 +112,22 @@ void launch_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t 
                              static_cast<int>(shared)),
         "cudaFuncSetAttribute (attention forward shared memory)");
   const Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(s.head_dim));  // as the CPU's
-  kernel<<<static_cast<unsigned>(s.batch * s.heads * q_tiles), kWarps * 32, shared, stream>>>(
-      s, qkv, out, lse, scale, q_tiles);
+  KINTSUGI_CUDA_LAUNCH(kernel, static_cast<unsigned>(s.batch * s.heads * q_tiles), kWarps * 32,
+                       shared, stream, s, qkv, out, lse, scale, q_tiles);
   check_launch("attention_forward_kernel", stream);
 }
 
 template <class Acc>
 void forward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
   switch (attn::dims_per_lane(s.head_dim)) {
-    case 1: return launch_forward<Acc, 1>(s, qkv, out, lse, stream);
-    case 2: return launch_forward<Acc, 2>(s, qkv, out, lse, stream);
-    case 4: return launch_forward<Acc, 4>(s, qkv, out, lse, stream);
-    default: return launch_forward<Acc, 8>(s, qkv, out, lse, stream);
+    case 1:
+      return launch_forward<Acc, 1>(s, qkv, out, lse, stream);
+    case 2:
+      return launch_forward<Acc, 2>(s, qkv, out, lse, stream);
+    case 4:
+      return launch_forward<Acc, 4>(s, qkv, out, lse, stream);
+    default:
+      return launch_forward<Acc, 8>(s, qkv, out, lse, stream);
   }
 }
 

@@ -19,21 +19,23 @@ namespace {
 using attn::kTile;
 using attn::QkvIndex;
 
-constexpr int kWarps = 8;                        // dK/dV and dQ kernels: 256 threads
-constexpr int kPerWarp = kTile / kWarps;         // keys (dK/dV) or queries (dQ) per warp
+constexpr int kWarps = 8;                 // dK/dV and dQ kernels: 256 threads
+constexpr int kPerWarp = kTile / kWarps;  // keys (dK/dV) or queries (dQ) per warp
 
 template <class Acc>
 __global__ void delta_kernel(AttnShape s, Ref out, Ref dout, Acc* delta) {
   const QkvIndex L(s);
   const std::int64_t rows = s.batch * s.heads * s.seq, hd = s.head_dim;
   const int lane = threadIdx.x % 32;
-  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const std::int64_t first =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t row = first; row < rows; row += step) {  // row = (b, h, t) as in lse
     const std::int64_t t = row % s.seq, h = (row / s.seq) % s.heads, b = row / (s.seq * s.heads);
     const std::int64_t at = L.o(b, h, t);
     Acc acc = 0;
-    for (std::int64_t d = lane; d < hd; d += 32) acc += load<Acc>(dout, at + d) * load<Acc>(out, at + d);
+    for (std::int64_t d = lane; d < hd; d += 32)
+      acc += load<Acc>(dout, at + d) * load<Acc>(out, at + d);
     acc = warp_sum(acc);
     if (lane == 0) delta[row] = acc;
   }
@@ -42,8 +44,7 @@ __global__ void delta_kernel(AttnShape s, Ref out, Ref dout, Acc* delta) {
 // Per-query statistics of a tile: lse and delta of rows t0.. (0 past the end).
 template <class Acc>
 __device__ void load_row_stats(Acc* lse_tile, Acc* delta_tile, const Ref& lse, const Acc* delta,
-                               const QkvIndex& L, std::int64_t b, std::int64_t h,
-                               std::int64_t t0) {
+                               const QkvIndex& L, std::int64_t b, std::int64_t h, std::int64_t t0) {
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
     const std::int64_t t = t0 + r;
     lse_tile[r] = t < L.seq ? load<Acc>(lse, L.row(b, h, t)) : Acc(0);
@@ -55,21 +56,23 @@ template <class Acc, int DL>
 __global__ void __launch_bounds__(kWarps * 32)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const Acc* delta, Ref dqkv, Acc scale,
                 std::int64_t k_tiles) {
-  extern __shared__ unsigned char shared_bytes[];
   const std::int64_t hd = s.head_dim, T = s.seq, ld = hd + 1;
-  Acc* k_tile = reinterpret_cast<Acc*>(shared_bytes);
+  Acc* k_tile = dynamic_shared<Acc>();
   Acc* v_tile = k_tile + kTile * ld;
   Acc* q_tile = v_tile + kTile * ld;
   Acc* do_tile = q_tile + kTile * ld;
   Acc* lse_tile = do_tile + kTile * ld;
   Acc* delta_tile = lse_tile + kTile;
+  __shared__ Acc probs[kWarps][kTile], dscores[kWarps][kTile];
   const QkvIndex L(s);
   const std::int64_t bk = blockIdx.x / k_tiles, k0 = (blockIdx.x % k_tiles) * kTile;
   const std::int64_t b = bk / s.kv_heads, kvh = bk % s.kv_heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  attn::load_tile(k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-  attn::load_tile(v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+  attn::load_tile(
+      k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
+  attn::load_tile(
+      v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
   Acc dk[kPerWarp][DL], dv[kPerWarp][DL];
 #pragma unroll
   for (int kk = 0; kk < kPerWarp; ++kk)
@@ -80,8 +83,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
     for (std::int64_t q0 = k0; q0 < T; q0 += kTile) {  // queries before k0 see none of the keys
       __syncthreads();  // the previous query tile is consumed (and the key tiles are loaded)
-      attn::load_tile(q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
-      attn::load_tile(do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
+      attn::load_tile(
+          q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
+      attn::load_tile(
+          do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
       load_row_stats(lse_tile, delta_tile, lse, delta, L, b, h, q0);
       __syncthreads();
       const std::int64_t i = q0 + lane;  // this lane's query
@@ -98,8 +103,12 @@ __global__ void __launch_bounds__(kWarps * 32)
           const Acc dp = attn::dot_rows(do_tile + lane * ld, v_tile + kr * ld, hd);
           ds = p * (dp - delta_tile[lane]);
         }
+        // Each lane needs every query's p and dS: through shared memory.
+        probs[warp][lane] = p;
+        dscores[warp][lane] = ds;
+        __syncwarp();
         for (int ii = 0; ii < kTile; ++ii) {
-          const Acc pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+          const Acc pi = probs[warp][ii], dsi = dscores[warp][ii];
 #pragma unroll
           for (int dd = 0; dd < DL; ++dd) {
             const std::int64_t d = lane + 32 * dd;
@@ -109,6 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
           }
         }
+        __syncwarp();  // read before the next key overwrites them
       }
     }
   }
@@ -132,22 +142,24 @@ template <class Acc, int DL>
 __global__ void __launch_bounds__(kWarps * 32)
     dq_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const Acc* delta, Ref dqkv, Acc scale,
               std::int64_t q_tiles) {
-  extern __shared__ unsigned char shared_bytes[];
   const std::int64_t hd = s.head_dim, T = s.seq, ld = hd + 1;
-  Acc* q_tile = reinterpret_cast<Acc*>(shared_bytes);
+  Acc* q_tile = dynamic_shared<Acc>();
   Acc* do_tile = q_tile + kTile * ld;
   Acc* k_tile = do_tile + kTile * ld;
   Acc* v_tile = k_tile + kTile * ld;
   Acc* lse_tile = v_tile + kTile * ld;
   Acc* delta_tile = lse_tile + kTile;
+  __shared__ Acc dscores[kWarps][kTile];
   const QkvIndex L(s);
   const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
   const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
 
-  attn::load_tile(q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
-  attn::load_tile(do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
+  attn::load_tile(
+      q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
+  attn::load_tile(
+      do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
   load_row_stats(lse_tile, delta_tile, lse, delta, L, b, h, q0);
   Acc dq[kPerWarp][DL];
 #pragma unroll
@@ -158,14 +170,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
   for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();
-    attn::load_tile(k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-    attn::load_tile(v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+    attn::load_tile(
+        k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
+    attn::load_tile(
+        v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
     __syncthreads();
 #pragma unroll
     for (int ri = 0; ri < kPerWarp; ++ri) {
       const int row = warp * kPerWarp + ri;
       const std::int64_t i = q0 + row;
-      if (i >= T || k0 > i) continue;  // uniform across the warp
+      if (i >= T || k0 > i) continue;    // uniform across the warp
       const std::int64_t j = k0 + lane;  // this lane's key
       Acc ds = 0;
       if (j <= i) {
@@ -176,14 +190,17 @@ __global__ void __launch_bounds__(kWarps * 32)
         ds = p * (dp - delta_tile[row]);
       }
       const int keys = static_cast<int>(smaller<std::int64_t>(kTile, i - k0 + 1));
+      dscores[warp][lane] = ds;
+      __syncwarp();
       for (int jj = 0; jj < keys; ++jj) {
-        const Acc dsj = __shfl_sync(0xffffffffu, ds, jj);
+        const Acc dsj = dscores[warp][jj];
 #pragma unroll
         for (int dd = 0; dd < DL; ++dd) {
           const std::int64_t d = lane + 32 * dd;
           if (d < hd) dq[ri][dd] += dsj * k_tile[jj * ld + d];
         }
       }
+      __syncwarp();  // read before the next query overwrites them
     }
   }
 
@@ -204,7 +221,8 @@ void backward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqk
                 cudaStream_t stream) {
   const Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(s.head_dim));  // as the CPU's
   const std::int64_t rows = s.batch * s.heads * s.seq, tiles = (s.seq + kTile - 1) / kTile;
-  delta_kernel<Acc><<<grid_for(rows * 32), kThreads, 0, stream>>>(s, out, dout, delta);
+  KINTSUGI_CUDA_LAUNCH(delta_kernel<Acc>, grid_for(rows * 32), kThreads, 0, stream, s, out, dout,
+                       delta);
   check_launch("attention delta_kernel", stream);
   const std::size_t shared =
       sizeof(Acc) * (4 * kTile * static_cast<std::size_t>(s.head_dim + 1) + 2 * kTile);
@@ -213,16 +231,16 @@ void backward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqk
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared)),
         "cudaFuncSetAttribute (attention dK/dV shared memory)");
-  dkdv<<<static_cast<unsigned>(s.batch * s.kv_heads * tiles), kWarps * 32, shared, stream>>>(
-      s, qkv, lse, dout, delta, dqkv, scale, tiles);
+  KINTSUGI_CUDA_LAUNCH(dkdv, static_cast<unsigned>(s.batch * s.kv_heads * tiles), kWarps * 32,
+                       shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
   check_launch("attention dkdv_kernel", stream);
 
   auto* dq = dq_kernel<Acc, DL>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared)),
         "cudaFuncSetAttribute (attention dQ shared memory)");
-  dq<<<static_cast<unsigned>(s.batch * s.heads * tiles), kWarps * 32, shared, stream>>>(
-      s, qkv, lse, dout, delta, dqkv, scale, tiles);
+  KINTSUGI_CUDA_LAUNCH(dq, static_cast<unsigned>(s.batch * s.heads * tiles), kWarps * 32, shared,
+                       stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
   check_launch("attention dq_kernel", stream);
 }
 
@@ -230,10 +248,14 @@ template <class Acc>
 void backward_acc(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv, Acc* delta,
                   cudaStream_t stream) {
   switch (attn::dims_per_lane(s.head_dim)) {
-    case 1: return backward_t<Acc, 1>(s, qkv, out, lse, dout, dqkv, delta, stream);
-    case 2: return backward_t<Acc, 2>(s, qkv, out, lse, dout, dqkv, delta, stream);
-    case 4: return backward_t<Acc, 4>(s, qkv, out, lse, dout, dqkv, delta, stream);
-    default: return backward_t<Acc, 8>(s, qkv, out, lse, dout, dqkv, delta, stream);
+    case 1:
+      return backward_t<Acc, 1>(s, qkv, out, lse, dout, dqkv, delta, stream);
+    case 2:
+      return backward_t<Acc, 2>(s, qkv, out, lse, dout, dqkv, delta, stream);
+    case 4:
+      return backward_t<Acc, 4>(s, qkv, out, lse, dout, dqkv, delta, stream);
+    default:
+      return backward_t<Acc, 8>(s, qkv, out, lse, dout, dqkv, delta, stream);
   }
 }
 

@@ -10,8 +10,8 @@
 
 namespace kintsugi::cuda::attn {
 
-constexpr int kTile = 32;           // query rows and key rows per tile (one per lane)
-constexpr int kMaxHeadDim = 256;    // dimensions per lane: up to 8
+constexpr int kTile = 32;         // query rows and key rows per tile (one per lane)
+constexpr int kMaxHeadDim = 256;  // dimensions per lane: up to 8
 
 struct QkvIndex {
   std::int64_t group, row_stride, hd, seq, heads;
@@ -54,8 +54,8 @@ __device__ inline double head_slope(const AttnShape& s, std::int64_t h) {
 
 // tile[r * (hd + 1) + d] = src[first(t0 + r) + d] for the kTile rows from t0, 0 past the end.
 template <class Acc, class First>
-__device__ void load_tile(Acc* tile, const Ref& src, First first, std::int64_t t0,
-                          std::int64_t seq, std::int64_t hd) {
+__device__ void load_tile(Acc* tile, const Ref& src, First first, std::int64_t t0, std::int64_t seq,
+                          std::int64_t hd) {
   const std::int64_t ld = hd + 1;
   for (std::int64_t idx = threadIdx.x; idx < kTile * hd; idx += blockDim.x) {
     const std::int64_t r = idx / hd, d = idx % hd, t = t0 + r;

@@ -31,8 +31,9 @@ int device_count() {
 Context::Context() {
   const int count = device_count();
   if (count == 0)
-    fail("no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES is "
-         "empty): use --device cpu");
+    fail(
+        "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES is "
+        "empty): use --device cpu");
   device_ = local_rank() % count;
   check(cudaSetDevice(device_), "cudaSetDevice");
   cudaDeviceProp props{};
@@ -41,12 +42,14 @@ Context::Context() {
   total_memory_ = props.totalGlobalMem;
   compute_capability_ = props.major * 10 + props.minor;
   if (compute_capability_ < KINTSUGI_CUDA_MIN_ARCH)
-    fail("GPU {} has compute capability {}.{}, but this kintsugi was built for {}.{} and newer: "
-         "rebuild with -DKINTSUGI_CUDA_ARCHITECTURES=\"{}{}-real;{}{}-virtual\"",
-         name_, props.major, props.minor, KINTSUGI_CUDA_MIN_ARCH / 10, KINTSUGI_CUDA_MIN_ARCH % 10,
-         props.major, props.minor, props.major, props.minor);
+    fail(
+        "GPU {} has compute capability {}.{}, but this kintsugi was built for {}.{} and newer: "
+        "rebuild with -DKINTSUGI_CUDA_ARCHITECTURES=\"{}{}-real;{}{}-virtual\"",
+        name_, props.major, props.minor, KINTSUGI_CUDA_MIN_ARCH / 10, KINTSUGI_CUDA_MIN_ARCH % 10,
+        props.major, props.minor, props.major, props.minor);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-  if (cublasLtCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt could not start (cublasLtCreate)");
+  if (cublasLtCreate(&blas_) != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLASLt could not start (cublasLtCreate)");
 }
 
 Context& Context::get() {

@@ -28,7 +28,8 @@ __global__ void row_sum_kernel(Ref logits, std::int64_t cols, std::int64_t valid
   // The target's logit is read before any thread overwrites it with its exponential.
   if (threadIdx.x == 0) {
     const std::int64_t target = targets[r], t = target - col_begin;
-    store(target_logit, r, target >= 0 && t >= 0 && t < valid ? load<Acc>(logits, base + t) : Acc(0));
+    store(target_logit, r,
+          target >= 0 && t >= 0 && t < valid ? load<Acc>(logits, base + t) : Acc(0));
   }
   __syncthreads();
   Acc sum = 0;
@@ -74,23 +75,25 @@ void softmax_row_max(Ref logits, std::int64_t rows, std::int64_t cols, std::int6
   if (rows <= 0) return;
   const unsigned grid = static_cast<unsigned>(rows);
   if (all_f64({logits, row_max}))
-    row_max_kernel<double><<<grid, row_threads(valid), 0, stream>>>(logits, cols, valid, row_max);
+    KINTSUGI_CUDA_LAUNCH(row_max_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
+                         valid, row_max);
   else
-    row_max_kernel<float><<<grid, row_threads(valid), 0, stream>>>(logits, cols, valid, row_max);
+    KINTSUGI_CUDA_LAUNCH(row_max_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
+                         valid, row_max);
   check_launch("row_max_kernel", stream);
 }
 
 void softmax_row_sum(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
-                     Ref row_max, const std::int32_t* targets, std::int64_t col_begin,
-                     Ref row_sum, Ref target_logit, bool store_exp, cudaStream_t stream) {
+                     Ref row_max, const std::int32_t* targets, std::int64_t col_begin, Ref row_sum,
+                     Ref target_logit, bool store_exp, cudaStream_t stream) {
   if (rows <= 0) return;
   const unsigned grid = static_cast<unsigned>(rows);
   if (all_f64({logits, row_max, row_sum, target_logit}))
-    row_sum_kernel<double><<<grid, row_threads(valid), 0, stream>>>(
-        logits, cols, valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
+    KINTSUGI_CUDA_LAUNCH(row_sum_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
+                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
   else
-    row_sum_kernel<float><<<grid, row_threads(valid), 0, stream>>>(
-        logits, cols, valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
+    KINTSUGI_CUDA_LAUNCH(row_sum_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
+                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
   check_launch("row_sum_kernel", stream);
 }
 
@@ -99,21 +102,20 @@ std::size_t cross_entropy_scratch_bytes(std::int64_t rows) {
 }
 
 void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
-                          Ref row_max, Ref row_sum, Ref target_logit,
-                          const std::int32_t* targets, std::int64_t col_begin, double* loss_sum,
-                          bool backward, double grad_scale, Scratch scratch,
-                          cudaStream_t stream) {
+                          Ref row_max, Ref row_sum, Ref target_logit, const std::int32_t* targets,
+                          std::int64_t col_begin, double* loss_sum, bool backward,
+                          double grad_scale, Scratch scratch, cudaStream_t stream) {
   if (rows <= 0) return;
   auto* losses = static_cast<double*>(scratch.data);
   const unsigned grid = static_cast<unsigned>(rows);
   if (all_f64({logits, row_max, row_sum, target_logit}))
-    finish_kernel<double><<<grid, row_threads(cols), 0, stream>>>(
-        logits, cols, valid, row_max, row_sum, target_logit, targets, col_begin, losses,
-        backward, grad_scale);
+    KINTSUGI_CUDA_LAUNCH(finish_kernel<double>, grid, row_threads(cols), 0, stream, logits, cols,
+                         valid, row_max, row_sum, target_logit, targets, col_begin, losses,
+                         backward, grad_scale);
   else
-    finish_kernel<float><<<grid, row_threads(cols), 0, stream>>>(
-        logits, cols, valid, row_max, row_sum, target_logit, targets, col_begin, losses,
-        backward, grad_scale);
+    KINTSUGI_CUDA_LAUNCH(finish_kernel<float>, grid, row_threads(cols), 0, stream, logits, cols,
+                         valid, row_max, row_sum, target_logit, targets, col_begin, losses,
+                         backward, grad_scale);
   check_launch("finish_kernel", stream);
   sum_doubles(losses, rows, loss_sum, stream);
 }

@@ -36,12 +36,13 @@ void check_types(std::initializer_list<const Tensor*> tensors) {
     all_f64 &= t->dtype == DType::f64;
   }
   if (any_f64 && !all_f64)
-    fail("f64 tensors cannot be mixed with other types in one op (f64 serves gradient checks, "
-         "where every tensor is f64)");
+    fail(
+        "f64 tensors cannot be mixed with other types in one op (f64 serves gradient checks, "
+        "where every tensor is f64)");
 }
 
-Ref ref(const Tensor& t) { return Ref{t.data, t.dtype}; }
-Ref ref(const Tensor* t) { return t ? Ref{t->data, t->dtype} : Ref{}; }
+Ref ref(const Tensor& t) { return Ref{t.data, t.dtype, t.numel()}; }
+Ref ref(const Tensor* t) { return t ? ref(*t) : Ref{}; }
 
 const std::int32_t* ids(const Tensor& t, std::int64_t rows) {
   KINTSUGI_ASSERT(t.dtype == DType::i32 && t.device == Device::cuda && t.numel() >= rows);
@@ -83,8 +84,8 @@ class CudaBackend final : public Backend {
     check_types({&dy, &w, &dx});
     gemm_.run(m, k, n, ref(dy), false, ref(w), false, ref(dx), accumulate, Ref{}, stream_);
   }
-  void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
-                              const Tensor* db, bool accumulate) override {
+  void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, const Tensor* db,
+                              bool accumulate) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = cols_of(x);
     KINTSUGI_ASSERT(rows_of(x) == m && dw.shape[0] == n && dw.shape[1] == k);
     KINTSUGI_ASSERT(!db || db->numel() == n);
@@ -105,8 +106,8 @@ class CudaBackend final : public Backend {
                             cols_of(x), eps, stream_);
   }
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                          const Tensor& rstd, const Tensor& dx, const Tensor& dw,
-                          const Tensor& db, bool accumulate) override {
+                          const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                          bool accumulate) override {
     const std::int64_t rows = rows_of(x), cols = cols_of(x);
     KINTSUGI_ASSERT(w.numel() == cols && dw.numel() == cols && db.numel() == cols &&
                     mean.numel() == rows && rstd.numel() == rows && dy.numel() == x.numel() &&
@@ -122,8 +123,7 @@ class CudaBackend final : public Backend {
     KINTSUGI_ASSERT(w.numel() == cols_of(x) && rstd.numel() == rows_of(x) &&
                     y.numel() == x.numel());
     check_types({&x, &w, &y, &rstd});
-    cuda::rmsnorm_forward(ref(x), ref(w), ref(y), ref(rstd), rows_of(x), cols_of(x), eps,
-                          stream_);
+    cuda::rmsnorm_forward(ref(x), ref(w), ref(y), ref(rstd), rows_of(x), cols_of(x), eps, stream_);
   }
   void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                         const Tensor& dx, const Tensor& dw, bool accumulate) override {
@@ -141,8 +141,8 @@ class CudaBackend final : public Backend {
     check_types({&gate, &up, &y});
     cuda::swiglu_forward(ref(gate), ref(up), ref(y), y.numel(), stream_);
   }
-  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
-                       const Tensor& dgate, const Tensor& dup) override {
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                       const Tensor& dup) override {
     const std::int64_t n = gate.numel();
     KINTSUGI_ASSERT(up.numel() == n && dy.numel() == n && dgate.numel() == n && dup.numel() == n);
     check_types({&gate, &up, &dy, &dgate, &dup});
@@ -212,8 +212,8 @@ class CudaBackend final : public Backend {
                                    bool accumulate, std::int64_t first_row) override {
     KINTSUGI_ASSERT(cols_of(dx) == cols_of(dwpe) && dwpe.shape[0] >= seq && seq > 0);
     check_types({&dx, &dwpe});
-    cuda::position_embedding_backward(ref(dx), rows_of(dx), ref(dwpe), dwpe.shape[0],
-                                      cols_of(dx), seq, accumulate, first_row, stream_);
+    cuda::position_embedding_backward(ref(dx), rows_of(dx), ref(dwpe), dwpe.shape[0], cols_of(dx),
+                                      seq, accumulate, first_row, stream_);
   }
 
   void softmax_row_max(const Tensor& logits, std::int64_t valid, const Tensor& row_max) override {
@@ -230,13 +230,13 @@ class CudaBackend final : public Backend {
                     row_max.numel() == rows && target_logit.numel() == rows);
     check_types({&logits, &row_max, &row_sum, &target_logit});
     cuda::softmax_row_sum(ref(logits), rows, cols_of(logits), valid, ref(row_max),
-                          ids(targets, rows), col_begin, ref(row_sum), ref(target_logit),
-                          store_exp, stream_);
+                          ids(targets, rows), col_begin, ref(row_sum), ref(target_logit), store_exp,
+                          stream_);
   }
   void cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
                             const Tensor& row_sum, const Tensor& target_logit,
-                            const Tensor& targets, std::int64_t col_begin,
-                            const Tensor& loss_sum, bool backward, double grad_scale) override {
+                            const Tensor& targets, std::int64_t col_begin, const Tensor& loss_sum,
+                            bool backward, double grad_scale) override {
     const std::int64_t rows = rows_of(logits);
     KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows &&
                     row_max.numel() == rows && target_logit.numel() == rows);

@@ -22,9 +22,10 @@ class DeviceAllocator final : public Allocator {
       cudaGetLastError();
       std::size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
-      fail("out of GPU memory allocating {:.1f} MiB of {} ({:.1f} of {:.1f} GiB free on {}): use "
-           "a smaller micro-batch, recompute, ZeRO or more GPUs (kintsugi plan finds a layout)",
-           bytes / 1048576.0, what, free / 1073741824.0, total / 1073741824.0, ctx.device_name());
+      fail(
+          "out of GPU memory allocating {:.1f} MiB of {} ({:.1f} of {:.1f} GiB free on {}): use "
+          "a smaller micro-batch, recompute, ZeRO or more GPUs (kintsugi plan finds a layout)",
+          bytes / 1048576.0, what, free / 1073741824.0, total / 1073741824.0, ctx.device_name());
     }
     check(status, "cudaMalloc");
     check(cudaMemsetAsync(data, 0, bytes, ctx.stream()), "cudaMemsetAsync (new buffer)");

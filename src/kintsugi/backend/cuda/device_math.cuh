@@ -12,17 +12,40 @@
 #include "kintsugi/backend/cuda/cuda_check.hpp"
 #include "kintsugi/backend/cuda/kernels.hpp"
 
+// Kernel launches and dynamic shared memory go through these two names so that the same kernels
+// also run on the CPU under the test suite's CUDA emulator (tests/cuda_emulator), which defines
+// both before this header.
+#ifndef KINTSUGI_CUDA_LAUNCH
+#define KINTSUGI_CUDA_LAUNCH(kernel, grid, block, shared, stream, ...) \
+  kernel<<<grid, block, shared, stream>>>(__VA_ARGS__)
+template <class T>
+__device__ __forceinline__ T* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char dynamic_shared_bytes[];
+  return reinterpret_cast<T*>(dynamic_shared_bytes);
+}
+#endif
+
 namespace kintsugi::cuda {
+
+// The emulator checks that i indexes inside the Ref; on the GPU this costs nothing.
+#ifndef KINTSUGI_CUDA_CHECK_INDEX
+#define KINTSUGI_CUDA_CHECK_INDEX(ref, i)
+#endif
 
 template <class Acc>
 __device__ __forceinline__ Acc load(const Ref& r, std::int64_t i) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
   switch (r.dtype) {
-    case DType::f32: return static_cast<Acc>(static_cast<const float*>(r.data)[i]);
-    case DType::f64: return static_cast<Acc>(static_cast<const double*>(r.data)[i]);
+    case DType::f32:
+      return static_cast<Acc>(static_cast<const float*>(r.data)[i]);
+    case DType::f64:
+      return static_cast<Acc>(static_cast<const double*>(r.data)[i]);
     case DType::bf16:
       return static_cast<Acc>(__bfloat162float(static_cast<const __nv_bfloat16*>(r.data)[i]));
-    case DType::f16: return static_cast<Acc>(__half2float(static_cast<const __half*>(r.data)[i]));
-    default: return Acc(0);
+    case DType::f16:
+      return static_cast<Acc>(__half2float(static_cast<const __half*>(r.data)[i]));
+    default:
+      return Acc(0);
   }
 }
 
@@ -30,16 +53,22 @@ __device__ __forceinline__ Acc load(const Ref& r, std::int64_t i) {
 // on the host).
 template <class Acc>
 __device__ __forceinline__ void store(const Ref& r, std::int64_t i, Acc v) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
   switch (r.dtype) {
-    case DType::f32: static_cast<float*>(r.data)[i] = static_cast<float>(v); return;
-    case DType::f64: static_cast<double*>(r.data)[i] = static_cast<double>(v); return;
+    case DType::f32:
+      static_cast<float*>(r.data)[i] = static_cast<float>(v);
+      return;
+    case DType::f64:
+      static_cast<double*>(r.data)[i] = static_cast<double>(v);
+      return;
     case DType::bf16:
       static_cast<__nv_bfloat16*>(r.data)[i] = __float2bfloat16_rn(static_cast<float>(v));
       return;
     case DType::f16:
       static_cast<__half*>(r.data)[i] = __float2half_rn(static_cast<float>(v));
       return;
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -85,14 +114,14 @@ inline bool all_f64(std::initializer_list<Ref> refs) {
 }
 
 // Launches kernel<double> when f64 (every tensor is f64), kernel<float> otherwise.
-#define KINTSUGI_LAUNCH(kernel, n, stream, f64, ...)                                  \
-  do {                                                                                \
-    if ((n) <= 0) break;                                                              \
-    if (f64)                                                                          \
-      kernel<double><<<grid_for(n), kThreads, 0, stream>>>(__VA_ARGS__);              \
-    else                                                                              \
-      kernel<float><<<grid_for(n), kThreads, 0, stream>>>(__VA_ARGS__);               \
-    check_launch(#kernel, stream);                                                    \
+#define KINTSUGI_LAUNCH(kernel, n, stream, f64, ...)                                       \
+  do {                                                                                     \
+    if ((n) <= 0) break;                                                                   \
+    if (f64)                                                                               \
+      KINTSUGI_CUDA_LAUNCH(kernel<double>, grid_for(n), kThreads, 0, stream, __VA_ARGS__); \
+    else                                                                                   \
+      KINTSUGI_CUDA_LAUNCH(kernel<float>, grid_for(n), kThreads, 0, stream, __VA_ARGS__);  \
+    check_launch(#kernel, stream);                                                         \
   } while (0)
 
 template <class T>
@@ -102,7 +131,8 @@ __device__ __forceinline__ T warp_sum(T v) {
 }
 template <class T>
 __device__ __forceinline__ T warp_max(T v) {
-  for (int offset = 16; offset > 0; offset /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

@@ -118,7 +118,8 @@ __global__ void adamw_kernel(Ref param, Ref grad, Ref m, Ref v, Ref working, std
     const Acc g = load<Acc>(grad, i) * gs;
     const Acc mi = b1 * load<Acc>(m, i) + (Acc(1) - b1) * g;
     const Acc vi = b2 * load<Acc>(v, i) + (Acc(1) - b2) * g * g;
-    const Acc p = load<Acc>(param, i) * decay - step_size * mi / (sqrt_acc(vi) * inv_sqrt_bc2 + eps);
+    const Acc p =
+        load<Acc>(param, i) * decay - step_size * mi / (sqrt_acc(vi) * inv_sqrt_bc2 + eps);
     store(m, i, mi);
     store(v, i, vi);
     store(param, i, p);
@@ -127,7 +128,6 @@ __global__ void adamw_kernel(Ref param, Ref grad, Ref m, Ref v, Ref working, std
 }
 
 }  // namespace
-
 
 void add(Ref a, Ref b, Ref out, std::int64_t n, cudaStream_t stream) {
   KINTSUGI_LAUNCH(add_kernel, n, stream, all_f64({a, b, out}), a, b, out, n);
@@ -140,9 +140,10 @@ void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_
 void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream) {
   if (n <= 0) return;
   if (x.dtype == DType::f64)
-    scale_kernel<double><<<grid_for(n), kThreads, 0, stream>>>(x, n, factor);
+    KINTSUGI_CUDA_LAUNCH(scale_kernel<double>, grid_for(n), kThreads, 0, stream, x, n, factor);
   else
-    scale_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<float>(factor));
+    KINTSUGI_CUDA_LAUNCH(scale_kernel<float>, grid_for(n), kThreads, 0, stream, x, n,
+                         static_cast<float>(factor));
   check_launch("scale_kernel", stream);
 }
 
@@ -150,9 +151,9 @@ void convert(Ref src, Ref dst, std::int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   // f64 on either side converts in f64 (f64 to 16 bits then rounds through f32, as on the host).
   if (src.dtype == DType::f64 || dst.dtype == DType::f64)
-    convert_kernel<double><<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+    KINTSUGI_CUDA_LAUNCH(convert_kernel<double>, grid_for(n), kThreads, 0, stream, src, dst, n);
   else
-    convert_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+    KINTSUGI_CUDA_LAUNCH(convert_kernel<float>, grid_for(n), kThreads, 0, stream, src, dst, n);
   check_launch("convert_kernel", stream);
 }
 
@@ -170,8 +171,8 @@ void swiglu_forward(Ref gate, Ref up, Ref y, std::int64_t n, cudaStream_t stream
 
 void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t n,
                      cudaStream_t stream) {
-  KINTSUGI_LAUNCH(swiglu_backward_kernel, n, stream, all_f64({gate, up, dy, dgate, dup}), gate, up, dy,
-                  dgate, dup, n);
+  KINTSUGI_LAUNCH(swiglu_backward_kernel, n, stream, all_f64({gate, up, dy, dgate, dup}), gate, up,
+                  dy, dgate, dup, n);
 }
 
 void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream) {

@@ -86,11 +86,10 @@ std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 std::size_t cub_sort_bytes(std::int64_t rows) {
   std::size_t bytes = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
-                                        static_cast<std::int32_t*>(nullptr),
-                                        static_cast<const std::int32_t*>(nullptr),
-                                        static_cast<std::int32_t*>(nullptr),
-                                        static_cast<int>(rows)),
+  check(cub::DeviceRadixSort::SortPairs(
+            nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
+            static_cast<std::int32_t*>(nullptr), static_cast<const std::int32_t*>(nullptr),
+            static_cast<std::int32_t*>(nullptr), static_cast<int>(rows)),
         "cub::DeviceRadixSort::SortPairs (size query)");
   return bytes;
 }
@@ -105,8 +104,8 @@ SortScratch carve(Scratch s, std::int64_t rows) {
 }  // namespace
 
 void embedding_forward(const std::int32_t* tokens, std::int64_t rows, Ref wte,
-                       std::int64_t vocab_rows, Ref out, std::int64_t dim,
-                       std::int64_t vocab_begin, cudaStream_t stream) {
+                       std::int64_t vocab_rows, Ref out, std::int64_t dim, std::int64_t vocab_begin,
+                       cudaStream_t stream) {
   KINTSUGI_LAUNCH(embedding_forward_kernel, rows * dim, stream, all_f64({wte, out}), tokens, rows,
                   wte, vocab_rows, out, dim, vocab_begin);
 }
@@ -125,7 +124,7 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout,
           "cudaMemsetAsync (embedding gradient)");
   if (rows <= 0 || dim <= 0) return;
   const SortScratch s = carve(scratch, rows);
-  iota_kernel<<<grid_for(rows), kThreads, 0, stream>>>(s.values_in, rows);
+  KINTSUGI_CUDA_LAUNCH(iota_kernel, grid_for(rows), kThreads, 0, stream, s.values_in, rows);
   check_launch("iota_kernel", stream);
   std::size_t cub_bytes = s.cub_bytes;
   check(cub::DeviceRadixSort::SortPairs(s.cub, cub_bytes, tokens, s.keys_out, s.values_in,
@@ -134,18 +133,20 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout,
         "cub::DeviceRadixSort::SortPairs");
   const int threads = row_threads(dim);
   if (all_f64({dout, dwte}))
-    embedding_segments_kernel<double><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim, vocab_begin);
+    KINTSUGI_CUDA_LAUNCH(embedding_segments_kernel<double>, static_cast<unsigned>(rows), threads, 0,
+                         stream, s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim,
+                         vocab_begin);
   else
-    embedding_segments_kernel<float><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim, vocab_begin);
+    KINTSUGI_CUDA_LAUNCH(embedding_segments_kernel<float>, static_cast<unsigned>(rows), threads, 0,
+                         stream, s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim,
+                         vocab_begin);
   check_launch("embedding_segments_kernel", stream);
 }
 
 void position_embedding_forward(Ref x, std::int64_t rows, Ref wpe, std::int64_t dim,
                                 std::int64_t seq, std::int64_t first_row, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(position_forward_kernel, rows * dim, stream, all_f64({x, wpe}), x, rows, wpe,
-                  dim, seq, first_row);
+  KINTSUGI_LAUNCH(position_forward_kernel, rows * dim, stream, all_f64({x, wpe}), x, rows, wpe, dim,
+                  seq, first_row);
 }
 
 void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64_t position_rows,

@@ -14,11 +14,16 @@ constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // what Hopper's
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f64: return CUDA_R_64F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: KINTSUGI_ASSERT(false);
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    default:
+      KINTSUGI_ASSERT(false);
   }
   return CUDA_R_32F;
 }
@@ -72,10 +77,10 @@ bool Gemm::lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool
   const bool f64 = a.dtype == DType::f64;
   // The fused bias epilogue takes a bias of D's type on a 16-byte boundary; f64 adds it after.
   const bool epilogue = bias.data && !f64 && alignment(bias.data) >= 16;
-  const auto key = std::make_tuple(m, n, k, static_cast<int>(a.dtype), static_cast<int>(d.dtype),
-                                   int(trans_a), int(trans_b), int(accumulate), int(epilogue),
-                                   int(alignment(a.data)), int(alignment(b.data)),
-                                   int(alignment(d.data)), 0);
+  const auto key =
+      std::make_tuple(m, n, k, static_cast<int>(a.dtype), static_cast<int>(d.dtype), int(trans_a),
+                      int(trans_b), int(accumulate), int(epilogue), int(alignment(a.data)),
+                      int(alignment(b.data)), int(alignment(d.data)), 0);
   std::shared_ptr<Plan>& slot = plans_[key];
   if (!slot) {
     auto plan = std::make_shared<Plan>();
@@ -103,19 +108,19 @@ bool Gemm::lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool
                         align_d = alignment(d.data);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                          sizeof(ws));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                         &align_a, sizeof(align_a));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                         &align_b, sizeof(align_b));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                         &align_d, sizeof(align_d));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                         &align_d, sizeof(align_d));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                         sizeof(align_a));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                         sizeof(align_b));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                         sizeof(align_d));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                         sizeof(align_d));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        Context::get().blas(), plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result,
-        &found);
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(Context::get().blas(), plan->desc, plan->a, plan->b, plan->d,
+                                       plan->d, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
     if (plan->found) plan->algo = result.algo;
@@ -129,8 +134,8 @@ bool Gemm::lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   const cublasStatus_t status = cublasLtMatmul(
-      Context::get().blas(), plan.desc, alpha, b.data, plan.a, a.data, plan.b, beta, d.data,
-      plan.d, d.data, plan.d, &plan.algo, workspace_.data(), kWorkspaceBytes, stream);
+      Context::get().blas(), plan.desc, alpha, b.data, plan.a, a.data, plan.b, beta, d.data, plan.d,
+      d.data, plan.d, &plan.algo, workspace_.data(), kWorkspaceBytes, stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     plan.found = false;  // this shape goes to gemm_simple from now on
     return false;
@@ -152,12 +157,12 @@ void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans
     op = DType::f16;
   const std::size_t esize = size_of(op);
   if (a.dtype != op) {
-    const Ref wide{a_.get(static_cast<std::size_t>(m * k) * esize).data, op};
+    const Ref wide{a_.get(static_cast<std::size_t>(m * k) * esize).data, op, m * k};
     convert(a, wide, m * k, stream);
     a = wide;
   }
   if (b.dtype != op) {
-    const Ref wide{b_.get(static_cast<std::size_t>(k * n) * esize).data, op};
+    const Ref wide{b_.get(static_cast<std::size_t>(k * n) * esize).data, op, k * n};
     convert(b, wide, k * n, stream);
     b = wide;
   }
@@ -166,10 +171,10 @@ void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans
   const bool writable = c.dtype == op || (c.dtype == DType::f32 && op != DType::f64);
   Ref d = c;
   if (!writable || (bias.data && bias.dtype != c.dtype)) {
-    d = Ref{c_.get(static_cast<std::size_t>(m * n) * sizeof(float)).data, DType::f32};
+    d = Ref{c_.get(static_cast<std::size_t>(m * n) * sizeof(float)).data, DType::f32, m * n};
     if (accumulate) convert(c, d, m * n, stream);
     if (bias.data && bias.dtype != DType::f32) {
-      const Ref wide{bias_.get(static_cast<std::size_t>(n) * sizeof(float)).data, DType::f32};
+      const Ref wide{bias_.get(static_cast<std::size_t>(n) * sizeof(float)).data, DType::f32, n};
       convert(bias, wide, n, stream);
       bias = wide;
     }

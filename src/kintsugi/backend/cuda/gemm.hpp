@@ -25,8 +25,8 @@ class Gemm {
  public:
   Gemm(Allocator& allocator, MemoryTracker& memory);
   ~Gemm();
-  void run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-           bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream);
+  void run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b, bool trans_b,
+           Ref c, bool accumulate, Ref bias, cudaStream_t stream);
   // For tests: route every product through gemm_simple.
   void force_simple(bool on) { force_simple_ = on; }
 
@@ -36,10 +36,10 @@ class Gemm {
   bool lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
                  bool trans_b, Ref d, bool accumulate, Ref bias, cudaStream_t stream);
 
-  Buffer workspace_;                        // cuBLASLt's
-  DeviceScratch a_, b_, c_, bias_;          // converted operands, f32 result, f32 bias
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, int, int, int,
-                      int, int, int, int>,
+  Buffer workspace_;                // cuBLASLt's
+  DeviceScratch a_, b_, c_, bias_;  // converted operands, f32 result, f32 bias
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, int, int, int, int,
+                      int, int, int>,
            std::shared_ptr<Plan>>
       plans_;
   bool force_simple_ = false;

@@ -21,8 +21,10 @@ __global__ void gemm_simple_kernel(std::int64_t m, std::int64_t n, std::int64_t 
   for (std::int64_t k0 = 0; k0 < k; k0 += kTile) {
     // op(A)[row][k0 + tx] and op(B)[k0 + ty][col]
     const std::int64_t ka = k0 + tx, kb = k0 + ty;
-    a_tile[ty][tx] = row < m && ka < k ? load<Acc>(a, trans_a ? ka * m + row : row * k + ka) : Acc(0);
-    b_tile[ty][tx] = kb < k && col < n ? load<Acc>(b, trans_b ? col * k + kb : kb * n + col) : Acc(0);
+    a_tile[ty][tx] =
+        row < m && ka < k ? load<Acc>(a, trans_a ? ka * m + row : row * k + ka) : Acc(0);
+    b_tile[ty][tx] =
+        kb < k && col < n ? load<Acc>(b, trans_b ? col * k + kb : kb * n + col) : Acc(0);
     __syncthreads();
     for (int kk = 0; kk < kTile; ++kk) sum += a_tile[ty][kk] * b_tile[kk][tx];
     __syncthreads();
@@ -43,11 +45,11 @@ void gemm_simple(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool tra
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
                   static_cast<unsigned>((m + kTile - 1) / kTile));
   if (all_f64({a, b, c, bias}))
-    gemm_simple_kernel<double><<<grid, block, 0, stream>>>(m, n, k, a, trans_a, b, trans_b, c,
-                                                           accumulate, bias);
+    KINTSUGI_CUDA_LAUNCH(gemm_simple_kernel<double>, grid, block, 0, stream, m, n, k, a, trans_a, b,
+                         trans_b, c, accumulate, bias);
   else
-    gemm_simple_kernel<float><<<grid, block, 0, stream>>>(m, n, k, a, trans_a, b, trans_b, c,
-                                                          accumulate, bias);
+    KINTSUGI_CUDA_LAUNCH(gemm_simple_kernel<float>, grid, block, 0, stream, m, n, k, a, trans_a, b,
+                         trans_b, c, accumulate, bias);
   check_launch("gemm_simple_kernel", stream);
 }
 

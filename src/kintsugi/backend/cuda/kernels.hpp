@@ -25,6 +25,7 @@ namespace kintsugi::cuda {
 struct Ref {
   void* data = nullptr;
   DType dtype = DType::f32;
+  std::int64_t count = 0;  // elements: bounds of every access under the test suite's emulator
 };
 
 // Causal self-attention geometry (mirrors AttentionShape, without its header).
@@ -89,8 +90,8 @@ void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout,
 
 // ---- embeddings (tokens: i32 on the device)
 void embedding_forward(const std::int32_t* tokens, std::int64_t rows, Ref wte,
-                       std::int64_t vocab_rows, Ref out, std::int64_t dim,
-                       std::int64_t vocab_begin, cudaStream_t stream);
+                       std::int64_t vocab_rows, Ref out, std::int64_t dim, std::int64_t vocab_begin,
+                       cudaStream_t stream);
 std::size_t embedding_backward_scratch_bytes(std::int64_t rows);
 void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout, Ref dwte,
                         std::int64_t vocab_rows, std::int64_t dim, bool accumulate,
@@ -105,14 +106,13 @@ void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64
 void softmax_row_max(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
                      Ref row_max, cudaStream_t stream);
 void softmax_row_sum(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
-                     Ref row_max, const std::int32_t* targets, std::int64_t col_begin,
-                     Ref row_sum, Ref target_logit, bool store_exp, cudaStream_t stream);
+                     Ref row_max, const std::int32_t* targets, std::int64_t col_begin, Ref row_sum,
+                     Ref target_logit, bool store_exp, cudaStream_t stream);
 std::size_t cross_entropy_scratch_bytes(std::int64_t rows);
 void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
-                          Ref row_max, Ref row_sum, Ref target_logit,
-                          const std::int32_t* targets, std::int64_t col_begin, double* loss_sum,
-                          bool backward, double grad_scale, Scratch scratch,
-                          cudaStream_t stream);
+                          Ref row_max, Ref row_sum, Ref target_logit, const std::int32_t* targets,
+                          std::int64_t col_begin, double* loss_sum, bool backward,
+                          double grad_scale, Scratch scratch, cudaStream_t stream);
 
 // ---- GEMM without cuBLASLt (any types, f32 or f64 arithmetic): the fallback when cuBLASLt
 // offers no algorithm for a shape, and a second opinion in tests. Row-major

@@ -64,8 +64,7 @@ struct LayerNormParamTerms {  // dw += dy (x - mu) rs, db += dy
 };
 
 template <class Acc>
-__global__ void rmsnorm_forward_kernel(Ref x, Ref w, Ref y, Ref rstd, std::int64_t cols,
-                                       Acc eps) {
+__global__ void rmsnorm_forward_kernel(Ref x, Ref w, Ref y, Ref rstd, std::int64_t cols, Acc eps) {
   __shared__ Acc shared[32];
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * cols;
   Acc sq = 0;
@@ -108,8 +107,9 @@ struct RmsNormParamTerms {  // dw += dy x rs
 template <class Acc>
 void layernorm_forward_t(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd, std::int64_t rows,
                          std::int64_t cols, double eps, cudaStream_t stream) {
-  layernorm_forward_kernel<Acc><<<static_cast<unsigned>(rows), row_threads(cols), 0, stream>>>(
-      x, w, b, y, mean, rstd, cols, static_cast<Acc>(eps));
+  KINTSUGI_CUDA_LAUNCH(layernorm_forward_kernel<Acc>, static_cast<unsigned>(rows),
+                       row_threads(cols), 0, stream, x, w, b, y, mean, rstd, cols,
+                       static_cast<Acc>(eps));
   check_launch("layernorm_forward_kernel", stream);
 }
 
@@ -118,8 +118,8 @@ void layernorm_backward_t(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref 
                           std::int64_t rows, std::int64_t cols, bool accumulate, Scratch scratch,
                           cudaStream_t stream) {
   if (rows > 0) {
-    layernorm_dx_kernel<Acc><<<static_cast<unsigned>(rows), row_threads(cols), 0, stream>>>(
-        dy, x, w, mean, rstd, dx, cols);
+    KINTSUGI_CUDA_LAUNCH(layernorm_dx_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols),
+                         0, stream, dy, x, w, mean, rstd, dx, cols);
     check_launch("layernorm_dx_kernel", stream);
   }
   column_reduce<Acc, 2>(LayerNormParamTerms<Acc>{dy, x, mean, rstd, cols}, rows, cols, dw, db,
@@ -129,18 +129,17 @@ void layernorm_backward_t(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref 
 template <class Acc>
 void rmsnorm_forward_t(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,
                        double eps, cudaStream_t stream) {
-  rmsnorm_forward_kernel<Acc><<<static_cast<unsigned>(rows), row_threads(cols), 0, stream>>>(
-      x, w, y, rstd, cols, static_cast<Acc>(eps));
+  KINTSUGI_CUDA_LAUNCH(rmsnorm_forward_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols),
+                       0, stream, x, w, y, rstd, cols, static_cast<Acc>(eps));
   check_launch("rmsnorm_forward_kernel", stream);
 }
 
 template <class Acc>
 void rmsnorm_backward_t(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64_t rows,
-                        std::int64_t cols, bool accumulate, Scratch scratch,
-                        cudaStream_t stream) {
+                        std::int64_t cols, bool accumulate, Scratch scratch, cudaStream_t stream) {
   if (rows > 0) {
-    rmsnorm_dx_kernel<Acc><<<static_cast<unsigned>(rows), row_threads(cols), 0, stream>>>(
-        dy, x, w, rstd, dx, cols);
+    KINTSUGI_CUDA_LAUNCH(rmsnorm_dx_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols), 0,
+                         stream, dy, x, w, rstd, dx, cols);
     check_launch("rmsnorm_dx_kernel", stream);
   }
   column_reduce<Acc, 1>(RmsNormParamTerms<Acc>{dy, x, rstd, cols}, rows, cols, dw, Ref{},
@@ -167,11 +166,11 @@ void layernorm_backward(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref dw
                         cudaStream_t stream) {
   if (cols <= 0) return;
   if (all_f64({dy, x, w, mean, rstd, dx, dw, db}))
-    layernorm_backward_t<double>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate,
-                                 scratch, stream);
+    layernorm_backward_t<double>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate, scratch,
+                                 stream);
   else
-    layernorm_backward_t<float>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate,
-                                scratch, stream);
+    layernorm_backward_t<float>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate, scratch,
+                                stream);
 }
 
 void rmsnorm_forward(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,

@@ -43,7 +43,7 @@ struct ColumnTerm {
 }  // namespace
 
 void sum_doubles(const double* values, std::int64_t n, double* total, cudaStream_t stream) {
-  sum_doubles_kernel<<<1, kSumThreads, 0, stream>>>(values, n, total);
+  KINTSUGI_CUDA_LAUNCH(sum_doubles_kernel, 1, kSumThreads, 0, stream, values, n, total);
   check_launch("sum_doubles_kernel", stream);
 }
 
@@ -55,7 +55,8 @@ void sum_squares(Ref x, std::int64_t n, double* sum, Scratch scratch, cudaStream
   if (n <= 0) return;
   const std::int64_t blocks = (n + kSquaresPerBlock - 1) / kSquaresPerBlock;
   auto* partial = static_cast<double*>(scratch.data);
-  square_partials_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, partial);
+  KINTSUGI_CUDA_LAUNCH(square_partials_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                       x, n, partial);
   check_launch("square_partials_kernel", stream);
   sum_doubles(partial, blocks, sum, stream);
 }

@@ -61,14 +61,16 @@ void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, Ref
   if (rows > 0) {
     const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
                     static_cast<unsigned>(chunks));
-    column_partials_kernel<Acc, NV><<<grid, kThreads, 0, stream>>>(terms, rows, cols, p);
+    auto* partials = column_partials_kernel<Acc, NV, Terms>;
+    KINTSUGI_CUDA_LAUNCH(partials, grid, kThreads, 0, stream, terms, rows, cols, p);
     check_launch("column_partials_kernel", stream);
   } else {
     check(cudaMemsetAsync(p, 0, column_partial_bytes<Acc>(NV, rows, cols), stream),
           "cudaMemsetAsync (column partials)");
   }
-  column_finish_kernel<Acc, NV><<<grid_for(cols), kThreads, 0, stream>>>(p, chunks, cols, out0,
-                                                                         out1, accumulate);
+  auto* finish = column_finish_kernel<Acc, NV>;
+  KINTSUGI_CUDA_LAUNCH(finish, grid_for(cols), kThreads, 0, stream, p, chunks, cols, out0, out1,
+                       accumulate);
   check_launch("column_finish_kernel", stream);
 }
 
