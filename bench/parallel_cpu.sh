@@ -59,8 +59,8 @@ for name in ["serial", "dp2", "tp2", "tp2_sp"]:
     theory = desc.get("comm_bytes_per_step_theory", {})
     fmt = lambda d: ", ".join(f"{k} {v:,.0f}" for k, v in sorted(d.items())) or "-"
     print(f"| {name} | {desc['world']} | {ms:.0f} | {tok:.0f} | {fmt(measured)} | {fmt(theory)} |")
-print("\nTheory: ring all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n of the buffer; the "
-      "measured all-reduce counts 8 bytes more per step: the loss (dp) or the grad norm (tp), "
-      "scalars the formula leaves out.")
+print("\nTheory: a bandwidth-optimal (ring) all-reduce sends 2(n-1)/n, all-gather and "
+      "reduce-scatter (n-1)/n of the buffer per rank; the communicator counts exactly that per "
+      "call. Host scalars (the loss, the grad norm) travel on the uncounted control plane.")
 PY
 echo "parallel_cpu: logs and metrics in $OUT" >&2

@@ -1,7 +1,7 @@
 # The library is one static target per folder of src/kintsugi, layered (DESIGN.md principle 8):
 #
 #   core
-#   backend (cpu/, cuda/)   comm   data
+#   backend (cpu/, cuda/)   comm (mpi/)   data
 #   model   optim
 #   parallel
 #   checkpoint   plan

@@ -53,6 +53,18 @@ add_test(NAME mpi.killed_rank_ends_job
                  $<TARGET_FILE:kintsugi> ${MPI_OUT} ${MICRO_RUN} --set train.steps=20)
 set_tests_properties(mpi.killed_rank_ends_job PROPERTIES PROCESSORS 2 TIMEOUT 180)
 
+# A stopped rank (SIGSTOP) ends the job within comm.timeout_s plus the diagnosis, with one
+# message naming the group, the operation and the rank that did not answer (docs/parallelism.md).
+function(mpi_stall_test name stalled)
+  add_test(NAME mpi.stalled_rank_ends_job_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_stalled_rank_ends_job.sh
+                   $<TARGET_FILE:kintsugi> ${MPI_OUT} stalled_${name} 4 ${stalled} ${MICRO_RUN}
+                   --set train.steps=100000 --set comm.timeout_s=3 ${ARGN})
+  set_tests_properties(mpi.stalled_rank_ends_job_${name} PROPERTIES PROCESSORS 4 TIMEOUT 240)
+endfunction()
+mpi_stall_test(tp2_dp2 3 --tp 2 --dp 2)
+mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
+
 add_executable(collectives_test mpi/collectives_test.cpp)
 target_link_libraries(collectives_test PRIVATE kintsugi_lib)
 add_test(NAME mpi.collectives_3_ranks

@@ -1,15 +1,21 @@
-// Every collective of the communicator under mpirun, on an odd number of ranks (uneven ring
-// chunks): results against their definition and byte counters against the ring formulas.
-// Exits 1 with a message on the first mismatch.
+// Every operation of the communicator under mpirun, on an odd number of ranks (uneven chunks):
+// results against their definition, byte counters against the bandwidth-optimal volumes, 16-bit
+// sums reduced in f32, in-place forms, transfers paired in posting order, bit-identical
+// all-reduce results on every rank, and the control plane. Exits 1 after printing every
+// mismatch.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/topology.hpp"
+#include "kintsugi/core/half.hpp"
 
 using namespace kintsugi;
 
@@ -21,62 +27,165 @@ void expect(bool ok, const std::string& what, int rank) {
     ++failures;
   }
 }
-Tensor view(std::vector<float>& v) { return Tensor{v.data(), DType::f32, Shape{static_cast<std::int64_t>(v.size())}}; }
+template <class T>
+Tensor view(std::vector<T>& v, DType dtype = dtype_of<T>()) {
+  return Tensor{v.data(), dtype, Shape{static_cast<std::int64_t>(v.size())}};
+}
+
+void reductions_and_counters(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  // all-reduce (sum and max) of 1001 elements: chunks of unequal length
+  const int N = 1001;
+  std::vector<float> x(N);
+  for (int i = 0; i < N; ++i) x[i] = float(r + 1) * (i % 7);
+  world.all_reduce(view(x));
+  const float ranks_sum = float(n * (n + 1) / 2);
+  bool ok = true;
+  for (int i = 0; i < N; ++i) ok &= x[i] == ranks_sum * (i % 7);
+  expect(ok, "all_reduce sum", r);
+  // Rank r sends every chunk but its own (reduce-scatter), then every chunk but r + 1.
+  auto chunk = [&](int i) { return N * (i + 1) / n - N * i / n; };
+  const std::uint64_t sent = 4ull * (2 * N - chunk(r) - chunk((r + 1) % n));
+  expect(world.bytes(CommOp::all_reduce).sent == sent,
+         fmt::format("all_reduce bytes {} != {}", world.bytes(CommOp::all_reduce).sent, sent), r);
+
+  std::vector<float> m(5, float(r));
+  world.all_reduce(view(m), ReduceOp::max);
+  expect(m[4] == float(n - 1), "all_reduce max", r);
+  std::vector<std::int32_t> k(3, r + 1);
+  world.all_reduce(view(k));
+  expect(k[2] == n * (n + 1) / 2, "all_reduce i32", r);
+
+  // reduce-scatter: chunk c of the result is the sum over ranks of their chunk c
+  std::vector<float> in(3 * n), out(3);
+  for (int i = 0; i < 3 * n; ++i) in[i] = float(i + r);
+  world.reduce_scatter(view(in), view(out));
+  for (int j = 0; j < 3; ++j)
+    expect(out[j] == float(n * (3 * r + j)) + float(n * (n - 1) / 2), "reduce_scatter", r);
+  expect(world.bytes(CommOp::reduce_scatter).sent == 4ull * 3 * (n - 1), "reduce_scatter bytes", r);
+
+  std::vector<float> mine(2, float(10 * r)), all(2 * n);
+  world.all_gather(view(mine), view(all));
+  for (int q = 0; q < n; ++q) expect(all[2 * q] == float(10 * q), "all_gather", r);
+  expect(world.bytes(CommOp::all_gather).sent == 4ull * 2 * (n - 1), "all_gather bytes", r);
+
+  // broadcast from the last rank: a chain, the root sends, the last rank only receives
+  std::vector<float> b(4, r == n - 1 ? 3.5f : 0.0f);
+  world.broadcast(view(b), n - 1);
+  expect(b[3] == 3.5f, "broadcast", r);
+  expect(world.bytes(CommOp::broadcast).sent == (r == n - 2 ? 0u : 16u) &&
+             world.bytes(CommOp::broadcast).received == (r == n - 1 ? 0u : 16u),
+         "broadcast bytes", r);
+}
+
+// bf16 and f16 are added in f32 (a plain 16-bit integer sum would be garbage); the values are
+// exact in 16 bits in any order of addition.
+void sixteen_bit(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  std::vector<std::uint16_t> b(7, float_to_bf16(1.5f * float(r + 1)));
+  std::vector<std::uint16_t> h(7, float_to_f16(0.25f * float(r)));
+  world.all_reduce(view(b, DType::bf16));
+  world.all_reduce(view(h, DType::f16));
+  expect(bf16_to_float(b[6]) == 1.5f * float(n * (n + 1) / 2), "all_reduce bf16", r);
+  expect(f16_to_float(h[6]) == 0.25f * float(n * (n - 1) / 2), "all_reduce f16", r);
+  std::vector<std::uint16_t> hm(3, float_to_f16(-float(r)));
+  world.all_reduce(view(hm, DType::f16), ReduceOp::max);
+  expect(f16_to_float(hm[0]) == 0.0f, "all_reduce f16 max", r);
+}
+
+// The forms ZeRO uses: the reduced chunk lands on the rank's own chunk of the input, and the
+// gathered input is already the rank's chunk of the output.
+void in_place(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  std::vector<float> g(4 * n);
+  for (int i = 0; i < 4 * n; ++i) g[i] = float(i);
+  const Tensor whole = view(g), own{g.data() + 4 * r, DType::f32, Shape{4}};
+  world.reduce_scatter(whole, own);
+  for (int j = 0; j < 4; ++j)
+    expect(g[4 * r + j] == float(n * (4 * r + j)), "reduce_scatter in place", r);
+  std::vector<float> p(3 * n, -1.0f);
+  for (int j = 0; j < 3; ++j) p[3 * r + j] = float(100 * r + j);
+  world.all_gather(Tensor{p.data() + 3 * r, DType::f32, Shape{3}}, view(p));
+  for (int q = 0; q < n; ++q) expect(p[3 * q + 2] == float(100 * q + 2), "all_gather in place", r);
+}
+
+// No tags: the k-th message a rank sends another is the k-th receive the other posts from it.
+void transfers_in_order(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  std::vector<std::vector<float>> out(3), in(3);
+  std::vector<CommHandle> handles;
+  for (int k = 0; k < 3; ++k) {
+    in[k].assign(64, 0.0f);
+    handles.push_back(world.recv_async(view(in[k]), (r - 1 + n) % n));
+  }
+  for (int k = 0; k < 3; ++k) {
+    out[k].assign(64, float(10 * r + k));
+    handles.push_back(world.send_async(view(out[k]), (r + 1) % n));
+  }
+  for (auto& h : handles) h.wait();
+  for (int k = 0; k < 3; ++k)
+    expect(in[k][63] == float(10 * ((r - 1 + n) % n) + k), fmt::format("transfer {} in order", k),
+           r);
+}
+
+// A data-parallel replica must not drift: every rank gets the same bits, whatever algorithm the
+// library picks for the size.
+void identical_results(Communicator& world) {
+  const int r = world.rank();
+  std::mt19937 rng(1234 + r);
+  std::normal_distribution<float> normal;
+  for (std::int64_t size : {7, 4099, 1 << 20}) {
+    std::vector<float> x(static_cast<std::size_t>(size));
+    for (float& v : x) v = normal(rng);
+    world.all_reduce(view(x));
+    std::uint64_t hash = 1469598103934665603ull;
+    for (float v : x) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      hash = (hash ^ bits) * 1099511628211ull;
+    }
+    const double h = static_cast<double>(hash >> 12);  // exact in a double
+    const bool same = world.host_all_reduce(h, ReduceOp::max) == h &&
+                      -world.host_all_reduce(-h, ReduceOp::max) == h;
+    expect(same, fmt::format("all_reduce of {} floats differs between ranks", size), r);
+  }
+}
+
+void control_plane(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  expect(world.host_all_reduce(double(r + 1)) == n * (n + 1) / 2.0, "host_all_reduce", r);
+  const auto all = world.host_gather(std::string(static_cast<std::size_t>(r), 'a' + r), 0);
+  if (r == 0)
+    for (int q = 0; q < n; ++q)
+      expect(all.size() == static_cast<std::size_t>(n) && all[q] == std::string(q, 'a' + q),
+             "host_gather", r);
+  else
+    expect(all.empty(), "host_gather off the root", r);
+  if (r == 1) {
+    const std::uint64_t v[2] = {7, 11};
+    world.host_send(std::as_bytes(std::span(v)), 0);
+  } else if (r == 0) {
+    std::uint64_t v[2] = {0, 0};
+    world.host_recv(std::as_writable_bytes(std::span(v)), 1);
+    expect(v[0] == 7 && v[1] == 11, "host_send/host_recv", r);
+  }
+  world.barrier();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiRuntime mpi(&argc, &argv);
-  MemoryTracker memory;
   {
-    auto world = Communicator::world(memory);
-    const int r = world->rank(), n = world->size();
-
-    // all-reduce (sum and max) of 1001 elements: chunks of unequal length
-    const int N = 1001;
-    std::vector<float> x(N);
-    for (int i = 0; i < N; ++i) x[i] = float(r + 1) * (i % 7);
-    world->all_reduce(view(x));
-    const float ranks_sum = float(n * (n + 1) / 2);
-    bool ok = true;
-    for (int i = 0; i < N; ++i) ok &= x[i] == ranks_sum * (i % 7);
-    expect(ok, "all_reduce sum", r);
-    // Rank r sends every chunk but its own (reduce-scatter), then every chunk but r + 1.
-    auto chunk = [&](int i) { return N * (i + 1) / n - N * i / n; };
-    const std::uint64_t sent = 4ull * (2 * N - chunk(r) - chunk((r + 1) % n));
-    expect(world->bytes(CommOp::all_reduce).sent == sent,
-           fmt::format("all_reduce bytes {} != {}", world->bytes(CommOp::all_reduce).sent, sent), r);
-
-    std::vector<float> m(5, float(r));
-    world->all_reduce(view(m), ReduceOp::max);
-    expect(m[4] == float(n - 1), "all_reduce max", r);
-
-    // reduce-scatter: chunk c of the result is the sum over ranks of their chunk c
-    std::vector<float> in(3 * n), out(3);
-    for (int i = 0; i < 3 * n; ++i) in[i] = float(i + r);
-    world->reduce_scatter(view(in), view(out));
-    for (int j = 0; j < 3; ++j)
-      expect(out[j] == float(n * (3 * r + j)) + float(n * (n - 1) / 2), "reduce_scatter", r);
-
-    // all-gather
-    std::vector<float> mine(2, float(10 * r)), all(2 * n);
-    world->all_gather(view(mine), view(all));
-    for (int k = 0; k < n; ++k) expect(all[2 * k] == float(10 * k), "all_gather", r);
-    expect(world->bytes(CommOp::all_gather).sent == 4ull * 2 * (n - 1), "all_gather bytes", r);
-
-    // broadcast from the last rank
-    std::vector<float> b(4, r == n - 1 ? 3.5f : 0.0f);
-    world->broadcast(view(b), n - 1);
-    expect(b[3] == 3.5f, "broadcast", r);
-
-    // point-to-point around the ring, posted receive first: must not deadlock
-    std::vector<float> from_left(1), to_right(1, float(r));
-    auto recv = world->recv_async(view(from_left), (r - 1 + n) % n, 5);
-    auto send = world->send_async(view(to_right), (r + 1) % n, 5);
-    recv.wait();
-    send.wait();
-    expect(from_left[0] == float((r - 1 + n) % n), "send/recv", r);
-
+    auto world = make_world_communicator();
+    reductions_and_counters(*world);
+    sixteen_bit(*world);
+    in_place(*world);
+    transfers_in_order(*world);
+    identical_results(*world);
+    control_plane(*world);
     // sub-groups from a topology: tp groups of size 1 when n is odd
+    const int r = world->rank(), n = world->size();
     const Topology topo(world, {.tp = 1, .dp = n, .pp = 1});
     std::vector<float> one(1, 1.0f);
     topo.dp().all_reduce(view(one));

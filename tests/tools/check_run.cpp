@@ -18,7 +18,8 @@
 //   check_run comm RUN_DIR
 //     Every step's bytes sent by rank 0, per group and collective (the communicator's counters,
 //     metrics.jsonl), equal the theoretical volume of plan/comm_volume.hpp that the run wrote
-//     into run.json (up to the few bytes of scalar all-reduces: loss, grad norm).
+//     into run.json (up to under one element per call where a buffer does not split evenly over
+//     the group; host scalars such as the loss and the grad norm travel uncounted).
 //
 // Prints what it compared; exits 1 on any mismatch.
 #include <fmt/format.h>
@@ -179,7 +180,8 @@ int comm(const fs::path& run) {
   std::map<std::string, double> theory;
   for (const auto& [key, value] : desc.at("comm_bytes_per_step_theory").items())
     theory[key] = value.get<double>();
-  // Scalars all-reduced besides the formula: the loss (pp, dp) and the grad norm (tp, pp).
+  // A buffer that does not split evenly over n ranks: rank 0 moves its chunks exactly, the
+  // formula 2(n-1)/n of the buffer; they differ by under one element per call.
   constexpr double kSlack = 64;
   int failures = 0;
   const auto steps = read_lines(run / "metrics.jsonl");

@@ -1,13 +1,37 @@
 // Pipeline schedules without a model: for every p <= 8, v <= 4 and valid micro-batch count,
-// every transfer is matched, nothing deadlocks, in-flight micro-batches are bounded as each
-// schedule promises, and the idle time equals the theoretical bubble.
+// every transfer is matched (and paired in posting order), nothing deadlocks, in-flight
+// micro-batches are bounded as each schedule promises, and the idle time equals the theoretical
+// bubble.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 
 namespace kintsugi {
 namespace {
+
+// Transfers carry no tag (an NCCL communicator has none): the k-th message one rank sends
+// another is the k-th receive the other posts from it. So every pair's sends, in the sender's
+// program order, must be the receiver's receives from it, in its program order.
+void expect_paired_in_order(const std::vector<std::vector<PipeInstruction>>& programs,
+                            const PipelineShape& s, const std::string& what) {
+  const int p = s.stages, chunks = s.stages * s.virtual_stages;
+  using Message = std::tuple<int, int, int>;  // direction, receiving global chunk, micro-batch
+  std::map<std::pair<int, int>, std::vector<Message>> sent, received;  // (from, to) -> messages
+  for (int r = 0; r < p; ++r)
+    for (const PipeInstruction& in : programs[r]) {
+      const int g = global_chunk(s, r, in.chunk);
+      const int mb = in.micro_batch, next = (g + 1) % p, previous = (g - 1 + chunks) % p;
+      if (in.op == PipeOp::send_forward) sent[{r, next}].push_back({0, g + 1, mb});
+      if (in.op == PipeOp::send_backward) sent[{r, previous}].push_back({1, g - 1, mb});
+      if (in.op == PipeOp::recv_forward) received[{previous, r}].push_back({0, g, mb});
+      if (in.op == PipeOp::recv_backward) received[{next, r}].push_back({1, g, mb});
+    }
+  EXPECT_EQ(sent, received) << what << ": sends and receives between a pair differ in order";
+}
 
 void check(PipelineSchedule schedule, const PipelineShape& s) {
   const auto sim = simulate(schedule, s, 1.0, 2.0);
@@ -24,6 +48,13 @@ void check(PipelineSchedule schedule, const PipelineShape& s) {
     if (schedule == PipelineSchedule::one_f_one_b) EXPECT_LE(in_flight, s.stages) << what;
   }
   EXPECT_NEAR(theory_idle / sim.makespan, bubble_fraction(s), 1e-9) << what;
+  std::vector<std::vector<PipeInstruction>> programs, forward_only;
+  for (int r = 0; r < s.stages; ++r) {
+    programs.push_back(make_schedule(schedule, s, r));
+    forward_only.push_back(make_forward_schedule(s, r));
+  }
+  expect_paired_in_order(programs, s, what);
+  expect_paired_in_order(forward_only, s, what + " (forward only)");
 }
 
 TEST(PipelineSchedule, GPipeAndOneFOneBForAllShapes) {

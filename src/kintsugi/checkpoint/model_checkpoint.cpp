@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
@@ -113,40 +114,31 @@ std::vector<StoredTensor> chunk_tensors(const ParamStore& params, const TensorPa
   return out;
 }
 
-// Pipeline stages other than the first send their chunks' tensors to it: a header (names and
-// shapes, as JSON) and the values, tagged by global chunk.
-void send_chunk(Communicator& pp, int g, const std::vector<StoredTensor>& tensors) {
+// Pipeline stages other than the first send their chunks' tensors to it over the control plane
+// (host memory): a header (names and shapes, as JSON) and the values. Each stage sends its
+// chunks in ascending order, in which the first stage receives them.
+void send_chunk(Communicator& pp, const std::vector<StoredTensor>& tensors) {
   nlohmann::json header = nlohmann::json::array();
   for (const auto& t : tensors) header.push_back({t.name, t.shape});
   std::string text = header.dump();
-  double length = static_cast<double>(text.size());
-  const int tag = 3 * g + (1 << 21);
-  pp.send_async(Tensor{&length, DType::f64, Shape{1}}, 0, tag).wait();
-  pp.send_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}}, 0,
-                tag + 1)
-      .wait();
-  for (const auto& t : tensors)
-    pp.send_async(Tensor{const_cast<float*>(t.values.data()), DType::f32,
-                         Shape{static_cast<std::int64_t>(t.values.size())}},
-                  0, tag + 2)
-        .wait();
+  const std::uint64_t length = text.size();
+  pp.host_send(std::as_bytes(std::span(&length, 1)), 0);
+  pp.host_send(std::as_bytes(std::span(text)), 0);
+  for (const auto& t : tensors) pp.host_send(std::as_bytes(std::span(t.values)), 0);
 }
 
-std::vector<StoredTensor> receive_chunk(Communicator& pp, int from, int g) {
-  const int tag = 3 * g + (1 << 21);
-  double length = 0;
-  pp.recv_async(Tensor{&length, DType::f64, Shape{1}}, from, tag).wait();
+std::vector<StoredTensor> receive_chunk(Communicator& pp, int from) {
+  std::uint64_t length = 0;
+  pp.host_recv(std::as_writable_bytes(std::span(&length, 1)), from);
   std::string text(static_cast<std::size_t>(length), '\0');
-  pp.recv_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}},
-                from, tag + 1)
-      .wait();
+  pp.host_recv(std::as_writable_bytes(std::span(text)), from);
   std::vector<StoredTensor> out;
   for (const auto& h : nlohmann::json::parse(text)) {
     StoredTensor t{h[0].get<std::string>(), h[1].get<std::vector<std::int64_t>>(), {}};
     std::int64_t n = 1;
     for (auto d : t.shape) n *= d;
     t.values.resize(static_cast<std::size_t>(n));
-    pp.recv_async(Tensor{t.values.data(), DType::f32, Shape{n}}, from, tag + 2).wait();
+    pp.host_recv(std::as_writable_bytes(std::span(t.values)), from);
     out.push_back(std::move(t));
   }
   return out;
@@ -214,14 +206,13 @@ void save_model(const fs::path& dir, const ModelConfig& config,
   for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
   if (tp.rank() != 0) return;  // its shards went into tp rank 0's tensors
   if (r != 0) {
-    for (std::size_t c = 0; c < local.size(); ++c)
-      send_chunk(*pp, static_cast<int>(c) * p + r, local[c]);
+    for (const auto& chunk : local) send_chunk(*pp, chunk);
     return;
   }
   // Global chunk g lives on stage g % p as its local chunk g / p.
   std::vector<StoredTensor> all;
   for (int g = 0; g < p * virtual_stages; ++g) {
-    auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p, g);
+    auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p);
     for (auto& t : part) all.push_back(std::move(t));
   }
   write_checkpoint(dir, config, step, all);

@@ -28,8 +28,6 @@ using namespace checkpoint_format;
 
 namespace {
 
-constexpr int kGatherTag = (1 << 22) + 7;
-
 void fsync_dir(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) fail("cannot open {} to sync it", dir.string());
@@ -41,24 +39,7 @@ void fsync_dir(const fs::path& dir) {
 // Every rank's string, on rank 0 (other ranks get an empty list).
 std::vector<std::string> gather_to_root(Communicator* world, const std::string& mine) {
   if (!world) return {mine};
-  std::vector<double> lengths(world->size());
-  double length = static_cast<double>(mine.size());
-  world->all_gather(Tensor{&length, DType::f64, Shape{1}},
-                    Tensor{lengths.data(), DType::f64, Shape{world->size()}});
-  auto bytes = [](const std::string& s) {
-    return Tensor{const_cast<char*>(s.data()), DType::u8, Shape{static_cast<std::int64_t>(s.size())}};
-  };
-  if (world->rank() != 0) {
-    world->send_async(bytes(mine), 0, kGatherTag).wait();
-    return {};
-  }
-  std::vector<std::string> all = {mine};
-  for (int r = 1; r < world->size(); ++r) {
-    std::string text(static_cast<std::size_t>(lengths[r]), '\0');
-    world->recv_async(bytes(text), r, kGatherTag).wait();
-    all.push_back(std::move(text));
-  }
-  return all;
+  return world->host_gather(mine, 0);
 }
 
 // KINTSUGI_TEST_DIE_IN_SAVE="RANK:STEP": that rank dies (SIGKILL) after writing its shard of

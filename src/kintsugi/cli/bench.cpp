@@ -5,9 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/comm/collective_timing.hpp"
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/launch.hpp"
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/core/threads.hpp"
@@ -146,29 +147,40 @@ void add_comm(CLI::App& bench) {
   auto json = std::make_shared<bool>(false);
   auto* cmd = bench.add_subcommand(
       "comm", "Measure latency and bandwidth between local ranks (run under mpirun -np 2) and "
-              "cache them for the planner's local cluster");
+              "cache them for the planner's local cluster; time the collectives over all ranks");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->callback([json] {
     if (!launched_by_mpi())
       fail("bench comm measures links between ranks: run it as `mpirun -np 2 kintsugi bench comm`");
     MpiRuntime mpi(nullptr, nullptr);
-    MemoryTracker memory;
-    auto world = Communicator::world(memory);
+    auto world = make_world_communicator();
     const LocalLinks links = measure_local_links(*world);
+    const auto collectives = time_collectives(*world);
     if (world->rank() != 0) return;
     store_local_links(links);
-    if (*json)
+    if (*json) {
+      nlohmann::json timings = nlohmann::json::array();
+      for (const auto& c : collectives)
+        timings.push_back({{"op", name_of(c.op)}, {"bytes", c.bytes}, {"median_us", c.median_us},
+                           {"bus_gbs", c.bus_gbs}});
       fmt::print("{}\n", nlohmann::json{{"latency_us", links.latency_us},
                                         {"bandwidth_gbs", links.bandwidth_gbs},
                                         {"memory_bandwidth_gbs", links.memory_bandwidth_gbs},
                                         {"ranks", world->size()},
-                                        {"cpu", links.cpu}}
+                                        {"cpu", links.cpu},
+                                        {"collectives", timings}}
                              .dump());
-    else
-      fmt::print("{} ranks ({}): latency {:.1f} us, bandwidth {:.2f} GB/s between ranks 0 and 1; "
-                 "memory copy {:.1f} GB/s; cached for `kintsugi plan --cluster local`\n",
-                 world->size(), links.cpu, links.latency_us, links.bandwidth_gbs,
-                 links.memory_bandwidth_gbs);
+      return;
+    }
+    fmt::print("{} ranks ({}): latency {:.1f} us, bandwidth {:.2f} GB/s between ranks 0 and 1; "
+               "memory copy {:.1f} GB/s; cached for `kintsugi plan --cluster local`\n",
+               world->size(), links.cpu, links.latency_us, links.bandwidth_gbs,
+               links.memory_bandwidth_gbs);
+    fmt::print("\n{:<16} {:>10} {:>12} {:>14}\n", "collective (f32)", "bytes", "median us",
+               "bus GB/s");
+    for (const auto& c : collectives)
+      fmt::print("{:<16} {:>10} {:>12.1f} {:>14.2f}\n", name_of(c.op), c.bytes, c.median_us,
+                 c.bus_gbs);
   });
 }
 

@@ -82,7 +82,8 @@ void run(const Args& args) {
   } catch (const Error& e) {
     error = e.what();
   }
-  agree_on_setup(mpi.get(), error);
+  agree_on_setup(mpi.get(), error,
+                 error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
 
   // Ranks on one node share its cores.
   int threads = static_cast<int>(config.train.threads);
@@ -102,8 +103,8 @@ void run(const Args& args) {
     train(config, std::move(*inputs), options, std::cout);
     return;
   }
-  MemoryTracker comm_memory;
-  auto world_comm = Communicator::world(comm_memory);
+  auto world_comm = make_world_communicator(
+      {.device = config.train.device, .timeout_s = config.comm.timeout_s});
   const Topology topology(world_comm,
                           {.tp = static_cast<int>(config.parallel.tp),
                            .dp = static_cast<int>(config.parallel.dp),

@@ -1,20 +1,42 @@
 #pragma once
-// A group of ranks and the collectives among them, over MPI. Collectives are our own ring
-// algorithms on top of MPI point-to-point, so the bytes each rank sends and receives are known
-// exactly and counted: per operation kind, per group. A ring all-reduce of N bytes over n ranks
-// sends 2(n-1)/n * N bytes per rank (a reduce-scatter, then an all-gather), the bandwidth
-// optimum.
+// A group of ranks and the communication among them, as an interface: the MPI implementation
+// (comm/mpi/) runs the MPI library's own non-blocking collectives; an NCCL one would run each
+// group on its own stream. make_world_communicator() is the one place an implementation is
+// chosen.
 //
-// Every operation runs on the group's own communication thread (comm_worker.hpp) in submission
-// order; the *_async variants return a handle, the others wait. All members of a group must
-// issue the group's collectives in the same order.
+// Two planes:
+// - The data plane moves tensors (which may live on a device): all-reduce, reduce-scatter,
+//   all-gather, broadcast, send and receive. Each group's operations start in submission order
+//   and overlap with computation; the *_async forms return a handle, the others wait. All
+//   members of a group issue the group's collectives in the same order. Transfers carry no tag:
+//   the k-th send from rank a to rank b pairs with the k-th receive b posts from a (NCCL has no
+//   tags), so callers post them in matching order (the pipeline schedules do, tested).
+// - The control plane moves host values: flags, lengths, scalar sums, an agreed error, strings
+//   gathered to one rank, host bytes between two ranks, barriers. It is blocking, ordered
+//   independently of the data plane, and never holds tensors.
+//
+// Every wait on either plane has a deadline (comm.timeout_s): a group whose operation does not
+// complete in time ends the job with a message naming the group, the operation and the ranks
+// that did not arrive, instead of hanging.
+//
+// Byte counters hold the volume each data-plane call must move per rank, the same for every
+// implementation (the library may route the bytes differently, e.g. through shared memory):
+// over n ranks and a buffer of B bytes, all-reduce sends 2(n-1)/n B (a bandwidth-optimal
+// reduce-scatter + all-gather: everything but the rank's own chunk twice), reduce-scatter and
+// all-gather (n-1)/n B (B the whole buffer), broadcast B on every rank but the last of the chain
+// from the root (every rank but the root receives B), send and receive the message. The control
+// plane is not counted.
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "kintsugi/comm/comm_worker.hpp"
-#include "kintsugi/core/memory.hpp"
+#include "kintsugi/comm/comm_handle.hpp"
+#include "kintsugi/core/device.hpp"
 #include "kintsugi/core/tensor.hpp"
 
 namespace kintsugi {
@@ -29,66 +51,87 @@ struct CommBytes {
   std::uint64_t sent = 0, received = 0, calls = 0;
 };
 
+struct CommOptions {
+  Device device = Device::cpu;  // where data-plane tensors live
+  double timeout_s = 600;       // comm.timeout_s: deadline of every wait
+};
+
 class Communicator {
  public:
-  // MPI_COMM_WORLD as a group named "world". The tracker must outlive it.
-  static std::shared_ptr<Communicator> world(MemoryTracker& memory);
-  ~Communicator();
+  virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   // Collective over this group: ranks passing the same color form a new group, ordered by key.
   // Ranks passing kNoGroup get null.
   static constexpr int kNoGroup = -1;
-  std::shared_ptr<Communicator> split(int color, int key, const std::string& name);
+  virtual std::shared_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }
 
-  // In place over t. With ReduceOp::max every rank ends with the elementwise maximum.
+  // ---- data plane (f32, f64, bf16, f16, i32; u8 only where nothing is summed).
+  // In place over t. With ReduceOp::max every rank ends with the elementwise maximum. bf16 and
+  // f16 are summed in f32 and rounded after each addition.
   CommHandle all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
   // in holds size() equal chunks; this rank's out receives the sum of everybody's chunk rank().
-  // `in` serves as scratch and is left undefined.
+  // `in` serves as scratch and is left undefined; out may be this rank's chunk of in.
   CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out);
-  // out (size() chunks) receives every rank's `in` in rank order.
+  // out (size() chunks) receives every rank's `in` in rank order; in may be out's chunk rank().
   CommHandle all_gather_async(const Tensor& in, const Tensor& out);
   CommHandle broadcast_async(const Tensor& t, int root);
-  CommHandle send_async(const Tensor& t, int dst, int tag);
-  CommHandle recv_async(const Tensor& t, int src, int tag);
+  CommHandle send_async(const Tensor& t, int dst);
+  CommHandle recv_async(const Tensor& t, int src);
 
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce_async(t, op).wait(); }
   void reduce_scatter(const Tensor& in, const Tensor& out) { reduce_scatter_async(in, out).wait(); }
   void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
   void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
-  void barrier();
 
+  // ---- control plane: host values, blocking.
+  virtual void host_all_reduce(std::span<double> values, ReduceOp op) = 0;
+  double host_all_reduce(double value, ReduceOp op = ReduceOp::sum);
+  // Every rank's string on `root`, in rank order; other ranks get an empty list.
+  virtual std::vector<std::string> host_gather(const std::string& mine, int root) = 0;
+  // Host bytes between two ranks, paired in posting order like the data plane's transfers; the
+  // receiver knows the size.
+  virtual void host_send(std::span<const std::byte> bytes, int dst) = 0;
+  virtual void host_recv(std::span<std::byte> bytes, int src) = 0;
+  virtual void barrier() = 0;
+
+  // ---- bytes each data-plane operation must move (above), per operation kind.
   CommBytes bytes(CommOp op) const;
   CommBytes total_bytes() const;
   void reset_counters();
 
- private:
-  Communicator(MemoryTracker& memory, MPI_Comm comm, std::string name);
-  // Ring phases over `data` cut into size() chunks (chunk i = elements [i*n/size, (i+1)*n/size)).
-  void ring_reduce_scatter(std::byte* data, std::int64_t n, DType dtype, ReduceOp op);
-  void ring_all_gather(std::byte* data, std::int64_t n, DType dtype, CommOp counted_as);
-  void sendrecv(const std::byte* send, std::size_t send_bytes, int dst, std::byte* recv,
-                std::size_t recv_bytes, int src, CommOp op);
-  std::byte* scratch(std::size_t bytes);  // worker thread only
-  void count(CommOp op, std::uint64_t sent, std::uint64_t received);
-  void check(int rc, const char* what) const;
+ protected:
+  Communicator(std::string name, int rank, int size)
+      : name_(std::move(name)), rank_(rank), size_(size) {}
 
-  std::unique_ptr<CommWorker> owned_worker_;
-  CommWorker& worker_;
-  MemoryTracker& memory_;
-  MPI_Comm comm_;
+  // The implementation's half: start the operation (arguments checked and counted already).
+  virtual CommHandle start_all_reduce(const Tensor& t, ReduceOp op) = 0;
+  virtual CommHandle start_reduce_scatter(const Tensor& in, const Tensor& out) = 0;
+  virtual CommHandle start_all_gather(const Tensor& in, const Tensor& out) = 0;
+  virtual CommHandle start_broadcast(const Tensor& t, int root) = 0;
+  virtual CommHandle start_send(const Tensor& t, int dst) = 0;
+  virtual CommHandle start_recv(const Tensor& t, int src) = 0;
+
+ private:
+  void count(CommOp op, std::uint64_t sent, std::uint64_t received);
+  void check_peer(int peer, const char* what) const;
+
   std::string name_;
-  int rank_ = 0, size_ = 1;
-  Buffer scratch_;
+  int rank_, size_;
   struct Counter {
     std::atomic<std::uint64_t> sent{0}, received{0}, calls{0};
   };
   std::array<Counter, kCommOps> counters_;
 };
+
+// The world (every rank of the job) as a group named "world", over the implementation for
+// options.device: MPI for host memory. Needs an initialized MpiRuntime
+// (comm/mpi/mpi_runtime.hpp): ranks are launched and bootstrapped by MPI.
+std::shared_ptr<Communicator> make_world_communicator(const CommOptions& options = {});
 
 }  // namespace kintsugi

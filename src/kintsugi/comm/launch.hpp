@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "kintsugi/comm/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
 
 namespace kintsugi {
 
@@ -21,8 +21,8 @@ struct AlreadyReported {
 // Every rank calls this with its verdict on the job's setup (empty: fine). If any rank failed,
 // the lowest failing rank prints its message, and every rank throws AlreadyReported: one clear
 // message, a clean exit, no rank left waiting in a collective. Without MPI it prints and throws
-// when `error` is set.
-void agree_on_setup(const MpiRuntime* mpi, const std::string& error);
+// when `error` is set. A rank still missing after timeout_s ends the job (MPI_Abort).
+void agree_on_setup(const MpiRuntime* mpi, const std::string& error, double timeout_s = 600);
 
 // The same agreement later in a run, over the world communicator (null: one process).
 class Communicator;

@@ -30,10 +30,6 @@ int PipelineExecutor::slot_of(int mb) const {
   return mb % chunks_.front()->slots();
 }
 
-int PipelineExecutor::tag(int direction, int receiver_chunk, int mb) const {
-  return (mb * shape_.stages * shape_.virtual_stages + receiver_chunk) * 2 + direction;
-}
-
 void PipelineExecutor::wait_sends(Slot& slot) {
   for (auto& h : slot.sends) h.wait();
   slot.sends.clear();
@@ -66,8 +62,8 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
     switch (in.op) {
       case PipeOp::recv_forward:
         wait_sends(*slot);  // the slot's buffers are reused: earlier sends must be done
-        receives_[{kForward, in.chunk, in.micro_batch}] = pp_->recv_async(
-            chunk->input(s), (g - 1) % p, tag(kForward, g, in.micro_batch));
+        receives_[{kForward, in.chunk, in.micro_batch}] =
+            pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
       case PipeOp::forward: {
         wait_receive(kForward, in.chunk, in.micro_batch);
@@ -85,13 +81,12 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
       case PipeOp::send_forward:
-        slot->sends.push_back(
-            pp_->send_async(chunk->output(s), (g + 1) % p, tag(kForward, g + 1, in.micro_batch)));
+        slot->sends.push_back(pp_->send_async(chunk->output(s), (g + 1) % p));
         break;
       case PipeOp::recv_backward:
         wait_sends(*slot);
-        receives_[{kBackward, in.chunk, in.micro_batch}] = pp_->recv_async(
-            chunk->grad(s), (g + 1) % p, tag(kBackward, g, in.micro_batch));
+        receives_[{kBackward, in.chunk, in.micro_batch}] =
+            pp_->recv_async(chunk->grad(s), (g + 1) % p);
         break;
       case PipeOp::backward: {
         wait_receive(kBackward, in.chunk, in.micro_batch);
@@ -104,9 +99,7 @@ void PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         break;
       }
       case PipeOp::send_backward:
-        slot->sends.push_back(
-            pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p,
-                            tag(kBackward, g - 1, in.micro_batch)));
+        slot->sends.push_back(pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p));
         break;
       case PipeOp::reduce_grads: {
         const double start = tracer_.now();

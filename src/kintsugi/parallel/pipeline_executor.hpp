@@ -2,8 +2,10 @@
 // Runs a pipeline schedule (pipeline_schedule.hpp) over this rank's model chunks: posts the
 // receives, runs forward and backward of each (chunk, micro-batch) in a slot of the chunk once
 // its input has arrived, and sends outputs and input gradients on, all transfers non-blocking
-// on the pipeline group's communication thread. Any schedule runs on it, including a
-// forward-only one for evaluation.
+// on the pipeline group's communication thread. Transfers carry no tag: the communicator pairs
+// them in posting order, which the schedules keep matched between every two ranks
+// (test_pipeline_schedule checks it). Any schedule runs on it, including a forward-only one for
+// evaluation.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,7 +47,6 @@ class PipelineExecutor {
     std::vector<CommHandle> sends;  // outstanding sends from this slot's buffers
   };
   int slot_of(int mb) const;
-  int tag(int direction, int receiver_chunk, int mb) const;
   void wait_sends(Slot& slot);
   void wait_receive(int direction, int chunk, int mb);
 

@@ -38,11 +38,11 @@ double half_round_trip(Communicator& world, std::vector<float>& buffer, int repe
     world.barrier();
     const double start = now();
     if (world.rank() == 0) {
-      world.send_async(t, 1, 7).wait();
-      world.recv_async(t, 1, 8).wait();
+      world.send_async(t, 1).wait();
+      world.recv_async(t, 1).wait();
     } else if (world.rank() == 1) {
-      world.recv_async(t, 0, 7).wait();
-      world.send_async(t, 0, 8).wait();
+      world.recv_async(t, 0).wait();
+      world.send_async(t, 0).wait();
     }
     best = std::min(best, (now() - start) / 2);
   }

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -117,6 +118,9 @@ std::vector<Key> keys_of(RunConfig& c) {
        "groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
+      {"comm.timeout_s", &c.comm.timeout_s,
+       "seconds any communication may wait for other ranks; then the job ends with a message "
+       "naming the group, the operation and the ranks that did not arrive"},
   };
 }
 
@@ -320,6 +324,8 @@ void validate(const RunConfig& c) {
   if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
+  if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
+    fail("comm.timeout_s = {} must be a positive number of seconds", c.comm.timeout_s);
 }
 
 LayoutSpec layout_spec(const RunConfig& c) {

@@ -67,12 +67,17 @@ struct MetricsConfig {
   double peak_gflops = 0;  // 0: the GEMM rate `kintsugi bench gemm` measures on this machine
 };
 
+struct CommConfig {
+  double timeout_s = 600;  // deadline of every communication wait, then the job ends
+};
+
 struct RunConfig {
   ModelConfig model = model_preset("gpt-tiny");
   DataConfig data;
   TrainConfig train;
   ParallelConfig parallel;
   MetricsConfig metrics;
+  CommConfig comm;
   std::string source;  // where it came from, for messages
 };
 

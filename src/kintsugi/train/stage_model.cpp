@@ -21,11 +21,12 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                              (c.train.micro_batch * place.dp_size))};
   // Data-parallel state is sharded over the whole group, or over groups of hsdp ranks that
   // replicate each other.
-  const int zero = stage_number(c.parallel.zero);
+  const ZeroStage zero = c.parallel.zero;
+  const bool sharded = zero > ZeroStage::none;
   const ShardingConfig sharding{
       .stage = zero,
-      .shard = zero > 0 && place.shard ? place.shard : place.dp,
-      .replica = zero > 0 ? place.replica : nullptr,
+      .shard = sharded && place.shard ? place.shard : place.dp,
+      .replica = sharded ? place.replica : nullptr,
       .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)};
   const int shards = sharding.shard ? sharding.shard->size() : 1;
   // Mixed precision: weights and activations in 16 bits; gradients accumulated in f32 unless
@@ -44,7 +45,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
     const ChunkStorage storage{.compute = compute,
                                .grad = grad,
                                .allocate = false,
-                               .unit_multiple = 16 * (zero > 0 ? shards : 1),
+                               .unit_multiple = 16 * (sharded ? shards : 1),
                                .recompute = c.train.recompute};
     chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
                                                    m.seq_len, slots, place.tp, spec));
@@ -82,7 +83,7 @@ void StageModel::release_all_params() {
 
 double StageModel::sum_over_job(double v) const {
   for (Communicator* g : {place_.pp, place_.dp})
-    if (g) g->all_reduce(Tensor{&v, DType::f64, Shape{1}});
+    if (g) v = g->host_all_reduce(v);
   return v;
 }
 
@@ -109,7 +110,7 @@ void StageModel::optimizer_step() {
   for (auto& s : states_) s->grad_sum_squares(local);
   double sum = read_scalar(local);
   for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
-    if (g) g->all_reduce(Tensor{&sum, DType::f64, Shape{1}});
+    if (g) sum = g->host_all_reduce(sum);
   // Every rank sees the same sum, so every rank takes the same decision to skip.
   const double scale = scaler_.scale();
   skipped_ = !scaler_.update(std::sqrt(sum));
@@ -154,7 +155,7 @@ double StageModel::evaluate(const Sampler& sample, int micro_batches,
   zero_loss();
   if (micro_batches > 0) forward(sample, micro_batches);
   const double loss = local_loss();  // before the lockstep forwards, whose losses are dropped
-  if (states_.front()->stage() == 3 && lockstep_micro_batches > micro_batches)
+  if (states_.front()->stage() == ZeroStage::parameters && lockstep_micro_batches > micro_batches)
     forward([&](int k, std::int32_t* tokens,
                 std::int32_t* targets) { sample(micro_batches + k, tokens, targets); },
             lockstep_micro_batches - micro_batches);

@@ -75,24 +75,10 @@ void write_trace(const std::string& path, const Tracer& tracer, const Place& pla
   std::vector<std::string> names = {"rank 0"};
   if (place.topology) {
     Communicator& world = place.topology->world();
-    std::vector<double> lengths(world.size());
-    double length = static_cast<double>(mine.size());
-    world.all_gather(Tensor{&length, DType::f64, Shape{1}},
-                     Tensor{lengths.data(), DType::f64, Shape{world.size()}});
-    constexpr int kTraceTag = 1 << 20;
-    if (world.rank() != 0) {
-      world.send_async(Tensor{const_cast<char*>(mine.data()), DType::u8,
-                              Shape{static_cast<std::int64_t>(mine.size())}},
-                       0, kTraceTag)
-          .wait();
-      return;
-    }
+    const std::vector<std::string> all = world.host_gather(mine, 0);
+    if (world.rank() != 0) return;
     for (int r = 1; r < world.size(); ++r) {
-      std::string text(static_cast<std::size_t>(lengths[r]), '\0');
-      world.recv_async(Tensor{text.data(), DType::u8, Shape{static_cast<std::int64_t>(text.size())}},
-                       r, kTraceTag)
-          .wait();
-      ranks.push_back(deserialize(text));
+      ranks.push_back(deserialize(all[static_cast<std::size_t>(r)]));
       const RankCoords c = place.topology->map().coords(r);
       names.push_back(fmt::format("rank {} (tp {}, dp {}, pp {})", r, c.tp, c.dp, c.pp));
     }
@@ -127,7 +113,7 @@ RankState rank_state(StageModel& model, const Place& place) {
 // at the same step boundary, or the ones that go on would wait for the ones that stopped.
 bool job_asked_to_stop(const Place& place) {
   double flag = stop_requested() ? 1.0 : 0.0;
-  if (place.topology) place.topology->world().all_reduce(Tensor{&flag, DType::f64, Shape{1}});
+  if (place.topology) flag = place.topology->world().host_all_reduce(flag);
   return flag > 0;
 }
 

@@ -1,0 +1,58 @@
+#pragma once
+// The completion of one asynchronous communication operation. Any communicator implementation
+// hands one out per *_async call and completes it from wherever its operations finish (a
+// progress thread over MPI, a stream callback over NCCL). Header-only, so implementations in
+// comm/'s subfolders need nothing but headers from comm/.
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+
+namespace kintsugi {
+
+class CommHandle {
+ public:
+  // What an implementation keeps to complete the handle later.
+  class State {
+   public:
+    void complete(std::exception_ptr error = nullptr) {
+      {
+        std::lock_guard lock(mutex_);
+        done_ = true;
+        error_ = error;
+      }
+      cv_.notify_all();
+    }
+
+   private:
+    friend class CommHandle;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::exception_ptr error_;
+  };
+
+  CommHandle() = default;  // already complete
+  explicit CommHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  static CommHandle pending() { return CommHandle(std::make_shared<State>()); }
+  const std::shared_ptr<State>& state() const { return state_; }
+
+  // Blocks until the operation is done; rethrows its error, if any. The communicator holds every
+  // operation to its deadline (comm.timeout_s), so this returns or the job ends.
+  void wait() {
+    if (!state_) return;
+    std::unique_lock lock(state_->mutex_);
+    state_->cv_.wait(lock, [&] { return state_->done_; });
+    if (state_->error_) std::rethrow_exception(state_->error_);
+  }
+  bool ready() const {
+    if (!state_) return true;
+    std::lock_guard lock(state_->mutex_);
+    return state_->done_;
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kintsugi

@@ -1,0 +1,322 @@
+#include "kintsugi/comm/mpi/mpi_communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "kintsugi/comm/mpi/mpi_runtime.hpp"
+#include "kintsugi/comm/mpi/mpi_types.hpp"
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+namespace {
+
+// Transfers of both planes use one tag, so MPI's non-overtaking rule pairs them in order.
+constexpr int kTransferTag = 0;
+// MPI counts are ints: longer byte messages go as several, posted in order.
+constexpr std::size_t kMaxPiece = std::size_t{1} << 30;
+
+int comm_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+
+int comm_size(MPI_Comm c) {
+  int n = 1;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int n = comm_size(comm);
+  std::vector<int> local(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n));
+  std::iota(local.begin(), local.end(), 0);
+  MPI_Group_translate_ranks(group, n, local.data(), world, out.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return out;
+}
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail("{} failed: {}: another rank may have died", call,
+       std::string(text, static_cast<std::size_t>(len)));
+}
+
+int int_count(std::int64_t n, const char* what) {
+  if (n > INT_MAX)
+    fail("{} of {} elements per rank exceeds MPI's int count: use smaller buckets or units", what,
+         n);
+  return static_cast<int>(n);
+}
+
+// Posts `bytes` as pieces of at most kMaxPiece (at least one: an empty message still pairs).
+template <class Post>
+void in_pieces(std::size_t bytes, std::vector<MPI_Request>& requests, Post post) {
+  for (std::size_t off = 0;; off += kMaxPiece) {
+    requests.emplace_back();
+    post(off, static_cast<int>(std::min(kMaxPiece, bytes - off)), &requests.back());
+    if (off + kMaxPiece >= bytes) return;
+  }
+}
+
+OpLabel label(const char* op, std::size_t bytes = 0, int peer = -1, bool sending = false) {
+  OpLabel l;
+  l.op = op;
+  l.bytes = bytes;
+  l.peer = peer;
+  l.sending = sending;
+  return l;
+}
+
+void host_memory(const Tensor& t) {
+  if (t.device != Device::cpu)
+    fail("the MPI communicator moves host memory; a {} tensor needs a device communicator",
+         name_of(t.device));
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(std::string name, MPI_Comm control,
+                                 std::shared_ptr<StallWatch> watch)
+    : Communicator(std::move(name), comm_rank(control), comm_size(control)),
+      watch_(std::move(watch)),
+      control_(control) {
+  status_ = std::make_unique<GroupStatus>(this->name(), world_ranks_of(control_), rank());
+  watch_->add(status_.get());
+  // The data plane's own communicator: its collectives never mix with the control plane's.
+  this->control(label("create group"), [&](std::vector<MPI_Request>& r) {
+    r.emplace_back();
+    check(MPI_Comm_idup(control_, &data_, &r.back()), "MPI_Comm_idup");
+  });
+  progress_ = std::make_unique<ProgressThread>(*status_, *watch_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  progress_.reset();  // completes everything submitted
+  watch_->remove(status_.get());
+  MPI_Comm_free(&data_);
+  MPI_Comm_free(&control_);
+}
+
+std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
+  // MPI_Comm_split has no non-blocking form: a barrier under the deadline first makes sure every
+  // member has arrived, so the split itself cannot hang on a stalled one.
+  control(label("split"), [&](std::vector<MPI_Request>& r) {
+    r.emplace_back();
+    check(MPI_Ibarrier(control_, &r.back()), "MPI_Ibarrier");
+  });
+  MPI_Comm comm = MPI_COMM_NULL;
+  check(MPI_Comm_split(control_, color == kNoGroup ? MPI_UNDEFINED : color, key, &comm),
+        "MPI_Comm_split");
+  if (comm == MPI_COMM_NULL) return nullptr;
+  return std::make_shared<MpiCommunicator>(name, comm, watch_);
+}
+
+void MpiCommunicator::control(OpLabel label,
+                              const std::function<void(std::vector<MPI_Request>&)>& post) {
+  label.plane = Plane::control;
+  const std::uint64_t ticket = status_->posted(label);
+  std::vector<MPI_Request> requests;
+  try {
+    post(requests);
+    await_requests(requests, *status_, label, *watch_);
+  } catch (...) {
+    status_->finished(ticket);
+    throw;
+  }
+  status_->finished(ticket);
+}
+
+// ---- data plane
+
+CommHandle MpiCommunicator::start_all_reduce(const Tensor& t, ReduceOp op) {
+  host_memory(t);
+  if (size() == 1) return {};
+  const MPI_Datatype type = mpi_type(t.dtype);
+  const MPI_Op mop = mpi_op(op, t.dtype);
+  const std::size_t es = size_of(t.dtype);
+  return progress_->submit({label("all_reduce", t.bytes()), [=, this] {
+    std::vector<MPI_Request> r;
+    // Pieces of at most INT_MAX elements, each reduced in place.
+    for (std::int64_t off = 0; off < t.numel(); off += INT_MAX) {
+      const int n = static_cast<int>(std::min<std::int64_t>(INT_MAX, t.numel() - off));
+      r.emplace_back();
+      check(MPI_Iallreduce(MPI_IN_PLACE, static_cast<std::byte*>(t.data) + off * es, n, type,
+                           mop, data_, &r.back()),
+            "MPI_Iallreduce");
+    }
+    return r;
+  }, nullptr});
+}
+
+CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out) {
+  host_memory(in);
+  host_memory(out);
+  // In place over `in`: MPI leaves this rank's reduced chunk at its start; then it moves to out.
+  auto move_out = [in, out] {
+    if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
+  };
+  if (size() == 1) {
+    move_out();
+    return {};
+  }
+  const int count = int_count(out.numel(), "reduce_scatter");
+  const MPI_Datatype type = mpi_type(in.dtype);
+  const MPI_Op mop = mpi_op(ReduceOp::sum, in.dtype);
+  return progress_->submit({label("reduce_scatter", in.bytes()), [=, this] {
+    std::vector<MPI_Request> r(1);
+    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, in.data, count, type, mop, data_, &r[0]),
+          "MPI_Ireduce_scatter_block");
+    return r;
+  }, move_out});
+}
+
+CommHandle MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out) {
+  host_memory(in);
+  host_memory(out);
+  std::byte* mine = static_cast<std::byte*>(out.data) + rank() * in.bytes();
+  auto move_in = [in, mine] {
+    if (in.data != mine) std::memmove(mine, in.data, in.bytes());
+  };
+  if (size() == 1) {
+    move_in();
+    return {};
+  }
+  const int count = int_count(in.numel(), "all_gather");
+  const MPI_Datatype type = mpi_type(in.dtype);
+  return progress_->submit({label("all_gather", out.bytes()), [=, this] {
+    move_in();  // in place: this rank's chunk is where the gathered result keeps it
+    std::vector<MPI_Request> r(1);
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data, count, type, data_, &r[0]),
+          "MPI_Iallgather");
+    return r;
+  }, nullptr});
+}
+
+CommHandle MpiCommunicator::start_broadcast(const Tensor& t, int root) {
+  host_memory(t);
+  if (size() == 1) return {};
+  return progress_->submit({label("broadcast", t.bytes()), [=, this] {
+    std::vector<MPI_Request> r;
+    in_pieces(t.bytes(), r, [&](std::size_t off, int len, MPI_Request* req) {
+      check(MPI_Ibcast(static_cast<std::byte*>(t.data) + off, len, MPI_BYTE, root, data_, req),
+            "MPI_Ibcast");
+    });
+    return r;
+  }, nullptr});
+}
+
+CommHandle MpiCommunicator::transfer(const Tensor& t, int peer, bool sending) {
+  host_memory(t);
+  return progress_->submit({label(sending ? "send" : "recv", t.bytes(), peer, sending), [=, this] {
+    std::vector<MPI_Request> r;
+    in_pieces(t.bytes(), r, [&](std::size_t off, int len, MPI_Request* req) {
+      std::byte* p = static_cast<std::byte*>(t.data) + off;
+      check(sending ? MPI_Isend(p, len, MPI_BYTE, peer, kTransferTag, data_, req)
+                    : MPI_Irecv(p, len, MPI_BYTE, peer, kTransferTag, data_, req),
+            sending ? "MPI_Isend" : "MPI_Irecv");
+    });
+    return r;
+  }, nullptr});
+}
+
+CommHandle MpiCommunicator::start_send(const Tensor& t, int dst) { return transfer(t, dst, true); }
+CommHandle MpiCommunicator::start_recv(const Tensor& t, int src) { return transfer(t, src, false); }
+
+// ---- control plane
+
+void MpiCommunicator::host_all_reduce(std::span<double> values, ReduceOp op) {
+  if (size() == 1) return;
+  control(label("host_all_reduce", values.size_bytes()),
+          [&](std::vector<MPI_Request>& r) {
+            r.emplace_back();
+            check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                                 MPI_DOUBLE, op == ReduceOp::sum ? MPI_SUM : MPI_MAX, control_,
+                                 &r.back()),
+                  "MPI_Iallreduce");
+          });
+}
+
+std::vector<std::string> MpiCommunicator::host_gather(const std::string& mine, int root) {
+  if (size() == 1) return {mine};
+  const bool at_root = rank() == root;
+  std::vector<std::int64_t> lengths(at_root ? static_cast<std::size_t>(size()) : 0);
+  const std::int64_t length = static_cast<std::int64_t>(mine.size());
+  control(label("host_gather lengths"), [&](std::vector<MPI_Request>& r) {
+    r.emplace_back();
+    check(MPI_Igather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, control_,
+                      &r.back()),
+          "MPI_Igather");
+  });
+  std::vector<int> counts, offsets;
+  std::int64_t total = 0;
+  for (std::int64_t n : lengths) {
+    counts.push_back(static_cast<int>(n));
+    offsets.push_back(static_cast<int>(total));
+    total += n;
+  }
+  if (total > INT_MAX) fail("host_gather of {} bytes in group {}: over 2 GiB", total, name());
+  std::string all(static_cast<std::size_t>(total), '\0');
+  control(label("host_gather", mine.size()), [&](std::vector<MPI_Request>& r) {
+    r.emplace_back();
+    check(MPI_Igatherv(mine.data(), static_cast<int>(length), MPI_CHAR, all.data(),
+                       counts.data(), offsets.data(), MPI_CHAR, root, control_, &r.back()),
+          "MPI_Igatherv");
+  });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    out.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(counts[i])));
+  return out;
+}
+
+void MpiCommunicator::host_send(std::span<const std::byte> bytes, int dst) {
+  control(label("host_send", bytes.size(), dst, true),
+          [&](std::vector<MPI_Request>& r) {
+            in_pieces(bytes.size(), r, [&](std::size_t off, int len, MPI_Request* req) {
+              check(MPI_Isend(bytes.data() + off, len, MPI_BYTE, dst, kTransferTag, control_, req),
+                    "MPI_Isend");
+            });
+          });
+}
+
+void MpiCommunicator::host_recv(std::span<std::byte> bytes, int src) {
+  control(label("host_recv", bytes.size(), src),
+          [&](std::vector<MPI_Request>& r) {
+            in_pieces(bytes.size(), r, [&](std::size_t off, int len, MPI_Request* req) {
+              check(MPI_Irecv(bytes.data() + off, len, MPI_BYTE, src, kTransferTag, control_, req),
+                    "MPI_Irecv");
+            });
+          });
+}
+
+void MpiCommunicator::barrier() {
+  if (size() == 1) return;
+  control(label("barrier"), [&](std::vector<MPI_Request>& r) {
+    r.emplace_back();
+    check(MPI_Ibarrier(control_, &r.back()), "MPI_Ibarrier");
+  });
+}
+
+std::shared_ptr<Communicator> make_mpi_world(const CommOptions& options) {
+  if (!MpiRuntime::initialized())
+    fail("the MPI communicator needs MPI: start kintsugi under mpirun or srun");
+  auto watch = std::make_shared<StallWatch>(options.timeout_s);
+  MPI_Comm control = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &control);  // right after start-up: everyone is there
+  return std::make_shared<MpiCommunicator>("world", control, std::move(watch));
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,237 @@
+#include "kintsugi/comm/mpi/stall_watch.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <list>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kQueryTag = 1, kAnswerTag = 2;
+constexpr auto kResponderPoll = std::chrono::milliseconds(10);
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// How long the waiting rank collects answers: live ranks answer within milliseconds; a loaded
+// machine gets some slack, a long deadline a little more.
+double answer_window_s(double timeout_s) { return std::clamp(timeout_s / 2, 1.0, 10.0); }
+
+std::string mpi_error(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+}  // namespace
+
+StallWatch::StallWatch(double timeout_s) : timeout_s_(timeout_s), reporter_seen_(INT_MAX) {
+  // The first duplicate of the world, right after MPI_Init: the one wait without a deadline.
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  responder_ = std::thread([this] { answer_queries(); });
+}
+
+StallWatch::~StallWatch() {
+  stopping_ = true;
+  responder_.join();
+  MPI_Comm_free(&comm_);
+}
+
+void StallWatch::add(const GroupStatus* group) {
+  std::lock_guard lock(mutex_);
+  groups_.push_back(group);
+}
+
+void StallWatch::remove(const GroupStatus* group) {
+  std::lock_guard lock(mutex_);
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
+}
+
+std::string StallWatch::status_json() const {
+  nlohmann::json groups = nlohmann::json::array();
+  {
+    std::lock_guard lock(mutex_);
+    for (const GroupStatus* g : groups_) groups.push_back(g->to_json());
+  }
+  return nlohmann::json{{"reporting", reporting_.load()}, {"groups", groups}}.dump();
+}
+
+void StallWatch::answer_queries() {
+  int query = 0;
+  MPI_Request incoming = MPI_REQUEST_NULL;
+  MPI_Irecv(&query, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, comm_, &incoming);
+  std::list<std::pair<std::string, MPI_Request>> answers;  // kept alive until sent
+  while (!stopping_) {
+    int done = 0;
+    MPI_Status status;
+    MPI_Test(&incoming, &done, &status);
+    if (done) {
+      const int asker = status.MPI_SOURCE;
+      int seen = reporter_seen_.load();
+      while (asker < seen && !reporter_seen_.compare_exchange_weak(seen, asker)) {
+      }
+      answers.emplace_back(status_json(), MPI_REQUEST_NULL);
+      auto& [text, request] = answers.back();
+      MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, asker, kAnswerTag, comm_,
+                &request);
+      MPI_Irecv(&query, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, comm_, &incoming);
+      continue;
+    }
+    for (auto it = answers.begin(); it != answers.end();) {
+      int sent = 0;
+      MPI_Test(&it->second, &sent, MPI_STATUS_IGNORE);
+      it = sent ? answers.erase(it) : std::next(it);
+    }
+    std::this_thread::sleep_for(kResponderPoll);
+  }
+  MPI_Cancel(&incoming);
+  MPI_Wait(&incoming, MPI_STATUS_IGNORE);
+  // Answers still in flight go to a rank that stopped listening: abandon them.
+  for (auto& a : answers) MPI_Request_free(&a.second);
+}
+
+std::vector<nlohmann::json> StallWatch::ask_everyone() {
+  std::vector<nlohmann::json> statuses(static_cast<std::size_t>(size_));
+  statuses[static_cast<std::size_t>(rank_)] = nlohmann::json::parse(status_json());
+  std::vector<MPI_Request> queries;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    queries.emplace_back();
+    MPI_Isend(&rank_, 1, MPI_INT, r, kQueryTag, comm_, &queries.back());
+  }
+  std::vector<bool> answered(static_cast<std::size_t>(size_), false);
+  answered[static_cast<std::size_t>(rank_)] = true;
+  int missing = size_ - 1;
+  const auto start = Clock::now();
+  while (missing > 0 && seconds_since(start) < answer_window_s(timeout_s_)) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, comm_, &flag, &status);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    int length = 0;
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string text(static_cast<std::size_t>(length), '\0');
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kAnswerTag, comm_,
+             MPI_STATUS_IGNORE);
+    const auto r = static_cast<std::size_t>(status.MPI_SOURCE);
+    if (answered[r]) continue;
+    answered[r] = true;
+    --missing;
+    statuses[r] = nlohmann::json::parse(text, nullptr, false);
+  }
+  // Queries to ranks that never answered stay unsent or unmatched: the job ends anyway.
+  for (auto& q : queries) MPI_Request_free(&q);
+  return statuses;
+}
+
+std::string StallWatch::diagnose(const GroupStatus& group, const OpLabel& label,
+                                 const std::vector<nlohmann::json>& statuses) const {
+  const auto& members = group.world_ranks();
+  std::vector<int> peers;
+  if (label.peer >= 0) peers.push_back(label.peer);
+  else
+    for (int i = 0; i < static_cast<int>(members.size()); ++i)
+      if (i != group.rank()) peers.push_back(i);
+  std::vector<std::string> absent;
+  for (int p : peers) {
+    const int world = members[static_cast<std::size_t>(p)];
+    const nlohmann::json& status = statuses[static_cast<std::size_t>(world)];
+    const std::string who = fmt::format("world rank {} ({} rank {})", world, group.name(), p);
+    if (status.is_null() || status.is_discarded()) {
+      absent.push_back(who + " did not answer: it is stopped, hung or dead");
+      continue;
+    }
+    const nlohmann::json* mine = nullptr;
+    for (const auto& g : status.at("groups"))
+      if (g.at("name") == group.name() && g.at("ranks").get<std::vector<int>>() == members)
+        mine = &g;
+    if (!mine) {
+      absent.push_back(who + " has no such group any more");
+    } else if (!has_arrived(*mine, label, group.rank())) {
+      std::string waits = "busy outside communication";
+      for (const auto& g : status.at("groups"))
+        if (g.at("waiting").is_string()) {
+          waits = "it waits for " + g.at("waiting").get<std::string>();
+          break;
+        }
+      absent.push_back(fmt::format("{} has not reached it ({})", who, waits));
+    }
+  }
+  std::vector<int> silent;
+  for (int r = 0; r < size_; ++r)
+    if (statuses[static_cast<std::size_t>(r)].is_null()) silent.push_back(r);
+  std::string text = fmt::format(
+      "communication timed out: world rank {} waited {:g} s (comm.timeout_s) in group {} (world "
+      "ranks {}) for {}. ",
+      rank_, timeout_s_, group.name(), fmt::join(members, ", "), label.describe());
+  if (absent.empty())
+    text += "Every peer has posted its side: the transfer itself is stuck.";
+  else
+    text += fmt::format("Not arrived: {}.", fmt::join(absent, "; "));
+  if (!silent.empty())
+    text += fmt::format(" Ranks that did not answer at all: {}.", fmt::join(silent, ", "));
+  return text + " Ending the job (raise comm.timeout_s if the wait was legitimate).";
+}
+
+void StallWatch::expired(const GroupStatus& group, const OpLabel& label) {
+  // One report per process; a rank that knows another is reporting stays silent, unless that
+  // one dies before ending the job.
+  const bool first = !reporting_.exchange(true);
+  const double window = answer_window_s(timeout_s_);
+  if (first && reporter_seen_.load() == INT_MAX) {
+    const auto statuses = ask_everyone();
+    bool lower_reports = reporter_seen_.load() < rank_;
+    for (int r = 0; r < rank_; ++r) {
+      const auto& s = statuses[static_cast<std::size_t>(r)];
+      if (s.is_object() && s.value("reporting", false)) lower_reports = true;
+    }
+    if (!lower_reports) {
+      fmt::print(stderr, "kintsugi: error: {}\n", diagnose(group, label, statuses));
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(3 * window + 5));
+  fmt::print(stderr, "kintsugi: error: communication timed out: world rank {} waited {:g} s "
+                     "(comm.timeout_s) in group {} for {}; ending the job\n",
+             rank_, timeout_s_, group.name(), label.describe());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void await_requests(std::vector<MPI_Request>& requests, const GroupStatus& group,
+                    const OpLabel& label, StallWatch& watch) {
+  const auto start = Clock::now();
+  for (long polls = 0;; ++polls) {
+    int done = 0;
+    const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                               MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS)
+      fail("{} failed in group {}: {}: another rank may have died", label.describe(), group.name(),
+           mpi_error(rc));
+    if (done) return;
+    if (seconds_since(start) > watch.timeout_s()) watch.expired(group, label);
+    // Short waits spin (a control-plane round trip takes microseconds), long ones sleep.
+    if (polls < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace kintsugi
