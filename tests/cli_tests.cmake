@@ -113,3 +113,19 @@ add_test(NAME cli.error.bench_comm_one_rank
 add_test(NAME cli.error.plan_ranks_not_local
          COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)
+
+# --device cuda: without the CUDA backend built, a clear error naming the option that adds it;
+# with it but without a GPU, the context's "no CUDA device is visible".
+if(KINTSUGI_CUDA)
+  set(no_cuda_message "no CUDA device is visible")
+else()
+  set(no_cuda_message "built without CUDA: rebuild with scripts/build.sh -DKINTSUGI_CUDA=ON")
+endif()
+add_test(NAME cli.error.device_cuda
+         COMMAND ${EXPECT_ERROR} "${no_cuda_message}"
+                 ${KINTSUGI_BIN} bench step --device cuda --model gpt2 --steps 1)
+add_test(NAME cli.error.train_device_cuda
+         COMMAND ${EXPECT_ERROR} "${no_cuda_message}"
+                 ${KINTSUGI_BIN} train --config ${TINY} --device cuda
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-device-cuda
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

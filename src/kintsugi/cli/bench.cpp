@@ -87,7 +87,7 @@ void add_step(CLI::App& bench) {
     std::string model = "gpt2";
     std::int64_t batch = 4, seq = 64;
     int steps = 5, warmup = 1, threads = 0;
-    std::string device = "cpu";
+    std::string device = "cpu", precision = "fp32";
     bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
@@ -101,6 +101,9 @@ void add_step(CLI::App& bench) {
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Device: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision,
+                  "Weights and activations: fp32, bf16 or fp16 (train.precision)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     set_compute_threads(args->threads);
@@ -109,7 +112,8 @@ void add_step(CLI::App& bench) {
     MemoryTracker memory;
     const GemmRate gemm = local_gemm_rate(*make_backend(device, memory));
     const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,
-                                      args->profile, device);
+                                      args->profile, device,
+                                      parse_name<Precision>(args->precision, "--precision"));
     const double fraction = r.gflops / gemm.gflops;
     std::vector<double> step_ms;
     for (double s : r.step_seconds) step_ms.push_back(s * 1e3);
@@ -120,6 +124,8 @@ void add_step(CLI::App& bench) {
                                         {"seq", args->seq},
                                         {"threads", compute_threads()},
                                         {"device", args->device},
+                                        {"hardware", gemm.cpu},
+                                        {"precision", args->precision},
                                         {"steps", args->steps},
                                         {"ms_per_step", r.median_seconds * 1e3},
                                         {"step_ms", step_ms},

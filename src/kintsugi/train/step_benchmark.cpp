@@ -12,7 +12,7 @@ namespace kintsugi {
 
 StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t batch,
                                        std::int64_t seq, int steps, int warmup, bool profile,
-                                       Device device) {
+                                       Device device, Precision precision) {
   if (seq > config.seq_len)
     fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
   if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
@@ -24,6 +24,7 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
   run.train.global_batch = batch;
   run.train.micro_batch = batch;
   run.train.seed = 1;
+  run.train.precision = precision;
   resolve_layout(run, 1);
 
   MemoryTracker memory;

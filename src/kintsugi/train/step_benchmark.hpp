@@ -8,6 +8,7 @@
 
 #include "kintsugi/backend/profiling_backend.hpp"
 
+#include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
@@ -25,6 +26,7 @@ struct StepBenchmarkResult {
 // a synchronization after each).
 StepBenchmarkResult run_step_benchmark(const ModelConfig& model, std::int64_t batch,
                                        std::int64_t seq, int steps, int warmup,
-                                       bool profile = false, Device device = Device::cpu);
+                                       bool profile = false, Device device = Device::cpu,
+                                       Precision precision = Precision::fp32);
 
 }  // namespace kintsugi

@@ -1,0 +1,33 @@
+# The CUDA backend (-DKINTSUGI_CUDA=ON): its own library, backend/cuda/, seeing core/ and
+# backend/ like the CPU backend, linked into kintsugi_backend (whose factory then offers
+# Device::cuda). nvcc compiles for compute capability 9.0 (H100/H200) and embeds compute_90 PTX
+# so newer GPUs can JIT it; the CUDA runtime is linked statically, cuBLASLt dynamically.
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+set(KINTSUGI_CUDA_ARCHITECTURES "90-real;90-virtual" CACHE STRING
+    "GPU architectures to build for (CMake's CUDA_ARCHITECTURES syntax)")
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 17)  # what CMake 3.25 knows for nvcc; the .cu files need no more
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+
+kintsugi_layer(NAME kintsugi_backend_cuda DIR backend/cuda SEES core
+  LINKS kintsugi_core CUDA::cudart_static CUDA::cublasLt)
+file(GLOB KINTSUGI_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kintsugi/backend/cuda/*.cu)
+target_sources(kintsugi_backend_cuda PRIVATE ${KINTSUGI_CUDA_SOURCES})
+# The lowest compute capability built for: the context refuses older GPUs with a clear message.
+list(GET KINTSUGI_CUDA_ARCHITECTURES 0 first_arch)
+string(REGEX MATCH "^[0-9]+" min_arch "${first_arch}")
+set_target_properties(kintsugi_backend_cuda PROPERTIES
+  CUDA_ARCHITECTURES "${KINTSUGI_CUDA_ARCHITECTURES}"
+  CUDA_RUNTIME_LIBRARY Static
+  POSITION_INDEPENDENT_CODE ON)
+target_compile_definitions(kintsugi_backend_cuda PRIVATE KINTSUGI_CUDA_MIN_ARCH=${min_arch})
+# Host flags (-march=native, -Wall...) reach nvcc's host compiler, not nvcc itself.
+target_compile_options(kintsugi_backend_cuda PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wno-unused-parameter --expt-relaxed-constexpr>)
+
+target_link_libraries(kintsugi_backend PUBLIC kintsugi_backend_cuda)
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kintsugi/backend/factory.cpp
+  PROPERTIES COMPILE_DEFINITIONS KINTSUGI_WITH_CUDA=1)

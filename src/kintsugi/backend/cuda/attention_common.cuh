@@ -1,0 +1,79 @@
+#pragma once
+// Pieces shared by the attention kernels: addressing into the packed qkv activation
+// [B, T, kv_heads, group + 2, hd] (see AttentionShape in backend.hpp), ALiBi slopes, tile sizes
+// and tile loads into shared memory.
+//
+// Tiles live in shared memory as Acc (f32, or f64 for f64 tensors) with rows padded to hd + 1
+// elements: a lane that reads "its" row at dimension d then hits a different bank from its
+// neighbours, and lanes reading consecutive dimensions of one row do too.
+#include "kintsugi/backend/cuda/device_math.cuh"
+
+namespace kintsugi::cuda::attn {
+
+constexpr int kTile = 32;         // query rows and key rows per tile (one per lane)
+constexpr int kMaxHeadDim = 256;  // dimensions per lane: up to 8
+
+struct QkvIndex {
+  std::int64_t group, row_stride, hd, seq, heads;
+  __host__ __device__ explicit QkvIndex(const AttnShape& s)
+      : group(s.heads / s.kv_heads),
+        row_stride(s.kv_heads * (s.heads / s.kv_heads + 2) * s.head_dim),
+        hd(s.head_dim),
+        seq(s.seq),
+        heads(s.heads) {}
+  // First element of query head h / key / value of kv head kvh, at token t of sequence b.
+  __device__ std::int64_t q(std::int64_t b, std::int64_t h, std::int64_t t) const {
+    return (b * seq + t) * row_stride + ((h / group) * (group + 2) + h % group) * hd;
+  }
+  __device__ std::int64_t k(std::int64_t b, std::int64_t kvh, std::int64_t t) const {
+    return (b * seq + t) * row_stride + (kvh * (group + 2) + group) * hd;
+  }
+  __device__ std::int64_t v(std::int64_t b, std::int64_t kvh, std::int64_t t) const {
+    return k(b, kvh, t) + hd;
+  }
+  // out and dout [B, T, H, hd]; lse and delta [B, H, T].
+  __device__ std::int64_t o(std::int64_t b, std::int64_t h, std::int64_t t) const {
+    return ((b * seq + t) * heads + h) * hd;
+  }
+  __device__ std::int64_t row(std::int64_t b, std::int64_t h, std::int64_t t) const {
+    return (b * heads + h) * seq + t;
+  }
+};
+
+// ALiBi's slope of local head h (0 without ALiBi): backend/alibi.hpp's formula, in f64.
+__device__ inline double head_slope(const AttnShape& s, std::int64_t h) {
+  if (s.alibi_heads <= 0) return 0.0;
+  const std::int64_t head = s.head_begin + h;
+  std::int64_t pow2 = 1;
+  while (pow2 * 2 <= s.alibi_heads) pow2 *= 2;
+  const double p = static_cast<double>(pow2);
+  if (head < pow2) return exp2(-8.0 * static_cast<double>(head + 1) / p);
+  const double j = static_cast<double>(head - pow2);
+  return exp2(-8.0 * (2.0 * j + 1.0) / (2.0 * p));
+}
+
+// tile[r * (hd + 1) + d] = src[first(t0 + r) + d] for the kTile rows from t0, 0 past the end.
+template <class Acc, class First>
+__device__ void load_tile(Acc* tile, const Ref& src, First first, std::int64_t t0, std::int64_t seq,
+                          std::int64_t hd) {
+  const std::int64_t ld = hd + 1;
+  for (std::int64_t idx = threadIdx.x; idx < kTile * hd; idx += blockDim.x) {
+    const std::int64_t r = idx / hd, d = idx % hd, t = t0 + r;
+    tile[r * ld + d] = t < seq ? load<Acc>(src, first(t) + d) : Acc(0);
+  }
+}
+
+// dot of two padded tile rows over hd dimensions.
+template <class Acc>
+__device__ __forceinline__ Acc dot_rows(const Acc* a, const Acc* b, std::int64_t hd) {
+  Acc acc = 0;
+  for (std::int64_t d = 0; d < hd; ++d) acc += a[d] * b[d];
+  return acc;
+}
+
+// Dimensions per lane for a head size: 1, 2, 4 or 8 (hd <= 32, 64, 128, 256).
+inline int dims_per_lane(std::int64_t hd) {
+  return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
+}
+
+}  // namespace kintsugi::cuda::attn

@@ -1,0 +1,169 @@
+#pragma once
+// Device-side building blocks shared by the kernels: typed loads and stores through a Ref (the
+// dtype switch is uniform across a warp, so it costs a branch, not divergence), launch geometry,
+// and block reductions whose order is fixed by the thread layout (deterministic).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "kintsugi/backend/cuda/cuda_check.hpp"
+#include "kintsugi/backend/cuda/kernels.hpp"
+
+// Kernel launches and dynamic shared memory go through these two names so that the same kernels
+// also run on the CPU under the test suite's CUDA emulator (tests/cuda_emulator), which defines
+// both before this header.
+#ifndef KINTSUGI_CUDA_LAUNCH
+#define KINTSUGI_CUDA_LAUNCH(kernel, grid, block, shared, stream, ...) \
+  kernel<<<grid, block, shared, stream>>>(__VA_ARGS__)
+template <class T>
+__device__ __forceinline__ T* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char dynamic_shared_bytes[];
+  return reinterpret_cast<T*>(dynamic_shared_bytes);
+}
+#endif
+
+namespace kintsugi::cuda {
+
+// The emulator checks that i indexes inside the Ref; on the GPU this costs nothing.
+#ifndef KINTSUGI_CUDA_CHECK_INDEX
+#define KINTSUGI_CUDA_CHECK_INDEX(ref, i)
+#endif
+
+template <class Acc>
+__device__ __forceinline__ Acc load(const Ref& r, std::int64_t i) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  switch (r.dtype) {
+    case DType::f32:
+      return static_cast<Acc>(static_cast<const float*>(r.data)[i]);
+    case DType::f64:
+      return static_cast<Acc>(static_cast<const double*>(r.data)[i]);
+    case DType::bf16:
+      return static_cast<Acc>(__bfloat162float(static_cast<const __nv_bfloat16*>(r.data)[i]));
+    case DType::f16:
+      return static_cast<Acc>(__half2float(static_cast<const __half*>(r.data)[i]));
+    default:
+      return Acc(0);
+  }
+}
+
+// Rounds to nearest even into the Ref's type (f64 values bound for 16 bits go through f32, as
+// on the host).
+template <class Acc>
+__device__ __forceinline__ void store(const Ref& r, std::int64_t i, Acc v) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  switch (r.dtype) {
+    case DType::f32:
+      static_cast<float*>(r.data)[i] = static_cast<float>(v);
+      return;
+    case DType::f64:
+      static_cast<double*>(r.data)[i] = static_cast<double>(v);
+      return;
+    case DType::bf16:
+      static_cast<__nv_bfloat16*>(r.data)[i] = __float2bfloat16_rn(static_cast<float>(v));
+      return;
+    case DType::f16:
+      static_cast<__half*>(r.data)[i] = __float2half_rn(static_cast<float>(v));
+      return;
+    default:
+      return;
+  }
+}
+
+template <class T>
+__host__ __device__ __forceinline__ T smaller(T a, T b) {
+  return a < b ? a : b;
+}
+
+__device__ __forceinline__ float exp_acc(float x) { return expf(x); }
+__device__ __forceinline__ double exp_acc(double x) { return exp(x); }
+__device__ __forceinline__ float log_acc(float x) { return logf(x); }
+__device__ __forceinline__ double log_acc(double x) { return log(x); }
+__device__ __forceinline__ float sqrt_acc(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrt_acc(double x) { return sqrt(x); }
+__device__ __forceinline__ float tanh_acc(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_acc(double x) { return tanh(x); }
+
+template <class Acc>
+__device__ __forceinline__ Acc neg_infinity() {
+  return -static_cast<Acc>(INFINITY);
+}
+
+// Grid-stride loops: blocks of 256 threads, at most kMaxBlocks blocks (each thread then takes
+// several elements).
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;
+inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
+  const std::int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+__device__ __forceinline__ std::int64_t global_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t global_stride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+// True when every Ref given is f64: those ops compute in double.
+inline bool all_f64(std::initializer_list<Ref> refs) {
+  for (const Ref& r : refs)
+    if (r.data && r.dtype != DType::f64) return false;
+  return true;
+}
+
+// Launches kernel<double> when f64 (every tensor is f64), kernel<float> otherwise.
+#define KINTSUGI_LAUNCH(kernel, n, stream, f64, ...)                                       \
+  do {                                                                                     \
+    if ((n) <= 0) break;                                                                   \
+    if (f64)                                                                               \
+      KINTSUGI_CUDA_LAUNCH(kernel<double>, grid_for(n), kThreads, 0, stream, __VA_ARGS__); \
+    else                                                                                   \
+      KINTSUGI_CUDA_LAUNCH(kernel<float>, grid_for(n), kThreads, 0, stream, __VA_ARGS__);  \
+    check_launch(#kernel, stream);                                                         \
+  } while (0)
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+template <class T>
+__device__ __forceinline__ T warp_max(T v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `shared` holds 32 values. The order is fixed: lanes within warps, then warps in order.
+template <class T>
+__device__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // shared may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : T(0);
+  return warp_sum(v);
+}
+template <class T>
+__device__ T block_max(T v, T* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -static_cast<T>(INFINITY);
+  return warp_max(v);
+}
+
+// Threads for a block that walks one row of `cols` elements: a power of two from 32 to 512.
+inline int row_threads(std::int64_t cols) {
+  int t = 32;
+  while (t < 512 && t < cols) t *= 2;
+  return t;
+}
+
+}  // namespace kintsugi::cuda

@@ -1,0 +1,123 @@
+#pragma once
+// The CUDA kernels behind CudaBackend, as functions over raw device pointers and a stream. Each
+// enqueues its work on `stream` and returns; each checks its launches (cuda_check.hpp). Shapes
+// and semantics are those of the Backend op of the same name (backend.hpp); the backend checks
+// shapes, these functions trust them.
+//
+// Element types: every tensor is a Ref (pointer and dtype). Arithmetic is f32 whatever the
+// storage types (f32, bf16, f16, mixed freely), or f64 when the tensors are f64 (the backend
+// never mixes f64 with other types). Results are rounded once to each output's type.
+//
+// Determinism: no kernel uses atomics whose order could change a result. Reductions over rows
+// (parameter gradients, sums of squares, loss sums) go through fixed partitions summed in a
+// fixed order, so the same inputs give the same bits on every run.
+//
+// This header is plain C++ (no CUDA headers) so that host code includes it freely.
+#include <cstddef>
+#include <cstdint>
+
+#include "kintsugi/core/dtype.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace kintsugi::cuda {
+
+struct Ref {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t count = 0;  // elements: bounds of every access under the test suite's emulator
+};
+
+// Causal self-attention geometry (mirrors AttentionShape, without its header).
+struct AttnShape {
+  std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t alibi_heads = 0, head_begin = 0;
+};
+
+// Scratch a kernel needs, handed in by the caller (sizes from the *_scratch_bytes functions).
+struct Scratch {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// ---- elementwise (n elements; outputs may alias inputs element for element)
+void add(Ref a, Ref b, Ref out, std::int64_t n, cudaStream_t stream);
+void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream);
+void convert(Ref src, Ref dst, std::int64_t n, cudaStream_t stream);
+void gelu_forward(Ref x, Ref y, std::int64_t n, cudaStream_t stream);
+void gelu_backward(Ref x, Ref dy, Ref dx, std::int64_t n, cudaStream_t stream);
+void swiglu_forward(Ref gate, Ref up, Ref y, std::int64_t n, cudaStream_t stream);
+void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t n,
+                     cudaStream_t stream);
+void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream);
+
+// ---- AdamW over a flat range: param, m, v f32 (or all f64); grad any type; working_copy
+// (data null when absent) receives the updated param rounded. The constants are computed on the
+// host exactly as the CPU backend computes them.
+struct AdamWConstants {
+  double b1, b2, grad_scale, eps, decay, step_size, inv_sqrt_bc2;
+};
+void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_t n,
+                const AdamWConstants& k, cudaStream_t stream);
+
+// ---- reductions
+// Partial sums (one f64 per block) of the squares of x, then sum[0] += their sum.
+std::size_t sum_squares_scratch_bytes(std::int64_t n);
+void sum_squares(Ref x, std::int64_t n, double* sum, Scratch scratch, cudaStream_t stream);
+// out[c] (+)= sum over rows of in[r, c], rows summed in a fixed partition and order.
+std::size_t column_sums_scratch_bytes(std::int64_t rows, std::int64_t cols);
+void column_sums(Ref in, Ref out, std::int64_t rows, std::int64_t cols, bool accumulate,
+                 Scratch scratch, cudaStream_t stream);
+
+// ---- normalization (statistics mean/rstd in their own type, usually f32)
+void layernorm_forward(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd, std::int64_t rows,
+                       std::int64_t cols, double eps, cudaStream_t stream);
+std::size_t norm_backward_scratch_bytes(std::int64_t rows, std::int64_t cols);
+void layernorm_backward(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref dw, Ref db,
+                        std::int64_t rows, std::int64_t cols, bool accumulate, Scratch scratch,
+                        cudaStream_t stream);
+void rmsnorm_forward(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,
+                     double eps, cudaStream_t stream);
+void rmsnorm_backward(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64_t rows,
+                      std::int64_t cols, bool accumulate, Scratch scratch, cudaStream_t stream);
+
+// ---- attention (flash-attention style: nothing of size T x T is ever stored)
+void attention_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream);
+std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype);
+void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
+                        Scratch scratch, cudaStream_t stream);
+
+// ---- embeddings (tokens: i32 on the device)
+void embedding_forward(const std::int32_t* tokens, std::int64_t rows, Ref wte,
+                       std::int64_t vocab_rows, Ref out, std::int64_t dim, std::int64_t vocab_begin,
+                       cudaStream_t stream);
+std::size_t embedding_backward_scratch_bytes(std::int64_t rows);
+void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout, Ref dwte,
+                        std::int64_t vocab_rows, std::int64_t dim, bool accumulate,
+                        std::int64_t vocab_begin, Scratch scratch, cudaStream_t stream);
+void position_embedding_forward(Ref x, std::int64_t rows, Ref wpe, std::int64_t dim,
+                                std::int64_t seq, std::int64_t first_row, cudaStream_t stream);
+void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64_t position_rows,
+                                 std::int64_t dim, std::int64_t seq, bool accumulate,
+                                 std::int64_t first_row, cudaStream_t stream);
+
+// ---- softmax cross-entropy in three passes (backend.hpp)
+void softmax_row_max(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     Ref row_max, cudaStream_t stream);
+void softmax_row_sum(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                     Ref row_max, const std::int32_t* targets, std::int64_t col_begin, Ref row_sum,
+                     Ref target_logit, bool store_exp, cudaStream_t stream);
+std::size_t cross_entropy_scratch_bytes(std::int64_t rows);
+void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                          Ref row_max, Ref row_sum, Ref target_logit, const std::int32_t* targets,
+                          std::int64_t col_begin, double* loss_sum, bool backward,
+                          double grad_scale, Scratch scratch, cudaStream_t stream);
+
+// ---- GEMM without cuBLASLt (any types, f32 or f64 arithmetic): the fallback when cuBLASLt
+// offers no algorithm for a shape, and a second opinion in tests. Row-major
+//   C[m, n] (+)= op(A) . op(B) (+ bias[n]),  op(X) = X^T when trans; A is [m,k] or [k,m], etc.
+void gemm_simple(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+                 bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream);
+
+}  // namespace kintsugi::cuda

@@ -1,0 +1,194 @@
+// LayerNorm and RMSNorm over the last dimension. Forward: one block per row, the row's
+// statistics by block reductions (two passes over the row for LayerNorm, like the CPU kernel).
+// Backward: one block per row for dx (accumulated into dx, which holds the residual stream's
+// gradient), then the parameter gradients as deterministic column reductions (reductions.cuh).
+#include "kintsugi/backend/cuda/reductions.cuh"
+
+namespace kintsugi::cuda {
+
+namespace {
+
+template <class Acc>
+__global__ void layernorm_forward_kernel(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd,
+                                         std::int64_t cols, Acc eps) {
+  __shared__ Acc shared[32];
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * cols;
+  Acc sum = 0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += load<Acc>(x, base + c);
+  const Acc mu = block_sum(sum, shared) / static_cast<Acc>(cols);
+  Acc var = 0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const Acc d = load<Acc>(x, base + c) - mu;
+    var += d * d;
+  }
+  const Acc rs = Acc(1) / sqrt_acc(block_sum(var, shared) / static_cast<Acc>(cols) + eps);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    store(y, base + c, (load<Acc>(x, base + c) - mu) * rs * load<Acc>(w, c) + load<Acc>(b, c));
+  if (threadIdx.x == 0) {
+    store(mean, blockIdx.x, mu);
+    store(rstd, blockIdx.x, rs);
+  }
+}
+
+// dx += rs (dn - mean(dn) - n mean(dn n)) with n = (x - mu) rs and dn = dy w.
+template <class Acc>
+__global__ void layernorm_dx_kernel(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx,
+                                    std::int64_t cols) {
+  __shared__ Acc shared[32];
+  const std::int64_t r = blockIdx.x, base = r * cols;
+  const Acc mu = load<Acc>(mean, r), rs = load<Acc>(rstd, r);
+  Acc sum_dn = 0, sum_dn_n = 0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const Acc dn = load<Acc>(dy, base + c) * load<Acc>(w, c);
+    sum_dn += dn;
+    sum_dn_n += dn * (load<Acc>(x, base + c) - mu) * rs;
+  }
+  const Acc mean_dn = block_sum(sum_dn, shared) / static_cast<Acc>(cols);
+  const Acc mean_dn_n = block_sum(sum_dn_n, shared) / static_cast<Acc>(cols);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const Acc norm = (load<Acc>(x, base + c) - mu) * rs;
+    const Acc g = rs * (load<Acc>(dy, base + c) * load<Acc>(w, c) - mean_dn - norm * mean_dn_n);
+    store(dx, base + c, load<Acc>(dx, base + c) + g);
+  }
+}
+
+template <class Acc>
+struct LayerNormParamTerms {  // dw += dy (x - mu) rs, db += dy
+  Ref dy, x, mean, rstd;
+  std::int64_t cols;
+  __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
+    const Acc d = load<Acc>(dy, r * cols + c);
+    acc[0] += d * (load<Acc>(x, r * cols + c) - load<Acc>(mean, r)) * load<Acc>(rstd, r);
+    acc[1] += d;
+  }
+};
+
+template <class Acc>
+__global__ void rmsnorm_forward_kernel(Ref x, Ref w, Ref y, Ref rstd, std::int64_t cols, Acc eps) {
+  __shared__ Acc shared[32];
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * cols;
+  Acc sq = 0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const Acc v = load<Acc>(x, base + c);
+    sq += v * v;
+  }
+  const Acc rs = Acc(1) / sqrt_acc(block_sum(sq, shared) / static_cast<Acc>(cols) + eps);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    store(y, base + c, load<Acc>(x, base + c) * rs * load<Acc>(w, c));
+  if (threadIdx.x == 0) store(rstd, blockIdx.x, rs);
+}
+
+// dx += rs (dn - n mean(dn n)) with n = x rs and dn = dy w.
+template <class Acc>
+__global__ void rmsnorm_dx_kernel(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, std::int64_t cols) {
+  __shared__ Acc shared[32];
+  const std::int64_t r = blockIdx.x, base = r * cols;
+  const Acc rs = load<Acc>(rstd, r);
+  Acc sum_dn_n = 0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    sum_dn_n += load<Acc>(dy, base + c) * load<Acc>(w, c) * load<Acc>(x, base + c) * rs;
+  const Acc mean_dn_n = block_sum(sum_dn_n, shared) / static_cast<Acc>(cols);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const Acc xv = load<Acc>(x, base + c);
+    const Acc g = rs * (load<Acc>(dy, base + c) * load<Acc>(w, c) - xv * rs * mean_dn_n);
+    store(dx, base + c, load<Acc>(dx, base + c) + g);
+  }
+}
+
+template <class Acc>
+struct RmsNormParamTerms {  // dw += dy x rs
+  Ref dy, x, rstd;
+  std::int64_t cols;
+  __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
+    acc[0] += load<Acc>(dy, r * cols + c) * load<Acc>(x, r * cols + c) * load<Acc>(rstd, r);
+  }
+};
+
+template <class Acc>
+void layernorm_forward_t(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd, std::int64_t rows,
+                         std::int64_t cols, double eps, cudaStream_t stream) {
+  KINTSUGI_CUDA_LAUNCH(layernorm_forward_kernel<Acc>, static_cast<unsigned>(rows),
+                       row_threads(cols), 0, stream, x, w, b, y, mean, rstd, cols,
+                       static_cast<Acc>(eps));
+  check_launch("layernorm_forward_kernel", stream);
+}
+
+template <class Acc>
+void layernorm_backward_t(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref dw, Ref db,
+                          std::int64_t rows, std::int64_t cols, bool accumulate, Scratch scratch,
+                          cudaStream_t stream) {
+  if (rows > 0) {
+    KINTSUGI_CUDA_LAUNCH(layernorm_dx_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols),
+                         0, stream, dy, x, w, mean, rstd, dx, cols);
+    check_launch("layernorm_dx_kernel", stream);
+  }
+  column_reduce<Acc, 2>(LayerNormParamTerms<Acc>{dy, x, mean, rstd, cols}, rows, cols, dw, db,
+                        accumulate, scratch.data, stream);
+}
+
+template <class Acc>
+void rmsnorm_forward_t(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,
+                       double eps, cudaStream_t stream) {
+  KINTSUGI_CUDA_LAUNCH(rmsnorm_forward_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols),
+                       0, stream, x, w, y, rstd, cols, static_cast<Acc>(eps));
+  check_launch("rmsnorm_forward_kernel", stream);
+}
+
+template <class Acc>
+void rmsnorm_backward_t(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64_t rows,
+                        std::int64_t cols, bool accumulate, Scratch scratch, cudaStream_t stream) {
+  if (rows > 0) {
+    KINTSUGI_CUDA_LAUNCH(rmsnorm_dx_kernel<Acc>, static_cast<unsigned>(rows), row_threads(cols), 0,
+                         stream, dy, x, w, rstd, dx, cols);
+    check_launch("rmsnorm_dx_kernel", stream);
+  }
+  column_reduce<Acc, 1>(RmsNormParamTerms<Acc>{dy, x, rstd, cols}, rows, cols, dw, Ref{},
+                        accumulate, scratch.data, stream);
+}
+
+}  // namespace
+
+void layernorm_forward(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd, std::int64_t rows,
+                       std::int64_t cols, double eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (all_f64({x, w, b, y, mean, rstd}))
+    layernorm_forward_t<double>(x, w, b, y, mean, rstd, rows, cols, eps, stream);
+  else
+    layernorm_forward_t<float>(x, w, b, y, mean, rstd, rows, cols, eps, stream);
+}
+
+std::size_t norm_backward_scratch_bytes(std::int64_t rows, std::int64_t cols) {
+  return column_partial_bytes<double>(2, rows, cols);
+}
+
+void layernorm_backward(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref dw, Ref db,
+                        std::int64_t rows, std::int64_t cols, bool accumulate, Scratch scratch,
+                        cudaStream_t stream) {
+  if (cols <= 0) return;
+  if (all_f64({dy, x, w, mean, rstd, dx, dw, db}))
+    layernorm_backward_t<double>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate, scratch,
+                                 stream);
+  else
+    layernorm_backward_t<float>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, accumulate, scratch,
+                                stream);
+}
+
+void rmsnorm_forward(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,
+                     double eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (all_f64({x, w, y, rstd}))
+    rmsnorm_forward_t<double>(x, w, y, rstd, rows, cols, eps, stream);
+  else
+    rmsnorm_forward_t<float>(x, w, y, rstd, rows, cols, eps, stream);
+}
+
+void rmsnorm_backward(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64_t rows,
+                      std::int64_t cols, bool accumulate, Scratch scratch, cudaStream_t stream) {
+  if (cols <= 0) return;
+  if (all_f64({dy, x, w, rstd, dx, dw}))
+    rmsnorm_backward_t<double>(dy, x, w, rstd, dx, dw, rows, cols, accumulate, scratch, stream);
+  else
+    rmsnorm_backward_t<float>(dy, x, w, rstd, dx, dw, rows, cols, accumulate, scratch, stream);
+}
+
+}  // namespace kintsugi::cuda

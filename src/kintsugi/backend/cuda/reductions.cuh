@@ -1,0 +1,82 @@
+#pragma once
+// Deterministic reductions in two stages: a fixed partition of the input (a function of the
+// shape only, never of the GPU) reduced block by block into partial sums, then the partials
+// summed in their order by one block. No atomics: the same inputs give the same bits.
+#include "kintsugi/backend/cuda/device_math.cuh"
+
+namespace kintsugi::cuda {
+
+// ---- column sums: out_v[c] (+)= sum over rows of term_v(r, c) for NV terms at once (layernorm's
+// dw and db, RMSNorm's dw, a bias gradient).
+constexpr std::int64_t kRowsPerChunk = 64;
+constexpr std::int64_t kMaxChunks = 1024;
+
+inline std::int64_t column_chunks(std::int64_t rows) {
+  const std::int64_t c = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  return c < 1 ? 1 : (c > kMaxChunks ? kMaxChunks : c);
+}
+
+// Bytes of Acc partials for NV terms.
+template <class Acc>
+std::size_t column_partial_bytes(int terms, std::int64_t rows, std::int64_t cols) {
+  return sizeof(Acc) * static_cast<std::size_t>(terms * column_chunks(rows) * cols);
+}
+
+// Stage 1: block (x: 256 columns, y: chunk of rows); partial[(v * chunks + chunk) * cols + c].
+// Terms is a functor: terms(r, c, acc) adds row r's terms for column c into acc[0..NV).
+template <class Acc, int NV, class Terms>
+__global__ void column_partials_kernel(Terms terms, std::int64_t rows, std::int64_t cols,
+                                       Acc* partial) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t chunks = gridDim.y, chunk = blockIdx.y;
+  if (c >= cols) return;
+  const std::int64_t per = (rows + chunks - 1) / chunks;
+  const std::int64_t r0 = chunk * per, r1 = r0 + per < rows ? r0 + per : rows;
+  Acc acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = Acc(0);
+  for (std::int64_t r = r0; r < r1; ++r) terms(r, c, acc);
+  for (int v = 0; v < NV; ++v) partial[(v * chunks + chunk) * cols + c] = acc[v];
+}
+
+// Stage 2: out_v[c] = (accumulate ? out_v[c] : 0) + the chunks' partials in chunk order.
+template <class Acc, int NV>
+__global__ void column_finish_kernel(const Acc* partial, std::int64_t chunks, std::int64_t cols,
+                                     Ref out0, Ref out1, bool accumulate) {
+  for (std::int64_t c = global_index(); c < cols; c += global_stride())
+    for (int v = 0; v < NV; ++v) {
+      const Ref& out = v == 0 ? out0 : out1;
+      Acc acc = accumulate ? load<Acc>(out, c) : Acc(0);
+      for (std::int64_t k = 0; k < chunks; ++k) acc += partial[(v * chunks + k) * cols + c];
+      store(out, c, acc);
+    }
+}
+
+// Runs both stages; `partial` holds column_partial_bytes<Acc>(NV, rows, cols).
+template <class Acc, int NV, class Terms>
+void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, Ref out0, Ref out1,
+                   bool accumulate, void* partial, cudaStream_t stream) {
+  if (cols <= 0) return;
+  const std::int64_t chunks = column_chunks(rows);
+  auto* p = static_cast<Acc*>(partial);
+  if (rows > 0) {
+    const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(chunks));
+    auto* partials = column_partials_kernel<Acc, NV, Terms>;
+    KINTSUGI_CUDA_LAUNCH(partials, grid, kThreads, 0, stream, terms, rows, cols, p);
+    check_launch("column_partials_kernel", stream);
+  } else {
+    check(cudaMemsetAsync(p, 0, column_partial_bytes<Acc>(NV, rows, cols), stream),
+          "cudaMemsetAsync (column partials)");
+  }
+  auto* finish = column_finish_kernel<Acc, NV>;
+  KINTSUGI_CUDA_LAUNCH(finish, grid_for(cols), kThreads, 0, stream, p, chunks, cols, out0, out1,
+                       accumulate);
+  check_launch("column_finish_kernel", stream);
+}
+
+// ---- sums into one f64: *total += sum of values[0..n) (the second stage of sum_squares, and
+// the loss sum of cross_entropy_finish). One block of 1024 threads; thread t sums t, t + 1024,
+// ... in order, then the block's fixed tree.
+void sum_doubles(const double* values, std::int64_t n, double* total, cudaStream_t stream);
+
+}  // namespace kintsugi::cuda

@@ -1,0 +1,11 @@
+#pragma once
+// bfloat16 for the CPU emulator: storage and the round-to-nearest-even conversions.
+#include <cstdint>
+
+#include "kintsugi/core/half.hpp"
+
+struct __nv_bfloat16 {
+  std::uint16_t bits;
+};
+inline float __bfloat162float(__nv_bfloat16 v) { return kintsugi::bf16_to_float(v.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float v) { return {kintsugi::float_to_bf16(v)}; }

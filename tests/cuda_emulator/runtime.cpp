@@ -1,0 +1,186 @@
+// The CUDA runtime API of the emulator: "device" memory is host memory whose blocks are
+// recorded, so that copies and memsets are checked to stay inside device allocations on the
+// device side (and outside them on the host side), as a GPU would require.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cuda_runtime.h"
+
+namespace cuda_emu {
+
+namespace {
+thread_local cudaError_t last_error = cudaSuccess;
+std::mutex memory_mutex;
+std::map<const char*, std::size_t> allocations;  // device blocks: start -> bytes
+std::atomic<std::uint64_t> frees{0};
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "CUDA emulator: %s\n", message.c_str());
+  std::abort();
+}
+
+// Whether [p, p + bytes) lies inside one device allocation.
+bool on_device(const void* p, std::size_t bytes) {
+  std::lock_guard lock(memory_mutex);
+  const char* c = static_cast<const char*>(p);
+  auto it = allocations.upper_bound(c);
+  if (it == allocations.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second;
+}
+
+void expect_device(const void* p, std::size_t bytes, const char* what) {
+  if (bytes > 0 && !on_device(p, bytes))
+    die(std::string(what) + ": " + std::to_string(bytes) + " bytes that are not device memory");
+}
+void expect_host(const void* p, std::size_t bytes, const char* what) {
+  if (bytes > 0 && on_device(p, 1))
+    die(std::string(what) + ": the host side is device memory");
+}
+}  // namespace
+
+void set_last_error(cudaError_t error) { last_error = error; }
+
+bool is_device_memory(const void* p) {
+  // The last block found, valid until the next cudaFree.
+  thread_local const char *begin = nullptr, *end = nullptr;
+  thread_local std::uint64_t seen_frees = 0;
+  const char* c = static_cast<const char*>(p);
+  if (seen_frees == frees.load() && c >= begin && c < end) return true;
+  std::lock_guard lock(memory_mutex);
+  seen_frees = frees.load();
+  auto it = allocations.upper_bound(c);
+  if (it == allocations.begin()) return false;
+  --it;
+  if (c >= it->first + it->second) return false;
+  begin = it->first;
+  end = it->first + it->second;
+  return true;
+}
+
+}  // namespace cuda_emu
+
+using cuda_emu::expect_device;
+using cuda_emu::expect_host;
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unknown error";
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = cuda_emu::last_error;
+  cuda_emu::last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int) {
+  std::snprintf(props->name, sizeof(props->name), "CUDA emulator (CPU)");
+  props->totalGlobalMem = std::size_t{16} << 30;
+  props->major = 9;
+  props->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  static char token;
+  *stream = reinterpret_cast<cudaStream_t>(&token);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }  // all work is done
+
+cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
+  const std::size_t rounded = (bytes + 255) / 256 * 256;
+  *pointer = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
+  if (!*pointer) return cudaErrorMemoryAllocation;
+  std::lock_guard lock(cuda_emu::memory_mutex);
+  cuda_emu::allocations[static_cast<const char*>(*pointer)] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* pointer) {
+  if (!pointer) return cudaSuccess;
+  {
+    std::lock_guard lock(cuda_emu::memory_mutex);
+    if (cuda_emu::allocations.erase(static_cast<const char*>(pointer)) != 1)
+      cuda_emu::die("cudaFree of a pointer cudaMalloc did not return");
+    ++cuda_emu::frees;
+  }
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+// Page-locked host memory is host memory here.
+cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) {
+  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  return *pointer ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void* pointer) {
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
+  *total = std::size_t{16} << 30;
+  *free = *total;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStream_t) {
+  expect_device(pointer, bytes, "cudaMemsetAsync");
+  std::memset(pointer, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      expect_device(dst, bytes, "cudaMemcpyAsync to the device");
+      expect_host(src, bytes, "cudaMemcpyAsync to the device");
+      break;
+    case cudaMemcpyDeviceToHost:
+      expect_device(src, bytes, "cudaMemcpyAsync to the host");
+      expect_host(dst, bytes, "cudaMemcpyAsync to the host");
+      break;
+    case cudaMemcpyDeviceToDevice:
+      expect_device(src, bytes, "cudaMemcpyAsync on the device");
+      expect_device(dst, bytes, "cudaMemcpyAsync on the device");
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}

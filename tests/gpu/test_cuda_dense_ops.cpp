@@ -1,0 +1,238 @@
+// The CUDA backend's GEMMs, norms, activations, rotary embeddings and attention against the CPU
+// backend in f64, for every precision mix (Types) and several shapes, ragged ones included.
+#include "device_testing.hpp"
+#include "kintsugi/backend/cuda/context.hpp"
+#include "kintsugi/backend/cuda/gemm.hpp"
+
+namespace kintsugi {
+namespace {
+
+using gpu_testing::OpTest;
+using gpu_testing::Pair;
+using gpu_testing::Types;
+
+class CudaDense : public ::testing::TestWithParam<Types>, public OpTest {};
+
+struct Mnk {
+  std::int64_t m, n, k;
+};
+const Mnk kGemmShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 32}, {33, 129, 70}};
+
+TEST_P(CudaDense, LinearForward) {
+  const Types t = GetParam();
+  for (const Mnk& s : kGemmShapes)
+    for (bool bias : {false, true})
+      for (bool acc : {false, true}) {
+        Pair x = input(t.act, {s.m, s.k}), w = input(t.act, {s.n, s.k}), b = input(t.act, {s.n});
+        Pair y = output(t.act, {s.m, s.n}, acc);
+        gpu().linear_forward(x.gpu, w.gpu, bias ? &b.gpu : nullptr, y.gpu, acc);
+        cpu().linear_forward(x.cpu, w.cpu, bias ? &b.cpu : nullptr, y.cpu, acc);
+        expect_near(y, "y " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                           std::to_string(s.k) + (bias ? " bias" : "") + (acc ? " acc" : ""));
+      }
+}
+
+// The LM head's mixes: f32 logits from 16-bit activations and weights, and the f32 logits'
+// gradient against 16-bit weights (rounded to bf16 first when the weights are bf16).
+TEST_P(CudaDense, LinearMixedOperands) {
+  const Types t = GetParam();
+  const Mnk s{37, 75, 24};
+  Pair x = input(t.act, {s.m, s.k}), w = input(t.act, {s.n, s.k});
+  Pair logits = output(t.stat, {s.m, s.n});
+  gpu().linear_forward(x.gpu, w.gpu, nullptr, logits.gpu);
+  cpu().linear_forward(x.cpu, w.cpu, nullptr, logits.cpu);
+  expect_near(logits, "logits", t.act);
+  Pair dlogits = input(t.stat, {s.m, s.n}), dx = output(t.act, {s.m, s.k});
+  Pair dw = output(t.stat, {s.n, s.k});
+  gpu().linear_backward_input(dlogits.gpu, w.gpu, dx.gpu, false);
+  cpu().linear_backward_input(dlogits.cpu, w.cpu, dx.cpu, false);
+  expect_near(dx, "dx", t.act);
+  gpu().linear_backward_weight(dlogits.gpu, x.gpu, dw.gpu, nullptr, false);
+  cpu().linear_backward_weight(dlogits.cpu, x.cpu, dw.cpu, nullptr, false);
+  expect_near(dw, "dw", t.act);
+}
+
+TEST_P(CudaDense, LinearBackward) {
+  const Types t = GetParam();
+  for (const Mnk& s : kGemmShapes)
+    for (bool acc : {false, true}) {
+      Pair dy = input(t.act, {s.m, s.n}), w = input(t.act, {s.n, s.k}), x = input(t.act, {s.m, s.k});
+      Pair dx = output(t.act, {s.m, s.k}, acc);
+      Pair dw = output(t.stat, {s.n, s.k}, acc), db = output(t.stat, {s.n}, acc);
+      gpu().linear_backward_input(dy.gpu, w.gpu, dx.gpu, acc);
+      cpu().linear_backward_input(dy.cpu, w.cpu, dx.cpu, acc);
+      gpu().linear_backward_weight(dy.gpu, x.gpu, dw.gpu, &db.gpu, acc);
+      cpu().linear_backward_weight(dy.cpu, x.cpu, dw.cpu, &db.cpu, acc);
+      const std::string at = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                             std::to_string(s.k) + (acc ? " acc" : "");
+      expect_near(dx, "dx " + at);
+      expect_near(dw, "dw " + at, t.act);
+      expect_near(db, "db " + at, t.act);
+    }
+}
+
+// gemm_simple, the fallback, computes what cuBLASLt computes.
+TEST_P(CudaDense, SimpleGemmFallback) {
+  const Types t = GetParam();
+  MemoryTracker memory;
+  cuda::Gemm gemm(gpu().allocator(), memory);
+  gemm.force_simple(true);
+  const cudaStream_t stream = cuda::Context::get().stream();
+  const auto ref = [](const Tensor& x) { return cuda::Ref{x.data, x.dtype, x.numel()}; };
+  for (const Mnk& s : kGemmShapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Pair a = input(t.act, ta ? Shape{s.k, s.m} : Shape{s.m, s.k});
+        Pair b = input(t.act, tb ? Shape{s.n, s.k} : Shape{s.k, s.n});
+        Pair bias = input(t.act, {s.n}), c = output(t.act, {s.m, s.n}, true);
+        gemm.run(s.m, s.n, s.k, ref(a.gpu), ta, ref(b.gpu), tb, ref(c.gpu), true, ref(bias.gpu),
+                 stream);
+        // The same on the CPU: C += op(A) op(B) + bias.
+        double* cc = c.cpu.as<double>();
+        const double *aa = a.cpu.as<double>(), *bb = b.cpu.as<double>();
+        for (std::int64_t i = 0; i < s.m; ++i)
+          for (std::int64_t j = 0; j < s.n; ++j) {
+            double sum = 0;
+            for (std::int64_t p = 0; p < s.k; ++p)
+              sum += (ta ? aa[p * s.m + i] : aa[i * s.k + p]) * (tb ? bb[j * s.k + p] : bb[p * s.n + j]);
+            cc[i * s.n + j] += sum + bias.cpu.as<double>()[j];
+          }
+        expect_near(c, "simple gemm" + std::string(ta ? " ta" : "") + (tb ? " tb" : ""));
+      }
+}
+
+struct Rc {
+  std::int64_t rows, cols;
+};
+const Rc kRowShapes[] = {{1, 1}, {5, 3}, {64, 64}, {33, 300}};
+
+TEST_P(CudaDense, LayerNorm) {
+  const Types t = GetParam();
+  for (const Rc& s : kRowShapes)
+    for (bool acc : {false, true}) {
+      Pair x = input(t.act, {s.rows, s.cols}, 2.0, 0.5), w = input(t.act, {s.cols}, 0.5, 1.0);
+      Pair b = input(t.act, {s.cols});
+      Pair y = output(t.act, {s.rows, s.cols}), mean = output(t.stat, {s.rows});
+      Pair rstd = output(t.stat, {s.rows});
+      gpu().layernorm_forward(x.gpu, w.gpu, b.gpu, y.gpu, mean.gpu, rstd.gpu, 1e-5);
+      cpu().layernorm_forward(x.cpu, w.cpu, b.cpu, y.cpu, mean.cpu, rstd.cpu, 1e-5);
+      const std::string at = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      expect_near(y, "y " + at);
+      expect_near(mean, "mean " + at, t.act);
+      expect_near(rstd, "rstd " + at, t.act);
+      Pair dy = input(t.act, {s.rows, s.cols}), dx = output(t.act, {s.rows, s.cols}, true);
+      Pair dw = output(t.stat, {s.cols}, acc), db = output(t.stat, {s.cols}, acc);
+      mirror(mean);
+      mirror(rstd);
+      gpu().layernorm_backward(dy.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu, dx.gpu, dw.gpu, db.gpu,
+                               acc);
+      cpu().layernorm_backward(dy.cpu, x.cpu, w.cpu, mean.cpu, rstd.cpu, dx.cpu, dw.cpu, db.cpu,
+                               acc);
+      expect_near(dx, "dx " + at);
+      expect_near(dw, "dw " + at, t.act);
+      expect_near(db, "db " + at, t.act);
+    }
+}
+
+TEST_P(CudaDense, RmsNorm) {
+  const Types t = GetParam();
+  for (const Rc& s : kRowShapes)
+    for (bool acc : {false, true}) {
+      Pair x = input(t.act, {s.rows, s.cols}, 2.0, 0.5), w = input(t.act, {s.cols}, 0.5, 1.0);
+      Pair y = output(t.act, {s.rows, s.cols}), rstd = output(t.stat, {s.rows});
+      gpu().rmsnorm_forward(x.gpu, w.gpu, y.gpu, rstd.gpu, 1e-6);
+      cpu().rmsnorm_forward(x.cpu, w.cpu, y.cpu, rstd.cpu, 1e-6);
+      const std::string at = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      expect_near(y, "y " + at);
+      expect_near(rstd, "rstd " + at, t.act);
+      Pair dy = input(t.act, {s.rows, s.cols}), dx = output(t.act, {s.rows, s.cols}, true);
+      Pair dw = output(t.stat, {s.cols}, acc);
+      mirror(rstd);
+      gpu().rmsnorm_backward(dy.gpu, x.gpu, w.gpu, rstd.gpu, dx.gpu, dw.gpu, acc);
+      cpu().rmsnorm_backward(dy.cpu, x.cpu, w.cpu, rstd.cpu, dx.cpu, dw.cpu, acc);
+      expect_near(dx, "dx " + at);
+      expect_near(dw, "dw " + at, t.act);
+    }
+}
+
+TEST_P(CudaDense, Activations) {
+  const Types t = GetParam();
+  for (std::int64_t n : {1, 1000, 4097}) {
+    Pair g = input(t.act, {n}, 2.0), u = input(t.act, {n}), y = output(t.act, {n});
+    gpu().gelu_forward(g.gpu, y.gpu);
+    cpu().gelu_forward(g.cpu, y.cpu);
+    expect_near(y, "gelu " + std::to_string(n));
+    Pair dy = input(t.act, {n}), dx = output(t.act, {n});
+    gpu().gelu_backward(g.gpu, dy.gpu, dx.gpu);
+    cpu().gelu_backward(g.cpu, dy.cpu, dx.cpu);
+    expect_near(dx, "gelu backward " + std::to_string(n));
+    gpu().gelu_backward(g.gpu, dy.gpu, dy.gpu);  // dx aliasing dy
+    cpu().gelu_backward(g.cpu, dy.cpu, dy.cpu);
+    expect_near(dy, "gelu backward in place " + std::to_string(n));
+
+    Pair s = output(t.act, {n});
+    gpu().swiglu_forward(g.gpu, u.gpu, s.gpu);
+    cpu().swiglu_forward(g.cpu, u.cpu, s.cpu);
+    expect_near(s, "swiglu " + std::to_string(n));
+    Pair ds = input(t.act, {n}), dg = output(t.act, {n}), du = output(t.act, {n});
+    gpu().swiglu_backward(g.gpu, u.gpu, ds.gpu, dg.gpu, du.gpu);
+    cpu().swiglu_backward(g.cpu, u.cpu, ds.cpu, dg.cpu, du.cpu);
+    expect_near(dg, "swiglu dgate " + std::to_string(n));
+    expect_near(du, "swiglu dup " + std::to_string(n));
+    gpu().swiglu_backward(g.gpu, u.gpu, ds.gpu, ds.gpu, du.gpu);  // dgate aliasing dy
+    cpu().swiglu_backward(g.cpu, u.cpu, ds.cpu, ds.cpu, du.cpu);
+    expect_near(ds, "swiglu dgate in place " + std::to_string(n));
+  }
+}
+
+// (batch, seq, heads, kv heads, head dim, ALiBi heads, first head): one query tile and several,
+// ragged sequences, grouped-query heads, every dims-per-lane class (hd <= 32, 64, 128, 256) and
+// ALiBi with a head count that is not a power of two, seen from a tensor-parallel rank.
+const AttentionShape kAttentionShapes[] = {
+    {1, 1, 1, 1, 4, 0, 0},      {2, 33, 4, 4, 16, 0, 0},  {1, 70, 6, 2, 24, 0, 0},
+    {2, 40, 4, 4, 40, 6, 2},    {1, 35, 2, 1, 72, 0, 0},  {1, 20, 2, 2, 130, 0, 0}};
+
+std::string describe(const AttentionShape& s) {
+  return "B" + std::to_string(s.batch) + " T" + std::to_string(s.seq) + " H" +
+         std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " hd" +
+         std::to_string(s.head_dim) + (s.alibi_heads ? " alibi" : "");
+}
+
+TEST_P(CudaDense, Rope) {
+  const Types t = GetParam();
+  for (const AttentionShape& s : {AttentionShape{1, 1, 1, 1, 2}, AttentionShape{2, 9, 4, 2, 8},
+                                  AttentionShape{1, 37, 6, 3, 16}})
+    for (bool inverse : {false, true}) {
+      Pair qkv = input(t.act, {s.batch * s.seq, (s.heads + 2 * s.kv_heads) * s.head_dim});
+      gpu().rope(s, qkv.gpu, 10000.0, inverse);
+      cpu().rope(s, qkv.cpu, 10000.0, inverse);
+      expect_near(qkv, "rope " + describe(s) + (inverse ? " inverse" : ""));
+    }
+}
+
+TEST_P(CudaDense, Attention) {
+  const Types t = GetParam();
+  for (const AttentionShape& s : kAttentionShapes) {
+    const std::int64_t rows = s.batch * s.seq;
+    Pair qkv = input(t.act, {rows, (s.heads + 2 * s.kv_heads) * s.head_dim});
+    Pair out = output(t.act, {rows, s.heads * s.head_dim});
+    Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
+    gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
+    cpu().attention_forward(s, qkv.cpu, out.cpu, lse.cpu);
+    expect_near(out, "out " + describe(s));
+    expect_near(lse, "lse " + describe(s), t.act);
+    mirror(out);
+    mirror(lse);
+    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
+    Pair dqkv = output(t.act, {rows, (s.heads + 2 * s.kv_heads) * s.head_dim});
+    gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+    cpu().attention_backward(s, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
+    expect_near(dqkv, "dqkv " + describe(s));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaDense, ::testing::ValuesIn(gpu_testing::all_types()),
+                         [](const auto& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace kintsugi

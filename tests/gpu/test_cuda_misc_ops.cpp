@@ -1,0 +1,205 @@
+// The CUDA backend's embeddings, cross-entropy, elementwise ops, reductions and AdamW against the
+// CPU backend in f64, and the determinism of its backward reductions.
+#include "device_testing.hpp"
+
+namespace kintsugi {
+namespace {
+
+using gpu_testing::OpTest;
+using gpu_testing::Pair;
+using gpu_testing::Types;
+
+class CudaMisc : public ::testing::TestWithParam<Types>, public OpTest {};
+
+std::vector<std::int32_t> random_ids(std::int64_t n, std::int64_t bound, std::uint64_t seed,
+                                     std::int32_t offset = 0) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::int32_t>(uniform_int_at(seed, 1, i, bound)) + offset;
+  return v;
+}
+
+// A vocabulary shard [5, 25) of a 30-token vocabulary: ids below, inside (repeated) and above it,
+// and an ignored position (-1).
+TEST_P(CudaMisc, TokenEmbedding) {
+  const Types t = GetParam();
+  for (std::int64_t dim : {1, 37, 64})
+    for (bool acc : {false, true}) {
+      std::vector<std::int32_t> tokens = random_ids(50, 30, dim);
+      tokens[7] = -1;
+      Pair ids = this->ids(tokens), wte = input(t.act, {20, dim}), out = output(t.act, {50, dim});
+      gpu().embedding_forward(ids.gpu, wte.gpu, out.gpu, 5);
+      cpu().embedding_forward(ids.cpu, wte.cpu, out.cpu, 5);
+      expect_near(out, "embedding " + std::to_string(dim));
+      Pair dout = input(t.act, {50, dim}), dwte = output(t.stat, {20, dim}, acc);
+      gpu().embedding_backward(ids.gpu, dout.gpu, dwte.gpu, acc, 5);
+      cpu().embedding_backward(ids.cpu, dout.cpu, dwte.cpu, acc, 5);
+      expect_near(dwte, "embedding backward " + std::to_string(dim) + (acc ? " acc" : ""), t.act);
+    }
+}
+
+TEST_P(CudaMisc, PositionEmbedding) {
+  const Types t = GetParam();
+  for (std::int64_t first_row : {0, 5})
+    for (bool acc : {false, true}) {
+      Pair x = input(t.act, {70, 24}), wpe = input(t.act, {20, 24});
+      gpu().position_embedding_forward(x.gpu, wpe.gpu, 16, first_row);
+      cpu().position_embedding_forward(x.cpu, wpe.cpu, 16, first_row);
+      expect_near(x, "positions");
+      Pair dx = input(t.act, {70, 24}), dwpe = output(t.stat, {20, 24}, acc);
+      gpu().position_embedding_backward(dx.gpu, dwpe.gpu, 16, acc, first_row);
+      cpu().position_embedding_backward(dx.cpu, dwpe.cpu, 16, acc, first_row);
+      expect_near(dwpe, "positions backward" + std::string(acc ? " acc" : ""), t.act);
+    }
+}
+
+// The three passes on a vocabulary shard: logits [rows, cols] hold columns [col_begin, ...), the
+// last cols - valid are padding; targets below, inside and above the shard, and ignored ones.
+TEST_P(CudaMisc, CrossEntropy) {
+  const Types t = GetParam();
+  struct Case {
+    std::int64_t rows, cols, valid, col_begin;
+  };
+  for (const Case& c : {Case{1, 5, 5, 0}, Case{13, 130, 120, 40}, Case{64, 1000, 997, 0}})
+    for (bool backward : {false, true}) {
+      std::vector<std::int32_t> targets = random_ids(c.rows, c.valid + 80, c.cols, -40);
+      targets[0] = c.rows > 1 ? -1 : static_cast<std::int32_t>(c.col_begin);
+      const std::string at = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                             (backward ? " backward" : "");
+      Pair ids = this->ids(targets), logits = input(t.stat, {c.rows, c.cols}, 3.0);
+      Pair row_max = output(t.stat, {c.rows}), row_sum = output(t.stat, {c.rows});
+      Pair target = output(t.stat, {c.rows});
+      gpu().softmax_row_max(logits.gpu, c.valid, row_max.gpu);
+      cpu().softmax_row_max(logits.cpu, c.valid, row_max.cpu);
+      expect_near(row_max, "row max " + at);
+      mirror(row_max);
+      gpu().softmax_row_sum(logits.gpu, c.valid, row_max.gpu, ids.gpu, c.col_begin, row_sum.gpu,
+                            target.gpu, backward);
+      cpu().softmax_row_sum(logits.cpu, c.valid, row_max.cpu, ids.cpu, c.col_begin, row_sum.cpu,
+                            target.cpu, backward);
+      expect_near(row_sum, "row sum " + at);
+      expect_near(target, "target logit " + at);
+      if (backward) expect_near(logits, "exponentials " + at);
+      mirror(row_sum);
+      mirror(target);
+      mirror(logits);
+      Pair loss = input(DType::f64, {1});  // accumulates onto what it holds
+      gpu().cross_entropy_finish(logits.gpu, c.valid, row_max.gpu, row_sum.gpu, target.gpu,
+                                 ids.gpu, c.col_begin, loss.gpu, backward, 0.25);
+      cpu().cross_entropy_finish(logits.cpu, c.valid, row_max.cpu, row_sum.cpu, target.cpu,
+                                 ids.cpu, c.col_begin, loss.cpu, backward, 0.25);
+      expect_near(loss, "loss sum " + at, t.stat);
+      if (backward) expect_near(logits, "logit gradient " + at);
+    }
+}
+
+TEST_P(CudaMisc, Elementwise) {
+  const Types t = GetParam();
+  for (std::int64_t n : {1, 3, 4096, 70001}) {
+    const std::string at = std::to_string(n);
+    Pair a = input(t.act, {n}), b = input(t.act, {n}), out = output(t.act, {n});
+    gpu().add(a.gpu, b.gpu, out.gpu);
+    cpu().add(a.cpu, b.cpu, out.cpu);
+    expect_near(out, "add " + at);
+    gpu().add(a.gpu, b.gpu, b.gpu);  // out aliasing b (the residual stream)
+    cpu().add(a.cpu, b.cpu, b.cpu);
+    expect_near(b, "add in place " + at);
+    gpu().scale(a.gpu, -0.375);
+    cpu().scale(a.cpu, -0.375);
+    expect_near(a, "scale " + at);
+    Pair copy = output(t.act, {n}), zero = input(t.act, {n});
+    gpu().copy(a.gpu, copy.gpu);
+    cpu().copy(a.cpu, copy.cpu);
+    expect_near(copy, "copy " + at);
+    gpu().zero(zero.gpu);
+    cpu().zero(zero.cpu);
+    EXPECT_EQ(fetch(zero.gpu), std::vector<double>(n, 0.0)) << "zero " << at;
+    Pair sum = input(DType::f64, {1});
+    gpu().sum_squares(a.gpu, sum.gpu);
+    cpu().sum_squares(a.cpu, sum.cpu);
+    expect_near(sum, "sum of squares " + at, t.act);
+  }
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {33, 129}}) {
+    Pair x = input(t.act, {rows, cols}), bias = input(t.act, {cols});
+    gpu().add_bias(x.gpu, bias.gpu);
+    cpu().add_bias(x.cpu, bias.cpu);
+    expect_near(x, "add_bias");
+  }
+}
+
+// Every pair of float types (f64 with itself only: backend.hpp).
+TEST(CudaConvert, EveryPairOfTypes) {
+  OpTest op;
+  for (DType from : {DType::f32, DType::bf16, DType::f16})
+    for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+      Pair src = op.input(from, {1001}, 100.0), dst = op.output(to, {1001});
+      op.gpu().convert(src.gpu, dst.gpu);
+      // Rounded to nearest even, as the host rounds (core/half.hpp).
+      Pair want = op.output(to, {1001});
+      std::vector<float> values(1001);
+      for (int i = 0; i < 1001; ++i) values[i] = static_cast<float>(src.cpu.as<double>()[i]);
+      write_values(values.data(), want.gpu);  // host rounding
+      EXPECT_EQ(OpTest::fetch(dst.gpu), OpTest::fetch(want.gpu))
+          << name_of(from) << " to " << name_of(to);
+    }
+}
+
+TEST_P(CudaMisc, AdamW) {
+  const Types t = GetParam();
+  const DType master = t.act == DType::f64 ? DType::f64 : DType::f32;
+  for (std::int64_t n : {1, 1000, 70001})
+    for (bool working : {false, true}) {
+      if (working && master == DType::f64) continue;
+      Pair param = input(master, {n}), grad = input(t.stat, {n}), m = input(master, {n}, 0.1);
+      Pair v = input(master, {n}, 0.1, 0.5), copy = output(t.act, {n});
+      const AdamWHyper h{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                         .weight_decay = 0.1, .grad_scale = 0.5, .step = 3};
+      gpu().adamw_step(param.gpu, grad.gpu, m.gpu, v.gpu, h, working ? &copy.gpu : nullptr);
+      cpu().adamw_step(param.cpu, grad.cpu, m.cpu, v.cpu, h, nullptr);
+      const std::string at = std::to_string(n) + (working ? " with working copy" : "");
+      expect_near(param, "param " + at);
+      expect_near(m, "m " + at);
+      expect_near(v, "v " + at);
+      if (working) {
+        std::copy_n(param.cpu.as<double>(), n, copy.cpu.as<double>());
+        expect_near(copy, "working copy " + at);
+      }
+    }
+}
+
+// Same inputs, same bits: the backward reductions have a fixed order.
+TEST(CudaDeterminism, BackwardReductionsRepeatBitForBit) {
+  OpTest op;
+  const AttentionShape s{2, 45, 4, 2, 16};
+  Pair qkv = op.input(DType::bf16, {90, 8 * 16}), out = op.output(DType::bf16, {90, 64});
+  Pair lse = op.output(DType::f32, {2, 4, 45}), dout = op.input(DType::bf16, {90, 64});
+  std::vector<std::int32_t> tokens = random_ids(300, 7, 1);  // many repeats
+  Pair ids = op.ids(tokens), dx = op.input(DType::bf16, {300, 96});
+  Pair x = op.input(DType::bf16, {300, 96}), w = op.input(DType::bf16, {96});
+  Pair mean = op.input(DType::f32, {300}), rstd = op.input(DType::f32, {300}, 0.1, 1.0);
+  std::vector<std::vector<double>> first;
+  for (int run = 0; run < 2; ++run) {
+    Pair dqkv = op.output(DType::bf16, {90, 8 * 16}), dwte = op.output(DType::f32, {7, 96});
+    Pair ddx = op.output(DType::bf16, {300, 96}, false), dw = op.output(DType::f32, {96});
+    Pair db = op.output(DType::f32, {96}), sum = op.output(DType::f64, {1});
+    op.gpu().zero(ddx.gpu);
+    op.gpu().zero(sum.gpu);
+    op.gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
+    op.gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+    op.gpu().embedding_backward(ids.gpu, dx.gpu, dwte.gpu, false, 0);
+    op.gpu().layernorm_backward(dx.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu, ddx.gpu, dw.gpu, db.gpu,
+                                false);
+    op.gpu().sum_squares(dx.gpu, sum.gpu);
+    std::vector<std::vector<double>> got = {OpTest::fetch(dqkv.gpu), OpTest::fetch(dwte.gpu),
+                                            OpTest::fetch(ddx.gpu),  OpTest::fetch(dw.gpu),
+                                            OpTest::fetch(db.gpu),   OpTest::fetch(sum.gpu)};
+    if (run == 0) first = got;
+    else EXPECT_EQ(got, first);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaMisc, ::testing::ValuesIn(gpu_testing::all_types()),
+                         [](const auto& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace kintsugi
