@@ -110,10 +110,11 @@ void expect_follows(const Trained& gpu, const Trained& cpu, double tol, const st
   for (std::size_t s = 0; s < cpu.losses.size(); ++s) {
     EXPECT_LE(relative(gpu.losses[s], cpu.losses[s]), tol)
         << what << " step " << s << ": GPU loss " << gpu.losses[s] << ", CPU " << cpu.losses[s];
-    if (s < kNormSteps)
+    if (s < kNormSteps) {
       EXPECT_LE(relative(gpu.norms[s], cpu.norms[s]), 10 * tol)
-        << what << " step " << s << ": GPU grad norm " << gpu.norms[s] << ", CPU "
-        << cpu.norms[s];
+          << what << " step " << s << ": GPU grad norm " << gpu.norms[s] << ", CPU "
+          << cpu.norms[s];
+    }
   }
   EXPECT_LE(relative(gpu.val, cpu.val), tol) << what << " validation loss";
   EXPECT_LE(weights_error(gpu, cpu), 10 * tol) << what << " weights";
