@@ -101,6 +101,12 @@ add_test(NAME ckpt.stop_on_sigTERM_one_rank_of_dp2
          COMMAND ${CKPT}/sigterm.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run> ${CKPT_OUT}
                  TERM 2 ${MICRO_RUN} --dp 2)
 set_tests_properties(ckpt.stop_on_sigTERM_one_rank_of_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 300)
+# The signalled rank's stage agrees with its data-parallel peer and drains; the other stage
+# learns of it when the step's program ends.
+add_test(NAME ckpt.stop_on_sigTERM_one_rank_of_pp2_dp2
+         COMMAND ${CKPT}/sigterm.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run> ${CKPT_OUT}
+                 TERM 4 ${MICRO_RUN} --pp 2 --dp 2)
+set_tests_properties(ckpt.stop_on_sigTERM_one_rank_of_pp2_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 300)
 
 # Hugging Face safetensors export, checked by an independent reader, and --init-from.
 add_test(NAME ckpt.export_import
@@ -151,6 +157,12 @@ foreach(phase train eval)
            COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --dp 2 --zero 2)
   set_tests_properties(ckpt.stop_mid_${phase}_under_mpirun PROPERTIES PROCESSORS 2 TIMEOUT 180)
+  # Two pipeline stages are at different micro-batches when the signal comes: each drains.
+  add_test(NAME ckpt.stop_mid_${phase}_pp2_under_mpirun
+           COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --pp 2 --dp 1)
+  set_tests_properties(ckpt.stop_mid_${phase}_pp2_under_mpirun PROPERTIES
+                       PROCESSORS 2 TIMEOUT 180 ENVIRONMENT SEQUENCES=8)
 endforeach()
 # One writer per --out: a second job is refused, naming the first one's host and pid.
 add_test(NAME ckpt.second_writer_refused

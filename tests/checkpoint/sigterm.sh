@@ -9,7 +9,7 @@ set -uo pipefail
 kintsugi="$1" check="$2" out="$3" signal="$4" ranks="$5"
 shift 5
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-dir="$out/sig${signal}_np$ranks"
+dir="$out/sig${signal}_np${ranks}_$(echo "$*" | md5sum | cut -c1-8)"
 rm -rf "$dir" && mkdir -p "$dir"
 die() { echo "FAIL: $*"; exit 1; }
 launch() {

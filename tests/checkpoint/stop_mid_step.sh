@@ -7,21 +7,25 @@
 # bit for bit like a run that never stopped. Micro-batches are slowed to 1 s
 # (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 6 s left
 # when the launcher kills (a run that looks at the signal only between steps loses it all).
+# With a pipeline the stages drain the interrupted program (docs/checkpoints.md).
 # Usage: stop_mid_step.sh KINTSUGI CHECK_RUN OUT_DIR PHASE RANKS [flags...]
+# SEQUENCES (environment): sequences per step or evaluation, 8 x RANKS unless set (8 per
+# data-parallel rank gives each rank 8 micro-batches of 1 sequence).
 set -uo pipefail
 kintsugi="$1" check="$2" out="$3" phase="$4" ranks="$5"
 shift 5
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-dir="$out/stop_mid_${phase}_np$ranks"
+dir="$out/stop_mid_${phase}_np${ranks}_$(echo "$*" | md5sum | cut -c1-8)"
+sequences="${SEQUENCES:-$((8 * ranks))}"
 rm -rf "$dir" && mkdir -p "$dir"
 die() { echo "FAIL: $*"; exit 1; }
 launch() { mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "$@"; }
 flags=("$@" --set train.decay_steps=20)
 # 8 micro-batches per rank per step (train) or per evaluation (eval): 8 s at 1 s each.
 if [[ "$phase" == train ]]; then
-  slow=("${flags[@]}" --set train.global_batch=$((8 * ranks)) --set train.eval_every=0)
+  slow=("${flags[@]}" --set train.global_batch=$sequences --set train.eval_every=0)
 else
-  slow=("${flags[@]}" --set train.eval_every=2 --set train.eval_batches=$((8 * ranks)))
+  slow=("${flags[@]}" --set train.eval_every=2 --set train.eval_batches=$sequences)
 fi
 
 # Started directly (not through the launch function) so that $! is mpirun itself.

@@ -1,5 +1,7 @@
 #include "kintsugi/parallel/pipeline_executor.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "kintsugi/core/host_io.hpp"
@@ -106,6 +108,10 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
   held_.clear();
   free_.clear();
   for (int k = 0; k < chunks_.front()->slots(); ++k) free_.push_back(k);
+  bool draining = false, abandoned = false;
+  const bool has_reduce = std::any_of(program.begin(), program.end(), [](const auto& in) {
+    return in.op == PipeOp::reduce_grads;
+  });
   for (std::size_t index = 0; index < program.size(); ++index) {
     const PipeInstruction& in = program[index];
     ModelChunk* chunk = in.op == PipeOp::reduce_grads || in.op == PipeOp::optimizer_step
@@ -120,10 +126,14 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
             pp_->recv_async(chunk->input(s), (g - 1) % p);
         break;
       case PipeOp::forward:
-        // One stage: nothing is in flight between micro-batches (the gradient reduction starts
-        // in the last backward), so the program can end here.
-        if (p == 1 && hooks.stop && hooks.stop(in.micro_batch)) return false;
-        forward(in, s, training, grad_scale, hooks, in_flight);
+        if (!draining && hooks.stop && hooks.stop(in.micro_batch)) {
+          // One stage: nothing is in flight between micro-batches (the gradient reduction
+          // starts in the last backward), so the program can end here.
+          if (p == 1) return false;
+          draining = true;
+        }
+        if (draining) wait_receive(kForward, in.chunk, in.micro_batch);
+        else forward(in, s, training, grad_scale, hooks, in_flight);
         break;
       case PipeOp::send_forward:
         slot->output_sends.push_back(pp_->send_async(chunk->output(s), (g + 1) % p));
@@ -134,18 +144,27 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
             pp_->recv_async(chunk->grad(s), (g + 1) % p);
         break;
       case PipeOp::backward:
-        backward(in, s, in_flight);
+        if (draining) {
+          wait_receive(kBackward, in.chunk, in.micro_batch);
+          wait_sends(slot->grad_sends);
+        } else {
+          backward(in, s, in_flight);
+        }
         break;
       case PipeOp::send_backward:
         slot->grad_sends.push_back(pp_->send_async(chunk->grad(s), (g - 1 + chunks_total) % p));
         break;
       case PipeOp::reduce_grads: {
+        // Every rank reduces, abandoned or not: a stage's data-parallel ranks may have started
+        // reducing in their last backward, and the reductions must finish on both sides.
+        if (p > 1 && hooks.any_abandoned) abandoned = hooks.any_abandoned(draining);
         const double start = tracer_.now();
         hooks.reduce_grads();
         tracer_.record("reduce gradients", 1, start, tracer_.now());
         break;
       }
       case PipeOp::optimizer_step: {
+        if (abandoned) break;
         const double start = tracer_.now();
         hooks.optimizer_step();
         tracer_.record("optimizer", 0, start, tracer_.now());
@@ -163,7 +182,8 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
       wait_sends(slot.grad_sends);
     }
   KINTSUGI_ASSERT(receives_.empty());
-  return true;
+  if (!has_reduce && p > 1 && hooks.any_abandoned) abandoned = hooks.any_abandoned(draining);
+  return !abandoned;
 }
 
 }  // namespace kintsugi

@@ -35,15 +35,21 @@ class PipelineExecutor {
     // executor moves them to the chunk's device tensors.
     std::function<void(int mb, std::int32_t* tokens, std::int32_t* targets)> sample;
     std::function<void()> reduce_grads, optimizer_step;
-    // Asked before each micro-batch's forward, with no pipeline (one stage) only: whether to
-    // abandon the program there. Every rank must answer alike (it is a collective decision).
-    // A pipeline's stages are at different micro-batches at any moment: they are not asked.
+    // Asked before each micro-batch's forward: whether to abandon the program there. It is a
+    // collective decision of the ranks that run this program in lockstep: the whole job with
+    // one stage; this stage's tensor- and data-parallel ranks with a pipeline, whose stages are
+    // at different micro-batches at any moment.
     std::function<bool(int mb)> stop = {};
+    // With a pipeline: asked on every rank of the job once its program has run (before the
+    // gradients are reduced): whether any stage abandoned it. A collective of the whole job.
+    std::function<bool(bool abandoned_here)> any_abandoned = {};
   };
   // Executes `program`. The loss chunk (last stage) adds the token losses to its loss_sum().
   // grad_scale multiplies the loss whose gradient backward computes. Returns false when
   // hooks.stop abandoned it: the weights and optimizer state are untouched, the gradients and
-  // losses partial.
+  // losses partial. A pipeline stage that abandons the program drains it: it still posts and
+  // waits for every transfer of the remaining instructions, computing nothing, so that the
+  // other stages reach their end too and the transfers stay paired for the next program.
   bool run(const std::vector<PipeInstruction>& program, bool training, double grad_scale,
            const Hooks& hooks);
 

@@ -5,6 +5,7 @@
 #include "kintsugi/core/host_io.hpp"
 
 #include "kintsugi/optim/grad_clip.hpp"
+#include "kintsugi/train/preemption.hpp"
 
 namespace kintsugi {
 
@@ -132,13 +133,29 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   zero_loss();
-  interrupted_ = !executor_->run(program, true, grad_scale * loss_scale,
-                                 {.sample = sample,
-                                  .reduce_grads = [this] { reduce_grads(); },
-                                  .optimizer_step = [this] { optimizer_step(); },
-                                  .stop = stop_check_});
+  PipelineExecutor::Hooks hooks = stop_hooks(stop_check_);
+  hooks.sample = sample;
+  hooks.reduce_grads = [this] { reduce_grads(); };
+  hooks.optimizer_step = [this] { optimizer_step(); };
+  interrupted_ = !executor_->run(program, true, grad_scale * loss_scale, hooks);
   if (interrupted_) return {0, 0, false, loss_scale};  // every rank stopped at the same place
   return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale};
+}
+
+PipelineExecutor::Hooks StageModel::stop_hooks(const std::function<bool(int)>& checked) const {
+  if (!checked) return {};
+  // A sum over the group of flags; with a pipeline, over this stage's data-parallel ranks and
+  // then its tensor-parallel ranks, which makes it this stage's whole group.
+  auto any = [this](bool flag, bool job) {
+    double n = flag ? 1.0 : 0.0;
+    if (!place_.topology) return n > 0;
+    if (job || !place_.pp) return place_.topology->world().host_all_reduce(n) > 0;
+    if (place_.dp) n = place_.dp->host_all_reduce(n);
+    if (place_.tp.group()) n = place_.tp.group()->host_all_reduce(n);
+    return n > 0;
+  };
+  return {.stop = [checked, any](int mb) { return checked(mb) && any(stop_requested(), false); },
+          .any_abandoned = [any](bool here) { return any(here, true); }};
 }
 
 void StageModel::zero_loss() {
@@ -154,8 +171,9 @@ double StageModel::evaluate(const Sampler& sample, int micro_batches,
                             int lockstep_micro_batches) {
   auto forward = [&](const Sampler& s, int count, const std::function<bool(int)>& stop) {
     const PipelineShape shape{place_.pp_size, virtual_stages_, count};
-    return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0,
-                          {.sample = s, .reduce_grads = {}, .optimizer_step = {}, .stop = stop});
+    PipelineExecutor::Hooks hooks = stop_hooks(stop);
+    hooks.sample = s;
+    return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0, hooks);
   };
   zero_loss();
   // Only this rank's own micro-batches are offered to the stop check (the caller knows how many

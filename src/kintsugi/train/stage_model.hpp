@@ -45,10 +45,12 @@ class StageModel {
   // every layer's weights from the group), so a rank with fewer runs more, up to
   // `lockstep_micro_batches`, on samples k >= micro_batches, and discards their losses.
   double evaluate(const Sampler& sample, int micro_batches, int lockstep_micro_batches);
-  // Asked before each micro-batch of train_step and of evaluate's own micro-batches, with no
-  // pipeline (PipelineExecutor::Hooks::stop): a yes ends either early, with the weights and
-  // optimizer state as they were, and interrupted() true until the next call.
-  void set_stop_check(std::function<bool(int mb)> check) { stop_check_ = std::move(check); }
+  // Which micro-batches of train_step and of evaluate's own micro-batches look for a stop
+  // signal (every rank must answer alike): before such a micro-batch's forward, the ranks that
+  // run it in lockstep agree whether any of them received SIGTERM/SIGINT
+  // (PipelineExecutor::Hooks::stop). A stop ends the step or evaluation early, with the weights
+  // and optimizer state as they were, and interrupted() true until the next call.
+  void set_stop_check(std::function<bool(int mb)> checked) { stop_check_ = std::move(checked); }
   bool interrupted() const { return interrupted_; }
 
   const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
@@ -75,6 +77,8 @@ class StageModel {
   void zero_loss();
   double local_loss() const;
   double sum_over_job(double local) const;  // over pipeline stages and data-parallel ranks
+  // The executor's stop hooks (see set_stop_check); empty without a check.
+  PipelineExecutor::Hooks stop_hooks(const std::function<bool(int)>& checked) const;
 
   Backend& backend_;
   const Place& place_;

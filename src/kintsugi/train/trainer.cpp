@@ -158,8 +158,7 @@ class TrainingRun {
     curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
     // A stop signal is looked at before every micro-batch every rank runs, not only between
     // steps: a launcher gives a stopped job seconds, not a step's worth (docs/checkpoints.md).
-    model_.set_stop_check(
-        [this](int mb) { return mb < stop_checks_ && job_asked_to_stop(place_); });
+    model_.set_stop_check([this](int mb) { return mb < stop_checks_; });
   }
 
   TrainSummary run() {
