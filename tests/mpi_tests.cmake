@@ -214,8 +214,9 @@ mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --
 # attention (4 query heads, 2 kv heads: one kv head per tensor-parallel rank).
 set(LLAMA_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
-    --set data.train=${MPI_DATA}/brown/train.bin --set data.val=${MPI_DATA}/brown/val.bin
-    --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
+    --set data.train=${MPI_DATA}/brown/llama2/train.bin
+    --set data.val=${MPI_DATA}/brown/llama2/val.bin
+    --set data.tokenizer=${MPI_DATA}/llama2-tokenizer
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.n_kv_head=2
     --set model.d_ff=176 --set model.seq_len=32
     --set train.global_batch=8 --set train.micro_batch=1 --set train.steps=4

@@ -21,7 +21,9 @@ cmp "$dir/hf/model.safetensors" "$dir/hf2/model.safetensors"
 text="Exports carry their tokenizer: ids 1234, naïve café, 東京 🙂"
 ids=$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/hf")
 [[ -n "$ids" && "$ids" == "$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/a/model")" ]]
-[[ "$(printf '%s' "$ids" | "$kintsugi" decode --tokenizer "$dir/hf")" == "$text" ]]
+# Without the specials a post-processor adds (Llama's <s>), the ids decode to the text.
+plain=$(printf '%s' "$text" | "$kintsugi" encode --no-specials --tokenizer "$dir/hf")
+[[ "$(printf '%s' "$plain" | "$kintsugi" decode --tokenizer "$dir/hf")" == "$text" ]]
 python3 "$here/verify_hf_export.py" "$dir/hf/model.safetensors" "$dir/a/model"
 
 "$kintsugi" train "$@" --init-from "$dir/hf/model.safetensors" --set train.steps=1 \

@@ -99,7 +99,7 @@ const std::map<std::string, ModelConfig>& presets() {
              // Megatron-Turing NLG's shape, Korthikanti et al.'s 530B row.
              gpt("gpt-530b", 105, 20480, 128, 2048),
              // The tiny versions use GPT-2's vocabulary: they train on the Brown corpus.
-             llama("llama-tiny", 4, 128, 4, 2, 352, 50257, 128),
+             llama("llama-tiny", 4, 128, 4, 2, 352, 32000, 128),
              llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048),
              llama("llama-13b", 40, 5120, 40, 40, 13824, 32000, 2048),
              llama("llama-65b", 80, 8192, 64, 64, 22016, 32000, 2048),
