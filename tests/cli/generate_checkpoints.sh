@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kintsugi generate` takes a saved model, which carries its tokenizer (so no path depends on
 # the working directory), or a training checkpoint of the same step: the same greedy text. A
-# tokenizer directory the user names and that lacks its files is reported as such.
+# tokenizer directory the user names and that lacks its files is reported as such. The
+# key/value cache gives the same text as rerunning the window.
 # Usage: generate_checkpoints.sh KINTSUGI EXPECT_ERROR OUT_DIR TOKENIZER_DIR [train flags...]
 set -euo pipefail
 kintsugi="$1" expect_error="$2" dir="$3" tokenizer="$4"
@@ -19,6 +20,19 @@ b="$("$kintsugi" generate --checkpoint ../run/checkpoints/step-00000002 --tokeni
 echo "model/: $a"
 echo "step-2: $b"
 [[ -n "$a" && "$a" == "$b" ]] || { echo "FAIL: different text"; exit 1; }
+# The key/value cache changes the cost, not the tokens: sampled (so any change in the logits
+# shows) within MICRO_RUN's 32-position window, the same text as rerunning the window for every
+# token; past the window the cached run goes on (from the last half of the window) and begins
+# with the same text.
+sample=(--checkpoint ../run/model --prompt "The jury" --temperature 1 --top-k 0 --seed 3)
+cached="$("$kintsugi" generate "${sample[@]}" --tokens 25)"
+uncached="$("$kintsugi" generate "${sample[@]}" --tokens 25 --no-kv-cache)"
+echo "cached:   $cached"
+echo "uncached: $uncached"
+[[ -n "$cached" && "$cached" == "$uncached" ]] || { echo "FAIL: the cache changed the text"; exit 1; }
+long="$("$kintsugi" generate "${sample[@]}" --tokens 90)"
+[[ "$long" == "$cached"* && ${#long} -gt ${#cached} ]] ||
+  { echo "FAIL: past the window: $long"; exit 1; }
 "$expect_error" "^kintsugi: error: --tokenizer nowhere: no such file or directory$" \
   "$kintsugi" generate --checkpoint ../run/model --tokenizer nowhere
 out="$("$kintsugi" generate --checkpoint ../run/model --tokenizer nowhere 2>&1 || true)"

@@ -231,6 +231,35 @@ TEST_P(CudaDense, Attention) {
   }
 }
 
+// Generation: one query row per sequence against the key/value cache, at the first, a middle
+// and the last position (rows after it poisoned on the GPU: the kernel must not read them), and
+// RoPE of the one new row at its offset.
+TEST_P(CudaDense, AttentionDecode) {
+  const Types t = GetParam();
+  for (const AttentionShape& s : kAttentionShapes)
+    for (std::int64_t position : {std::int64_t{0}, s.seq / 2, s.seq - 1}) {
+      const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+      Pair cache = input(t.act, {rows, width});
+      for (std::int64_t b = 0; b < s.batch; ++b) {
+        const Tensor after = cache.gpu.rows(b * s.seq + position + 1, s.seq - position - 1);
+        const std::vector<std::byte> poison(after.bytes(), std::byte{0xff});
+        if (after.numel() > 0) copy_from_host(poison.data(), after);
+      }
+      Pair out = output(t.act, {s.batch, s.heads * s.head_dim});
+      gpu().attention_decode(s, cache.gpu, position, out.gpu);
+      cpu().attention_decode(s, cache.cpu, position, out.cpu);
+      expect_near(out, "decode " + describe(s) + " at " + std::to_string(position));
+    }
+  for (std::int64_t p : {0, 5, 36}) {
+    AttentionShape one{1, 1, 6, 3, 16};
+    one.first_position = p;
+    Pair qkv = input(t.act, {1, (one.heads + 2 * one.kv_heads) * one.head_dim});
+    gpu().rope(one, qkv.gpu, 10000.0, false);
+    cpu().rope(one, qkv.cpu, 10000.0, false);
+    expect_near(qkv, "rope of one row at " + std::to_string(p));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaDense, ::testing::ValuesIn(gpu_testing::all_types()),
                          [](const auto& info) { return info.param.name(); });
 

@@ -43,6 +43,9 @@ struct AttentionShape {
   // passes the model's head count and the global index of its first head, so every head keeps
   // its own slope whichever rank computes it.
   std::int64_t alibi_heads = 0, head_begin = 0;
+  // RoPE: row t of each sequence is position first_position + t (generation rotates the one
+  // new row of a key/value cache).
+  std::int64_t first_position = 0;
 };
 
 
@@ -122,6 +125,12 @@ class Backend {
   // dqkv is overwritten.
   virtual void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
+  // Generation with a key/value cache: the query of row `position` of each sequence against
+  // the keys and values of rows 0..position of the packed qkv `cache` (s.seq is the cache's
+  // length, rows after `position` are not read); out [B, H, hd] (one row per sequence). Equals
+  // attention_forward's row `position` (queries and keys already rotated with RoPE).
+  virtual void attention_decode(const AttentionShape& s, const Tensor& cache,
+                                std::int64_t position, const Tensor& out) = 0;
 
   // ---- embeddings. tokens i32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
   // [vocab_begin, vocab_begin + rows of wte) give zero rows: that is how a vocabulary-parallel

@@ -75,6 +75,11 @@ void ForwardingBackend::attention_backward(const AttentionShape& s, const Tensor
   const double f = 8.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
   around("attention_backward", f, [&] { inner_.attention_backward(s, qkv, out, lse, dout, dqkv); });
 }
+void ForwardingBackend::attention_decode(const AttentionShape& s, const Tensor& cache,
+                                         std::int64_t position, const Tensor& out) {
+  const double f = 4.0 * s.batch * s.heads * double(position + 1) * s.head_dim;
+  around("attention_decode", f, [&] { inner_.attention_decode(s, cache, position, out); });
+}
 void ForwardingBackend::embedding_forward(const Tensor& tokens, const Tensor& wte,
                                           const Tensor& out, std::int64_t vocab_begin) {
   around("embedding_forward", 0, [&] { inner_.embedding_forward(tokens, wte, out, vocab_begin); });

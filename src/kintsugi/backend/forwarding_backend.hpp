@@ -43,6 +43,8 @@ class ForwardingBackend : public Backend {
                          const Tensor& lse) override;
   void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                           const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override;
+  void attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
+                        const Tensor& out) override;
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
                          std::int64_t vocab_begin) override;
   void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -87,6 +88,43 @@ void load_weights(const fs::path& dir, const Checkpoint& checkpoint, GptModel& m
   }
 }
 
+// The model's view of a growing context. Without the cache it runs the whole window for every
+// new token (the last `window` tokens; causality makes the padding after them moot). With it,
+// the first call runs the context (a prompt) once, and each later one runs only the new token
+// against the kept keys and values; when the window is full it starts again from the last half
+// of it (a learned or rotary position cannot shift, so a sliding window would mean rerunning
+// it all).
+class ContextWindow {
+ public:
+  ContextWindow(GptModel& model, std::int64_t window, bool cached)
+      : model_(model), window_(window), cached_(cached), input_(window, 0) {}
+
+  void next_logits(const std::vector<std::int32_t>& context, float* out) {
+    const auto size = static_cast<std::int64_t>(context.size());
+    if (!cached_) {
+      const std::int64_t n = std::min(window_, size);
+      std::copy(context.end() - n, context.end(), input_.begin());
+      model_.next_token_logits(input_.data(), n - 1, out);
+    } else if (filled_ > 0 && filled_ < window_ && size == seen_ + 1) {
+      model_.decode_logits(context.back(), filled_++, out);
+    } else {
+      const std::int64_t n = std::min(filled_ == window_ ? window_ / 2 : window_, size);
+      std::copy(context.end() - n, context.end(), input_.begin());
+      model_.prefill_logits(input_.data(), n, out);
+      filled_ = n;
+    }
+    seen_ = size;
+  }
+
+ private:
+  GptModel& model_;
+  std::int64_t window_;
+  bool cached_;
+  std::vector<std::int32_t> input_;
+  std::int64_t filled_ = 0;  // window positions whose keys and values the model holds
+  std::int64_t seen_ = 0;    // context length at the last call
+};
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
@@ -96,6 +134,7 @@ void add_generate_command(CLI::App& app) {
     double temperature = 0.8;
     std::uint64_t seed = 0;
     std::string device = "cpu";
+    bool no_kv_cache = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
@@ -116,6 +155,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Device: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-kv-cache", args->no_kv_cache,
+                "Run the whole window for every new token instead of one row against the "
+                "key/value cache (slower; the same tokens while the context fits the window)");
   cmd->callback([args] {
     set_compute_threads(args->threads);
     if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
@@ -140,13 +182,11 @@ void add_generate_command(CLI::App& app) {
     if (context.empty()) context.push_back(tokenizer->eos_id());
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
-    std::vector<std::int32_t> input(window, 0);
+    ContextWindow model_window(model, window, !args->no_kv_cache);
     std::vector<float> logits(config.vocab_size);
+    const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < args->tokens; ++i) {
-      // The model sees the last `window` tokens; causality makes the padding after them moot.
-      const std::int64_t n = std::min<std::int64_t>(window, context.size());
-      std::copy(context.end() - n, context.end(), input.begin());
-      model.next_token_logits(input.data(), n - 1, logits.data());
+      model_window.next_logits(context, logits.data());
       const std::int32_t next =
           sample_token(logits, args->temperature, args->top_k, uniform_at(args->seed, 1, i));
       context.push_back(next);
@@ -155,6 +195,12 @@ void add_generate_command(CLI::App& app) {
       std::fflush(stdout);
     }
     fmt::print("\n");
+    // On stderr, so the text on stdout stays just the text.
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "generated {} token{} in {:.2f} s: {:.1f} tokens/s ({})\n", args->tokens,
+               args->tokens == 1 ? "" : "s", seconds, args->tokens / seconds,
+               args->no_kv_cache ? "no key/value cache" : "key/value cache");
   });
 }
 

@@ -33,9 +33,23 @@ class GptModel : public ModelChunk {
     return read_scalar(loss_sum());
   }
   // Next-token logits at `position` of sequence 0 (generation); out has vocab_size entries.
+  // Runs the whole window.
   void next_token_logits(const std::int32_t* tokens, std::int64_t position, float* out) {
     copy_from_host(tokens, this->tokens(0));
     forward(0, false, 0.0, /*score=*/false);
+    head().logits(0, output(0), position, out);
+  }
+  // The same logits with a key/value cache. prefill_logits runs the first `count` tokens (a
+  // prompt) and returns the logits after the last of them; decode_logits then adds one token
+  // at `position` (the next free one) against the kept keys and values of those before it.
+  void prefill_logits(const std::int32_t* tokens, std::int64_t count, float* out) {
+    copy_from_host(tokens, this->tokens(0).rows(0, count));
+    extend(0, 0, count);
+    head().logits(0, output(0), count - 1, out);
+  }
+  void decode_logits(std::int32_t token, std::int64_t position, float* out) {
+    copy_from_host(&token, this->tokens(0).rows(position, 1));
+    extend(0, position, 1);
     head().logits(0, output(0), position, out);
   }
 

@@ -135,9 +135,12 @@ void LmHead::forward_loss(int slot, const Tensor& x, const Tensor& targets) {
 
 void LmHead::logits(int slot, const Tensor& x, std::int64_t row, float* out) {
   KINTSUGI_ASSERT(ctx_.tp.size() == 1);
-  const Tensor full = norm_forward(slot, x);
+  // The norm of that row only: generation asks for one row per new token.
+  Saved& s = saved_[slot];
+  auto one = [row](const Tensor& t) { return t.empty() ? t : t.rows(row, 1); };
+  norm_.forward(one(x), one(s.norm), one(s.mean), one(s.rstd));
   const Tensor logits = logits_.rows(0, 1);
-  ctx_.backend.linear_forward(full.rows(row, 1), ctx_.params.param(wte_), nullptr, logits);
+  ctx_.backend.linear_forward(one(s.norm), ctx_.params.param(wte_), nullptr, logits);
   // Only the real vocabulary: padding columns are not tokens.
   read_values(logits.reshaped({local_vocab_}).rows(0, vocab_), out);
 }

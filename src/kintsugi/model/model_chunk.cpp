@@ -122,6 +122,21 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
   }
 }
 
+void ModelChunk::extend(int slot, std::int64_t first, std::int64_t count) {
+  KINTSUGI_ASSERT(embedding_ && batch_ == 1 && first >= 0 && count >= 1 && first + count <= seq_);
+  auto& x = residual_[slot];
+  auto rows = [first, count](const Tensor& t) { return t.rows(first, count); };
+  const Tensor embedded = embedding_norm_ ? rows(embedding_saved_[slot].raw) : rows(x[0]);
+  embedding_->lookup(rows(tokens_[slot]), embedded);
+  embedding_->add_positions(embedded, seq_, first);
+  if (embedding_norm_) {
+    const EmbeddingNormSaved& e = embedding_saved_[slot];
+    embedding_norm_->forward(embedded, rows(x[0]), rows(e.mean), rows(e.rstd));
+  }
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    blocks_[i]->extend(slot, x[i], x[i + 1], first, count);
+}
+
 void ModelChunk::backward(int slot, bool last_micro_batch) {
   auto& x = residual_[slot];
   const Tensor d = grad_[slot];

@@ -80,6 +80,12 @@ class ModelChunk {
   // dL/d(input) in grad(slot). With last_micro_batch, grads_final is told as each layer's
   // parameter gradients become final for the step.
   void backward(int slot, bool last_micro_batch);
+  // Generation with a key/value cache (a whole model on one rank, one sequence): rows
+  // [first, first + count) of the slot (their tokens in tokens(slot)) through every layer into
+  // the same rows of output(slot), after rows 0..first-1 went through forward or extend: their
+  // keys and values are still in the blocks' saved activations. Equals forward's rows, at the
+  // cost of `count` rows: first 0 runs a prompt, later calls add one token at a time.
+  void extend(int slot, std::int64_t first, std::int64_t count);
   // Loss chunk: f64 [1] on the device, the token losses added up since zero_loss(). The host
   // reads it once per step (read_scalar).
   Tensor loss_sum() const;

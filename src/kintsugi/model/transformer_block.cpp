@@ -155,6 +155,46 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   be.add(s.mid, y, y);
 }
 
+void TransformerBlock::extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first,
+                              std::int64_t count) {
+  KINTSUGI_ASSERT(ctx_.tp.size() == 1 && shape_.batch == 1 && recompute_ == Recompute::none);
+  KINTSUGI_ASSERT(first >= 0 && count >= 1 && first + count <= shape_.seq);
+  BlockActivations& s = saved_[slot];
+  Backend& be = ctx_.backend;
+  auto rows = [first, count](const Tensor& t) { return t.empty() ? t : t.rows(first, count); };
+  const Tensor ln1 = rows(s.ln1), qkv = rows(s.qkv), attn = rows(s.attn), mid = rows(s.mid);
+  ln1_.forward(rows(x), ln1, rows(s.ln1_mean), rows(s.ln1_rstd));
+  qkv_.forward(ln1, qkv);  // the new rows of the cache
+  AttentionShape part = shape_;
+  part.seq = count;
+  part.first_position = first;
+  if (config_.is_llama()) be.rope(part, qkv, config_.rope_theta, false);
+  if (first == 0) {
+    // A prompt: causal attention among its own rows, as forward would run a window of `count`
+    // (batch 1: its log-sum-exp is the first heads x count values of the saved one).
+    const Tensor lse = s.lse.reshaped({s.lse.numel()}).rows(0, shape_.heads * count);
+    be.attention_forward(part, qkv, attn, lse.reshaped({1, shape_.heads, count}));
+  } else {
+    for (std::int64_t r = 0; r < count; ++r)
+      be.attention_decode(shape_, s.qkv, first + r, attn.rows(r, 1));
+  }
+  proj_.forward(attn, mid);
+  proj_.add_bias(mid);
+  be.add(rows(x), mid, mid);
+  const Tensor ln2 = rows(s.ln2), fc = rows(s.fc), act = rows(s.act), out = rows(y);
+  ln2_.forward(mid, ln2, rows(s.ln2_mean), rows(s.ln2_rstd));
+  fc_.forward(ln2, fc);
+  if (up_) {
+    up_->forward(ln2, rows(s.up));
+    be.swiglu_forward(fc, rows(s.up), act);
+  } else {
+    be.gelu_forward(fc, act);
+  }
+  fc2_.forward(act, out);
+  fc2_.add_bias(out);
+  be.add(mid, out, out);
+}
+
 void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_residual,
                                 const BlockWorkspace& ws) {
   BlockActivations& s = saved_[slot];

@@ -83,6 +83,11 @@ class TransformerBlock {
   void forward(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws);
   // d_residual: in dL/dy, out dL/dx.
   void backward(int slot, const Tensor& x, const Tensor& d_residual, const BlockWorkspace& ws);
+  // Generation with a key/value cache (one sequence, one rank, every activation kept): rows
+  // [first, first + count) of x through the block into the same rows of y, given that rows
+  // 0..first-1 of this slot already went through forward or extend: their keys and values are
+  // the saved qkv's. first 0 runs a prompt; later ones add tokens. Equals forward's rows.
+  void extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first, std::int64_t count);
 
  private:
   LayerContext& ctx_;

@@ -260,6 +260,18 @@ class CpuBackend final : public Backend {
                               dqkv.as<T>(), workspace_);
     });
   }
+  void attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
+                        const Tensor& out) override {
+    KINTSUGI_ASSERT(position >= 0 && position < s.seq);
+    KINTSUGI_ASSERT(cache.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
+    KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
+    const Kind kind = kind_of({&cache, &out});
+    if (kind == Kind::mixed)
+      return cpu::mixed::attention_decode(s, AnyPtr(cache), position, AnyPtr(out), workspace_);
+    typed(kind, [&]<class T>() {
+      cpu::attention_decode(s, cache.as<T>(), position, out.as<T>(), workspace_);
+    });
+  }
 
   void embedding_forward(const Tensor& token_ids, const Tensor& wte, const Tensor& out,
                          std::int64_t vocab_begin) override {

@@ -55,6 +55,9 @@ void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
 template <class T>
 void attention_backward(const AttentionShape& s, const T* qkv, const T* out, const T* lse,
                         const T* dout, T* dqkv, ThreadWorkspace& ws);
+template <class T>
+void attention_decode(const AttentionShape& s, const T* cache, std::int64_t position, T* out,
+                      ThreadWorkspace& ws);
 
 template <class T>
 void embedding_forward(const std::int32_t* tokens, std::int64_t rows, const T* wte,

@@ -45,6 +45,8 @@ void attention_forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr l
                        ThreadWorkspace& ws);
 void attention_backward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse,
                         AnyPtr dout, AnyPtr dqkv, ThreadWorkspace& ws);
+void attention_decode(const AttentionShape& s, AnyPtr cache, std::int64_t position, AnyPtr out,
+                      ThreadWorkspace& ws);
 
 void embedding_forward(const std::int32_t* tokens, std::int64_t rows, AnyPtr wte,
                        std::int64_t vocab_rows, AnyPtr out, std::int64_t dim,

@@ -1,5 +1,5 @@
 // Rotary position embeddings, in place on the packed qkv tensor (see AttentionShape). For row t
-// and pair i < hd/2 the angle is t * theta^(-2i / hd); dimensions i and i + hd/2 of every query
+// (position first_position + t) and pair i < hd/2 the angle is t * theta^(-2i / hd); dimensions i and i + hd/2 of every query
 // and key head rotate together (Hugging Face's rotate_half pairing, so Llama checkpoints need no
 // permutation). The angles are computed in double and rounded once, so f32, bf16 and f16 runs
 // rotate by the same cosines and sines whatever rank or thread handles a row.
@@ -47,7 +47,7 @@ void rope(const AttentionShape& s, T* qkv, double theta, bool inverse) {
   const std::int64_t width = row_width(s);
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < s.batch * s.seq; ++r)
-    rotate_row(s, qkv + r * width, r % s.seq, theta, inverse ? -1.0 : 1.0);
+    rotate_row(s, qkv + r * width, s.first_position + r % s.seq, theta, inverse ? -1.0 : 1.0);
 }
 
 template void rope<float>(const AttentionShape&, float*, double, bool);
@@ -64,7 +64,7 @@ void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, Threa
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < s.batch * s.seq; ++r) {
       float* row = out_f32(qkv.at(r * width), width, area, true);
-      rotate_row(s, row, r % s.seq, theta, inverse ? -1.0 : 1.0);
+      rotate_row(s, row, s.first_position + r % s.seq, theta, inverse ? -1.0 : 1.0);
       write_back(qkv.at(r * width), width, row);
     }
   }

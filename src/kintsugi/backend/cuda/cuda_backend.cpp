@@ -50,7 +50,8 @@ const std::int32_t* ids(const Tensor& t, std::int64_t rows) {
 }
 
 cuda::AttnShape attn_shape(const AttentionShape& s) {
-  return {s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.alibi_heads, s.head_begin};
+  return {s.batch,       s.seq,        s.heads,         s.kv_heads,
+          s.head_dim,    s.alibi_heads, s.head_begin,   s.first_position};
 }
 
 class CudaBackend final : public Backend {
@@ -182,6 +183,17 @@ class CudaBackend final : public Backend {
     cuda::attention_backward(a, ref(qkv), ref(out), ref(lse), ref(dout), ref(dqkv),
                              scratch(cuda::attention_backward_scratch_bytes(a, lse.dtype)),
                              stream_);
+  }
+  void attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
+                        const Tensor& out) override {
+    KINTSUGI_ASSERT(position >= 0 && position < s.seq);
+    KINTSUGI_ASSERT(cache.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
+    KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
+    check_types({&cache, &out});
+    const cuda::AttnShape a = attn_shape(s);
+    cuda::attention_decode(a, ref(cache), position, ref(out),
+                           scratch(cuda::attention_decode_scratch_bytes(a, position, cache.dtype)),
+                           stream_);
   }
 
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,

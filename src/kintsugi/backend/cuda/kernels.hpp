@@ -32,6 +32,7 @@ struct Ref {
 struct AttnShape {
   std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t alibi_heads = 0, head_begin = 0;
+  std::int64_t first_position = 0;  // RoPE: row t is position first_position + t
 };
 
 // Scratch a kernel needs, handed in by the caller (sizes from the *_scratch_bytes functions).
@@ -84,6 +85,11 @@ void rmsnorm_backward(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64
 
 // ---- attention (flash-attention style: nothing of size T x T is ever stored)
 void attention_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream);
+// One query row per sequence against a key/value cache (Backend::attention_decode).
+std::size_t attention_decode_scratch_bytes(const AttnShape& s, std::int64_t position,
+                                           DType dtype);
+void attention_decode(const AttnShape& s, Ref cache, std::int64_t position, Ref out,
+                      Scratch scratch, cudaStream_t stream);
 std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype);
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
                         Scratch scratch, cudaStream_t stream);
