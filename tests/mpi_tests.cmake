@@ -311,6 +311,43 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
+# Document attention (docs/data.md): with "." as the end of a document, every 32-token window
+# holds several documents. Per family, tensor x pipeline parallelism with sequence
+# parallelism reproduces the serial run with documents, and that run's weights differ from
+# those of the run without.
+set(GPT_RUN ${MICRO_RUN})
+set(GPT_PERIOD 13)
+set(BLOOM_PERIOD 13)
+set(LLAMA_PERIOD 29889)
+foreach(family gpt llama bloom)
+  string(TOUPPER ${family} FAMILY)
+  set(run ${${FAMILY}_RUN} --set data.document_attention=true
+      --set data.eod_id=${${FAMILY}_PERIOD})
+  add_test(NAME mpi.${family}_documents_serial_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${run} --out ${MPI_OUT}/${family}_documents_serial
+                   --overwrite)
+  set_tests_properties(mpi.${family}_documents_serial_reference PROPERTIES
+                       FIXTURES_SETUP ${family}_documents_serial_run)
+  add_test(NAME mpi.${family}_documents_tp2_pp2_sp
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_documents_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_documents_tp2_pp2_sp 4 ${run}
+                   --tp 2 --pp 2 --sequence-parallel)
+  set_tests_properties(mpi.${family}_documents_tp2_pp2_sp PROPERTIES
+                       FIXTURES_REQUIRED ${family}_documents_serial_run PROCESSORS 4 TIMEOUT 300)
+  set(plain ${family}_serial)
+  if(family STREQUAL "gpt")
+    set(plain serial)
+  endif()
+  add_test(NAME mpi.${family}_documents_change_the_run
+           COMMAND $<TARGET_FILE:check_run> compare ${MPI_OUT}/${plain}
+                   ${MPI_OUT}/${family}_documents_serial 1e-5 1e-5)
+  set_tests_properties(mpi.${family}_documents_change_the_run PROPERTIES
+                       PASS_REGULAR_EXPRESSION "tensor blocks.0.attn.qkv.weight: max difference"
+                       FIXTURES_REQUIRED "${family}_documents_serial_run;${plain}_run")
+endforeach()
+
 add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
          COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
                  "model.n_kv_head = 2 is not divisible by tp = 4"

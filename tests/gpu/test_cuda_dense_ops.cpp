@@ -231,6 +231,45 @@ TEST_P(CudaDense, Attention) {
   }
 }
 
+// Document attention: each row sees only its own document's keys (ends inside a 32-query
+// tile, across tiles, at the first and the last row) and RoPE restarts at each document.
+TEST_P(CudaDense, AttentionWithDocuments) {
+  const Types t = GetParam();
+  for (AttentionShape s : {AttentionShape{2, 70, 4, 2, 16, 0, 0}, AttentionShape{2, 70, 4, 4, 8, 4, 0}}) {
+    std::vector<std::int32_t> starts;
+    for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
+      std::int32_t start = 0;
+      for (std::int64_t r = 0; r < s.seq; ++r) {
+        starts.push_back(start);
+        if (std::find(ends.begin(), ends.end(), r) != ends.end()) start = static_cast<std::int32_t>(r + 1);
+      }
+    }
+    Pair doc = ids(starts);
+    AttentionShape on_gpu = s, on_cpu = s;
+    on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
+    on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
+    const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    Pair qkv = input(t.act, {rows, width});
+    gpu().rope(on_gpu, qkv.gpu, 10000.0, false);
+    cpu().rope(on_cpu, qkv.cpu, 10000.0, false);
+    expect_near(qkv, "rope with documents " + describe(s));
+    mirror(qkv);
+    Pair out = output(t.act, {rows, s.heads * s.head_dim});
+    Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
+    gpu().attention_forward(on_gpu, qkv.gpu, out.gpu, lse.gpu);
+    cpu().attention_forward(on_cpu, qkv.cpu, out.cpu, lse.cpu);
+    expect_near(out, "out with documents " + describe(s));
+    expect_near(lse, "lse with documents " + describe(s), t.act);
+    mirror(out);
+    mirror(lse);
+    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
+    Pair dqkv = output(t.act, {rows, width});
+    gpu().attention_backward(on_gpu, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+    cpu().attention_backward(on_cpu, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
+    expect_near(dqkv, "dqkv with documents " + describe(s));
+  }
+}
+
 // Generation: one query row per sequence against the key/value cache, at the first, a middle
 // and the last position (rows after it poisoned on the GPU: the kernel must not read them), and
 // RoPE of the one new row at its offset.

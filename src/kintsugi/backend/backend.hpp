@@ -46,6 +46,11 @@ struct AttentionShape {
   // RoPE: row t of each sequence is position first_position + t (generation rotates the one
   // new row of a key/value cache).
   std::int64_t first_position = 0;
+  // Document attention (data.document_attention): i32 [batch * seq] in the backend's memory,
+  // for each row the index (within its sequence) of its document's first row; query t sees
+  // keys doc_start[t]..t only, and RoPE rotates it as position t - doc_start[t]. Null: one
+  // document per sequence.
+  const std::int32_t* doc_start = nullptr;
 };
 
 

@@ -10,10 +10,10 @@ class GptModel : public ModelChunk {
  public:
   GptModel(Backend& backend, const ModelConfig& config, DType dtype, std::int64_t micro_batch,
            std::int64_t seq, int slots = 1, TensorParallel tp = {},
-           Recompute recompute = Recompute::none)
+           Recompute recompute = Recompute::none, std::int32_t document_end_id = -1)
       : ModelChunk(backend, config,
                    ChunkStorage{.compute = dtype, .grad = dtype, .recompute = recompute},
-                   micro_batch, seq, slots, tp, ChunkSpec{}) {}
+                   micro_batch, seq, slots, tp, ChunkSpec{.document_end_id = document_end_id}) {}
 
   // Forward and backward of one micro-batch (tokens and targets [micro_batch * seq], host
   // memory): parameter gradients of grad_scale * (sum of token losses) are written or
@@ -57,6 +57,7 @@ class GptModel : public ModelChunk {
   void set_batch(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
     copy_from_host(tokens, this->tokens(slot));
     copy_from_host(targets, this->targets(slot));
+    set_documents(slot, tokens);
     zero_loss();
   }
 };

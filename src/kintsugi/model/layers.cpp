@@ -110,18 +110,28 @@ void Embedding::lookup(const Tensor& tokens, const Tensor& partial) const {
   ctx_.backend.embedding_forward(tokens, ctx_.params.param(wte_), partial, vocab_begin());
 }
 
-void Embedding::add_positions(const Tensor& x_local, std::int64_t seq,
-                              std::int64_t first_row) const {
+void Embedding::add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row,
+                              const Tensor& positions, const Tensor& scratch) const {
   if (wpe_ < 0) return;
-  ctx_.backend.position_embedding_forward(x_local, ctx_.params.param(wpe_), seq, first_row);
+  if (positions.empty()) {
+    ctx_.backend.position_embedding_forward(x_local, ctx_.params.param(wpe_), seq, first_row);
+    return;
+  }
+  // Arbitrary position ids are a lookup like tokens', and their gradient a scatter-add.
+  const Tensor rows = scratch.rows(0, x_local.shape[0]);
+  ctx_.backend.embedding_forward(positions, ctx_.params.param(wpe_), rows);
+  ctx_.backend.add(x_local, rows, x_local);
 }
 
 void Embedding::backward_positions(const Tensor& dx_local, std::int64_t seq,
-                                   std::int64_t first_row) const {
+                                   std::int64_t first_row, const Tensor& positions) const {
   if (wpe_ < 0) return;
   auto& p = ctx_.params;
-  ctx_.backend.position_embedding_backward(dx_local, p.grad(wpe_), seq, p.accumulate_grad(wpe_),
-                                           first_row);
+  if (positions.empty())
+    ctx_.backend.position_embedding_backward(dx_local, p.grad(wpe_), seq,
+                                             p.accumulate_grad(wpe_), first_row);
+  else
+    ctx_.backend.embedding_backward(positions, dx_local, p.grad(wpe_), p.accumulate_grad(wpe_));
 }
 
 void Embedding::backward_lookup(const Tensor& tokens, const Tensor& dfull) const {

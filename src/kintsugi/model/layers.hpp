@@ -81,9 +81,14 @@ class Embedding {
   // partial [rows, d] <- this rank's vocabulary rows (zero for ids other ranks own).
   void lookup(const Tensor& tokens, const Tensor& partial) const;
   // x_local += positions of its rows, first_row being the global row of x_local's first row
-  // (nothing without learned positions).
-  void add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row) const;
-  void backward_positions(const Tensor& dx_local, std::int64_t seq, std::int64_t first_row) const;
+  // (nothing without learned positions). A row's position is its row in the sequence, or with
+  // document attention the i32 `positions` of x_local's rows (positions restart at each
+  // document), looked up into `scratch` ([rows of x_local, d] at least) and added.
+  void add_positions(const Tensor& x_local, std::int64_t seq, std::int64_t first_row,
+                     const Tensor& positions = {}, const Tensor& scratch = {}) const;
+  void backward_positions(const Tensor& dx_local, std::int64_t seq, std::int64_t first_row,
+                          const Tensor& positions = {}) const;
+  bool has_positions() const { return wpe_ >= 0; }
   void backward_lookup(const Tensor& tokens, const Tensor& dfull) const;
   int token_param() const { return wte_; }
   std::int64_t vocab_begin() const;

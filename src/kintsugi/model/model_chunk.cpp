@@ -1,5 +1,7 @@
 #include "kintsugi/model/model_chunk.hpp"
 
+#include "kintsugi/core/host_io.hpp"
+
 namespace kintsugi {
 
 ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
@@ -52,15 +54,24 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   });
   tokens_.assign(slots, {});
   targets_.assign(slots, {});
+  doc_start_.assign(slots, {});
+  positions_.assign(slots, {});
+  const bool documents = document_attention();
+  const bool positions = documents && embedding_ && embedding_->has_positions();
   batch_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
     for (int s = 0; s < slots; ++s) {
       if (spec_.embedding) tokens_[s] = c.take(DType::i32, {rows});
       if (spec_.head) targets_[s] = c.take(DType::i32, {rows});
+      if (documents) doc_start_[s] = c.take(DType::i32, {rows});
+      if (positions) positions_[s] = c.take(DType::i32, {rows});
     }
   });
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     blocks_[i]->allocate_activations(pool, "block " + std::to_string(i), micro_batch, seq,
                                      storage.recompute, workspace_);
+  if (documents)
+    for (auto& block : blocks_)
+      for (int s = 0; s < slots; ++s) block->set_documents(s, doc_start_[s]);
   if (head_) head_->allocate(pool, rows);
   residual_.assign(slots, {});
   if (embedding_norm_) embedding_saved_.assign(slots, {});
@@ -74,6 +85,31 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
                                .mean = c.take(ctx_.statistics(), {local}),
                                .rstd = c.take(ctx_.statistics(), {local})};
     });
+}
+
+void ModelChunk::set_documents(int slot, const std::int32_t* tokens) {
+  if (!document_attention()) return;
+  const std::int64_t rows = batch_ * seq_;
+  host_doc_start_.resize(rows);
+  host_positions_.resize(rows);
+  for (std::int64_t b = 0; b < batch_; ++b) {
+    std::int32_t start = 0;
+    for (std::int32_t t = 0; t < seq_; ++t) {
+      const std::int64_t r = b * seq_ + t;
+      host_doc_start_[r] = start;
+      host_positions_[r] = t - start;
+      if (tokens[r] == spec_.document_end_id) start = t + 1;
+    }
+  }
+  copy_from_host(host_doc_start_.data(), doc_start_[slot]);
+  if (!positions_[slot].empty()) copy_from_host(host_positions_.data(), positions_[slot]);
+}
+
+Tensor ModelChunk::local_positions(int slot) const {
+  if (positions_[slot].empty()) return {};
+  const TensorParallel& tp = ctx_.tp;
+  const std::int64_t rows = batch_ * seq_;
+  return positions_[slot].rows(tp.first_row(rows), tp.local_rows(rows));
 }
 
 Tensor ModelChunk::loss_sum() const {
@@ -96,7 +132,11 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
     const Tensor partial = tp.sequence_parallel() ? workspace_.full : embedded;
     embedding_->lookup(tokens_[slot], partial);
     tp.leave(partial, embedded);
-    embedding_->add_positions(embedded, seq_, tp.first_row(batch_ * seq_));
+    // With documents, positions are ids looked up through the backward workspace's full-row
+    // gradient buffer, unused until backward.
+    const std::int64_t first_row = tp.first_row(batch_ * seq_);
+    embedding_->add_positions(embedded, seq_, first_row, local_positions(slot),
+                              workspace_.d_norm_full);
     if (embedding_norm_) {
       const EmbeddingNormSaved& e = embedding_saved_[slot];
       embedding_norm_->forward(e.raw, x[0], e.mean, e.rstd);
@@ -163,7 +203,8 @@ void ModelChunk::backward(int slot, bool last_micro_batch) {
       ctx_.backend.zero(d_embedded);
       embedding_norm_->backward(d, e.raw, e.mean, e.rstd, d_embedded);
     }
-    embedding_->backward_positions(d_embedded, seq_, tp.first_row(batch_ * seq_));
+    embedding_->backward_positions(d_embedded, seq_, tp.first_row(batch_ * seq_),
+                                   local_positions(slot));
     const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d_embedded;
     tp.leave_backward(d_embedded, d_full);
     embedding_->backward_lookup(tokens_[slot], d_full);

@@ -25,6 +25,9 @@ struct ChunkSpec {
   int num_layers = -1;    // -1: to the last layer
   bool embedding = true;  // holds the embeddings (the first chunk of the model)
   bool head = true;       // holds final norm, LM head and loss (the last chunk)
+  // Document attention (data.document_attention) when >= 0: the id that ends a document.
+  // Attention does not cross it and positions restart after it (set_documents).
+  std::int32_t document_end_id = -1;
 };
 
 // Element types and storage of a chunk. Activations and parameters use the compute type;
@@ -70,6 +73,12 @@ class ModelChunk {
   // Empty for a chunk that does not read them.
   Tensor tokens(int slot) const { return tokens_[slot]; }
   Tensor targets(int slot) const { return targets_[slot]; }
+  // Document attention: every chunk (not only the embedding one) is told each micro-batch's
+  // token ids before its forward ([micro_batch * seq], host memory) and derives where each
+  // document starts. Megatron-LM's reset-attention-mask and reset-position-ids: the end id
+  // belongs to the document it ends, the next row starts a document at position 0.
+  bool document_attention() const { return spec_.document_end_id >= 0; }
+  void set_documents(int slot, const std::int32_t* tokens);
 
   // One micro-batch through the chunk. The embedding chunk reads tokens(slot); with `score` the
   // loss chunk scores targets(slot) and adds the sum of token losses to loss_sum(). With
@@ -108,6 +117,9 @@ class ModelChunk {
     if (observer_) observer_->grads_final(unit, last);
   }
 
+  // The slot's positions of this rank's rows (sequence parallelism: its slice), or empty.
+  Tensor local_positions(int slot) const;
+
   ModelConfig config_;
   ChunkSpec spec_;
   std::int64_t batch_, seq_;
@@ -127,6 +139,10 @@ class ModelChunk {
   std::vector<std::vector<Tensor>> residual_;  // [slot][i]: input of block i; back(): output
   std::vector<Tensor> grad_;                   // [slot]
   std::vector<Tensor> tokens_, targets_;       // [slot]
+  // Document attention, i32 [micro_batch * seq] per slot: each row's document start (chunks
+  // with blocks) and position (with learned positions), and their host staging.
+  std::vector<Tensor> doc_start_, positions_;
+  std::vector<std::int32_t> host_doc_start_, host_positions_;
   std::unique_ptr<ActivationPool> own_pool_;  // without a shared pool
   BlockWorkspace workspace_;
   Buffer workspace_storage_;

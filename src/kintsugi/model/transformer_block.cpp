@@ -92,6 +92,12 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
     });
 }
 
+void TransformerBlock::set_documents(int slot, const Tensor& doc_start) {
+  KINTSUGI_ASSERT(doc_start.dtype == DType::i32 && doc_start.numel() == shape_.batch * shape_.seq);
+  doc_start_.resize(saved_.size(), nullptr);
+  doc_start_[slot] = static_cast<const std::int32_t*>(doc_start.data);
+}
+
 void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
                                         const ModelConfig& config, std::int64_t batch,
                                         std::int64_t seq, Recompute recompute,
@@ -130,8 +136,9 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   qkv_.forward(full_rows(s.ln1, ws), s.qkv);
   // Rotated in place: attention (and its selective recomputation) reads rotated queries and
   // keys, and backward rotates their gradient back.
-  if (config_.is_llama()) be.rope(shape_, s.qkv, config_.rope_theta, false);
-  be.attention_forward(shape_, s.qkv, s.attn, s.lse);
+  const AttentionShape shape = this->shape(slot);
+  if (config_.is_llama()) be.rope(shape, s.qkv, config_.rope_theta, false);
+  be.attention_forward(shape, s.qkv, s.attn, s.lse);
   const Tensor attn_out = sp ? ws.full : s.mid;
   proj_.forward(s.attn, attn_out);
   tp.leave(attn_out, s.mid);
@@ -157,7 +164,8 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
 
 void TransformerBlock::extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first,
                               std::int64_t count) {
-  KINTSUGI_ASSERT(ctx_.tp.size() == 1 && shape_.batch == 1 && recompute_ == Recompute::none);
+  KINTSUGI_ASSERT(ctx_.tp.size() == 1 && shape_.batch == 1 && recompute_ == Recompute::none &&
+                  doc_start_.empty());
   KINTSUGI_ASSERT(first >= 0 && count >= 1 && first + count <= shape_.seq);
   BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
@@ -203,7 +211,8 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   // Recompute what forward did not keep: the same kernels on the same inputs give the same
   // values, so training is bit-identical to keeping them.
   if (recompute_ == Recompute::full) forward(slot, x, ws.recomputed_output, ws);
-  if (recompute_ == Recompute::selective) be.attention_forward(shape_, s.qkv, s.attn, s.lse);
+  const AttentionShape shape = this->shape(slot);
+  if (recompute_ == Recompute::selective) be.attention_forward(shape, s.qkv, s.attn, s.lse);
   const bool sp = tp.sequence_parallel();
   const Tensor dy_full = sp ? ws.full : d_residual;
   // Sequence parallelism: the norm outputs' other rows are gathered again, each while the
@@ -230,8 +239,8 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   tp.leave_backward(d_residual, dy_full);
   if (sp) gather = tp.regather_async(s.ln1, ln1_full);
   proj_.backward(dy_full, s.attn, &ws.d_attn, false);
-  be.attention_backward(shape_, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
-  if (config_.is_llama()) be.rope(shape_, ws.d_qkv, config_.rope_theta, true);
+  be.attention_backward(shape, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
+  if (config_.is_llama()) be.rope(shape, ws.d_qkv, config_.rope_theta, true);
   gather.wait();
   qkv_.backward(ws.d_qkv, ln1_full, &ws.d_norm_full, false);
   tp.enter_backward(ws.d_norm_full, ws.d_norm);

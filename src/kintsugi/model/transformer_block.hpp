@@ -88,6 +88,9 @@ class TransformerBlock {
   // 0..first-1 of this slot already went through forward or extend: their keys and values are
   // the saved qkv's. first 0 runs a prompt; later ones add tokens. Equals forward's rows.
   void extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first, std::int64_t count);
+  // Document attention: the slot's i32 [batch * seq] document starts (AttentionShape::doc_start),
+  // which the caller fills before each forward.
+  void set_documents(int slot, const Tensor& doc_start);
 
  private:
   LayerContext& ctx_;
@@ -103,7 +106,15 @@ class TransformerBlock {
   // parallelism the workspace it is gathered into.
   const Tensor& full_rows(const Tensor& local, const BlockWorkspace& ws) const;
 
+  // The attention shape of a slot's micro-batch: this rank's heads, and its document starts.
+  AttentionShape shape(int slot) const {
+    AttentionShape s = shape_;
+    if (!doc_start_.empty()) s.doc_start = doc_start_[slot];
+    return s;
+  }
+
   AttentionShape shape_;  // this rank's heads
+  std::vector<const std::int32_t*> doc_start_;  // [slot], with document attention
   Recompute recompute_ = Recompute::none;
   std::vector<BlockActivations> saved_;
 };

@@ -75,6 +75,7 @@ void PipelineExecutor::forward(const PipeInstruction& in, int s, bool training, 
   wait_receive(kForward, in.chunk, in.micro_batch);
   hooks.sample(in.micro_batch, slot.tokens.data(), slot.targets.data());
   if (!chunk->tokens(s).empty()) copy_from_host(slot.tokens.data(), chunk->tokens(s));
+  chunk->set_documents(s, slot.tokens.data());  // with document attention: on every stage
   if (!chunk->targets(s).empty()) copy_from_host(slot.targets.data(), chunk->targets(s));
   const double start = tracer_.now();
   chunk->forward(s, training, grad_scale);

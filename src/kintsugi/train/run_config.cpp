@@ -59,6 +59,11 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"data.tokenizer", &c.data.tokenizer,
        "the data's tokenizer: tokenizer.json (or its directory) or GPT-2's directory; saved with "
        "the model"},
+      {"data.document_attention", &c.data.document_attention,
+       "attention does not cross an end-of-document id inside a training window and positions "
+       "restart after it (Megatron-LM's reset-attention-mask and reset-position-ids)"},
+      {"data.eod_id", &c.data.eod_id,
+       "the id that ends a document, for document_attention (-1: data.tokenizer's end id)"},
       {"train.steps", &c.train.steps, "optimizer steps"},
       {"train.global_batch", &c.train.global_batch, "sequences per optimizer step"},
       {"train.micro_batch", &c.train.micro_batch,
@@ -384,6 +389,10 @@ void validate(const RunConfig& c) {
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
   positive("loss_scale", t.loss_scale);
   positive("loss_scale_window", t.loss_scale_window);
+  if (c.data.eod_id < -1 || c.data.eod_id >= c.model.vocab_size)
+    fail("data.eod_id = {} must be -1 (data.tokenizer's end id) or an id below model.vocab_size "
+         "= {}",
+         c.data.eod_id, c.model.vocab_size);
   const ParallelConfig& p = c.parallel;
   if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);

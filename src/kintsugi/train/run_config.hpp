@@ -27,6 +27,10 @@ struct DataConfig {
   std::string val = "data/brown/val.bin";      // "": no validation data, evaluation skipped
   std::string tokenizer = "data/gpt2-tokenizer";
   std::vector<DataSource> blend;  // data.train given as a list: these datasets instead of `train`
+  // Attention does not cross an end of document inside a window and positions restart after it
+  // (Megatron-LM's reset-attention-mask and reset-position-ids).
+  bool document_attention = false;
+  std::int64_t eod_id = -1;  // the id that ends a document (-1: data.tokenizer's end id)
 };
 
 struct TrainConfig {

@@ -6,6 +6,7 @@
 
 #include "kintsugi/optim/grad_clip.hpp"
 #include "kintsugi/train/preemption.hpp"
+#include "kintsugi/train/train_data.hpp"
 
 namespace kintsugi {
 
@@ -39,12 +40,14 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   // (chunk, micro-batch) pairs in flight at once on this rank.
   const int slots = activation_slots(schedule_, shape, place.pp_rank);
   activation_pool_ = std::make_unique<ActivationPool>(backend, slots);
+  const std::int32_t end_of_document = document_end_id(c.data);
   for (int chunk = 0; chunk < v; ++chunk) {
     const int g = global_chunk(shape, place.pp_rank, chunk);
     const ChunkSpec spec{.first_layer = partition_.first_layer[g],
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
-                         .head = g == p * v - 1};
+                         .head = g == p * v - 1,
+                         .document_end_id = end_of_document};
     const ChunkStorage storage{.compute = compute,
                                .grad = grad,
                                .allocate = false,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 
 namespace kintsugi {
 namespace {
@@ -57,6 +58,17 @@ std::string describe_data(const data::BatchSampler& sampler) {
     text += ")";
   }
   return text;
+}
+
+std::int32_t document_end_id(const DataConfig& data) {
+  if (!data.document_attention) return -1;
+  if (data.eod_id >= 0) return static_cast<std::int32_t>(data.eod_id);
+  try {
+    return data::load_tokenizer(data.tokenizer)->eos_id();
+  } catch (const Error& e) {
+    fail("data.document_attention needs the end-of-document id: set data.eod_id, or "
+         "data.tokenizer to the data's tokenizer ({})", e.what());
+  }
 }
 
 }  // namespace kintsugi

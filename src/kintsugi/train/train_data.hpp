@@ -19,6 +19,10 @@ std::optional<data::BatchSampler> open_val_data(const RunConfig& config);
 data::BatchSampler open_one_dataset(const std::string& path, const char* key,
                                     const RunConfig& config);
 
+// data.document_attention's end-of-document id: data.eod_id, or the end id of data.tokenizer
+// (kintsugi::Error when that cannot be loaded); -1 without document attention.
+std::int32_t document_end_id(const DataConfig& data);
+
 // One line per sampler for the log: "path (N tokens, weight w)".
 std::string describe_data(const data::BatchSampler& sampler);
 

@@ -41,8 +41,9 @@ void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), scores, cols);
         for (std::int64_t i = 0; i < rows; ++i) {
-          attn::add_alibi_row(scores + i * cols, r0 + i, slope);
-          row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, r0 + i + 1, cols);
+          const std::int64_t first = attn::first_key(s, b, r0 + i);
+          attn::add_alibi_row(scores + i * cols, first, r0 + i, slope);
+          row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, first, r0 + i + 1, cols);
         }
         gemm(false, false, rows, hd, cols, T(1), scores, cols, v, ld, T(0),
              o + r0 * out_ld, out_ld);
@@ -90,8 +91,9 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
           gemm(false, true, rows, cols, hd, T(1), dout_h + r0 * out_ld, out_ld, v, ld, T(0), dP,
                cols);
           for (std::int64_t i = 0; i < rows; ++i) {
-            attn::add_alibi_row(P + i * cols, r0 + i, slope);
-            attn::probs_and_dscores_row(P + i * cols, dP + i * cols, r0 + i + 1, cols,
+            const std::int64_t first = attn::first_key(s, b, r0 + i);
+            attn::add_alibi_row(P + i * cols, first, r0 + i, slope);
+            attn::probs_and_dscores_row(P + i * cols, dP + i * cols, first, r0 + i + 1, cols,
                                         row_lse[r0 + i], delta[r0 + i]);
           }
           gemm(false, false, rows, hd, cols, scale, dP, cols, k, ld, T(0), dq + r0 * ld, ld);

@@ -36,31 +36,39 @@ inline double head_slope(const AttentionShape& s, std::int64_t h) {
   return s.alibi_heads > 0 ? alibi_slope(s.head_begin + h, s.alibi_heads) : 0.0;
 }
 
-// ALiBi: adds slope * (j - query) to the scores of the keys j <= query. Relative to the query
-// rather than BLOOM's slope * j: the same probabilities (a constant per row cancels in the
-// softmax), with smaller numbers in the scores.
-template <class T>
-inline void add_alibi_row(T* row, std::int64_t query, T slope) {
-  if (slope == T(0)) return;
-#pragma omp simd
-  for (std::int64_t j = 0; j <= query; ++j) row[j] += slope * static_cast<T>(j - query);
+// The first key query t of sequence b may see: its document's first row with document
+// attention, else 0.
+inline std::int64_t first_key(const AttentionShape& s, std::int64_t b, std::int64_t t) {
+  return s.doc_start ? s.doc_start[b * s.seq + t] : 0;
 }
 
-// Row i of a block starting at query r0 sees keys [0, r0 + i]. Turns scores into probabilities
-// in place (masked entries become 0) and returns the row's log-sum-exp.
+// ALiBi: adds slope * (j - query) to the scores of the keys first <= j <= query. Relative to
+// the query rather than BLOOM's slope * j: the same probabilities (a constant per row cancels
+// in the softmax), with smaller numbers in the scores.
 template <class T>
-inline T softmax_causal_row(T* row, std::int64_t visible, std::int64_t cols) {
+inline void add_alibi_row(T* row, std::int64_t first, std::int64_t query, T slope) {
+  if (slope == T(0)) return;
+#pragma omp simd
+  for (std::int64_t j = first; j <= query; ++j) row[j] += slope * static_cast<T>(j - query);
+}
+
+// Row i of a block starting at query r0 sees keys [first, r0 + i] (first > 0 only with
+// document attention). Turns scores into probabilities in place (masked entries become 0) and
+// returns the row's log-sum-exp.
+template <class T>
+inline T softmax_causal_row(T* row, std::int64_t first, std::int64_t visible, std::int64_t cols) {
   T mx = -std::numeric_limits<T>::infinity();
-  for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+  for (std::int64_t j = first; j < visible; ++j) mx = std::max(mx, row[j]);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (std::int64_t j = 0; j < visible; ++j) {
+  for (std::int64_t j = first; j < visible; ++j) {
     row[j] = exp_fast(row[j] - mx);
     sum += row[j];
   }
   const T inv = T(1) / sum;
 #pragma omp simd
-  for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+  for (std::int64_t j = first; j < visible; ++j) row[j] *= inv;
+  for (std::int64_t j = 0; j < first; ++j) row[j] = 0;
   for (std::int64_t j = visible; j < cols; ++j) row[j] = 0;
   return mx + std::log(sum);
 }
@@ -77,13 +85,14 @@ inline T dot_row(const T* a, const T* b, std::int64_t n) {
 // Backward, one query row: scores p become probabilities exp(s - lse) and dp (dO . V^T)
 // becomes dS = P * (dP - delta); masked entries 0.
 template <class T>
-inline void probs_and_dscores_row(T* p, T* dp, std::int64_t visible, std::int64_t cols, T lse,
-                                  T delta) {
+inline void probs_and_dscores_row(T* p, T* dp, std::int64_t first, std::int64_t visible,
+                                  std::int64_t cols, T lse, T delta) {
 #pragma omp simd
-  for (std::int64_t j = 0; j < visible; ++j) {
+  for (std::int64_t j = first; j < visible; ++j) {
     p[j] = exp_fast(p[j] - lse);
     dp[j] = p[j] * (dp[j] - delta);  // dS
   }
+  for (std::int64_t j = 0; j < first; ++j) p[j] = dp[j] = 0;
   for (std::int64_t j = visible; j < cols; ++j) p[j] = dp[j] = 0;
 }
 

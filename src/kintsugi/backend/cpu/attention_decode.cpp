@@ -32,8 +32,8 @@ void decode_heads(const AttentionShape& s, std::int64_t position, T* area, std::
   const T* q = read(at.q(b, h) + position * at.row_stride, q_scratch);
   for (std::int64_t j = 0; j <= position; ++j)
     scores[j] = scale * attn::dot_row(q, read(at.k(b, kvh) + j * at.row_stride, row_scratch), hd);
-  attn::add_alibi_row(scores, position, static_cast<T>(attn::head_slope(s, h)));
-  attn::softmax_causal_row(scores, position + 1, position + 1);
+  attn::add_alibi_row(scores, 0, position, static_cast<T>(attn::head_slope(s, h)));
+  attn::softmax_causal_row(scores, 0, position + 1, position + 1);
   std::fill(acc, acc + hd, T(0));
   for (std::int64_t j = 0; j <= position; ++j) {
     const T* v = read(at.v(b, kvh) + j * at.row_stride, row_scratch);
@@ -47,7 +47,7 @@ void decode_heads(const AttentionShape& s, std::int64_t position, T* area, std::
 template <class T, class Read, class Write>
 void decode(const AttentionShape& s, std::int64_t position, ThreadWorkspace& ws, const Read& read,
             const Write& write) {
-  KINTSUGI_ASSERT(position >= 0 && position < s.seq);
+  KINTSUGI_ASSERT(position >= 0 && position < s.seq && !s.doc_start);  // one document
   const std::size_t stride = ws.reserve((position + 1 + 3 * s.head_dim) * sizeof(T));
 #pragma omp parallel
   {

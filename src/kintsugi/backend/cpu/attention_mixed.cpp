@@ -254,8 +254,10 @@ void forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, Thread
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         engine.scores(r0, rows, cols, scale, scratch.scores);
         for (std::int64_t i = 0; i < rows; ++i) {
-          attn::add_alibi_row(scratch.scores + i * cols, r0 + i, slope);
-          row_lse.set(r0 + i, attn::softmax_causal_row(scratch.scores + i * cols, r0 + i + 1, cols));
+          const std::int64_t first = attn::first_key(s, b, r0 + i);
+          attn::add_alibi_row(scratch.scores + i * cols, first, r0 + i, slope);
+          row_lse.set(r0 + i, attn::softmax_causal_row(scratch.scores + i * cols, first,
+                                                       r0 + i + 1, cols));
         }
         if (out.is_f32()) {
           engine.pv(scratch.scores, r0, rows, cols, o.row(r0).f32(), out_ld);
@@ -330,9 +332,11 @@ void backward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, AnyPt
           engine.scores(r0, rows, cols, scale, scratch.P);
           engine.dscores(r0, rows, cols, scratch.dP);
           for (std::int64_t i = 0; i < rows; ++i) {
-            attn::add_alibi_row(scratch.P + i * cols, r0 + i, slope);
-            attn::probs_and_dscores_row(scratch.P + i * cols, scratch.dP + i * cols, r0 + i + 1,
-                                        cols, scratch.lse[r0 + i], scratch.delta[r0 + i]);
+            const std::int64_t first = attn::first_key(s, b, r0 + i);
+            attn::add_alibi_row(scratch.P + i * cols, first, r0 + i, slope);
+            attn::probs_and_dscores_row(scratch.P + i * cols, scratch.dP + i * cols, first,
+                                        r0 + i + 1, cols, scratch.lse[r0 + i],
+                                        scratch.delta[r0 + i]);
           }
           float* dq = direct ? dq_out.row(r0).f32() : scratch.dq;
           engine.gradients(r0, rows, cols, scale, scratch.P, scratch.dP, dq, direct ? ld : hd, dk,

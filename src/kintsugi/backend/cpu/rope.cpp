@@ -1,6 +1,7 @@
-// Rotary position embeddings, in place on the packed qkv tensor (see AttentionShape). For row t
-// (position first_position + t) and pair i < hd/2 the angle is t * theta^(-2i / hd); dimensions i and i + hd/2 of every query
-// and key head rotate together (Hugging Face's rotate_half pairing, so Llama checkpoints need no
+// Rotary position embeddings, in place on the packed qkv tensor (see AttentionShape). For a row
+// at position t (first_position + its row in the sequence, or with document attention its row
+// less its document's first row) and pair i < hd/2 the angle is t * theta^(-2i / hd); dimensions
+// i and i + hd/2 of every query and key head rotate together (Hugging Face's rotate_half pairing, so Llama checkpoints need no
 // permutation). The angles are computed in double and rounded once, so f32, bf16 and f16 runs
 // rotate by the same cosines and sines whatever rank or thread handles a row.
 #include <omp.h>
@@ -36,6 +37,11 @@ void rotate_row(const AttentionShape& s, T* row, std::int64_t position, double t
   }
 }
 
+std::int64_t position_of(const AttentionShape& s, std::int64_t r) {
+  const std::int64_t t = r % s.seq;
+  return s.doc_start ? t - s.doc_start[r] : s.first_position + t;
+}
+
 std::int64_t row_width(const AttentionShape& s) {
   return s.kv_heads * (s.heads / s.kv_heads + 2) * s.head_dim;
 }
@@ -47,7 +53,7 @@ void rope(const AttentionShape& s, T* qkv, double theta, bool inverse) {
   const std::int64_t width = row_width(s);
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < s.batch * s.seq; ++r)
-    rotate_row(s, qkv + r * width, s.first_position + r % s.seq, theta, inverse ? -1.0 : 1.0);
+    rotate_row(s, qkv + r * width, position_of(s, r), theta, inverse ? -1.0 : 1.0);
 }
 
 template void rope<float>(const AttentionShape&, float*, double, bool);
@@ -64,7 +70,7 @@ void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, Threa
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < s.batch * s.seq; ++r) {
       float* row = out_f32(qkv.at(r * width), width, area, true);
-      rotate_row(s, row, s.first_position + r % s.seq, theta, inverse ? -1.0 : 1.0);
+      rotate_row(s, row, position_of(s, r), theta, inverse ? -1.0 : 1.0);
       write_back(qkv.at(r * width), width, row);
     }
   }

@@ -1,7 +1,8 @@
 // Causal self-attention forward, flash-attention style: a block takes kTile queries of one
 // (sequence, head) and walks the key/value tiles they may see, keeping for each query a running
 // maximum, a running sum of exponentials and an unnormalized output (the online softmax), so no
-// T x T matrix is ever stored. Only each row's log-sum-exp is kept for backward.
+// T x T matrix is ever stored. Only each row's log-sum-exp is kept for backward. With document
+// attention a query also ignores the keys before its document's first row.
 //
 // Layout: 4 warps per block, each owning 8 of the 32 queries. For a query and a key tile, lane j
 // scores key j of the tile, the warp reduces the tile's maximum and sum with shuffles, and every
@@ -61,11 +62,16 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int row = warp * kRowsPerWarp + ri;
       const std::int64_t i = q0 + row;
       if (i >= T || k0 > i) continue;  // uniform across the warp
+      // With documents, tiles wholly before the query's document are skipped: the tile holds
+      // a key the query sees.
+      const std::int64_t first = attn::first_key(s, b, i);
+      if (k0 + kTile <= first) continue;
       const std::int64_t j = k0 + lane;
       Acc score = attn::dot_rows(q_tile + row * ld, k_tile + lane * ld, hd) * scale +
                   slope * static_cast<Acc>(j - i);
-      if (j > i) score = neg_infinity<Acc>();  // causal mask (also every key past the end)
-      // Key k0 <= i is in this tile, so the new maximum is finite.
+      // Causal and document mask (also every key past the end).
+      if (j > i || j < first) score = neg_infinity<Acc>();
+      // A key max(k0, first) <= i is in this tile, so the new maximum is finite.
       const Acc m_new = max(m[ri], warp_max(score));
       const Acc correction = exp_acc(m[ri] - m_new);
       const Acc p = exp_acc(score - m_new);

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         const std::int64_t j = k0 + kr;
         if (j >= T) continue;  // uniform across the warp
         Acc p = 0, ds = 0;
-        if (i < T && i >= j) {
+        if (i < T && i >= j && j >= attn::first_key(s, b, i)) {
           const Acc score = attn::dot_rows(q_tile + lane * ld, k_tile + kr * ld, hd) * scale +
                             slope * static_cast<Acc>(j - i);
           p = exp_acc(score - lse_tile[lane]);
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (i >= T || k0 > i) continue;    // uniform across the warp
       const std::int64_t j = k0 + lane;  // this lane's key
       Acc ds = 0;
-      if (j <= i) {
+      if (j <= i && j >= attn::first_key(s, b, i)) {
         const Acc score = attn::dot_rows(q_tile + row * ld, k_tile + lane * ld, hd) * scale +
                           slope * static_cast<Acc>(j - i);
         const Acc p = exp_acc(score - lse_tile[row]);

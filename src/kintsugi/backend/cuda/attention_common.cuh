@@ -40,6 +40,12 @@ struct QkvIndex {
   }
 };
 
+// The first key query t of sequence b may see: its document's first row with document
+// attention, else 0.
+__device__ inline std::int64_t first_key(const AttnShape& s, std::int64_t b, std::int64_t t) {
+  return s.doc_start ? s.doc_start[b * s.seq + t] : 0;
+}
+
 // ALiBi's slope of local head h (0 without ALiBi): backend/alibi.hpp's formula, in f64.
 __device__ inline double head_slope(const AttnShape& s, std::int64_t h) {
   if (s.alibi_heads <= 0) return 0.0;

@@ -50,8 +50,8 @@ const std::int32_t* ids(const Tensor& t, std::int64_t rows) {
 }
 
 cuda::AttnShape attn_shape(const AttentionShape& s) {
-  return {s.batch,       s.seq,        s.heads,         s.kv_heads,
-          s.head_dim,    s.alibi_heads, s.head_begin,   s.first_position};
+  return {s.batch,    s.seq,         s.heads,      s.kv_heads,       s.head_dim,
+          s.alibi_heads, s.head_begin, s.first_position, s.doc_start};
 }
 
 class CudaBackend final : public Backend {
@@ -186,7 +186,7 @@ class CudaBackend final : public Backend {
   }
   void attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
                         const Tensor& out) override {
-    KINTSUGI_ASSERT(position >= 0 && position < s.seq);
+    KINTSUGI_ASSERT(position >= 0 && position < s.seq && !s.doc_start);  // one document
     KINTSUGI_ASSERT(cache.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
     KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
     check_types({&cache, &out});

@@ -94,7 +94,9 @@ __global__ void rope_kernel(AttnShape s, Ref qkv, double theta, double sign) {
   const std::int64_t width = s.kv_heads * slots * hd, n = s.batch * s.seq * half;
   for (std::int64_t idx = global_index(); idx < n; idx += global_stride()) {
     const std::int64_t r = idx / half, i = idx % half;
-    const double angle = static_cast<double>(s.first_position + r % s.seq) *
+    const std::int64_t t = r % s.seq;  // with documents, the position within its document
+    const std::int64_t position = s.doc_start ? t - s.doc_start[r] : s.first_position + t;
+    const double angle = static_cast<double>(position) *
                          pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
     const Acc c = static_cast<Acc>(cos(angle)), sn = static_cast<Acc>(sign * sin(angle));
     for (std::int64_t kv = 0; kv < s.kv_heads; ++kv)

@@ -33,6 +33,8 @@ struct AttnShape {
   std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t alibi_heads = 0, head_begin = 0;
   std::int64_t first_position = 0;  // RoPE: row t is position first_position + t
+  // Document attention: i32 [batch * seq] on the device, each row's document start (null: none).
+  const std::int32_t* doc_start = nullptr;
 };
 
 // Scratch a kernel needs, handed in by the caller (sizes from the *_scratch_bytes functions).
