@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks kintsugi on one NVIDIA GPU in one go: the GPU tests, the GEMM rate, and GPT-2 124M
+# Checks kintsugi on one NVIDIA GPU in one go: the GPU tests, the GEMM rate, exports loaded by
+# transformers (bench/transformers_check.sh), and GPT-2 124M
 # (B=32, T=1024) and GPT-2 1.5B (B=8, T=1024) training steps in bf16, each side by side with the
 # PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go.
 # Logs, JSON results and results.md (the table, printed last) go to $OUT (default
@@ -86,6 +87,16 @@ for case in "gpt2 32" "gpt2-xl 8"; do
   done
 done
 
+# Exports loaded by transformers itself (AutoTokenizer, AutoModelForCausalLM): ids and loss
+# equal kintsugi's, for GPT-2, Llama and BLOOM (needs the fetched data: scripts/fetch_data.sh).
+if "$python" -c 'import transformers' 2>/dev/null && [[ -f "$here/data/brown/llama2/val.bin" ]]; then
+  run transformers_check env PYTHON="$python" bash "$here/bench/transformers_check.sh" \
+    "$kintsugi" "$out/transformers"
+else
+  echo "transformers check skipped: no transformers in $python or no data/ (scripts/fetch_data.sh)" \
+    >"$out/transformers_check.log"
+fi
+
 "$python" - "$out" "$peak" >"$out/results.md" <<'EOF'
 import json, pathlib, sys, xml.etree.ElementTree as ET
 out, peak = pathlib.Path(sys.argv[1]), float(sys.argv[2])
@@ -105,6 +116,11 @@ except (OSError, ET.ParseError):
 g = load("gemm_bf16")
 if g:
     print(f"cuBLASLt bf16 GEMM {g['size']}^3 on {g['hardware']}: {g['gflops'] / 1e3:.0f} TFLOP/s\n")
+try:
+    print("transformers loads the exports: " +
+          "; ".join((out / "transformers_check.log").read_text().strip().splitlines()[-3:]) + "\n")
+except OSError:
+    pass
 print(f"MFU: model FLOPs (6N + 12 L T d per token) over a dense bf16 peak of {peak:.0f} TFLOP/s\n")
 print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB |")
 print("|---|---|---|---:|---:|---:|---:|---:|")

@@ -74,8 +74,18 @@ for program in kintsugi kintsugi_gpu_tests mpirun mpiexec orted; do
   ln -s launch "$root/bin/$program"
 done
 
-cp "$repo/bench/gpu_check.sh" "$root/bench/"
-cp "$repo/bench/pytorch/gpt2_step_cuda.py" "$root/bench/pytorch/"
+cp "$repo/bench/gpu_check.sh" "$repo/bench/transformers_check.sh" "$root/bench/"
+cp "$repo/bench/pytorch/gpt2_step_cuda.py" "$repo/bench/pytorch/transformers_load.py" \
+  "$root/bench/pytorch/"
+# The transformers check trains tiny models on Brown: the configs, and the fetched token files
+# and tokenizers when this checkout has them (scripts/fetch_data.sh).
+cp -r "$repo/configs" "$root/"
+if [[ -f "$repo/data/brown/llama2/val.bin" ]]; then
+  mkdir -p "$root/data/brown/llama2"
+  cp "$repo"/data/brown/{train,val}.bin "$root/data/brown/"
+  cp "$repo"/data/brown/llama2/{train,val}.bin "$root/data/brown/llama2/"
+  cp -r "$repo/data/gpt2-tokenizer" "$repo/data/llama2-tokenizer" "$root/data/"
+fi
 git -C "$repo" describe --always --dirty >"$root/COMMIT" 2>/dev/null || echo unknown >"$root/COMMIT"
 
 mkdir -p "$repo/dist"
