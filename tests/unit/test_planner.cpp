@@ -2,6 +2,8 @@
 // schedule simulator, the search's validity, and the refit.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <filesystem>
 #include <fstream>
 
@@ -227,6 +229,24 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   std::filesystem::remove(path);
 }
 
+// A pin is one value or a list: only the listed values are enumerated, each of them is.
+TEST(Search, PinsTakeListsOfValues) {
+  const Workload w{.model = micro_model(), .global_batch = 8, .precision = Precision::fp32};
+  SearchSpace space;
+  space.zero = {ZeroStage::none, ZeroStage::optimizer};
+  space.tp = {1, 2};
+  space.recompute = {Recompute::none};
+  const auto layouts = enumerate_layouts(w, 8, 8, space);
+  std::set<std::pair<int, std::int64_t>> seen;
+  for (const Layout& l : layouts) {
+    EXPECT_TRUE(l.zero == ZeroStage::none || l.zero == ZeroStage::optimizer) << describe(l);
+    EXPECT_TRUE(l.tp == 1 || l.tp == 2) << describe(l);
+    EXPECT_EQ(l.recompute, Recompute::none);
+    seen.insert({stage_number(l.zero), l.tp});
+  }
+  EXPECT_EQ(seen.size(), 4u);  // every combination of the listed values
+}
+
 TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
@@ -239,9 +259,9 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   for (const Prediction& p : r.ranked) EXPECT_LE(p.memory.total(), 96e9);
   // 13B parameters x 18 bytes do not fit one 96 GB device without sharding.
   SearchSpace serialish;
-  serialish.tp = 1;
-  serialish.pp = 1;
-  serialish.zero = ZeroStage::none;
+  serialish.tp = {1};
+  serialish.pp = {1};
+  serialish.zero = {ZeroStage::none};
   EXPECT_EQ(search_layouts(w2, preset("gaudi2"), 64, serialish).fitting, 0);
 }
 
@@ -249,10 +269,10 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
 // space the study searched (1F1B, activation checkpointing, no sequence parallelism).
 TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   SearchSpace study;
-  study.schedule = PipelineSchedule::one_f_one_b;
-  study.recompute = Recompute::full;
-  study.sequence_parallel = false;
-  study.hsdp = 0;  // the study's Megatron-DeepSpeed had no hybrid sharding
+  study.schedule = {PipelineSchedule::one_f_one_b};
+  study.recompute = {Recompute::full};
+  study.sequence_parallel = {false};
+  study.hsdp = {0};  // the study's Megatron-DeepSpeed had no hybrid sharding
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;

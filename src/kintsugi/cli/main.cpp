@@ -7,8 +7,10 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/threads.hpp"
 
 int main(int argc, char** argv) {
+  kintsugi::bound_openmp_spinning(argv);
   // Line-buffered even into a file or pipe (the log of a batch job): a crash or a kill loses no
   // line that was printed. std::cout writes through stdout (synchronized with stdio).
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);

@@ -21,11 +21,11 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", precision, grad_precision, write_config;
-  std::string schedule, recompute, sp, attention;
-  std::vector<std::string> overrides;
+  std::string attention;
+  std::vector<std::string> overrides, schedule, recompute, sp;
   std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
   std::size_t top = 10;
-  std::optional<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
+  std::vector<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
   bool json = false, memory = false, tp_across_nodes = false;
 };
 
@@ -105,12 +105,14 @@ void run_plan(const Args& a) {
   space.pp = a.pp;
   space.dp = a.dp;
   space.micro_batch = a.micro_batch;
-  if (a.zero) space.zero = zero_stage(*a.zero, "--zero");
+  for (std::int64_t z : a.zero) space.zero.push_back(zero_stage(z, "--zero"));
   space.hsdp = a.hsdp;
   space.virtual_stages = a.virtual_stages;
-  if (!a.schedule.empty()) space.schedule = parse_name<PipelineSchedule>(a.schedule, "--schedule");
-  if (!a.recompute.empty()) space.recompute = parse_name<Recompute>(a.recompute, "--recompute");
-  if (!a.sp.empty()) space.sequence_parallel = a.sp == "on";
+  for (const auto& v : a.schedule)
+    space.schedule.push_back(parse_name<PipelineSchedule>(v, "--schedule"));
+  for (const auto& v : a.recompute)
+    space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
+  for (const auto& v : a.sp) space.sequence_parallel.push_back(v == "on");
   space.tp_across_nodes = a.tp_across_nodes;
   const SearchResult r = search_layouts(w, cluster, world, space);
   if (a.json) {
@@ -197,16 +199,20 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--memory", a->memory,
                 "Only the training state's memory (bytes per parameter; the seed's 22B/175B/1T "
                 "table without --model)");
-  cmd->add_option("--tp", a->tp, "Pin tensor parallelism");
-  cmd->add_option("--pp", a->pp, "Pin pipeline stages");
-  cmd->add_option("--dp", a->dp, "Pin data parallelism");
-  cmd->add_option("--micro-batch", a->micro_batch, "Pin the micro-batch");
-  cmd->add_option("--zero", a->zero, "Pin the ZeRO stage");
-  cmd->add_option("--hsdp", a->hsdp, "Pin the hybrid-sharding group size (0: shard over all dp)");
-  cmd->add_option("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank");
-  cmd->add_option("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved");
-  cmd->add_option("--recompute", a->recompute, "Pin recomputation: none, selective, full");
-  cmd->add_option("--sp", a->sp, "Pin sequence parallelism: on or off")
+  // Every pin takes one value or a comma-separated list of the values to try.
+  auto pin = [cmd](const char* flag, auto& target, const char* what) {
+    return cmd->add_option(flag, target, what)->delimiter(',');
+  };
+  pin("--tp", a->tp, "Pin tensor parallelism (one value, or a list: --tp 2,4)");
+  pin("--pp", a->pp, "Pin pipeline stages (one or a list)");
+  pin("--dp", a->dp, "Pin data parallelism (one or a list)");
+  pin("--micro-batch", a->micro_batch, "Pin the micro-batch (one or a list)");
+  pin("--zero", a->zero, "Pin the ZeRO stage (one or a list: --zero 0,1)");
+  pin("--hsdp", a->hsdp, "Pin the hybrid-sharding group size (0: shard over all dp; one or a list)");
+  pin("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank (one or a list)");
+  pin("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved (one or a list)");
+  pin("--recompute", a->recompute, "Pin recomputation: none, selective, full (one or a list)");
+  pin("--sp", a->sp, "Pin sequence parallelism: on, off or on,off")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--attention", a->attention,
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "

@@ -6,7 +6,10 @@
 #include <xmmintrin.h>
 #endif
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace kintsugi {
@@ -29,5 +32,14 @@ void set_compute_threads(int threads) {
 }
 
 int compute_threads() { return omp_get_max_threads(); }
+
+void bound_openmp_spinning(char** argv) {
+  // libgomp's default is 300,000 spins (about a millisecond); this many is a few microseconds
+  // (measured in docs/benchmarks.md, "CPU threads under contention").
+  constexpr const char* kSpinCount = "1000";
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("GOMP_SPINCOUNT", kSpinCount, 1) != 0) return;
+  execv("/proc/self/exe", argv);  // returns only on failure: then run as loaded
+}
 
 }  // namespace kintsugi

@@ -14,8 +14,8 @@ std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t at_most) {
 }
 
 template <class T>
-bool allowed(const std::optional<T>& pinned, const T& value) {
-  return !pinned || *pinned == value;
+bool allowed(const std::vector<T>& pins, const T& value) {
+  return pins.empty() || std::find(pins.begin(), pins.end(), value) != pins.end();
 }
 
 }  // namespace

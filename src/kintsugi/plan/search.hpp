@@ -10,12 +10,14 @@
 
 namespace kintsugi {
 
+// Pins: a dimension left empty takes every value, else only the values listed (`plan --zero
+// 0,1`: a study's search space in one command).
 struct SearchSpace {
-  std::optional<std::int64_t> tp, pp, dp, micro_batch, virtual_stages, hsdp;
-  std::optional<ZeroStage> zero;
-  std::optional<PipelineSchedule> schedule;
-  std::optional<Recompute> recompute;
-  std::optional<bool> sequence_parallel;
+  std::vector<std::int64_t> tp, pp, dp, micro_batch, virtual_stages, hsdp;
+  std::vector<ZeroStage> zero;
+  std::vector<PipelineSchedule> schedule;
+  std::vector<Recompute> recompute;
+  std::vector<bool> sequence_parallel;
   std::int64_t max_micro_batch = 64;
   // Tensor parallelism stays inside a node (the seeds' rule) unless this is set.
   bool tp_across_nodes = false;
