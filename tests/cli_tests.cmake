@@ -99,6 +99,9 @@ add_test(NAME cli.plan_write_config
                  --set model.n_layer=2 --set model.seq_len=32 --set train.global_batch=4
                  --set train.eval_every=0 --set train.eval_batches=1)
 set_tests_properties(cli.plan_write_config PROPERTIES FIXTURES_REQUIRED local_links)
+add_test(NAME cli.cluster_presets_follow_the_binary
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/cluster_presets.sh ${KINTSUGI_BIN}
+                 ${PROJECT_SOURCE_DIR})
 add_test(NAME cli.error.bad_cluster
          COMMAND ${EXPECT_ERROR} "missing key `intra_node.bandwidth_gbs`"
                  ${KINTSUGI_BIN} plan --model gpt-tiny

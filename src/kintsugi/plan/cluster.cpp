@@ -6,14 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 #include <toml++/toml.h>
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
-
-#ifndef KINTSUGI_CLUSTERS_DIR
-#define KINTSUGI_CLUSTERS_DIR "configs/clusters"
-#endif
 
 namespace kintsugi {
 
@@ -146,12 +143,33 @@ std::vector<std::string> cluster_preset_names() {
   return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "local"};
 }
 
+namespace {
+
+// Where the presets are: the checkout or unpacked bundle the running binary belongs to (its
+// directory or one above it holds configs/clusters: build/kintsugi, build/tests/..., a bundle's
+// libexec/kintsugi), an installed share/kintsugi/clusters beside its bin/, then
+// ./configs/clusters. Never a path compiled into the binary: a build tree may move.
+std::vector<fs::path> preset_dirs() {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      dirs.push_back(dir / "configs" / "clusters");
+      dirs.push_back(dir / "share" / "kintsugi" / "clusters");
+      if (dir == dir.root_path() || dirs.size() >= 8) break;  // four levels up at most
+    }
+  dirs.push_back(fs::path("configs") / "clusters");
+  return dirs;
+}
+
+}  // namespace
+
 ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
   if (name == "local") return local_cluster(local_ranks);
   fs::path path = name;
   if (!fs::exists(path) && path.extension() != ".toml") {
-    // A preset: the source tree's configs/clusters, or ./configs/clusters.
-    for (const fs::path& dir : {fs::path(KINTSUGI_CLUSTERS_DIR), fs::path("configs/clusters")})
+    for (const fs::path& dir : preset_dirs())
       if (fs::exists(dir / (name + ".toml"))) {
         path = dir / (name + ".toml");
         break;
