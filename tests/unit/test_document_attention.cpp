@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_reference.hpp"
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/rng.hpp"
@@ -20,6 +21,7 @@ namespace kintsugi {
 namespace {
 
 using testing::random_vector;
+using testing::reference_attention;
 using testing::view;
 
 // Document starts of two sequences of `seq` rows with ends after the given rows (the end id
@@ -34,38 +36,6 @@ std::vector<std::int32_t> starts(std::int64_t seq, const std::vector<std::vector
         if (end == t) start = static_cast<std::int32_t>(t + 1);
     }
   }
-  return out;
-}
-
-// Direct attention: softmax over first(i) <= j <= i of q.k / sqrt(hd) + slope (j - i).
-std::vector<double> reference_attention(const AttentionShape& s, const std::vector<double>& qkv) {
-  const std::int64_t group = s.heads / s.kv_heads, hd = s.head_dim;
-  const std::int64_t width = s.kv_heads * (group + 2) * hd;
-  std::vector<double> out(s.batch * s.seq * s.heads * hd, 0.0);
-  for (std::int64_t b = 0; b < s.batch; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t kv = h / group;
-      const std::int64_t q_off = (kv * (group + 2) + h % group) * hd;
-      const std::int64_t k_off = (kv * (group + 2) + group) * hd, v_off = k_off + hd;
-      const double slope = s.alibi_heads ? alibi_slope(s.head_begin + h, s.alibi_heads) : 0.0;
-      for (std::int64_t i = 0; i < s.seq; ++i) {
-        const std::int64_t first = s.doc_start[b * s.seq + i];
-        std::vector<double> p(i + 1, 0.0);
-        double mx = -1e300, sum = 0;
-        for (std::int64_t j = first; j <= i; ++j) {
-          double sc = 0;
-          for (std::int64_t d = 0; d < hd; ++d)
-            sc += qkv[(b * s.seq + i) * width + q_off + d] * qkv[(b * s.seq + j) * width + k_off + d];
-          p[j] = sc / std::sqrt(double(hd)) + slope * double(j - i);
-          mx = std::max(mx, p[j]);
-        }
-        for (std::int64_t j = first; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
-        for (std::int64_t j = first; j <= i; ++j)
-          for (std::int64_t d = 0; d < hd; ++d)
-            out[((b * s.seq + i) * s.heads + h) * hd + d] +=
-                p[j] / sum * qkv[(b * s.seq + j) * width + v_off + d];
-      }
-    }
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "attention_reference.hpp"
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
 
@@ -13,6 +14,7 @@ namespace {
 using testing::dot;
 using testing::expect_gradient;
 using testing::random_vector;
+using testing::reference_attention;
 using testing::view;
 
 class FamilyKernels : public ::testing::Test {
@@ -120,37 +122,6 @@ TEST_F(FamilyKernels, AlibiSlopes) {
   for (int h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(alibi_slope(h, 12), std::pow(2.0, -(h + 1.0)));
   for (int j = 0; j < 4; ++j)
     EXPECT_DOUBLE_EQ(alibi_slope(8 + j, 12), std::pow(std::pow(2.0, -0.5), 2 * j + 1));
-}
-
-// Direct attention with ALiBi: softmax over j <= i of q.k / sqrt(hd) + slope (j - i).
-std::vector<double> reference_attention(const AttentionShape& s, const std::vector<double>& qkv) {
-  const std::int64_t group = s.heads / s.kv_heads, hd = s.head_dim;
-  const std::int64_t width = s.kv_heads * (group + 2) * hd;
-  std::vector<double> out(s.batch * s.seq * s.heads * hd, 0.0);
-  for (std::int64_t b = 0; b < s.batch; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t kv = h / group;
-      const std::int64_t q_off = (kv * (group + 2) + h % group) * hd;
-      const std::int64_t k_off = (kv * (group + 2) + group) * hd, v_off = k_off + hd;
-      const double slope = s.alibi_heads ? alibi_slope(s.head_begin + h, s.alibi_heads) : 0.0;
-      for (std::int64_t i = 0; i < s.seq; ++i) {
-        std::vector<double> p(i + 1);
-        double mx = -1e300, sum = 0;
-        for (std::int64_t j = 0; j <= i; ++j) {
-          double sc = 0;
-          for (std::int64_t d = 0; d < hd; ++d)
-            sc += qkv[(b * s.seq + i) * width + q_off + d] * qkv[(b * s.seq + j) * width + k_off + d];
-          p[j] = sc / std::sqrt(double(hd)) + slope * double(j - i);
-          mx = std::max(mx, p[j]);
-        }
-        for (auto& v : p) sum += v = std::exp(v - mx);
-        for (std::int64_t j = 0; j <= i; ++j)
-          for (std::int64_t d = 0; d < hd; ++d)
-            out[((b * s.seq + i) * s.heads + h) * hd + d] +=
-                p[j] / sum * qkv[(b * s.seq + j) * width + v_off + d];
-      }
-    }
-  return out;
 }
 
 TEST_F(FamilyKernels, AlibiAttentionGradientAndReference) {
