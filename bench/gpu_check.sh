@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks kintsugi on one NVIDIA GPU in one go: the GPU tests, the GEMM rate, exports loaded by
-# transformers (bench/transformers_check.sh), and GPT-2 124M
+# Checks kintsugi on one NVIDIA GPU in one go: the GPU tests, multi-rank layouts sharing the GPU
+# through MPI (bench/gpu_layouts.sh), the GEMM rate, exports loaded by transformers
+# (bench/transformers_check.sh), and GPT-2 124M
 # (B=32, T=1024) and GPT-2 1.5B (B=8, T=1024) training steps in bf16, each side by side with the
 # PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go.
 # Logs, JSON results and results.md (the table, printed last) go to $OUT (default
@@ -22,7 +23,8 @@ steps=20 warmup=5
 [[ -n "${GPU_CHECK_QUICK:-}" ]] && steps=3 warmup=2
 
 if [[ -x "$here/libexec/kintsugi" ]]; then  # an unpacked bundle
-  kintsugi="$here/bin/kintsugi" gpu_tests="$here/bin/kintsugi_gpu_tests"
+  kintsugi="$here/bin/kintsugi" gpu_tests="$here/bin/kintsugi_gpu_tests" check_run="$here/bin/check_run"
+  export PATH="$here/bin:$PATH"  # the bundle's mpirun
 else
   build="${KINTSUGI_BUILD:-}"
   if [[ -z "$build" ]]; then
@@ -37,6 +39,7 @@ else
     exit 1
   fi
   kintsugi="$build/kintsugi" gpu_tests="$build/tests/gpu/kintsugi_gpu_tests"
+  check_run="$build/tests/check_run"
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -49,11 +52,12 @@ if ! "$gpu_tests" --device-present; then
 fi
 
 failures=0
+limit="${GPU_CHECK_STEP_LIMIT:-600}"  # seconds any one step may take: a hang fails, not stalls
 run() {  # run NAME COMMAND...: output to $out/NAME.log (JSON lines to NAME.json), status noted
   local name="$1"
   shift
   echo "== $name: $*"
-  "$@" >"$out/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   grep -h '^{' "$out/$name.log" | tail -1 >"$out/$name.json"
   echo "$rc" >"$out/$name.rc"
@@ -71,21 +75,8 @@ run() {  # run NAME COMMAND...: output to $out/NAME.log (JSON lines to NAME.json
 } >"$out/environment.txt"
 
 run gpu_tests "$gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
+run gpu_layouts bash "$here/bench/gpu_layouts.sh" "$kintsugi" "$check_run" "$out/layouts"
 run gemm_bf16 "$kintsugi" bench gemm --device cuda --dtype bf16 --size 8192 --json
-
-# model batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the same go.
-for case in "gpt2 32" "gpt2-xl 8"; do
-  read -r model batch <<<"$case"
-  run "kintsugi_${model}_b$batch" "$kintsugi" bench step --device cuda --precision bf16 \
-    --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" --json
-  for mode in eager compiled; do
-    flag=""
-    [[ $mode == compiled ]] && flag="--compile"
-    run "pytorch_${mode}_${model}_b$batch" "$python" "$here/bench/pytorch/gpt2_step_cuda.py" \
-      --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" \
-      --peak-tflops "$peak" $flag --json
-  done
-done
 
 # Exports loaded by transformers itself (AutoTokenizer, AutoModelForCausalLM): ids and loss
 # equal kintsugi's, for GPT-2, Llama and BLOOM (needs the fetched data: scripts/fetch_data.sh).
@@ -96,6 +87,24 @@ else
   echo "transformers check skipped: no transformers in $python or no data/ (scripts/fetch_data.sh)" \
     >"$out/transformers_check.log"
 fi
+
+# model batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the same go
+# (compiled last: torch.compile spends minutes compiling before it measures).
+for mode in kintsugi eager compiled; do
+  for case in "gpt2 32" "gpt2-xl 8"; do
+    read -r model batch <<<"$case"
+    if [[ $mode == kintsugi ]]; then
+      run "kintsugi_${model}_b$batch" "$kintsugi" bench step --device cuda --precision bf16 \
+        --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" --json
+      continue
+    fi
+    flag=""
+    [[ $mode == compiled ]] && flag="--compile"
+    run "pytorch_${mode}_${model}_b$batch" "$python" "$here/bench/pytorch/gpt2_step_cuda.py" \
+      --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" \
+      --peak-tflops "$peak" $flag --json
+  done
+done
 
 "$python" - "$out" "$peak" >"$out/results.md" <<'EOF'
 import json, pathlib, sys, xml.etree.ElementTree as ET
@@ -113,6 +122,17 @@ try:
           f"{suites.get('disabled', 0)} disabled (gpu_tests.log)\n")
 except (OSError, ET.ParseError):
     print("GPU tests: no result (gpu_tests.log)\n")
+try:
+    lines = (out / "gpu_layouts.log").read_text().splitlines()
+    verdicts = [l for l in lines if l.startswith(("PASS", "FAIL"))]
+    print(f"Multi-rank layouts on the one GPU through MPI (gpu_layouts.log): "
+          f"{sum(l.startswith('PASS') for l in verdicts)} of {len(verdicts)} passed")
+    for l in verdicts:
+        if l.startswith("FAIL"):
+            print(f"- {l}")
+    print()
+except OSError:
+    pass
 g = load("gemm_bf16")
 if g:
     print(f"cuBLASLt bf16 GEMM {g['size']}^3 on {g['hardware']}: {g['gflops'] / 1e3:.0f} TFLOP/s\n")

@@ -15,9 +15,9 @@ if [[ $# -eq 0 ]]; then
   # Portable code for the GPU machine's CPU; the binaries find the bundled libraries themselves.
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKINTSUGI_CUDA=ON \
     -DKINTSUGI_NATIVE=OFF -DKINTSUGI_BENCH=OFF '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target kintsugi kintsugi_gpu_tests
+  cmake --build "$build" -j "$(nproc)" --target kintsugi kintsugi_gpu_tests check_run
 fi
-for exe in kintsugi tests/gpu/kintsugi_gpu_tests; do
+for exe in kintsugi tests/gpu/kintsugi_gpu_tests tests/check_run; do
   [[ -x "$build/$exe" ]] || { echo "bundle: $build/$exe is missing: build it first" >&2; exit 1; }
 done
 if ! grep -q '^KINTSUGI_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
@@ -42,8 +42,8 @@ copy_deps() {  # the non-system shared libraries of each file given, into lib/
   done
 }
 
-cp "$build/kintsugi" "$build/tests/gpu/kintsugi_gpu_tests" "$root/libexec/"
-copy_deps "$root/libexec/kintsugi" "$root/libexec/kintsugi_gpu_tests"
+cp "$build/kintsugi" "$build/tests/gpu/kintsugi_gpu_tests" "$build/tests/check_run" "$root/libexec/"
+copy_deps "$root/libexec/kintsugi" "$root/libexec/kintsugi_gpu_tests" "$root/libexec/check_run"
 
 # The OpenMPI runtime: its plug-ins and help files where OPAL_PREFIX=mpi/usr makes it look.
 cp -a /usr/lib/x86_64-linux-gnu/openmpi "$root/mpi/usr/lib/x86_64-linux-gnu/"
@@ -70,11 +70,12 @@ case "$program" in
 esac
 EOF
 chmod +x "$root/bin/launch"
-for program in kintsugi kintsugi_gpu_tests mpirun mpiexec orted; do
+for program in kintsugi kintsugi_gpu_tests check_run mpirun mpiexec orted; do
   ln -s launch "$root/bin/$program"
 done
 
-cp "$repo/bench/gpu_check.sh" "$repo/bench/transformers_check.sh" "$root/bench/"
+cp "$repo/bench/gpu_check.sh" "$repo/bench/gpu_layouts.sh" "$repo/bench/transformers_check.sh" \
+  "$root/bench/"
 cp "$repo/bench/pytorch/gpt2_step_cuda.py" "$repo/bench/pytorch/transformers_load.py" \
   "$root/bench/pytorch/"
 # The transformers check trains tiny models on Brown: the configs, and the fetched token files
