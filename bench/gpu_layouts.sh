@@ -2,10 +2,18 @@
 # GPU ranks on one GPU: every parallel mode with 2 and 4 ranks sharing the machine's GPU, device
 # buffers moved by MPI through page-locked host memory (NCCL refuses two ranks on one GPU). Each
 # layout trains the tiny 4-layer GPT of the multi-rank CPU tests (tests/mpi_tests.cmake) from the
-# same seed and data and must reproduce the single-GPU run: fp32 losses and weights within
-# relative 1e-5 over 10 steps, bf16 within 1e-2; the bytes each group moved equal the theory
-# (check_run comm). The single-GPU fp32 run is also held against the CPU's serial run (1e-5).
+# same seed and data and must reproduce the single-GPU run over 10 steps: fp32 losses and
+# weights within relative 1e-5; bf16 losses within 1e-4 and weights within 0.1 of their scale,
+# the bar of the CPU's mixed-precision layout tests (tests/mpi_tests.cmake: a master weight whose
+# last f32 bits differ between two summation orders can round to a neighbouring bf16 value, and
+# Adam turns that into lr-sized differences where gradients are noise). The bytes each group
+# moved equal the theory (check_run comm). The single-GPU fp32 run is also held against the
+# CPU's serial run: losses within 1e-5, weights within 1e-4 (the devices sum in different
+# orders, and Adam amplifies the last bits of near-zero gradients as above).
 # Prints one line per layout; exit 1 on any failure.
+#
+# On a machine with a GPU per rank, GPU_LAYOUTS_BACKEND=nccl runs the layouts over NCCL (default
+# auto: NCCL where every rank has its own GPU, else MPI staged through host memory).
 #
 # Usage: bench/gpu_layouts.sh KINTSUGI CHECK_RUN OUT_DIR
 # Needs data/ (scripts/fetch_data.sh) and mpirun on PATH (a bundle's bin/ has it).
@@ -23,6 +31,7 @@ micro_run=(--config "$root/configs/gpt-tiny.toml"
   --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=3
   --set train.log_every=1 --set train.eps=1e-4 --set parallel.bucket_mib=0.5
   --set comm.timeout_s=120)
+backend=(--set comm.backend="${GPU_LAYOUTS_BACKEND:-auto}")
 failures=0
 verdict() {  # verdict NAME STATUS: one line, failure counted
   if [[ $2 -eq 0 ]]; then
@@ -39,14 +48,14 @@ single() {  # single NAME [flags...]: one process
   timeout 300 "$kintsugi" train --out "$out/$name" "${micro_run[@]}" "$@" >"$out/$name.log" 2>&1
   verdict "$name" $?
 }
-layout() {  # layout REFERENCE RTOL NAME RANKS [flags...]: under mpirun, held to REFERENCE
-  local reference="$1" rtol="$2" name="$3" ranks="$4"
-  shift 4
+layout() {  # layout REFERENCE RTOL WEIGHT_RTOL NAME RANKS [flags...]: held to REFERENCE
+  local reference="$1" rtol="$2" weight_rtol="$3" name="$4" ranks="$5"
+  shift 5
   rm -rf "${out:?}/$name"
   {
     timeout 300 mpirun -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train \
-      --out "$out/$name" "${micro_run[@]}" "$@" &&
-      "$check" compare "$out/$reference" "$out/$name" "$rtol" &&
+      --out "$out/$name" "${micro_run[@]}" "${backend[@]}" "$@" &&
+      "$check" compare "$out/$reference" "$out/$name" "$rtol" "$weight_rtol" &&
       "$check" comm "$out/$name"
   } >"$out/$name.log" 2>&1
   verdict "$name" $?
@@ -54,23 +63,35 @@ layout() {  # layout REFERENCE RTOL NAME RANKS [flags...]: under mpirun, held to
 
 single cpu_fp32 --device cpu
 single cuda_fp32 --device cuda
-"$check" compare "$out/cpu_fp32" "$out/cuda_fp32" 1e-5 >"$out/cuda_fp32_vs_cpu.log" 2>&1
+"$check" compare "$out/cpu_fp32" "$out/cuda_fp32" 1e-5 1e-4 >"$out/cuda_fp32_vs_cpu.log" 2>&1
 verdict cuda_fp32_vs_cpu $?
 single cuda_bf16 --device cuda --precision bf16
 
 for precision in fp32 bf16; do
-  rtol=1e-5
-  [[ $precision == bf16 ]] && rtol=1e-2
-  reference="cuda_$precision"
-  layout "$reference" "$rtol" "dp2_$precision" 2 --device cuda --precision "$precision" --dp 2
-  layout "$reference" "$rtol" "tp2_sp_$precision" 2 --device cuda --precision "$precision" \
-    --tp 2 --sequence-parallel
-  layout "$reference" "$rtol" "pp2_1f1b_$precision" 2 --device cuda --precision "$precision" \
-    --pp 2 --schedule 1f1b
-  layout "$reference" "$rtol" "tp2_dp2_zero3_$precision" 4 --device cuda \
-    --precision "$precision" --tp 2 --dp 2 --zero 3
-  layout "$reference" "$rtol" "tp2_pp2_sp_$precision" 4 --device cuda \
-    --precision "$precision" --tp 2 --pp 2 --sequence-parallel
+  tol=(1e-5 1e-5)
+  [[ $precision == bf16 ]] && tol=(1e-4 0.1)
+  held=("cuda_$precision" "${tol[@]}")
+  run=(--device cuda --precision "$precision")
+  layout "${held[@]}" "dp2_$precision" 2 "${run[@]}" --dp 2
+  layout "${held[@]}" "tp2_sp_$precision" 2 "${run[@]}" --tp 2 --sequence-parallel
+  layout "${held[@]}" "pp2_1f1b_$precision" 2 "${run[@]}" --pp 2 --schedule 1f1b
+  layout "${held[@]}" "tp2_dp2_zero3_$precision" 4 "${run[@]}" --tp 2 --dp 2 --zero 3
+  layout "${held[@]}" "tp2_pp2_sp_$precision" 4 "${run[@]}" --tp 2 --pp 2 --sequence-parallel
 done
+
+# NCCL where this machine allows it: a world of one rank (NCCL refuses two ranks on one GPU).
+layout cuda_fp32 1e-5 1e-5 nccl_world_of_one 1 --device cuda --set comm.backend=nccl
+
+# A rank that dies at step 2 (kintsugi's test hook KINTSUGI_TEST_KILL_RANK) takes the GPU job
+# down, with a message, in bounded time.
+rm -rf "${out:?}/killed"
+start=$SECONDS
+KINTSUGI_TEST_KILL_RANK=1:2 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$kintsugi" \
+  train --out "$out/killed" "${micro_run[@]}" --device cuda --dp 2 --set train.steps=1000 \
+  >"$out/killed_rank_ends_job.log" 2>&1
+status=$?
+echo "exit $status after $((SECONDS - start)) s" >>"$out/killed_rank_ends_job.log"
+[[ $status -ne 0 && $status -ne 124 ]] && grep -qiE "signal 9|killed" "$out/killed_rank_ends_job.log"
+verdict killed_rank_ends_job $?
 echo "gpu_layouts: $failures failed"
 [[ $failures -eq 0 ]]

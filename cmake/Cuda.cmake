@@ -31,3 +31,22 @@ target_compile_options(kintsugi_backend_cuda PRIVATE
 target_link_libraries(kintsugi_backend PUBLIC kintsugi_backend_cuda)
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kintsugi/backend/factory.cpp
   PROPERTIES COMPILE_DEFINITIONS KINTSUGI_WITH_CUDA=1)
+
+# NCCL for GPU ranks (comm/nccl/): its own library, seeing comm/ and the CUDA backend's context
+# (the GPU and the compute stream its operations are ordered after); linked into kintsugi_comm,
+# whose factory then picks it for GPU tensors. Without NCCL, GPU tensors move through MPI.
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  message(STATUS "NCCL: ${NCCL_LIBRARY}")
+  kintsugi_layer(NAME kintsugi_comm_nccl DIR comm/nccl SEES core backend
+    LINKS kintsugi_comm_mpi kintsugi_backend_cuda ${NCCL_LIBRARY})
+  target_include_directories(kintsugi_comm_nccl PRIVATE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(kintsugi_comm PUBLIC kintsugi_comm_nccl)
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/kintsugi/comm/factory.cpp APPEND PROPERTY
+    COMPILE_DEFINITIONS KINTSUGI_WITH_NCCL=1)
+  set(KINTSUGI_NCCL ON)
+else()
+  message(STATUS "NCCL not found: GPU ranks communicate through MPI")
+  set(KINTSUGI_NCCL OFF)
+endif()

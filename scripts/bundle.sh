@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes dist/kintsugi-<version>-linux-x86_64.tar.gz: kintsugi and its GPU tests built with the
 # CUDA backend, every shared library they need beyond the C/C++ runtime and the CUDA driver and
-# toolkit libraries (libcuda, cuBLASLt: the GPU machine has its own), the OpenMPI runtime tree
+# toolkit libraries (libcuda, cuBLASLt, NCCL: the GPU machine has its own), the OpenMPI runtime tree
 # under a prefix that mirrors /usr, launchers that set LD_LIBRARY_PATH and OPAL_PREFIX, and
 # bench/gpu_check.sh with the PyTorch peer. Unpack it anywhere; run bench/gpu_check.sh in it.
 #
@@ -34,7 +34,7 @@ mkdir -p "$root"/{bin,libexec,lib,bench/pytorch,mpi/usr/bin,mpi/usr/lib/x86_64-l
 
 # Libraries not to carry: the C/C++ runtime (every Linux has it) and the CUDA driver/toolkit
 # libraries (they must match the GPU machine's driver; it has them in /usr/local/cuda/lib64).
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnvidia)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnvidia|libnccl)'
 copy_deps() {  # the non-system shared libraries of each file given, into lib/
   ldd "$@" 2>/dev/null | awk '/=> \//{print $1, $3}' | sort -u | while read -r soname path; do
     [[ "$soname" =~ $skip ]] && continue

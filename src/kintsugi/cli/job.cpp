@@ -25,7 +25,9 @@ void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
                   const std::function<void(Communicator& world)>& agree) {
   if (!mpi) return body(nullptr);
   auto world_comm = make_world_communicator(
-      {.device = config.train.device, .timeout_s = config.comm.timeout_s});
+      {.device = config.train.device,
+       .timeout_s = config.comm.timeout_s,
+       .backend = config.comm.backend});
   if (agree) agree(*world_comm);
   const Topology topology(world_comm,
                           {.tp = static_cast<int>(config.parallel.tp),

@@ -1,8 +1,8 @@
 #pragma once
 // A group of ranks and the communication among them, as an interface: the MPI implementation
-// (comm/mpi/) runs the MPI library's own non-blocking collectives; an NCCL one would run each
-// group on its own stream. make_world_communicator() is the one place an implementation is
-// chosen.
+// (comm/mpi/) runs the MPI library's own non-blocking collectives; the NCCL one (comm/nccl/)
+// runs each group's collectives on its own CUDA stream. make_world_communicator() is the one
+// place an implementation is chosen.
 //
 // Two planes:
 // - The data plane moves tensors (which may live on a device): all-reduce, reduce-scatter,
@@ -51,9 +51,20 @@ struct CommBytes {
   std::uint64_t sent = 0, received = 0, calls = 0;
 };
 
+// Which library moves device tensors (comm.backend): NCCL when the build has it and every rank
+// has a GPU of its own (automatic), or MPI staged through host memory, or NCCL required.
+enum class CommBackend : std::uint8_t { automatic, mpi, nccl };
+template <>
+struct EnumNames<CommBackend> {
+  static constexpr std::array values = {std::pair{CommBackend::automatic, "auto"},
+                                        std::pair{CommBackend::mpi, "mpi"},
+                                        std::pair{CommBackend::nccl, "nccl"}};
+};
+
 struct CommOptions {
   Device device = Device::cpu;  // where data-plane tensors live
   double timeout_s = 600;       // comm.timeout_s: deadline of every wait
+  CommBackend backend = CommBackend::automatic;  // comm.backend
 };
 
 class Communicator {
@@ -130,9 +141,10 @@ class Communicator {
 };
 
 // The world (every rank of the job) as a group named "world", over the implementation for
-// options.device: MPI (device tensors staged through host memory until an NCCL communicator
-// exists). Needs an initialized MpiRuntime
-// (comm/mpi/mpi_runtime.hpp): ranks are launched and bootstrapped by MPI.
+// options.device and options.backend: MPI for host memory; for GPU memory NCCL where the build
+// has it and every rank has its own GPU (NCCL refuses two ranks on one device), else MPI with
+// device tensors staged through host memory. Collective over the job. Needs an initialized
+// MpiRuntime (comm/mpi/mpi_runtime.hpp): ranks are launched and bootstrapped by MPI.
 std::shared_ptr<Communicator> make_world_communicator(const CommOptions& options = {});
 
 }  // namespace kintsugi

@@ -21,7 +21,7 @@ namespace {
 // A key's field. Enumerations are TOML strings holding one of their names (parse_choice).
 using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*,
                             Device*, Precision*, GradPrecision*, Recompute*, PipelineSchedule*,
-                            Family*, ZeroStage*>;
+                            Family*, ZeroStage*, CommBackend*>;
 
 struct Key {
   std::string path;
@@ -135,6 +135,9 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"comm.timeout_s", &c.comm.timeout_s,
        "seconds any communication may wait for other ranks; then the job ends with a message "
        "naming the group, the operation and the ranks that did not arrive"},
+      {"comm.backend", &c.comm.backend,
+       "what moves GPU tensors between ranks: \"auto\" (NCCL when every rank has a GPU of its "
+       "own, else MPI), \"nccl\", or \"mpi\" (staged through host memory)"},
   };
 }
 
@@ -405,6 +408,8 @@ void validate(const RunConfig& c) {
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
     fail("comm.timeout_s = {} must be a positive number of seconds", c.comm.timeout_s);
+  if (c.comm.backend == CommBackend::nccl && c.train.device != Device::cuda)
+    fail("comm.backend = \"nccl\" moves GPU memory: it needs train.device = \"cuda\"");
 }
 
 LrSchedule lr_schedule_of(const TrainConfig& t) {

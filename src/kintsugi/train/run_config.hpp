@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/core/device.hpp"
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
@@ -83,6 +84,7 @@ struct MetricsConfig {
 
 struct CommConfig {
   double timeout_s = 600;  // deadline of every communication wait, then the job ends
+  CommBackend backend = CommBackend::automatic;  // what moves GPU tensors: NCCL or MPI
 };
 
 struct RunConfig {
