@@ -6,7 +6,7 @@
 # `kintsugi encode` for a sample text and, on the first validation window, the loss of
 # `kintsugi eval` (relative 1e-4). Prints one line per family; exit 1 on any difference.
 #
-# Usage: bench/transformers_check.sh [KINTSUGI] [OUT_DIR]
+# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom"] bench/transformers_check.sh [KINTSUGI] [OUT_DIR]
 # Needs: data/ from scripts/fetch_data.sh, a Python with torch and transformers ($PYTHON).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +22,7 @@ for case in "gpt configs/gpt-tiny.toml brown gpt2-tokenizer" \
             "llama configs/llama-tiny.toml brown/llama2 llama2-tokenizer" \
             "bloom configs/bloom-tiny.toml brown gpt2-tokenizer"; do
   read -r family config tokens tokenizer <<<"$case"
+  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom} " == *" $family "* ]] || continue
   run="$out/$family"
   rm -rf "$run"
   "$kintsugi" train --config "$root/$config" --out "$run" \
@@ -46,9 +47,15 @@ ok = same_ids and rel < 1e-4
 print(f"{'ok' if ok else 'DIFFERENT'}: {theirs['architecture']} + {theirs['tokenizer']}: "
       f"ids {'identical' if same_ids else 'differ'} ({len(ours_ids)}), loss kintsugi "
       f"{ours_loss:.6f} transformers {theirs['loss']:.6f} (relative {rel:.1e})")
+if not same_ids:
+    file_ids = theirs.get("file_ids")
+    print(f"  kintsugi     {ours_ids}\n  AutoTokenizer {theirs['ids']} {theirs.get('tokens')}\n"
+          f"  tokenizers on the file alone: {file_ids} "
+          f"({'equal to kintsugi' if file_ids == ours_ids else 'different from kintsugi'})")
 EOF
 )"
   echo "$family: $verdict"
+  printf '%s\n' "$theirs" >"$run.transformers.json"
   [[ "$verdict" == ok:* ]] || status=1
 done
 exit $status
