@@ -80,7 +80,10 @@ for precision in fp32 bf16; do
 done
 
 # NCCL where this machine allows it: a world of one rank (NCCL refuses two ranks on one GPU).
-layout cuda_fp32 1e-5 1e-5 nccl_world_of_one 1 --device cuda --set comm.backend=nccl
+# GPU_LAYOUTS_NCCL=0 skips it for a build without NCCL.
+if [[ ${GPU_LAYOUTS_NCCL:-1} != 0 ]]; then
+  layout cuda_fp32 1e-5 1e-5 nccl_world_of_one 1 --device cuda --set comm.backend=nccl
+fi
 
 # A rank that dies at step 2 (kintsugi's test hook KINTSUGI_TEST_KILL_RANK) takes the GPU job
 # down, with a message, in bounded time.
