@@ -24,11 +24,13 @@ declare -A variants=(
   ["kintsugi (default: bounded spinning)"]="kintsugi_step"
   ["kintsugi, GOMP_SPINCOUNT=300000 (libgomp's default)"]="kintsugi_step GOMP_SPINCOUNT=300000"
   ["kintsugi, OMP_WAIT_POLICY=PASSIVE"]="kintsugi_step OMP_WAIT_POLICY=PASSIVE"
+  ["kintsugi, KINTSUGI_GEMM_BLOCKS=0 (OpenBLAS's static split)"]="kintsugi_step KINTSUGI_GEMM_BLOCKS=0"
   ["pytorch (default)"]="pytorch_step"
   ["pytorch, OMP_WAIT_POLICY=PASSIVE"]="pytorch_step OMP_WAIT_POLICY=PASSIVE"
 )
 order=("kintsugi (default: bounded spinning)" "kintsugi, GOMP_SPINCOUNT=300000 (libgomp's default)"
-       "kintsugi, OMP_WAIT_POLICY=PASSIVE" "pytorch (default)" "pytorch, OMP_WAIT_POLICY=PASSIVE")
+       "kintsugi, OMP_WAIT_POLICY=PASSIVE" "kintsugi, KINTSUGI_GEMM_BLOCKS=0 (OpenBLAS's static split)"
+       "pytorch (default)" "pytorch, OMP_WAIT_POLICY=PASSIVE")
 declare -A quiet busy
 for ((r = 0; r < rounds; ++r)); do
   for name in "${order[@]}"; do

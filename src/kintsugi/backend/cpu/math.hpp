@@ -38,12 +38,15 @@ inline float tanh_fast(float x) {
 }
 inline double tanh_fast(double x) { return std::tanh(x); }
 
-// Row-major GEMM: C[M,N] = alpha * op(A) . op(B) + beta * C.
+// Row-major GEMM: C[M,N] = alpha * op(A) . op(B) + beta * C. f32 products go through
+// sgemm_balanced (gemm_balanced.cpp): blocks that the compute threads take as they finish.
+void sgemm_balanced(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                    const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                    float beta, float* c, std::int64_t ldc);
 inline void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                  const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
                  float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm_balanced(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
                  const double* a, std::int64_t lda, const double* b, std::int64_t ldb,
