@@ -87,6 +87,12 @@ add_test(NAME cli.plan_table
                  --global-batch 256 --seq 2048)
 set_tests_properties(cli.plan_table PROPERTIES PASS_REGULAR_EXPRESSION
                      "valid layouts, [0-9]+ fit in 96 GB.*samples/s.*MFU.*\n  1 tp ")
+set_tests_properties(cli.plan_table PROPERTIES FAIL_REGULAR_EXPRESSION "note: global batch")
+# Without --global-batch the planner says it used the default, and the table explains itself.
+add_test(NAME cli.plan_explains_defaults_and_columns
+         COMMAND ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 1 --top 1)
+set_tests_properties(cli.plan_explains_defaults_and_columns PROPERTIES PASS_REGULAR_EXPRESSION
+                     "note: global batch 16 sequences \\(16384 tokens per step\\) is kintsugi's default.*MFU +HFU.*vN model chunks.*hsdpN ZeRO sharded.*sp sequence parallelism.*MFU/HFU")
 add_test(NAME cli.plan_json COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_json.sh ${KINTSUGI_BIN})
 add_test(NAME cli.plan_memory COMMAND ${KINTSUGI_BIN} plan --memory)
 set_tests_properties(cli.plan_memory PROPERTIES PASS_REGULAR_EXPRESSION

@@ -145,6 +145,11 @@ void run_plan(const Args& a) {
                n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6), a.nodes,
                cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
                w.model.seq_len, w.precision);
+    if (a.global_batch == 0 && w.global_batch == TrainConfig{}.global_batch)
+      fmt::print("note: global batch {} sequences ({} tokens per step) is kintsugi's default, "
+                 "not necessarily your run's: pass --global-batch (layouts and times depend on "
+                 "it)\n",
+                 w.global_batch, w.global_batch * w.model.seq_len);
     fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,
                cluster.memory_gb);
     if (!r.ranked.empty()) print_prediction_table(r.ranked, a.top);
@@ -197,7 +202,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->add_option("--write-config", a->write_config, "Write the best layout as a run config");
   cmd->add_flag("--memory", a->memory,
-                "Only the training state's memory (bytes per parameter; the seed's 22B/175B/1T "
+                "Only the training state's memory (bytes per parameter; Korthikanti et al.'s 22B/175B/1T "
                 "table without --model)");
   // Every pin takes one value or a comma-separated list of the values to try.
   auto pin = [cmd](const char* flag, auto& target, const char* what) {

@@ -31,6 +31,14 @@ void print_prediction_table(const std::vector<Prediction>& rows, std::size_t top
         seconds(p.time.bubble), seconds(p.time.optimizer), seconds(p.time.host), p.tokens_per_s,
         p.samples_per_s, 100 * p.mfu, 100 * p.hfu);
   }
+  fmt::print(
+      "\nlayout: tp/pp/dp ranks, mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved) "
+      "with vN model chunks per\nrank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N "
+      "data-parallel ranks, replicated across groups;\nselective/full activation recomputation; "
+      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest\nstage. Times "
+      "per optimizer step: compute, the tp/pp/dp communication not hidden behind it, the "
+      "pipeline\nbubble, the optimizer, host overhead. MFU/HFU: model/hardware FLOPs (HFU counts "
+      "recomputation) over the peak.\n");
 }
 
 nlohmann::json to_json(const Prediction& p) {

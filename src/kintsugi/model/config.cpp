@@ -60,7 +60,7 @@ ModelConfig gpt(const char* name, std::int64_t layers, std::int64_t d, std::int6
 }
 
 // Llama: vocabulary 32000 (its SentencePiece tokenizer), RMSNorm eps 1e-6 (Llama 1) or 1e-5
-// (Llama 2). The 7B/13B/65B shapes are the seeds' (Touvron et al. 2023).
+// (Llama 2). The 7B/13B/65B shapes are Touvron et al. 2023's.
 ModelConfig llama(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
                   std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab, std::int64_t seq) {
   ModelConfig c = gpt(name, layers, d, heads, seq);

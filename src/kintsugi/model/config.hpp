@@ -61,7 +61,7 @@ void validate(const ModelConfig& config);
 
 // Presets: GPT-2 124M/350M/774M/1.5B ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"),
 // the GPT sizes of the Frontier study ("gpt-1.4b", "gpt-22b", "gpt-175b", "gpt-1t"), the
-// seeds' Llama and BLOOM runs ("llama-7b", "llama-13b", "llama-65b", "bloom-13b") and tiny
+// published Llama and BLOOM runs ("llama-7b", "llama-13b", "llama-65b", "bloom-13b") and tiny
 // versions of each family for tests ("gpt-tiny", "llama-tiny", "bloom-tiny").
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();

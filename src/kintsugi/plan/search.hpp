@@ -19,7 +19,7 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::int64_t max_micro_batch = 64;
-  // Tensor parallelism stays inside a node (the seeds' rule) unless this is set.
+  // Tensor parallelism stays inside a node (Megatron-LM's rule) unless this is set.
   bool tp_across_nodes = false;
 };
 
