@@ -104,6 +104,13 @@ class NcclWatch {
     cv_.notify_all();
   }
 
+  // A communicator about to be destroyed (its operations done): the watch lets go of them
+  // first, so it never asks a destroyed communicator for errors.
+  void forget(ncclComm_t comm) {
+    std::lock_guard lock(mutex_);
+    flights_.remove_if([comm](const auto& f) { return f->comm == comm; });
+  }
+
  private:
   void run() {
     cudaSetDevice(device_);
@@ -188,6 +195,7 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    watch_->forget(comm_);
     ncclCommDestroy(comm_);
     cudaEventDestroy(ready_);
     cudaStreamDestroy(stream_);
