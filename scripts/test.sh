@@ -8,5 +8,16 @@ cd "$repo"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 scripts/setup.sh
 scripts/build.sh
+# Where nvcc is installed, also compile the GPU code as nvcc builds it (the CUDA kernels, the
+# CUDA backend and the NCCL communicator), so that a change that breaks the CUDA build fails
+# here; without a GPU it is tested through the CUDA emulator in the build above.
+if [[ -x /usr/local/cuda/bin/nvcc || -n "${CUDACXX:-}" ]]; then
+  cmake -S "$repo" -B "$repo/build-cuda-check" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKINTSUGI_CUDA=ON -DKINTSUGI_TESTS=OFF -DKINTSUGI_BENCH=OFF >/dev/null
+  targets=(kintsugi_backend_cuda)
+  grep -qs '^NCCL_LIBRARY:FILEPATH=/' "$repo/build-cuda-check/CMakeCache.txt" &&
+    targets+=(kintsugi_comm_nccl)
+  cmake --build "$repo/build-cuda-check" -j "$(nproc)" --target "${targets[@]}"
+fi
 scripts/fetch_data.sh build/kintsugi
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"

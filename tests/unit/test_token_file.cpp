@@ -190,6 +190,9 @@ TEST(TokenFile, DamagedFilesGiveClearErrors) {
   auto message = open_error(dir.path / "nope.bin");
   EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
   EXPECT_NE(message.find("nope.bin"), std::string::npos) << message;
+  // A path of the user's own: how to make it, not the script that fetches the examples' data.
+  EXPECT_NE(message.find("kintsugi data tokenize"), std::string::npos) << message;
+  EXPECT_EQ(message.find("fetch_data.sh"), std::string::npos) << message;
 }
 
 TEST(TokenFile, MovedFromFileStaysValid) {

@@ -13,6 +13,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/fetched_files.hpp"
 #include "kintsugi/data/pretokenizer.hpp"
 #include "kintsugi/data/utf8.hpp"
 
@@ -237,7 +238,9 @@ TEST(TokenizerFiles, MissingFilesNameTheFileAndTheFix) {
   TempDir dir;
   auto message = error_of([&] { BpeTokenizer::load(dir.path); });
   EXPECT_NE(message.find((dir.path / "encoder.json").string()), std::string::npos) << message;
-  EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
+  // A directory of the user's own: no advice to run the script that fetches the examples' data.
+  EXPECT_EQ(message.find("fetch_data.sh"), std::string::npos) << message;
+  EXPECT_NE(message.find("point --tokenizer at"), std::string::npos) << message;
 
   fs::copy(kFixtures / "tokenizer" / "tiny" / "encoder.json", dir.path / "encoder.json");
   message = error_of([&] { BpeTokenizer::load(dir.path); });
@@ -266,8 +269,21 @@ TEST(TokenizerFiles, CorruptFilesAreReported) {
     dir.write("vocab.bpe", c.vocab);
     auto message = error_of([&] { BpeTokenizer::load(dir.path); });
     EXPECT_NE(message.find(c.expect), std::string::npos) << message;
-    EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
+    EXPECT_EQ(message.find("fetch_data.sh"), std::string::npos) << message;
   }
+}
+
+// scripts/fetch_data.sh is advised only for the files it makes, never for a path of the user's.
+TEST(TokenizerFiles, FetchAdviceOnlyForTheFetchedFiles) {
+  using kintsugi::data::is_fetched_file;
+  EXPECT_TRUE(is_fetched_file("data/brown/train.bin"));
+  EXPECT_TRUE(is_fetched_file("/checkout/data/gpt2-tokenizer/encoder.json"));
+  EXPECT_TRUE(is_fetched_file("/checkout/data/llama2-tokenizer"));
+  EXPECT_FALSE(is_fetched_file("/tmp/mine/train.bin"));
+  EXPECT_FALSE(is_fetched_file("/home/me/data/corpus.bin"));
+  EXPECT_FALSE(is_fetched_file("/home/me/tokenizer"));
+  const auto message = error_of([&] { BpeTokenizer::load(fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer-missing"); });
+  EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
 }
 
 namespace {
@@ -326,5 +342,6 @@ TEST(TokenizerCli, BadInputIsAClearError) {
   }
   EXPECT_EQ(run_cli("encode --tokenizer '" + dir.path.string() + "'", dir.path / "in.txt",
                     dir.path / "out", dir.path / "err"), 1);
-  EXPECT_NE(slurp(dir.path / "err").find("scripts/fetch_data.sh"), std::string::npos);
+  EXPECT_NE(slurp(dir.path / "err").find("point --tokenizer at one"), std::string::npos);
+  EXPECT_EQ(slurp(dir.path / "err").find("fetch_data.sh"), std::string::npos);
 }

@@ -10,6 +10,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/data/fetched_files.hpp"
 #include "kintsugi/data/piece_cache.hpp"
 #include "kintsugi/data/pretokenizer.hpp"
 #include "kintsugi/data/utf8.hpp"
@@ -19,7 +20,11 @@ namespace kintsugi::data {
 namespace {
 
 constexpr std::string_view kEndOfText = "<|endoftext|>";
-constexpr std::string_view kFetchHint = "run scripts/fetch_data.sh to (re)download it";
+// What to do about a missing or bad GPT-2 file: fetch_data.sh only for the files it makes.
+std::string_view fetch_hint(const std::filesystem::path& path) {
+  return hint_for(path, "run scripts/fetch_data.sh to (re)download it",
+                  "point --tokenizer at a directory with GPT-2's encoder.json and vocab.bpe");
+}
 
 // GPT-2's bytes_to_unicode(): the 188 printable Latin-1 bytes stand for themselves; the other
 // 68 bytes (controls, space, 0x7F-0xA0, 0xAD) get U+0100, U+0101, ... in byte order, so every
@@ -65,10 +70,10 @@ bool symbols_to_bytes(std::string_view symbols, std::string& bytes) {
 
 std::string read_tokenizer_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("GPT-2 tokenizer file {} is missing: {}", path.string(), kFetchHint);
+  if (!in) fail("GPT-2 tokenizer file {} is missing: {}", path.string(), fetch_hint(path));
   std::ostringstream contents;
   contents << in.rdbuf();
-  if (in.bad()) fail("cannot read {}: {}", path.string(), kFetchHint);
+  if (in.bad()) fail("cannot read {}: {}", path.string(), fetch_hint(path));
   return std::move(contents).str();
 }
 
@@ -76,7 +81,7 @@ template <class... Args>
 [[noreturn]] void corrupt(const std::filesystem::path& path, fmt::format_string<Args...> what,
                           Args&&... args) {
   fail("{} is not a valid GPT-2 tokenizer file ({}): delete it and {}", path.string(),
-       fmt::format(what, std::forward<Args>(args)...), kFetchHint);
+       fmt::format(what, std::forward<Args>(args)...), fetch_hint(path));
 }
 
 struct Merge {

@@ -9,6 +9,7 @@
 #include "kintsugi/data/added_tokens.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/data/hf_bpe.hpp"
+#include "kintsugi/data/fetched_files.hpp"
 #include "kintsugi/data/hf_decoder.hpp"
 #include "kintsugi/data/hf_normalizer.hpp"
 #include "kintsugi/data/hf_pretokenizer.hpp"
@@ -26,8 +27,10 @@ using Vocab = std::unordered_map<std::string, std::int32_t>;
 constexpr std::string_view kEosNames[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>"};
 
 Json parse_json_file(const std::filesystem::path& path, std::string& text) {
-  text = read_file(path, "check the --tokenizer path (scripts/fetch_data.sh fetches the "
-                         "tokenizers the examples use)");
+  text = read_file(path, std::string(hint_for(path,
+                                              "scripts/fetch_data.sh fetches the tokenizers the "
+                                              "examples use",
+                                              "check the --tokenizer path")));
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {

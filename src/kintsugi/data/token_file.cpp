@@ -11,6 +11,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/data/fetched_files.hpp"
 
 namespace kintsugi::data {
 namespace {
@@ -20,8 +21,13 @@ static_assert(std::endian::native == std::endian::little, "token files assume a 
 
 constexpr std::array<char, 8> kMagic = {'K', 'T', 'O', 'K', 'F', 'I', 'L', 'E'};
 constexpr std::size_t kHeaderChecksumOffset = 56;
-constexpr std::string_view kRecreate =
-    "re-create it with `kintsugi data tokenize` (scripts/fetch_data.sh for the Brown corpus)";
+// What to do about a bad token file: fetch_data.sh only for the files it makes.
+std::string recreate(const std::filesystem::path& path) {
+  return std::string(hint_for(path,
+                              "re-create it with scripts/fetch_data.sh (or `kintsugi data "
+                              "tokenize`)",
+                              "re-create it with `kintsugi data tokenize`"));
+}
 
 struct Header {
   std::uint32_t version = kTokenFileVersion;
@@ -58,26 +64,26 @@ std::array<unsigned char, kTokenFileHeaderBytes> encode_header(const Header& h) 
 Header decode_header(const unsigned char* bytes, const std::filesystem::path& path) {
   const std::string name = path.string();
   if (std::memcmp(bytes, kMagic.data(), kMagic.size()) != 0)
-    fail("{} is not a kintsugi token file (wrong magic bytes): {}", name, kRecreate);
+    fail("{} is not a kintsugi token file (wrong magic bytes): {}", name, recreate(path));
   Header h;
   h.version = get<std::uint32_t>(bytes + 8);
   if (h.version != kTokenFileVersion)
     fail("{} has token-file format version {}, this kintsugi reads version {}: {}", name,
-         h.version, kTokenFileVersion, kRecreate);
+         h.version, kTokenFileVersion, recreate(path));
   if (get<std::uint64_t>(bytes + kHeaderChecksumOffset) !=
       XXH3_64bits(bytes, kHeaderChecksumOffset))
-    fail("{} has a corrupt header (header checksum mismatch): {}", name, kRecreate);
+    fail("{} has a corrupt header (header checksum mismatch): {}", name, recreate(path));
   h.header_bytes = get<std::uint32_t>(bytes + 12);
   h.width = get<std::uint32_t>(bytes + 16);
   h.vocab_size = get<std::uint32_t>(bytes + 20);
   h.count = get<std::uint64_t>(bytes + 24);
   h.payload_checksum = get<std::uint64_t>(bytes + 32);
   for (std::size_t i = 40; i < kHeaderChecksumOffset; ++i)
-    if (bytes[i] != 0) fail("{} has non-zero reserved header bytes: {}", name, kRecreate);
+    if (bytes[i] != 0) fail("{} has non-zero reserved header bytes: {}", name, recreate(path));
   if (h.header_bytes != kTokenFileHeaderBytes || h.vocab_size == 0 ||
       h.vocab_size > 0x7FFFFFFFu || h.width != static_cast<std::uint32_t>(token_width_for(h.vocab_size)))
     fail("{} has an inconsistent header (header size {}, token width {}, vocab size {}): {}", name,
-         h.header_bytes, h.width, h.vocab_size, kRecreate);
+         h.header_bytes, h.width, h.vocab_size, recreate(path));
   return h;
 }
 
@@ -107,22 +113,24 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   TokenFile file;
   file.path_ = path;
   file.map_ = MappedFile(path, "token file",
-                         "create it with `kintsugi data tokenize` (scripts/fetch_data.sh makes "
-                         "the Brown corpus files)");
+                         std::string(hint_for(path,
+                                              "scripts/fetch_data.sh makes it (the Brown "
+                                              "corpus files)",
+                                              "create it with `kintsugi data tokenize`")));
   const std::size_t file_bytes = file.map_.size();
   if (file_bytes < kTokenFileHeaderBytes)
     fail("{} is truncated ({} bytes, less than the {}-byte header): {}", name, file_bytes,
-         kTokenFileHeaderBytes, kRecreate);
+         kTokenFileHeaderBytes, recreate(path));
   Header h = decode_header(file.map_.data(), path);
   // Division, not multiplication: a corrupt count must not overflow into a matching size.
   const std::size_t payload_bytes = file_bytes - kTokenFileHeaderBytes;
   if (payload_bytes % h.width != 0 || payload_bytes / h.width != h.count)
     fail("{} is truncated or has trailing bytes: the header promises {} tokens ({} bytes) but the "
          "file holds {} bytes after the header: {}",
-         name, h.count, h.count * h.width, payload_bytes, kRecreate);
+         name, h.count, h.count * h.width, payload_bytes, recreate(path));
   const unsigned char* payload = file.map_.data() + kTokenFileHeaderBytes;
   if (XXH3_64bits(payload, payload_bytes) != h.payload_checksum)
-    fail("{} is corrupt (payload checksum mismatch): {}", name, kRecreate);
+    fail("{} is corrupt (payload checksum mismatch): {}", name, recreate(path));
   file.count_ = static_cast<std::int64_t>(h.count);
   file.vocab_size_ = static_cast<std::int32_t>(h.vocab_size);
   file.width_ = static_cast<int>(h.width);
@@ -133,7 +141,7 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
                                           : max_token<std::uint32_t>(payload, file.count_);
   if (largest >= static_cast<std::int64_t>(h.vocab_size))
     fail("{} holds token {} at position {}, outside its vocabulary of {}: {}", name, largest, at,
-         h.vocab_size, kRecreate);
+         h.vocab_size, recreate(path));
   file.max_id_ = static_cast<std::int32_t>(largest);
   file.max_id_position_ = at;
   return file;

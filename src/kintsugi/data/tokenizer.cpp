@@ -2,6 +2,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/bpe_tokenizer.hpp"
+#include "kintsugi/data/fetched_files.hpp"
 #include "kintsugi/data/hf_tokenizer.hpp"
 
 namespace kintsugi::data {
@@ -42,8 +43,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
   if (fs::exists(path / "tokenizer.json")) return HfTokenizer::load(path / "tokenizer.json");
   if (fs::is_directory(path) && !has_tokenizer_files(path) && !fs::exists(path / "encoder.json"))
     fail("tokenizer directory {} holds neither tokenizer.json nor GPT-2's encoder.json and "
-         "vocab.bpe: point --tokenizer at one (scripts/fetch_data.sh fetches those the examples "
-         "use)", path.string());
+         "vocab.bpe: {}",
+         path.string(),
+         hint_for(path, "run scripts/fetch_data.sh (it fetches the tokenizers the examples use)",
+                  "point --tokenizer at one"));
   return std::make_unique<BpeTokenizer>(BpeTokenizer::load(path));
 }
 

@@ -1,0 +1,24 @@
+#pragma once
+// Advice for a missing or damaged data file. scripts/fetch_data.sh makes the files of a
+// checkout's data/ folder (data/brown/..., data/<name>-tokenizer/...); pointing at it for any
+// other path, one the user chose, would be wrong advice.
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace kintsugi::data {
+
+// Whether `path` is one of the files scripts/fetch_data.sh writes (by its place under data/).
+inline bool is_fetched_file(const std::filesystem::path& path) {
+  const std::string p = std::filesystem::absolute(path).lexically_normal().generic_string();
+  return p.find("/data/brown/") != std::string::npos ||
+         (p.find("/data/") != std::string::npos && p.find("-tokenizer") != std::string::npos);
+}
+
+// `fetched` for a file fetch_data.sh makes, `otherwise` for any other path.
+inline std::string_view hint_for(const std::filesystem::path& path, std::string_view fetched,
+                                 std::string_view otherwise) {
+  return is_fetched_file(path) ? fetched : otherwise;
+}
+
+}  // namespace kintsugi::data
