@@ -115,6 +115,30 @@ TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
   EXPECT_NEAR(predict(w, c, l).time.total() - materialized.time.total(), 0.025, 1e-9);
 }
 
+// A measured attention rate ([attention] tflops) replaces the GEMM curve for the attention core
+// only: a slower kernel lengthens the compute by exactly its FLOPs at the new rate minus at the
+// old, it survives to_toml, and a rate that is not positive is refused.
+TEST(Cluster, MeasuredAttentionRateTimesTheAttentionCore) {
+  ClusterSpec one = preset("dgx-h100");
+  one.devices_per_node = 1;
+  const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
+  const Layout l{.micro_batch = 8};
+  const Prediction as_gemms = predict(w, one, l);
+  ClusterSpec slow = one;
+  slow.attention_tflops = 6.0;
+  const Prediction measured = predict(w, slow, l);
+  // Attention core FLOPs of a step, forward and backward, full s x s: 3 x 4 x rows x s x d x L.
+  const double rows = 8.0 * w.model.seq_len;
+  const double core = 12.0 * rows * w.model.seq_len * w.model.d_model * w.model.n_layer;
+  EXPECT_GT(measured.time.compute, as_gemms.time.compute + 0.9 * core / 6e12);
+  EXPECT_LT(measured.time.compute, as_gemms.time.compute + core / 6e12);
+  EXPECT_DOUBLE_EQ(measured.time.optimizer, as_gemms.time.optimizer);
+  EXPECT_DOUBLE_EQ(parse_cluster(to_toml(slow), "again").attention_tflops, 6.0);
+  std::string text = to_toml(slow);
+  text.replace(text.find("tflops = 6"), 10, "tflops = 0");
+  EXPECT_THROW(parse_cluster(text, "x"), Error);
+}
+
 TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const double h = c.gemm_half_dim;

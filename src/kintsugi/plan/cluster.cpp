@@ -64,7 +64,7 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
        v.node()->is_string() ? "a string" : "another type");
 }
 
-// The optional sections: [package] (a link tier inside the node) and [host].
+// The optional sections: [package] (a link tier inside the node), [host] and [attention].
 void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
@@ -84,6 +84,14 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
                                    "host time per optimizer step outside the kernels");
     if (c.step_overhead_ms < 0)
       fail("{}: `host.step_overhead_ms` = {} must be >= 0", source, c.step_overhead_ms);
+  }
+  if (t.contains("attention")) {
+    c.attention_tflops = number_at(t, "attention.tflops", source,
+                                   "measured TFLOP/s of the attention kernel");
+    if (!(c.attention_tflops > 0))
+      fail("{}: `attention.tflops` = {} must be > 0 (leave [attention] out to run attention as "
+           "GEMMs)",
+           source, c.attention_tflops);
   }
 }
 
@@ -202,6 +210,9 @@ std::string to_toml(const ClusterSpec& c) {
               : std::string()) +
          (c.step_overhead_ms > 0
               ? fmt::format("\n[host]\nstep_overhead_ms = {}\n", c.step_overhead_ms)
+              : std::string()) +
+         (c.attention_tflops > 0
+              ? fmt::format("\n[attention]\ntflops = {}\n", c.attention_tflops)
               : std::string());
 }
 

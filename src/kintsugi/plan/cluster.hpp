@@ -37,6 +37,11 @@ struct ClusterSpec {
   std::int64_t devices_per_package = 0;
   LinkSpec package;
   double step_overhead_ms = 0;  // [host]: host work per optimizer step outside the kernels
+  // [attention]: the measured rate of the attention kernel in use (TFLOP/s of the attention
+  // core, QK^T and PV forward and backward counted over the full s x s, as flops.hpp counts
+  // them), for a kernel that does not run at the GEMM curve's efficiency (kintsugi's CUDA
+  // attention runs on CUDA cores: docs/planner.md); 0: the attention core runs as GEMMs.
+  double attention_tflops = 0;
 
   double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;

@@ -177,7 +177,10 @@ bool group_crosses_nodes(const LayoutMap& map, Dim d, std::int64_t per_node) {
 struct Efficiency {
   double block = 1, head = 1;
 };
-Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double tp) {
+// `attention`: the attention core's efficiency when a measured rate replaces the GEMM curve
+// for it (ClusterSpec::attention_tflops over the peak), else 0.
+Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double tp,
+                           double attention) {
   const double d = m.d_model, f = m.d_ff, kv = static_cast<double>(m.kv_heads() * m.head_dim());
   const double s = static_cast<double>(m.seq_len), hd = static_cast<double>(m.head_dim());
   struct Gemm {
@@ -190,11 +193,14 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
       {rows, d, f / tp, 1},                   // MLP down
       {s, s, hd, 2 * rows / s * m.n_head / tp},  // QK^T and PV per sequence and head
   };
+  constexpr std::size_t kAttentionCore = 4;
   double flops = 0, seconds = 0;
-  for (const Gemm& g : gemms) {
+  for (std::size_t i = 0; i < std::size(gemms); ++i) {
+    const Gemm& g = gemms[i];
     const double work = 2 * g.m * g.n * g.k * g.count;
     flops += work;
-    seconds += work / c.gemm_efficiency(g.m, g.n, g.k);
+    seconds += work / (i == kAttentionCore && attention > 0 ? attention
+                                                             : c.gemm_efficiency(g.m, g.n, g.k));
   }
   const double vocab = static_cast<double>(m.padded_vocab(static_cast<std::int64_t>(tp))) / tp;
   return {flops / seconds, c.gemm_efficiency(rows, vocab, d)};
@@ -260,7 +266,10 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.head_flops = 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
   c.block_hw = (c.hw - c.head_flops) / m.n_layer;  // per block, recomputation included
   c.peak = cluster.peak_tflops(w.precision) * 1e12;
-  c.eff = gemm_efficiency(m, cluster, c.rows, c.tp);
+  c.eff = gemm_efficiency(m, cluster, c.rows, c.tp,
+                          cluster.attention_tflops > 0
+                              ? cluster.attention_tflops / cluster.peak_tflops(w.precision)
+                              : 0.0);
   c.backward_share = 1.0 - (c.model_flops / 3.0) / c.hw;
   c.act = {.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
            .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
