@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "kintsugi/backend/cuda/context.hpp"
+#include "kintsugi/backend/cuda/cuda_check.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -26,9 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) fail("CUDA error in {}: {}", what, cudaGetErrorString(status));
-}
+using cuda::check;
 
 void check_nccl(ncclResult_t status, const char* what) {
   if (status == ncclSuccess) return;
@@ -93,8 +92,6 @@ class NcclWatch {
   }
   NcclWatch(const NcclWatch&) = delete;
   NcclWatch& operator=(const NcclWatch&) = delete;
-
-  double timeout_s() const { return timeout_.count(); }
 
   void track(std::shared_ptr<InFlight> op) {
     {
@@ -173,7 +170,7 @@ class NcclCommunicator final : public Communicator {
     const cuda::Context& ctx = cuda::Context::get();
     device_ = ctx.device();
     compute_ = ctx.stream();
-    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaSetDevice(device_), "cudaSetDevice");
     // Rank 0 of the group makes the id; the others receive it over the control plane.
     ncclUniqueId id{};
     if (rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -186,10 +183,10 @@ class NcclCommunicator final : public Communicator {
     check_nccl(ncclCommInitRank(&comm_, size(), id, rank()), "ncclCommInitRank");
     // The highest priority, so that communication kernels get SMs while compute runs.
     int least = 0, greatest = 0;
-    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-    check_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
                "cudaStreamCreateWithPriority");
-    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
   }
 
   ~NcclCommunicator() override {
@@ -256,8 +253,8 @@ class NcclCommunicator final : public Communicator {
  private:
   bool on_gpu(const Tensor& a, const Tensor& b) const {
     if (a.device != b.device)
-      fail("{} on group {}: the input is on the {} and the output on the {}", "collective",
-           name(), name_of(a.device), name_of(b.device));
+      fail("collective on group {}: the input is on the {} and the output on the {}", name(),
+           name_of(a.device), name_of(b.device));
     return a.device == Device::cuda;
   }
 
@@ -265,9 +262,9 @@ class NcclCommunicator final : public Communicator {
   // the handle makes the compute stream wait for it.
   CommHandle enqueue(const char* op, std::size_t bytes,
                      const std::function<ncclResult_t(cudaStream_t)>& launch) {
-    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-    check_cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaEventRecord(ready_, compute_), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
     check_nccl(launch(stream_), op);
     auto flight = std::make_shared<InFlight>();
     flight->comm = comm_;
@@ -276,15 +273,15 @@ class NcclCommunicator final : public Communicator {
     flight->group_size = size();
     flight->bytes = bytes;
     flight->started = Clock::now();
-    check_cuda(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(flight->done, stream_), "cudaEventRecord");
+    check(cudaEventCreateWithFlags(&flight->done, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(flight->done, stream_), "cudaEventRecord");
     watch_->track(flight);
     const cudaStream_t compute = compute_;
     const int device = device_;
     return CommHandle::on_device(
         [flight, compute, device] {
-          check_cuda(cudaSetDevice(device), "cudaSetDevice");
-          check_cuda(cudaStreamWaitEvent(compute, flight->done, 0), "cudaStreamWaitEvent");
+          check(cudaSetDevice(device), "cudaSetDevice");
+          check(cudaStreamWaitEvent(compute, flight->done, 0), "cudaStreamWaitEvent");
         },
         [flight] { return cudaEventQuery(flight->done) == cudaSuccess; });
   }
@@ -302,7 +299,7 @@ class NcclCommunicator final : public Communicator {
 std::string nccl_unusable_reason(Communicator& world) {
   const cuda::Context& ctx = cuda::Context::get();
   char bus[64] = {};
-  check_cuda(cudaDeviceGetPCIBusId(bus, sizeof bus, ctx.device()), "cudaDeviceGetPCIBusId");
+  check(cudaDeviceGetPCIBusId(bus, sizeof bus, ctx.device()), "cudaDeviceGetPCIBusId");
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   const std::string mine = fmt::format("{} GPU {}", host, bus);

@@ -16,7 +16,8 @@
 //
 // Deadlines: a process-wide watchdog thread polls every operation in flight; one that is not
 // done within comm.timeout_s, or an error NCCL reports asynchronously (a peer died), prints the
-// group, the operation and the group's ranks, aborts the NCCL communicators and ends the job.
+// group, its size, the operation and its bytes, aborts that NCCL communicator and ends the job
+// (MPI_Abort).
 #include <memory>
 #include <string>
 
