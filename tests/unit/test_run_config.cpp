@@ -97,6 +97,16 @@ TEST(RunConfig, ClearErrors) {
 }
 
 // TOML has inf and nan; no setting means either. A directory is not a config file.
+// comm.backend: NCCL moves GPU memory only, and an unknown library is named.
+TEST(RunConfig, CommBackendIsChecked) {
+  EXPECT_NE(error_of({"comm.backend=\"nccl\""}).find("needs train.device = \"cuda\""),
+            std::string::npos)
+      << error_of({"comm.backend=\"nccl\""});
+  EXPECT_NE(error_of({"comm.backend=\"gloo\""}).find("gloo"), std::string::npos)
+      << error_of({"comm.backend=\"gloo\""});
+  EXPECT_EQ(error_of({"comm.backend=\"mpi\""}), "");
+}
+
 TEST(RunConfig, NonFiniteNumbersAndDirectoriesAreRefused) {
   EXPECT_NE(error_of({"train.lr=inf"}).find("`train.lr` = inf must be a finite number"),
             std::string::npos);
