@@ -66,7 +66,7 @@ std::string StallWatch::status_json() const {
     std::lock_guard lock(mutex_);
     for (const GroupStatus* g : groups_) groups.push_back(g->to_json());
   }
-  return nlohmann::json{{"reporting", reporting_.load()}, {"groups", groups}}.dump();
+  return nlohmann::json{{"reported", reported_.load()}, {"groups", groups}}.dump();
 }
 
 void StallWatch::answer_queries() {
@@ -190,18 +190,19 @@ std::string StallWatch::diagnose(const GroupStatus& group, const OpLabel& label,
 }
 
 void StallWatch::expired(const GroupStatus& group, const OpLabel& label) {
-  // One report per process; a rank that knows another is reporting stays silent, unless that
-  // one dies before ending the job.
+  // One report per process and, as far as the ranks can tell, per job: a rank defers to a lower
+  // rank that asked it (that one is diagnosing, and speaks unless it defers further down) and to
+  // a rank that has already spoken. Deferring only downwards means two ranks can never wait for
+  // each other; a rank that defers and then sees nobody end the job speaks briefly below.
   const bool first = !reporting_.exchange(true);
   const double window = answer_window_s(timeout_s_);
-  if (first && reporter_seen_.load() == INT_MAX) {
+  if (first && reporter_seen_.load() > rank_) {
     const auto statuses = ask_everyone();
-    bool lower_reports = reporter_seen_.load() < rank_;
-    for (int r = 0; r < rank_; ++r) {
-      const auto& s = statuses[static_cast<std::size_t>(r)];
-      if (s.is_object() && s.value("reporting", false)) lower_reports = true;
-    }
-    if (!lower_reports) {
+    bool someone_else = reporter_seen_.load() < rank_;
+    for (const auto& s : statuses)
+      if (s.is_object() && s.value("reported", false)) someone_else = true;
+    if (!someone_else) {
+      reported_ = true;
       fmt::print(stderr, "kintsugi: error: {}\n", diagnose(group, label, statuses));
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);

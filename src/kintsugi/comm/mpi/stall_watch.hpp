@@ -10,8 +10,9 @@
 // its own communication is stuck; a stopped or dead one does not. The rank then prints one
 // message naming the group, the operation, the peers that did not arrive (and why: no answer,
 // or still waiting elsewhere) and the ranks that did not answer at all, and aborts the job
-// (MPI_Abort). When several ranks time out together, the lowest reporting rank speaks and the
-// others stay silent.
+// (MPI_Abort). When several ranks time out together, the lowest one that asks speaks: a rank
+// stays silent only when a lower rank asked it (that one diagnoses and, by the same rule, speaks
+// or defers further down) or when another rank says it has already spoken.
 #include <mpi.h>
 
 #include <atomic>
@@ -52,7 +53,8 @@ class StallWatch {
   mutable std::mutex mutex_;
   std::vector<const GroupStatus*> groups_;
   std::atomic<bool> stopping_{false}, reporting_{false};
-  std::atomic<int> reporter_seen_;  // lowest rank that asked us: it reports
+  std::atomic<bool> reported_{false};  // this rank printed the diagnosis
+  std::atomic<int> reporter_seen_;     // lowest rank that asked us: it is diagnosing too
   std::thread responder_;
 };
 
