@@ -10,6 +10,9 @@
 #
 #   bash bench/gpu_check.sh                   everything
 #   GPU_CHECK_QUICK=1 bash bench/gpu_check.sh  fewer timed steps (a smoke run)
+#   GPU_CHECK_SKIP="layouts compiled"          parts left out: tests, layouts, gemm,
+#                                              transformers, kintsugi, profile, cuda_core,
+#                                              eager, compiled
 #   GPU_PEAK_TFLOPS=989                        dense bf16 peak for MFU (H100 SXM: 989)
 #
 # Exit status: 0 when every GPU test passed and every benchmark ran; 1 otherwise; 2 when no GPU
@@ -74,13 +77,18 @@ run() {  # run NAME COMMAND...: output to $out/NAME.log (JSON lines to NAME.json
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } >"$out/environment.txt"
 
-run gpu_tests "$gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
-run gpu_layouts bash "$here/bench/gpu_layouts.sh" "$kintsugi" "$check_run" "$out/layouts"
-run gemm_bf16 "$kintsugi" bench gemm --device cuda --dtype bf16 --size 8192 --json
+skip=" ${GPU_CHECK_SKIP//,/ } "
+wanted() { [[ "$skip" != *" $1 "* ]]; }
+
+wanted tests && run gpu_tests "$gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
+wanted layouts && run gpu_layouts bash "$here/bench/gpu_layouts.sh" "$kintsugi" "$check_run" "$out/layouts"
+wanted gemm && run gemm_bf16 "$kintsugi" bench gemm --device cuda --dtype bf16 --size 8192 --json
 
 # Exports loaded by transformers itself (AutoTokenizer, AutoModelForCausalLM): ids and loss
 # equal kintsugi's, for GPT-2, Llama and BLOOM (needs the fetched data: scripts/fetch_data.sh).
-if "$python" -c 'import transformers' 2>/dev/null && [[ -f "$here/data/brown/llama2/val.bin" ]]; then
+if ! wanted transformers; then
+  :
+elif "$python" -c 'import transformers' 2>/dev/null && [[ -f "$here/data/brown/llama2/val.bin" ]]; then
   run transformers_check env PYTHON="$python" bash "$here/bench/transformers_check.sh" \
     "$kintsugi" "$out/transformers"
 else
@@ -90,14 +98,22 @@ fi
 
 # model batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the same go
 # (compiled last: torch.compile spends minutes compiling before it measures).
-for mode in kintsugi eager compiled; do
+# The profile (time per op) and the CUDA-core attention kernels (the tensor-core ones turned
+# off) are for GPT-2 124M only.
+for mode in kintsugi profile cuda_core eager compiled; do
+  wanted $mode || continue
   for case in "gpt2 32" "gpt2-xl 8"; do
     read -r model batch <<<"$case"
-    if [[ $mode == kintsugi ]]; then
-      run "kintsugi_${model}_b$batch" "$kintsugi" bench step --device cuda --precision bf16 \
-        --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" --json
-      continue
-    fi
+    step=("$kintsugi" bench step --device cuda --precision bf16 --model "$model" --batch "$batch"
+          --seq 1024 --steps "$steps" --warmup "$warmup")
+    case $mode in
+      kintsugi) run "kintsugi_${model}_b$batch" "${step[@]}" --json; continue ;;
+      profile | cuda_core) [[ $model == gpt2 ]] || continue ;;&
+      profile) run "kintsugi_${model}_b${batch}_profile" "${step[@]}" --profile; continue ;;
+      cuda_core)
+        run "kintsugi_cuda_core_${model}_b$batch" env KINTSUGI_TENSOR_CORE_ATTENTION=0 "${step[@]}" --json
+        continue ;;
+    esac
     flag=""
     [[ $mode == compiled ]] && flag="--compile"
     run "pytorch_${mode}_${model}_b$batch" "$python" "$here/bench/pytorch/gpt2_step_cuda.py" \
@@ -146,11 +162,13 @@ print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | p
 print("|---|---|---|---:|---:|---:|---:|---:|")
 for model, batch in (("gpt2", 32), ("gpt2-xl", 8)):
     for impl, name in (("kintsugi (bf16)", f"kintsugi_{model}_b{batch}"),
+                       ("kintsugi, CUDA-core attention", f"kintsugi_cuda_core_{model}_b{batch}"),
                        ("PyTorch eager", f"pytorch_eager_{model}_b{batch}"),
                        ("PyTorch compiled", f"pytorch_compiled_{model}_b{batch}")):
         r = load(name)
         if not r:
-            print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | |")
+            if (out / f"{name}.rc").exists():
+                print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | |")
             continue
         tflops = r.get("tflops", r.get("gflops", 0) / 1e3)
         print(f"| {model} | {batch} x 1024 | {impl} | {r['ms_per_step']:.1f} | "

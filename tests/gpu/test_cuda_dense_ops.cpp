@@ -187,10 +187,13 @@ TEST_P(CudaDense, Activations) {
 
 // (batch, seq, heads, kv heads, head dim, ALiBi heads, first head): one query tile and several,
 // ragged sequences, grouped-query heads, every dims-per-lane class (hd <= 32, 64, 128, 256) and
-// ALiBi with a head count that is not a power of two, seen from a tensor-parallel rank.
+// ALiBi with a head count that is not a power of two, seen from a tensor-parallel rank. In bf16
+// and f16, head sizes 16, 32, 64 and 128 take the tensor-core kernels (64-row tiles: one, two
+// and three of them, the last ragged).
 const AttentionShape kAttentionShapes[] = {
     {1, 1, 1, 1, 4, 0, 0},      {2, 33, 4, 4, 16, 0, 0},  {1, 70, 6, 2, 24, 0, 0},
-    {2, 40, 4, 4, 40, 6, 2},    {1, 35, 2, 1, 72, 0, 0},  {1, 20, 2, 2, 130, 0, 0}};
+    {2, 40, 4, 4, 40, 6, 2},    {1, 35, 2, 1, 72, 0, 0},  {1, 20, 2, 2, 130, 0, 0},
+    {1, 150, 4, 2, 64, 0, 0},   {2, 70, 4, 4, 32, 6, 2},  {1, 66, 2, 1, 128, 0, 0}};
 
 std::string describe(const AttentionShape& s) {
   return "B" + std::to_string(s.batch) + " T" + std::to_string(s.seq) + " H" +
@@ -235,7 +238,8 @@ TEST_P(CudaDense, Attention) {
 // tile, across tiles, at the first and the last row) and RoPE restarts at each document.
 TEST_P(CudaDense, AttentionWithDocuments) {
   const Types t = GetParam();
-  for (AttentionShape s : {AttentionShape{2, 70, 4, 2, 16, 0, 0}, AttentionShape{2, 70, 4, 4, 8, 4, 0}}) {
+  for (AttentionShape s : {AttentionShape{2, 70, 4, 2, 16, 0, 0}, AttentionShape{2, 70, 4, 4, 8, 4, 0},
+                           AttentionShape{2, 140, 2, 1, 64, 0, 0}}) {
     std::vector<std::int32_t> starts;
     for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
       std::int32_t start = 0;

@@ -26,6 +26,11 @@ using std::min;
 
 typedef struct CUstream_st* cudaStream_t;
 
+// The 16-byte vector type the kernels load and store whole.
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,

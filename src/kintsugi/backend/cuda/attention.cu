@@ -1,4 +1,5 @@
-// Causal self-attention forward, flash-attention style: a block takes kTile queries of one
+// Causal self-attention forward on CUDA cores, flash-attention style (16-bit qkv with the usual
+// head sizes go to the tensor-core kernels, attention_tc_forward.cu): a block takes kTile queries of one
 // (sequence, head) and walks the key/value tiles they may see, keeping for each query a running
 // maximum, a running sum of exponentials and an unnormalized output (the online softmax), so no
 // T x T matrix is ever stored. Only each row's log-sum-exp is kept for backward. With document
@@ -11,6 +12,7 @@
 #include <cmath>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
+#include "kintsugi/backend/cuda/attention_tc.hpp"
 
 namespace kintsugi::cuda {
 
@@ -141,6 +143,7 @@ void forward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t strea
 
 void attention_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
   if (s.batch * s.heads * s.seq <= 0) return;
+  if (attn_tc::takes(s, qkv)) return attn_tc::forward(s, qkv, out, lse, stream);
   if (all_f64({qkv, out, lse}))
     forward_t<double>(s, qkv, out, lse, stream);
   else

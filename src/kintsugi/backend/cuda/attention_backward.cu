@@ -1,5 +1,7 @@
-// Causal self-attention backward without atomics, in three kernels that recompute the
-// probabilities from the saved log-sum-exp (P = exp(S - lse)) instead of storing them:
+// Causal self-attention backward on CUDA cores without atomics, in three kernels that recompute
+// the probabilities from the saved log-sum-exp (P = exp(S - lse)) instead of storing them
+// (16-bit qkv with the usual head sizes goes to the tensor-core kernels after the first one,
+// attention_tc_backward.cu):
 //   1. delta[t] = dO[t] . O[t] per row (= sum_j P dP), into scratch;
 //   2. dK, dV: a block per (sequence, kv head, tile of 32 keys) walks every query head of the
 //      kv head's group and every query tile that sees its keys, summing into registers in a
@@ -11,6 +13,7 @@
 #include <cmath>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
+#include "kintsugi/backend/cuda/attention_tc.hpp"
 
 namespace kintsugi::cuda {
 
@@ -216,14 +219,20 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+template <class Acc>
+void launch_delta(const AttnShape& s, Ref out, Ref dout, Acc* delta, cudaStream_t stream) {
+  const std::int64_t rows = s.batch * s.heads * s.seq;
+  KINTSUGI_CUDA_LAUNCH(delta_kernel<Acc>, grid_for(rows * 32), kThreads, 0, stream, s, out, dout,
+                       delta);
+  check_launch("attention delta_kernel", stream);
+}
+
 template <class Acc, int DL>
 void backward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv, Acc* delta,
                 cudaStream_t stream) {
   const Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(s.head_dim));  // as the CPU's
-  const std::int64_t rows = s.batch * s.heads * s.seq, tiles = (s.seq + kTile - 1) / kTile;
-  KINTSUGI_CUDA_LAUNCH(delta_kernel<Acc>, grid_for(rows * 32), kThreads, 0, stream, s, out, dout,
-                       delta);
-  check_launch("attention delta_kernel", stream);
+  const std::int64_t tiles = (s.seq + kTile - 1) / kTile;
+  launch_delta(s, out, dout, delta, stream);
   const std::size_t shared =
       sizeof(Acc) * (4 * kTile * static_cast<std::size_t>(s.head_dim + 1) + 2 * kTile);
 
@@ -268,6 +277,11 @@ std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType) {
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
                         Scratch scratch, cudaStream_t stream) {
   if (s.batch * s.heads * s.seq <= 0) return;
+  if (attn_tc::takes(s, qkv)) {
+    auto* delta = static_cast<float*>(scratch.data);
+    launch_delta(s, out, dout, delta, stream);
+    return attn_tc::backward(s, qkv, lse, dout, delta, dqkv, stream);
+  }
   if (all_f64({qkv, out, lse, dout, dqkv}))
     backward_acc<double>(s, qkv, out, lse, dout, dqkv, static_cast<double*>(scratch.data), stream);
   else

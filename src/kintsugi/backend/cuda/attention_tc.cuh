@@ -1,0 +1,106 @@
+#pragma once
+// Pieces shared by the tensor-core attention kernels (attention_tc_forward.cu,
+// attention_tc_backward.cu): which calls they take, tile geometry, and tile loads from global
+// memory into shared memory as 16-bit elements, row-major and transposed.
+//
+// A block has 4 warps; a tile has 64 rows (queries or keys), 16 per warp, which is the M of one
+// m16n8k16 product. Tile rows are padded by 8 elements so that the fragment loads of a warp
+// (8 rows x 4 words) fall in 32 different banks for every head size the kernels take.
+#include <cstdint>
+
+#include "kintsugi/backend/cuda/attention_common.cuh"
+#include "kintsugi/backend/cuda/tensor_core.cuh"
+
+namespace kintsugi::cuda::attn_tc {
+
+constexpr int kRows = 64;  // queries or keys per tile
+constexpr int kWarps = 4;  // each owns 16 of the tile's rows
+constexpr int kBlockThreads = kWarps * 32;
+constexpr int kPad = 8;                  // elements of padding per tile row
+constexpr int kLdT = kRows + kPad;       // row stride of a transposed tile ([head dim][rows])
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+constexpr int row_stride(int hd) { return hd + kPad; }  // of a row-major tile ([rows][hd])
+// Bytes of one row-major and of one transposed tile.
+constexpr std::size_t tile_bytes(int hd) { return sizeof(std::uint16_t) * kRows * row_stride(hd); }
+constexpr std::size_t tile_t_bytes(int hd) { return sizeof(std::uint16_t) * hd * kLdT; }
+
+// 16 bytes from global or shared memory (the emulator copies them, as C++ requires).
+__device__ __forceinline__ uint4 load16(const void* p) {
+#ifdef __CUDA_ARCH__
+  return *static_cast<const uint4*>(p);
+#else
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+__device__ __forceinline__ void store16(void* p, uint4 v) {
+#ifdef __CUDA_ARCH__
+  *static_cast<uint4*>(p) = v;
+#else
+  std::memcpy(p, &v, sizeof v);
+#endif
+}
+
+// Rows t0..t0+63 (element first(t) + d for d < HD of row t; zeros past seq) into `rows`
+// ([64][HD + 8], or null) and `cols` ([HD][72], the transpose, or null). Sources of the kernels'
+// own type are read 16 bytes at a time (every row starts at a multiple of HD elements, so an
+// aligned base keeps them aligned); others (an f32 gradient) element by element, rounded once.
+template <class E, int HD, class First>
+__device__ void load_tile(std::uint16_t* rows, std::uint16_t* cols, const Ref& src, First first,
+                          std::int64_t t0, std::int64_t seq) {
+  constexpr int kChunks = HD / 8;
+  const bool whole =
+      src.dtype == E::dtype && reinterpret_cast<std::uintptr_t>(src.data) % 16 == 0;
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const std::int64_t t = t0 + r;
+    uint4 v{0u, 0u, 0u, 0u};
+    if (t < seq) {
+      const std::int64_t at = first(t) + c;
+      if (whole) {
+        KINTSUGI_CUDA_CHECK_INDEX(src, at);
+        KINTSUGI_CUDA_CHECK_INDEX(src, at + 7);
+        v = load16(static_cast<const std::uint16_t*>(src.data) + at);
+      } else {
+        v = {tc::pack2<E>(load<float>(src, at), load<float>(src, at + 1)),
+             tc::pack2<E>(load<float>(src, at + 2), load<float>(src, at + 3)),
+             tc::pack2<E>(load<float>(src, at + 4), load<float>(src, at + 5)),
+             tc::pack2<E>(load<float>(src, at + 6), load<float>(src, at + 7))};
+      }
+    }
+    if (rows) store16(rows + r * row_stride(HD) + c, v);
+    if (cols) {
+      const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        cols[(c + e) * kLdT + r] = static_cast<std::uint16_t>(w[e / 2] >> (16 * (e % 2)));
+    }
+  }
+}
+
+// The first key a row sees (0 for the padding rows past seq, which are never written).
+__device__ __forceinline__ std::int64_t first_key_or_zero(const AttnShape& s, std::int64_t b,
+                                                          std::int64_t t) {
+  return t < s.seq ? attn::first_key(s, b, t) : 0;
+}
+
+// Column c (0..3) of a lane's accumulator pair in an 8-wide product tile nt: the tile column.
+__device__ __forceinline__ int acc_col(int nt, int c) {
+  return nt * 8 + 2 * (static_cast<int>(threadIdx.x) % 4) + (c & 1);
+}
+
+// The accumulators of product tiles 2kk and 2kk + 1 (rows r, 16 columns) as the A fragment of a
+// 16-deep product, rounded to E.
+template <class E>
+__device__ __forceinline__ void to_a(std::uint32_t (&a)[4], const float (&lo)[4],
+                                     const float (&hi)[4]) {
+  a[0] = tc::pack2<E>(lo[0], lo[1]);
+  a[1] = tc::pack2<E>(lo[2], lo[3]);
+  a[2] = tc::pack2<E>(hi[0], hi[1]);
+  a[3] = tc::pack2<E>(hi[2], hi[3]);
+}
+
+}  // namespace kintsugi::cuda::attn_tc

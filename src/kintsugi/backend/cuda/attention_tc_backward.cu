@@ -1,0 +1,293 @@
+// Causal self-attention backward on the tensor cores, without atomics: the probabilities are
+// recomputed from the saved log-sum-exp (P = exp(S - lse)) in two kernels, as in
+// attention_backward.cu, each gradient element summed by one thread in a fixed order:
+//   dK, dV: a block per (sequence, kv head, 64 keys), each warp 16 keys, walks every query head
+//     of the group and every query tile that sees its keys, with the keys as the products' rows:
+//     S^T = K Q^T, dP^T = V dO^T, dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q;
+//   dQ: a block per (sequence, head, 64 queries) walks the key tiles its queries see:
+//     S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K.
+// delta = dO . O per row comes from attention_backward.cu.
+#include <cmath>
+
+#include "kintsugi/backend/cuda/attention_tc.cuh"
+#include "kintsugi/backend/cuda/attention_tc.hpp"
+
+namespace kintsugi::cuda::attn_tc {
+
+namespace {
+
+struct Scales {
+  float log2;     // 1/sqrt(hd) * log2(e): scores in base 2
+  float natural;  // 1/sqrt(hd): the chain rule's factor on dQ and dK
+};
+
+template <class E, int HD>
+__global__ void __launch_bounds__(kBlockThreads)
+    dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
+                Scales scale, std::int64_t k_tiles) {
+  constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
+  std::uint16_t* k_s = dynamic_shared<std::uint16_t>();
+  std::uint16_t* v_s = k_s + kRows * kLd;
+  std::uint16_t* q_s = v_s + kRows * kLd;
+  std::uint16_t* do_s = q_s + kRows * kLd;
+  std::uint16_t* qt_s = do_s + kRows * kLd;
+  std::uint16_t* dot_s = qt_s + HD * kLdT;
+  float* lse_s = reinterpret_cast<float*>(dot_s + HD * kLdT);  // base 2
+  float* delta_s = lse_s + kRows;
+  std::int64_t* first_s = reinterpret_cast<std::int64_t*>(delta_s + kRows);
+  const attn::QkvIndex L(s);
+  const std::int64_t T = s.seq;
+  const std::int64_t bk = blockIdx.x / k_tiles, k0 = (blockIdx.x % k_tiles) * kRows;
+  const std::int64_t b = bk / s.kv_heads, kvh = bk % s.kv_heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const std::int64_t warp_key = k0 + warp * 16;
+  const std::int64_t key[2] = {warp_key + g, warp_key + g + 8};
+
+  load_tile<E, HD>(
+      k_s, nullptr, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+  load_tile<E, HD>(
+      v_s, nullptr, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+  float dk[kDimTiles][4], dv[kDimTiles][4];
+#pragma unroll
+  for (int dt = 0; dt < kDimTiles; ++dt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dk[dt][c] = dv[dt][c] = 0.f;
+
+  for (std::int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
+    const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
+    // Queries before k0 see none of the keys; document starts only grow, so once a query tile
+    // starts a document after these keys, every later one does too.
+    for (std::int64_t q0 = k0; q0 < T && attn::first_key(s, b, q0) < k0 + kRows; q0 += kRows) {
+      __syncthreads();  // the previous query tile is consumed (and K, V are loaded)
+      load_tile<E, HD>(
+          q_s, qt_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+      load_tile<E, HD>(
+          do_s, dot_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+      for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+        const std::int64_t i = q0 + r;
+        lse_s[r] = i < T ? load<float>(lse, L.row(b, h, i)) * kLog2e : 0.f;
+        delta_s[r] = i < T ? delta[L.row(b, h, i)] : 0.f;
+        first_s[r] = i < T ? attn::first_key(s, b, i) : T;  // past the end: sees nothing
+      }
+      __syncthreads();
+      // A warp whose keys every query of the tile starts after (uniform across the warp).
+      if (warp_key >= T || attn::first_key(s, b, q0) > warp_key + 15) continue;
+
+      float st[8][4], dpt[8][4];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) st[nt][c] = dpt[nt][c] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        std::uint32_t ka[4], va[4];
+        tc::load_a(ka, k_s, kLd, warp * 16, ks * 16);
+        tc::load_a(va, v_s, kLd, warp * 16, ks * 16);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          std::uint32_t qb[2], db[2];
+          tc::load_b(qb, q_s, kLd, nt * 8, ks * 16);
+          tc::mma<E>(st[nt], ka, qb);
+          tc::load_b(db, do_s, kLd, nt * 8, ks * 16);
+          tc::mma<E>(dpt[nt], va, db);
+        }
+      }
+      // P^T and dS^T in place of S^T and dP^T: rows are keys, columns queries.
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int col = acc_col(nt, c);
+          const std::int64_t j = key[c / 2], i = q0 + col;
+          float p = 0.f;
+          if (i >= j && j >= first_s[col] && i < T && j < T)
+            p = exp2f(st[nt][c] * scale.log2 + slope_log2 * static_cast<float>(j - i) - lse_s[col]);
+          st[nt][c] = p;
+          dpt[nt][c] = p * (dpt[nt][c] - delta_s[col]);
+        }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        std::uint32_t pa[4], dsa[4];
+        to_a<E>(pa, st[2 * kk], st[2 * kk + 1]);
+        to_a<E>(dsa, dpt[2 * kk], dpt[2 * kk + 1]);
+#pragma unroll
+        for (int dt = 0; dt < kDimTiles; ++dt) {
+          std::uint32_t db[2], qb[2];
+          tc::load_b(db, dot_s, kLdT, dt * 8, kk * 16);
+          tc::mma<E>(dv[dt], pa, db);
+          tc::load_b(qb, qt_s, kLdT, dt * 8, kk * 16);
+          tc::mma<E>(dk[dt], dsa, qb);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= T) continue;
+    const std::int64_t k_at = L.k(b, kvh, key[r]), v_at = L.v(b, kvh, key[r]);
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        store(dqkv, k_at + acc_col(dt, c), dk[dt][2 * r + c] * scale.natural);
+        store(dqkv, v_at + acc_col(dt, c), dv[dt][2 * r + c]);
+      }
+  }
+}
+
+template <class E, int HD>
+__global__ void __launch_bounds__(kBlockThreads)
+    dq_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv, Scales scale,
+              std::int64_t q_tiles) {
+  constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
+  std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
+  std::uint16_t* do_s = q_s + kRows * kLd;
+  std::uint16_t* k_s = do_s + kRows * kLd;
+  std::uint16_t* v_s = k_s + kRows * kLd;
+  std::uint16_t* kt_s = v_s + kRows * kLd;
+  const attn::QkvIndex L(s);
+  const std::int64_t T = s.seq;
+  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
+  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
+
+  load_tile<E, HD>(
+      q_s, nullptr, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+  load_tile<E, HD>(
+      do_s, nullptr, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+  const std::int64_t warp_row = q0 + warp * 16;
+  const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
+  const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
+  float lse2[2], dlt[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lse2[r] = row[r] < T ? load<float>(lse, L.row(b, h, row[r])) * kLog2e : 0.f;
+    dlt[r] = row[r] < T ? delta[L.row(b, h, row[r])] : 0.f;
+  }
+  const bool warp_live = warp_row < T;
+  const std::int64_t warp_first = first_key_or_zero(s, b, warp_row);
+  float dq[kDimTiles][4];
+#pragma unroll
+  for (int dt = 0; dt < kDimTiles; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
+
+  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
+  for (std::int64_t k0 = attn::first_key(s, b, q0) / kRows * kRows; k0 <= last_query; k0 += kRows) {
+    __syncthreads();  // the previous key tile is consumed (and Q, dO are loaded)
+    load_tile<E, HD>(
+        k_s, kt_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+    load_tile<E, HD>(
+        v_s, nullptr, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+    __syncthreads();
+    if (!warp_live || k0 > warp_row + 15 || k0 + kRows <= warp_first) continue;
+
+    float sc[8][4], dp[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      std::uint32_t qa[4], da[4];
+      tc::load_a(qa, q_s, kLd, warp * 16, ks * 16);
+      tc::load_a(da, do_s, kLd, warp * 16, ks * 16);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        std::uint32_t kb[2], vb[2];
+        tc::load_b(kb, k_s, kLd, nt * 8, ks * 16);
+        tc::mma<E>(sc[nt], qa, kb);
+        tc::load_b(vb, v_s, kLd, nt * 8, ks * 16);
+        tc::mma<E>(dp[nt], da, vb);
+      }
+    }
+    // dS in place of S.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2;
+        const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
+        float p = 0.f;
+        if (j <= i && j >= first[r] && j < T && i < T)
+          p = exp2f(sc[nt][c] * scale.log2 + slope_log2 * static_cast<float>(j - i) - lse2[r]);
+        sc[nt][c] = p * (dp[nt][c] - dlt[r]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t dsa[4];
+      to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int dt = 0; dt < kDimTiles; ++dt) {
+        std::uint32_t kb[2];
+        tc::load_b(kb, kt_s, kLdT, dt * 8, kk * 16);
+        tc::mma<E>(dq[dt], dsa, kb);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= T) continue;
+    const std::int64_t at = L.q(b, h, row[r]);
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) store(dqkv, at + acc_col(dt, c), dq[dt][2 * r + c] * scale.natural);
+  }
+}
+
+template <class Kernel>
+void allow_shared(Kernel* kernel, std::size_t bytes, const char* what) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)),
+        what);
+}
+
+template <class E, int HD>
+void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
+            cudaStream_t stream) {
+  const float natural = 1.f / std::sqrt(static_cast<float>(s.head_dim));
+  const Scales scale{natural * kLog2e, natural};
+  const std::int64_t tiles = (s.seq + kRows - 1) / kRows;
+
+  const std::size_t dkdv_shared =
+      4 * tile_bytes(HD) + 2 * tile_t_bytes(HD) + kRows * (2 * sizeof(float) + sizeof(std::int64_t));
+  auto* dkdv = dkdv_kernel<E, HD>;
+  allow_shared(dkdv, dkdv_shared, "cudaFuncSetAttribute (tensor-core attention dK/dV shared memory)");
+  KINTSUGI_CUDA_LAUNCH(dkdv, static_cast<unsigned>(s.batch * s.kv_heads * tiles), kBlockThreads,
+                       dkdv_shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
+  check_launch("tensor-core attention dkdv_kernel", stream);
+
+  const std::size_t dq_shared = 4 * tile_bytes(HD) + tile_t_bytes(HD);
+  auto* dq = dq_kernel<E, HD>;
+  allow_shared(dq, dq_shared, "cudaFuncSetAttribute (tensor-core attention dQ shared memory)");
+  KINTSUGI_CUDA_LAUNCH(dq, static_cast<unsigned>(s.batch * s.heads * tiles), kBlockThreads,
+                       dq_shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
+  check_launch("tensor-core attention dq_kernel", stream);
+}
+
+template <class E>
+void backward_e(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
+                cudaStream_t stream) {
+  switch (s.head_dim) {
+    case 16: return launch<E, 16>(s, qkv, lse, dout, delta, dqkv, stream);
+    case 32: return launch<E, 32>(s, qkv, lse, dout, delta, dqkv, stream);
+    case 64: return launch<E, 64>(s, qkv, lse, dout, delta, dqkv, stream);
+    case 80: return launch<E, 80>(s, qkv, lse, dout, delta, dqkv, stream);
+    case 96: return launch<E, 96>(s, qkv, lse, dout, delta, dqkv, stream);
+    default: return launch<E, 128>(s, qkv, lse, dout, delta, dqkv, stream);
+  }
+}
+
+}  // namespace
+
+void backward(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
+              cudaStream_t stream) {
+  if (qkv.dtype == DType::bf16)
+    backward_e<tc::Bf16>(s, qkv, lse, dout, delta, dqkv, stream);
+  else
+    backward_e<tc::F16>(s, qkv, lse, dout, delta, dqkv, stream);
+}
+
+}  // namespace kintsugi::cuda::attn_tc

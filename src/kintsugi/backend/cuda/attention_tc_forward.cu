@@ -1,0 +1,194 @@
+// Causal self-attention forward on the tensor cores (FlashAttention-2's scheme): a block takes
+// 64 queries of one (sequence, head), each warp 16 of them, and walks the key tiles they may
+// see. S = Q K^T and O += P V are m16n8k16 products; the online softmax (running maximum and
+// sum per row, in base 2) works on the accumulators in registers, and P goes from the S
+// accumulators straight into the A fragments of P V. Only each row's log-sum-exp is kept.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kintsugi/backend/cuda/attention_tc.cuh"
+#include "kintsugi/backend/cuda/attention_tc.hpp"
+
+namespace kintsugi::cuda::attn_tc {
+
+namespace {
+
+template <class E, int HD>
+__global__ void __launch_bounds__(kBlockThreads)
+    forward_kernel(AttnShape s, Ref qkv, Ref out, Ref lse, float scale_log2,
+                   std::int64_t q_tiles) {
+  constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
+  std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
+  std::uint16_t* k_s = q_s + kRows * kLd;
+  std::uint16_t* vt_s = k_s + kRows * kLd;
+  const attn::QkvIndex L(s);
+  const std::int64_t T = s.seq;
+  // Later query tiles see more keys: they are scheduled first.
+  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
+  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
+
+  load_tile<E, HD>(
+      q_s, nullptr, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+  __syncthreads();
+  std::uint32_t qf[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) tc::load_a(qf[ks], q_s, kLd, warp * 16, ks * 16);
+
+  // This lane's two rows, and what the warp's rows see: document starts only grow along a
+  // sequence, so the warp's first row has the smallest.
+  const std::int64_t warp_row = q0 + warp * 16;
+  const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
+  const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
+  const bool warp_live = warp_row < T;
+  const std::int64_t warp_first = first_key_or_zero(s, b, warp_row);
+
+  float o[kDimTiles][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
+  for (std::int64_t k0 = attn::first_key(s, b, q0) / kRows * kRows; k0 <= last_query; k0 += kRows) {
+    __syncthreads();  // the previous tiles are consumed
+    load_tile<E, HD>(
+        k_s, nullptr, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+    load_tile<E, HD>(
+        nullptr, vt_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+    __syncthreads();
+    // Tiles none of the warp's rows see (uniform across the warp: the products are collective).
+    if (!warp_live || k0 > warp_row + 15 || k0 + kRows <= warp_first) continue;
+
+    float sc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        std::uint32_t kb[2];
+        tc::load_b(kb, k_s, kLd, nt * 8, ks * 16);
+        tc::mma<E>(sc[nt], qf[ks], kb);
+      }
+    }
+    // Scores in base 2 with ALiBi, the causal and document masks (and keys past the end).
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2;
+        const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
+        float v = sc[nt][c] * scale_log2 + slope_log2 * static_cast<float>(j - i);
+        if (j > i || j < first[r] || j >= T) v = -INFINITY;
+        sc[nt][c] = v;
+        mx[r] = fmaxf(mx[r], v);
+      }
+    float base[2], correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // a row's 64 scores sit in the 4 lanes of a quad
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      // A row that has seen no key yet (a document starting later) keeps zeros, not NaNs.
+      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];
+      correction[r] = exp2f(m[r] - base[r]);
+      m[r] = mx[r];
+      l[r] *= correction[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = exp2f(sc[nt][c] - base[c / 2]);
+        sc[nt][c] = p;
+        l[c / 2] += p;
+      }
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt) {
+      o[dt][0] *= correction[0];
+      o[dt][1] *= correction[0];
+      o[dt][2] *= correction[1];
+      o[dt][3] *= correction[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t pa[4];
+      to_a<E>(pa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int dt = 0; dt < kDimTiles; ++dt) {
+        std::uint32_t vb[2];
+        tc::load_b(vb, vt_s, kLdT, dt * 8, kk * 16);
+        tc::mma<E>(o[dt], pa, vb);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= T) continue;
+    const float inv = 1.f / l[r];
+    const std::int64_t at = L.o(b, h, row[r]);
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt) {
+      store(out, at + acc_col(dt, 0), o[dt][2 * r] * inv);
+      store(out, at + acc_col(dt, 1), o[dt][2 * r + 1] * inv);
+    }
+    if (lane % 4 == 0) store(lse, L.row(b, h, row[r]), (m[r] + log2f(l[r])) * kLn2);
+  }
+}
+
+template <class E, int HD>
+void launch(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
+  const std::int64_t q_tiles = (s.seq + kRows - 1) / kRows;
+  const std::size_t shared = 2 * tile_bytes(HD) + tile_t_bytes(HD);
+  auto* kernel = forward_kernel<E, HD>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared)),
+        "cudaFuncSetAttribute (tensor-core attention forward shared memory)");
+  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(s.head_dim));
+  KINTSUGI_CUDA_LAUNCH(kernel, static_cast<unsigned>(s.batch * s.heads * q_tiles), kBlockThreads,
+                       shared, stream, s, qkv, out, lse, scale_log2, q_tiles);
+  check_launch("tensor-core attention forward_kernel", stream);
+}
+
+template <class E>
+void forward_e(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
+  switch (s.head_dim) {
+    case 16: return launch<E, 16>(s, qkv, out, lse, stream);
+    case 32: return launch<E, 32>(s, qkv, out, lse, stream);
+    case 64: return launch<E, 64>(s, qkv, out, lse, stream);
+    case 80: return launch<E, 80>(s, qkv, out, lse, stream);
+    case 96: return launch<E, 96>(s, qkv, out, lse, stream);
+    default: return launch<E, 128>(s, qkv, out, lse, stream);
+  }
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KINTSUGI_TENSOR_CORE_ATTENTION");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool takes(const AttnShape& s, const Ref& qkv) {
+  const std::int64_t hd = s.head_dim;
+  return enabled() && (qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) &&
+         (hd == 16 || hd == 32 || hd == 64 || hd == 80 || hd == 96 || hd == 128);
+}
+
+void forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
+  if (qkv.dtype == DType::bf16)
+    forward_e<tc::Bf16>(s, qkv, out, lse, stream);
+  else
+    forward_e<tc::F16>(s, qkv, out, lse, stream);
+}
+
+}  // namespace kintsugi::cuda::attn_tc
