@@ -1,11 +1,11 @@
 #pragma once
 // Pieces shared by the tensor-core attention kernels (attention_tc_forward.cu,
 // attention_tc_backward.cu): which calls they take, tile geometry, and tile loads from global
-// memory into shared memory as 16-bit elements, row-major and transposed.
+// memory into shared memory as 16-bit elements.
 //
 // A block has 4 warps; a tile has 64 rows (queries or keys), 16 per warp, which is the M of one
-// m16n8k16 product. Tile rows are padded by 8 elements so that the fragment loads of a warp
-// (8 rows x 4 words) fall in 32 different banks for every head size the kernels take.
+// m16n8k16 product. Tile rows are padded by 8 elements (16 bytes) so that the 8 rows an ldmatrix
+// reads at once fall in different banks for every head size the kernels take.
 #include <cstdint>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
@@ -16,15 +16,12 @@ namespace kintsugi::cuda::attn_tc {
 constexpr int kRows = 64;  // queries or keys per tile
 constexpr int kWarps = 4;  // each owns 16 of the tile's rows
 constexpr int kBlockThreads = kWarps * 32;
-constexpr int kPad = 8;                  // elements of padding per tile row
-constexpr int kLdT = kRows + kPad;       // row stride of a transposed tile ([head dim][rows])
+constexpr int kPad = 8;    // elements of padding per tile row
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 constexpr int row_stride(int hd) { return hd + kPad; }  // of a row-major tile ([rows][hd])
-// Bytes of one row-major and of one transposed tile.
 constexpr std::size_t tile_bytes(int hd) { return sizeof(std::uint16_t) * kRows * row_stride(hd); }
-constexpr std::size_t tile_t_bytes(int hd) { return sizeof(std::uint16_t) * hd * kLdT; }
 
 // 16 bytes from global or shared memory (the emulator copies them, as C++ requires).
 __device__ __forceinline__ uint4 load16(const void* p) {
@@ -44,13 +41,14 @@ __device__ __forceinline__ void store16(void* p, uint4 v) {
 #endif
 }
 
-// Rows t0..t0+63 (element first(t) + d for d < HD of row t; zeros past seq) into `rows`
-// ([64][HD + 8], or null) and `cols` ([HD][72], the transpose, or null). Sources of the kernels'
-// own type are read 16 bytes at a time (every row starts at a multiple of HD elements, so an
-// aligned base keeps them aligned); others (an f32 gradient) element by element, rounded once.
+// Rows t0..t0+63 of a [*, HD] slice (element first(t) + d of row t; zeros past seq) into a
+// row-major tile [64][HD + 8]. Sources of the kernels' own type are read 16 bytes at a time
+// (every row starts at a multiple of HD elements, so an aligned base keeps them aligned); others
+// (an f32 gradient) element by element, rounded once. Products that need a tile transposed read
+// it with ldmatrix's transpose, so no transposed copy is kept.
 template <class E, int HD, class First>
-__device__ void load_tile(std::uint16_t* rows, std::uint16_t* cols, const Ref& src, First first,
-                          std::int64_t t0, std::int64_t seq) {
+__device__ void load_tile(std::uint16_t* tile, const Ref& src, First first, std::int64_t t0,
+                          std::int64_t seq) {
   constexpr int kChunks = HD / 8;
   const bool whole =
       src.dtype == E::dtype && reinterpret_cast<std::uintptr_t>(src.data) % 16 == 0;
@@ -71,13 +69,7 @@ __device__ void load_tile(std::uint16_t* rows, std::uint16_t* cols, const Ref& s
              tc::pack2<E>(load<float>(src, at + 6), load<float>(src, at + 7))};
       }
     }
-    if (rows) store16(rows + r * row_stride(HD) + c, v);
-    if (cols) {
-      const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        cols[(c + e) * kLdT + r] = static_cast<std::uint16_t>(w[e / 2] >> (16 * (e % 2)));
-    }
+    store16(tile + r * row_stride(HD) + c, v);
   }
 }
 

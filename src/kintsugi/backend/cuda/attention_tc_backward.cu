@@ -30,9 +30,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   std::uint16_t* v_s = k_s + kRows * kLd;
   std::uint16_t* q_s = v_s + kRows * kLd;
   std::uint16_t* do_s = q_s + kRows * kLd;
-  std::uint16_t* qt_s = do_s + kRows * kLd;
-  std::uint16_t* dot_s = qt_s + HD * kLdT;
-  float* lse_s = reinterpret_cast<float*>(dot_s + HD * kLdT);  // base 2
+  float* lse_s = reinterpret_cast<float*>(do_s + kRows * kLd);  // base 2
   float* delta_s = lse_s + kRows;
   std::int64_t* first_s = reinterpret_cast<std::int64_t*>(delta_s + kRows);
   const attn::QkvIndex L(s);
@@ -44,9 +42,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const std::int64_t key[2] = {warp_key + g, warp_key + g + 8};
 
   load_tile<E, HD>(
-      k_s, nullptr, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+      k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
   load_tile<E, HD>(
-      v_s, nullptr, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+      v_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
   float dk[kDimTiles][4], dv[kDimTiles][4];
 #pragma unroll
   for (int dt = 0; dt < kDimTiles; ++dt)
@@ -60,9 +58,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (std::int64_t q0 = k0; q0 < T && attn::first_key(s, b, q0) < k0 + kRows; q0 += kRows) {
       __syncthreads();  // the previous query tile is consumed (and K, V are loaded)
       load_tile<E, HD>(
-          q_s, qt_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+          q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
       load_tile<E, HD>(
-          do_s, dot_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+          do_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
       for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
         const std::int64_t i = q0 + r;
         lse_s[r] = i < T ? load<float>(lse, L.row(b, h, i)) * kLog2e : 0.f;
@@ -81,15 +79,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks) {
         std::uint32_t ka[4], va[4];
-        tc::load_a(ka, k_s, kLd, warp * 16, ks * 16);
-        tc::load_a(va, v_s, kLd, warp * 16, ks * 16);
+        tc::ldmatrix_a(ka, k_s, kLd, warp * 16, ks * 16);
+        tc::ldmatrix_a(va, v_s, kLd, warp * 16, ks * 16);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          std::uint32_t qb[2], db[2];
-          tc::load_b(qb, q_s, kLd, nt * 8, ks * 16);
-          tc::mma<E>(st[nt], ka, qb);
-          tc::load_b(db, do_s, kLd, nt * 8, ks * 16);
-          tc::mma<E>(dpt[nt], va, db);
+        for (int np = 0; np < 4; ++np) {  // pairs of 8-query product tiles
+          std::uint32_t qb[4], db[4];
+          tc::ldmatrix_b_nk(qb, q_s, kLd, np * 16, ks * 16);
+          tc::mma<E>(st[2 * np], ka, {qb[0], qb[1]});
+          tc::mma<E>(st[2 * np + 1], ka, {qb[2], qb[3]});
+          tc::ldmatrix_b_nk(db, do_s, kLd, np * 16, ks * 16);
+          tc::mma<E>(dpt[2 * np], va, {db[0], db[1]});
+          tc::mma<E>(dpt[2 * np + 1], va, {db[2], db[3]});
         }
       }
       // P^T and dS^T in place of S^T and dP^T: rows are keys, columns queries.
@@ -111,12 +111,14 @@ __global__ void __launch_bounds__(kBlockThreads)
         to_a<E>(pa, st[2 * kk], st[2 * kk + 1]);
         to_a<E>(dsa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
-        for (int dt = 0; dt < kDimTiles; ++dt) {
-          std::uint32_t db[2], qb[2];
-          tc::load_b(db, dot_s, kLdT, dt * 8, kk * 16);
-          tc::mma<E>(dv[dt], pa, db);
-          tc::load_b(qb, qt_s, kLdT, dt * 8, kk * 16);
-          tc::mma<E>(dk[dt], dsa, qb);
+        for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+          std::uint32_t db[4], qb[4];
+          tc::ldmatrix_b_kn(db, do_s, kLd, dp * 16, kk * 16);
+          tc::mma<E>(dv[2 * dp], pa, {db[0], db[1]});
+          tc::mma<E>(dv[2 * dp + 1], pa, {db[2], db[3]});
+          tc::ldmatrix_b_kn(qb, q_s, kLd, dp * 16, kk * 16);
+          tc::mma<E>(dk[2 * dp], dsa, {qb[0], qb[1]});
+          tc::mma<E>(dk[2 * dp + 1], dsa, {qb[2], qb[3]});
         }
       }
     }
@@ -145,7 +147,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   std::uint16_t* do_s = q_s + kRows * kLd;
   std::uint16_t* k_s = do_s + kRows * kLd;
   std::uint16_t* v_s = k_s + kRows * kLd;
-  std::uint16_t* kt_s = v_s + kRows * kLd;
   const attn::QkvIndex L(s);
   const std::int64_t T = s.seq;
   const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
@@ -154,9 +155,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
 
   load_tile<E, HD>(
-      q_s, nullptr, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+      q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
   load_tile<E, HD>(
-      do_s, nullptr, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+      do_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
   const std::int64_t warp_row = q0 + warp * 16;
   const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
   const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
@@ -176,9 +177,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (std::int64_t k0 = attn::first_key(s, b, q0) / kRows * kRows; k0 <= last_query; k0 += kRows) {
     __syncthreads();  // the previous key tile is consumed (and Q, dO are loaded)
     load_tile<E, HD>(
-        k_s, kt_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
     load_tile<E, HD>(
-        v_s, nullptr, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+        v_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
     __syncthreads();
     if (!warp_live || k0 > warp_row + 15 || k0 + kRows <= warp_first) continue;
 
@@ -190,15 +191,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
       std::uint32_t qa[4], da[4];
-      tc::load_a(qa, q_s, kLd, warp * 16, ks * 16);
-      tc::load_a(da, do_s, kLd, warp * 16, ks * 16);
+      tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
+      tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        std::uint32_t kb[2], vb[2];
-        tc::load_b(kb, k_s, kLd, nt * 8, ks * 16);
-        tc::mma<E>(sc[nt], qa, kb);
-        tc::load_b(vb, v_s, kLd, nt * 8, ks * 16);
-        tc::mma<E>(dp[nt], da, vb);
+      for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
+        std::uint32_t kb[4], vb[4];
+        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
+        tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
+        tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
+        tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
       }
     }
     // dS in place of S.
@@ -218,10 +221,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       std::uint32_t dsa[4];
       to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
-      for (int dt = 0; dt < kDimTiles; ++dt) {
-        std::uint32_t kb[2];
-        tc::load_b(kb, kt_s, kLdT, dt * 8, kk * 16);
-        tc::mma<E>(dq[dt], dsa, kb);
+      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+        std::uint32_t kb[4];
+        tc::ldmatrix_b_kn(kb, k_s, kLd, dp * 16, kk * 16);
+        tc::mma<E>(dq[2 * dp], dsa, {kb[0], kb[1]});
+        tc::mma<E>(dq[2 * dp + 1], dsa, {kb[2], kb[3]});
       }
     }
   }
@@ -252,14 +256,14 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
   const std::int64_t tiles = (s.seq + kRows - 1) / kRows;
 
   const std::size_t dkdv_shared =
-      4 * tile_bytes(HD) + 2 * tile_t_bytes(HD) + kRows * (2 * sizeof(float) + sizeof(std::int64_t));
+      4 * tile_bytes(HD) + kRows * (2 * sizeof(float) + sizeof(std::int64_t));
   auto* dkdv = dkdv_kernel<E, HD>;
   allow_shared(dkdv, dkdv_shared, "cudaFuncSetAttribute (tensor-core attention dK/dV shared memory)");
   KINTSUGI_CUDA_LAUNCH(dkdv, static_cast<unsigned>(s.batch * s.kv_heads * tiles), kBlockThreads,
                        dkdv_shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
   check_launch("tensor-core attention dkdv_kernel", stream);
 
-  const std::size_t dq_shared = 4 * tile_bytes(HD) + tile_t_bytes(HD);
+  const std::size_t dq_shared = 4 * tile_bytes(HD);
   auto* dq = dq_kernel<E, HD>;
   allow_shared(dq, dq_shared, "cudaFuncSetAttribute (tensor-core attention dQ shared memory)");
   KINTSUGI_CUDA_LAUNCH(dq, static_cast<unsigned>(s.batch * s.heads * tiles), kBlockThreads,

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
   std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
   std::uint16_t* k_s = q_s + kRows * kLd;
-  std::uint16_t* vt_s = k_s + kRows * kLd;
+  std::uint16_t* v_s = k_s + kRows * kLd;
   const attn::QkvIndex L(s);
   const std::int64_t T = s.seq;
   // Later query tiles see more keys: they are scheduled first.
@@ -31,11 +31,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
 
   load_tile<E, HD>(
-      q_s, nullptr, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+      q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
   __syncthreads();
   std::uint32_t qf[kSteps][4];
 #pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) tc::load_a(qf[ks], q_s, kLd, warp * 16, ks * 16);
+  for (int ks = 0; ks < kSteps; ++ks) tc::ldmatrix_a(qf[ks], q_s, kLd, warp * 16, ks * 16);
 
   // This lane's two rows, and what the warp's rows see: document starts only grow along a
   // sequence, so the warp's first row has the smallest.
@@ -53,24 +53,25 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (std::int64_t k0 = attn::first_key(s, b, q0) / kRows * kRows; k0 <= last_query; k0 += kRows) {
     __syncthreads();  // the previous tiles are consumed
     load_tile<E, HD>(
-        k_s, nullptr, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
     load_tile<E, HD>(
-        nullptr, vt_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+        v_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
     __syncthreads();
     // Tiles none of the warp's rows see (uniform across the warp: the products are collective).
     if (!warp_live || k0 > warp_row + 15 || k0 + kRows <= warp_first) continue;
 
     float sc[8][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+    for (int nt = 0; nt < 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+    for (int np = 0; np < 4; ++np)  // pairs of 8-key product tiles
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks) {
-        std::uint32_t kb[2];
-        tc::load_b(kb, k_s, kLd, nt * 8, ks * 16);
-        tc::mma<E>(sc[nt], qf[ks], kb);
+        std::uint32_t kb[4];
+        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(sc[2 * np], qf[ks], {kb[0], kb[1]});
+        tc::mma<E>(sc[2 * np + 1], qf[ks], {kb[2], kb[3]});
       }
-    }
     // Scores in base 2 with ALiBi, the causal and document masks (and keys past the end).
     float mx[2] = {m[0], m[1]};
 #pragma unroll
@@ -115,10 +116,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       std::uint32_t pa[4];
       to_a<E>(pa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
-      for (int dt = 0; dt < kDimTiles; ++dt) {
-        std::uint32_t vb[2];
-        tc::load_b(vb, vt_s, kLdT, dt * 8, kk * 16);
-        tc::mma<E>(o[dt], pa, vb);
+      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+        std::uint32_t vb[4];
+        tc::ldmatrix_b_kn(vb, v_s, kLd, dp * 16, kk * 16);
+        tc::mma<E>(o[2 * dp], pa, {vb[0], vb[1]});
+        tc::mma<E>(o[2 * dp + 1], pa, {vb[2], vb[3]});
       }
     }
   }
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <class E, int HD>
 void launch(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
   const std::int64_t q_tiles = (s.seq + kRows - 1) / kRows;
-  const std::size_t shared = 2 * tile_bytes(HD) + tile_t_bytes(HD);
+  const std::size_t shared = 3 * tile_bytes(HD);
   auto* kernel = forward_kernel<E, HD>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared)),

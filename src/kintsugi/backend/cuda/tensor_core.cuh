@@ -1,7 +1,7 @@
 #pragma once
 // Warp-level tensor-core products for the attention kernels: mma.sync m16n8k16 with 16-bit
-// inputs (bf16 or f16) and f32 accumulators, and the fragment loads from shared memory tiles of
-// 16-bit elements.
+// inputs (bf16 or f16) and f32 accumulators, and the fragment loads (ldmatrix) from shared
+// memory tiles of 16-bit elements.
 //
 // Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4 g + t.
 //   A (16 x 16, row-major): a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1],
@@ -12,9 +12,10 @@
 // layout of two neighbouring 8-column products is the A layout of one 16-deep product, which is
 // how attention feeds its probabilities to the next product without leaving registers.
 //
-// On the GPU the product is one instruction. Under the test suite's CPU emulator it is computed
-// from the fragments each lane gathers from its neighbours with shuffles, in f32, so the same
-// kernels (and their fragment bookkeeping) run and are checked without a GPU.
+// On the GPU a product and a fragment load are one instruction each. Under the test suite's CPU
+// emulator the product is computed from the fragments each lane gathers from its neighbours
+// with shuffles, in f32, and ldmatrix reads the rows whose addresses the lanes exchange, so the
+// same kernels (and their fragment bookkeeping) run and are checked without a GPU.
 #include <cstdint>
 #include <cstring>
 
@@ -54,23 +55,58 @@ __device__ __forceinline__ std::uint32_t word(const std::uint16_t* tile, int ld,
 #endif
 }
 
-// A fragment: rows row0..row0+15, columns (the product's depth) col0..col0+15 of a row-major tile.
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* tile, int ld,
-                                       int row0, int col0) {
+// ldmatrix: four 8 x 8 matrices of 16-bit elements from shared memory in one instruction. Lane
+// 8m + i gives the address of row i of matrix m (16-byte aligned); r[m] receives, in lane
+// 4g + t, elements (g, 2t) and (g, 2t + 1) of matrix m, or with `trans` of its transpose:
+// elements (2t, g) and (2t + 1, g).
+template <bool trans>
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* row) {
+#ifdef __CUDA_ARCH__
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+#else
+  // The emulator: each lane fetches the row addresses it needs from the lanes that hold them.
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  a[0] = word(tile, ld, row0 + g, col0 + 2 * t);
-  a[1] = word(tile, ld, row0 + g + 8, col0 + 2 * t);
-  a[2] = word(tile, ld, row0 + g, col0 + 2 * t + 8);
-  a[3] = word(tile, ld, row0 + g + 8, col0 + 2 * t + 8);
+  for (int m = 0; m < 4; ++m) {
+    if constexpr (trans) {
+      const std::uint16_t* lo = __shfl_sync(0xffffffffu, row, 8 * m + 2 * t);
+      const std::uint16_t* hi = __shfl_sync(0xffffffffu, row, 8 * m + 2 * t + 1);
+      r[m] = static_cast<std::uint32_t>(lo[g]) | static_cast<std::uint32_t>(hi[g]) << 16;
+    } else {
+      const std::uint16_t* mine = __shfl_sync(0xffffffffu, row, 8 * m + g);
+      r[m] = word(mine, 0, 0, 2 * t);
+    }
+  }
+#endif
 }
 
-// B fragment of B = tile^T: B's columns n0..n0+7 are the tile's rows, B's depth k0..k0+15 the
-// tile's columns (so a row-major [n][k] tile gives B without a transpose).
-__device__ __forceinline__ void load_b(std::uint32_t (&b)[2], const std::uint16_t* tile, int ld,
-                                       int n0, int k0) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  b[0] = word(tile, ld, n0 + g, k0 + 2 * t);
-  b[1] = word(tile, ld, n0 + g, k0 + 2 * t + 8);
+// The A fragment of rows row0..row0+15, depth col0..col0+15 of a row-major tile [M][K].
+__device__ __forceinline__ void ldmatrix_a(std::uint32_t (&a)[4], const std::uint16_t* tile,
+                                           int ld, int row0, int col0) {
+  const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
+  ldmatrix_x4<false>(a, tile + (row0 + i + 8 * (m % 2)) * ld + col0 + 8 * (m / 2));
+}
+
+// B fragments of two neighbouring 8-column products: columns n0..n0+15 (b[0..1] for n0,
+// b[2..3] for n0 + 8), depth k0..k0+15, of B stored as a row-major tile [N][K] (B transposed:
+// K^T for Q K^T) ...
+__device__ __forceinline__ void ldmatrix_b_nk(std::uint32_t (&b)[4], const std::uint16_t* tile,
+                                              int ld, int n0, int k0) {
+  const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
+  ldmatrix_x4<false>(b, tile + (n0 + i + 8 * (m / 2)) * ld + k0 + 8 * (m % 2));
+}
+// ... or stored as a row-major tile [K][N] (V for P V), read transposed.
+__device__ __forceinline__ void ldmatrix_b_kn(std::uint32_t (&b)[4], const std::uint16_t* tile,
+                                              int ld, int n0, int k0) {
+  const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
+  ldmatrix_x4<true>(b, tile + (k0 + i + 8 * (m % 2)) * ld + n0 + 8 * (m / 2));
 }
 
 #ifndef __CUDA_ARCH__
