@@ -74,14 +74,18 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::ui
 #else
   // The emulator: each lane fetches the row addresses it needs from the lanes that hold them.
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const auto address_of = [row](int source) {
+    const auto bits = static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(row));
+    return reinterpret_cast<const std::uint16_t*>(
+        static_cast<std::uintptr_t>(__shfl_sync(0xffffffffu, bits, source)));
+  };
   for (int m = 0; m < 4; ++m) {
     if constexpr (trans) {
-      const std::uint16_t* lo = __shfl_sync(0xffffffffu, row, 8 * m + 2 * t);
-      const std::uint16_t* hi = __shfl_sync(0xffffffffu, row, 8 * m + 2 * t + 1);
+      const std::uint16_t* lo = address_of(8 * m + 2 * t);
+      const std::uint16_t* hi = address_of(8 * m + 2 * t + 1);
       r[m] = static_cast<std::uint32_t>(lo[g]) | static_cast<std::uint32_t>(hi[g]) << 16;
     } else {
-      const std::uint16_t* mine = __shfl_sync(0xffffffffu, row, 8 * m + g);
-      r[m] = word(mine, 0, 0, 2 * t);
+      r[m] = word(address_of(8 * m + g), 0, 0, 2 * t);
     }
   }
 #endif
