@@ -44,7 +44,7 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
   const DType dtype = compute_dtype(o.precision);
   const GemmRate& large = dtype == DType::bf16 ? bf16 : dtype == DType::f16 ? f16 : f32;
   GemmRate small = large;
-  small.size = std::max(1, large.size / 4);
+  small.size = std::max(1, large.size / 2);
   small.gflops = cached_or_measured(
       key(fmt::format("GEMM GFLOP/s {} {}^3", name_of(dtype), small.size)),
       [&] { return measure_gemm_rate(backend, small.size, o.repeats, dtype).gflops; });

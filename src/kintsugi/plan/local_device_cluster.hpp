@@ -6,7 +6,7 @@
 //   peaks              the GEMM rate of each dtype at 3072^3 (gemm_rate.hpp: the measurement
 //                      and cache of `kintsugi bench gemm --device D`), lifted onto
 //   the GEMM curve     max_efficiency 1 and the half dimension through the run's dtype's rate
-//                      at 3072^3 and at 768^3 (gemm_curve.hpp)
+//                      at 3072^3 and at 1536^3 (gemm_curve.hpp)
 //   attention          the rate of the backend's attention forward and backward on the planned
 //                      model's shape (attention_rate.hpp): attention_tflops
 //   memory             the device's total memory (backend/device_info.hpp); reserved 0
@@ -30,7 +30,10 @@ struct LocalDeviceOptions {
   std::int64_t ranks = 0;  // one device each; 0: every visible device
   Precision precision = Precision::bf16;  // the run's: the curve's and the attention's dtype
   AttentionShape attention;               // the shape the attention rate is measured on
-  int gemm_size = 3072;          // the large GEMM, when no rate is cached; the small: a quarter
+  // The large GEMM, when no rate is cached. The small one is half of it: much smaller, a GPU's
+  // GEMM can take less time than the host takes to enqueue it (a few microseconds), and its
+  // rate would be the host's (an estimate: not yet measured on a GPU).
+  int gemm_size = 3072;
   std::size_t copy_bytes = std::size_t{256} << 20;
   int repeats = 5;
 };
