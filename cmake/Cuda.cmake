@@ -29,7 +29,10 @@ target_compile_options(kintsugi_backend_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wno-unused-parameter --expt-relaxed-constexpr>)
 
 target_link_libraries(kintsugi_backend PUBLIC kintsugi_backend_cuda)
+# The backend folder's two files that know which device backends the build has: the factory
+# and what the planner reads about a device (device_info.cpp).
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kintsugi/backend/factory.cpp
+  ${PROJECT_SOURCE_DIR}/src/kintsugi/backend/device_info.cpp
   PROPERTIES COMPILE_DEFINITIONS KINTSUGI_WITH_CUDA=1)
 
 # NCCL for GPU ranks (comm/nccl/): its own library, seeing comm/ and the CUDA backend's context

@@ -138,3 +138,24 @@ add_test(NAME cli.error.train_device_cuda
                  ${KINTSUGI_BIN} train --config ${TINY} --device cuda
                  --out ${CMAKE_BINARY_DIR}/runs/cli-device-cuda
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+
+# The local cluster of a GPU (plan and tune --device cuda, docs/planner.md): refused in one line
+# by a build or machine without one, before anything is measured or launched; --device only
+# picks the local cluster's devices, and --device cpu is the local cluster as without it.
+add_test(NAME cli.error.plan_device_cuda
+         COMMAND ${EXPECT_ERROR} "${no_cuda_message}"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster local --device cuda)
+add_test(NAME cli.error.tune_device_cuda
+         COMMAND ${EXPECT_ERROR} "${no_cuda_message}"
+                 ${KINTSUGI_BIN} tune --config ${TINY} --device cuda
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-tune-device-cuda)
+add_test(NAME cli.error.tune_config_device_cuda
+         COMMAND ${EXPECT_ERROR} "${no_cuda_message}"
+                 ${KINTSUGI_BIN} tune --config ${TINY} --set train.device=\"cuda\"
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-tune-device-cuda)
+add_test(NAME cli.error.plan_device_not_local
+         COMMAND ${EXPECT_ERROR} "--device picks the local cluster's devices; --cluster gaudi2"
+                 ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --device cuda)
+add_test(NAME cli.plan_device_cpu_is_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_device_cpu.sh ${KINTSUGI_BIN} ${TINY})
+set_tests_properties(cli.plan_device_cpu_is_local PROPERTIES FIXTURES_REQUIRED local_links)

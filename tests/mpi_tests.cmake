@@ -365,6 +365,14 @@ add_test(NAME mpi.tune
 set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 4 TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+")
 
+# `tune --device cpu`: the runs train on the CPU (the device tune reports) with the CPU's local
+# cluster, as without the flag; one layout, 2 steps, to keep it short.
+add_test(NAME mpi.tune_device_cpu
+         COMMAND ${MPI_ENV} OMP_NUM_THREADS=1 $<TARGET_FILE:kintsugi> tune ${MICRO_RUN}
+                 --device cpu --ranks 2 --top 1 --steps 2 --json --out ${MPI_OUT}/tune-device-cpu)
+set_tests_properties(mpi.tune_device_cpu PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 2
+                     TIMEOUT 300 PASS_REGULAR_EXPRESSION "\"device\": \"cpu\"")
+
 # The planner's memory for the first pipeline stage is what these runs' rank 0 recorded.
 add_test(NAME mpi.plan_matches_runs
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>

@@ -1,11 +1,16 @@
-// The cache of measured GEMM rates (the MFU peak): one best rate per (CPU, threads, dtype).
+// The cache of measured GEMM rates (the MFU peak): one best rate per (CPU, threads, dtype); and
+// the timing on a device behind them.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/device_timing.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
 
 namespace kintsugi {
@@ -69,11 +74,29 @@ TEST(GemmRate, PeakFollowsTheRunsArithmetic) {
   EXPECT_GT(measured.gflops, 0);
   EXPECT_EQ(measured.dtype, DType::bf16);
   EXPECT_EQ(measured.cpu, cpu_model_name());
-  EXPECT_THROW(measure_gemm_rate(*cpu, 96, 1, DType::f16), Error);
+  EXPECT_THROW(measure_gemm_rate(*cpu, 96, 1, DType::f64), Error);
+  // f16 operands: the peak of fp16 runs on a GPU (on the CPU they are widened into sgemm).
+  EXPECT_EQ(measure_gemm_rate(*cpu, 96, 1, DType::f16).dtype, DType::f16);
   // The operands (two 96 x 96 bf16, one f32 result) lived in the backend's tracked memory and
   // were released; what stays is the backend's own GEMM scratch.
   EXPECT_GE(memory.peak(MemoryKind::workspace) - memory.current(MemoryKind::workspace),
             96u * 96u * (2 + 2 + 4));
+}
+
+TEST(DeviceTiming, BatchesQuickCallsAndTimesLongOnesAlone) {
+  MemoryTracker memory;
+  const auto cpu = make_cpu_backend(memory);
+  int calls = 0;
+  // A call longer than a batch: the warm-up, then one call per repeat.
+  const double slow = best_seconds_per_call(
+      *cpu, [&] { ++calls, std::this_thread::sleep_for(std::chrono::milliseconds(25)); }, 3, 0.02);
+  EXPECT_EQ(calls, 1 + 3);
+  EXPECT_GE(slow, 0.025);
+  // A quick call: batches of many.
+  calls = 0;
+  const double quick = best_seconds_per_call(*cpu, [&] { ++calls; }, 3, 1e-3);
+  EXPECT_GT(calls, 2 + 3 * 2);
+  EXPECT_TRUE(std::isfinite(quick) && quick > 0);
 }
 
 }  // namespace

@@ -336,6 +336,22 @@ TEST(Refit, RecoversComputeAndLinkFactors) {
   EXPECT_NEAR(again.time.compute, 2 * runs[0].predicted.time.compute, 1e-9 * again.time.compute);
 }
 
+// A measured attention rate is part of the compute the refit scales: without it, the refit
+// cluster would leave the attention core's time as it was.
+TEST(Refit, AMeasuredAttentionRateTakesTheComputeFactor) {
+  ClusterSpec c = preset("dgx-h100");
+  c.devices_per_node = 1;
+  c.attention_tflops = 6.0;
+  const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
+  const Prediction p = predict(w, c, Layout{.micro_batch = 8});
+  const TimePrediction& t = p.time;
+  const Refit r = refit_cluster(c, {{p, 2.0 * (t.compute + t.bubble + t.optimizer)}});
+  EXPECT_NEAR(r.compute_factor, 2.0, 1e-9);
+  EXPECT_NEAR(r.cluster.attention_tflops, 3.0, 1e-9);
+  const Prediction again = predict(w, r.cluster, p.layout);
+  EXPECT_NEAR(again.time.compute, 2 * t.compute, 1e-9 * t.compute);
+}
+
 TEST(Memory, BytesPerParameterOfMixedPrecisionTraining) {
   // bf16 weights, f32 gradients, f32 master weights and two moments: 2 + 4 + 12 = 18.
   EXPECT_DOUBLE_EQ(model_state_bytes(1, 0, 1, 2, 4, true).total(), 18);

@@ -54,14 +54,17 @@ void add_gemm(CLI::App& bench) {
       ->check(CLI::Range(1, 100));
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--dtype", args->dtype,
-                  "Operand type: f32 (the peak of f32 and fp16 runs) or bf16 (of bf16 runs)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+                  "Operand type: f32 (the peak of f32 runs, and of fp16 runs on the CPU), bf16 "
+                  "(of bf16 runs) or f16 (of fp16 runs on a GPU)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--device", args->device, "Device: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     set_compute_threads(args->threads);
-    const DType dtype = args->dtype == "bf16" ? DType::bf16 : DType::f32;
+    const DType dtype = args->dtype == "bf16"  ? DType::bf16
+                        : args->dtype == "f16" ? DType::f16
+                                               : DType::f32;
     MemoryTracker memory;
     const auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
     GemmRate rate = measure_gemm_rate(*backend, args->size, args->repeats, dtype);
@@ -75,9 +78,10 @@ void add_gemm(CLI::App& bench) {
                                         {"hardware", rate.cpu}}
                              .dump());
     else
-      fmt::print("{} GEMM {}^3 on {} threads ({}): {:.1f} GFLOP/s (best cached: {:.1f}, used "
-                 "as the MFU peak)\n",
-                 args->dtype, rate.size, rate.threads, rate.cpu, rate.gflops,
+      fmt::print("{} GEMM {}^3 on {}{}: {:.1f} GFLOP/s (best cached: {:.1f}, used as the MFU "
+                 "peak)\n",
+                 args->dtype, rate.size, rate.cpu,
+                 rate.threads > 0 ? fmt::format(", {} threads", rate.threads) : "", rate.gflops,
                  cached_gemm_rate(rate.threads, dtype, rate.cpu).value_or(rate).gflops);
   });
 }

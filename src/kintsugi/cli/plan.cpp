@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 
+#include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
@@ -21,7 +22,7 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", precision, grad_precision, write_config;
-  std::string attention;
+  std::string attention, device;
   std::vector<std::string> overrides, schedule, recompute, sp;
   std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
   std::size_t top = 10;
@@ -35,6 +36,9 @@ RunConfig base_config(const Args& a) {
   RunConfig c;
   if (a.ranks > 0 && a.cluster != "local")
     fail("--ranks sets the local cluster's ranks; for --cluster {} use --nodes", a.cluster);
+  if (!a.device.empty() && a.cluster != "local")
+    fail("--device picks the local cluster's devices; --cluster {} says what its devices are",
+         a.cluster);
   if (!a.config.empty()) {
     if (!a.model.empty()) fail("plan takes --model or --config, not both");
     c = load_run_config(a.config, a.overrides);
@@ -96,10 +100,12 @@ std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
   const RunConfig base = base_config(a);
-  const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
-  const std::int64_t world = cluster.devices_per_node * a.nodes;
   Workload w = workload_of(base);
   if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
+  const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
+  const ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, w);
+  const ClusterSpec& cluster = chosen.spec;
+  const std::int64_t world = cluster.devices_per_node * a.nodes;
   SearchSpace space;
   space.tp = a.tp;
   space.pp = a.pp;
@@ -126,6 +132,7 @@ void run_plan(const Args& a) {
                         {"enumerated", r.enumerated},
                         {"fitting", r.fitting},
                         {"layouts", nlohmann::json::array()}};
+    if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
     for (std::size_t i = 0; i < std::min(a.top, r.ranked.size()); ++i)
       j["layouts"].push_back(to_json(r.ranked[i]));
     // With nothing fitting (a pinned layout too large, say), the smallest are still predicted.
@@ -145,6 +152,7 @@ void run_plan(const Args& a) {
                n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6), a.nodes,
                cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
                w.model.seq_len, w.precision);
+    print_notes(chosen.notes);
     if (a.global_batch == 0 && w.global_batch == TrainConfig{}.global_batch)
       fmt::print("note: global batch {} sequences ({} tokens per step) is kintsugi's default, "
                  "not necessarily your run's: pass --global-batch (layouts and times depend on "
@@ -189,8 +197,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster,
                   "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, local, or a TOML file");
   cmd->add_option("--nodes", a->nodes, "Nodes")->check(CLI::PositiveNumber);
-  cmd->add_option("--ranks", a->ranks, "local cluster: ranks sharing this machine (default: cores)")
+  cmd->add_option("--ranks", a->ranks,
+                  "local cluster: ranks sharing this machine (default: cores; with --device "
+                  "cuda: visible GPUs)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device,
+                  "local cluster: what each rank computes on: cpu (default: cores shared by the "
+                  "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
+                  "and its bandwidth; docs/planner.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seq", a->seq, "Sequence length")->check(CLI::NonNegativeNumber);

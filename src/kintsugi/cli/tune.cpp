@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kintsugi/backend/backend.hpp"
+#include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -24,9 +26,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Args {
-  std::string config, cluster = "local", out = "runs/tune", mpirun = "mpirun";
+  std::string config, cluster = "local", out = "runs/tune", mpirun = "mpirun", device;
   std::vector<std::string> overrides;
-  std::int64_t ranks = 4, top = 3, steps = 4;
+  std::int64_t ranks = 0, top = 3, steps = 4;
   bool json = false;
 };
 
@@ -80,9 +82,23 @@ void run_tune(const Args& a) {
   base.train.eval_every = 0;
   base.train.eval_batches = 1;
   base.train.log_every = 1;
-  const ClusterSpec cluster = load_cluster(a.cluster, a.ranks);
-  const std::int64_t world = a.cluster == "local" ? a.ranks : cluster.devices_per_node;
+  // The runs train on the config's train.device, or --device's; the local cluster is then
+  // that device's.
+  if (!a.device.empty()) base.train.device = parse_name<Device>(a.device, "--device");
+  const Device device = base.train.device;
+  if (device != Device::cpu) {
+    // Refuses, in one line, a device this build or machine lacks before any run is launched.
+    MemoryTracker memory;
+    make_backend(device, memory);
+  }
   const Workload w = workload_of(base);
+  // The CPU's local cluster defaults to 4 ranks sharing the cores; a device's to one rank per
+  // visible device.
+  const std::int64_t ranks = a.ranks > 0 || device != Device::cpu ? a.ranks : 4;
+  const ChosenCluster choice = choose_cluster(a.cluster, device, ranks, w);
+  const ClusterSpec& cluster = choice.spec;
+  const std::int64_t world = cluster.devices_per_node;
+  if (!a.json) print_notes(choice.notes);
   const SearchResult found = search_layouts(w, cluster, world, {});
   if (found.ranked.empty())
     fail("no layout of this model fits {} ranks with global batch {}", world, w.global_batch);
@@ -104,8 +120,9 @@ void run_tune(const Args& a) {
   std::vector<Measured> runs;
   for (std::size_t i = 0; i < chosen.size(); ++i) {
     const fs::path dir = fs::path(a.out) / fmt::format("layout-{}", i + 1);
-    if (!a.json) fmt::print("running {} ({} steps on {} ranks)...\n", describe(chosen[i].layout),
-                            a.steps, world);
+    if (!a.json)
+      fmt::print("running {} ({} steps on {} ranks, {})...\n", describe(chosen[i].layout),
+                 a.steps, world, name_of(device));
     std::fflush(stdout);
     runs.push_back({chosen[i], run_layout(a, base, chosen[i].layout, dir)});
   }
@@ -121,7 +138,9 @@ void run_tune(const Args& a) {
     if (runs[i].seconds < runs[best].seconds) best = i;
 
   if (a.json) {
-    nlohmann::json j = {{"compute_factor", refit.compute_factor},
+    nlohmann::json j = {{"device", std::string(name_of(device))},
+                        {"cluster_notes", choice.notes},
+                        {"compute_factor", refit.compute_factor},
                         {"comm_factor", refit.comm_factor},
                         {"comm_fitted", refit.comm_fitted},
                         {"best", best},
@@ -162,8 +181,14 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--config,-c", a->config, "Run config (TOML) of the model to tune")->required();
   cmd->add_option("--set", a->overrides, "Override a config key, e.g. --set train.global_batch=8");
   cmd->add_option("--cluster", a->cluster, "Cluster spec to start from (default: local)");
-  cmd->add_option("--ranks", a->ranks, "Ranks to launch (the local cluster's devices)")
+  cmd->add_option("--ranks", a->ranks,
+                  "Ranks to launch (the local cluster's devices; default: 4 on the CPU, one per "
+                  "visible GPU with --device cuda)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", a->device,
+                  "Where the runs train: cpu or cuda (train.device; default: the config's); "
+                  "the local cluster is that device's, measured (docs/planner.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--top", a->top, "Layouts to run (the planner's best k)");
   cmd->add_option("--steps", a->steps, "Steps per run (the first is not timed)");
   cmd->add_option("--out", a->out, "Directory for the runs and the refit cluster");

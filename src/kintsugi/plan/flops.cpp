@@ -42,4 +42,10 @@ double model_flops_per_token(const ModelConfig& c, std::int64_t seq) {
              static_cast<double>(c.d_model);
 }
 
+double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,
+                            std::int64_t head_dim) {
+  return 12.0 * static_cast<double>(sequences) * static_cast<double>(heads) *
+         static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(head_dim);
+}
+
 }  // namespace kintsugi

@@ -27,5 +27,12 @@ double model_flops_per_token(const ModelConfig& c, std::int64_t seq);
 // products (selective, 4 n_layer seq d_model per token) or every block's forward (full:
 // 2 x 12 n_layer d_model^2 + 4 n_layer seq d_model for GPT-2 blocks). HFU uses these.
 double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective, bool full);
+// The attention core of one layer over `sequences` sequences of `seq` tokens, `heads` query
+// heads of `head_dim`: QK^T and PV, forward (2 x 2 s^2 hd per head) and backward (twice that),
+// over the full s x s: 12 x sequences x heads x seq^2 x head_dim. Per token and layer that is
+// the 12 seq d_model of model_flops_per_token; a measured attention rate
+// (ClusterSpec::attention_tflops) divides this count.
+double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,
+                            std::int64_t head_dim);
 
 }  // namespace kintsugi

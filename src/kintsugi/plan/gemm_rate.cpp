@@ -13,15 +13,19 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/threads.hpp"
-#include "kintsugi/core/timer.hpp"
+#include "kintsugi/plan/device_timing.hpp"
 
 namespace kintsugi {
 
 namespace fs = std::filesystem;
 
+int rate_threads(const Backend& backend) {
+  return backend.device() == Device::cpu ? compute_threads() : 0;
+}
+
 GemmRate measure_gemm_rate(Backend& backend, int size, int repeats, DType dtype) {
-  if (dtype != DType::f32 && dtype != DType::bf16)
-    fail("GEMM rates are measured for f32 and bf16, not {}", name_of(dtype));
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    fail("GEMM rates are measured for f32, bf16 and f16, not {}", name_of(dtype));
   const std::int64_t n = size;
   std::vector<float> a(static_cast<std::size_t>(n * n)), b(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -36,25 +40,18 @@ GemmRate measure_gemm_rate(Backend& backend, int size, int repeats, DType dtype)
   const Tensor x = xs.view(dtype, {n, n}), w = ws.view(dtype, {n, n}), y = ys.view(DType::f32, {n, n});
   write_values(a.data(), x);
   write_values(b.data(), w);
-  auto run = [&] {
-    backend.linear_forward(x, w, nullptr, y);
-    backend.synchronize();
-  };
-  run();  // warm-up: page faults, thread start-up, clock ramp, library initialization
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    Stopwatch sw;
-    run();
-    best = std::min(best, sw.seconds());
-  }
+  const double best = best_seconds_per_call(
+      backend, [&] { backend.linear_forward(x, w, nullptr, y); }, repeats);
   GemmRate rate;
   rate.gflops = 2.0 * size * double(size) * size / best / 1e9;
-  rate.threads = compute_threads();
+  rate.threads = rate_threads(backend);
   rate.size = size;
   rate.cpu = backend.hardware();
   rate.dtype = dtype;
-  rate.source = fmt::format("{} GEMM rate measured on this machine ({}, {}^3, best of {}, {} threads)",
-                            std::string(name_of(dtype)), rate.cpu, size, repeats, rate.threads);
+  rate.source = fmt::format("{} GEMM rate measured on this machine ({}, {}^3, best of {}, {})",
+                            std::string(name_of(dtype)), rate.cpu, size, repeats,
+                            rate.threads > 0 ? fmt::format("{} threads", rate.threads)
+                                             : std::string(name_of(backend.device())));
   return rate;
 }
 
@@ -79,8 +76,11 @@ std::optional<GemmRate> cached_gemm_rate(int threads, DType dtype, const std::st
       if (e.at("threads").get<int>() == threads && e.at("cpu").get<std::string>() == cpu &&
           entry_dtype(e) == std::string(name_of(dtype))) {
         GemmRate r{e.at("gflops").get<double>(), threads, e.at("size").get<int>(), cpu, dtype, ""};
-        r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({} thread{}, {})",
-                               std::string(name_of(dtype)), threads, threads == 1 ? "" : "s",
+        r.source = fmt::format("{} GEMM rate measured by `kintsugi bench gemm` ({}, {})",
+                               std::string(name_of(dtype)),
+                               threads > 0 ? fmt::format("{} thread{}", threads,
+                                                         threads == 1 ? "" : "s")
+                                           : cpu,
                                rates_file().string());
         return r;
       }
@@ -124,9 +124,10 @@ void store_gemm_rate(const GemmRate& rate) {
   fs::rename(tmp, rates_file(), ec);  // best effort: a read-only home only costs re-measuring
 }
 
-GemmRate local_gemm_rate(Backend& backend, DType dtype) {
-  if (auto cached = cached_gemm_rate(compute_threads(), dtype, backend.hardware())) return *cached;
-  GemmRate rate = measure_gemm_rate(backend, 3072, 5, dtype);
+GemmRate local_gemm_rate(Backend& backend, DType dtype, int size) {
+  if (auto cached = cached_gemm_rate(rate_threads(backend), dtype, backend.hardware()))
+    return *cached;
+  GemmRate rate = measure_gemm_rate(backend, size, 5, dtype);
   store_gemm_rate(rate);
   return rate;
 }

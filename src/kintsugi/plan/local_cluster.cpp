@@ -24,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path links_file() { return cache_file("local-links.json"); }
-
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -50,6 +48,8 @@ double half_round_trip(Communicator& world, std::vector<float>& buffer, int repe
 }
 
 }  // namespace
+
+fs::path local_links_file() { return cache_file("local-links.json"); }
 
 double measure_memory_bandwidth_gbs() {
   // 64 MiB each way: far beyond the caches. Bytes moved per copy: read + write.
@@ -84,7 +84,7 @@ LocalLinks measure_local_links(Communicator& world) {
 }
 
 std::optional<LocalLinks> cached_local_links() {
-  std::ifstream in(links_file());
+  std::ifstream in(local_links_file());
   if (!in) return std::nullopt;
   try {
     const auto j = nlohmann::json::parse(in);
@@ -106,15 +106,15 @@ void store_local_links(const LocalLinks& measured) {
     l.memory_bandwidth_gbs = std::max(l.memory_bandwidth_gbs, old->memory_bandwidth_gbs);
   }
   std::error_code ec;
-  fs::create_directories(links_file().parent_path(), ec);
-  const fs::path tmp = links_file().string() + ".tmp";
+  fs::create_directories(local_links_file().parent_path(), ec);
+  const fs::path tmp = local_links_file().string() + ".tmp";
   std::ofstream(tmp) << nlohmann::json{{"latency_us", l.latency_us},
                                        {"bandwidth_gbs", l.bandwidth_gbs},
                                        {"memory_bandwidth_gbs", l.memory_bandwidth_gbs},
                                        {"cpu", l.cpu}}
                             .dump(2)
                      << "\n";
-  fs::rename(tmp, links_file(), ec);  // best effort: a read-only home only costs re-measuring
+  fs::rename(tmp, local_links_file(), ec);  // best effort: a read-only home only costs re-measuring
 }
 
 ClusterSpec local_cluster(std::int64_t ranks) {
@@ -122,7 +122,7 @@ ClusterSpec local_cluster(std::int64_t ranks) {
   if (!links)
     fail("the local cluster's links were never measured on this machine: run "
          "`mpirun -np 2 kintsugi bench comm` first ({})",
-         links_file().string());
+         local_links_file().string());
   const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   if (ranks <= 0) ranks = cores;
   // One rank computes on one thread (OMP_NUM_THREADS=1 in multi-rank jobs); more ranks than
@@ -139,7 +139,7 @@ ClusterSpec local_cluster(std::int64_t ranks) {
   ClusterSpec c;
   c.name = "local";
   c.source = fmt::format("this machine ({} cores shared by {} ranks; {})", cores, ranks,
-                         links_file().string());
+                         local_links_file().string());
   c.devices_per_node = ranks;
   c.memory_gb = pages * page / 1e9 / static_cast<double>(ranks);
   c.reserved_gb = 0;

@@ -9,6 +9,7 @@
 // All ranks are on one node. The GEMM efficiency curve starts at max_efficiency 1 (the measured
 // rate already is the practical peak) and half dimension 32; `kintsugi tune` refits it.
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,8 @@ struct LocalLinks {
 LocalLinks measure_local_links(Communicator& world);
 double measure_memory_bandwidth_gbs();
 std::optional<LocalLinks> cached_local_links();
+// Where they are cached.
+std::filesystem::path local_links_file();
 // Caches the best of `links` and what was cached: lowest latency, highest bandwidths.
 void store_local_links(const LocalLinks& links);
 

@@ -42,6 +42,9 @@ Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& run
   for (double* peak : {&c.peak_tflops_fp32, &c.peak_tflops_bf16, &c.peak_tflops_fp16})
     *peak *= std::max(1.0, efficiency);
   c.memory_bandwidth_gbs /= out.compute_factor;
+  // A measured attention rate times its core outside the GEMM curve: it takes the factor too,
+  // or the refit would leave that share of the compute time as it was.
+  c.attention_tflops /= out.compute_factor;
   for (LinkSpec* link : {&c.intra_node, &c.inter_node, &c.package}) {
     link->bandwidth_gbs /= out.comm_factor;
     link->latency_us *= out.comm_factor;

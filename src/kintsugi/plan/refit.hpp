@@ -6,9 +6,9 @@
 // bandwidth set) and a communication part M_i (tp + pp + dp: what the links set). Least squares
 //   T_i ~ a C_i + b M_i,   a, b > 0
 // gives the factors by which the cluster is slower (> 1) or faster than its spec; the refit
-// cluster divides gemm.max_efficiency and the memory bandwidth by a, and the link bandwidths by
-// b (latencies times b). When the layouts do not separate the two parts (M all ~0, or a
-// singular or non-positive solution), only a is fitted, with b = 1.
+// cluster divides gemm.max_efficiency, the memory bandwidth and a measured attention rate by a,
+// and the link bandwidths by b (latencies times b). When the layouts do not separate the two
+// parts (M all ~0, or a singular or non-positive solution), only a is fitted, with b = 1.
 #include <vector>
 
 #include "kintsugi/plan/cluster.hpp"

@@ -1,0 +1,37 @@
+// Like factory.cpp, the one other place that knows which device backends the build has: the
+// CUDA side is compiled in only with KINTSUGI_WITH_CUDA (cmake/Cuda.cmake).
+#include "kintsugi/backend/device_info.hpp"
+
+#include <unistd.h>
+
+#include "kintsugi/core/error.hpp"
+
+#ifdef KINTSUGI_WITH_CUDA
+#include "kintsugi/backend/cuda/context.hpp"
+#endif
+
+namespace kintsugi {
+
+DeviceInfo device_info(const Backend& backend) {
+  DeviceInfo info;
+  info.name = backend.hardware();
+  switch (backend.device()) {
+    case Device::cpu:
+      info.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<double>(sysconf(_SC_PAGE_SIZE));
+      info.visible_devices = 1;
+      return info;
+    case Device::cuda:
+#ifdef KINTSUGI_WITH_CUDA
+      // The backend exists, so the process's GPU context does: these are its device's figures.
+      info.memory_bytes = static_cast<double>(cuda::Context::get().total_memory());
+      info.visible_devices = cuda::device_count();
+      return info;
+#else
+      break;  // no CUDA backend can exist in this build
+#endif
+  }
+  KINTSUGI_ASSERT(false);
+}
+
+}  // namespace kintsugi

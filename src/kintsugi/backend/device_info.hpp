@@ -1,0 +1,20 @@
+#pragma once
+// What the planner's `local` cluster needs to know about a backend's device besides the speed
+// of its ops (which it times through the ops themselves): how much memory the device has and
+// how many such devices this process could use. Read from the device, not measured.
+#include <cstdint>
+#include <string>
+
+#include "kintsugi/backend/backend.hpp"
+
+namespace kintsugi {
+
+struct DeviceInfo {
+  std::string name;          // Backend::hardware()
+  double memory_bytes = 0;   // the device's total memory (the CPU's: the machine's)
+  int visible_devices = 0;   // GPUs visible to this process; 1 for the CPU
+};
+
+DeviceInfo device_info(const Backend& backend);
+
+}  // namespace kintsugi
