@@ -41,35 +41,66 @@ __device__ __forceinline__ void store16(void* p, uint4 v) {
 #endif
 }
 
+// Asynchronous 16-byte copies from global to shared memory (cp.async): the copy does not pass
+// through registers, so a block fetches its next tile while it computes on the current one.
+// `valid` false writes zeros. async_commit closes a group of copies; async_wait<N> waits until at
+// most N groups are still in flight (a __syncthreads() then makes them visible to the block).
+// The emulator copies at once.
+__device__ __forceinline__ void copy16_async(std::uint16_t* dst, const std::uint16_t* src,
+                                             bool valid) {
+#ifdef __CUDA_ARCH__
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src),
+               "r"(valid ? 16 : 0));
+#else
+  store16(dst, valid ? load16(src) : uint4{0u, 0u, 0u, 0u});
+#endif
+}
+__device__ __forceinline__ void async_commit() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void async_wait() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 // Rows t0..t0+63 of a [*, HD] slice (element first(t) + d of row t; zeros past seq) into a
-// row-major tile [64][HD + 8]. Sources of the kernels' own type are read 16 bytes at a time
-// (every row starts at a multiple of HD elements, so an aligned base keeps them aligned); others
-// (an f32 gradient) element by element, rounded once. Products that need a tile transposed read
-// it with ldmatrix's transpose, so no transposed copy is kept.
+// row-major tile [64][HD + 8]. Sources of the kernels' own type are copied asynchronously, 16
+// bytes at a time (every row starts at a multiple of HD elements, so an aligned base keeps them
+// aligned): the caller commits and waits. Others (an f32 gradient) are read element by element
+// and rounded once, at once. Products that need a tile transposed read it with ldmatrix's
+// transpose, so no transposed copy is kept.
 template <class E, int HD, class First>
 __device__ void load_tile(std::uint16_t* tile, const Ref& src, First first, std::int64_t t0,
                           std::int64_t seq) {
   constexpr int kChunks = HD / 8;
   const bool whole =
       src.dtype == E::dtype && reinterpret_cast<std::uintptr_t>(src.data) % 16 == 0;
+  const auto* base = static_cast<const std::uint16_t*>(src.data);
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
     const std::int64_t t = t0 + r;
-    uint4 v{0u, 0u, 0u, 0u};
-    if (t < seq) {
-      const std::int64_t at = first(t) + c;
-      if (whole) {
+    std::uint16_t* dst = tile + r * row_stride(HD) + c;
+    const std::int64_t at = t < seq ? first(t) + c : 0;
+    if (whole) {
+      if (t < seq) {
         KINTSUGI_CUDA_CHECK_INDEX(src, at);
         KINTSUGI_CUDA_CHECK_INDEX(src, at + 7);
-        v = load16(static_cast<const std::uint16_t*>(src.data) + at);
-      } else {
-        v = {tc::pack2<E>(load<float>(src, at), load<float>(src, at + 1)),
-             tc::pack2<E>(load<float>(src, at + 2), load<float>(src, at + 3)),
-             tc::pack2<E>(load<float>(src, at + 4), load<float>(src, at + 5)),
-             tc::pack2<E>(load<float>(src, at + 6), load<float>(src, at + 7))};
       }
+      copy16_async(dst, base + at, t < seq);
+      continue;
     }
-    store16(tile + r * row_stride(HD) + c, v);
+    uint4 v{0u, 0u, 0u, 0u};
+    if (t < seq)
+      v = {tc::pack2<E>(load<float>(src, at), load<float>(src, at + 1)),
+           tc::pack2<E>(load<float>(src, at + 2), load<float>(src, at + 3)),
+           tc::pack2<E>(load<float>(src, at + 4), load<float>(src, at + 5)),
+           tc::pack2<E>(load<float>(src, at + 6), load<float>(src, at + 7))};
+    store16(dst, v);
   }
 }
 

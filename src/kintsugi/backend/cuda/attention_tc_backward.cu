@@ -28,9 +28,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
   std::uint16_t* k_s = dynamic_shared<std::uint16_t>();
   std::uint16_t* v_s = k_s + kRows * kLd;
-  std::uint16_t* q_s = v_s + kRows * kLd;
-  std::uint16_t* do_s = q_s + kRows * kLd;
-  float* lse_s = reinterpret_cast<float*>(do_s + kRows * kLd);  // base 2
+  std::uint16_t* qdo_s = v_s + kRows * kLd;  // two buffers of (Q, dO): the next is copied early
+  float* lse_s = reinterpret_cast<float*>(qdo_s + 4 * kRows * kLd);  // base 2
   float* delta_s = lse_s + kRows;
   std::int64_t* first_s = reinterpret_cast<std::int64_t*>(delta_s + kRows);
   const attn::QkvIndex L(s);
@@ -51,26 +50,44 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int c = 0; c < 4; ++c) dk[dt][c] = dv[dt][c] = 0.f;
 
-  for (std::int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
+  // The (query head, query tile) pairs the block visits, in order: every head of the kv head's
+  // group and, per head, the query tiles from k0 on (queries before k0 see none of the keys)
+  // until one whose first query's document starts after these keys (document starts only grow,
+  // so every later tile's does too).
+  const auto next = [&](std::int64_t& h, std::int64_t& q0) {
+    q0 += kRows;
+    if (q0 < T && attn::first_key(s, b, q0) < k0 + kRows) return true;
+    q0 = k0;
+    return ++h < (kvh + 1) * L.group;
+  };
+  const auto fetch = [&](int buf, std::int64_t h, std::int64_t q0) {
+    std::uint16_t* q_s = qdo_s + buf * 2 * kRows * kLd;
+    load_tile<E, HD>(
+        q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+    load_tile<E, HD>(
+        q_s + kRows * kLd, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+  };
+  std::int64_t h = kvh * L.group, q0 = k0;
+  fetch(0, h, q0);
+  async_commit();
+  for (int buf = 0;; buf ^= 1) {
+    std::int64_t next_h = h, next_q0 = q0;
+    const bool more = next(next_h, next_q0);
+    if (more) fetch(buf ^ 1, next_h, next_q0);
+    async_commit();
+    for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+      const std::int64_t i = q0 + r;
+      lse_s[r] = i < T ? load<float>(lse, L.row(b, h, i)) * kLog2e : 0.f;
+      delta_s[r] = i < T ? delta[L.row(b, h, i)] : 0.f;
+      first_s[r] = i < T ? attn::first_key(s, b, i) : T;  // past the end: sees nothing
+    }
+    async_wait<1>();  // all but the copies just issued (K and V came with the first pair)
+    __syncthreads();
     const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
-    // Queries before k0 see none of the keys; document starts only grow, so once a query tile
-    // starts a document after these keys, every later one does too.
-    for (std::int64_t q0 = k0; q0 < T && attn::first_key(s, b, q0) < k0 + kRows; q0 += kRows) {
-      __syncthreads();  // the previous query tile is consumed (and K, V are loaded)
-      load_tile<E, HD>(
-          q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
-      load_tile<E, HD>(
-          do_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
-      for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
-        const std::int64_t i = q0 + r;
-        lse_s[r] = i < T ? load<float>(lse, L.row(b, h, i)) * kLog2e : 0.f;
-        delta_s[r] = i < T ? delta[L.row(b, h, i)] : 0.f;
-        first_s[r] = i < T ? attn::first_key(s, b, i) : T;  // past the end: sees nothing
-      }
-      __syncthreads();
-      // A warp whose keys every query of the tile starts after (uniform across the warp).
-      if (warp_key >= T || attn::first_key(s, b, q0) > warp_key + 15) continue;
-
+    const std::uint16_t* q_s = qdo_s + buf * 2 * kRows * kLd;
+    const std::uint16_t* do_s = q_s + kRows * kLd;
+    // Only warps whose keys some query of the tile sees (uniform across the warp).
+    if (warp_key < T && attn::first_key(s, b, q0) <= warp_key + 15) {
       float st[8][4], dpt[8][4];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -122,6 +139,10 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
       }
     }
+    __syncthreads();  // the buffer and the statistics are refilled next
+    if (!more) break;
+    h = next_h;
+    q0 = next_q0;
   }
 
 #pragma unroll
@@ -145,8 +166,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
   std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
   std::uint16_t* do_s = q_s + kRows * kLd;
-  std::uint16_t* k_s = do_s + kRows * kLd;
-  std::uint16_t* v_s = k_s + kRows * kLd;
+  std::uint16_t* kv_s = do_s + kRows * kLd;  // two buffers of (K, V), as in the forward kernel
   const attn::QkvIndex L(s);
   const std::int64_t T = s.seq;
   const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
@@ -154,10 +174,21 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
 
+  const auto fetch = [&](int buf, std::int64_t k0) {
+    std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
+    load_tile<E, HD>(
+        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+    load_tile<E, HD>(
+        k_s + kRows * kLd, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+  };
+  const std::int64_t first_tile = attn::first_key(s, b, q0) / kRows * kRows;
+  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
   load_tile<E, HD>(
       q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
   load_tile<E, HD>(
       do_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
+  fetch(0, first_tile);
+  async_commit();
   const std::int64_t warp_row = q0 + warp * 16;
   const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
   const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
@@ -173,61 +204,62 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
   for (int dt = 0; dt < kDimTiles; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
 
-  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
-  for (std::int64_t k0 = attn::first_key(s, b, q0) / kRows * kRows; k0 <= last_query; k0 += kRows) {
-    __syncthreads();  // the previous key tile is consumed (and Q, dO are loaded)
-    load_tile<E, HD>(
-        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
-    load_tile<E, HD>(
-        v_s, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+  int buf = 0;
+  for (std::int64_t k0 = first_tile; k0 <= last_query; k0 += kRows, buf ^= 1) {
+    if (k0 + kRows <= last_query) fetch(buf ^ 1, k0 + kRows);
+    async_commit();
+    async_wait<1>();  // all but the copies just issued (Q and dO came with the first tile)
     __syncthreads();
-    if (!warp_live || k0 > warp_row + 15 || k0 + kRows <= warp_first) continue;
-
-    float sc[8][4], dp[8][4];
+    const std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
+    const std::uint16_t* v_s = k_s + kRows * kLd;
+    if (warp_live && k0 <= warp_row + 15 && k0 + kRows > warp_first) {
+      float sc[8][4], dp[8][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
+        for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      std::uint32_t qa[4], da[4];
-      tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
-      tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
+      for (int ks = 0; ks < kSteps; ++ks) {
+        std::uint32_t qa[4], da[4];
+        tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
+        tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
-        std::uint32_t kb[4], vb[4];
-        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
-        tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
-        tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
-        tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
-        tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
-        tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
+        for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
+          std::uint32_t kb[4], vb[4];
+          tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
+          tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
+          tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
+          tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
+          tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
+          tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
+        }
+      }
+      // dS in place of S.
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int r = c / 2;
+          const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
+          float p = 0.f;
+          if (j <= i && j >= first[r] && j < T && i < T)
+            p = exp2f(sc[nt][c] * scale.log2 + slope_log2 * static_cast<float>(j - i) - lse2[r]);
+          sc[nt][c] = p * (dp[nt][c] - dlt[r]);
+        }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        std::uint32_t dsa[4];
+        to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+        for (int pair = 0; pair < kDimTiles / 2; ++pair) {
+          std::uint32_t kb[4];
+          tc::ldmatrix_b_kn(kb, k_s, kLd, pair * 16, kk * 16);
+          tc::mma<E>(dq[2 * pair], dsa, {kb[0], kb[1]});
+          tc::mma<E>(dq[2 * pair + 1], dsa, {kb[2], kb[3]});
+        }
       }
     }
-    // dS in place of S.
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = c / 2;
-        const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
-        float p = 0.f;
-        if (j <= i && j >= first[r] && j < T && i < T)
-          p = exp2f(sc[nt][c] * scale.log2 + slope_log2 * static_cast<float>(j - i) - lse2[r]);
-        sc[nt][c] = p * (dp[nt][c] - dlt[r]);
-      }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      std::uint32_t dsa[4];
-      to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-        std::uint32_t kb[4];
-        tc::ldmatrix_b_kn(kb, k_s, kLd, dp * 16, kk * 16);
-        tc::mma<E>(dq[2 * dp], dsa, {kb[0], kb[1]});
-        tc::mma<E>(dq[2 * dp + 1], dsa, {kb[2], kb[3]});
-      }
-    }
+    __syncthreads();  // this buffer is refilled two tiles on
   }
 
 #pragma unroll
@@ -256,14 +288,14 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
   const std::int64_t tiles = (s.seq + kRows - 1) / kRows;
 
   const std::size_t dkdv_shared =
-      4 * tile_bytes(HD) + kRows * (2 * sizeof(float) + sizeof(std::int64_t));
+      6 * tile_bytes(HD) + kRows * (2 * sizeof(float) + sizeof(std::int64_t));
   auto* dkdv = dkdv_kernel<E, HD>;
   allow_shared(dkdv, dkdv_shared, "cudaFuncSetAttribute (tensor-core attention dK/dV shared memory)");
   KINTSUGI_CUDA_LAUNCH(dkdv, static_cast<unsigned>(s.batch * s.kv_heads * tiles), kBlockThreads,
                        dkdv_shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles);
   check_launch("tensor-core attention dkdv_kernel", stream);
 
-  const std::size_t dq_shared = 4 * tile_bytes(HD);
+  const std::size_t dq_shared = 6 * tile_bytes(HD);
   auto* dq = dq_kernel<E, HD>;
   allow_shared(dq, dq_shared, "cudaFuncSetAttribute (tensor-core attention dQ shared memory)");
   KINTSUGI_CUDA_LAUNCH(dq, static_cast<unsigned>(s.batch * s.heads * tiles), kBlockThreads,
