@@ -104,7 +104,7 @@ TEST_P(CudaDense, SimpleGemmFallback) {
 struct Rc {
   std::int64_t rows, cols;
 };
-const Rc kRowShapes[] = {{1, 1}, {5, 3}, {64, 64}, {33, 300}};
+const Rc kRowShapes[] = {{1, 1}, {5, 3}, {64, 64}, {33, 300}, {7, 200}};
 
 TEST_P(CudaDense, LayerNorm) {
   const Types t = GetParam();

@@ -23,24 +23,6 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr int row_stride(int hd) { return hd + kPad; }  // of a row-major tile ([rows][hd])
 constexpr std::size_t tile_bytes(int hd) { return sizeof(std::uint16_t) * kRows * row_stride(hd); }
 
-// 16 bytes from global or shared memory (the emulator copies them, as C++ requires).
-__device__ __forceinline__ uint4 load16(const void* p) {
-#ifdef __CUDA_ARCH__
-  return *static_cast<const uint4*>(p);
-#else
-  uint4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#endif
-}
-__device__ __forceinline__ void store16(void* p, uint4 v) {
-#ifdef __CUDA_ARCH__
-  *static_cast<uint4*>(p) = v;
-#else
-  std::memcpy(p, &v, sizeof v);
-#endif
-}
-
 // Asynchronous 16-byte copies from global to shared memory (cp.async): the copy does not pass
 // through registers, so a block fetches its next tile while it computes on the current one.
 // `valid` false writes zeros. async_commit closes a group of copies; async_wait<N> waits until at

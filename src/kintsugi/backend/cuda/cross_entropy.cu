@@ -8,12 +8,16 @@ namespace kintsugi::cuda {
 namespace {
 
 template <class Acc>
-__global__ void row_max_kernel(Ref logits, std::int64_t cols, std::int64_t valid, Ref row_max) {
+__global__ void row_max_kernel(Ref logits, std::int64_t cols, std::int64_t valid, Ref row_max,
+                               bool vec) {
   __shared__ Acc shared[32];
   const std::int64_t r = blockIdx.x, base = r * cols;
   Acc mx = neg_infinity<Acc>();
-  for (std::int64_t j = threadIdx.x; j < valid; j += blockDim.x)
-    mx = max(mx, load<Acc>(logits, base + j));
+  walk(vec, valid, threadIdx.x, blockDim.x, [&](auto run, std::int64_t j) {
+    Acc v[run.size];
+    load_run(logits, base + j, v);
+    for (int e = 0; e < run.size; ++e) mx = max(mx, v[e]);
+  });
   mx = block_max(mx, shared);
   if (threadIdx.x == 0) store(row_max, r, mx);
 }
@@ -21,7 +25,7 @@ __global__ void row_max_kernel(Ref logits, std::int64_t cols, std::int64_t valid
 template <class Acc>
 __global__ void row_sum_kernel(Ref logits, std::int64_t cols, std::int64_t valid, Ref row_max,
                                const std::int32_t* targets, std::int64_t col_begin, Ref row_sum,
-                               Ref target_logit, bool store_exp) {
+                               Ref target_logit, bool store_exp, bool vec) {
   __shared__ Acc shared[32];
   const std::int64_t r = blockIdx.x, base = r * cols;
   const Acc mx = load<Acc>(row_max, r);
@@ -33,11 +37,15 @@ __global__ void row_sum_kernel(Ref logits, std::int64_t cols, std::int64_t valid
   }
   __syncthreads();
   Acc sum = 0;
-  for (std::int64_t j = threadIdx.x; j < valid; j += blockDim.x) {
-    const Acc e = exp_acc(load<Acc>(logits, base + j) - mx);
-    if (store_exp) store(logits, base + j, e);
-    sum += e;
-  }
+  walk(vec, valid, threadIdx.x, blockDim.x, [&](auto run, std::int64_t j) {
+    Acc v[run.size];
+    load_run(logits, base + j, v);
+    for (int e = 0; e < run.size; ++e) {
+      v[e] = exp_acc(v[e] - mx);
+      sum += v[e];
+    }
+    if (store_exp) store_run(logits, base + j, v);
+  });
   sum = block_sum(sum, shared);
   if (threadIdx.x == 0) store(row_sum, r, sum);
 }
@@ -48,7 +56,7 @@ template <class Acc>
 __global__ void finish_kernel(Ref logits, std::int64_t cols, std::int64_t valid, Ref row_max,
                               Ref row_sum, Ref target_logit, const std::int32_t* targets,
                               std::int64_t col_begin, double* losses, bool backward,
-                              double grad_scale) {
+                              double grad_scale, bool vec) {
   const std::int64_t r = blockIdx.x, base = r * cols, target = targets[r];
   const Acc sum = load<Acc>(row_sum, r);
   if (threadIdx.x == 0)
@@ -58,14 +66,20 @@ __global__ void finish_kernel(Ref logits, std::int64_t cols, std::int64_t valid,
   if (!backward) return;
   const Acc gs = static_cast<Acc>(grad_scale), factor = gs / sum;
   const std::int64_t t = target - col_begin;
-  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    Acc v = 0;
-    if (target >= 0 && j < valid) {
-      v = load<Acc>(logits, base + j) * factor;
-      if (j == t) v -= gs;
+  walk(vec, cols, threadIdx.x, blockDim.x, [&](auto run, std::int64_t j0) {
+    Acc v[run.size];
+    load_run(logits, base + j0, v);
+    for (int e = 0; e < run.size; ++e) {
+      const std::int64_t j = j0 + e;
+      v[e] = target >= 0 && j < valid ? v[e] * factor - (j == t ? gs : Acc(0)) : Acc(0);
     }
-    store(logits, base + j, v);
-  }
+    store_run(logits, base + j0, v);
+  });
+}
+
+// Rows of the logits start 16-byte aligned when the tensor does and a row is whole runs of 8.
+bool rows_aligned(const Ref& logits, std::int64_t cols) {
+  return cols % 8 == 0 && aligned16({logits});
 }
 
 }  // namespace
@@ -76,10 +90,10 @@ void softmax_row_max(Ref logits, std::int64_t rows, std::int64_t cols, std::int6
   const unsigned grid = static_cast<unsigned>(rows);
   if (all_f64({logits, row_max}))
     KINTSUGI_CUDA_LAUNCH(row_max_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max);
+                         valid, row_max, rows_aligned(logits, cols));
   else
     KINTSUGI_CUDA_LAUNCH(row_max_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max);
+                         valid, row_max, rows_aligned(logits, cols));
   check_launch("row_max_kernel", stream);
 }
 
@@ -90,10 +104,12 @@ void softmax_row_sum(Ref logits, std::int64_t rows, std::int64_t cols, std::int6
   const unsigned grid = static_cast<unsigned>(rows);
   if (all_f64({logits, row_max, row_sum, target_logit}))
     KINTSUGI_CUDA_LAUNCH(row_sum_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
+                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp,
+                         rows_aligned(logits, cols));
   else
     KINTSUGI_CUDA_LAUNCH(row_sum_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
+                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp,
+                         rows_aligned(logits, cols));
   check_launch("row_sum_kernel", stream);
 }
 
@@ -111,11 +127,11 @@ void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std:
   if (all_f64({logits, row_max, row_sum, target_logit}))
     KINTSUGI_CUDA_LAUNCH(finish_kernel<double>, grid, row_threads(cols), 0, stream, logits, cols,
                          valid, row_max, row_sum, target_logit, targets, col_begin, losses,
-                         backward, grad_scale);
+                         backward, grad_scale, rows_aligned(logits, cols));
   else
     KINTSUGI_CUDA_LAUNCH(finish_kernel<float>, grid, row_threads(cols), 0, stream, logits, cols,
                          valid, row_max, row_sum, target_logit, targets, col_begin, losses,
-                         backward, grad_scale);
+                         backward, grad_scale, rows_aligned(logits, cols));
   check_launch("finish_kernel", stream);
   sum_doubles(losses, rows, loss_sum, stream);
 }

@@ -1,37 +1,68 @@
 // Elementwise kernels: additions, scaling, type conversion, GELU, SwiGLU, rotary embeddings and
-// the fused AdamW update. Each thread handles whole elements (grid-stride loops), so outputs may
-// alias inputs element for element (GELU's dx = dy, SwiGLU's dgate = dy, add's out = b). The
-// formulas are the CPU kernels' (backend/cpu/*.cpp), in f32 (f64 for f64 tensors).
+// the fused AdamW update. Each thread handles whole elements (grid-stride loops over runs of 8),
+// reading them before writing, so outputs may alias inputs element for element (GELU's dx = dy,
+// SwiGLU's dgate = dy, add's out = b). The formulas are the CPU kernels' (backend/cpu/*.cpp), in
+// f32 (f64 for f64 tensors).
 #include "kintsugi/backend/cuda/device_math.cuh"
 
 namespace kintsugi::cuda {
 
 namespace {
 
-template <class Acc>
-__global__ void add_kernel(Ref a, Ref b, Ref out, std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(out, i, load<Acc>(a, i) + load<Acc>(b, i));
+// Inputs and outputs of an elementwise map (outputs may be null: not written).
+template <int N, int M>
+struct Io {
+  Ref in[N];
+  Ref out[M];
+};
+
+// y = op(x) element by element: whole runs of 8 elements through load8/store8 when every
+// tensor is aligned16 (`vec`), the rest one by one. A thread reads all of its elements before it
+// writes any, so outputs may alias inputs element for element.
+template <class Acc, int N, int M, class Op>
+__global__ void map_kernel(Io<N, M> io, std::int64_t n, bool vec, Op op) {
+  const std::int64_t whole = vec ? n / 8 * 8 : 0;
+  for (std::int64_t c = global_index() * 8; c < whole; c += global_stride() * 8) {
+    Acc x[N][8], y[M][8];
+#pragma unroll
+    for (int k = 0; k < N; ++k) load8(io.in[k], c, x[k]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      Acc xi[N], yi[M];
+#pragma unroll
+      for (int k = 0; k < N; ++k) xi[k] = x[k][e];
+      op(xi, yi);
+#pragma unroll
+      for (int k = 0; k < M; ++k) y[k][e] = yi[k];
+    }
+#pragma unroll
+    for (int k = 0; k < M; ++k)
+      if (io.out[k].data) store8(io.out[k], c, y[k]);
+  }
+  for (std::int64_t i = whole + global_index(); i < n; i += global_stride()) {
+    Acc xi[N], yi[M];
+#pragma unroll
+    for (int k = 0; k < N; ++k) xi[k] = load<Acc>(io.in[k], i);
+    op(xi, yi);
+#pragma unroll
+    for (int k = 0; k < M; ++k)
+      if (io.out[k].data) store(io.out[k], i, yi[k]);
+  }
 }
 
 template <class Acc>
-__global__ void add_bias_kernel(Ref x, Ref bias, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(x, i, load<Acc>(x, i) + load<Acc>(bias, i % cols));
-}
-
+struct AddOp {
+  __device__ void operator()(const Acc (&x)[2], Acc (&y)[1]) const { y[0] = x[0] + x[1]; }
+};
 template <class Acc>
-__global__ void scale_kernel(Ref x, std::int64_t n, Acc factor) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(x, i, load<Acc>(x, i) * factor);
-}
-
+struct ScaleOp {
+  Acc factor;
+  __device__ void operator()(const Acc (&x)[1], Acc (&y)[1]) const { y[0] = x[0] * factor; }
+};
 template <class Acc>
-__global__ void convert_kernel(Ref src, Ref dst, std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(dst, i, load<Acc>(src, i));
-}
+struct ConvertOp {
+  __device__ void operator()(const Acc (&x)[1], Acc (&y)[1]) const { y[0] = x[0]; }
+};
 
 // GELU, tanh approximation (GPT-2): y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class Acc>
@@ -48,42 +79,96 @@ struct Gelu {
     return dy * (Acc(0.5) * (Acc(1) + t) + Acc(0.5) * v * (Acc(1) - t * t) * du);
   }
 };
-
 template <class Acc>
-__global__ void gelu_forward_kernel(Ref x, Ref y, std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(y, i, Gelu<Acc>::forward(load<Acc>(x, i)));
-}
-
+struct GeluForwardOp {  // x -> y
+  __device__ void operator()(const Acc (&x)[1], Acc (&y)[1]) const { y[0] = Gelu<Acc>::forward(x[0]); }
+};
 template <class Acc>
-__global__ void gelu_backward_kernel(Ref x, Ref dy, Ref dx, std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride())
-    store(dx, i, Gelu<Acc>::grad(load<Acc>(x, i), load<Acc>(dy, i)));
-}
+struct GeluBackwardOp {  // (x, dy) -> dx
+  __device__ void operator()(const Acc (&x)[2], Acc (&y)[1]) const {
+    y[0] = Gelu<Acc>::grad(x[0], x[1]);
+  }
+};
 
 template <class Acc>
 __device__ __forceinline__ Acc sigmoid(Acc g) {
   return Acc(1) / (Acc(1) + exp_acc(-g));
 }
-
 template <class Acc>
-__global__ void swiglu_forward_kernel(Ref gate, Ref up, Ref y, std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    const Acc g = load<Acc>(gate, i);
-    store(y, i, g * sigmoid(g) * load<Acc>(up, i));
+struct SwigluForwardOp {  // (gate, up) -> y
+  __device__ void operator()(const Acc (&x)[2], Acc (&y)[1]) const {
+    y[0] = x[0] * sigmoid(x[0]) * x[1];
   }
+};
+// (gate, up, dy) -> (dgate, dup): dup = dy silu(g); dgate = dy up s (1 + g (1 - s)) with
+// s = sigmoid(g).
+template <class Acc>
+struct SwigluBackwardOp {
+  __device__ void operator()(const Acc (&x)[3], Acc (&y)[2]) const {
+    const Acc g = x[0], u = x[1], d = x[2], sg = sigmoid(g);
+    y[1] = d * g * sg;
+    y[0] = d * u * sg * (Acc(1) + g * (Acc(1) - sg));
+  }
+};
+
+// (param, grad, m, v) -> (m, v, param, working copy).
+template <class Acc>
+struct AdamWOp {
+  AdamWConstants k;
+  __device__ void operator()(const Acc (&x)[4], Acc (&y)[4]) const {
+    const Acc b1 = static_cast<Acc>(k.b1), b2 = static_cast<Acc>(k.b2);
+    const Acc g = x[1] * static_cast<Acc>(k.grad_scale);
+    const Acc mi = b1 * x[2] + (Acc(1) - b1) * g;
+    const Acc vi = b2 * x[3] + (Acc(1) - b2) * g * g;
+    const Acc p = x[0] * static_cast<Acc>(k.decay) -
+                  static_cast<Acc>(k.step_size) * mi /
+                      (sqrt_acc(vi) * static_cast<Acc>(k.inv_sqrt_bc2) + static_cast<Acc>(k.eps));
+    y[0] = mi;
+    y[1] = vi;
+    y[2] = p;
+    y[3] = p;
+  }
+};
+
+template <class Acc, int N, int M, class Op>
+void launch_map_as(const Io<N, M>& io, std::int64_t n, Op op, const char* name,
+                   cudaStream_t stream) {
+  bool vec = true;
+  for (const Ref& r : io.in) vec = vec && aligned16({r});
+  for (const Ref& r : io.out) vec = vec && aligned16({r});
+  auto* kernel = map_kernel<Acc, N, M, Op>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for((n + 7) / 8), kThreads, 0, stream, io, n, vec, op);
+  check_launch(name, stream);
 }
 
-// dup = dy silu(g); dgate = dy up s (1 + g (1 - s)) with s = sigmoid(g). dy is read first.
+// Runs Op<double> when `f64`, else Op<float>; args build the op.
+template <template <class> class Op, int N, int M, class... Args>
+void launch_map(const char* name, const Io<N, M>& io, std::int64_t n, bool f64,
+                cudaStream_t stream, Args... args) {
+  if (n <= 0) return;
+  if (f64)
+    launch_map_as<double>(io, n, Op<double>{args...}, name, stream);
+  else
+    launch_map_as<float>(io, n, Op<float>{args...}, name, stream);
+}
+
+// x[r, c] += bias[c]: runs of 8 when a row is a whole number of them.
 template <class Acc>
-__global__ void swiglu_backward_kernel(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup,
-                                       std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    const Acc g = load<Acc>(gate, i), u = load<Acc>(up, i), d = load<Acc>(dy, i);
-    const Acc s = sigmoid(g);
-    store(dup, i, d * g * s);
-    store(dgate, i, d * u * s * (Acc(1) + g * (Acc(1) - s)));
+__global__ void add_bias_kernel(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, bool vec) {
+  const std::int64_t n = rows * cols;
+  if (vec) {
+    for (std::int64_t c = global_index() * 8; c < n; c += global_stride() * 8) {
+      Acc v[8], b[8];
+      load8(x, c, v);
+      load8(bias, c % cols, b);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] += b[e];
+      store8(x, c, v);
+    }
+    return;
   }
+  for (std::int64_t i = global_index(); i < n; i += global_stride())
+    store(x, i, load<Acc>(x, i) + load<Acc>(bias, i % cols));
 }
 
 // One thread per (token row, rotation pair): the angle in f64 as on the host, rounded once,
@@ -109,72 +194,59 @@ __global__ void rope_kernel(AttnShape s, Ref qkv, double theta, double sign) {
   }
 }
 
-template <class Acc>
-__global__ void adamw_kernel(Ref param, Ref grad, Ref m, Ref v, Ref working, std::int64_t n,
-                             AdamWConstants k) {
-  const Acc b1 = static_cast<Acc>(k.b1), b2 = static_cast<Acc>(k.b2);
-  const Acc gs = static_cast<Acc>(k.grad_scale), eps = static_cast<Acc>(k.eps);
-  const Acc decay = static_cast<Acc>(k.decay), step_size = static_cast<Acc>(k.step_size);
-  const Acc inv_sqrt_bc2 = static_cast<Acc>(k.inv_sqrt_bc2);
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    const Acc g = load<Acc>(grad, i) * gs;
-    const Acc mi = b1 * load<Acc>(m, i) + (Acc(1) - b1) * g;
-    const Acc vi = b2 * load<Acc>(v, i) + (Acc(1) - b2) * g * g;
-    const Acc p =
-        load<Acc>(param, i) * decay - step_size * mi / (sqrt_acc(vi) * inv_sqrt_bc2 + eps);
-    store(m, i, mi);
-    store(v, i, vi);
-    store(param, i, p);
-    if (working.data) store(working, i, p);
-  }
-}
-
 }  // namespace
 
 void add(Ref a, Ref b, Ref out, std::int64_t n, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(add_kernel, n, stream, all_f64({a, b, out}), a, b, out, n);
+  launch_map<AddOp>("add", Io<2, 1>{{a, b}, {out}}, n, all_f64({a, b, out}), stream);
 }
 
 void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(add_bias_kernel, rows * cols, stream, all_f64({x, bias}), x, bias, rows, cols);
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  const bool vec = cols % 8 == 0 && aligned16({x, bias});
+  const unsigned grid = grid_for(vec ? n / 8 : n);
+  if (all_f64({x, bias}))
+    KINTSUGI_CUDA_LAUNCH(add_bias_kernel<double>, grid, kThreads, 0, stream, x, bias, rows, cols,
+                         vec);
+  else
+    KINTSUGI_CUDA_LAUNCH(add_bias_kernel<float>, grid, kThreads, 0, stream, x, bias, rows, cols,
+                         vec);
+  check_launch("add_bias_kernel", stream);
 }
 
 void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream) {
   if (n <= 0) return;
   if (x.dtype == DType::f64)
-    KINTSUGI_CUDA_LAUNCH(scale_kernel<double>, grid_for(n), kThreads, 0, stream, x, n, factor);
+    launch_map_as<double>(Io<1, 1>{{x}, {x}}, n, ScaleOp<double>{factor}, "scale", stream);
   else
-    KINTSUGI_CUDA_LAUNCH(scale_kernel<float>, grid_for(n), kThreads, 0, stream, x, n,
-                         static_cast<float>(factor));
-  check_launch("scale_kernel", stream);
+    launch_map_as<float>(Io<1, 1>{{x}, {x}}, n, ScaleOp<float>{static_cast<float>(factor)},
+                         "scale", stream);
 }
 
 void convert(Ref src, Ref dst, std::int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
   // f64 on either side converts in f64 (f64 to 16 bits then rounds through f32, as on the host).
-  if (src.dtype == DType::f64 || dst.dtype == DType::f64)
-    KINTSUGI_CUDA_LAUNCH(convert_kernel<double>, grid_for(n), kThreads, 0, stream, src, dst, n);
-  else
-    KINTSUGI_CUDA_LAUNCH(convert_kernel<float>, grid_for(n), kThreads, 0, stream, src, dst, n);
-  check_launch("convert_kernel", stream);
+  launch_map<ConvertOp>("convert", Io<1, 1>{{src}, {dst}}, n,
+                        src.dtype == DType::f64 || dst.dtype == DType::f64, stream);
 }
 
 void gelu_forward(Ref x, Ref y, std::int64_t n, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(gelu_forward_kernel, n, stream, all_f64({x, y}), x, y, n);
+  launch_map<GeluForwardOp>("gelu_forward", Io<1, 1>{{x}, {y}}, n, all_f64({x, y}), stream);
 }
 
 void gelu_backward(Ref x, Ref dy, Ref dx, std::int64_t n, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(gelu_backward_kernel, n, stream, all_f64({x, dy, dx}), x, dy, dx, n);
+  launch_map<GeluBackwardOp>("gelu_backward", Io<2, 1>{{x, dy}, {dx}}, n, all_f64({x, dy, dx}),
+                             stream);
 }
 
 void swiglu_forward(Ref gate, Ref up, Ref y, std::int64_t n, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(swiglu_forward_kernel, n, stream, all_f64({gate, up, y}), gate, up, y, n);
+  launch_map<SwigluForwardOp>("swiglu_forward", Io<2, 1>{{gate, up}, {y}}, n,
+                              all_f64({gate, up, y}), stream);
 }
 
 void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t n,
                      cudaStream_t stream) {
-  KINTSUGI_LAUNCH(swiglu_backward_kernel, n, stream, all_f64({gate, up, dy, dgate, dup}), gate, up,
-                  dy, dgate, dup, n);
+  launch_map<SwigluBackwardOp>("swiglu_backward", Io<3, 2>{{gate, up, dy}, {dgate, dup}}, n,
+                               all_f64({gate, up, dy, dgate, dup}), stream);
 }
 
 void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream) {
@@ -184,8 +256,8 @@ void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t 
 
 void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_t n,
                 const AdamWConstants& k, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(adamw_kernel, n, stream, all_f64({param, grad, m, v}), param, grad, m, v,
-                  working_copy, n, k);
+  launch_map<AdamWOp>("adamw", Io<4, 4>{{param, grad, m, v}, {m, v, param, working_copy}}, n,
+                      all_f64({param, grad, m, v}), stream, k);
 }
 
 }  // namespace kintsugi::cuda
