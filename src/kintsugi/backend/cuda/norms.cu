@@ -90,17 +90,10 @@ template <class Acc>
 struct LayerNormParamTerms {  // dw += dy (x - mu) rs, db += dy
   Ref dy, x, mean, rstd;
   std::int64_t cols;
-  template <int K>
-  __device__ void add(std::int64_t r, std::int64_t c, Acc (&acc)[2][K]) const {
-    Acc d[K], xv[K];
-    load_run(dy, r * cols + c, d);
-    load_run(x, r * cols + c, xv);
-    const Acc mu = load<Acc>(mean, r), rs = load<Acc>(rstd, r);
-#pragma unroll
-    for (int e = 0; e < K; ++e) {
-      acc[0][e] += d[e] * (xv[e] - mu) * rs;
-      acc[1][e] += d[e];
-    }
+  __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
+    const Acc d = load<Acc>(dy, r * cols + c);
+    acc[0] += d * (load<Acc>(x, r * cols + c) - load<Acc>(mean, r)) * load<Acc>(rstd, r);
+    acc[1] += d;
   }
 };
 
@@ -159,14 +152,8 @@ template <class Acc>
 struct RmsNormParamTerms {  // dw += dy x rs
   Ref dy, x, rstd;
   std::int64_t cols;
-  template <int K>
-  __device__ void add(std::int64_t r, std::int64_t c, Acc (&acc)[1][K]) const {
-    Acc d[K], xv[K];
-    load_run(dy, r * cols + c, d);
-    load_run(x, r * cols + c, xv);
-    const Acc rs = load<Acc>(rstd, r);
-#pragma unroll
-    for (int e = 0; e < K; ++e) acc[0][e] += d[e] * xv[e] * rs;
+  __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
+    acc[0] += load<Acc>(dy, r * cols + c) * load<Acc>(x, r * cols + c) * load<Acc>(rstd, r);
   }
 };
 
@@ -189,7 +176,7 @@ void layernorm_backward_t(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref 
     check_launch("layernorm_dx_kernel", stream);
   }
   column_reduce<Acc, 2>(LayerNormParamTerms<Acc>{dy, x, mean, rstd, cols}, rows, cols, dw, db,
-                        accumulate, cols % 8 == 0 && aligned16({dy, x}), scratch.data, stream);
+                        accumulate, scratch.data, stream);
 }
 
 template <class Acc>
@@ -210,7 +197,7 @@ void rmsnorm_backward_t(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int
     check_launch("rmsnorm_dx_kernel", stream);
   }
   column_reduce<Acc, 1>(RmsNormParamTerms<Acc>{dy, x, rstd, cols}, rows, cols, dw, Ref{},
-                        accumulate, cols % 8 == 0 && aligned16({dy, x}), scratch.data, stream);
+                        accumulate, scratch.data, stream);
 }
 
 }  // namespace

@@ -35,12 +35,8 @@ template <class Acc>
 struct ColumnTerm {
   Ref in;
   std::int64_t cols;
-  template <int K>
-  __device__ void add(std::int64_t r, std::int64_t c, Acc (&acc)[1][K]) const {
-    Acc v[K];
-    load_run(in, r * cols + c, v);
-#pragma unroll
-    for (int e = 0; e < K; ++e) acc[0][e] += v[e];
+  __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
+    acc[0] += load<Acc>(in, r * cols + c);
   }
 };
 
@@ -73,10 +69,10 @@ void column_sums(Ref in, Ref out, std::int64_t rows, std::int64_t cols, bool acc
                  Scratch scratch, cudaStream_t stream) {
   if (all_f64({in, out}))
     column_reduce<double, 1>(ColumnTerm<double>{in, cols}, rows, cols, out, Ref{}, accumulate,
-                             cols % 8 == 0 && aligned16({in}), scratch.data, stream);
+                             scratch.data, stream);
   else
     column_reduce<float, 1>(ColumnTerm<float>{in, cols}, rows, cols, out, Ref{}, accumulate,
-                            cols % 8 == 0 && aligned16({in}), scratch.data, stream);
+                            scratch.data, stream);
 }
 
 }  // namespace kintsugi::cuda

@@ -22,29 +22,20 @@ std::size_t column_partial_bytes(int terms, std::int64_t rows, std::int64_t cols
   return sizeof(Acc) * static_cast<std::size_t>(terms * column_chunks(rows) * cols);
 }
 
-// Stage 1: block (x: 256 threads of K columns each, y: chunk of rows);
-// partial[(v * chunks + chunk) * cols + c]. Terms is a functor:
-// terms.add<K>(r, c, acc) adds row r's terms for columns c..c+K-1 into acc[0..NV)[0..K). K = 8
-// (runs of 8 columns through load8) where the caller says the rows are whole aligned runs; every
-// column's sum is the same sequence of additions either way.
-template <class Acc, int NV, int K, class Terms>
+// Stage 1: block (x: 256 columns, y: chunk of rows); partial[(v * chunks + chunk) * cols + c].
+// Terms is a functor: terms(r, c, acc) adds row r's terms for column c into acc[0..NV).
+template <class Acc, int NV, class Terms>
 __global__ void column_partials_kernel(Terms terms, std::int64_t rows, std::int64_t cols,
                                        Acc* partial) {
-  const std::int64_t c = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * K;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t chunks = gridDim.y, chunk = blockIdx.y;
   if (c >= cols) return;
   const std::int64_t per = (rows + chunks - 1) / chunks;
   const std::int64_t r0 = chunk * per, r1 = r0 + per < rows ? r0 + per : rows;
-  Acc acc[NV][K];
-#pragma unroll
-  for (int v = 0; v < NV; ++v)
-#pragma unroll
-    for (int e = 0; e < K; ++e) acc[v][e] = Acc(0);
-  for (std::int64_t r = r0; r < r1; ++r) terms.template add<K>(r, c, acc);
-#pragma unroll
-  for (int v = 0; v < NV; ++v)
-#pragma unroll
-    for (int e = 0; e < K; ++e) partial[(v * chunks + chunk) * cols + c + e] = acc[v][e];
+  Acc acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = Acc(0);
+  for (std::int64_t r = r0; r < r1; ++r) terms(r, c, acc);
+  for (int v = 0; v < NV; ++v) partial[(v * chunks + chunk) * cols + c] = acc[v];
 }
 
 // Stage 2: out_v[c] = (accumulate ? out_v[c] : 0) + the sum of the chunks' partials. A block
@@ -73,24 +64,17 @@ __global__ void column_finish_kernel(const Acc* partial, std::int64_t chunks, st
 }
 
 // Runs both stages; `partial` holds column_partial_bytes<Acc>(NV, rows, cols).
-// `vec`: cols is a multiple of 8 and every tensor the terms read is aligned16.
 template <class Acc, int NV, class Terms>
 void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, Ref out0, Ref out1,
-                   bool accumulate, bool vec, void* partial, cudaStream_t stream) {
+                   bool accumulate, void* partial, cudaStream_t stream) {
   if (cols <= 0) return;
   const std::int64_t chunks = column_chunks(rows);
   auto* p = static_cast<Acc*>(partial);
   if (rows > 0) {
-    const std::int64_t per_block = vec ? 8 * kThreads : kThreads;
-    const dim3 grid(static_cast<unsigned>((cols + per_block - 1) / per_block),
+    const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
                     static_cast<unsigned>(chunks));
-    if (vec) {
-      auto* partials = column_partials_kernel<Acc, NV, 8, Terms>;
-      KINTSUGI_CUDA_LAUNCH(partials, grid, kThreads, 0, stream, terms, rows, cols, p);
-    } else {
-      auto* partials = column_partials_kernel<Acc, NV, 1, Terms>;
-      KINTSUGI_CUDA_LAUNCH(partials, grid, kThreads, 0, stream, terms, rows, cols, p);
-    }
+    auto* partials = column_partials_kernel<Acc, NV, Terms>;
+    KINTSUGI_CUDA_LAUNCH(partials, grid, kThreads, 0, stream, terms, rows, cols, p);
     check_launch("column_partials_kernel", stream);
   } else {
     check(cudaMemsetAsync(p, 0, column_partial_bytes<Acc>(NV, rows, cols), stream),
