@@ -2,6 +2,7 @@
 // recorded, so that copies and memsets are checked to stay inside device allocations on the
 // device side (and outside them on the host side), as a GPU would require.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -119,6 +120,30 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }  // all work is done
+
+struct CUevent_st {
+  std::chrono::steady_clock::time_point at{};
+  bool recorded = false;
+};
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  event->at = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start->recorded || !end->recorded) cuda_emu::die("cudaEventElapsedTime of an event never recorded");
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
   const std::size_t rounded = (bytes + 255) / 256 * 256;

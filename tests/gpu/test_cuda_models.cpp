@@ -234,5 +234,38 @@ TEST(CudaCheckpoint, ResumesAcrossDevicesAndBitForBitOnTheGpu) {
   }
 }
 
+// A traced step on the GPU: every forward, backward and the optimizer also appear on the GPU
+// stream's row, each span in order and within the step (stream events; the emulator's hold the
+// host time of their record).
+TEST(CudaTrace, StepSpansOnTheGpuStream) {
+  const RunConfig c = tiny("gpt", "bf16");
+  MemoryTracker memory;
+  auto gpu = make_cuda_backend(memory);
+  ASSERT_NE(gpu->timeline(), nullptr);
+  Tracer tracer;
+  StageModel model(*gpu, c, serial_place(), tracer);
+  const std::int64_t n = c.train.micro_batch * c.model.seq_len;
+  const auto s = [&](int mb, std::int32_t* t, std::int32_t* y) { sample(mb, t, y, n); };
+  model.train_step(s, 2, 1.0 / (4.0 * c.model.seq_len), kLr, 1.0);  // allocates
+  tracer.start(true, gpu->timeline());
+  model.train_step(s, 2, 1.0 / (4.0 * c.model.seq_len), kLr, 1.0);
+  const double host_seconds = tracer.now();
+  tracer.resolve();
+  std::vector<std::string> device_spans;
+  double last_end = 0;
+  for (const TraceEvent& e : tracer.events()) {
+    if (e.lane != kDeviceComputeLane) continue;
+    device_spans.push_back(e.name);
+    EXPECT_LE(0.0, e.start) << e.name;
+    EXPECT_LE(e.start, e.end) << e.name;
+    EXPECT_LE(last_end, e.start) << e.name << " starts before the previous span ends";
+    EXPECT_LE(e.end, host_seconds) << e.name;
+    last_end = e.end;
+  }
+  std::sort(device_spans.begin(), device_spans.end());
+  EXPECT_EQ(device_spans, (std::vector<std::string>{"B c0 mb0", "B c0 mb1", "F c0 mb0", "F c0 mb1",
+                                                    "optimizer", "reduce gradients"}));
+}
+
 }  // namespace
 }  // namespace kintsugi

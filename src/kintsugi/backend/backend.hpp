@@ -29,6 +29,7 @@
 #include "kintsugi/backend/alibi.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/core/tensor.hpp"
+#include "kintsugi/core/trace.hpp"
 
 namespace kintsugi {
 
@@ -76,6 +77,9 @@ class Backend {
   }
   // Waits until every op called so far has finished.
   virtual void synchronize() = 0;
+  // The device's own timeline for traces (core/trace.hpp): a GPU's compute stream. Null where
+  // ops run as they are called (the CPU).
+  virtual DeviceTimeline* timeline() { return nullptr; }
 
   // ---- dense algebra
   // y[M,N] = x[M,K] . w[N,K]^T (+ bias[N]); accumulate adds to y instead of overwriting it.

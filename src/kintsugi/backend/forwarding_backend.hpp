@@ -18,6 +18,7 @@ class ForwardingBackend : public Backend {
   std::string hardware() const override { return inner_.hardware(); }
   Allocator& allocator() override { return inner_.allocator(); }
   void synchronize() override { inner_.synchronize(); }
+  DeviceTimeline* timeline() override { return inner_.timeline(); }
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                       bool accumulate) override;
   void linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,

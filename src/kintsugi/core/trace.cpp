@@ -7,6 +7,27 @@
 
 namespace kintsugi {
 
+namespace {
+
+// With a device row, the host rows say that they are the host's view.
+const char* lane_name(int lane, bool device) {
+  switch (lane) {
+    case kComputeLane: return device ? "compute (host: enqueue and wait)" : "compute";
+    case kCommunicationLane: return device ? "communication (host)" : "communication";
+    default: return "GPU compute stream";
+  }
+}
+
+}  // namespace
+
+void Tracer::resolve() {
+  if (!device_) return;
+  for (DeviceSpan& span : device_spans_)
+    events_.push_back({std::move(span.name), kDeviceComputeLane, device_->seconds(span.begin_mark),
+                       device_->seconds(span.end_mark), 0});
+  device_spans_.clear();
+}
+
 std::string serialize(const std::vector<TraceEvent>& events) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& e : events) j.push_back({e.name, e.lane, e.start, e.end, e.value});
@@ -27,9 +48,13 @@ void write_chrome_trace(const std::string& path, const std::vector<std::vector<T
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
                       {"args", {{"name", rank_names[r]}}}});
-    for (int lane : {0, 1})
+    bool device = false;
+    for (const auto& e : ranks[r]) device |= e.lane == kDeviceComputeLane;
+    for (int lane : {kComputeLane, kCommunicationLane, kDeviceComputeLane}) {
+      if (lane == kDeviceComputeLane && !device) continue;
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", lane},
-                        {"args", {{"name", lane == 0 ? "compute" : "communication"}}}});
+                        {"args", {{"name", lane_name(lane, device)}}}});
+    }
     for (const auto& e : ranks[r]) {
       if (e.lane < 0) {
         events.push_back({{"name", e.name}, {"ph", "C"}, {"pid", r}, {"ts", e.start * 1e6},
@@ -37,7 +62,7 @@ void write_chrome_trace(const std::string& path, const std::vector<std::vector<T
         continue;
       }
       events.push_back({{"name", e.name},
-                        {"cat", e.lane == 0 ? "compute" : "communication"},
+                        {"cat", e.lane == kCommunicationLane ? "communication" : "compute"},
                         {"ph", "X"},
                         {"pid", r},
                         {"tid", e.lane},

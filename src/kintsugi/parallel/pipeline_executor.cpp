@@ -78,10 +78,13 @@ void PipelineExecutor::forward(const PipeInstruction& in, int s, bool training, 
   chunk->set_documents(s, slot.tokens.data());  // with document attention: on every stage
   if (!chunk->targets(s).empty()) copy_from_host(slot.targets.data(), chunk->targets(s));
   const double start = tracer_.now();
+  const int device_start = tracer_.device_mark();
   chunk->forward(s, training, grad_scale);
   compute_seconds_ += tracer_.now() - start;
-  tracer_.record(fmt::format("F c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch),
-                 0, start, tracer_.now());
+  std::string name =
+      fmt::format("F c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch);
+  tracer_.record_device(name, device_start, tracer_.device_mark());
+  tracer_.record(std::move(name), kComputeLane, start, tracer_.now());
   peak_in_flight_ = std::max(peak_in_flight_, ++in_flight);
   if (!training) --in_flight;
   tracer_.counter("micro-batches in flight", in_flight);
@@ -91,10 +94,13 @@ void PipelineExecutor::backward(const PipeInstruction& in, int s, int& in_flight
   wait_receive(kBackward, in.chunk, in.micro_batch);
   wait_sends(slots_[in.chunk][s].grad_sends);  // the loss chunk receives no gradient
   const double start = tracer_.now();
+  const int device_start = tracer_.device_mark();
   chunks_[in.chunk]->backward(s, in.micro_batch == shape_.micro_batches - 1);
   compute_seconds_ += tracer_.now() - start;
-  tracer_.record(fmt::format("B c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch),
-                 0, start, tracer_.now());
+  std::string name =
+      fmt::format("B c{} mb{}", global_chunk(shape_, rank_, in.chunk), in.micro_batch);
+  tracer_.record_device(name, device_start, tracer_.device_mark());
+  tracer_.record(std::move(name), kComputeLane, start, tracer_.now());
   --in_flight;
   tracer_.counter("micro-batches in flight", in_flight);
 }
@@ -160,15 +166,19 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         // reducing in their last backward, and the reductions must finish on both sides.
         if (p > 1 && hooks.any_abandoned) abandoned = hooks.any_abandoned(draining);
         const double start = tracer_.now();
+        const int device_start = tracer_.device_mark();
         hooks.reduce_grads();
-        tracer_.record("reduce gradients", 1, start, tracer_.now());
+        tracer_.record_device("reduce gradients", device_start, tracer_.device_mark());
+        tracer_.record("reduce gradients", kCommunicationLane, start, tracer_.now());
         break;
       }
       case PipeOp::optimizer_step: {
         if (abandoned) break;
         const double start = tracer_.now();
+        const int device_start = tracer_.device_mark();
         hooks.optimizer_step();
-        tracer_.record("optimizer", 0, start, tracer_.now());
+        tracer_.record_device("optimizer", device_start, tracer_.device_mark());
+        tracer_.record("optimizer", kComputeLane, start, tracer_.now());
         break;
       }
     }

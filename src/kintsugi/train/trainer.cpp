@@ -301,7 +301,7 @@ class TrainingRun {
   std::optional<StepMetrics> train_step(std::int64_t step) {
     const bool traced = !options_.trace_path.empty() && step + 1 == tc_.steps;
     if (traced && topology_) topology_->world().barrier();  // one time origin for all ranks
-    tracer_.start(traced);
+    tracer_.start(traced, backend_->timeline());
     const auto bytes_before = bytes_sent(topology_);
     const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
     Stopwatch clock;
@@ -345,7 +345,10 @@ class TrainingRun {
     for (std::size_t k = 0; k < dataset_tokens_.size(); ++k)
       m.dataset_tokens[data_.train.tokens(k).path().string()] += dataset_tokens_[k];
     if (place_.pp) m.bubble = 1.0 - model_.compute_seconds() / seconds;
-    if (traced) write_trace(options_.trace_path, tracer_, place_);
+    if (traced) {
+      tracer_.resolve();  // the GPU's spans, once it has run them
+      write_trace(options_.trace_path, tracer_, place_);
+    }
     return m;
   }
 

@@ -11,6 +11,7 @@
 #include "kintsugi/backend/cuda/device_allocator.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
 #include "kintsugi/backend/cuda/kernels.hpp"
+#include "kintsugi/backend/cuda/stream_timeline.hpp"
 
 namespace kintsugi {
 
@@ -61,7 +62,8 @@ class CudaBackend final : public Backend {
         context_(cuda::Context::get()),
         stream_(context_.stream()),
         gemm_(cuda::device_allocator(), memory),
-        scratch_(cuda::device_allocator(), memory) {
+        scratch_(cuda::device_allocator(), memory),
+        timeline_(stream_) {
     register_allocator(cuda::device_allocator());
   }
   std::string_view name() const override { return "cuda"; }
@@ -69,6 +71,7 @@ class CudaBackend final : public Backend {
   std::string hardware() const override { return context_.device_name(); }
   Allocator& allocator() override { return cuda::device_allocator(); }
   void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "synchronize"); }
+  DeviceTimeline* timeline() override { return &timeline_; }
 
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                       bool accumulate) override {
@@ -339,6 +342,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   cuda::Gemm gemm_;
   cuda::DeviceScratch scratch_;  // per-op scratch (partial sums, sort buffers, row losses)
+  cuda::StreamTimeline timeline_;  // traces: when the stream ran the traced spans
 };
 
 }  // namespace
