@@ -108,4 +108,70 @@ __device__ __forceinline__ void to_a(std::uint32_t (&a)[4], const float (&lo)[4]
   a[3] = tc::pack2<E>(hi[2], hi[3]);
 }
 
+// The 64 queries of one (sequence, head) that a block of the forward or the dQ kernel takes,
+// what this lane's rows and this warp see, and the walk over the key tiles they see: K and V
+// double-buffered in `kv` (two [K tile, V tile] pairs), the next pair copied while the current
+// one is used.
+template <class E, int HD>
+struct QueryTile {
+  attn::QkvIndex L;
+  std::int64_t T, b, h, kvh, q0;
+  std::int64_t warp_row;    // the warp's first query
+  std::int64_t row[2];      // this lane's queries: g and g + 8 of the warp's 16
+  std::int64_t first[2];    // the first key each of them sees
+  std::int64_t warp_first;  // the smallest of the warp's: document starts only grow
+  std::int64_t first_tile, last_query;  // the key tiles walked: first_tile..last_query
+  float slope_log2;                     // ALiBi's slope, scores in base 2
+  std::uint16_t* kv;
+
+  // Later query tiles see more keys: they are scheduled first.
+  __device__ QueryTile(const AttnShape& s, std::int64_t q_tiles, std::uint16_t* kv_buffers)
+      : L(s), T(s.seq), kv(kv_buffers) {
+    const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
+    b = bh / s.heads;
+    h = bh % s.heads;
+    kvh = h / L.group;
+    q0 = qt * kRows;
+    warp_row = q0 + static_cast<std::int64_t>(threadIdx.x / 32) * 16;
+    row[0] = warp_row + static_cast<int>(threadIdx.x % 32) / 4;
+    row[1] = row[0] + 8;
+    first[0] = first_key_or_zero(s, b, row[0]);
+    first[1] = first_key_or_zero(s, b, row[1]);
+    warp_first = first_key_or_zero(s, b, warp_row);
+    first_tile = attn::first_key(s, b, q0) / kRows * kRows;
+    last_query = smaller(T, q0 + kRows) - 1;
+    slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
+  }
+  __device__ std::uint16_t* keys(int buf) const { return kv + buf * 2 * kRows * row_stride(HD); }
+  __device__ std::uint16_t* values(int buf) const { return keys(buf) + kRows * row_stride(HD); }
+
+  // Starts the copies of key tile k0 into buffer buf (the caller commits them).
+  __device__ void fetch(const Ref& qkv, int buf, std::int64_t k0) const {
+    load_tile<E, HD>(
+        keys(buf), qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
+    load_tile<E, HD>(
+        values(buf), qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
+  }
+  // Whether any of the warp's rows sees a key of tile k0: uniform across the warp, as the
+  // collective products need.
+  __device__ bool warp_sees(std::int64_t k0) const {
+    return warp_row < T && k0 <= warp_row + 15 && k0 + kRows > warp_first;
+  }
+  // body(k0, buf) for every key tile, its K and V in buffer buf and visible to the block. The
+  // first tile must have been fetched into buffer 0 and committed (with whatever else the
+  // kernel needs first: that group is complete when body first runs).
+  template <class Body>
+  __device__ void walk(const Ref& qkv, Body body) const {
+    int buf = 0;
+    for (std::int64_t k0 = first_tile; k0 <= last_query; k0 += kRows, buf ^= 1) {
+      if (k0 + kRows <= last_query) fetch(qkv, buf ^ 1, k0 + kRows);
+      async_commit();
+      async_wait<1>();  // all but the copies just issued
+      __syncthreads();
+      body(k0, buf);
+      __syncthreads();  // this buffer is refilled two tiles on
+    }
+  }
+};
+
 }  // namespace kintsugi::cuda::attn_tc

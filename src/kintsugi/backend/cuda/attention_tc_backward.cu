@@ -165,107 +165,81 @@ __global__ void __launch_bounds__(kBlockThreads)
               std::int64_t q_tiles) {
   constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
   std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
-  std::uint16_t* do_s = q_s + kRows * kLd;
-  std::uint16_t* kv_s = do_s + kRows * kLd;  // two buffers of (K, V), as in the forward kernel
-  const attn::QkvIndex L(s);
-  const std::int64_t T = s.seq;
-  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
-  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kRows;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-  const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
-
-  const auto fetch = [&](int buf, std::int64_t k0) {
-    std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
-    load_tile<E, HD>(
-        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
-    load_tile<E, HD>(
-        k_s + kRows * kLd, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
-  };
-  const std::int64_t first_tile = attn::first_key(s, b, q0) / kRows * kRows;
-  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
+  std::uint16_t* do_s = q_s + kRows * kLd;  // then the key/value buffers
+  const QueryTile<E, HD> q(s, q_tiles, do_s + kRows * kLd);
+  const int warp = threadIdx.x / 32;
   load_tile<E, HD>(
-      q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
+      q_s, qkv, [&](std::int64_t t) { return q.L.q(q.b, q.h, t); }, q.q0, q.T);
   load_tile<E, HD>(
-      do_s, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T);
-  fetch(0, first_tile);
+      do_s, dout, [&](std::int64_t t) { return q.L.o(q.b, q.h, t); }, q.q0, q.T);
+  q.fetch(qkv, 0, q.first_tile);
   async_commit();
-  const std::int64_t warp_row = q0 + warp * 16;
-  const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
-  const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
   float lse2[2], dlt[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    lse2[r] = row[r] < T ? load<float>(lse, L.row(b, h, row[r])) * kLog2e : 0.f;
-    dlt[r] = row[r] < T ? delta[L.row(b, h, row[r])] : 0.f;
+    const bool real = q.row[r] < q.T;
+    lse2[r] = real ? load<float>(lse, q.L.row(q.b, q.h, q.row[r])) * kLog2e : 0.f;
+    dlt[r] = real ? delta[q.L.row(q.b, q.h, q.row[r])] : 0.f;
   }
-  const bool warp_live = warp_row < T;
-  const std::int64_t warp_first = first_key_or_zero(s, b, warp_row);
   float dq[kDimTiles][4];
 #pragma unroll
   for (int dt = 0; dt < kDimTiles; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
 
-  int buf = 0;
-  for (std::int64_t k0 = first_tile; k0 <= last_query; k0 += kRows, buf ^= 1) {
-    if (k0 + kRows <= last_query) fetch(buf ^ 1, k0 + kRows);
-    async_commit();
-    async_wait<1>();  // all but the copies just issued (Q and dO came with the first tile)
-    __syncthreads();
-    const std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
-    const std::uint16_t* v_s = k_s + kRows * kLd;
-    if (warp_live && k0 <= warp_row + 15 && k0 + kRows > warp_first) {
-      float sc[8][4], dp[8][4];
+  q.walk(qkv, [&](std::int64_t k0, int buf) {
+    if (!q.warp_sees(k0)) return;
+    const std::uint16_t* k_s = q.keys(buf);
+    const std::uint16_t* v_s = q.values(buf);
+    float sc[8][4], dp[8][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
+      for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        std::uint32_t qa[4], da[4];
-        tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
-        tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
+    for (int ks = 0; ks < kSteps; ++ks) {
+      std::uint32_t qa[4], da[4];
+      tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
+      tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
-          std::uint32_t kb[4], vb[4];
-          tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
-          tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
-          tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
-          tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
-          tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
-          tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
-        }
-      }
-      // dS in place of S.
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int r = c / 2;
-          const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
-          float p = 0.f;
-          if (j <= i && j >= first[r] && j < T && i < T)
-            p = exp2f(sc[nt][c] * scale.log2 + slope_log2 * static_cast<float>(j - i) - lse2[r]);
-          sc[nt][c] = p * (dp[nt][c] - dlt[r]);
-        }
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        std::uint32_t dsa[4];
-        to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-        for (int pair = 0; pair < kDimTiles / 2; ++pair) {
-          std::uint32_t kb[4];
-          tc::ldmatrix_b_kn(kb, k_s, kLd, pair * 16, kk * 16);
-          tc::mma<E>(dq[2 * pair], dsa, {kb[0], kb[1]});
-          tc::mma<E>(dq[2 * pair + 1], dsa, {kb[2], kb[3]});
-        }
+      for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
+        std::uint32_t kb[4], vb[4];
+        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
+        tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
+        tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
+        tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
       }
     }
-    __syncthreads();  // this buffer is refilled two tiles on
-  }
+    // dS in place of S.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2;
+        const std::int64_t j = k0 + acc_col(nt, c), i = q.row[r];
+        float p = 0.f;
+        if (j <= i && j >= q.first[r] && j < q.T && i < q.T)
+          p = exp2f(sc[nt][c] * scale.log2 + q.slope_log2 * static_cast<float>(j - i) - lse2[r]);
+        sc[nt][c] = p * (dp[nt][c] - dlt[r]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t dsa[4];
+      to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
+        std::uint32_t kb[4];
+        tc::ldmatrix_b_kn(kb, k_s, kLd, pair * 16, kk * 16);
+        tc::mma<E>(dq[2 * pair], dsa, {kb[0], kb[1]});
+        tc::mma<E>(dq[2 * pair + 1], dsa, {kb[2], kb[3]});
+      }
+    }
+  });
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row[r] >= T) continue;
-    const std::int64_t at = L.q(b, h, row[r]);
+    if (q.row[r] >= q.T) continue;
+    const std::int64_t at = q.L.q(q.b, q.h, q.row[r]);
 #pragma unroll
     for (int dt = 0; dt < kDimTiles; ++dt)
 #pragma unroll

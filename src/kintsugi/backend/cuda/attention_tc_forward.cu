@@ -19,125 +19,91 @@ __global__ void __launch_bounds__(kBlockThreads)
     forward_kernel(AttnShape s, Ref qkv, Ref out, Ref lse, float scale_log2,
                    std::int64_t q_tiles) {
   constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
-  // Q, then two buffers of (K, V): the next key tile is copied while this one is used.
-  std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
-  std::uint16_t* kv_s = q_s + kRows * kLd;
-  const attn::QkvIndex L(s);
-  const std::int64_t T = s.seq;
-  // Later query tiles see more keys: they are scheduled first.
-  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
-  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kRows;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-  const float slope_log2 = static_cast<float>(attn::head_slope(s, h)) * kLog2e;
-
-  const auto fetch = [&](int buf, std::int64_t k0) {
-    std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
-    load_tile<E, HD>(
-        k_s, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T);
-    load_tile<E, HD>(
-        k_s + kRows * kLd, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T);
-  };
-  const std::int64_t first_tile = attn::first_key(s, b, q0) / kRows * kRows;
-  const std::int64_t last_query = smaller(T, q0 + kRows) - 1;
+  std::uint16_t* q_s = dynamic_shared<std::uint16_t>();  // then the key/value buffers
+  const QueryTile<E, HD> q(s, q_tiles, q_s + kRows * kLd);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   load_tile<E, HD>(
-      q_s, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T);
-  fetch(0, first_tile);
+      q_s, qkv, [&](std::int64_t t) { return q.L.q(q.b, q.h, t); }, q.q0, q.T);
+  q.fetch(qkv, 0, q.first_tile);
   async_commit();
+
   std::uint32_t qf[kSteps][4];
-
-  // This lane's two rows, and what the warp's rows see: document starts only grow along a
-  // sequence, so the warp's first row has the smallest.
-  const std::int64_t warp_row = q0 + warp * 16;
-  const std::int64_t row[2] = {warp_row + g, warp_row + g + 8};
-  const std::int64_t first[2] = {first_key_or_zero(s, b, row[0]), first_key_or_zero(s, b, row[1])};
-  const bool warp_live = warp_row < T;
-  const std::int64_t warp_first = first_key_or_zero(s, b, warp_row);
-
   float o[kDimTiles][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
   for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-  int buf = 0;
-  for (std::int64_t k0 = first_tile; k0 <= last_query; k0 += kRows, buf ^= 1) {
-    if (k0 + kRows <= last_query) fetch(buf ^ 1, k0 + kRows);
-    async_commit();
-    async_wait<1>();  // all but the copies just issued
-    __syncthreads();
-    if (k0 == first_tile) {
+  q.walk(qkv, [&](std::int64_t k0, int buf) {
+    if (k0 == q.first_tile) {
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks) tc::ldmatrix_a(qf[ks], q_s, kLd, warp * 16, ks * 16);
     }
-    const std::uint16_t* k_s = kv_s + buf * 2 * kRows * kLd;
-    const std::uint16_t* v_s = k_s + kRows * kLd;
-    // Only tiles some of the warp's rows see (uniform across the warp: the products are
-    // collective).
-    if (warp_live && k0 <= warp_row + 15 && k0 + kRows > warp_first) {
-      float sc[8][4];
+    if (!q.warp_sees(k0)) return;
+    const std::uint16_t* k_s = q.keys(buf);
+    const std::uint16_t* v_s = q.values(buf);
+    float sc[8][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+    for (int nt = 0; nt < 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
 #pragma unroll
-      for (int np = 0; np < 4; ++np)  // pairs of 8-key product tiles
+    for (int np = 0; np < 4; ++np)  // pairs of 8-key product tiles
 #pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks) {
-          std::uint32_t kb[4];
-          tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
-          tc::mma<E>(sc[2 * np], qf[ks], {kb[0], kb[1]});
-          tc::mma<E>(sc[2 * np + 1], qf[ks], {kb[2], kb[3]});
-        }
-      // Scores in base 2 with ALiBi, the causal and document masks (and keys past the end).
-      float mx[2] = {m[0], m[1]};
+      for (int ks = 0; ks < kSteps; ++ks) {
+        std::uint32_t kb[4];
+        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
+        tc::mma<E>(sc[2 * np], qf[ks], {kb[0], kb[1]});
+        tc::mma<E>(sc[2 * np + 1], qf[ks], {kb[2], kb[3]});
+      }
+    // Scores in base 2 with ALiBi, the causal and document masks (and keys past the end).
+    float mx[2] = {m[0], m[1]};
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int r = c / 2;
-          const std::int64_t j = k0 + acc_col(nt, c), i = row[r];
-          float v = sc[nt][c] * scale_log2 + slope_log2 * static_cast<float>(j - i);
-          if (j > i || j < first[r] || j >= T) v = -INFINITY;
-          sc[nt][c] = v;
-          mx[r] = fmaxf(mx[r], v);
-        }
-      float base[2], correction[2];
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2;
+        const std::int64_t j = k0 + acc_col(nt, c), i = q.row[r];
+        float v = sc[nt][c] * scale_log2 + q.slope_log2 * static_cast<float>(j - i);
+        if (j > i || j < q.first[r] || j >= q.T) v = -INFINITY;
+        sc[nt][c] = v;
+        mx[r] = fmaxf(mx[r], v);
+      }
+    float base[2], correction[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {  // a row's 64 scores sit in the 4 lanes of a quad
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        // A row that has seen no key yet (a document starting later) keeps zeros, not NaNs.
-        base[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-        correction[r] = exp2f(m[r] - base[r]);
-        m[r] = mx[r];
-        l[r] *= correction[r];
+    for (int r = 0; r < 2; ++r) {  // a row's 64 scores sit in the 4 lanes of a quad
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      // A row that has seen no key yet (a document starting later) keeps zeros, not NaNs.
+      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];
+      correction[r] = exp2f(m[r] - base[r]);
+      m[r] = mx[r];
+      l[r] *= correction[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = exp2f(sc[nt][c] - base[c / 2]);
+        sc[nt][c] = p;
+        l[c / 2] += p;
       }
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+    for (int dt = 0; dt < kDimTiles; ++dt) {
+      o[dt][0] *= correction[0];
+      o[dt][1] *= correction[0];
+      o[dt][2] *= correction[1];
+      o[dt][3] *= correction[1];
+    }
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const float p = exp2f(sc[nt][c] - base[c / 2]);
-          sc[nt][c] = p;
-          l[c / 2] += p;
-        }
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t pa[4];
+      to_a<E>(pa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
-      for (int dt = 0; dt < kDimTiles; ++dt) {
-        o[dt][0] *= correction[0];
-        o[dt][1] *= correction[0];
-        o[dt][2] *= correction[1];
-        o[dt][3] *= correction[1];
-      }
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        std::uint32_t pa[4];
-        to_a<E>(pa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-        for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-          std::uint32_t vb[4];
-          tc::ldmatrix_b_kn(vb, v_s, kLd, dp * 16, kk * 16);
-          tc::mma<E>(o[2 * dp], pa, {vb[0], vb[1]});
-          tc::mma<E>(o[2 * dp + 1], pa, {vb[2], vb[3]});
-        }
+      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+        std::uint32_t vb[4];
+        tc::ldmatrix_b_kn(vb, v_s, kLd, dp * 16, kk * 16);
+        tc::mma<E>(o[2 * dp], pa, {vb[0], vb[1]});
+        tc::mma<E>(o[2 * dp + 1], pa, {vb[2], vb[3]});
       }
     }
-    __syncthreads();  // this buffer is refilled two tiles on
-  }
+  });
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -146,15 +112,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row[r] >= T) continue;
+    if (q.row[r] >= q.T) continue;
     const float inv = 1.f / l[r];
-    const std::int64_t at = L.o(b, h, row[r]);
+    const std::int64_t at = q.L.o(q.b, q.h, q.row[r]);
 #pragma unroll
     for (int dt = 0; dt < kDimTiles; ++dt) {
       store(out, at + acc_col(dt, 0), o[dt][2 * r] * inv);
       store(out, at + acc_col(dt, 1), o[dt][2 * r + 1] * inv);
     }
-    if (lane % 4 == 0) store(lse, L.row(b, h, row[r]), (m[r] + log2f(l[r])) * kLn2);
+    if (lane % 4 == 0) store(lse, q.L.row(q.b, q.h, q.row[r]), (m[r] + log2f(l[r])) * kLn2);
   }
 }
 
