@@ -108,6 +108,48 @@ __device__ __forceinline__ void to_a(std::uint32_t (&a)[4], const float (&lo)[4]
   a[3] = tc::pack2<E>(hi[2], hi[3]);
 }
 
+// The two products every attention kernel is made of, for one warp's 16 rows.
+//
+// acc[n] += A B^T over the tile's 64 rows: A is rows a_row0..a_row0+15 of the row-major tile
+// `a` ([64][HD]), B^T the row-major tile `b` ([64][HD]), so acc holds a 16 x 64 block (8 product
+// tiles of 8 columns) of, e.g., S = Q K^T.
+template <class E, int HD>
+__device__ __forceinline__ void times_transposed(float (&acc)[8][4], const std::uint16_t* a,
+                                                 int a_row0, const std::uint16_t* b) {
+#pragma unroll
+  for (int ks = 0; ks < HD / 16; ++ks) {
+    std::uint32_t af[4];
+    tc::ldmatrix_a(af, a, row_stride(HD), a_row0, ks * 16);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {  // pairs of 8-column product tiles
+      std::uint32_t bf[4];
+      tc::ldmatrix_b_nk(bf, b, row_stride(HD), np * 16, ks * 16);
+      tc::mma<E>(acc[2 * np], af, {bf[0], bf[1]});
+      tc::mma<E>(acc[2 * np + 1], af, {bf[2], bf[3]});
+    }
+  }
+}
+
+// acc[n] += P V: P is a 16 x 64 block held as accumulators (as times_transposed leaves them;
+// rounded to E here), V the row-major tile `v` ([64][HD]) whose rows are the product's depth,
+// so acc holds 16 x HD (HD / 8 product tiles), e.g. O += P V or dQ += dS K.
+template <class E, int HD>
+__device__ __forceinline__ void times_tile(float (&acc)[HD / 8][4], const float (&p)[8][4],
+                                           const std::uint16_t* v) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    std::uint32_t pa[4];
+    to_a<E>(pa, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int pair = 0; pair < HD / 16; ++pair) {
+      std::uint32_t vb[4];
+      tc::ldmatrix_b_kn(vb, v, row_stride(HD), pair * 16, kk * 16);
+      tc::mma<E>(acc[2 * pair], pa, {vb[0], vb[1]});
+      tc::mma<E>(acc[2 * pair + 1], pa, {vb[2], vb[3]});
+    }
+  }
+}
+
 // The 64 queries of one (sequence, head) that a block of the forward or the dQ kernel takes,
 // what this lane's rows and this warp see, and the walk over the key tiles they see: K and V
 // double-buffered in `kv` (two [K tile, V tile] pairs), the next pair copied while the current

@@ -25,7 +25,7 @@ template <class E, int HD>
 __global__ void __launch_bounds__(kBlockThreads)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
                 Scales scale, std::int64_t k_tiles) {
-  constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
+  constexpr int kLd = row_stride(HD), kDimTiles = HD / 8;
   std::uint16_t* k_s = dynamic_shared<std::uint16_t>();
   std::uint16_t* v_s = k_s + kRows * kLd;
   std::uint16_t* qdo_s = v_s + kRows * kLd;  // two buffers of (Q, dO): the next is copied early
@@ -93,22 +93,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) st[nt][c] = dpt[nt][c] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        std::uint32_t ka[4], va[4];
-        tc::ldmatrix_a(ka, k_s, kLd, warp * 16, ks * 16);
-        tc::ldmatrix_a(va, v_s, kLd, warp * 16, ks * 16);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {  // pairs of 8-query product tiles
-          std::uint32_t qb[4], db[4];
-          tc::ldmatrix_b_nk(qb, q_s, kLd, np * 16, ks * 16);
-          tc::mma<E>(st[2 * np], ka, {qb[0], qb[1]});
-          tc::mma<E>(st[2 * np + 1], ka, {qb[2], qb[3]});
-          tc::ldmatrix_b_nk(db, do_s, kLd, np * 16, ks * 16);
-          tc::mma<E>(dpt[2 * np], va, {db[0], db[1]});
-          tc::mma<E>(dpt[2 * np + 1], va, {db[2], db[3]});
-        }
-      }
+      times_transposed<E, HD>(st, k_s, warp * 16, q_s);
+      times_transposed<E, HD>(dpt, v_s, warp * 16, do_s);
       // P^T and dS^T in place of S^T and dP^T: rows are keys, columns queries.
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -122,22 +108,8 @@ __global__ void __launch_bounds__(kBlockThreads)
           st[nt][c] = p;
           dpt[nt][c] = p * (dpt[nt][c] - delta_s[col]);
         }
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        std::uint32_t pa[4], dsa[4];
-        to_a<E>(pa, st[2 * kk], st[2 * kk + 1]);
-        to_a<E>(dsa, dpt[2 * kk], dpt[2 * kk + 1]);
-#pragma unroll
-        for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-          std::uint32_t db[4], qb[4];
-          tc::ldmatrix_b_kn(db, do_s, kLd, dp * 16, kk * 16);
-          tc::mma<E>(dv[2 * dp], pa, {db[0], db[1]});
-          tc::mma<E>(dv[2 * dp + 1], pa, {db[2], db[3]});
-          tc::ldmatrix_b_kn(qb, q_s, kLd, dp * 16, kk * 16);
-          tc::mma<E>(dk[2 * dp], dsa, {qb[0], qb[1]});
-          tc::mma<E>(dk[2 * dp + 1], dsa, {qb[2], qb[3]});
-        }
-      }
+      times_tile<E, HD>(dv, st, do_s);
+      times_tile<E, HD>(dk, dpt, q_s);
     }
     __syncthreads();  // the buffer and the statistics are refilled next
     if (!more) break;
@@ -163,7 +135,7 @@ template <class E, int HD>
 __global__ void __launch_bounds__(kBlockThreads)
     dq_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv, Scales scale,
               std::int64_t q_tiles) {
-  constexpr int kLd = row_stride(HD), kSteps = HD / 16, kDimTiles = HD / 8;
+  constexpr int kLd = row_stride(HD), kDimTiles = HD / 8;
   std::uint16_t* q_s = dynamic_shared<std::uint16_t>();
   std::uint16_t* do_s = q_s + kRows * kLd;  // then the key/value buffers
   const QueryTile<E, HD> q(s, q_tiles, do_s + kRows * kLd);
@@ -194,22 +166,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) sc[nt][c] = dp[nt][c] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      std::uint32_t qa[4], da[4];
-      tc::ldmatrix_a(qa, q_s, kLd, warp * 16, ks * 16);
-      tc::ldmatrix_a(da, do_s, kLd, warp * 16, ks * 16);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {  // pairs of 8-key product tiles
-        std::uint32_t kb[4], vb[4];
-        tc::ldmatrix_b_nk(kb, k_s, kLd, np * 16, ks * 16);
-        tc::mma<E>(sc[2 * np], qa, {kb[0], kb[1]});
-        tc::mma<E>(sc[2 * np + 1], qa, {kb[2], kb[3]});
-        tc::ldmatrix_b_nk(vb, v_s, kLd, np * 16, ks * 16);
-        tc::mma<E>(dp[2 * np], da, {vb[0], vb[1]});
-        tc::mma<E>(dp[2 * np + 1], da, {vb[2], vb[3]});
-      }
-    }
+    times_transposed<E, HD>(sc, q_s, warp * 16, k_s);
+    times_transposed<E, HD>(dp, do_s, warp * 16, v_s);
     // dS in place of S.
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -222,18 +180,7 @@ __global__ void __launch_bounds__(kBlockThreads)
           p = exp2f(sc[nt][c] * scale.log2 + q.slope_log2 * static_cast<float>(j - i) - lse2[r]);
         sc[nt][c] = p * (dp[nt][c] - dlt[r]);
       }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      std::uint32_t dsa[4];
-      to_a<E>(dsa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
-        std::uint32_t kb[4];
-        tc::ldmatrix_b_kn(kb, k_s, kLd, pair * 16, kk * 16);
-        tc::mma<E>(dq[2 * pair], dsa, {kb[0], kb[1]});
-        tc::mma<E>(dq[2 * pair + 1], dsa, {kb[2], kb[3]});
-      }
-    }
+    times_tile<E, HD>(dq, sc, k_s);
   });
 
 #pragma unroll

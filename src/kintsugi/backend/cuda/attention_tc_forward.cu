@@ -91,18 +91,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       o[dt][2] *= correction[1];
       o[dt][3] *= correction[1];
     }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      std::uint32_t pa[4];
-      to_a<E>(pa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-        std::uint32_t vb[4];
-        tc::ldmatrix_b_kn(vb, v_s, kLd, dp * 16, kk * 16);
-        tc::mma<E>(o[2 * dp], pa, {vb[0], vb[1]});
-        tc::mma<E>(o[2 * dp + 1], pa, {vb[2], vb[3]});
-      }
-    }
+    times_tile<E, HD>(o, sc, v_s);
   });
 
 #pragma unroll
