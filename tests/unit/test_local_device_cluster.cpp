@@ -12,7 +12,7 @@
 #include "kintsugi/core/cpu_info.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/attention_rate.hpp"
-#include "kintsugi/plan/copy_bandwidth.hpp"
+#include "kintsugi/plan/memory_bandwidth.hpp"
 #include "kintsugi/plan/cost_model.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_curve.hpp"
@@ -39,7 +39,7 @@ const AttentionShape kSmall{.batch = 2, .seq = 32, .heads = 4, .kv_heads = 2, .h
 
 LocalDeviceOptions small_options() {
   return {.precision = Precision::bf16, .attention = kSmall, .gemm_size = 64,
-          .copy_bytes = std::size_t{1} << 20, .repeats = 2};
+          .bandwidth_bytes = std::size_t{1} << 20, .repeats = 2};
 }
 
 TEST(AttentionRate, CountsTheCostModelsAttentionFlops) {
@@ -120,9 +120,14 @@ TEST_F(LocalDevice, CacheKeepsTheBestPerDeviceAndHardware) {
   EXPECT_EQ(measured, 1);
 }
 
-TEST_F(LocalDevice, CopyBandwidthAndDeviceInfo) {
-  EXPECT_TRUE(finite_positive(measure_copy_bandwidth_gbs(*cpu_, std::size_t{1} << 20, 2)));
-  EXPECT_THROW(measure_copy_bandwidth_gbs(*cpu_, 2, 1), Error);
+TEST_F(LocalDevice, ElementwiseBandwidthAndDeviceInfo) {
+  for (DType dtype : {DType::f32, DType::bf16})
+    EXPECT_TRUE(finite_positive(
+        measure_elementwise_bandwidth_gbs(*cpu_, dtype, std::size_t{1} << 20, 2)));
+  EXPECT_THROW(measure_elementwise_bandwidth_gbs(*cpu_, DType::f32, 2, 1), Error);
+  const std::size_t before = memory_.current(MemoryKind::workspace);
+  measure_elementwise_bandwidth_gbs(*cpu_, DType::bf16, std::size_t{1} << 20, 1);
+  EXPECT_EQ(memory_.current(MemoryKind::workspace), before);  // its buffers are released
   const DeviceInfo info = device_info(*cpu_);
   EXPECT_EQ(info.name, cpu_model_name());
   EXPECT_EQ(info.visible_devices, 1);

@@ -8,11 +8,11 @@
 #include "kintsugi/backend/device_info.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/attention_rate.hpp"
-#include "kintsugi/plan/copy_bandwidth.hpp"
 #include "kintsugi/plan/gemm_curve.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/plan/measurement_cache.hpp"
+#include "kintsugi/plan/memory_bandwidth.hpp"
 
 namespace kintsugi {
 
@@ -54,8 +54,10 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
       key("attention TFLOP/s " + describe(o.attention, dtype)),
       [&] { return measure_attention_rate(backend, o.attention, dtype, o.repeats).tflops; });
   const double bandwidth = cached_or_measured(
-      key(fmt::format("copy GB/s {} bytes", o.copy_bytes)),
-      [&] { return measure_copy_bandwidth_gbs(backend, o.copy_bytes, o.repeats); });
+      key(fmt::format("GELU backward GB/s {} {} bytes", name_of(dtype), o.bandwidth_bytes)),
+      [&] {
+        return measure_elementwise_bandwidth_gbs(backend, dtype, o.bandwidth_bytes, o.repeats);
+      });
 
   LocalDeviceCluster out;
   ClusterSpec& c = out.spec;
@@ -93,8 +95,10 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
   n.push_back(fmt::format("attention: {:.2f} TFLOP/s, forward and backward on {} (the attention "
                           "core's FLOPs over the full s x s)",
                           attention, describe(o.attention, dtype)));
-  n.push_back(fmt::format("memory bandwidth: {:.0f} GB/s, a copy of {} MiB on the device",
-                          bandwidth, o.copy_bytes >> 20));
+  n.push_back(fmt::format("memory bandwidth: {:.0f} GB/s, the backend's GELU backward over {} "
+                          "MiB of {} per tensor (two reads and a write per element): the rate "
+                          "the step's memory-bound kernels reach, not a plain copy's",
+                          bandwidth, o.bandwidth_bytes >> 20, name_of(dtype)));
   n.push_back(fmt::format(
       "links: {:.2f} GB/s, {:.1f} us, {}; transfers between {} devices (NCCL, or MPI staging "
       "through host memory) are not measured",

@@ -10,7 +10,8 @@
 //   attention          the rate of the backend's attention forward and backward on the planned
 //                      model's shape (attention_rate.hpp): attention_tflops
 //   memory             the device's total memory (backend/device_info.hpp); reserved 0
-//   memory bandwidth   a 256 MiB copy on the device (copy_bandwidth.hpp)
+//   memory bandwidth   the backend's GELU backward over 256 MiB per tensor in the run's dtype
+//                      (memory_bandwidth.hpp)
 //   links              what `mpirun -np 2 kintsugi bench comm` measured between two ranks
 //                      (local_cluster.hpp): MPI between host processes, not between GPUs
 // Measurements are cached (gemm_rate.hpp, measurement_cache.hpp). Every figure that is not
@@ -34,7 +35,7 @@ struct LocalDeviceOptions {
   // GEMM can take less time than the host takes to enqueue it (a few microseconds), and its
   // rate would be the host's (an estimate: not yet measured on a GPU).
   int gemm_size = 3072;
-  std::size_t copy_bytes = std::size_t{256} << 20;
+  std::size_t bandwidth_bytes = std::size_t{256} << 20;  // per tensor of the bandwidth kernel
   int repeats = 5;
 };
 
