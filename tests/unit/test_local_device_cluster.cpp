@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -12,13 +13,14 @@
 #include "kintsugi/core/cpu_info.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/attention_rate.hpp"
-#include "kintsugi/plan/memory_bandwidth.hpp"
 #include "kintsugi/plan/cost_model.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_curve.hpp"
 #include "kintsugi/plan/local_device_cluster.hpp"
 #include "kintsugi/plan/measurement_cache.hpp"
+#include "kintsugi/plan/memory_bandwidth.hpp"
 #include "kintsugi/plan/search.hpp"
+#include "kintsugi/plan/training_gemm.hpp"
 #include "unit/scratch_dir.hpp"
 
 namespace kintsugi {
@@ -149,7 +151,8 @@ TEST_F(LocalDevice, SpecCarriesWhatWasMeasured) {
   ASSERT_TRUE(bf16);
   EXPECT_EQ(bf16->size, 64);
   EXPECT_GE(c.peak_tflops_bf16 * 1e3, bf16->gflops * (1 - 1e-12));
-  EXPECT_EQ(c.gemm_max_efficiency, 1.0);
+  EXPECT_GT(c.gemm_max_efficiency, 0.0);  // the training GEMMs' share of the forward's rate
+  EXPECT_LE(c.gemm_max_efficiency, 1.0);
   EXPECT_GE(c.gemm_half_dim, 0);
   EXPECT_LE(c.gemm_half_dim, 64);
   EXPECT_TRUE(finite_positive(c.attention_tflops));
@@ -171,6 +174,36 @@ TEST_F(LocalDevice, SpecCarriesWhatWasMeasured) {
   EXPECT_EQ(again.attention_tflops, c.attention_tflops);
   EXPECT_EQ(again.gemm_half_dim, c.gemm_half_dim);
   EXPECT_EQ(again.memory_bandwidth_gbs, c.memory_bandwidth_gbs);
+  EXPECT_EQ(again.gemm_max_efficiency, c.gemm_max_efficiency);
+  EXPECT_NE(notes.find("training GEMMs: forward, backward-input and backward-weight GEMMs of 64^3 "
+                       "in bf16"),
+            std::string::npos)
+      << notes;
+}
+
+// The three GEMMs of a layer: each rate measured, combined as their FLOPs over their summed
+// times (so never above the fastest nor below the slowest), and the share of the forward.
+TEST_F(LocalDevice, TrainingGemmCombinesTheThreeLayouts) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const TrainingGemm t = measure_training_gemm(*cpu_, 48, 2, dtype);
+    for (double r : {t.forward_gflops, t.backward_input_gflops, t.backward_weight_gflops})
+      EXPECT_TRUE(finite_positive(r));
+    const double fastest =
+        std::max({t.forward_gflops, t.backward_input_gflops, t.backward_weight_gflops});
+    const double slowest =
+        std::min({t.forward_gflops, t.backward_input_gflops, t.backward_weight_gflops});
+    EXPECT_LE(t.combined_gflops, fastest * (1 + 1e-12));
+    EXPECT_GE(t.combined_gflops, slowest * (1 - 1e-12));
+    EXPECT_NEAR(t.efficiency, t.combined_gflops / t.forward_gflops, 1e-12);
+    EXPECT_NEAR(3.0 / t.combined_gflops,
+                1.0 / t.forward_gflops + 1.0 / t.backward_input_gflops +
+                    1.0 / t.backward_weight_gflops,
+                1e-12 / slowest);
+  }
+  EXPECT_THROW(measure_training_gemm(*cpu_, 8, 1, DType::f64), Error);
+  const std::size_t before = memory_.current(MemoryKind::workspace);
+  measure_training_gemm(*cpu_, 16, 1, DType::bf16);
+  EXPECT_EQ(memory_.current(MemoryKind::workspace), before);  // its buffers are released
 }
 
 TEST_F(LocalDevice, ThePlannerTimesAttentionAtTheMeasuredRate) {

@@ -13,6 +13,7 @@
 #include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/plan/measurement_cache.hpp"
 #include "kintsugi/plan/memory_bandwidth.hpp"
+#include "kintsugi/plan/training_gemm.hpp"
 
 namespace kintsugi {
 
@@ -49,6 +50,10 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
       key(fmt::format("GEMM GFLOP/s {} {}^3", name_of(dtype), small.size)),
       [&] { return measure_gemm_rate(backend, small.size, o.repeats, dtype).gflops; });
   const GemmCurve curve = fit_gemm_curve(large, small);
+  // The curve is the forward GEMM's; a training step also runs the two backward layouts.
+  const double training_share = cached_or_measured(
+      key(fmt::format("training GEMM share of forward {} {}^3", name_of(dtype), large.size)),
+      [&] { return measure_training_gemm(backend, large.size, o.repeats, dtype).efficiency; });
 
   const double attention = cached_or_measured(
       key("attention TFLOP/s " + describe(o.attention, dtype)),
@@ -71,7 +76,9 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
   c.peak_tflops_bf16 = peak_on_curve(bf16, curve.half_dim) / 1e3;
   c.peak_tflops_fp16 = peak_on_curve(f16, curve.half_dim) / 1e3;
   c.memory_bandwidth_gbs = bandwidth;
-  c.gemm_max_efficiency = 1.0;
+  // A fraction of the peak: backward layouts faster than the forward (a CPU's, at times) do
+  // not lift it above 1.
+  c.gemm_max_efficiency = std::min(1.0, training_share);
   c.gemm_half_dim = curve.half_dim;
   c.intra_node = links;
   c.inter_node = links;  // one node
@@ -92,6 +99,10 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
       "{}`'s, cached)",
       name_of(dtype), tflops(large.gflops), large.size, tflops(small.gflops), small.size,
       curve.half_dim, tflops(curve.peak_gflops), fmt::join(others, " and "), kind));
+  n.push_back(fmt::format(
+      "training GEMMs: forward, backward-input and backward-weight GEMMs of {}^3 in {} together "
+      "reach {:.3f} of the forward's rate: gemm.max_efficiency {:.3f}",
+      large.size, name_of(dtype), training_share, c.gemm_max_efficiency));
   n.push_back(fmt::format("attention: {:.2f} TFLOP/s, forward and backward on {} (the attention "
                           "core's FLOPs over the full s x s)",
                           attention, describe(o.attention, dtype)));

@@ -5,8 +5,9 @@
 // Backend (the tests run it on the CPU backend). Per device:
 //   peaks              the GEMM rate of each dtype at 3072^3 (gemm_rate.hpp: the measurement
 //                      and cache of `kintsugi bench gemm --device D`), lifted onto
-//   the GEMM curve     max_efficiency 1 and the half dimension through the run's dtype's rate
-//                      at 3072^3 and at 1536^3 (gemm_curve.hpp)
+//   the GEMM curve     the half dimension through the run's dtype's rate at 3072^3 and at
+//                      1536^3 (gemm_curve.hpp); max_efficiency the share of the forward's rate
+//                      the forward and both backward GEMMs reach together (training_gemm.hpp)
 //   attention          the rate of the backend's attention forward and backward on the planned
 //                      model's shape (attention_rate.hpp): attention_tflops
 //   memory             the device's total memory (backend/device_info.hpp); reserved 0
