@@ -16,13 +16,16 @@ TrainingGemm measure_training_gemm(Backend& backend, int size, int repeats, DTyp
   const std::size_t elements = static_cast<std::size_t>(n * n);
   std::vector<float> values(elements);
   for (std::size_t i = 0; i < elements; ++i) values[i] = static_cast<float>((i % 17) * 0.01);
-  const auto operand = [&](DType t) {
-    Buffer b = backend.allocate(MemoryKind::workspace, elements * size_of(t));
-    write_values(values.data(), b.view(t, {n, n}));
+  const auto output = [&](DType t) {  // zero-filled
+    return backend.allocate(MemoryKind::workspace, elements * size_of(t));
+  };
+  const auto input = [&] {
+    Buffer b = output(dtype);
+    write_values(values.data(), b.view(dtype, {n, n}));
     return b;
   };
-  const Buffer xs = operand(dtype), ws = operand(dtype), dys = operand(dtype);
-  const Buffer ys = operand(dtype), dxs = operand(dtype), dws = operand(DType::f32);
+  const Buffer xs = input(), ws = input(), dys = input();
+  const Buffer ys = output(dtype), dxs = output(dtype), dws = output(DType::f32);
   const Tensor x = xs.view(dtype, {n, n}), w = ws.view(dtype, {n, n}), dy = dys.view(dtype, {n, n});
   const Tensor y = ys.view(dtype, {n, n}), dx = dxs.view(dtype, {n, n});
   const Tensor dw = dws.view(DType::f32, {n, n});

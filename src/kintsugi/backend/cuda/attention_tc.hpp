@@ -1,6 +1,7 @@
 #pragma once
-// Causal self-attention on the tensor cores, for 16-bit (bf16, f16) qkv and head sizes that are
-// multiples of 16 up to 128: the calls attention.cu and attention_backward.cu hand over. Same
+// Causal self-attention on the tensor cores, for 16-bit (bf16, f16) qkv and head sizes 16, 32,
+// 64, 80, 96 and 128 (one kernel instance each): the calls attention.cu and
+// attention_backward.cu hand over. Same
 // semantics as those (documents, ALiBi, grouped-query heads); the probabilities and their
 // gradients are rounded to the qkv type before they multiply V, dO, K and Q, as in
 // FlashAttention-2. Plain C++ header.
