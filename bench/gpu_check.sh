@@ -3,7 +3,9 @@
 # through MPI (bench/gpu_layouts.sh), the GEMM rate, exports loaded by transformers
 # (bench/transformers_check.sh), and GPT-2 124M
 # (B=32, T=1024) and GPT-2 1.5B (B=8, T=1024) training steps in bf16, each side by side with the
-# PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go.
+# PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go,
+# with Llama- and BLOOM-style presets of similar sizes, a repeat of the 124M run that must give
+# the same bits, and the planner's prediction of the two GPT-2 steps.
 # Logs, JSON results and results.md (the table, printed last) go to $OUT (default
 # ./gpu_check_out). Runs from an unpacked bundle (scripts/bundle.sh) or from a source tree with
 # a CUDA build (KINTSUGI_BUILD, default build-cuda/ then build/).
@@ -11,8 +13,14 @@
 #   bash bench/gpu_check.sh                   everything
 #   GPU_CHECK_QUICK=1 bash bench/gpu_check.sh  fewer timed steps (a smoke run)
 #   GPU_CHECK_SKIP="layouts compiled"          parts left out: tests, layouts, gemm,
-#                                              transformers, kintsugi, profile, cuda_core,
-#                                              eager, compiled
+#                                              transformers, kintsugi, repeat, variants,
+#                                              baseline, profile, cuda_core, eager, compiled,
+#                                              plan
+#   GPU_CHECK_MODELS="gpt2:32 gpt2-xl:8"       model presets and batches (default: GPT-2 124M
+#                                              and 1.5B, Llama 125M and 1.1B, BLOOM 560M, 1b7)
+#   GPU_CHECK_COMPILED="gpt2 gpt2-xl"          the models torch.compile runs (minutes each)
+#   GPU_CHECK_VARIANTS="KINTSUGI_X=0 ..."      extra GPT-2 124M rows, one per assignment
+#   GPU_CHECK_BASELINE=DIR                     another kintsugi build or bundle timed beside
 #   GPU_PEAK_TFLOPS=989                        dense bf16 peak for MFU (H100 SXM: 989)
 #
 # Exit status: 0 when every GPU test passed and every benchmark ran; 1 otherwise; 2 when no GPU
@@ -96,31 +104,73 @@ else
     >"$out/transformers_check.log"
 fi
 
-# model batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the same go
-# (compiled last: torch.compile spends minutes compiling before it measures).
-# The profile (time per op) and the CUDA-core attention kernels (the tensor-core ones turned
-# off) are for GPT-2 124M only.
-for mode in kintsugi profile cuda_core eager compiled; do
+# Each model at its batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the
+# same go (compiled last: torch.compile spends a minute or more compiling each model before it
+# measures, so by default only the two GPT-2 sizes the goal is stated for are compiled).
+# GPT-2 124M only: `repeat` (the same step benchmark again: its losses and gradient norms must
+# equal the first run's bit for bit), `variants` (one run per environment assignment in
+# GPU_CHECK_VARIANTS, e.g. "KINTSUGI_FUSED_LOSS=0 KINTSUGI_TYPED_KERNELS=0": each new fast path
+# against the one it replaced, in the same go), `profile` (time per op) and `cuda_core` (the
+# CUDA-core attention kernels). `baseline` times every model with another build of kintsugi too
+# (GPU_CHECK_BASELINE: a bundle or build whose bin/kintsugi or kintsugi runs; default
+# ./baseline beside this bundle's bin/), so an older commit is measured in the same go.
+models="${GPU_CHECK_MODELS:-gpt2:32 gpt2-xl:8 llama-125m:32 llama-1.1b:8 bloom-560m:8 bloom-1b7:8}"
+compiled_models=" ${GPU_CHECK_COMPILED:-gpt2 gpt2-xl} "
+baseline_dir="${GPU_CHECK_BASELINE:-$here/baseline}"
+baseline=""
+for b in "$baseline_dir/bin/kintsugi" "$baseline_dir/kintsugi"; do
+  [[ -x "$b" ]] && baseline="$b" && break
+done
+echo "$models" >"$out/models.txt"
+echo "${GPU_CHECK_VARIANTS:-}" >"$out/variants.txt"
+[[ -n "$baseline" ]] &&
+  echo "$(cat "$baseline_dir/COMMIT" 2>/dev/null || echo "$baseline")" >"$out/baseline.txt"
+for mode in kintsugi repeat variants baseline profile cuda_core eager compiled; do
   wanted $mode || continue
-  for case in "gpt2 32" "gpt2-xl 8"; do
-    read -r model batch <<<"$case"
-    step=("$kintsugi" bench step --device cuda --precision bf16 --model "$model" --batch "$batch"
+  for case in $models; do
+    model="${case%%:*}" batch="${case##*:}"
+    step=(bench step --device cuda --precision bf16 --model "$model" --batch "$batch"
           --seq 1024 --steps "$steps" --warmup "$warmup")
     case $mode in
-      kintsugi) run "kintsugi_${model}_b$batch" "${step[@]}" --json; continue ;;
-      profile | cuda_core) [[ $model == gpt2 ]] || continue ;;&
-      profile) run "kintsugi_${model}_b${batch}_profile" "${step[@]}" --profile; continue ;;
+      kintsugi) run "kintsugi_${model}_b$batch" "$kintsugi" "${step[@]}" --json; continue ;;
+      baseline)
+        [[ -n "$baseline" ]] && run "baseline_${model}_b$batch" "$baseline" "${step[@]}" --json
+        continue ;;
+      repeat | variants | profile | cuda_core) [[ $model == gpt2 ]] || continue ;;&
+      repeat) run "repeat_${model}_b$batch" "$kintsugi" "${step[@]}" --json; continue ;;
+      variants)
+        for v in ${GPU_CHECK_VARIANTS:-}; do
+          run "variant_${v%%=*}_${model}_b$batch" env "$v" "$kintsugi" "${step[@]}" --json
+        done
+        continue ;;
+      profile) run "kintsugi_${model}_b${batch}_profile" "$kintsugi" "${step[@]}" --profile; continue ;;
       cuda_core)
-        run "kintsugi_cuda_core_${model}_b$batch" env KINTSUGI_TENSOR_CORE_ATTENTION=0 "${step[@]}" --json
+        run "kintsugi_cuda_core_${model}_b$batch" env KINTSUGI_TENSOR_CORE_ATTENTION=0 \
+          "$kintsugi" "${step[@]}" --json
         continue ;;
     esac
     flag=""
-    [[ $mode == compiled ]] && flag="--compile"
+    if [[ $mode == compiled ]]; then
+      [[ "$compiled_models" == *" $model "* ]] || continue
+      flag="--compile"
+    fi
     run "pytorch_${mode}_${model}_b$batch" "$python" "$here/bench/pytorch/gpt2_step_cuda.py" \
       --model "$model" --batch "$batch" --seq 1024 --steps "$steps" --warmup "$warmup" \
       --peak-tflops "$peak" $flag --json
   done
 done
+
+# The planner's prediction for this GPU (`plan --cluster local --device cuda`) of the two GPT-2
+# steps above, one micro-batch of the whole batch, to set beside the measured step.
+if wanted plan; then
+  run bench_comm "$kintsugi" bench comm  # the links the local spec reads (host MPI); one rank
+  for case in gpt2:32 gpt2-xl:8; do
+    model="${case%%:*}" batch="${case##*:}"
+    run "plan_${model}_b$batch" "$kintsugi" plan --cluster local --device cuda --model "$model" \
+      --global-batch "$batch" --micro-batch "$batch" --seq 1024 --precision bf16 --zero 0 \
+      --recompute none --top 1 --json
+  done
+fi
 
 "$python" - "$out" "$peak" >"$out/results.md" <<'EOF'
 import json, pathlib, sys, xml.etree.ElementTree as ET
@@ -158,22 +208,54 @@ try:
 except OSError:
     pass
 print(f"MFU: model FLOPs (6N + 12 L T d per token) over a dense bf16 peak of {peak:.0f} TFLOP/s\n")
-print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
-for model, batch in (("gpt2", 32), ("gpt2-xl", 8)):
-    for impl, name in (("kintsugi (bf16)", f"kintsugi_{model}_b{batch}"),
-                       ("kintsugi, CUDA-core attention", f"kintsugi_cuda_core_{model}_b{batch}"),
-                       ("PyTorch eager", f"pytorch_eager_{model}_b{batch}"),
-                       ("PyTorch compiled", f"pytorch_compiled_{model}_b{batch}")):
+print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB | vs compiled | vs eager |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+models = [(c.split(":")[0], int(c.split(":")[1])) for c in (out / "models.txt").read_text().split()]
+variants = (out / "variants.txt").read_text().split()
+try:
+    baseline = (out / "baseline.txt").read_text().strip()
+except OSError:
+    baseline = None
+for model, batch in models:
+    tag = f"{model}_b{batch}"
+    rows = [("kintsugi (bf16)", f"kintsugi_{tag}"), ("kintsugi, second run", f"repeat_{tag}")]
+    rows += [(f"kintsugi, {v}", f"variant_{v.split('=')[0]}_{tag}") for v in variants]
+    if baseline:
+        rows.append((f"kintsugi baseline ({baseline})", f"baseline_{tag}"))
+    rows += [("kintsugi, CUDA-core attention", f"kintsugi_cuda_core_{tag}"),
+             ("PyTorch eager", f"pytorch_eager_{tag}"),
+             ("PyTorch compiled", f"pytorch_compiled_{tag}")]
+    compiled, eager = load(f"pytorch_compiled_{tag}"), load(f"pytorch_eager_{tag}")
+    for impl, name in rows:
         r = load(name)
         if not r:
             if (out / f"{name}.rc").exists():
-                print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | |")
+                print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | | | |")
             continue
         tflops = r.get("tflops", r.get("gflops", 0) / 1e3)
+        ratio = lambda peer: f"{r['ms_per_step'] / peer['ms_per_step']:.2f}" if peer else ""
         print(f"| {model} | {batch} x 1024 | {impl} | {r['ms_per_step']:.1f} | "
               f"{r['tokens_per_s']:.0f} | {tflops:.1f} | {100 * tflops / peak:.1f}% | "
-              f"{r['peak_memory_bytes'] / 2**30:.1f} |")
+              f"{r['peak_memory_bytes'] / 2**30:.1f} | {ratio(compiled)} | {ratio(eager)} |")
+print("\n(vs compiled, vs eager: kintsugi's step time over the peer's, same run; below 1 is faster)\n")
+
+# Determinism: the second run of the same benchmark gives the same losses and gradient norms.
+for model, batch in models:
+    a, b = load(f"kintsugi_{model}_b{batch}"), load(f"repeat_{model}_b{batch}")
+    if a and b and "losses" in a:
+        same = a["losses"] == b["losses"] and a["grad_norms"] == b["grad_norms"]
+        print(f"Determinism, {model} B={batch}: the second run's {len(b['losses'])} losses and "
+              f"gradient norms are {'bit for bit the same' if same else 'DIFFERENT'} "
+              f"(first loss {a['losses'][0]!r}, last {a['losses'][-1]!r})\n")
+
+# The planner's prediction of the step beside the measured one.
+for model, batch in (("gpt2", 32), ("gpt2-xl", 8)):
+    p, m = load(f"plan_{model}_b{batch}"), load(f"kintsugi_{model}_b{batch}")
+    if p and p.get("layouts") and m:
+        predicted = 1e3 * p["layouts"][0]["step_seconds"]["total"]
+        print(f"plan --cluster local --device cuda, {model} B={batch}: predicted "
+              f"{predicted:.1f} ms, measured {m['ms_per_step']:.1f} ms "
+              f"({100 * (predicted / m['ms_per_step'] - 1):+.1f}%)\n")
 EOF
 echo
 cat "$out/results.md"

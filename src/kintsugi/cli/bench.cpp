@@ -137,7 +137,9 @@ void add_step(CLI::App& bench) {
                                         {"gflops", r.gflops},
                                         {"gemm_gflops", gemm.gflops},
                                         {"fraction_of_gemm", fraction},
-                                        {"peak_memory_bytes", r.peak_memory_bytes}}
+                                        {"peak_memory_bytes", r.peak_memory_bytes},
+                                        {"losses", r.losses},
+                                        {"grad_norms", r.grad_norms}}
                              .dump());
       return;
     }

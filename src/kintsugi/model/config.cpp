@@ -100,10 +100,19 @@ const std::map<std::string, ModelConfig>& presets() {
              gpt("gpt-530b", 105, 20480, 128, 2048),
              // The tiny versions use GPT-2's vocabulary: they train on the Brown corpus.
              llama("llama-tiny", 4, 128, 4, 2, 352, 32000, 128),
+             // GPU benchmark sizes beside GPT-2's (bench/gpu_check.sh): GPT-2 124M's shape as a
+             // Llama (grouped-query attention, 3 query heads per kv head; SwiGLU of 2048 keeps
+             // the MLP's 3 x 768 x 2048 near GPT-2's 2 x 768 x 3072), and TinyLlama 1.1B's shape
+             // (Zhang et al. 2024).
+             llama("llama-125m", 12, 768, 12, 4, 2048, 32000, 1024),
+             llama("llama-1.1b", 22, 2048, 32, 4, 5632, 32000, 2048),
              llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048),
              llama("llama-13b", 40, 5120, 40, 40, 13824, 32000, 2048),
              llama("llama-65b", 80, 8192, 64, 64, 22016, 32000, 2048),
              bloom("bloom-tiny", 4, 128, 4, 50257, 128),
+             // BLOOM-560M and BLOOM-1b7's shapes (BigScience 2022), for GPU benchmarks.
+             bloom("bloom-560m", 24, 1024, 16, 250880, 2048),
+             bloom("bloom-1b7", 24, 2048, 16, 250880, 2048),
              bloom("bloom-13b", 40, 5120, 32, 250880, 2048),
          })
       t.emplace(c.name, c);

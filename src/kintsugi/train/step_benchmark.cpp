@@ -49,7 +49,10 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
   for (int s = 0; s < warmup + steps; ++s) {
     if (profiler && s == warmup) profiler->reset();
     Stopwatch clock;
-    model.train_step(sample, 1, scale, 1e-4, 1.0);  // returns after reading the loss: done
+    // Returns after reading the loss: the step is done.
+    const StageModel::StepResult step = model.train_step(sample, 1, scale, 1e-4, 1.0);
+    result.losses.push_back(step.loss_sum * scale);
+    result.grad_norms.push_back(step.grad_norm);
     if (s >= warmup) result.step_seconds.push_back(clock.seconds());
   }
   std::vector<double> sorted = result.step_seconds;

@@ -20,6 +20,9 @@ struct StepBenchmarkResult {
   double gflops = 0;  // model FLOPs per second / 1e9 (plan/flops.hpp)
   std::size_t peak_memory_bytes = 0;  // tracked by the engine, on the run's device
   std::map<std::string, OpProfile> ops;  // per op kind, summed over the timed steps (profile)
+  // Every step's (warm-up included) mean token loss and gradient norm, in order: two runs of
+  // the same benchmark must give the same bits (bench/gpu_check.sh compares them).
+  std::vector<double> losses, grad_norms;
 };
 
 // With `profile`, every backend op is timed (which adds a little overhead per op, and on a GPU
