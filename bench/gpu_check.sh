@@ -163,7 +163,8 @@ done
 # The planner's prediction for this GPU (`plan --cluster local --device cuda`) of the two GPT-2
 # steps above, one micro-batch of the whole batch, to set beside the measured step.
 if wanted plan; then
-  run bench_comm "$kintsugi" bench comm  # the links the local spec reads (host MPI); one rank
+  # The links the local spec reads (MPI between two host processes), cached for plan.
+  run bench_comm mpirun -np 2 --oversubscribe "$kintsugi" bench comm
   for case in gpt2:32 gpt2-xl:8; do
     model="${case%%:*}" batch="${case##*:}"
     run "plan_${model}_b$batch" "$kintsugi" plan --cluster local --device cuda --model "$model" \
