@@ -177,8 +177,14 @@ fi
 import json, pathlib, sys, xml.etree.ElementTree as ET
 out, peak = pathlib.Path(sys.argv[1]), float(sys.argv[2])
 def load(name):
+    """The JSON a step printed: its last one-line object, or a pretty-printed one (plan)."""
     try:
         return json.loads((out / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        pass
+    try:
+        lines = (out / f"{name}.log").read_text().splitlines()
+        return json.loads("\n".join(lines[lines.index("{"):]))
     except (OSError, ValueError):
         return None
 env = (out / "environment.txt").read_text().splitlines()
