@@ -2,6 +2,7 @@
 // (backend/profiling_backend.hpp), and a profiled step synchronizes no more than an unprofiled
 // one (the emulator's events hold the host time of their record).
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <memory>
 #include <string>
@@ -101,6 +102,15 @@ TEST(CudaProfile, StepBenchmarkProfilesWithEvents) {
   EXPECT_LE(ops, steps);
   EXPECT_GT(r.profile_marks, 0);
   EXPECT_TRUE(r.ops.count("linear_backward_weight"));
+
+  // KINTSUGI_PROFILE_EVENTS=0: the host clock, synchronizing after each op, as before events.
+  ::setenv("KINTSUGI_PROFILE_EVENTS", "0", 1);
+  const auto old = run_step_benchmark(*gpu, tiny_gpt(), 2, 16, 1, 0, true, Precision::bf16);
+  ::unsetenv("KINTSUGI_PROFILE_EVENTS");
+  EXPECT_FALSE(old.profile_events);
+  EXPECT_EQ(old.profile_marks, 0);
+  EXPECT_EQ(old.ops.at("linear_backward_weight").calls,
+            r.ops.at("linear_backward_weight").calls / 2);  // one step against two
 }
 
 }  // namespace

@@ -148,6 +148,8 @@ TEST_F(Profile, EventsTimeEachOpAndShapeWithoutSynchronizing) {
 TEST_F(Profile, HostClockWithoutATimeline) {
   ProfilingBackend profiler(*cpu_);
   EXPECT_FALSE(profiler.uses_events());
+  TimelineCpu device(*cpu_);
+  EXPECT_FALSE(ProfilingBackend(device, false).uses_events()) << "the host clock, by choice";
   const Tensor dy = tensor(DType::f32, {64, 32}), x = tensor(DType::f32, {64, 32}),
                w = tensor(DType::f32, {32}), mean = tensor(DType::f32, {64}),
                rstd = tensor(DType::f32, {64}), dx = tensor(DType::f32, {64, 32}),

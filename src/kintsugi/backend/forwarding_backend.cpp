@@ -95,7 +95,8 @@ void ForwardingBackend::rope(const AttentionShape& s, const Tensor& qkv, double 
                              bool inverse) {
   // The queries and keys are read and written, the values untouched: per kv head, its group of
   // heads / kv_heads queries and one key out of heads / kv_heads + 2 vectors.
-  const double rotated = bytes(qkv) * double(s.heads + s.kv_heads) / double(s.heads + 2 * s.kv_heads);
+  const double rotated =
+      bytes(qkv) * double(s.heads + s.kv_heads) / double(s.heads + 2 * s.kv_heads);
   around(attention_call(inverse ? "rope_backward" : "rope_forward", 0,
                         2 * rotated + doc_starts(s), s, qkv),
          [&] { inner_.rope(s, qkv, theta, inverse); });

@@ -6,8 +6,8 @@
 
 namespace kintsugi {
 
-ProfilingBackend::ProfilingBackend(Backend& inner)
-    : ForwardingBackend(inner), events_(inner.timeline()) {}
+ProfilingBackend::ProfilingBackend(Backend& inner, bool use_events)
+    : ForwardingBackend(inner), events_(use_events ? inner.timeline() : nullptr) {}
 
 void ProfilingBackend::begin_step() {
   spans_.clear();

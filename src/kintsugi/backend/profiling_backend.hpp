@@ -9,7 +9,9 @@
 //   for it and reads each op's span. The step runs as it would unprofiled, queued ahead and
 //   overlapping the host, except for two event records per op. A span is the time from the
 //   device reaching the op's first mark to reaching its second: were the host too slow to keep
-//   the device busy, the wait for the op's launch would count in it.
+//   the device busy (the step's first ops, ops after a host read), the wait for the op's launch
+//   would count in it. CUDA times events to about half a microsecond: an op of a few
+//   microseconds is timed coarsely, a sum over many calls well.
 // - the host clock, elsewhere (the CPU): each op is timed from its call to its end, waiting for
 //   it (synchronize) before stopping the clock.
 #include <cstdint>
@@ -32,7 +34,8 @@ struct OpProfile {
 
 class ProfilingBackend final : public ForwardingBackend {
  public:
-  explicit ProfilingBackend(Backend& inner);
+  // `use_events` false: the host clock even where the inner backend has a timeline.
+  explicit ProfilingBackend(Backend& inner, bool use_events = true);
 
   // Whether ops are timed with the inner backend's device timeline (else the host clock).
   bool uses_events() const { return events_ != nullptr; }

@@ -48,16 +48,19 @@ std::string rate(double amount, double seconds, double unit) {
 // How the ops were timed, what that cost, and the roofline's two ceilings.
 void print_profile_header(const StepBenchmarkResult& r, const RooflineCeilings& c, int steps) {
   const double profiled = median(r.profiled_step_seconds), plain = r.median_seconds;
+  const std::int64_t marks = r.profile_marks / steps;
   if (r.profile_events)
     fmt::print("\nProfile: each op between two events on the device's stream, no synchronization "
                "between ops ({} marks per step)\n",
-               r.profile_marks / steps);
+               marks);
   else
     fmt::print("\nProfile: host clock, synchronizing after each op (ops timed one at a time, "
                "without the overlap of a normal run)\n");
   fmt::print("Profiled steps {:.2f} ms (median), unprofiled steps between them {:.2f} ms: the "
-             "profile adds {:+.2f} ms per step\n",
-             1e3 * profiled, 1e3 * plain, 1e3 * (profiled - plain));
+             "profile adds {:+.2f} ms per step{}\n",
+             1e3 * profiled, 1e3 * plain, 1e3 * (profiled - plain),
+             marks > 0 ? fmt::format(" ({:+.2f} us per mark)", 1e6 * (profiled - plain) / marks)
+                       : "");
   fmt::print("Ceilings: GEMM {:.1f} GFLOP/s ({}); memory {:.1f} GB/s (device-to-device copy of "
              "{} MiB, bytes read + written)\n",
              c.gemm_gflops, c.gemm_source, c.copy_gbs, c.copy_bytes >> 20);

@@ -11,6 +11,8 @@
 //                      the step's own elementwise kernels reach instead (memory_bandwidth.hpp),
 //                      about half a copy's on an H200: a floor wants the copy.
 // floor = max(FLOPs / GEMM rate, bytes / bandwidth); time / floor is how far an op is from it.
+// The bytes are counted as if every tensor came from memory: an op whose tensors stay in a cache
+// (small shapes, or a CPU's) can run below its floor.
 #include <cstddef>
 #include <string>
 

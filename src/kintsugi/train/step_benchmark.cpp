@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/timer.hpp"
@@ -11,6 +13,13 @@
 namespace kintsugi {
 
 namespace {
+// KINTSUGI_PROFILE_EVENTS=0 times ops with the host clock, synchronizing after each, even on a
+// device with a timeline: the profile as it was before events, to compare the two in one run.
+bool profile_events() {
+  const char* v = std::getenv("KINTSUGI_PROFILE_EVENTS");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -44,7 +53,7 @@ StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfi
   resolve_layout(run, 1);
 
   // Profiled or not, the model runs on the profiler: disabled, it passes ops straight through.
-  ProfilingBackend profiler(device_backend);
+  ProfilingBackend profiler(device_backend, profile_events());
   Backend& backend = profile ? static_cast<Backend&>(profiler) : device_backend;
   const Place place;
   Tracer tracer;
