@@ -37,7 +37,7 @@ class GuardedBackend final : public ForwardingBackend {
   Allocator& allocator() override { return memory_; }
 
  protected:
-  void around(const char*, double, const std::function<void()>& run) override {
+  void around(const OpCall&, const std::function<void()>& run) override {
     memory_.while_open(run);
   }
 

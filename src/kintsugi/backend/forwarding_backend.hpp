@@ -1,13 +1,29 @@
 #pragma once
 // A Backend that passes every op to another backend through one hook, around(): the base of
 // backends that observe ops (ProfilingBackend times them; tests guard device memory with it).
-// Each op names itself and, for GEMM-like ops, its FLOPs.
+// Each call describes itself (OpCall): its kind, its FLOPs, the bytes it must move and its shape.
 #include <functional>
 #include <string>
 
 #include "kintsugi/backend/backend.hpp"
 
 namespace kintsugi {
+
+// One call of an op as an observer sees it: what it must at least compute and move (a roofline's
+// two floors), and the dimensions that tell its calls of different shapes apart.
+struct OpCall {
+  const char* name = "";  // the op's kind, e.g. "linear_forward"; ops sharing one add up under it
+  double flops = 0;       // GEMM-like ops: 2 x multiply-adds (attention: its model FLOPs)
+  // The least traffic to memory: each tensor it reads read once, each it writes written once,
+  // at the tensors' own element types (an output it accumulates into is read too; a gather
+  // counts the rows it reads). 0: not counted.
+  double bytes = 0;
+  // Linear ops: the layer's M x N x K (rows x out x in, the forward's, so a layer's three GEMMs
+  // share it); attention and RoPE: batch x seq x heads x head_dim; other ops: their main tensor
+  // as rows x columns (its only dimension when it has one). Rank 0: not given.
+  Shape dims;
+  DType dtype = DType::f32;  // the main operand's element type
+};
 
 class ForwardingBackend : public Backend {
  public:
@@ -74,8 +90,12 @@ class ForwardingBackend : public Backend {
                   const AdamWHyper& h, const Tensor* working_copy) override;
 
  protected:
-  // Runs one op of the inner backend (run()); `flops` counts GEMM-like ops' multiply-adds x 2.
-  virtual void around(const char* op, double flops, const std::function<void()>& run) { run(); }
+  // Runs one op of the inner backend (run()), described by `call`.
+  virtual void around(const OpCall& call, const std::function<void()>& run) { run(); }
+  // An op that names only its kind and FLOPs.
+  void around(const char* op, double flops, const std::function<void()>& run) {
+    around(OpCall{op, flops}, run);
+  }
   Backend& inner() { return inner_; }
 
  private:

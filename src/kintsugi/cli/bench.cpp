@@ -14,30 +14,128 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/train/op_roofline.hpp"
 #include "kintsugi/train/step_benchmark.hpp"
 
 namespace kintsugi::cli {
 
 namespace {
 
-// Ops sorted by time, per step; the remainder is time outside backend ops.
-void print_profile(const StepBenchmarkResult& r, int steps) {
-  std::vector<std::pair<std::string, OpProfile>> ops(r.ops.begin(), r.ops.end());
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean_seconds(const std::vector<double>& steps) {
+  double total = 0;
+  for (double s : steps) total += s;
+  return total / static_cast<double>(steps.size());
+}
+
+// Ops sorted by time, per profiled step.
+std::vector<std::pair<std::string, OpProfile>> by_time(const std::map<std::string, OpProfile>& m) {
+  std::vector<std::pair<std::string, OpProfile>> ops(m.begin(), m.end());
   std::sort(ops.begin(), ops.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  double total = 0;
-  for (const auto& s : r.step_seconds) total += s;
+  return ops;
+}
+
+std::string rate(double amount, double seconds, double unit) {
+  return amount > 0 && seconds > 0 ? fmt::format("{:.1f}", amount / seconds / unit) : "";
+}
+
+// How the ops were timed, what that cost, and the roofline's two ceilings.
+void print_profile_header(const StepBenchmarkResult& r, const RooflineCeilings& c, int steps) {
+  const double profiled = median(r.profiled_step_seconds), plain = r.median_seconds;
+  const std::int64_t marks = r.profile_marks / steps;
+  if (r.profile_events)
+    fmt::print("\nProfile: each op between two events on the device's stream, no synchronization "
+               "between ops ({} marks per step)\n",
+               marks);
+  else
+    fmt::print("\nProfile: host clock, synchronizing after each op (ops timed one at a time, "
+               "without the overlap of a normal run)\n");
+  fmt::print("Profiled steps {:.2f} ms (median), unprofiled steps between them {:.2f} ms: the "
+             "profile adds {:+.2f} ms per step{}\n",
+             1e3 * profiled, 1e3 * plain, 1e3 * (profiled - plain),
+             marks > 0 ? fmt::format(" ({:+.2f} us per mark)", 1e6 * (profiled - plain) / marks)
+                       : "");
+  fmt::print("Ceilings: GEMM {:.1f} GFLOP/s ({}); memory {:.1f} GB/s (device-to-device copy of "
+             "{} MiB, bytes read + written)\n",
+             c.gemm_gflops, c.gemm_source, c.copy_gbs, c.copy_bytes >> 20);
+}
+
+// Per op kind, sorted by time; the remainder is time outside backend ops.
+void print_profile_kinds(const StepBenchmarkResult& r, int steps) {
+  const double total = mean_seconds(r.profiled_step_seconds) * steps;
   fmt::print("\n{:<24} {:>10} {:>10} {:>8} {:>10}\n", "op", "calls/step", "ms/step", "share",
              "GFLOP/s");
   double covered = 0;
-  for (const auto& [name, p] : ops) {
+  for (const auto& [name, p] : by_time(r.ops)) {
     covered += p.seconds;
-    fmt::print("{:<24} {:>10.0f} {:>10.1f} {:>7.1f}% {:>10}\n", name, double(p.calls) / steps,
-               1e3 * p.seconds / steps, 100 * p.seconds / total,
-               p.flops > 0 ? fmt::format("{:.1f}", p.flops / p.seconds / 1e9) : "");
+    fmt::print("{:<24} {:>10.0f} {:>10.2f} {:>7.1f}% {:>10}\n", name, double(p.calls) / steps,
+               1e3 * p.seconds / steps, 100 * p.seconds / total, rate(p.flops, p.seconds, 1e9));
   }
-  fmt::print("{:<24} {:>10} {:>10.1f} {:>7.1f}%\n", "(outside ops)", "",
+  fmt::print("{:<24} {:>10} {:>10.2f} {:>7.1f}%\n", "(outside ops)", "",
              1e3 * (total - covered) / steps, 100 * (total - covered) / total);
+}
+
+// Per op and shape, sorted by time: calls and GFLOP per step, rates (GB/s of the least bytes
+// the op must move), and its roofline floor with the time's ratio to it (op_roofline.hpp).
+void print_profile_shapes(const StepBenchmarkResult& r, const RooflineCeilings& c, int steps) {
+  const double total = mean_seconds(r.profiled_step_seconds) * steps;
+  fmt::print("\n{:<44} {:>6} {:>9} {:>7} {:>9} {:>10} {:>8} {:>9} {:>7}\n", "op and shape",
+             "calls", "ms/step", "share", "GFLOP", "GFLOP/s", "GB/s", "floor ms", "x floor");
+  OpProfile sum;
+  double floor_sum = 0;
+  for (const auto& [name, p] : by_time(r.op_shapes)) {
+    const double floor = floor_seconds(p, c);
+    sum.calls += p.calls;
+    sum.seconds += p.seconds;
+    floor_sum += floor;
+    fmt::print("{:<44} {:>6.0f} {:>9.3f} {:>6.1f}% {:>9} {:>10} {:>8} {:>9.3f} {:>7}\n", name,
+               double(p.calls) / steps, 1e3 * p.seconds / steps, 100 * p.seconds / total,
+               p.flops > 0 ? fmt::format("{:.1f}", p.flops / steps / 1e9) : "",
+               rate(p.flops, p.seconds, 1e9), rate(p.bytes, p.seconds, 1e9),
+               1e3 * floor / steps, floor > 0 ? fmt::format("{:.1f}", p.seconds / floor) : "");
+  }
+  fmt::print("{:<44} {:>6.0f} {:>9.3f} {:>6.1f}% {:>9} {:>10} {:>8} {:>9.3f} {:>7}\n",
+             "total (ops)", double(sum.calls) / steps, 1e3 * sum.seconds / steps,
+             100 * sum.seconds / total, "", "", "", 1e3 * floor_sum / steps,
+             floor_sum > 0 ? fmt::format("{:.1f}", sum.seconds / floor_sum) : "");
+  fmt::print("{:<44} {:>6} {:>9.3f} {:>6.1f}%\n", "step (profiled)", "", 1e3 * total / steps,
+             100.0);
+}
+
+// The profile as JSON (with --json --profile).
+nlohmann::json profile_json(const StepBenchmarkResult& r, const RooflineCeilings& c, int steps) {
+  nlohmann::json kinds = nlohmann::json::array(), shapes = nlohmann::json::array();
+  for (const auto& [name, p] : by_time(r.ops))
+    kinds.push_back({{"op", name}, {"calls_per_step", double(p.calls) / steps},
+                     {"ms_per_step", 1e3 * p.seconds / steps},
+                     {"gflop_per_step", p.flops / steps / 1e9}});
+  for (const auto& [name, p] : by_time(r.op_shapes)) {
+    const double floor = floor_seconds(p, c);
+    shapes.push_back({{"op", name}, {"calls_per_step", double(p.calls) / steps},
+                      {"ms_per_step", 1e3 * p.seconds / steps},
+                      {"gflop_per_step", p.flops / steps / 1e9},
+                      {"gb_per_step", p.bytes / steps / 1e9},
+                      {"floor_ms_per_step", 1e3 * floor / steps}});
+  }
+  return {{"timing", r.profile_events ? "events" : "host_clock"},
+          {"ms_per_step", 1e3 * median(r.profiled_step_seconds)},
+          {"step_ms", [&] {
+             std::vector<double> ms;
+             for (double s : r.profiled_step_seconds) ms.push_back(1e3 * s);
+             return ms;
+           }()},
+          {"marks_per_step", r.profile_marks / steps},
+          {"gemm_gflops_ceiling", c.gemm_gflops},
+          {"gemm_dtype", std::string(name_of(c.gemm_dtype))},
+          {"copy_gbs_ceiling", c.copy_gbs},
+          {"ops", kinds},
+          {"op_shapes", shapes}};
 }
 
 void add_gemm(CLI::App& bench) {
@@ -96,7 +194,10 @@ void add_step(CLI::App& bench) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = bench.add_subcommand("step", "Time training steps of a model preset");
-  cmd->add_flag("--profile", args->profile, "Also time every backend op and print where the step goes");
+  cmd->add_flag("--profile", args->profile,
+                "Also run as many profiled steps, time every backend op (on a GPU with events on "
+                "its stream, unsynchronized) and print where the step goes, per op and shape, "
+                "beside each op's roofline floor");
   cmd->add_option("--model", args->model, "Model preset (see `kintsugi train --help-config`)");
   cmd->add_option("--batch", args->batch, "Sequences per step");
   cmd->add_option("--seq", args->seq, "Tokens per sequence");
@@ -114,33 +215,40 @@ void add_step(CLI::App& bench) {
     const ModelConfig config = model_preset(args->model);
     const Device device = parse_name<Device>(args->device, "--device");
     MemoryTracker memory;
+    const Precision precision = parse_name<Precision>(args->precision, "--precision");
     const GemmRate gemm = local_gemm_rate(*make_backend(device, memory));
+    // The roofline's ceilings, measured first on a backend of their own (its memory is not the
+    // step's).
+    RooflineCeilings ceilings;
+    if (args->profile)
+      ceilings = measure_roofline_ceilings(*make_backend(device, memory),
+                                           gemm_dtype(precision, device));
     const auto r = run_step_benchmark(config, args->batch, args->seq, args->steps, args->warmup,
-                                      args->profile, device,
-                                      parse_name<Precision>(args->precision, "--precision"));
+                                      args->profile, device, precision);
     const double fraction = r.gflops / gemm.gflops;
     std::vector<double> step_ms;
     for (double s : r.step_seconds) step_ms.push_back(s * 1e3);
     if (args->json) {
-      fmt::print("{}\n", nlohmann::json{{"impl", "kintsugi"},
-                                        {"model", args->model},
-                                        {"batch", args->batch},
-                                        {"seq", args->seq},
-                                        {"threads", compute_threads()},
-                                        {"device", args->device},
-                                        {"hardware", gemm.cpu},
-                                        {"precision", args->precision},
-                                        {"steps", args->steps},
-                                        {"ms_per_step", r.median_seconds * 1e3},
-                                        {"step_ms", step_ms},
-                                        {"tokens_per_s", r.tokens_per_s},
-                                        {"gflops", r.gflops},
-                                        {"gemm_gflops", gemm.gflops},
-                                        {"fraction_of_gemm", fraction},
-                                        {"peak_memory_bytes", r.peak_memory_bytes},
-                                        {"losses", r.losses},
-                                        {"grad_norms", r.grad_norms}}
-                             .dump());
+      nlohmann::json j{{"impl", "kintsugi"},
+                       {"model", args->model},
+                       {"batch", args->batch},
+                       {"seq", args->seq},
+                       {"threads", compute_threads()},
+                       {"device", args->device},
+                       {"hardware", gemm.cpu},
+                       {"precision", args->precision},
+                       {"steps", args->steps},
+                       {"ms_per_step", r.median_seconds * 1e3},
+                       {"step_ms", step_ms},
+                       {"tokens_per_s", r.tokens_per_s},
+                       {"gflops", r.gflops},
+                       {"gemm_gflops", gemm.gflops},
+                       {"fraction_of_gemm", fraction},
+                       {"peak_memory_bytes", r.peak_memory_bytes},
+                       {"losses", r.losses},
+                       {"grad_norms", r.grad_norms}};
+      if (args->profile) j["profile"] = profile_json(r, ceilings, args->steps);
+      fmt::print("{}\n", j.dump());
       return;
     }
     fmt::print("{} ({:.1f}M parameters), batch {} x seq {}, {} threads, {} timed steps\n",
@@ -150,7 +258,11 @@ void add_step(CLI::App& bench) {
     fmt::print("{:>12.1f} {:>12.0f} {:>10.1f} {:>13.1f}%\n", r.median_seconds * 1e3,
                r.tokens_per_s, r.gflops, 100 * fraction);
     fmt::print("GEMM rate {:.1f} GFLOP/s: {}\n", gemm.gflops, gemm.source);
-    if (args->profile) print_profile(r, args->steps);
+    if (args->profile) {
+      print_profile_header(r, ceilings, args->steps);
+      print_profile_kinds(r, args->steps);
+      print_profile_shapes(r, ceilings, args->steps);
+    }
   });
 }
 

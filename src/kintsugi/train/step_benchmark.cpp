@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/timer.hpp"
@@ -10,9 +12,32 @@
 
 namespace kintsugi {
 
+namespace {
+// KINTSUGI_PROFILE_EVENTS=0 times ops with the host clock, synchronizing after each, even on a
+// device with a timeline: the profile as it was before events, to compare the two in one run.
+bool profile_events() {
+  const char* v = std::getenv("KINTSUGI_PROFILE_EVENTS");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
 StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t batch,
                                        std::int64_t seq, int steps, int warmup, bool profile,
                                        Device device, Precision precision) {
+  MemoryTracker memory;
+  auto backend = make_backend(device, memory);
+  return run_step_benchmark(*backend, config, batch, seq, steps, warmup, profile, precision);
+}
+
+StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfig& config,
+                                       std::int64_t batch, std::int64_t seq, int steps, int warmup,
+                                       bool profile, Precision precision) {
   if (seq > config.seq_len)
     fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
   if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
@@ -27,14 +52,12 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
   run.train.precision = precision;
   resolve_layout(run, 1);
 
-  MemoryTracker memory;
-  auto device_backend = make_backend(device, memory);
-  std::unique_ptr<ProfilingBackend> profiler;
-  if (profile) profiler = std::make_unique<ProfilingBackend>(*device_backend);
-  Backend* backend = profile ? static_cast<Backend*>(profiler.get()) : device_backend.get();
+  // Profiled or not, the model runs on the profiler: disabled, it passes ops straight through.
+  ProfilingBackend profiler(device_backend, profile_events());
+  Backend& backend = profile ? static_cast<Backend&>(profiler) : device_backend;
   const Place place;
   Tracer tracer;
-  StageModel model(*backend, run, place, tracer);
+  StageModel model(backend, run, place, tracer);
 
   std::vector<std::int32_t> tokens(batch * seq + 1);
   for (std::size_t i = 0; i < tokens.size(); ++i)
@@ -44,25 +67,44 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
     std::copy(tokens.begin() + 1, tokens.end(), out);
   };
   const double scale = 1.0 / static_cast<double>(batch * seq);
-
   StepBenchmarkResult result;
-  for (int s = 0; s < warmup + steps; ++s) {
-    if (profiler && s == warmup) profiler->reset();
+  // The unprofiled steps' losses and gradient norms are kept (`record`).
+  const auto timed_step = [&](bool record) {
     Stopwatch clock;
     // Returns after reading the loss: the step is done.
     const StageModel::StepResult step = model.train_step(sample, 1, scale, 1e-4, 1.0);
-    result.losses.push_back(step.loss_sum * scale);
-    result.grad_norms.push_back(step.grad_norm);
-    if (s >= warmup) result.step_seconds.push_back(clock.seconds());
+    const double seconds = clock.seconds();
+    if (record) {
+      result.losses.push_back(step.loss_sum * scale);
+      result.grad_norms.push_back(step.grad_norm);
+    }
+    return seconds;
+  };
+
+  for (int s = 0; s < warmup + steps; ++s) {
+    profiler.set_enabled(false);
+    const double plain = timed_step(true);
+    if (s >= warmup) result.step_seconds.push_back(plain);
+    if (!profile) continue;
+    // Warm-up steps are profiled too: the timeline creates its events in the first.
+    if (s == warmup) profiler.reset();
+    profiler.set_enabled(true);
+    profiler.begin_step();
+    const double profiled = timed_step(false);
+    profiler.end_step();  // reads the device's spans, after the step's clock stopped
+    if (s >= warmup) result.profiled_step_seconds.push_back(profiled);
   }
-  std::vector<double> sorted = result.step_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  result.median_seconds = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  profiler.set_enabled(false);
+  result.median_seconds = median(result.step_seconds);
   result.tokens_per_s = batch * seq / result.median_seconds;
   result.gflops = model_flops_per_token(config, seq) * batch * seq / result.median_seconds / 1e9;
-  result.peak_memory_bytes = memory.peak_total();
-  if (profiler) result.ops = profiler->profile();
+  result.peak_memory_bytes = device_backend.memory().peak_total();
+  if (profile) {
+    result.profile_events = profiler.uses_events();
+    result.profile_marks = profiler.marks();
+    result.ops = profiler.profile();
+    result.op_shapes = profiler.by_shape();
+  }
   return result;
 }
 

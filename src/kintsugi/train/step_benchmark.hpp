@@ -14,22 +14,32 @@
 namespace kintsugi {
 
 struct StepBenchmarkResult {
-  std::vector<double> step_seconds;  // timed steps only
+  std::vector<double> step_seconds;  // timed steps only, run unprofiled
   double median_seconds = 0;
   double tokens_per_s = 0;
   double gflops = 0;  // model FLOPs per second / 1e9 (plan/flops.hpp)
   std::size_t peak_memory_bytes = 0;  // tracked by the engine, on the run's device
-  std::map<std::string, OpProfile> ops;  // per op kind, summed over the timed steps (profile)
-  // Every step's (warm-up included) mean token loss and gradient norm, in order: two runs of
-  // the same benchmark must give the same bits (bench/gpu_check.sh compares them).
+  // With the profile: as many profiled steps, each after an unprofiled one (so both see the
+  // same state of the machine), and what their ops took, summed over them.
+  std::vector<double> profiled_step_seconds;
+  bool profile_events = false;  // timed with the device's events (else the host clock)
+  std::int64_t profile_marks = 0;  // event marks over the profiled steps
+  std::map<std::string, OpProfile> ops;       // per op kind
+  std::map<std::string, OpProfile> op_shapes;  // per op and shape (ProfilingBackend::by_shape)
+  // Every unprofiled step's (warm-up included) mean token loss and gradient norm, in order: two
+  // runs of the same benchmark must give the same bits (bench/gpu_check.sh compares them).
   std::vector<double> losses, grad_norms;
 };
 
-// With `profile`, every backend op is timed (which adds a little overhead per op, and on a GPU
-// a synchronization after each).
+// With `profile`, every backend op of the profiled steps is timed (ProfilingBackend: with the
+// device's events where the backend has a timeline, else synchronizing after each op).
 StepBenchmarkResult run_step_benchmark(const ModelConfig& model, std::int64_t batch,
                                        std::int64_t seq, int steps, int warmup,
                                        bool profile = false, Device device = Device::cpu,
                                        Precision precision = Precision::fp32);
+// The same on a backend of the caller's (its memory tracker gives the peak).
+StepBenchmarkResult run_step_benchmark(Backend& backend, const ModelConfig& model,
+                                       std::int64_t batch, std::int64_t seq, int steps, int warmup,
+                                       bool profile, Precision precision);
 
 }  // namespace kintsugi
