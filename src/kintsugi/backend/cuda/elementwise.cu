@@ -20,14 +20,17 @@ namespace {
 template <class... R>
 struct Refs;
 template <>
-struct Refs<> {
-  static constexpr int size = 0;
-};
+struct Refs<> {};
 template <class H, class... T>
 struct Refs<H, T...> {
-  static constexpr int size = 1 + sizeof...(T);
   H head;
   Refs<T...> rest;
+};
+template <class R>
+struct RefCount;
+template <class... R>
+struct RefCount<Refs<R...>> {
+  static constexpr int value = sizeof...(R);
 };
 inline Refs<> refs() { return {}; }
 template <class H, class... T>
@@ -80,7 +83,7 @@ __device__ __forceinline__ void store_each(const Refs<R...>& r, std::int64_t i,
 // writes any, so outputs may alias inputs element for element.
 template <class Acc, class In, class Out, class Op>
 __global__ void map_kernel(In in, Out out, std::int64_t n, bool vec, Op op) {
-  constexpr int N = In::size, M = Out::size;
+  constexpr int N = RefCount<In>::value, M = RefCount<Out>::value;
   const std::int64_t whole = vec ? n / 8 * 8 : 0;
   for (std::int64_t c = global_index() * 8; c < whole; c += global_stride() * 8) {
     Acc x[N][8], y[M][8];
