@@ -12,7 +12,7 @@
 #   GPU_CHECK_QUICK=1 bash bench/gpu_check.sh  fewer timed steps (a smoke run)
 #   GPU_CHECK_SKIP="layouts compiled"          parts left out: tests, layouts, gemm,
 #                                              transformers, kintsugi, profile, cuda_core,
-#                                              eager, compiled
+#                                              generic_kernels, eager, compiled
 #   GPU_PEAK_TFLOPS=989                        dense bf16 peak for MFU (H100 SXM: 989)
 #
 # Exit status: 0 when every GPU test passed and every benchmark ran; 1 otherwise; 2 when no GPU
@@ -98,9 +98,10 @@ fi
 
 # model batch: kintsugi, then PyTorch eager and compiled, on the same GPU in the same go
 # (compiled last: torch.compile spends minutes compiling before it measures).
-# The profile (time per op) and the CUDA-core attention kernels (the tensor-core ones turned
-# off) are for GPT-2 124M only.
-for mode in kintsugi profile cuda_core eager compiled; do
+# The profile (time per op), the CUDA-core attention kernels (the tensor-core ones turned off)
+# and the generic memory-bound kernels (KINTSUGI_TYPED_KERNELS=0: the step and its profile) are
+# for GPT-2 124M only.
+for mode in kintsugi profile cuda_core generic_kernels eager compiled; do
   wanted $mode || continue
   for case in "gpt2 32" "gpt2-xl 8"; do
     read -r model batch <<<"$case"
@@ -108,10 +109,15 @@ for mode in kintsugi profile cuda_core eager compiled; do
           --seq 1024 --steps "$steps" --warmup "$warmup")
     case $mode in
       kintsugi) run "kintsugi_${model}_b$batch" "${step[@]}" --json; continue ;;
-      profile | cuda_core) [[ $model == gpt2 ]] || continue ;;&
+      profile | cuda_core | generic_kernels) [[ $model == gpt2 ]] || continue ;;&
       profile) run "kintsugi_${model}_b${batch}_profile" "${step[@]}" --profile; continue ;;
       cuda_core)
         run "kintsugi_cuda_core_${model}_b$batch" env KINTSUGI_TENSOR_CORE_ATTENTION=0 "${step[@]}" --json
+        continue ;;
+      generic_kernels)
+        run "kintsugi_generic_kernels_${model}_b$batch" env KINTSUGI_TYPED_KERNELS=0 "${step[@]}" --json
+        run "kintsugi_generic_kernels_${model}_b${batch}_profile" env KINTSUGI_TYPED_KERNELS=0 \
+          "${step[@]}" --profile
         continue ;;
     esac
     flag=""
@@ -163,6 +169,8 @@ print("|---|---|---|---:|---:|---:|---:|---:|")
 for model, batch in (("gpt2", 32), ("gpt2-xl", 8)):
     for impl, name in (("kintsugi (bf16)", f"kintsugi_{model}_b{batch}"),
                        ("kintsugi, CUDA-core attention", f"kintsugi_cuda_core_{model}_b{batch}"),
+                       ("kintsugi, generic memory-bound kernels",
+                        f"kintsugi_generic_kernels_{model}_b{batch}"),
                        ("PyTorch eager", f"pytorch_eager_{model}_b{batch}"),
                        ("PyTorch compiled", f"pytorch_compiled_{model}_b{batch}")):
         r = load(name)
