@@ -419,17 +419,6 @@ inline bool all_f64(std::initializer_list<Ref> refs) {
   return true;
 }
 
-// Launches kernel<double> when f64 (every tensor is f64), kernel<float> otherwise.
-#define KINTSUGI_LAUNCH(kernel, n, stream, f64, ...)                                       \
-  do {                                                                                     \
-    if ((n) <= 0) break;                                                                   \
-    if (f64)                                                                               \
-      KINTSUGI_CUDA_LAUNCH(kernel<double>, grid_for(n), kThreads, 0, stream, __VA_ARGS__); \
-    else                                                                                   \
-      KINTSUGI_CUDA_LAUNCH(kernel<float>, grid_for(n), kThreads, 0, stream, __VA_ARGS__);  \
-    check_launch(#kernel, stream);                                                         \
-  } while (0)
-
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -300,7 +300,9 @@ int fused_warps(int terms, std::int64_t cols) {
 }
 
 // Backward of either norm (mean and db unused for RMSNorm): fused when `fuse` and the rows fit,
-// else the two kernels.
+// else the two kernels. Typed, the fused kernel takes 56 registers (bf16 with f32 statistics;
+// ptxas -v, sm_90): with 48 KiB of accumulators for 768 columns, four blocks (32 warps) fit an
+// SM. Through Refs it takes 225 and one block per SM: it serves only mixes not compiled typed.
 template <class Acc, bool kLayerNorm, class XR, class SR, class GR>
 void norm_backward_t(XR dy, XR x, XR w, SR mean, SR rstd, XR dx, GR dw, GR db, std::int64_t rows,
                      std::int64_t cols, bool vec, bool accumulate, bool fuse, Scratch scratch,
