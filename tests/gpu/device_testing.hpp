@@ -105,6 +105,10 @@ class OpTest {
     return p;
   }
 
+  // Tensors made from now on start `elements` elements into their GPU buffer: with an odd count
+  // they start off every 16-byte boundary, where kernels take no runs of 8 elements.
+  void misalign(std::int64_t elements) { misalign_ = elements; }
+
   // Copies the GPU's values to the CPU side: a backward pass then starts from the forward's
   // outputs as the GPU computed them, on both sides.
   static void mirror(Pair& p) { set_cpu(p, fetch(p.gpu)); }
@@ -148,10 +152,12 @@ class OpTest {
   Pair make(DType dtype, Shape shape) {
     Pair p;
     const std::size_t n = static_cast<std::size_t>(shape.numel());
-    p.gpu_buffer = gpu_->allocate(MemoryKind::workspace, std::max<std::size_t>(1, n * size_of(dtype)));
+    const std::size_t skip = static_cast<std::size_t>(misalign_) * size_of(dtype);
+    p.gpu_buffer =
+        gpu_->allocate(MemoryKind::workspace, std::max<std::size_t>(1, skip + n * size_of(dtype)));
     const DType host = dtype == DType::i32 ? DType::i32 : DType::f64;
     p.cpu_buffer = cpu_->allocate(MemoryKind::workspace, std::max<std::size_t>(1, n * size_of(host)));
-    p.gpu = p.gpu_buffer.view(dtype, shape);
+    p.gpu = p.gpu_buffer.view(dtype, shape, skip);
     p.cpu = p.cpu_buffer.view(host, shape);
     return p;
   }
@@ -165,6 +171,7 @@ class OpTest {
   MemoryTracker gpu_memory_, cpu_memory_;
   std::unique_ptr<Backend> gpu_, cpu_;
   std::uint64_t seed_ = 20261124, draws_ = 0;
+  std::int64_t misalign_ = 0;
 };
 
 }  // namespace kintsugi::gpu_testing

@@ -1,7 +1,8 @@
 #pragma once
-// Device-side building blocks shared by the kernels: typed loads and stores through a Ref (the
-// dtype switch is uniform across a warp, so it costs a branch, not divergence), launch geometry,
-// and block reductions whose order is fixed by the thread layout (deterministic).
+// Device-side building blocks shared by the kernels: loads and stores through a Ref (a switch
+// over the element type at run time) or a Typed<T> (the type fixed at compile time), the host's
+// choice between them, launch geometry, and block reductions whose order is fixed by the thread
+// layout (deterministic).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -9,9 +10,11 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "kintsugi/backend/cuda/cuda_check.hpp"
 #include "kintsugi/backend/cuda/kernels.hpp"
+#include "kintsugi/backend/cuda/typed_kernels.hpp"
 
 // Kernel launches and dynamic shared memory go through these two names so that the same kernels
 // also run on the CPU under the test suite's CUDA emulator (tests/cuda_emulator), which defines
@@ -192,20 +195,99 @@ __device__ __forceinline__ void store8(const Ref& r, std::int64_t i, const Acc (
     if (q < words) store16(p + 16 * q, w[q]);
 }
 
-// A run of K consecutive elements (K = 8: load8/store8; K = 1: load/store).
+// ---- typed access. A Typed<T> is a Ref whose element type T (float, double, __nv_bfloat16,
+// __half) is fixed at compile time: each load or store is one instruction, a run of 8 elements
+// one to four 16-byte accesses. Through a Ref every access switches over four types at run time:
+// with it the memory-bound kernels took 56 to 176 registers and a 32-byte stack frame (ptxas -v,
+// sm_90; GELU backward 72, LayerNorm's dx 127, AdamW 155), which capped their occupancy and
+// their bandwidth (docs/gpu.md). Kernels are templates over the accessor (Ref or Typed<T>): one
+// source serves both, the host picks (run_typed, below).
+template <class T>
+struct Typed {
+  T* data = nullptr;
+  std::int64_t count = 0;  // as Ref::count: bounds under the emulator
+};
+template <class T>
+inline Typed<T> typed(const Ref& r) {
+  return {static_cast<T*>(r.data), r.count};
+}
+// Whether accessor R is a Typed<T>: paths that only typed kernels take are compiled out of the
+// generic ones, which then keep their old code and registers.
+template <class R>
+constexpr bool is_typed = !std::is_same_v<R, Ref>;
+
+// To the accumulator type and back, rounding as load() and store() do.
+template <class Acc, class T>
+__device__ __forceinline__ Acc widen(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return static_cast<Acc>(__bfloat162float(v));
+  else if constexpr (std::is_same_v<T, __half>)
+    return static_cast<Acc>(__half2float(v));
+  else
+    return static_cast<Acc>(v);
+}
+template <class T, class Acc>
+__device__ __forceinline__ T narrow(Acc v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+template <class Acc, class T>
+__device__ __forceinline__ Acc load(const Typed<T>& r, std::int64_t i) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  return widen<Acc>(r.data[i]);
+}
+template <class Acc, class T>
+__device__ __forceinline__ void store(const Typed<T>& r, std::int64_t i, Acc v) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  r.data[i] = narrow<T>(v);
+}
+template <class Acc, class T>
+__device__ __forceinline__ void load8(const Typed<T>& r, std::int64_t i, Acc (&v)[8]) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  KINTSUGI_CUDA_CHECK_INDEX(r, i + 7);
+  constexpr int kWords = static_cast<int>(sizeof(T)) / 2;  // 16-byte words of 8 elements
+  uint4 w[kWords];
+#pragma unroll
+  for (int q = 0; q < kWords; ++q) w[q] = load16(r.data + i + q * (8 / kWords));
+  T e[8];
+  std::memcpy(e, w, sizeof e);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = widen<Acc>(e[k]);
+}
+template <class Acc, class T>
+__device__ __forceinline__ void store8(const Typed<T>& r, std::int64_t i, const Acc (&v)[8]) {
+  KINTSUGI_CUDA_CHECK_INDEX(r, i);
+  KINTSUGI_CUDA_CHECK_INDEX(r, i + 7);
+  constexpr int kWords = static_cast<int>(sizeof(T)) / 2;
+  T e[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) e[k] = narrow<T>(v[k]);
+  uint4 w[kWords];
+  std::memcpy(w, e, sizeof e);
+#pragma unroll
+  for (int q = 0; q < kWords; ++q) store16(r.data + i + q * (8 / kWords), w[q]);
+}
+
+// A run of K consecutive elements (K = 8: load8/store8; K = 1: load/store), through a Ref or a
+// Typed<T>.
 template <int K>
 struct Run {
   static constexpr int size = K;
 };
-template <int K, class Acc>
-__device__ __forceinline__ void load_run(const Ref& r, std::int64_t i, Acc (&v)[K]) {
+template <int K, class Acc, class R>
+__device__ __forceinline__ void load_run(const R& r, std::int64_t i, Acc (&v)[K]) {
   if constexpr (K == 8)
     load8(r, i, v);
   else
     v[0] = load<Acc>(r, i);
 }
-template <int K, class Acc>
-__device__ __forceinline__ void store_run(const Ref& r, std::int64_t i, const Acc (&v)[K]) {
+template <int K, class Acc, class R>
+__device__ __forceinline__ void store_run(const R& r, std::int64_t i, const Acc (&v)[K]) {
   if constexpr (K == 8)
     store8(r, i, v);
   else
@@ -257,23 +339,85 @@ __device__ __forceinline__ std::int64_t global_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+// ---- the host's choice of kernel. A Combo lists one element type per role of an op's tensors
+// (activations and weights, statistics, parameter gradients...); an op names the Combos it is
+// compiled for, and run_typed calls f(Combo{}) with the first whose types the tensors have.
+template <class... T>
+struct Combo {};
+template <class... C>
+struct Combos {};
+
+template <int K, class C>
+struct TypeAt;
+template <class H, class... T>
+struct TypeAt<0, Combo<H, T...>> {
+  using type = H;
+};
+template <int K, class H, class... T>
+struct TypeAt<K, Combo<H, T...>> : TypeAt<K - 1, Combo<T...>> {};
+// The type of role K of a Combo.
+template <int K, class C>
+using type_at = typename TypeAt<K, C>::type;
+
+// Arithmetic in double for f64 tensors (the backend never mixes f64 with other types), else in
+// float.
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return DType::bf16;
+  else
+    return DType::f16;
+}
+
+// The tensors of one role (null Refs, absent tensors, match any type).
+using Role = std::initializer_list<Ref>;
+template <class... T>
+bool has_types(Combo<T...>, std::initializer_list<Role> roles) {
+  const DType want[] = {dtype_of<T>()...};
+  if (roles.size() != sizeof...(T)) return false;
+  int k = 0;
+  for (const Role& role : roles) {
+    for (const Ref& r : role)
+      if (r.data && r.dtype != want[k]) return false;
+    ++k;
+  }
+  return true;
+}
+
+// Runs f(Combo{}) for the first of `combos` whose types the roles' tensors have, and returns
+// true; false when none has them or typed kernels are off (typed_kernels.hpp): the caller then
+// launches its generic kernels, which take every mix the Backend contract allows.
+template <class... C, class F>
+bool run_typed(Combos<C...>, std::initializer_list<Role> roles, F&& f) {
+  if (!typed_kernels()) return false;
+  return ((has_types(C{}, roles) ? (f(C{}), true) : false) || ...);
+}
+
+using bf16_t = __nv_bfloat16;
+using f16_t = __half;
+// Every tensor of the op of one type: what the model's activations pass (add, GELU, SwiGLU,
+// RoPE, bias, embeddings), all f32, bf16, f16 or f64.
+using UniformTypes = Combos<Combo<float>, Combo<bf16_t>, Combo<f16_t>, Combo<double>>;
+// (16-bit or f32 values, their gradients' sums): f32 gradients of bf16 or f16 activations
+// (train.grad_precision "fp32", the default), gradients in the weights' type ("param"), and the
+// uniform mixes (docs/config.md; core/precision.hpp).
+using ValueGradTypes =
+    Combos<Combo<float, float>, Combo<bf16_t, float>, Combo<f16_t, float>, Combo<bf16_t, bf16_t>,
+           Combo<f16_t, f16_t>, Combo<double, double>>;
+
 // True when every Ref given is f64: those ops compute in double.
 inline bool all_f64(std::initializer_list<Ref> refs) {
   for (const Ref& r : refs)
     if (r.data && r.dtype != DType::f64) return false;
   return true;
 }
-
-// Launches kernel<double> when f64 (every tensor is f64), kernel<float> otherwise.
-#define KINTSUGI_LAUNCH(kernel, n, stream, f64, ...)                                       \
-  do {                                                                                     \
-    if ((n) <= 0) break;                                                                   \
-    if (f64)                                                                               \
-      KINTSUGI_CUDA_LAUNCH(kernel<double>, grid_for(n), kThreads, 0, stream, __VA_ARGS__); \
-    else                                                                                   \
-      KINTSUGI_CUDA_LAUNCH(kernel<float>, grid_for(n), kThreads, 0, stream, __VA_ARGS__);  \
-    check_launch(#kernel, stream);                                                         \
-  } while (0)
 
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {

@@ -3,29 +3,91 @@
 // reading them before writing, so outputs may alias inputs element for element (GELU's dx = dy,
 // SwiGLU's dgate = dy, add's out = b). The formulas are the CPU kernels' (backend/cpu/*.cpp), in
 // f32 (f64 for f64 tensors).
+//
+// Every kernel is a template over its tensors' accessors (device_math.cuh): Typed<T> for the
+// element type mixes of UniformTypes, ConvertTypes and AdamWTypes, chosen once per call on the
+// host (run_typed), and Ref for any other mix, or for all with KINTSUGI_TYPED_KERNELS=0. Typed,
+// GELU backward takes 32 registers and no stack instead of 72 and a 32-byte frame, add 29-32
+// instead of 70, AdamW 60-64 instead of 155 (ptxas -v, sm_90).
 #include "kintsugi/backend/cuda/device_math.cuh"
 
 namespace kintsugi::cuda {
 
 namespace {
 
-// Inputs and outputs of an elementwise map (outputs may be null: not written).
-template <int N, int M>
-struct Io {
-  Ref in[N];
-  Ref out[M];
+// The tensors of an elementwise map, each a Ref or a Typed<T> (device_math.cuh), so that one
+// kernel takes tensors of different types (AdamW's f32 moments with a bf16 gradient).
+template <class... R>
+struct Refs;
+template <>
+struct Refs<> {};
+template <class H, class... T>
+struct Refs<H, T...> {
+  H head;
+  Refs<T...> rest;
 };
+template <class R>
+struct RefCount;
+template <class... R>
+struct RefCount<Refs<R...>> {
+  static constexpr int value = sizeof...(R);
+};
+inline Refs<> refs() { return {}; }
+template <class H, class... T>
+Refs<H, T...> refs(H head, T... rest) {
+  return {head, refs(rest...)};
+}
+template <class... R>
+bool aligned16(const Refs<R...>& r) {  // null tensors aside, as aligned16({...})
+  if constexpr (sizeof...(R) == 0)
+    return true;
+  else
+    return reinterpret_cast<std::uintptr_t>(r.head.data) % 16 == 0 && aligned16(r.rest);
+}
+
+// Tensor K of `r` onwards: x[K] = the run of 8 (or the element) at c, or stored from y[K]
+// unless the tensor is absent (null).
+template <int K, class Acc, int N, class... R>
+__device__ __forceinline__ void load8_each(const Refs<R...>& r, std::int64_t c, Acc (&x)[N][8]) {
+  if constexpr (sizeof...(R) > 0) {
+    load8(r.head, c, x[K]);
+    load8_each<K + 1>(r.rest, c, x);
+  }
+}
+template <int K, class Acc, int M, class... R>
+__device__ __forceinline__ void store8_each(const Refs<R...>& r, std::int64_t c,
+                                            const Acc (&y)[M][8]) {
+  if constexpr (sizeof...(R) > 0) {
+    if (r.head.data) store8(r.head, c, y[K]);
+    store8_each<K + 1>(r.rest, c, y);
+  }
+}
+template <int K, class Acc, int N, class... R>
+__device__ __forceinline__ void load_each(const Refs<R...>& r, std::int64_t i, Acc (&x)[N]) {
+  if constexpr (sizeof...(R) > 0) {
+    x[K] = load<Acc>(r.head, i);
+    load_each<K + 1>(r.rest, i, x);
+  }
+}
+template <int K, class Acc, int M, class... R>
+__device__ __forceinline__ void store_each(const Refs<R...>& r, std::int64_t i,
+                                           const Acc (&y)[M]) {
+  if constexpr (sizeof...(R) > 0) {
+    if (r.head.data) store(r.head, i, y[K]);
+    store_each<K + 1>(r.rest, i, y);
+  }
+}
 
 // y = op(x) element by element: whole runs of 8 elements through load8/store8 when every
 // tensor is aligned16 (`vec`), the rest one by one. A thread reads all of its elements before it
 // writes any, so outputs may alias inputs element for element.
-template <class Acc, int N, int M, class Op>
-__global__ void map_kernel(Io<N, M> io, std::int64_t n, bool vec, Op op) {
+template <class Acc, class In, class Out, class Op>
+__global__ void map_kernel(In in, Out out, std::int64_t n, bool vec, Op op) {
+  constexpr int N = RefCount<In>::value, M = RefCount<Out>::value;
   const std::int64_t whole = vec ? n / 8 * 8 : 0;
   for (std::int64_t c = global_index() * 8; c < whole; c += global_stride() * 8) {
     Acc x[N][8], y[M][8];
-#pragma unroll
-    for (int k = 0; k < N; ++k) load8(io.in[k], c, x[k]);
+    load8_each<0>(in, c, x);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       Acc xi[N], yi[M];
@@ -35,18 +97,13 @@ __global__ void map_kernel(Io<N, M> io, std::int64_t n, bool vec, Op op) {
 #pragma unroll
       for (int k = 0; k < M; ++k) y[k][e] = yi[k];
     }
-#pragma unroll
-    for (int k = 0; k < M; ++k)
-      if (io.out[k].data) store8(io.out[k], c, y[k]);
+    store8_each<0>(out, c, y);
   }
   for (std::int64_t i = whole + global_index(); i < n; i += global_stride()) {
     Acc xi[N], yi[M];
-#pragma unroll
-    for (int k = 0; k < N; ++k) xi[k] = load<Acc>(io.in[k], i);
+    load_each<0>(in, i, xi);
     op(xi, yi);
-#pragma unroll
-    for (int k = 0; k < M; ++k)
-      if (io.out[k].data) store(io.out[k], i, yi[k]);
+    store_each<0>(out, i, yi);
   }
 }
 
@@ -56,8 +113,10 @@ struct AddOp {
 };
 template <class Acc>
 struct ScaleOp {
-  Acc factor;
-  __device__ void operator()(const Acc (&x)[1], Acc (&y)[1]) const { y[0] = x[0] * factor; }
+  double factor;  // rounded to Acc, as the CPU kernel rounds it
+  __device__ void operator()(const Acc (&x)[1], Acc (&y)[1]) const {
+    y[0] = x[0] * static_cast<Acc>(factor);
+  }
 };
 template <class Acc>
 struct ConvertOp {
@@ -130,31 +189,29 @@ struct AdamWOp {
   }
 };
 
-template <class Acc, int N, int M, class Op>
-void launch_map_as(const Io<N, M>& io, std::int64_t n, Op op, const char* name,
+template <class Acc, class In, class Out, class Op>
+void launch_map_as(const char* name, const In& in, const Out& out, std::int64_t n, Op op,
                    cudaStream_t stream) {
-  bool vec = true;
-  for (const Ref& r : io.in) vec = vec && aligned16({r});
-  for (const Ref& r : io.out) vec = vec && aligned16({r});
-  auto* kernel = map_kernel<Acc, N, M, Op>;
-  KINTSUGI_CUDA_LAUNCH(kernel, grid_for((n + 7) / 8), kThreads, 0, stream, io, n, vec, op);
+  if (n <= 0) return;
+  const bool vec = aligned16(in) && aligned16(out);
+  auto* kernel = map_kernel<Acc, In, Out, Op>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for((n + 7) / 8), kThreads, 0, stream, in, out, n, vec, op);
   check_launch(name, stream);
 }
 
-// Runs Op<double> when `f64`, else Op<float>; args build the op.
-template <template <class> class Op, int N, int M, class... Args>
-void launch_map(const char* name, const Io<N, M>& io, std::int64_t n, bool f64,
+// The generic kernels (Refs of Refs): Op<double> when `f64`, else Op<float>; args build the op.
+template <template <class> class Op, class In, class Out, class... Args>
+void launch_map(const char* name, const In& in, const Out& out, std::int64_t n, bool f64,
                 cudaStream_t stream, Args... args) {
-  if (n <= 0) return;
   if (f64)
-    launch_map_as<double>(io, n, Op<double>{args...}, name, stream);
+    launch_map_as<double>(name, in, out, n, Op<double>{args...}, stream);
   else
-    launch_map_as<float>(io, n, Op<float>{args...}, name, stream);
+    launch_map_as<float>(name, in, out, n, Op<float>{args...}, stream);
 }
 
 // x[r, c] += bias[c]: runs of 8 when a row is a whole number of them.
-template <class Acc>
-__global__ void add_bias_kernel(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, bool vec) {
+template <class Acc, class R>
+__global__ void add_bias_kernel(R x, R bias, std::int64_t rows, std::int64_t cols, bool vec) {
   const std::int64_t n = rows * cols;
   if (vec) {
     for (std::int64_t c = global_index() * 8; c < n; c += global_stride() * 8) {
@@ -173,8 +230,8 @@ __global__ void add_bias_kernel(Ref x, Ref bias, std::int64_t rows, std::int64_t
 
 // One thread per (token row, rotation pair): the angle in f64 as on the host, rounded once,
 // then every query and key head of the row rotated by it.
-template <class Acc>
-__global__ void rope_kernel(AttnShape s, Ref qkv, double theta, double sign) {
+template <class Acc, class R>
+__global__ void rope_kernel(AttnShape s, R qkv, double theta, double sign) {
   const std::int64_t hd = s.head_dim, half = hd / 2, slots = s.heads / s.kv_heads + 2;
   const std::int64_t width = s.kv_heads * slots * hd, n = s.batch * s.seq * half;
   for (std::int64_t idx = global_index(); idx < n; idx += global_stride()) {
@@ -194,69 +251,161 @@ __global__ void rope_kernel(AttnShape s, Ref qkv, double theta, double sign) {
   }
 }
 
-}  // namespace
+// A map's inputs and outputs.
+template <class In, class Out>
+struct Io {
+  In in;
+  Out out;
+};
+template <class In, class Out>
+Io<In, Out> io(In in, Out out) {
+  return {in, out};
+}
+// What make(as) of map() turns each Ref into: itself (the generic kernels) or a Typed<T>.
+struct AsRef {
+  Ref operator()(const Ref& r) const { return r; }
+};
+template <class T>
+struct AsTyped {
+  Typed<T> operator()(const Ref& r) const { return typed<T>(r); }
+};
 
-void add(Ref a, Ref b, Ref out, std::int64_t n, cudaStream_t stream) {
-  launch_map<AddOp>("add", Io<2, 1>{{a, b}, {out}}, n, all_f64({a, b, out}), stream);
+// Op over n elements of tensors that all have one type: the typed kernel when they have one of
+// UniformTypes, else the generic one. make(as) gives the Io of the tensors as `as` makes them.
+template <template <class> class Op, class Make, class... Args>
+void map(const char* name, Role tensors, std::int64_t n, cudaStream_t stream, Make make,
+         Args... args) {
+  if (n <= 0) return;
+  if (run_typed(UniformTypes{}, {tensors}, [&](auto combo) {
+        using T = type_at<0, decltype(combo)>;
+        const auto m = make(AsTyped<T>{});
+        launch_map_as<acc_t<T>>(name, m.in, m.out, n, Op<acc_t<T>>{args...}, stream);
+      }))
+    return;
+  const auto m = make(AsRef{});
+  launch_map<Op>(name, m.in, m.out, n, all_f64(tensors), stream, args...);
 }
 
-void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+template <class Acc, class R>
+void launch_add_bias(R x, R bias, std::int64_t rows, std::int64_t cols, bool vec,
+                     cudaStream_t stream) {
   const std::int64_t n = rows * cols;
-  if (n <= 0) return;
-  const bool vec = cols % 8 == 0 && aligned16({x, bias});
-  const unsigned grid = grid_for(vec ? n / 8 : n);
-  if (all_f64({x, bias}))
-    KINTSUGI_CUDA_LAUNCH(add_bias_kernel<double>, grid, kThreads, 0, stream, x, bias, rows, cols,
-                         vec);
-  else
-    KINTSUGI_CUDA_LAUNCH(add_bias_kernel<float>, grid, kThreads, 0, stream, x, bias, rows, cols,
-                         vec);
+  auto* kernel = add_bias_kernel<Acc, R>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(vec ? n / 8 : n), kThreads, 0, stream, x, bias, rows, cols,
+                       vec);
   check_launch("add_bias_kernel", stream);
 }
 
-void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream) {
-  if (n <= 0) return;
-  if (x.dtype == DType::f64)
-    launch_map_as<double>(Io<1, 1>{{x}, {x}}, n, ScaleOp<double>{factor}, "scale", stream);
+template <class Acc, class R>
+void launch_rope(const AttnShape& s, R qkv, double theta, bool inverse, cudaStream_t stream) {
+  const std::int64_t n = s.batch * s.seq * (s.head_dim / 2);
+  auto* kernel = rope_kernel<Acc, R>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, s, qkv, theta,
+                       inverse ? -1.0 : 1.0);
+  check_launch("rope_kernel", stream);
+}
+
+// convert's typed pairs: f32 master weights to their 16-bit working copies and back, and
+// between the 16-bit types. f64 on either side goes to the generic kernel, in f64.
+using ConvertTypes =
+    Combos<Combo<float, bf16_t>, Combo<float, f16_t>, Combo<bf16_t, float>, Combo<f16_t, float>,
+           Combo<bf16_t, f16_t>, Combo<f16_t, bf16_t>>;
+// AdamW's (param, m and v; grad; working copy): f32 master weights and moments with the
+// gradient in f32 or in the weights' 16-bit type, and a working copy (or none) in the weights'
+// type (optim/adamw.cpp, parallel/sharded_state.cpp); all f64 in gradient checks.
+using AdamWTypes =
+    Combos<Combo<float, float, float>, Combo<float, float, bf16_t>, Combo<float, bf16_t, bf16_t>,
+           Combo<float, float, f16_t>, Combo<float, f16_t, f16_t>, Combo<double, double, double>>;
+
+}  // namespace
+
+void add(Ref a, Ref b, Ref out, std::int64_t n, cudaStream_t stream) {
+  map<AddOp>("add", {a, b, out}, n, stream,
+             [&](auto as) { return io(refs(as(a), as(b)), refs(as(out))); });
+}
+
+void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  if (rows * cols <= 0) return;
+  const bool vec = cols % 8 == 0 && aligned16({x, bias});
+  if (run_typed(UniformTypes{}, {{x, bias}}, [&](auto combo) {
+        using T = type_at<0, decltype(combo)>;
+        launch_add_bias<acc_t<T>>(typed<T>(x), typed<T>(bias), rows, cols, vec, stream);
+      }))
+    return;
+  if (all_f64({x, bias}))
+    launch_add_bias<double>(x, bias, rows, cols, vec, stream);
   else
-    launch_map_as<float>(Io<1, 1>{{x}, {x}}, n, ScaleOp<float>{static_cast<float>(factor)},
-                         "scale", stream);
+    launch_add_bias<float>(x, bias, rows, cols, vec, stream);
+}
+
+void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream) {
+  map<ScaleOp>("scale", {x}, n, stream, [&](auto as) { return io(refs(as(x)), refs(as(x))); },
+               factor);
 }
 
 void convert(Ref src, Ref dst, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (run_typed(ConvertTypes{}, {{src}, {dst}}, [&](auto combo) {
+        using S = type_at<0, decltype(combo)>;
+        using D = type_at<1, decltype(combo)>;
+        launch_map_as<float>("convert", refs(typed<S>(src)), refs(typed<D>(dst)), n,
+                             ConvertOp<float>{}, stream);
+      }))
+    return;
   // f64 on either side converts in f64 (f64 to 16 bits then rounds through f32, as on the host).
-  launch_map<ConvertOp>("convert", Io<1, 1>{{src}, {dst}}, n,
+  launch_map<ConvertOp>("convert", refs(src), refs(dst), n,
                         src.dtype == DType::f64 || dst.dtype == DType::f64, stream);
 }
 
 void gelu_forward(Ref x, Ref y, std::int64_t n, cudaStream_t stream) {
-  launch_map<GeluForwardOp>("gelu_forward", Io<1, 1>{{x}, {y}}, n, all_f64({x, y}), stream);
+  map<GeluForwardOp>("gelu_forward", {x, y}, n, stream,
+                     [&](auto as) { return io(refs(as(x)), refs(as(y))); });
 }
 
 void gelu_backward(Ref x, Ref dy, Ref dx, std::int64_t n, cudaStream_t stream) {
-  launch_map<GeluBackwardOp>("gelu_backward", Io<2, 1>{{x, dy}, {dx}}, n, all_f64({x, dy, dx}),
-                             stream);
+  map<GeluBackwardOp>("gelu_backward", {x, dy, dx}, n, stream,
+                      [&](auto as) { return io(refs(as(x), as(dy)), refs(as(dx))); });
 }
 
 void swiglu_forward(Ref gate, Ref up, Ref y, std::int64_t n, cudaStream_t stream) {
-  launch_map<SwigluForwardOp>("swiglu_forward", Io<2, 1>{{gate, up}, {y}}, n,
-                              all_f64({gate, up, y}), stream);
+  map<SwigluForwardOp>("swiglu_forward", {gate, up, y}, n, stream,
+                       [&](auto as) { return io(refs(as(gate), as(up)), refs(as(y))); });
 }
 
 void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t n,
                      cudaStream_t stream) {
-  launch_map<SwigluBackwardOp>("swiglu_backward", Io<3, 2>{{gate, up, dy}, {dgate, dup}}, n,
-                               all_f64({gate, up, dy, dgate, dup}), stream);
+  map<SwigluBackwardOp>("swiglu_backward", {gate, up, dy, dgate, dup}, n, stream, [&](auto as) {
+    return io(refs(as(gate), as(up), as(dy)), refs(as(dgate), as(dup)));
+  });
 }
 
 void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream) {
-  const std::int64_t n = s.batch * s.seq * (s.head_dim / 2);
-  KINTSUGI_LAUNCH(rope_kernel, n, stream, all_f64({qkv}), s, qkv, theta, inverse ? -1.0 : 1.0);
+  if (s.batch * s.seq * (s.head_dim / 2) <= 0) return;
+  if (run_typed(UniformTypes{}, {{qkv}}, [&](auto combo) {
+        using T = type_at<0, decltype(combo)>;
+        launch_rope<acc_t<T>>(s, typed<T>(qkv), theta, inverse, stream);
+      }))
+    return;
+  if (all_f64({qkv}))
+    launch_rope<double>(s, qkv, theta, inverse, stream);
+  else
+    launch_rope<float>(s, qkv, theta, inverse, stream);
 }
 
 void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_t n,
                 const AdamWConstants& k, cudaStream_t stream) {
-  launch_map<AdamWOp>("adamw", Io<4, 4>{{param, grad, m, v}, {m, v, param, working_copy}}, n,
+  if (n <= 0) return;
+  if (run_typed(AdamWTypes{}, {{param, m, v}, {grad}, {working_copy}}, [&](auto combo) {
+        using P = type_at<0, decltype(combo)>;
+        using G = type_at<1, decltype(combo)>;
+        using W = type_at<2, decltype(combo)>;
+        launch_map_as<acc_t<P>>(
+            "adamw", refs(typed<P>(param), typed<G>(grad), typed<P>(m), typed<P>(v)),
+            refs(typed<P>(m), typed<P>(v), typed<P>(param), typed<W>(working_copy)), n,
+            AdamWOp<acc_t<P>>{k}, stream);
+      }))
+    return;
+  launch_map<AdamWOp>("adamw", refs(param, grad, m, v), refs(m, v, param, working_copy), n,
                       all_f64({param, grad, m, v}), stream, k);
 }
 

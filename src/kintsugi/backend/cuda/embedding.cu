@@ -11,11 +11,26 @@ namespace kintsugi::cuda {
 
 namespace {
 
-template <class Acc>
-__global__ void embedding_forward_kernel(const std::int32_t* tokens, std::int64_t rows, Ref wte,
-                                         std::int64_t vocab_rows, Ref out, std::int64_t dim,
-                                         std::int64_t vocab_begin) {
+// out[r, c] = wte[tokens[r] - vocab_begin, c], or 0 for ids outside this shard. In runs of 8
+// columns when `vec` (dim a multiple of 8, both tables aligned16).
+template <class Acc, class R>
+__global__ void embedding_forward_kernel(const std::int32_t* tokens, std::int64_t rows, R wte,
+                                         std::int64_t vocab_rows, R out, std::int64_t dim,
+                                         std::int64_t vocab_begin, bool vec) {
   const std::int64_t n = rows * dim;
+  if constexpr (is_typed<R>)
+    if (vec) {
+      for (std::int64_t i = global_index() * 8; i < n; i += global_stride() * 8) {
+        const std::int64_t r = i / dim, c = i % dim, id = tokens[r] - vocab_begin;
+        Acc v[8];
+        if (id >= 0 && id < vocab_rows)
+          load8(wte, id * dim + c, v);
+        else
+          for (int e = 0; e < 8; ++e) v[e] = Acc(0);
+        store8(out, i, v);
+      }
+      return;
+    }
   for (std::int64_t i = global_index(); i < n; i += global_stride()) {
     const std::int64_t r = i / dim, c = i % dim, id = tokens[r] - vocab_begin;
     store(out, i, id >= 0 && id < vocab_rows ? load<Acc>(wte, id * dim + c) : Acc(0));
@@ -29,10 +44,10 @@ __global__ void iota_kernel(std::int32_t* values, std::int64_t n) {
 
 // Block i handles sorted position i if it starts a run of equal ids inside this shard: the run's
 // rows of dout, in row order, are added to the table's row.
-template <class Acc>
+template <class Acc, class R, class GR>
 __global__ void embedding_segments_kernel(const std::int32_t* sorted_ids,
                                           const std::int32_t* sorted_rows, std::int64_t rows,
-                                          Ref dout, Ref dwte, std::int64_t vocab_rows,
+                                          R dout, GR dwte, std::int64_t vocab_rows,
                                           std::int64_t dim, std::int64_t vocab_begin) {
   const std::int64_t i = blockIdx.x;
   const std::int32_t token = sorted_ids[i];
@@ -48,10 +63,23 @@ __global__ void embedding_segments_kernel(const std::int32_t* sorted_ids,
   }
 }
 
-template <class Acc>
-__global__ void position_forward_kernel(Ref x, std::int64_t rows, Ref wpe, std::int64_t dim,
-                                        std::int64_t seq, std::int64_t first_row) {
+// x[r, c] += wpe[(first_row + r) % seq, c]; in runs of 8 columns when `vec`.
+template <class Acc, class R>
+__global__ void position_forward_kernel(R x, std::int64_t rows, R wpe, std::int64_t dim,
+                                        std::int64_t seq, std::int64_t first_row, bool vec) {
   const std::int64_t n = rows * dim;
+  if constexpr (is_typed<R>)
+    if (vec) {
+      for (std::int64_t i = global_index() * 8; i < n; i += global_stride() * 8) {
+        const std::int64_t r = i / dim, c = i % dim;
+        Acc v[8], p[8];
+        load8(x, i, v);
+        load8(wpe, ((first_row + r) % seq) * dim + c, p);
+        for (int e = 0; e < 8; ++e) v[e] += p[e];
+        store8(x, i, v);
+      }
+      return;
+    }
   for (std::int64_t i = global_index(); i < n; i += global_stride()) {
     const std::int64_t r = i / dim, c = i % dim;
     store(x, i, load<Acc>(x, i) + load<Acc>(wpe, ((first_row + r) % seq) * dim + c));
@@ -59,8 +87,8 @@ __global__ void position_forward_kernel(Ref x, std::int64_t rows, Ref wpe, std::
 }
 
 // One thread per (position, column): the rows at that position, in row order.
-template <class Acc>
-__global__ void position_backward_kernel(Ref dx, std::int64_t rows, Ref dwpe,
+template <class Acc, class R, class GR>
+__global__ void position_backward_kernel(R dx, std::int64_t rows, GR dwpe,
                                          std::int64_t position_rows, std::int64_t dim,
                                          std::int64_t seq, bool accumulate,
                                          std::int64_t first_row) {
@@ -101,13 +129,71 @@ SortScratch carve(Scratch s, std::int64_t rows) {
           reinterpret_cast<std::int32_t*>(base + 2 * ids), base + 3 * ids, s.bytes - 3 * ids};
 }
 
+template <class Acc, class R>
+void embedding_forward_t(const std::int32_t* tokens, std::int64_t rows, R wte,
+                         std::int64_t vocab_rows, R out, std::int64_t dim,
+                         std::int64_t vocab_begin, bool vec, cudaStream_t stream) {
+  const std::int64_t n = rows * dim;
+  if (n <= 0) return;
+  auto* kernel = embedding_forward_kernel<Acc, R>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(vec ? n / 8 : n), kThreads, 0, stream, tokens, rows, wte,
+                       vocab_rows, out, dim, vocab_begin, vec);
+  check_launch("embedding_forward_kernel", stream);
+}
+
+template <class Acc, class R, class GR>
+void embedding_segments_t(const SortScratch& s, std::int64_t rows, R dout, GR dwte,
+                          std::int64_t vocab_rows, std::int64_t dim, std::int64_t vocab_begin,
+                          cudaStream_t stream) {
+  auto* kernel = embedding_segments_kernel<Acc, R, GR>;
+  KINTSUGI_CUDA_LAUNCH(kernel, static_cast<unsigned>(rows), row_threads(dim), 0, stream,
+                       s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim, vocab_begin);
+  check_launch("embedding_segments_kernel", stream);
+}
+
+template <class Acc, class R>
+void position_forward_t(R x, std::int64_t rows, R wpe, std::int64_t dim, std::int64_t seq,
+                        std::int64_t first_row, bool vec, cudaStream_t stream) {
+  const std::int64_t n = rows * dim;
+  if (n <= 0) return;
+  auto* kernel = position_forward_kernel<Acc, R>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(vec ? n / 8 : n), kThreads, 0, stream, x, rows, wpe, dim,
+                       seq, first_row, vec);
+  check_launch("position_forward_kernel", stream);
+}
+
+template <class Acc, class R, class GR>
+void position_backward_t(R dx, std::int64_t rows, GR dwpe, std::int64_t position_rows,
+                         std::int64_t dim, std::int64_t seq, bool accumulate,
+                         std::int64_t first_row, cudaStream_t stream) {
+  const std::int64_t n = position_rows * dim;
+  if (n <= 0) return;
+  auto* kernel = position_backward_kernel<Acc, R, GR>;
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, dx, rows, dwpe, position_rows, dim,
+                       seq, accumulate, first_row);
+  check_launch("position_backward_kernel", stream);
+}
+
 }  // namespace
 
+// The typed kernels take the table and the activations in one type (UniformTypes) and the
+// tables' gradients in the activations' type or f32 (ValueGradTypes), as the model passes them
+// (model/layers.cpp); runs of 8 only on the typed path, which is where the GPU time is spent.
 void embedding_forward(const std::int32_t* tokens, std::int64_t rows, Ref wte,
                        std::int64_t vocab_rows, Ref out, std::int64_t dim, std::int64_t vocab_begin,
                        cudaStream_t stream) {
-  KINTSUGI_LAUNCH(embedding_forward_kernel, rows * dim, stream, all_f64({wte, out}), tokens, rows,
-                  wte, vocab_rows, out, dim, vocab_begin);
+  if (run_typed(UniformTypes{}, {{wte, out}}, [&](auto combo) {
+        using T = type_at<0, decltype(combo)>;
+        embedding_forward_t<acc_t<T>>(tokens, rows, typed<T>(wte), vocab_rows, typed<T>(out), dim,
+                                      vocab_begin, dim % 8 == 0 && aligned16({wte, out}), stream);
+      }))
+    return;
+  if (all_f64({wte, out}))
+    embedding_forward_t<double>(tokens, rows, wte, vocab_rows, out, dim, vocab_begin, false,
+                                stream);
+  else
+    embedding_forward_t<float>(tokens, rows, wte, vocab_rows, out, dim, vocab_begin, false,
+                               stream);
 }
 
 std::size_t embedding_backward_scratch_bytes(std::int64_t rows) {
@@ -131,29 +217,49 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout,
                                         s.values_out, static_cast<int>(rows), 0,
                                         static_cast<int>(8 * sizeof(std::int32_t)), stream),
         "cub::DeviceRadixSort::SortPairs");
-  const int threads = row_threads(dim);
+  if (run_typed(ValueGradTypes{}, {{dout}, {dwte}}, [&](auto combo) {
+        using V = type_at<0, decltype(combo)>;
+        using G = type_at<1, decltype(combo)>;
+        embedding_segments_t<acc_t<V>>(s, rows, typed<V>(dout), typed<G>(dwte), vocab_rows, dim,
+                                       vocab_begin, stream);
+      }))
+    return;
   if (all_f64({dout, dwte}))
-    KINTSUGI_CUDA_LAUNCH(embedding_segments_kernel<double>, static_cast<unsigned>(rows), threads, 0,
-                         stream, s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim,
-                         vocab_begin);
+    embedding_segments_t<double>(s, rows, dout, dwte, vocab_rows, dim, vocab_begin, stream);
   else
-    KINTSUGI_CUDA_LAUNCH(embedding_segments_kernel<float>, static_cast<unsigned>(rows), threads, 0,
-                         stream, s.keys_out, s.values_out, rows, dout, dwte, vocab_rows, dim,
-                         vocab_begin);
-  check_launch("embedding_segments_kernel", stream);
+    embedding_segments_t<float>(s, rows, dout, dwte, vocab_rows, dim, vocab_begin, stream);
 }
 
 void position_embedding_forward(Ref x, std::int64_t rows, Ref wpe, std::int64_t dim,
                                 std::int64_t seq, std::int64_t first_row, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(position_forward_kernel, rows * dim, stream, all_f64({x, wpe}), x, rows, wpe, dim,
-                  seq, first_row);
+  if (run_typed(UniformTypes{}, {{x, wpe}}, [&](auto combo) {
+        using T = type_at<0, decltype(combo)>;
+        position_forward_t<acc_t<T>>(typed<T>(x), rows, typed<T>(wpe), dim, seq, first_row,
+                                     dim % 8 == 0 && aligned16({x, wpe}), stream);
+      }))
+    return;
+  if (all_f64({x, wpe}))
+    position_forward_t<double>(x, rows, wpe, dim, seq, first_row, false, stream);
+  else
+    position_forward_t<float>(x, rows, wpe, dim, seq, first_row, false, stream);
 }
 
 void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64_t position_rows,
                                  std::int64_t dim, std::int64_t seq, bool accumulate,
                                  std::int64_t first_row, cudaStream_t stream) {
-  KINTSUGI_LAUNCH(position_backward_kernel, position_rows * dim, stream, all_f64({dx, dwpe}), dx,
-                  rows, dwpe, position_rows, dim, seq, accumulate, first_row);
+  if (run_typed(ValueGradTypes{}, {{dx}, {dwpe}}, [&](auto combo) {
+        using V = type_at<0, decltype(combo)>;
+        using G = type_at<1, decltype(combo)>;
+        position_backward_t<acc_t<V>>(typed<V>(dx), rows, typed<G>(dwpe), position_rows, dim, seq,
+                                      accumulate, first_row, stream);
+      }))
+    return;
+  if (all_f64({dx, dwpe}))
+    position_backward_t<double>(dx, rows, dwpe, position_rows, dim, seq, accumulate, first_row,
+                                stream);
+  else
+    position_backward_t<float>(dx, rows, dwpe, position_rows, dim, seq, accumulate, first_row,
+                               stream);
 }
 
 }  // namespace kintsugi::cuda

@@ -17,13 +17,24 @@ __global__ void sum_doubles_kernel(const double* values, std::int64_t n, double*
   if (threadIdx.x == 0) *total += acc;
 }
 
-// partial[block] = sum of squares of elements [block * kSquaresPerBlock, ...), in f64.
-__global__ void square_partials_kernel(Ref x, std::int64_t n, double* partial) {
+// partial[block] = sum of squares of elements [block * kSquaresPerBlock, ...), in f64. Typed
+// accessors on aligned tensors take runs of 8 (kSquaresPerBlock is a multiple of 8, so a block's
+// runs never cross its end unless n does).
+template <class R>
+__global__ void square_partials_kernel(R x, std::int64_t n, bool vec, double* partial) {
   __shared__ double shared[32];
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * kSquaresPerBlock;
   const std::int64_t end = begin + kSquaresPerBlock < n ? begin + kSquaresPerBlock : n;
+  const std::int64_t whole = vec ? begin + (end - begin) / 8 * 8 : begin;
   double acc = 0;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  if constexpr (is_typed<R>)
+    for (std::int64_t i = begin + 8 * threadIdx.x; i < whole; i += 8 * blockDim.x) {
+      double v[8];
+      load8(x, i, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += v[e] * v[e];
+    }
+  for (std::int64_t i = whole + threadIdx.x; i < end; i += blockDim.x) {
     const double v = load<double>(x, i);
     acc += v * v;
   }
@@ -31,14 +42,21 @@ __global__ void square_partials_kernel(Ref x, std::int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-template <class Acc>
+template <class Acc, class R>
 struct ColumnTerm {
-  Ref in;
+  R in;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, Acc* acc) const {
     acc[0] += load<Acc>(in, r * cols + c);
   }
 };
+
+template <class Acc, class R, class OR>
+void column_sums_t(R in, OR out, std::int64_t rows, std::int64_t cols, bool accumulate,
+                   Scratch scratch, cudaStream_t stream) {
+  column_reduce<Acc, 1>(ColumnTerm<Acc, R>{in, cols}, rows, cols, out, OR{}, accumulate,
+                        scratch.data, stream);
+}
 
 }  // namespace
 
@@ -55,9 +73,16 @@ void sum_squares(Ref x, std::int64_t n, double* sum, Scratch scratch, cudaStream
   if (n <= 0) return;
   const std::int64_t blocks = (n + kSquaresPerBlock - 1) / kSquaresPerBlock;
   auto* partial = static_cast<double*>(scratch.data);
-  KINTSUGI_CUDA_LAUNCH(square_partials_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream,
-                       x, n, partial);
-  check_launch("square_partials_kernel", stream);
+  const auto launch = [&](auto r, bool vec) {
+    auto* kernel = square_partials_kernel<decltype(r)>;
+    KINTSUGI_CUDA_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, r, n, vec,
+                         partial);
+    check_launch("square_partials_kernel", stream);
+  };
+  if (!run_typed(UniformTypes{}, {{x}}, [&](auto combo) {
+        launch(typed<type_at<0, decltype(combo)>>(x), aligned16({x}));
+      }))
+    launch(x, false);  // the generic kernel: one element at a time, as before
   sum_doubles(partial, blocks, sum, stream);
 }
 
@@ -67,12 +92,17 @@ std::size_t column_sums_scratch_bytes(std::int64_t rows, std::int64_t cols) {
 
 void column_sums(Ref in, Ref out, std::int64_t rows, std::int64_t cols, bool accumulate,
                  Scratch scratch, cudaStream_t stream) {
+  if (run_typed(ValueGradTypes{}, {{in}, {out}}, [&](auto combo) {
+        using V = type_at<0, decltype(combo)>;
+        using G = type_at<1, decltype(combo)>;
+        column_sums_t<acc_t<V>>(typed<V>(in), typed<G>(out), rows, cols, accumulate, scratch,
+                                stream);
+      }))
+    return;
   if (all_f64({in, out}))
-    column_reduce<double, 1>(ColumnTerm<double>{in, cols}, rows, cols, out, Ref{}, accumulate,
-                             scratch.data, stream);
+    column_sums_t<double>(in, out, rows, cols, accumulate, scratch, stream);
   else
-    column_reduce<float, 1>(ColumnTerm<float>{in, cols}, rows, cols, out, Ref{}, accumulate,
-                            scratch.data, stream);
+    column_sums_t<float>(in, out, rows, cols, accumulate, scratch, stream);
 }
 
 }  // namespace kintsugi::cuda

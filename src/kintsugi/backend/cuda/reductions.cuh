@@ -47,9 +47,9 @@ __global__ void column_partials_kernel(Terms terms, std::int64_t rows, std::int6
 // over 32 warps, not one thread per column summing hundreds of chunks in a dependent chain: on
 // an H200 that change took GPT-2 124M's LayerNorm backward from 12.4 to 11.2 ms per step.
 constexpr int kFinishWarps = 32;
-template <class Acc>
+template <class Acc, class R>
 __global__ void column_finish_kernel(const Acc* partial, std::int64_t chunks, std::int64_t cols,
-                                     Ref out0, Ref out1, bool accumulate) {
+                                     R out0, R out1, bool accumulate) {
   __shared__ Acc sums[kFinishWarps][33];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, v = blockIdx.y;
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + lane;
@@ -60,15 +60,27 @@ __global__ void column_finish_kernel(const Acc* partial, std::int64_t chunks, st
   sums[warp][lane] = acc;
   __syncthreads();
   if (warp != 0 || c >= cols) return;
-  const Ref& out = v == 0 ? out0 : out1;
+  const R out = v == 0 ? out0 : out1;  // a copy: a reference put both on the stack (48 bytes)
   Acc total = accumulate ? load<Acc>(out, c) : Acc(0);
   for (int w = 0; w < kFinishWarps; ++w) total += sums[w][lane];
   store(out, c, total);
 }
 
+// Stage 2 alone, for kernels that write the partials themselves (norms.cu): NV terms of `chunks`
+// partials each; out0, out1 Refs or Typed (out1 unused when NV is 1).
+template <class Acc, int NV, class R>
+void column_finish(const Acc* partial, std::int64_t chunks, std::int64_t cols, R out0, R out1,
+                   bool accumulate, cudaStream_t stream) {
+  auto* finish = column_finish_kernel<Acc, R>;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(NV));
+  KINTSUGI_CUDA_LAUNCH(finish, grid, kFinishWarps * 32, 0, stream, partial, chunks, cols, out0,
+                       out1, accumulate);
+  check_launch("column_finish_kernel", stream);
+}
+
 // Runs both stages; `partial` holds column_partial_bytes<Acc>(NV, rows, cols).
-template <class Acc, int NV, class Terms>
-void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, Ref out0, Ref out1,
+template <class Acc, int NV, class Terms, class R>
+void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, R out0, R out1,
                    bool accumulate, void* partial, cudaStream_t stream) {
   if (cols <= 0) return;
   const std::int64_t chunks = column_chunks(rows);
@@ -83,11 +95,7 @@ void column_reduce(const Terms& terms, std::int64_t rows, std::int64_t cols, Ref
     check(cudaMemsetAsync(p, 0, column_partial_bytes<Acc>(NV, rows, cols), stream),
           "cudaMemsetAsync (column partials)");
   }
-  auto* finish = column_finish_kernel<Acc>;
-  const dim3 finish_grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(NV));
-  KINTSUGI_CUDA_LAUNCH(finish, finish_grid, kFinishWarps * 32, 0, stream, p, chunks, cols, out0,
-                       out1, accumulate);
-  check_launch("column_finish_kernel", stream);
+  column_finish<Acc, NV>(p, chunks, cols, out0, out1, accumulate, stream);
 }
 
 // ---- sums into one f64: *total += sum of values[0..n) (the second stage of sum_squares, and
