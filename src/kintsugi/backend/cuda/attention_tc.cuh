@@ -169,22 +169,23 @@ __device__ __forceinline__ void to_a(std::uint32_t (&a)[4], const float (&lo)[4]
 // acc[n] += A B^T over the tile's 64 rows: A is rows a_row0..a_row0+15 of the row-major tile
 // `a` ([64][HD]), B^T the row-major tile `b` ([64][HD]), so acc holds a 16 x 64 block (8 product
 // tiles of 8 columns) of, e.g., S = Q K^T. Only the 16-column blocks lo..hi are computed (the
-// others keep what acc held).
-template <class E, int HD>
-__device__ __forceinline__ void times_transposed(float (&acc)[8][4], const std::uint16_t* a,
-                                                 int a_row0, const std::uint16_t* b, int lo = 0,
-                                                 int hi = 3) {
+// others keep what acc held); with kBlocks < 4, acc holds blocks kBlock0..kBlock0+kBlocks-1.
+template <class E, int HD, int kBlock0 = 0, int kBlocks = 4>
+__device__ __forceinline__ void times_transposed(float (&acc)[2 * kBlocks][4],
+                                                 const std::uint16_t* a, int a_row0,
+                                                 const std::uint16_t* b, int lo = 0, int hi = 3) {
 #pragma unroll
   for (int ks = 0; ks < HD / 16; ++ks) {
     std::uint32_t af[4];
     tc::ldmatrix_a(af, a, row_stride(HD), a_row0, ks * 16);
 #pragma unroll
-    for (int np = 0; np < 4; ++np) {  // pairs of 8-column product tiles
+    for (int n = 0; n < kBlocks; ++n) {  // pairs of 8-column product tiles
+      const int np = kBlock0 + n;
       if (np < lo || np > hi) continue;
       std::uint32_t bf[4];
       tc::ldmatrix_b_nk(bf, b, row_stride(HD), np * 16, ks * 16);
-      tc::mma<E>(acc[2 * np], af, {bf[0], bf[1]});
-      tc::mma<E>(acc[2 * np + 1], af, {bf[2], bf[3]});
+      tc::mma<E>(acc[2 * n], af, {bf[0], bf[1]});
+      tc::mma<E>(acc[2 * n + 1], af, {bf[2], bf[3]});
     }
   }
 }
@@ -211,23 +212,24 @@ __device__ __forceinline__ void times_tile(float (&acc)[HD / 8][4], const float 
 
 // The same with P already rounded and packed (pack_rows), over the 16-deep blocks lo..hi only
 // (P is zero in the others). Packing once lets one P feed two products and shared memory
-// without being kept in f32.
-template <class E>
-__device__ __forceinline__ void pack_rows(std::uint32_t (&packed)[8][2], const float (&p)[8][4]) {
+// without being kept in f32. With kBlocks < 4, p holds blocks kBlock0..kBlock0+kBlocks-1.
+template <class E, int N>
+__device__ __forceinline__ void pack_rows(std::uint32_t (&packed)[N][2], const float (&p)[N][4]) {
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < N; ++nt) {
     packed[nt][0] = tc::pack2<E>(p[nt][0], p[nt][1]);  // row g
     packed[nt][1] = tc::pack2<E>(p[nt][2], p[nt][3]);  // row g + 8
   }
 }
-template <class E, int HD>
+template <class E, int HD, int kBlock0 = 0, int kBlocks = 4>
 __device__ __forceinline__ void times_tile(float (&acc)[HD / 8][4],
-                                           const std::uint32_t (&p)[8][2],
+                                           const std::uint32_t (&p)[2 * kBlocks][2],
                                            const std::uint16_t* v, int lo, int hi) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int n = 0; n < kBlocks; ++n) {
+    const int kk = kBlock0 + n;
     if (kk < lo || kk > hi) continue;
-    const std::uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+    const std::uint32_t pa[4] = {p[2 * n][0], p[2 * n][1], p[2 * n + 1][0], p[2 * n + 1][1]};
 #pragma unroll
     for (int pair = 0; pair < HD / 16; ++pair) {
       std::uint32_t vb[4];

@@ -92,6 +92,75 @@ __device__ __forceinline__ void dq_share(const Ref& partial, std::int64_t tile,
     }
 }
 
+// One warp's 16 keys against a query tile, with the tile masks (dkdv_kernel fills it in).
+struct KeyRows {
+  const std::uint16_t *k_s, *v_s, *q_s, *do_s;
+  std::uint16_t* ds_s;  // fused: dS^T
+  const float *lse_s, *delta_s;
+  const std::int32_t* first_s;  // per query: its document's first key
+  int warp, g;
+  // 32-bit offsets from the tile's first query: query col sees key r when
+  // lo[r] <= col <= last and first_s[col] <= key[r]; ALiBi's j - i is rel[r] - col.
+  int lo[2], rel[2], key[2], last;
+  bool full, alibi;  // full: every query sees every key (no mask)
+  float scale_log2, slope_log2;
+  Blocks cols;  // the 16-query blocks some query of which sees a key of the warp
+};
+
+// Query blocks kBlock0..kBlock0+kBlocks-1 of it: P^T and dS^T, dV += P^T dO, dK += dS^T Q and,
+// fused, dS^T into shared memory. Each accumulator adds the blocks in ascending order whatever
+// kBlocks is, so passes of fewer blocks give the same bits.
+template <class E, int HD, bool kFused, int kBlock0, int kBlocks>
+__device__ __forceinline__ void key_rows(const KeyRows& a, float (&dk)[HD / 8][4],
+                                         float (&dv)[HD / 8][4]) {
+  constexpr int kN = 2 * kBlocks, kLdS = row_stride(kRows);
+  float st[kN][4], dpt[kN][4];
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) st[n][c] = dpt[n][c] = 0.f;
+  times_transposed<E, HD, kBlock0, kBlocks>(st, a.k_s, a.warp * 16, a.q_s, a.cols.lo, a.cols.hi);
+  times_transposed<E, HD, kBlock0, kBlocks>(dpt, a.v_s, a.warp * 16, a.do_s, a.cols.lo,
+                                            a.cols.hi);
+  if (a.full && !a.alibi) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int col = acc_col(2 * kBlock0 + n, c);
+        const float p = exp2_fast(fmaf(st[n][c], a.scale_log2, -a.lse_s[col]));
+        st[n][c] = p;
+        dpt[n][c] = p * (dpt[n][c] - a.delta_s[col]);
+      }
+  } else {
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2, col = acc_col(2 * kBlock0 + n, c);
+        float v = st[n][c] * a.scale_log2;
+        if (a.alibi) v += a.slope_log2 * static_cast<float>(a.rel[r] - col);
+        const bool seen =
+            a.full || (col >= a.lo[r] && col <= a.last && a.first_s[col] <= a.key[r]);
+        const float p = seen ? exp2_fast(v - a.lse_s[col]) : 0.f;
+        st[n][c] = p;
+        dpt[n][c] = p * (dpt[n][c] - a.delta_s[col]);
+      }
+  }
+  std::uint32_t pp[kN][2], pds[kN][2];
+  pack_rows<E>(pp, st);
+  pack_rows<E>(pds, dpt);
+  times_tile<E, HD, kBlock0, kBlocks>(dv, pp, a.do_s, a.cols.lo, a.cols.hi);
+  times_tile<E, HD, kBlock0, kBlocks>(dk, pds, a.q_s, a.cols.lo, a.cols.hi);
+  if constexpr (kFused) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      tc::put_word(a.ds_s, kLdS, a.warp * 16 + a.g, acc_col(2 * kBlock0 + n, 0), pds[n][0]);
+      tc::put_word(a.ds_s, kLdS, a.warp * 16 + a.g + 8, acc_col(2 * kBlock0 + n, 0), pds[n][1]);
+    }
+  }
+}
+
 template <class E, int HD, bool kTileMasks, bool kFused>
 __global__ void __launch_bounds__(kBlockThreads)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
@@ -177,15 +246,15 @@ __global__ void __launch_bounds__(kBlockThreads)
         const std::int64_t lo = (warp_key - q0) / kBlock, hi = (T - 1 - q0) / kBlock;
         cols = {lo > 0 ? static_cast<int>(lo) : 0, hi < 3 ? static_cast<int>(hi) : 3};
       }
-      float st[8][4], dpt[8][4];
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) st[nt][c] = dpt[nt][c] = 0.f;
-      times_transposed<E, HD>(st, k_s, warp * 16, q_s, cols.lo, cols.hi);
-      times_transposed<E, HD>(dpt, v_s, warp * 16, do_s, cols.lo, cols.hi);
       // P^T and dS^T in place of S^T and dP^T: rows are keys, columns queries.
       if constexpr (!kTileMasks) {
+        float st[8][4], dpt[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) st[nt][c] = dpt[nt][c] = 0.f;
+        times_transposed<E, HD>(st, k_s, warp * 16, q_s);
+        times_transposed<E, HD>(dpt, v_s, warp * 16, do_s);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -202,56 +271,26 @@ __global__ void __launch_bounds__(kBlockThreads)
         times_tile<E, HD>(dv, st, do_s);
         times_tile<E, HD>(dk, dpt, q_s);
       } else {
+        KeyRows a{k_s, v_s, q_s, do_s, ds_s, lse_s, delta_s, first32_s, warp, g};
         // Full: every query of the tile sees every key of the warp (keys up to the first
         // query, the whole tile inside the sequence, no document starting after the keys).
-        const bool full =
-            warp_key + 15 <= q0 && q0 + kRows <= T && first32_s[kRows - 1] <= warp_key;
-        const bool alibi = slope_log2 != 0.f;
-        if (full && !alibi) {
+        a.full = warp_key + 15 <= q0 && q0 + kRows <= T && first32_s[kRows - 1] <= warp_key;
+        a.alibi = slope_log2 != 0.f;
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int col = acc_col(nt, c);
-              const float p = exp2_fast(fmaf(st[nt][c], scale.log2, -lse_s[col]));
-              st[nt][c] = p;
-              dpt[nt][c] = p * (dpt[nt][c] - delta_s[col]);
-            }
-        } else {  // 32-bit offsets from q0: query col sees key r when lo[r] <= col <= last
-          int lo[2], rel[2], key32[2];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            rel[r] = static_cast<int>(key[r] - q0);
-            lo[r] = key[r] < T ? rel[r] : kRows;
-            key32[r] = static_cast<int>(key[r]);
-          }
-          const int last = static_cast<int>(T - 1 - q0);
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int r = c / 2, col = acc_col(nt, c);
-              float v = st[nt][c] * scale.log2;
-              if (alibi) v += slope_log2 * static_cast<float>(rel[r] - col);
-              const bool seen =
-                  full || (col >= lo[r] && col <= last && first32_s[col] <= key32[r]);
-              const float p = seen ? exp2_fast(v - lse_s[col]) : 0.f;
-              st[nt][c] = p;
-              dpt[nt][c] = p * (dpt[nt][c] - delta_s[col]);
-            }
+        for (int r = 0; r < 2; ++r) {
+          a.rel[r] = static_cast<int>(key[r] - q0);
+          a.lo[r] = key[r] < T ? a.rel[r] : kRows;
+          a.key[r] = static_cast<int>(key[r]);
         }
-        std::uint32_t pp[8][2], pds[8][2];
-        pack_rows<E>(pp, st);
-        pack_rows<E>(pds, dpt);
-        times_tile<E, HD>(dv, pp, do_s, cols.lo, cols.hi);
-        times_tile<E, HD>(dk, pds, q_s, cols.lo, cols.hi);
-        if constexpr (kFused) {
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            tc::put_word(ds_s, kLdS, warp * 16 + g, acc_col(nt, 0), pds[nt][0]);
-            tc::put_word(ds_s, kLdS, warp * 16 + g + 8, acc_col(nt, 0), pds[nt][1]);
-          }
-        }
+        a.last = static_cast<int>(T - 1 - q0);
+        a.scale_log2 = scale.log2;
+        a.slope_log2 = slope_log2;
+        a.cols = cols;
+        // Head sizes from 96 on take the queries in two passes of 32: S^T and dP^T of 64
+        // queries next to dK and dV (HD f32 each) would not fit in the registers.
+        constexpr int kPasses = HD >= 96 ? 2 : 1;
+        key_rows<E, HD, kFused, 0, 4 / kPasses>(a, dk, dv);
+        if constexpr (kPasses == 2) key_rows<E, HD, kFused, 2, 2>(a, dk, dv);
       }
     } else if constexpr (kFused) {  // keys no query of the tile sees: dS^T is zero
 #pragma unroll
