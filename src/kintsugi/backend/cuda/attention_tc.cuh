@@ -26,8 +26,8 @@ constexpr int kBlock = 16;  // keys or queries per 16-deep product: a tile has 4
 constexpr int row_stride(int hd) { return hd + kPad; }  // of a row-major tile ([rows][hd])
 constexpr std::size_t tile_bytes(int hd) { return sizeof(std::uint16_t) * kRows * row_stride(hd); }
 
-// How a launch orders and trims its work (attention_tc_variant.cpp reads it from the
-// environment; the old behaviour is order_group 1 and skip_masked false).
+// How a launch orders and trims its work, from the Variant (attention_tc.hpp); the first
+// kernels' behaviour is order_group 1 and skip_masked false.
 struct Tuning {
   // Blocks go out in groups of this many (sequence, head) units, each group's tiles heaviest
   // first across its units: the causal triangle gives a tile 1 to T/64 tiles of work, and a
@@ -52,7 +52,8 @@ struct BlockTile {
 __device__ __forceinline__ BlockTile block_tile(std::int64_t units, std::int64_t tiles,
                                                 std::int64_t order_group) {
   const std::int64_t per_group = order_group * tiles, g = blockIdx.x / per_group;
-  const std::int64_t idx = blockIdx.x % per_group, size = smaller(order_group, units - g * order_group);
+  const std::int64_t idx = blockIdx.x % per_group;
+  const std::int64_t size = smaller(order_group, units - g * order_group);  // the last: fewer
   return {g * order_group + idx % size, idx / size};
 }
 
