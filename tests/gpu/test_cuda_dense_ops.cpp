@@ -1,8 +1,13 @@
 // The CUDA backend's GEMMs, norms, activations, rotary embeddings and attention against the CPU
 // backend in f64, for every precision mix (Types) and several shapes, ragged ones included.
 #include "device_testing.hpp"
+#include "kintsugi/backend/cuda/attention_tc.hpp"
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
+#include "kintsugi/backend/cuda/kernels.hpp"
+#ifdef KINTSUGI_GPU_TESTS_EMULATED
+#include "cuda_emulator.hpp"
+#endif
 
 namespace kintsugi {
 namespace {
@@ -213,24 +218,149 @@ TEST_P(CudaDense, Rope) {
     }
 }
 
+// The tensor-core kernels' variants (attention_tc.hpp), each held to the CPU: the first
+// kernels (every switch off), tile masks with the two-kernel backward, and the fused backward
+// with and without skipping masked blocks and ordering heavy tiles first. Other types take the
+// CUDA-core kernels, which have no variants: they run once.
+struct AttentionVariant {
+  std::string name;
+  cuda::attn_tc::Variant v;
+};
+std::vector<AttentionVariant> attention_variants(DType act) {
+  using cuda::attn_tc::Variant;
+  if (act != DType::bf16 && act != DType::f16) return {{"", cuda::attn_tc::variant()}};
+  Variant first, two_kernels, fused, fused_plain;
+  first.tile_masks = first.skip_masked = first.heavy_first = first.fused_backward = false;
+  two_kernels.fused_backward = false;
+  fused_plain.skip_masked = fused_plain.heavy_first = false;
+  return {{" (first kernels)", first},
+          {" (tile masks, two kernels)", two_kernels},
+          {" (fused)", fused},
+          {" (fused, every block, unit order)", fused_plain}};
+}
+
+// Sets a variant for a scope.
+class VariantScope {
+ public:
+  explicit VariantScope(const cuda::attn_tc::Variant& v) : saved_(cuda::attn_tc::variant()) {
+    cuda::attn_tc::set_variant(v);
+  }
+  ~VariantScope() { cuda::attn_tc::set_variant(saved_); }
+  VariantScope(const VariantScope&) = delete;
+  VariantScope& operator=(const VariantScope&) = delete;
+
+ private:
+  cuda::attn_tc::Variant saved_;
+};
+
+// Forward and backward of one shape (documents when doc_start is set on both sides) against the
+// CPU; qkv as given.
+void check_attention(OpTest& op, const Types& t, const AttentionShape& on_gpu,
+                     const AttentionShape& on_cpu, Pair& qkv, const std::string& what) {
+  const AttentionShape& s = on_gpu;
+  const std::int64_t rows = s.batch * s.seq;
+  Pair out = op.output(t.act, {rows, s.heads * s.head_dim});
+  Pair lse = op.output(t.stat, {s.batch, s.heads, s.seq});
+  op.gpu().attention_forward(on_gpu, qkv.gpu, out.gpu, lse.gpu);
+  op.cpu().attention_forward(on_cpu, qkv.cpu, out.cpu, lse.cpu);
+  OpTest::expect_near(out, "out " + what);
+  OpTest::expect_near(lse, "lse " + what, t.act);
+  OpTest::mirror(out);
+  OpTest::mirror(lse);
+  Pair dout = op.input(t.act, {rows, s.heads * s.head_dim});
+  Pair dqkv = op.output(t.act, {rows, (s.heads + 2 * s.kv_heads) * s.head_dim});
+  op.gpu().attention_backward(on_gpu, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+  op.cpu().attention_backward(on_cpu, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
+  OpTest::expect_near(dqkv, "dqkv " + what);
+}
+
 TEST_P(CudaDense, Attention) {
   const Types t = GetParam();
-  for (const AttentionShape& s : kAttentionShapes) {
-    const std::int64_t rows = s.batch * s.seq;
-    Pair qkv = input(t.act, {rows, (s.heads + 2 * s.kv_heads) * s.head_dim});
+  for (const AttentionVariant& variant : attention_variants(t.act)) {
+    const VariantScope scope(variant.v);
+    for (const AttentionShape& s : kAttentionShapes) {
+      Pair qkv = input(t.act, {s.batch * s.seq, (s.heads + 2 * s.kv_heads) * s.head_dim});
+      check_attention(*this, t, s, s, qkv, describe(s) + variant.name);
+    }
+  }
+}
+
+// Shapes whose tiles fall in every class the tensor-core kernels tell apart: full tiles (every
+// key before every query of a warp: no mask), diagonal tiles (masked, blocks skipped), ragged
+// ends, ALiBi on full tiles, grouped-query heads over four tiles, head sizes 80 and 96 (dQ
+// shares in two column chunks, as 128), and 36 (sequence, head) units: a partial group of the
+// heavy-first order.
+TEST_P(CudaDense, AttentionTileClasses) {
+  const Types t = GetParam();
+  if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
+  const AttentionShape shapes[] = {{1, 256, 2, 1, 64, 0, 0}, {1, 200, 3, 3, 32, 3, 0},
+                                   {3, 70, 12, 12, 16, 0, 0}, {1, 192, 1, 1, 128, 0, 0},
+                                   {1, 130, 2, 1, 80, 0, 0},  {1, 140, 2, 2, 96, 6, 3}};
+  for (const AttentionVariant& variant : attention_variants(t.act)) {
+    const VariantScope scope(variant.v);
+    for (const AttentionShape& s : shapes) {
+      Pair qkv = input(t.act, {s.batch * s.seq, (s.heads + 2 * s.kv_heads) * s.head_dim});
+      check_attention(*this, t, s, s, qkv, describe(s) + variant.name);
+    }
+  }
+}
+
+// The fused backward through a scratch cap that holds 3 of 8 (sequence, kv head) units: three
+// slices (3, 3, 2), each a fused launch and a dQ sum (counted under the emulator).
+TEST_P(CudaDense, AttentionFusedSlices) {
+  const Types t = GetParam();
+  if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
+  const AttentionShape s{4, 100, 4, 2, 32, 0, 0};
+  cuda::attn_tc::Variant v;
+  const std::size_t per_unit = sizeof(float) * 2 * 3 * 64 * 32;  // 2 heads, 3 tile pairs
+  v.fused_scratch_cap = 3 * per_unit + 100;
+  const VariantScope scope(v);
+  const cuda::AttnShape a{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
+  const std::size_t delta = (sizeof(double) * 4 * 4 * 100 + 255) / 256 * 256;
+  EXPECT_EQ(cuda::attention_backward_scratch_bytes(a, t.stat), delta + 3 * per_unit);
+  const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  Pair qkv = input(t.act, {rows, width});
+  Pair out = output(t.act, {rows, s.heads * s.head_dim});
+  Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
+  gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
+  cpu().attention_forward(s, qkv.cpu, out.cpu, lse.cpu);
+  mirror(out);
+  mirror(lse);
+  Pair dout = input(t.act, {rows, s.heads * s.head_dim}), dqkv = output(t.act, {rows, width});
+#ifdef KINTSUGI_GPU_TESTS_EMULATED
+  const std::uint64_t before = cuda_emu::launches();
+#endif
+  gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+#ifdef KINTSUGI_GPU_TESTS_EMULATED
+  EXPECT_EQ(cuda_emu::launches() - before, 1u + 2u * 3u);  // delta, then 3 x (fused, sum)
+#endif
+  cpu().attention_backward(s, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
+  expect_near(dqkv, "dqkv in slices " + describe(s));
+}
+
+// Same inputs, same bits, with the scratch filled by another call in between (a partial read
+// before it is written would show), for both backward schemes with the tile masks.
+TEST_P(CudaDense, AttentionBackwardRepeatsBitForBit) {
+  const Types t = GetParam();
+  if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
+  const AttentionShape s{1, 150, 2, 1, 64, 0, 0};
+  const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  const std::vector<AttentionVariant> variants = attention_variants(t.act);
+  for (const AttentionVariant& variant : {variants[1], variants[2]}) {
+    const VariantScope scope(variant.v);
+    Pair qkv = input(t.act, {rows, width}), other = input(t.act, {rows, width});
+    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
     Pair out = output(t.act, {rows, s.heads * s.head_dim});
     Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
-    gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
-    cpu().attention_forward(s, qkv.cpu, out.cpu, lse.cpu);
-    expect_near(out, "out " + describe(s));
-    expect_near(lse, "lse " + describe(s), t.act);
-    mirror(out);
-    mirror(lse);
-    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
-    Pair dqkv = output(t.act, {rows, (s.heads + 2 * s.kv_heads) * s.head_dim});
-    gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
-    cpu().attention_backward(s, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
-    expect_near(dqkv, "dqkv " + describe(s));
+    std::vector<std::vector<double>> runs;
+    for (Pair* x : {&qkv, &other, &qkv}) {
+      Pair dqkv = output(t.act, {rows, width});
+      gpu().attention_forward(s, x->gpu, out.gpu, lse.gpu);
+      gpu().attention_backward(s, x->gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+      runs.push_back(OpTest::fetch(dqkv.gpu));
+    }
+    EXPECT_EQ(runs[0], runs[2]) << variant.name;
+    EXPECT_NE(runs[0], runs[1]) << variant.name;
   }
 }
 
@@ -238,39 +368,36 @@ TEST_P(CudaDense, Attention) {
 // tile, across tiles, at the first and the last row) and RoPE restarts at each document.
 TEST_P(CudaDense, AttentionWithDocuments) {
   const Types t = GetParam();
-  for (AttentionShape s : {AttentionShape{2, 70, 4, 2, 16, 0, 0}, AttentionShape{2, 70, 4, 4, 8, 4, 0},
-                           AttentionShape{2, 140, 2, 1, 64, 0, 0}}) {
-    std::vector<std::int32_t> starts;
-    for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
-      std::int32_t start = 0;
-      for (std::int64_t r = 0; r < s.seq; ++r) {
-        starts.push_back(start);
-        if (std::find(ends.begin(), ends.end(), r) != ends.end()) start = static_cast<std::int32_t>(r + 1);
+  const bool tensor_cores = t.act == DType::bf16 || t.act == DType::f16;
+  // The four-tile shapes give full tiles next to document tiles (the last documents span
+  // several tiles), for the tensor-core kernels; the CUDA-core ones are covered by the others.
+  const AttentionShape shapes[] = {{2, 70, 4, 2, 16, 0, 0},   {2, 70, 4, 4, 8, 4, 0},
+                                   {2, 140, 2, 1, 64, 0, 0},  {2, 256, 2, 1, 64, 0, 0},
+                                   {2, 200, 2, 2, 32, 2, 0}};
+  for (const AttentionVariant& variant : attention_variants(t.act)) {
+    const VariantScope scope(variant.v);
+    for (const AttentionShape& s : shapes) {
+      if (s.seq > 140 && !tensor_cores) continue;
+      std::vector<std::int32_t> starts;
+      for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
+        std::int32_t start = 0;
+        for (std::int64_t r = 0; r < s.seq; ++r) {
+          starts.push_back(start);
+          if (std::find(ends.begin(), ends.end(), r) != ends.end()) start = static_cast<std::int32_t>(r + 1);
+        }
       }
+      Pair doc = ids(starts);
+      AttentionShape on_gpu = s, on_cpu = s;
+      on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
+      on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
+      const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+      Pair qkv = input(t.act, {rows, width});
+      gpu().rope(on_gpu, qkv.gpu, 10000.0, false);
+      cpu().rope(on_cpu, qkv.cpu, 10000.0, false);
+      expect_near(qkv, "rope with documents " + describe(s));
+      mirror(qkv);
+      check_attention(*this, t, on_gpu, on_cpu, qkv, "with documents " + describe(s) + variant.name);
     }
-    Pair doc = ids(starts);
-    AttentionShape on_gpu = s, on_cpu = s;
-    on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
-    on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
-    const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
-    Pair qkv = input(t.act, {rows, width});
-    gpu().rope(on_gpu, qkv.gpu, 10000.0, false);
-    cpu().rope(on_cpu, qkv.cpu, 10000.0, false);
-    expect_near(qkv, "rope with documents " + describe(s));
-    mirror(qkv);
-    Pair out = output(t.act, {rows, s.heads * s.head_dim});
-    Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
-    gpu().attention_forward(on_gpu, qkv.gpu, out.gpu, lse.gpu);
-    cpu().attention_forward(on_cpu, qkv.cpu, out.cpu, lse.cpu);
-    expect_near(out, "out with documents " + describe(s));
-    expect_near(lse, "lse with documents " + describe(s), t.act);
-    mirror(out);
-    mirror(lse);
-    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
-    Pair dqkv = output(t.act, {rows, width});
-    gpu().attention_backward(on_gpu, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
-    cpu().attention_backward(on_cpu, qkv.cpu, out.cpu, lse.cpu, dout.cpu, dqkv.cpu);
-    expect_near(dqkv, "dqkv with documents " + describe(s));
   }
 }
 

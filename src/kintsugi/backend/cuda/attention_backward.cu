@@ -268,10 +268,18 @@ void backward_acc(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref d
   }
 }
 
+// Scratch: delta per (b, h, t) row (sized for f64), then, at the next 256-byte boundary, the
+// tensor-core backward's dQ partials. Which kernels run depends on qkv's type, which this size
+// does not see: with f32 statistics and a tensor-core head size the partials are counted even
+// when qkv is f32 (bounded, attention_tc_backward.cu).
+std::size_t delta_bytes(const AttnShape& s) {
+  return (sizeof(double) * static_cast<std::size_t>(s.batch * s.heads * s.seq) + 255) / 256 * 256;
+}
+
 }  // namespace
 
-std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType) {
-  return sizeof(double) * static_cast<std::size_t>(s.batch * s.heads * s.seq);
+std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype) {
+  return delta_bytes(s) + (lse_dtype == DType::f64 ? 0 : attn_tc::backward_scratch_bytes(s));
 }
 
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
@@ -280,7 +288,10 @@ void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout,
   if (attn_tc::takes(s, qkv)) {
     auto* delta = static_cast<float*>(scratch.data);
     launch_delta(s, out, dout, delta, stream);
-    return attn_tc::backward(s, qkv, lse, dout, delta, dqkv, stream);
+    const std::size_t skip = delta_bytes(s);
+    const Scratch partials{static_cast<unsigned char*>(scratch.data) + skip,
+                           scratch.bytes > skip ? scratch.bytes - skip : 0};
+    return attn_tc::backward(s, qkv, lse, dout, delta, dqkv, partials, stream);
   }
   if (all_f64({qkv, out, lse, dout, dqkv}))
     backward_acc<double>(s, qkv, out, lse, dout, dqkv, static_cast<double*>(scratch.data), stream);

@@ -5,17 +5,48 @@
 // semantics as those (documents, ALiBi, grouped-query heads); the probabilities and their
 // gradients are rounded to the qkv type before they multiply V, dO, K and Q, as in
 // FlashAttention-2. Plain C++ header.
+#include <cstddef>
+
 #include "kintsugi/backend/cuda/kernels.hpp"
 
 namespace kintsugi::cuda::attn_tc {
 
-// Whether these kernels take the call (KINTSUGI_TENSOR_CORE_ATTENTION=0 turns them off, to
-// compare with the CUDA-core kernels).
+// The kernels' variants, so that one build times each change against what came before (all on
+// by default; the environment variable named, set to 0, turns one off at the first call).
+struct Variant {
+  bool tensor_cores = true;  // KINTSUGI_TENSOR_CORE_ATTENTION: off sends calls to the CUDA cores
+  // KINTSUGI_ATTN_TILE_MASKS: masks and ALiBi only on the tiles that need them, in 32-bit
+  // offsets, scale folded into the exponent's FMA; off: every element of every tile in 64-bit.
+  bool tile_masks = true;
+  // KINTSUGI_ATTN_SKIP_MASKED (with tile_masks): skip the products over 16-row blocks the causal
+  // mask hides from a whole warp (diagonal tiles).
+  bool skip_masked = true;
+  // KINTSUGI_ATTN_HEAVY_FIRST: blocks ordered heaviest tiles first within groups of (sequence,
+  // head) units; off: unit by unit.
+  bool heavy_first = true;
+  // KINTSUGI_ATTN_BWD_FUSED (with tile_masks): backward in one pass over the key tiles (5
+  // products, dQ from f32 partials summed in a fixed order); off: dK/dV and dQ kernels (7).
+  bool fused_backward = true;
+  // The most scratch the fused backward's dQ partials take (KINTSUGI_ATTN_BWD_SCRATCH_MIB);
+  // larger calls go through it in slices of (sequence, kv head) units. 256 MiB holds 120 of
+  // GPT-2 124M's 384 units at B = 32, T = 1024 (2.1 MiB each): 4 slices of 96.
+  std::size_t fused_scratch_cap = std::size_t{256} << 20;
+};
+Variant variant();
+void set_variant(const Variant& v);  // tests: both paths in one process
+
+// Whether these kernels take the call.
 bool takes(const AttnShape& s, const Ref& qkv);
 
 void forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream);
-// delta[row] = dO . O per (b, h, t) row, as attention_backward computes it first.
+
+// Scratch the backward wants for its dQ partials (0 when the fused backward is off or the
+// head size is not one of these kernels'), bounded: larger shapes go through it in slices of
+// (sequence, kv head) units.
+std::size_t backward_scratch_bytes(const AttnShape& s);
+// delta[row] = dO . O per (b, h, t) row, as attention_backward computes it first. `partials`:
+// the scratch above (less than that falls back to the two-kernel backward).
 void backward(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
-              cudaStream_t stream);
+              Scratch partials, cudaStream_t stream);
 
 }  // namespace kintsugi::cuda::attn_tc

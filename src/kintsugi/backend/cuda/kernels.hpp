@@ -92,6 +92,8 @@ std::size_t attention_decode_scratch_bytes(const AttnShape& s, std::int64_t posi
                                            DType dtype);
 void attention_decode(const AttnShape& s, Ref cache, std::int64_t position, Ref out,
                       Scratch scratch, cudaStream_t stream);
+// Backward scratch: delta per row, and the tensor-core backward's f32 dQ partials (at most
+// 256 MiB of them: larger calls go in slices; attention_tc.hpp).
 std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype);
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
                         Scratch scratch, cudaStream_t stream);

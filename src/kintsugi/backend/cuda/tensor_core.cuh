@@ -55,6 +55,16 @@ __device__ __forceinline__ std::uint32_t word(const std::uint16_t* tile, int ld,
 #endif
 }
 
+// Stores that word.
+__device__ __forceinline__ void put_word(std::uint16_t* tile, int ld, int row, int col,
+                                         std::uint32_t w) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<std::uint32_t*>(tile + row * ld + col) = w;
+#else
+  std::memcpy(tile + row * ld + col, &w, sizeof w);
+#endif
+}
+
 // ldmatrix: four 8 x 8 matrices of 16-bit elements from shared memory in one instruction. Lane
 // 8m + i gives the address of row i of matrix m (16-byte aligned); r[m] receives, in lane
 // 4g + t, elements (g, 2t) and (g, 2t + 1) of matrix m, or with `trans` of its transpose:
@@ -96,6 +106,15 @@ __device__ __forceinline__ void ldmatrix_a(std::uint32_t (&a)[4], const std::uin
                                            int ld, int row0, int col0) {
   const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
   ldmatrix_x4<false>(a, tile + (row0 + i + 8 * (m % 2)) * ld + col0 + 8 * (m / 2));
+}
+
+// ... or of a tile stored transposed, [K][M] row-major (dS^T, whose rows are keys, as the A of
+// dS K), read with ldmatrix's transpose: matrix m holds A rows row0 + 8 (m % 2) on, depth
+// col0 + 8 (m / 2) on, i.e. stored rows col0 + 8 (m / 2) + i from column row0 + 8 (m % 2).
+__device__ __forceinline__ void ldmatrix_a_trans(std::uint32_t (&a)[4], const std::uint16_t* tile,
+                                                 int ld, int row0, int col0) {
+  const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
+  ldmatrix_x4<true>(a, tile + (col0 + i + 8 * (m / 2)) * ld + row0 + 8 * (m % 2));
 }
 
 // B fragments of two neighbouring 8-column products: columns n0..n0+15 (b[0..1] for n0,

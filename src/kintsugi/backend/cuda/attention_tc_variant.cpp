@@ -1,0 +1,37 @@
+// The tensor-core attention kernels' variants (attention_tc.hpp): read from the environment at
+// the first call, replaced by tests.
+#include <cstdlib>
+#include <cstring>
+
+#include "kintsugi/backend/cuda/attention_tc.hpp"
+
+namespace kintsugi::cuda::attn_tc {
+
+namespace {
+
+bool on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+Variant& current() {
+  static Variant v = [] {
+    Variant r;
+    r.tensor_cores = on("KINTSUGI_TENSOR_CORE_ATTENTION");
+    r.tile_masks = on("KINTSUGI_ATTN_TILE_MASKS");
+    r.skip_masked = on("KINTSUGI_ATTN_SKIP_MASKED");
+    r.heavy_first = on("KINTSUGI_ATTN_HEAVY_FIRST");
+    r.fused_backward = on("KINTSUGI_ATTN_BWD_FUSED");
+    if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
+      r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
+    return r;
+  }();
+  return v;
+}
+
+}  // namespace
+
+Variant variant() { return current(); }
+void set_variant(const Variant& v) { current() = v; }
+
+}  // namespace kintsugi::cuda::attn_tc
