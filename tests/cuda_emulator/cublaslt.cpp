@@ -19,7 +19,9 @@ struct cublasLtMatmulDescEmu {
   cudaDataType_t scale;
   cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;
+  const void* bias = nullptr;  // the bias (BIAS) or the bias gradient written (BGRADB)
+  const void* aux = nullptr;   // GELU's input: written (GELU_AUX*) or read (DGELU)
+  std::int64_t aux_ld = 0;
 };
 struct cublasLtMatrixLayoutEmu {
   cudaDataType_t type;
@@ -83,11 +85,70 @@ void op_dims(const cublasLtMatrixLayoutEmu& l, cublasOperation_t op, std::uint64
   cols = op == CUBLAS_OP_N ? l.cols : l.rows;
 }
 
+// The epilogues implemented here, and what each needs (see the header).
+bool implemented(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+    case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return true;
+  }
+  return false;
+}
+bool uses_aux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DGELU;
+}
+bool adds_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+// NOT_SUPPORTED for what the emulator does not implement: epilogues beyond the list (and any
+// epilogue of an f64 product); INVALID_VALUE for an aux matrix without its documented leading
+// dimension (a multiple of 8, at least D's rows).
+cublasStatus_t check_operation(const cublasLtMatmulDescEmu& desc, const cublasLtMatrixLayoutEmu& a,
+                               const cublasLtMatrixLayoutEmu& b, const cublasLtMatrixLayoutEmu& c,
+                               const cublasLtMatrixLayoutEmu& d) {
+  if (a.type != b.type || c.type != d.type || !supported(a.type, d.type, desc.compute))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!implemented(desc.epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc.compute == CUBLAS_COMPUTE_64F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (uses_aux(desc.epilogue) &&
+      (desc.aux_ld % 8 != 0 || desc.aux_ld < static_cast<std::int64_t>(d.rows)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// What an algorithm is tied to (algo.data[7]): the types and the epilogue it was chosen for.
+std::uint64_t tag(const cublasLtMatmulDescEmu& desc, const cublasLtMatrixLayoutEmu& a,
+                  const cublasLtMatrixLayoutEmu& d) {
+  return 0x6b7400000000ull | std::uint64_t(desc.compute) << 24 | std::uint64_t(a.type) << 16 |
+         std::uint64_t(d.type) << 12 | std::uint64_t(desc.epilogue);
+}
+
+// GELU, tanh approximation, in f32 (as a GPU's epilogue computes it), and its derivative.
+float gelu(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+float gelu_grad(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  const float t = std::tanh(u);
+  const float du = 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
 }  // namespace
 
 namespace cuda_emu {
 std::uint64_t blas_products() { return products; }
 }  // namespace cuda_emu
+
+std::size_t cublasLtGetVersion() { return 1; }
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   *handle = new cublasLtContext;
@@ -122,6 +183,14 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
       desc->bias = *static_cast<const void* const*>(value);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
+      desc->aux = *static_cast<const void* const*>(value);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      if (bytes != sizeof(std::int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      desc->aux_ld = *static_cast<const std::int64_t*>(value);
       return CUBLAS_STATUS_SUCCESS;
   }
   return CUBLAS_STATUS_INVALID_VALUE;
@@ -172,11 +241,36 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     int* returned) {
   *returned = 0;
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
-  if (a->type != b->type || c->type != d->type || !supported(a->type, d->type, desc->compute))
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  results[0] = {};
-  for (int k = 0; k < 4; ++k) results[0].algo.data[k] = pref->align[k];
-  *returned = 1;
+  if (const cublasStatus_t s = check_operation(*desc, *a, *b, *c, *d); s != CUBLAS_STATUS_SUCCESS)
+    return s;
+  // The bias and aux pointers are not dereferenced here, but their alignment binds the
+  // algorithms returned, as the alignments promised for the matrices do.
+  const std::uint64_t bias_align = desc->bias ? alignment(desc->bias) : 0;
+  const std::uint64_t aux_align = desc->aux ? alignment(desc->aux) : 0;
+  const int count = requested < kEmulatedAlgorithms ? requested : kEmulatedAlgorithms;
+  for (int r = 0; r < count; ++r) {
+    results[r] = {};
+    for (int k = 0; k < 4; ++k) results[r].algo.data[k] = pref->align[k];
+    results[r].algo.data[4] = bias_align;
+    results[r].algo.data[5] = aux_align;
+    results[r].algo.data[6] = static_cast<std::uint64_t>(r);  // its k products in r + 1 pieces
+    results[r].algo.data[7] = tag(*desc, *a, *d);
+  }
+  *returned = count;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
+                                       cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                       cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                       const cublasLtMatmulAlgo_t* algo,
+                                       cublasLtMatmulHeuristicResult_t* result) {
+  if (const cublasStatus_t s = check_operation(*desc, *a, *b, *c, *d); s != CUBLAS_STATUS_SUCCESS)
+    return s;
+  if (algo->data[7] != tag(*desc, *a, *d) || algo->data[6] >= kEmulatedAlgorithms)
+    return CUBLAS_STATUS_INVALID_VALUE;  // an algorithm of another operation
+  result->workspaceSize = 0;
+  result->state = CUBLAS_STATUS_SUCCESS;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -194,17 +288,31 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     die("matmul layouts that do not fit: op(A) " + std::to_string(m) + "x" + std::to_string(k) +
         ", op(B) " + std::to_string(k2) + "x" + std::to_string(n) + ", D " +
         std::to_string(dl->rows) + "x" + std::to_string(dl->cols));
-  if (!supported(al->type, dl->type, desc->compute) || al->type != bl->type)
+  if (check_operation(*desc, *al, *bl, *cl, *dl) != CUBLAS_STATUS_SUCCESS)
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (algo->data[7] != tag(*desc, *al, *dl) || algo->data[6] >= kEmulatedAlgorithms)
+    die("an algorithm the heuristic gave for another operation (types or epilogue)");
   const void* pointers[4] = {a, b, c, d};
   for (int i = 0; i < 4; ++i)
     if (alignment(pointers[i]) < algo->data[i])
       die("a matrix less aligned than promised to the heuristic (misaligned address on a GPU)");
+  const cublasLtEpilogue_t epilogue = desc->epilogue;
+  const bool bias = adds_bias(epilogue), bgrad = epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const bool aux = uses_aux(epilogue);
+  if ((bias || bgrad) && !desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
+  if (aux && !desc->aux) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((bias || bgrad) && alignment(desc->bias) < algo->data[4])
+    die("a bias vector less aligned than the one the heuristic saw");
+  if (aux && alignment(desc->aux) < algo->data[5])
+    die("an aux matrix less aligned than the one the heuristic saw");
   const bool f64 = desc->compute == CUBLAS_COMPUTE_64F;
   const double al_v = f64 ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   const double be_v = f64 ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
-  const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
-  if (bias && !desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
+  // Where alpha and C enter a GELU or a gradient epilogue is not emulated: the backend never
+  // scales these, nor accumulates through GELU.
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS && al_v != 1)
+    die("alpha != 1 with a GELU or bias-gradient epilogue (not emulated)");
+  if (aux && be_v != 0) die("beta != 0 with a GELU epilogue (not emulated)");
   auto at = [](const cublasLtMatrixLayoutEmu& l, cublasOperation_t op, std::uint64_t i,
                std::uint64_t j) {  // element (i, j) of op(X), column-major storage
     return op == CUBLAS_OP_N ? i + j * l.ld : j + i * l.ld;
@@ -215,23 +323,45 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     for (std::uint64_t p = 0; p < k; ++p) a_rows[i * k + p] = get(a, al->type, at(*al, desc->trans_a, i, p));
   for (std::uint64_t j = 0; j < n; ++j)
     for (std::uint64_t p = 0; p < k; ++p) b_cols[j * k + p] = get(b, bl->type, at(*bl, desc->trans_b, p, j));
+  // The algorithm's pieces of k, each summed from zero, then added in order (a split-K).
+  const std::uint64_t pieces = algo->data[6] + 1;
   for (std::uint64_t j = 0; j < n; ++j)
     for (std::uint64_t i = 0; i < m; ++i) {
       const double* x = &a_rows[i * k];
       const double* y = &b_cols[j * k];
       double sum = 0;
-      if (f64) {
-        for (std::uint64_t p = 0; p < k; ++p) sum += x[p] * y[p];
-      } else {  // f32 compute: fused multiply-adds in f32, as the GPU's tensor or FMA units
-        float acc = 0;
-        for (std::uint64_t p = 0; p < k; ++p)
-          acc = std::fma(static_cast<float>(x[p]), static_cast<float>(y[p]), acc);
-        sum = acc;
+      float sum32 = 0;
+      for (std::uint64_t s = 0; s < pieces; ++s) {
+        const std::uint64_t p0 = k * s / pieces, p1 = k * (s + 1) / pieces;
+        if (f64) {
+          double acc = 0;
+          for (std::uint64_t p = p0; p < p1; ++p) acc += x[p] * y[p];
+          sum = s == 0 ? acc : sum + acc;
+        } else {  // f32 compute: fused multiply-adds in f32, as the GPU's tensor or FMA units
+          float acc = 0;
+          for (std::uint64_t p = p0; p < p1; ++p)
+            acc = std::fma(static_cast<float>(x[p]), static_cast<float>(y[p]), acc);
+          sum32 = s == 0 ? acc : sum32 + acc;
+        }
       }
+      if (!f64) sum = sum32;
       double v = al_v * sum;
       if (be_v != 0) v += be_v * get(c, cl->type, i + j * cl->ld);
       if (bias) v += get(desc->bias, dl->type, i);
+      if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        put(const_cast<void*>(desc->aux), dl->type, i + j * desc->aux_ld, v);
+        v = gelu(static_cast<float>(v));
+      } else if (epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        v = static_cast<float>(v) *
+            gelu_grad(static_cast<float>(get(desc->aux, dl->type, i + j * desc->aux_ld)));
+      }
       put(d, dl->type, i + j * dl->ld, v);
+    }
+  if (bgrad)  // the sums over k of op(B)'s columns, in f32, in D's type
+    for (std::uint64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (std::uint64_t p = 0; p < k; ++p) acc += static_cast<float>(b_cols[j * k + p]);
+      put(const_cast<void*>(desc->bias), dl->type, j, acc);
     }
   ++products;
   return CUBLAS_STATUS_SUCCESS;
