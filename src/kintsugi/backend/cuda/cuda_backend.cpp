@@ -94,10 +94,9 @@ class CudaBackend final : public Backend {
     KINTSUGI_ASSERT(rows_of(x) == m && dw.shape[0] == n && dw.shape[1] == k);
     KINTSUGI_ASSERT(!db || db->numel() == n);
     check_types({&dy, &x, &dw, db});
-    gemm_.run(n, k, m, ref(dy), true, ref(x), false, ref(dw), accumulate, Ref{}, stream_);
-    if (db)
-      cuda::column_sums(ref(dy), ref(*db), m, n, accumulate,
-                        scratch(cuda::column_sums_scratch_bytes(m, n)), stream_);
+    // db: the column sums of dy, in the GEMM's epilogue where cuBLASLt takes it (gemm.hpp).
+    gemm_.run(n, k, m, ref(dy), true, ref(x), false, ref(dw), accumulate,
+              cuda::GemmEpilogue{.row_sums = ref(db)}, stream_);
   }
 
   void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,

@@ -2,6 +2,9 @@
 
 #include <cublasLt.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/cuda_check.hpp"
 #include "kintsugi/core/error.hpp"
@@ -36,6 +39,10 @@ std::uint32_t alignment(const void* p) {
   return a;
 }
 
+// Epilogue vectors and matrices are given to cuBLASLt on 16-byte boundaries (its documented
+// requirement for the bias), else the work is done without the epilogue.
+bool epilogue_aligned(const void* p) { return alignment(p) >= 16; }
+
 void lt_check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     fail("cuBLASLt error in {}: status {}", what, static_cast<int>(status));
@@ -47,10 +54,34 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T
            "cublasLtMatmulDescSetAttribute");
 }
 
+bool enabled(const char* variable) {
+  const char* v = std::getenv(variable);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 }  // namespace
 
+GemmOptions GemmOptions::from_environment() {
+  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD")};
+}
+
+// One cuBLASLt call: D = op(A) op(B) (+ D when accumulating) with its epilogue, the operands
+// already in the product's type.
+struct Gemm::LtCall {
+  std::int64_t m, n, k;
+  Ref a;
+  bool trans_a;
+  Ref b;
+  bool trans_b;
+  Ref d;
+  bool accumulate;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  void* bias = nullptr;  // BIAS: the bias, read; BGRADB: the row sums, written (D's type)
+};
+
 // Descriptors of one shape and its algorithm (cuBLAS is column-major: the row-major product
-// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, i.e. with A and B swapped).
+// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, i.e. with A and B swapped; our row sums
+// of op(A) are then the column sums of cuBLAS's op(B): BGRADB).
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -63,111 +94,111 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(Allocator& allocator, MemoryTracker& memory)
-    : workspace_(allocator, memory, MemoryKind::workspace, kWorkspaceBytes),
+Gemm::Gemm(Allocator& allocator, MemoryTracker& memory, GemmOptions options)
+    : options_(options),
+      workspace_(allocator, memory, MemoryKind::workspace, kWorkspaceBytes),
       a_(allocator, memory),
       b_(allocator, memory),
       c_(allocator, memory),
-      bias_(allocator, memory) {}
+      bias_(allocator, memory),
+      sums_(allocator, memory),
+      partials_(allocator, memory) {}
 
 Gemm::~Gemm() = default;
 
-bool Gemm::lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-                     bool trans_b, Ref d, bool accumulate, Ref bias, cudaStream_t stream) {
-  const bool f64 = a.dtype == DType::f64;
-  // The fused bias epilogue takes a bias of D's type on a 16-byte boundary; f64 adds it after.
-  const bool epilogue = bias.data && !f64 && alignment(bias.data) >= 16;
-  const auto key =
-      std::make_tuple(m, n, k, static_cast<int>(a.dtype), static_cast<int>(d.dtype), int(trans_a),
-                      int(trans_b), int(accumulate), int(epilogue), int(alignment(a.data)),
-                      int(alignment(b.data)), int(alignment(d.data)), 0);
-  std::shared_ptr<Plan>& slot = plans_[key];
-  if (!slot) {
-    auto plan = std::make_shared<Plan>();
-    const cudaDataType_t ab = cuda_type(a.dtype), dt = cuda_type(d.dtype);
-    lt_check(cublasLtMatmulDescCreate(&plan->desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                      f64 ? CUDA_R_64F : CUDA_R_32F),
-             "cublasLtMatmulDescCreate");
-    // cuBLAS's A is our B and its B our A (see Plan).
-    set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
-    set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
-    if (epilogue) set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    lt_check(trans_b ? cublasLtMatrixLayoutCreate(&plan->a, ab, u(k), u(n), k)
-                     : cublasLtMatrixLayoutCreate(&plan->a, ab, u(n), u(k), n),
-             "cublasLtMatrixLayoutCreate (A)");
-    lt_check(trans_a ? cublasLtMatrixLayoutCreate(&plan->b, ab, u(m), u(k), m)
-                     : cublasLtMatrixLayoutCreate(&plan->b, ab, u(k), u(m), k),
-             "cublasLtMatrixLayoutCreate (B)");
-    lt_check(cublasLtMatrixLayoutCreate(&plan->d, dt, u(n), u(m), n),
-             "cublasLtMatrixLayoutCreate (D)");
-    cublasLtMatmulPreference_t pref = nullptr;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const std::uint64_t ws = kWorkspaceBytes;
-    const std::uint32_t align_a = alignment(b.data), align_b = alignment(a.data),
-                        align_d = alignment(d.data);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                         sizeof(ws));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                         sizeof(align_a));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                         sizeof(align_b));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                         sizeof(align_d));
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                         sizeof(align_d));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(Context::get().blas(), plan->desc, plan->a, plan->b, plan->d,
-                                       plan->d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (plan->found) plan->algo = result.algo;
-    slot = std::move(plan);
+std::shared_ptr<Gemm::Plan> Gemm::make_plan(const LtCall& call) {
+  const std::int64_t m = call.m, n = call.n, k = call.k;
+  const bool f64 = call.a.dtype == DType::f64;
+  auto plan = std::make_shared<Plan>();
+  const cudaDataType_t ab = cuda_type(call.a.dtype), dt = cuda_type(call.d.dtype);
+  lt_check(cublasLtMatmulDescCreate(&plan->desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                    f64 ? CUDA_R_64F : CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  // cuBLAS's A is our B and its B our A (see Plan).
+  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  if (call.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, call.epilogue);
+    // The heuristic reads the epilogue pointers' alignment (never their data): set them now.
+    if (call.bias) set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias);
   }
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  lt_check(call.trans_b ? cublasLtMatrixLayoutCreate(&plan->a, ab, u(k), u(n), k)
+                        : cublasLtMatrixLayoutCreate(&plan->a, ab, u(n), u(k), n),
+           "cublasLtMatrixLayoutCreate (A)");
+  lt_check(call.trans_a ? cublasLtMatrixLayoutCreate(&plan->b, ab, u(m), u(k), m)
+                        : cublasLtMatrixLayoutCreate(&plan->b, ab, u(k), u(m), k),
+           "cublasLtMatrixLayoutCreate (B)");
+  lt_check(cublasLtMatrixLayoutCreate(&plan->d, dt, u(n), u(m), n),
+           "cublasLtMatrixLayoutCreate (D)");
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const std::uint64_t ws = kWorkspaceBytes;
+  const std::uint32_t align_a = alignment(call.b.data), align_b = alignment(call.a.data),
+                      align_d = alignment(call.d.data);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                       sizeof(align_a));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                       sizeof(align_b));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                       sizeof(align_d));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                       sizeof(align_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(Context::get().blas(), plan->desc, plan->a, plan->b, plan->d,
+                                     plan->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (plan->found) plan->algo = result.algo;
+  return plan;
+}
+
+bool Gemm::lt_matmul(const LtCall& call, cudaStream_t stream) {
+  const auto align_or_0 = [](const void* p) -> std::int64_t { return p ? alignment(p) : 0; };
+  const PlanKey key{call.m,
+                    call.n,
+                    call.k,
+                    static_cast<std::int64_t>(call.a.dtype),
+                    static_cast<std::int64_t>(call.d.dtype),
+                    call.trans_a,
+                    call.trans_b,
+                    call.accumulate,
+                    static_cast<std::int64_t>(call.epilogue),
+                    alignment(call.a.data),
+                    alignment(call.b.data),
+                    alignment(call.d.data),
+                    align_or_0(call.bias),
+                    0};
+  std::shared_ptr<Plan>& slot = plans_[key];
+  if (!slot) slot = make_plan(call);
   Plan& plan = *slot;
   if (!plan.found) return false;
-  if (epilogue) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data);
-  const float alpha32 = 1.0f, beta32 = accumulate ? 1.0f : 0.0f;
-  const double alpha64 = 1.0, beta64 = accumulate ? 1.0 : 0.0;
+  if (call.bias) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias);
+  const bool f64 = call.a.dtype == DType::f64;
+  const float alpha32 = 1.0f, beta32 = call.accumulate ? 1.0f : 0.0f;
+  const double alpha64 = 1.0, beta64 = call.accumulate ? 1.0 : 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   const cublasStatus_t status = cublasLtMatmul(
-      Context::get().blas(), plan.desc, alpha, b.data, plan.a, a.data, plan.b, beta, d.data, plan.d,
-      d.data, plan.d, &plan.algo, workspace_.data(), kWorkspaceBytes, stream);
+      Context::get().blas(), plan.desc, alpha, call.b.data, plan.a, call.a.data, plan.b, beta,
+      call.d.data, plan.d, call.d.data, plan.d, &plan.algo, workspace_.data(), kWorkspaceBytes,
+      stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
-    plan.found = false;  // this shape goes to gemm_simple from now on
+    plan.found = false;  // this call goes the other way from now on
     return false;
   }
-  if (bias.data && !epilogue) add_bias(d, bias, m, n, stream);
   return true;
 }
 
-void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-               bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream) {
-  if (m <= 0 || n <= 0) return;
-  // The product's operand type (see the header).
-  DType op = DType::f32;
-  if (a.dtype == DType::f64)
-    op = DType::f64;
-  else if (a.dtype == DType::bf16 || b.dtype == DType::bf16)
-    op = DType::bf16;
-  else if (a.dtype == DType::f16 && b.dtype == DType::f16)
-    op = DType::f16;
-  const std::size_t esize = size_of(op);
-  if (a.dtype != op) {
-    const Ref wide{a_.get(static_cast<std::size_t>(m * k) * esize).data, op, m * k};
-    convert(a, wide, m * k, stream);
-    a = wide;
-  }
-  if (b.dtype != op) {
-    const Ref wide{b_.get(static_cast<std::size_t>(k * n) * esize).data, op, k * n};
-    convert(b, wide, k * n, stream);
-    b = wide;
-  }
+void Gemm::product(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+                   bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream) {
   // The result: C itself when cuBLASLt writes its type from this product and the bias matches
   // it; otherwise f32 scratch (C widened into it when accumulating), rounded into C at the end.
+  const DType op = a.dtype;
   const bool writable = c.dtype == op || (c.dtype == DType::f32 && op != DType::f64);
   Ref d = c;
   if (!writable || (bias.data && bias.dtype != c.dtype)) {
@@ -179,10 +210,91 @@ void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans
       bias = wide;
     }
   }
-  const bool done = k > 0 && !force_simple_ &&
-                    lt_matmul(m, n, k, a, trans_a, b, trans_b, d, accumulate, bias, stream);
+  // The fused bias epilogue takes a bias of D's type on a 16-byte boundary; f64 adds it after.
+  const bool epilogue = bias.data && op != DType::f64 && epilogue_aligned(bias.data);
+  LtCall call{m, n, k, a, trans_a, b, trans_b, d, accumulate};
+  if (epilogue) {
+    call.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    call.bias = bias.data;
+  }
+  const bool done = k > 0 && !force_simple_ && lt_matmul(call, stream);
   if (!done) gemm_simple(m, n, k, a, trans_a, b, trans_b, d, accumulate, bias, stream);
+  if (done && bias.data && !epilogue) add_bias(d, bias, m, n, stream);
   if (d.data != c.data) convert(d, c, m * n, stream);
+}
+
+bool Gemm::fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+                 bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e,
+                 cudaStream_t stream) {
+  const DType op = a.dtype;
+  if (k <= 0 || force_simple_ || op == DType::f64 || !e.row_sums.data || e.bias.data ||
+      !options_.bias_gradient)
+    return false;
+  // cuBLASLt writes the sums in D's type (the bias vector's documented default): fused only
+  // where D is f32, the gradients' type, so that they are rounded once, as column_sums does.
+  const bool writable = c.dtype == op || (c.dtype == DType::f32 && op != DType::f64);
+  const Ref d = writable ? c
+                         : Ref{c_.get(static_cast<std::size_t>(m * n) * sizeof(float)).data,
+                               DType::f32, m * n};
+  if (d.dtype != DType::f32) return false;
+  // BGRADB overwrites its vector: accumulating (or a row_sums not f32 on a 16-byte boundary)
+  // takes the sums into f32 scratch, added (or rounded) into row_sums after.
+  const bool direct =
+      !accumulate && e.row_sums.dtype == DType::f32 && epilogue_aligned(e.row_sums.data);
+  const Ref sums =
+      direct ? e.row_sums
+             : Ref{sums_.get(static_cast<std::size_t>(m) * sizeof(float)).data, DType::f32, m};
+  if (d.data != c.data && accumulate) convert(c, d, m * n, stream);
+  LtCall call{m, n, k, a, trans_a, b, trans_b, d, accumulate, CUBLASLT_EPILOGUE_BGRADB, sums.data};
+  if (!lt_matmul(call, stream)) return false;
+  if (d.data != c.data) convert(d, c, m * n, stream);
+  if (!direct) {
+    if (accumulate)
+      add(e.row_sums, sums, e.row_sums, m, stream);
+    else
+      convert(sums, e.row_sums, m, stream);
+  }
+  return true;
+}
+
+void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+               bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, cudaStream_t stream) {
+  KINTSUGI_ASSERT(!e.row_sums.data || trans_a);
+  if (m <= 0) return;
+  const Ref a_in = a;  // its column sums are the row sums asked for
+  if (n > 0) {
+    // The product's operand type (see the header).
+    DType op = DType::f32;
+    if (a.dtype == DType::f64)
+      op = DType::f64;
+    else if (a.dtype == DType::bf16 || b.dtype == DType::bf16)
+      op = DType::bf16;
+    else if (a.dtype == DType::f16 && b.dtype == DType::f16)
+      op = DType::f16;
+    const std::size_t esize = size_of(op);
+    if (a.dtype != op) {
+      const Ref wide{a_.get(static_cast<std::size_t>(m * k) * esize).data, op, m * k};
+      convert(a, wide, m * k, stream);
+      a = wide;
+    }
+    if (b.dtype != op) {
+      const Ref wide{b_.get(static_cast<std::size_t>(k * n) * esize).data, op, k * n};
+      convert(b, wide, k * n, stream);
+      b = wide;
+    }
+    // The bias gradient fused only on A's own values: a converted A would give the sums of its
+    // rounded copy.
+    if (a.data == a_in.data && fused(m, n, k, a, trans_a, b, trans_b, c, accumulate, e, stream)) {
+      ++counts_.bias_gradient.fused;
+      return;
+    }
+    product(m, n, k, a, trans_a, b, trans_b, c, accumulate, e.bias, stream);
+  }
+  if (e.row_sums.data) {
+    ++counts_.bias_gradient.separate;
+    column_sums(a_in, e.row_sums, k, m, accumulate,
+                partials_.get(column_sums_scratch_bytes(k, m)), stream);
+  }
 }
 
 }  // namespace kintsugi::cuda

@@ -8,40 +8,85 @@
 // other mix is an f32 GEMM with TF32 off. A result type cuBLASLt cannot write from that product
 // goes through f32 scratch, rounded once at the end. The bias is cuBLASLt's fused epilogue.
 //
+// The epilogue (GemmEpilogue) also takes what the layers around a GEMM would otherwise do in a
+// pass of its own over the GEMM's operands (docs/gpu.md, "GEMM epilogues"): the bias gradient,
+// the row sums of op(A), as cuBLASLt's BGRADB epilogue. Where cuBLASLt cannot fuse it (types,
+// f64, no algorithm) or KINTSUGI_GEMM_BGRAD=0 (GemmOptions), the product runs alone and a
+// kernel of its own (column_sums) computes the sums, as before.
+//
 // Algorithms come from cuBLASLt's heuristic once per shape and are reused, so a given shape
 // always runs the same kernel: results are reproducible run to run. When cuBLASLt offers no
 // algorithm, gemm_simple (kernels.hpp) computes the same product.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <tuple>
 
 #include "kintsugi/backend/cuda/kernels.hpp"
 #include "kintsugi/backend/cuda/scratch.hpp"
 
 namespace kintsugi::cuda {
 
+// What the epilogue adds to the product P = op(A) op(B) (+ C when accumulating). Refs with null
+// data are absent.
+struct GemmEpilogue {
+  Ref bias;  // P += bias[j] on every row
+  // The bias gradient: row_sums[i] (+)= sum over p of op(A)[i, p], accumulating when C does.
+  // Only with trans_a (A stored [k, m], whose column sums these are).
+  Ref row_sums;
+};
+
+// Which fusions run; each one off restores the separate kernel it replaces. From the
+// environment: KINTSUGI_GEMM_BGRAD=0 turns the bias-gradient epilogue off.
+struct GemmOptions {
+  bool bias_gradient = true;
+  static GemmOptions from_environment();
+};
+
 class Gemm {
  public:
-  Gemm(Allocator& allocator, MemoryTracker& memory);
+  Gemm(Allocator& allocator, MemoryTracker& memory,
+       GemmOptions options = GemmOptions::from_environment());
   ~Gemm();
   void run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b, bool trans_b,
-           Ref c, bool accumulate, Ref bias, cudaStream_t stream);
+           Ref c, bool accumulate, const GemmEpilogue& epilogue, cudaStream_t stream);
+  void run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b, bool trans_b,
+           Ref c, bool accumulate, Ref bias, cudaStream_t stream) {
+    run(m, n, k, a, trans_a, b, trans_b, c, accumulate, GemmEpilogue{.bias = bias}, stream);
+  }
   // For tests: route every product through gemm_simple.
   void force_simple(bool on) { force_simple_ = on; }
+  const GemmOptions& options() const { return options_; }
+  // How often each epilogue part ran inside the GEMM, and how often as a kernel of its own.
+  struct Counts {
+    std::int64_t fused = 0, separate = 0;
+  };
+  struct EpilogueCounts {
+    Counts bias_gradient;
+  };
+  const EpilogueCounts& counts() const { return counts_; }
 
  private:
   struct Plan;
-  // Runs D = op(A) op(B) + beta C (+ bias) with cuBLASLt; false if it has no algorithm.
-  bool lt_matmul(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-                 bool trans_b, Ref d, bool accumulate, Ref bias, cudaStream_t stream);
+  struct LtCall;
+  using PlanKey = std::array<std::int64_t, 14>;
+  // Runs one call on cuBLASLt; false (nothing enqueued) if it has no algorithm for it.
+  bool lt_matmul(const LtCall& call, cudaStream_t stream);
+  std::shared_ptr<Plan> make_plan(const LtCall& call);
+  // The product with the bias gradient in one cuBLASLt call; false (nothing written) where
+  // cuBLASLt cannot take it.
+  bool fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+             bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, cudaStream_t stream);
+  // The product (and bias) alone, through cuBLASLt or gemm_simple.
+  void product(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+               bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream);
 
-  Buffer workspace_;                // cuBLASLt's
-  DeviceScratch a_, b_, c_, bias_;  // converted operands, f32 result, f32 bias
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, int, int, int, int,
-                      int, int, int>,
-           std::shared_ptr<Plan>>
-      plans_;
+  GemmOptions options_;
+  Buffer workspace_;                         // cuBLASLt's
+  DeviceScratch a_, b_, c_, bias_, sums_;    // converted operands, f32 result, bias and row sums
+  DeviceScratch partials_;                   // column_sums' partial sums
+  std::map<PlanKey, std::shared_ptr<Plan>> plans_;
+  EpilogueCounts counts_;
   bool force_simple_ = false;
 };
 
