@@ -126,6 +126,20 @@ class Backend {
   virtual void gelu_forward(const Tensor& x, const Tensor& y) = 0;
   virtual void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
 
+  // ---- a GELU MLP's GEMMs with the activation (GPT-2, BLOOM), where a backend can apply it in
+  // the GEMM's epilogue instead of a pass of its own (CUDA: cuBLASLt's, backend/cuda/gemm.hpp).
+  // Each equals the ops it replaces, in sequence; pre (the GELU's input, which the model keeps
+  // for backward) does not alias the other tensors.
+  //   pre[M,N] = x[M,K] . w[N,K]^T (+ bias[N]) as linear_forward, then y = gelu(pre). A fused
+  //   epilogue may take the GELU of the product before its rounding to pre's type.
+  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                   const Tensor& pre, const Tensor& y) = 0;
+  //   dx[M,K] = gelu'(pre[M,K]) * (dy[M,N] . w[N,K]): linear_backward_input of the layer after
+  //   the GELU (overwriting dx), then gelu_backward(pre, dx, dx). A fused epilogue may multiply
+  //   the product before its rounding to dx's type.
+  virtual void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                          const Tensor& dx) = 0;
+
   // ---- causal self-attention on packed qkv (see AttentionShape). out [B,T,H,hd];
   // lse [B,H,T] holds each row's log-sum-exp so backward recomputes the probabilities instead
   // of keeping a T x T matrix per head.

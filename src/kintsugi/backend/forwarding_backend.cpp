@@ -108,6 +108,22 @@ void ForwardingBackend::gelu_backward(const Tensor& x, const Tensor& dy, const T
   around(op_call("gelu_backward", 0, bytes(x) + bytes(dy) + bytes(dx), x),
          [&] { inner_.gelu_backward(x, dy, dx); });
 }
+// The GELU MLP's fused ops: what a fused GEMM moves (the GELU's input written or read besides
+// the product's operands and result).
+void ForwardingBackend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                            const Tensor& pre, const Tensor& y) {
+  const std::int64_t m = rows(x), n = w.shape[0], k = cols(x);
+  const double moved = bytes(x) + bytes(w) + bytes(bias) + bytes(pre) + bytes(y);
+  around(OpCall{"linear_gelu_forward", 2.0 * m * n * k, moved, Shape{m, n, k}, x.dtype},
+         [&] { inner_.linear_gelu_forward(x, w, bias, pre, y); });
+}
+void ForwardingBackend::linear_backward_input_gelu(const Tensor& dy, const Tensor& w,
+                                                   const Tensor& pre, const Tensor& dx) {
+  const std::int64_t m = rows(dy), n = cols(dy), k = w.shape[1];
+  const double moved = bytes(dy) + bytes(w) + bytes(pre) + bytes(dx);
+  around(OpCall{"linear_backward_input_gelu", 2.0 * m * n * k, moved, Shape{m, n, k}, dy.dtype},
+         [&] { inner_.linear_backward_input_gelu(dy, w, pre, dx); });
+}
 void ForwardingBackend::attention_forward(const AttentionShape& s, const Tensor& qkv,
                                           const Tensor& out, const Tensor& lse) {
   // Model FLOPs of QK^T and PV, in full (see plan/flops.hpp).

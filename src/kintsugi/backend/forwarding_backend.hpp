@@ -56,6 +56,10 @@ class ForwardingBackend : public Backend {
   void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override;
   void gelu_forward(const Tensor& x, const Tensor& y) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override;
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& pre,
+                           const Tensor& y) override;
+  void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                  const Tensor& dx) override;
   void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                          const Tensor& lse) override;
   void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,

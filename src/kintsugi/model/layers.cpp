@@ -37,10 +37,26 @@ void Linear::add_bias(const Tensor& y) const {
   if (b_ >= 0) ctx_.backend.add_bias(y, ctx_.params.param(b_));
 }
 
+void Linear::forward_gelu(const Tensor& x, const Tensor& pre, const Tensor& y) const {
+  KINTSUGI_ASSERT(split_ == Split::column);
+  const Tensor b = b_ >= 0 ? ctx_.params.param(b_) : Tensor{};
+  ctx_.backend.linear_gelu_forward(x, ctx_.params.param(w_), b_ >= 0 ? &b : nullptr, pre, y);
+}
+
 void Linear::backward(const Tensor& dy, const Tensor& x, const Tensor* dx,
                       bool accumulate_dx) const {
+  if (dx) ctx_.backend.linear_backward_input(dy, ctx_.params.param(w_), *dx, accumulate_dx);
+  backward_weights(dy, x);
+}
+
+void Linear::backward_gelu(const Tensor& dy, const Tensor& x, const Tensor& pre,
+                           const Tensor& dx) const {
+  ctx_.backend.linear_backward_input_gelu(dy, ctx_.params.param(w_), pre, dx);
+  backward_weights(dy, x);
+}
+
+void Linear::backward_weights(const Tensor& dy, const Tensor& x) const {
   auto& p = ctx_.params;
-  if (dx) ctx_.backend.linear_backward_input(dy, p.param(w_), *dx, accumulate_dx);
   // Weight and bias gradients are written together, so they share one accumulate flag.
   const bool acc = p.accumulate_grad(w_);
   if (b_ < 0) return ctx_.backend.linear_backward_weight(dy, x, p.grad(w_), nullptr, acc);

@@ -42,8 +42,17 @@ class Linear {
   // Parameter gradients from dy and the forward input x; dx (+)= dy . W when dx is given.
   // For a row-parallel layer dy is the gradient of the whole (reduced) output.
   void backward(const Tensor& dy, const Tensor& x, const Tensor* dx, bool accumulate_dx) const;
+  // A GELU MLP's two layers, with the activation in the GEMMs where the backend fuses it
+  // (Backend::linear_gelu_forward, linear_backward_input_gelu):
+  // column only: pre = x W^T + b, y = gelu(pre).
+  void forward_gelu(const Tensor& x, const Tensor& pre, const Tensor& y) const;
+  // The layer after the GELU whose input was `pre`: backward with dx = gelu'(pre) * (dy . W)
+  // (overwritten).
+  void backward_gelu(const Tensor& dy, const Tensor& x, const Tensor& pre, const Tensor& dx) const;
 
  private:
+  void backward_weights(const Tensor& dy, const Tensor& x) const;
+
   LayerContext& ctx_;
   Split split_;
   int w_ = -1, b_ = -1;

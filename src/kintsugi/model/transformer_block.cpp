@@ -148,12 +148,12 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
   ln2_.forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
   const Tensor& ln2_full = full_rows(s.ln2, ws);
   tp.enter(s.ln2, ln2_full);
-  fc_.forward(ln2_full, s.fc);
   if (up_) {
+    fc_.forward(ln2_full, s.fc);
     up_->forward(ln2_full, s.up);
     be.swiglu_forward(s.fc, s.up, s.act);
   } else {
-    be.gelu_forward(s.fc, s.act);
+    fc_.forward_gelu(ln2_full, s.fc, s.act);
   }
   const Tensor mlp_out = sp ? ws.full : y;
   fc2_.forward(s.act, mlp_out);
@@ -191,12 +191,12 @@ void TransformerBlock::extend(int slot, const Tensor& x, const Tensor& y, std::i
   be.add(rows(x), mid, mid);
   const Tensor ln2 = rows(s.ln2), fc = rows(s.fc), act = rows(s.act), out = rows(y);
   ln2_.forward(mid, ln2, rows(s.ln2_mean), rows(s.ln2_rstd));
-  fc_.forward(ln2, fc);
   if (up_) {
+    fc_.forward(ln2, fc);
     up_->forward(ln2, rows(s.up));
     be.swiglu_forward(fc, rows(s.up), act);
   } else {
-    be.gelu_forward(fc, act);
+    fc_.forward_gelu(ln2, fc, act);
   }
   fc2_.forward(act, out);
   fc2_.add_bias(out);
@@ -222,14 +222,14 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   tp.leave_backward(d_residual, dy_full);
   CommHandle gather = sp ? tp.regather_async(s.ln2, ln2_full) : CommHandle{};
-  fc2_.backward(dy_full, s.act, &ws.d_fc, false);
   if (up_) {
+    fc2_.backward(dy_full, s.act, &ws.d_fc, false);
     be.swiglu_backward(s.fc, s.up, ws.d_fc, ws.d_fc, ws.d_up);
     gather.wait();
     fc_.backward(ws.d_fc, ln2_full, &ws.d_norm_full, false);
     up_->backward(ws.d_up, ln2_full, &ws.d_norm_full, true);
   } else {
-    be.gelu_backward(s.fc, ws.d_fc, ws.d_fc);
+    fc2_.backward_gelu(dy_full, s.act, s.fc, ws.d_fc);  // d_fc: through the GELU already
     gather.wait();
     fc_.backward(ws.d_fc, ln2_full, &ws.d_norm_full, false);
   }

@@ -9,6 +9,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/backend/cpu/gemm_mixed.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/linear_gelu.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 #include "kintsugi/core/cpu_info.hpp"
@@ -235,6 +236,14 @@ class CpuBackend final : public Backend {
     typed(kind, [&]<class T>() {
       cpu::gelu_backward(x.as<T>(), dy.as<T>(), dx.as<T>(), x.numel());
     });
+  }
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& pre,
+                           const Tensor& y) override {
+    cpu::linear_gelu_forward(*this, x, w, bias, pre, y);
+  }
+  void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                  const Tensor& dx) override {
+    cpu::linear_backward_input_gelu(*this, dy, w, pre, dx);
   }
 
   void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,

@@ -169,6 +169,27 @@ class CudaBackend final : public Backend {
     check_types({&x, &dy, &dx});
     cuda::gelu_backward(ref(x), ref(dy), ref(dx), x.numel(), stream_);
   }
+  // The GELU in the GEMM's epilogue where cuBLASLt takes it (gemm.hpp).
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& pre,
+                           const Tensor& y) override {
+    const std::int64_t m = rows_of(x), k = cols_of(x), n = w.shape[0];
+    KINTSUGI_ASSERT(w.shape[1] == k && rows_of(y) == m && cols_of(y) == n);
+    KINTSUGI_ASSERT(pre.numel() == y.numel() && pre.data != y.data);
+    KINTSUGI_ASSERT(!bias || bias->numel() == n);
+    check_types({&x, &w, bias, &pre, &y});
+    gemm_.run(m, n, k, ref(x), false, ref(w), true, ref(y), false,
+              {.bias = ref(bias), .gelu = cuda::GemmEpilogue::Gelu::forward, .gelu_input = ref(pre)},
+              stream_);
+  }
+  void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                  const Tensor& dx) override {
+    const std::int64_t m = rows_of(dy), n = cols_of(dy), k = w.shape[1];
+    KINTSUGI_ASSERT(w.shape[0] == n && rows_of(dx) == m && cols_of(dx) == k);
+    KINTSUGI_ASSERT(pre.numel() == dx.numel() && pre.data != dx.data);
+    check_types({&dy, &w, &pre, &dx});
+    gemm_.run(m, k, n, ref(dy), false, ref(w), false, ref(dx), false,
+              {.gelu = cuda::GemmEpilogue::Gelu::backward, .gelu_input = ref(pre)}, stream_);
+  }
 
   void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                          const Tensor& lse) override {

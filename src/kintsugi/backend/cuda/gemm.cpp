@@ -62,7 +62,7 @@ bool enabled(const char* variable) {
 }  // namespace
 
 GemmOptions GemmOptions::from_environment() {
-  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD")};
+  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD"), .gelu = enabled("KINTSUGI_GEMM_GELU")};
 }
 
 // One cuBLASLt call: D = op(A) op(B) (+ D when accumulating) with its epilogue, the operands
@@ -76,7 +76,8 @@ struct Gemm::LtCall {
   Ref d;
   bool accumulate;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  void* bias = nullptr;  // BIAS: the bias, read; BGRADB: the row sums, written (D's type)
+  void* bias = nullptr;  // BIAS*: the bias, read; BGRADB: the row sums, written (D's type)
+  void* aux = nullptr;   // GELU_AUX*: GELU's input, written; DGELU: read ([m, n] like D)
 };
 
 // Descriptors of one shape and its algorithm (cuBLAS is column-major: the row-major product
@@ -121,6 +122,10 @@ std::shared_ptr<Gemm::Plan> Gemm::make_plan(const LtCall& call) {
     set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, call.epilogue);
     // The heuristic reads the epilogue pointers' alignment (never their data): set them now.
     if (call.bias) set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias);
+    if (call.aux) {
+      set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.aux);
+      set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, std::int64_t{n});  // D's
+    }
   }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   lt_check(call.trans_b ? cublasLtMatrixLayoutCreate(&plan->a, ab, u(k), u(n), k)
@@ -172,12 +177,13 @@ bool Gemm::lt_matmul(const LtCall& call, cudaStream_t stream) {
                     alignment(call.b.data),
                     alignment(call.d.data),
                     align_or_0(call.bias),
-                    0};
+                    align_or_0(call.aux)};
   std::shared_ptr<Plan>& slot = plans_[key];
   if (!slot) slot = make_plan(call);
   Plan& plan = *slot;
   if (!plan.found) return false;
   if (call.bias) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias);
+  if (call.aux) set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.aux);
   const bool f64 = call.a.dtype == DType::f64;
   const float alpha32 = 1.0f, beta32 = call.accumulate ? 1.0f : 0.0f;
   const double alpha64 = 1.0, beta64 = call.accumulate ? 1.0 : 0.0;
@@ -224,12 +230,39 @@ void Gemm::product(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool t
 }
 
 bool Gemm::fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-                 bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e,
+                 bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, bool a_converted,
                  cudaStream_t stream) {
-  const DType op = a.dtype;
-  if (k <= 0 || force_simple_ || op == DType::f64 || !e.row_sums.data || e.bias.data ||
-      !options_.bias_gradient)
+  if (k <= 0 || force_simple_ || a.dtype == DType::f64) return false;
+  if (e.row_sums.data)
+    return options_.bias_gradient && !a_converted && !e.bias.data &&
+           fused_row_sums(m, n, k, a, trans_a, b, trans_b, c, accumulate, e, stream);
+  if (e.gelu == GemmEpilogue::Gelu::none || !options_.gelu) return false;
+  // The GELU epilogues write D and read or write the aux matrix (GELU's input) in D's type,
+  // the aux with D's leading dimension, which cuBLASLt wants a multiple of 8: fused where C is
+  // D itself (no f32 scratch), gelu_input has C's type, and the bias (forward) would be fused
+  // as the BIAS epilogue is.
+  const bool writable = c.dtype == a.dtype || c.dtype == DType::f32;
+  if (!writable || e.gelu_input.dtype != c.dtype || n % 8 != 0 ||
+      !epilogue_aligned(e.gelu_input.data))
     return false;
+  if (e.bias.data && (e.bias.dtype != c.dtype || !epilogue_aligned(e.bias.data))) return false;
+  LtCall call{m, n, k, a, trans_a, b, trans_b, c, false};
+  call.aux = e.gelu_input.data;
+  if (e.gelu == GemmEpilogue::Gelu::backward) {
+    call.epilogue = CUBLASLT_EPILOGUE_DGELU;
+  } else if (e.bias.data) {
+    call.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    call.bias = e.bias.data;
+  } else {
+    call.epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+  }
+  return lt_matmul(call, stream);
+}
+
+bool Gemm::fused_row_sums(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a,
+                          Ref b, bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e,
+                          cudaStream_t stream) {
+  const DType op = a.dtype;
   // cuBLASLt writes the sums in D's type (the bias vector's documented default): fused only
   // where D is f32, the gradients' type, so that they are rounded once, as column_sums does.
   const bool writable = c.dtype == op || (c.dtype == DType::f32 && op != DType::f64);
@@ -259,7 +292,10 @@ bool Gemm::fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool tra
 
 void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
                bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, cudaStream_t stream) {
+  using Gelu = GemmEpilogue::Gelu;
   KINTSUGI_ASSERT(!e.row_sums.data || trans_a);
+  KINTSUGI_ASSERT(e.gelu == Gelu::none || (e.gelu_input.data && !accumulate && !e.row_sums.data));
+  KINTSUGI_ASSERT(e.gelu != Gelu::backward || !e.bias.data);
   if (m <= 0) return;
   const Ref a_in = a;  // its column sums are the row sums asked for
   if (n > 0) {
@@ -282,13 +318,25 @@ void Gemm::run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans
       convert(b, wide, k * n, stream);
       b = wide;
     }
-    // The bias gradient fused only on A's own values: a converted A would give the sums of its
-    // rounded copy.
-    if (a.data == a_in.data && fused(m, n, k, a, trans_a, b, trans_b, c, accumulate, e, stream)) {
-      ++counts_.bias_gradient.fused;
+    Counts* counts = e.row_sums.data          ? &counts_.bias_gradient
+                     : e.gelu == Gelu::forward  ? &counts_.gelu_forward
+                     : e.gelu == Gelu::backward ? &counts_.gelu_backward
+                                                : nullptr;
+    if (counts &&
+        fused(m, n, k, a, trans_a, b, trans_b, c, accumulate, e, a.data != a_in.data, stream)) {
+      ++counts->fused;
       return;
     }
-    product(m, n, k, a, trans_a, b, trans_b, c, accumulate, e.bias, stream);
+    // Unfused: the product (into GELU's input when GELU follows), then the separate kernels.
+    product(m, n, k, a, trans_a, b, trans_b, e.gelu == Gelu::forward ? e.gelu_input : c,
+            accumulate, e.bias, stream);
+    if (e.gelu == Gelu::forward) {
+      ++counts_.gelu_forward.separate;
+      gelu_forward(e.gelu_input, c, m * n, stream);
+    } else if (e.gelu == Gelu::backward) {
+      ++counts_.gelu_backward.separate;
+      gelu_backward(e.gelu_input, c, c, m * n, stream);
+    }
   }
   if (e.row_sums.data) {
     ++counts_.bias_gradient.separate;

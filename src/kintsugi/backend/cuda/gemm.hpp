@@ -9,10 +9,12 @@
 // goes through f32 scratch, rounded once at the end. The bias is cuBLASLt's fused epilogue.
 //
 // The epilogue (GemmEpilogue) also takes what the layers around a GEMM would otherwise do in a
-// pass of its own over the GEMM's operands (docs/gpu.md, "GEMM epilogues"): the bias gradient,
-// the row sums of op(A), as cuBLASLt's BGRADB epilogue. Where cuBLASLt cannot fuse it (types,
-// f64, no algorithm) or KINTSUGI_GEMM_BGRAD=0 (GemmOptions), the product runs alone and a
-// kernel of its own (column_sums) computes the sums, as before.
+// pass of its own over the GEMM's operands or result (docs/gpu.md, "GEMM epilogues"): the bias
+// gradient, the row sums of op(A), as cuBLASLt's BGRADB epilogue; GELU after the product
+// (GELU_AUX, GELU_AUX_BIAS, keeping its input) and GELU's derivative times the product (DGELU).
+// Where cuBLASLt cannot fuse one (types, alignment, f64, no algorithm) or its environment
+// variable is 0 (GemmOptions), the product runs alone and the kernel of its own (column_sums,
+// gelu_forward, gelu_backward) follows, as before.
 //
 // Algorithms come from cuBLASLt's heuristic once per shape and are reused, so a given shape
 // always runs the same kernel: results are reproducible run to run. When cuBLASLt offers no
@@ -34,12 +36,19 @@ struct GemmEpilogue {
   // The bias gradient: row_sums[i] (+)= sum over p of op(A)[i, p], accumulating when C does.
   // Only with trans_a (A stored [k, m], whose column sums these are).
   Ref row_sums;
+  // GELU, with C overwritten (not accumulated) and gelu_input [m, n] like C:
+  //   forward:  gelu_input = P (+ bias), then C = gelu(gelu_input)
+  //   backward: C = gelu'(gelu_input) * P
+  enum class Gelu { none, forward, backward };
+  Gelu gelu = Gelu::none;
+  Ref gelu_input;
 };
 
 // Which fusions run; each one off restores the separate kernel it replaces. From the
-// environment: KINTSUGI_GEMM_BGRAD=0 turns the bias-gradient epilogue off.
+// environment: KINTSUGI_GEMM_BGRAD=0 turns the bias-gradient epilogue off, KINTSUGI_GEMM_GELU=0
+// the GELU ones.
 struct GemmOptions {
-  bool bias_gradient = true;
+  bool bias_gradient = true, gelu = true;
   static GemmOptions from_environment();
 };
 
@@ -62,7 +71,7 @@ class Gemm {
     std::int64_t fused = 0, separate = 0;
   };
   struct EpilogueCounts {
-    Counts bias_gradient;
+    Counts bias_gradient, gelu_forward, gelu_backward;
   };
   const EpilogueCounts& counts() const { return counts_; }
 
@@ -73,10 +82,14 @@ class Gemm {
   // Runs one call on cuBLASLt; false (nothing enqueued) if it has no algorithm for it.
   bool lt_matmul(const LtCall& call, cudaStream_t stream);
   std::shared_ptr<Plan> make_plan(const LtCall& call);
-  // The product with the bias gradient in one cuBLASLt call; false (nothing written) where
-  // cuBLASLt cannot take it.
+  // The product with the bias gradient or GELU in one cuBLASLt call; false (nothing written)
+  // where cuBLASLt cannot take it. a_converted: A is a rounded copy of the caller's.
   bool fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
-             bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, cudaStream_t stream);
+             bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e, bool a_converted,
+             cudaStream_t stream);
+  bool fused_row_sums(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
+                      bool trans_b, Ref c, bool accumulate, const GemmEpilogue& e,
+                      cudaStream_t stream);
   // The product (and bias) alone, through cuBLASLt or gemm_simple.
   void product(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
                bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream);
