@@ -4,8 +4,16 @@
 // or 77), for scripts.
 #include <gtest/gtest.h>
 
+//
+// The tests keep what they cache (the GEMM algorithms autotuning chooses, backend/cuda/
+// gemm_algorithms.hpp) in a cache directory of their own, removed at the end, so that each run
+// starts from nothing and leaves the user's cache as it was.
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include "kintsugi/backend/cuda/cuda_backend.hpp"
 
@@ -17,6 +25,15 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device visible: GPU tests skipped\n");
     return kSkipped;
   }
+  std::string cache = (std::filesystem::temp_directory_path() / "kintsugi-gpu-tests-XXXXXX").string();
+  if (!::mkdtemp(cache.data())) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int result = RUN_ALL_TESTS();
+  std::error_code ec;
+  std::filesystem::remove_all(cache, ec);
+  return result;
 }

@@ -2,13 +2,21 @@
 // not (GemmOptions), for every precision mix (Types), with accumulation on and off, ragged shapes
 // and vectors off their 16-byte boundary. Under the emulator the tests also check that the fused
 // form is the one that ran, so that a fusion that silently falls back fails here; on a GPU they
-// report how often cuBLASLt took it.
+// report how often cuBLASLt took it. Then autotuning: the choice stored, reused by a later
+// process bit for bit, never written over the outputs, and the store's rules.
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "device_testing.hpp"
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
+#include "kintsugi/backend/cuda/gemm_algorithms.hpp"
 
 namespace kintsugi {
 namespace {
@@ -292,6 +300,211 @@ TEST(CudaGemmGelu, EpilogueIsTheTanhApproximation) {
 #endif
   EXPECT_LE(tanh_err, bar);
   EXPECT_LE(grad_err, bar);
+}
+
+// ---- autotuning
+
+namespace fs = std::filesystem;
+
+// Points the cache directory (XDG_CACHE_HOME) at a fresh one of the test's own.
+class CudaGemmTuning : public ::testing::Test, public OpTest {
+ protected:
+  void SetUp() override {
+    if (const char* old = std::getenv("XDG_CACHE_HOME")) saved_ = old;
+    use_new_cache();
+  }
+  void TearDown() override {
+    ::setenv("XDG_CACHE_HOME", saved_.c_str(), 1);
+    std::error_code ec;
+    for (const fs::path& d : dirs_) fs::remove_all(d, ec);
+  }
+  // Another, empty cache directory (as another machine's), or one holding a copy of the current
+  // store (as a later process on this machine: the choices this process remembers are keyed by
+  // the store's file, so a copy is new to it).
+  void use_new_cache(bool copy_store = false) {
+    const fs::path store = cuda::AlgorithmStore::file();
+    std::string dir = (fs::temp_directory_path() / "kintsugi-tuning-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+    dirs_.push_back(dir);
+    ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+    if (copy_store) {
+      fs::create_directories(cuda::AlgorithmStore::file().parent_path());
+      fs::copy_file(store, cuda::AlgorithmStore::file());
+    }
+  }
+  static nlohmann::json stored() {
+    std::ifstream in(cuda::AlgorithmStore::file());
+    return in ? nlohmann::json::parse(in) : nlohmann::json{};
+  }
+
+  MemoryTracker memory_;
+
+ private:
+  std::string saved_;
+  std::vector<fs::path> dirs_;
+};
+
+// The last candidate the heuristic offers times fastest (so the choice is not its first).
+double last_is_fastest(int candidate) { return 10.0 - candidate; }
+
+// Four kinds of call, their outputs fetched: a forward with bias, a weight gradient accumulating
+// into given values with its bias gradient (checked against the CPU: tuning never writes the
+// call's outputs), and the two GELU epilogues.
+struct TuningCalls {
+  CudaGemmTuning& t;
+  Pair x, w, b, dy, dw0, db0;
+  explicit TuningCalls(CudaGemmTuning& test)
+      : t(test),
+        x(t.input(DType::bf16, {96, 64})),
+        w(t.input(DType::bf16, {48, 64})),
+        b(t.input(DType::bf16, {48})),
+        dy(t.input(DType::bf16, {96, 48})),
+        dw0(t.input(DType::f32, {48, 64})),
+        db0(t.input(DType::f32, {48})) {}
+  std::vector<std::vector<double>> run(cuda::Gemm& gemm) {
+    using Gelu = cuda::GemmEpilogue::Gelu;
+    const cudaStream_t stream = cuda::Context::get().stream();
+    Pair y = t.output(DType::bf16, {96, 48}), pre = t.output(DType::bf16, {96, 48});
+    Pair act = t.output(DType::bf16, {96, 48}), dx = t.output(DType::bf16, {96, 48});
+    Pair dw = t.output(DType::f32, {48, 64}), db = t.output(DType::f32, {48});
+    for (auto [from, to] : {std::pair{&dw0, &dw}, std::pair{&db0, &db}}) {
+      t.gpu().copy(from->gpu, to->gpu);
+      std::copy(from->cpu.as<double>(), from->cpu.as<double>() + from->cpu.numel(),
+                to->cpu.as<double>());
+    }
+    gemm.run(96, 48, 64, ref(x.gpu), false, ref(w.gpu), true, ref(y.gpu), false, ref(b.gpu),
+             stream);
+    gemm.run(48, 64, 96, ref(dy.gpu), true, ref(x.gpu), false, ref(dw.gpu), true,
+             {.row_sums = ref(db.gpu)}, stream);
+    gemm.run(96, 48, 64, ref(x.gpu), false, ref(w.gpu), true, ref(act.gpu), false,
+             {.bias = ref(b.gpu), .gelu = Gelu::forward, .gelu_input = ref(pre.gpu)}, stream);
+    gemm.run(96, 48, 64, ref(x.gpu), false, ref(w.gpu), true, ref(dx.gpu), false,
+             {.gelu = Gelu::backward, .gelu_input = ref(pre.gpu)}, stream);
+    t.cpu().linear_backward_weight(dy.cpu, x.cpu, dw.cpu, &db.cpu, true);
+    OpTest::expect_near(dw, "accumulated dw", DType::bf16);
+    OpTest::expect_near(db, "accumulated db", DType::bf16);
+    return {OpTest::fetch(y.gpu),   OpTest::fetch(dw.gpu), OpTest::fetch(db.gpu),
+            OpTest::fetch(pre.gpu), OpTest::fetch(act.gpu), OpTest::fetch(dx.gpu)};
+  }
+};
+
+// The first Gemm times each shape's candidates and stores its choices; a later process loads
+// them all, times none, and computes the same bits.
+TEST_F(CudaGemmTuning, ChoiceIsStoredAndReusedBitForBit) {
+  TuningCalls calls(*this);
+  cuda::Gemm first(gpu().allocator(), memory_, {});
+  first.time_candidates_with(last_is_fastest);
+  const auto tuned = calls.run(first);
+  const cuda::Gemm::Tuning& t = first.tuning();
+  EXPECT_GT(t.tuned + t.single, 0);  // on a GPU, the epilogues cuBLASLt refuses fall back
+  EXPECT_EQ(t.loaded, 0);
+  std::printf("tuned %d shapes in %.3f s (%d with a single candidate)\n", t.tuned, t.seconds,
+              t.single);
+  const nlohmann::json j = stored();
+  ASSERT_TRUE(j.contains("algorithms"));
+  ASSERT_EQ(static_cast<int>(j["algorithms"].size()), t.tuned);
+  for (const auto& e : j["algorithms"]) {
+    EXPECT_EQ(e["gpu"], cuda::Context::get().device_name());
+    EXPECT_EQ(e["chosen"].get<int>(), e["candidates"].get<int>() - 1) << e["shape"];
+    EXPECT_GT(e["tuning_ms"].get<double>(), 0.0) << e["shape"];
+  }
+
+  // A second Gemm of this process reuses the choices it made.
+  cuda::Gemm again(gpu().allocator(), memory_, {});
+  EXPECT_EQ(calls.run(again), tuned);
+  EXPECT_EQ(again.tuning().tuned, 0);
+  EXPECT_EQ(again.tuning().loaded, t.tuned);
+
+  use_new_cache(true);  // a later process
+  cuda::Gemm later(gpu().allocator(), memory_, {});
+  EXPECT_EQ(calls.run(later), tuned);
+  EXPECT_EQ(later.tuning().tuned, 0);
+  EXPECT_EQ(later.tuning().loaded, t.tuned);
+
+  cuda::Gemm heuristic(gpu().allocator(), memory_, {.autotune = false});
+  const auto first_choice = calls.run(heuristic);
+  EXPECT_EQ(heuristic.tuning().tuned + heuristic.tuning().loaded + heuristic.tuning().single, 0);
+#ifdef KINTSUGI_GPU_TESTS_EMULATED
+  // The stand-in offers 4 candidates, the last summing k in 4 pieces: other bits than the
+  // first choice's, so the runs above did use the stored choice.
+  EXPECT_EQ(t.tuned, 4);
+  EXPECT_NE(first_choice, tuned);
+#endif
+}
+
+// A stored algorithm that cuBLASLt refuses for its call (another library's, a damaged entry) is
+// tuned again and replaced.
+TEST_F(CudaGemmTuning, RefusedChoiceIsTunedAgain) {
+  TuningCalls calls(*this);
+  cuda::Gemm first(gpu().allocator(), memory_, {});
+  calls.run(first);
+  nlohmann::json j = stored();
+  for (auto& e : j["algorithms"]) e["algo"] = std::string(128, '0');
+  use_new_cache();
+  fs::create_directories(cuda::AlgorithmStore::file().parent_path());
+  std::ofstream(cuda::AlgorithmStore::file()) << j.dump();
+  cuda::Gemm later(gpu().allocator(), memory_, {});
+  calls.run(later);
+#ifdef KINTSUGI_GPU_TESTS_EMULATED
+  EXPECT_EQ(later.tuning().loaded, 0);
+  EXPECT_EQ(later.tuning().tuned, first.tuning().tuned);
+  for (const auto& e : stored()["algorithms"]) EXPECT_NE(e["algo"], std::string(128, '0'));
+#endif
+}
+
+// The store: the first choice kept for a shape wins, per GPU, multiprocessor count and library
+// version; a stale one is replaced; a damaged file is ignored.
+TEST_F(CudaGemmTuning, StoreKeepsTheFirstChoice) {
+  const cuda::AlgorithmStore store("GPU A", 132, 130100);
+  cuda::TunedAlgorithm mine, theirs;
+  mine.algo = {1, 2, 3, 4, 5, 6, 7, 8};
+  theirs.algo = {9, 9, 9, 9, 9, 9, 9, 0xffffffffffffffffull};
+  EXPECT_FALSE(store.find("shape").has_value());
+  EXPECT_EQ(store.store("shape", theirs), theirs.algo);
+  EXPECT_EQ(store.store("shape", mine), theirs.algo);  // this process stored first
+  use_new_cache(true);  // another process, the file holding theirs
+  EXPECT_EQ(store.store("shape", mine), theirs.algo);
+  EXPECT_EQ(store.find("shape"), theirs.algo);
+  EXPECT_EQ(store.store("shape", mine, theirs.algo), mine.algo);  // theirs refused: replaced
+  use_new_cache(true);
+  EXPECT_EQ(store.find("shape"), mine.algo);
+  for (const cuda::AlgorithmStore& other :
+       {cuda::AlgorithmStore("GPU B", 132, 130100), cuda::AlgorithmStore("GPU A", 114, 130100),
+        cuda::AlgorithmStore("GPU A", 132, 130200)})
+    EXPECT_FALSE(other.find("shape").has_value());
+  use_new_cache();
+  fs::create_directories(cuda::AlgorithmStore::file().parent_path());
+  std::ofstream(cuda::AlgorithmStore::file()) << "{ not json";
+  EXPECT_FALSE(store.find("shape").has_value());
+  EXPECT_EQ(store.store("shape", mine), mine.algo);
+  EXPECT_EQ(stored()["algorithms"].size(), 1u);
+}
+
+// The environment turns each part off with 0 (and nothing else does). The variables are set back
+// as they were, for the tests after this one.
+TEST(CudaGemmOptions, EnvironmentTurnsPartsOff) {
+  const char* names[] = {"KINTSUGI_GEMM_BGRAD", "KINTSUGI_GEMM_GELU", "KINTSUGI_GEMM_AUTOTUNE"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.push_back(v ? std::optional<std::string>(v) : std::nullopt);
+    ::unsetenv(n);
+  }
+  cuda::GemmOptions o = cuda::GemmOptions::from_environment();
+  EXPECT_TRUE(o.bias_gradient && o.gelu && o.autotune);
+  for (const char* n : names) ::setenv(n, "1", 1);
+  o = cuda::GemmOptions::from_environment();
+  EXPECT_TRUE(o.bias_gradient && o.gelu && o.autotune);
+  ::setenv("KINTSUGI_GEMM_GELU", "0", 1);
+  o = cuda::GemmOptions::from_environment();
+  EXPECT_TRUE(o.bias_gradient && !o.gelu && o.autotune);
+  ::setenv("KINTSUGI_GEMM_BGRAD", "0", 1);
+  ::setenv("KINTSUGI_GEMM_AUTOTUNE", "0", 1);
+  o = cuda::GemmOptions::from_environment();
+  EXPECT_TRUE(!o.bias_gradient && !o.gelu && !o.autotune);
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    if (saved[i]) ::setenv(names[i], saved[i]->c_str(), 1);
+    else ::unsetenv(names[i]);
 }
 
 }  // namespace

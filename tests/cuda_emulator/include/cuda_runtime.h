@@ -52,6 +52,7 @@ struct cudaDeviceProp {
   char name[256];
   std::size_t totalGlobalMem;
   int major, minor;
+  int multiProcessorCount;
 };
 
 const char* cudaGetErrorString(cudaError_t error);

@@ -41,6 +41,7 @@ Context::Context() {
   name_ = props.name;
   total_memory_ = props.totalGlobalMem;
   compute_capability_ = props.major * 10 + props.minor;
+  multiprocessors_ = props.multiProcessorCount;
   if (compute_capability_ < KINTSUGI_CUDA_MIN_ARCH)
     fail(
         "GPU {} has compute capability {}.{}, but this kintsugi was built for {}.{} and newer: "

@@ -28,10 +28,11 @@ class Context {
   const std::string& device_name() const { return name_; }
   std::size_t total_memory() const { return total_memory_; }
   int compute_capability() const { return compute_capability_; }
+  int multiprocessors() const { return multiprocessors_; }
 
  private:
   Context();
-  int device_ = 0, compute_capability_ = 0;
+  int device_ = 0, compute_capability_ = 0, multiprocessors_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t blas_ = nullptr;
   std::string name_;

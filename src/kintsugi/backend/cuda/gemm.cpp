@@ -2,11 +2,17 @@
 
 #include <cublasLt.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/cuda_check.hpp"
+#include "kintsugi/backend/cuda/gemm_algorithms.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi::cuda {
@@ -14,6 +20,12 @@ namespace kintsugi::cuda {
 namespace {
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // what Hopper's kernels want
+// Autotuning: cuBLASLt's candidates timed per shape, and calls timed per candidate (after one
+// untimed call). A candidate other than the heuristic's first choice must be this much faster
+// to be kept, so that timing noise does not trade kernels that are alike.
+constexpr int kCandidates = 8;
+constexpr int kTimedCalls = 5;
+constexpr double kMargin = 0.98;
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -62,7 +74,9 @@ bool enabled(const char* variable) {
 }  // namespace
 
 GemmOptions GemmOptions::from_environment() {
-  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD"), .gelu = enabled("KINTSUGI_GEMM_GELU")};
+  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD"),
+          .gelu = enabled("KINTSUGI_GEMM_GELU"),
+          .autotune = enabled("KINTSUGI_GEMM_AUTOTUNE")};
 }
 
 // One cuBLASLt call: D = op(A) op(B) (+ D when accumulating) with its epilogue, the operands
@@ -95,19 +109,34 @@ struct Gemm::Plan {
   }
 };
 
+// cuBLASLt's candidates for one call, best first by its heuristic's estimate.
+struct Gemm::Candidates {
+  cublasLtMatmulHeuristicResult_t results[kCandidates];
+  int count = 0;
+};
+
 Gemm::Gemm(Allocator& allocator, MemoryTracker& memory, GemmOptions options)
     : options_(options),
+      allocator_(allocator),
+      memory_(memory),
       workspace_(allocator, memory, MemoryKind::workspace, kWorkspaceBytes),
       a_(allocator, memory),
       b_(allocator, memory),
       c_(allocator, memory),
       bias_(allocator, memory),
       sums_(allocator, memory),
-      partials_(allocator, memory) {}
+      partials_(allocator, memory) {
+  if (options_.autotune) {
+    const Context& context = Context::get();
+    store_ = std::make_unique<AlgorithmStore>(context.device_name(), context.multiprocessors(),
+                                              static_cast<std::int64_t>(cublasLtGetVersion()));
+  }
+}
 
 Gemm::~Gemm() = default;
 
-std::shared_ptr<Gemm::Plan> Gemm::make_plan(const LtCall& call) {
+std::shared_ptr<Gemm::Plan> Gemm::make_plan(const LtCall& call, const PlanKey& key,
+                                            cudaStream_t stream) {
   const std::int64_t m = call.m, n = call.n, k = call.k;
   const bool f64 = call.a.dtype == DType::f64;
   auto plan = std::make_shared<Plan>();
@@ -151,15 +180,115 @@ std::shared_ptr<Gemm::Plan> Gemm::make_plan(const LtCall& call) {
                                        sizeof(align_d));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                        sizeof(align_d));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(Context::get().blas(), plan->desc, plan->a, plan->b, plan->d,
-                                     plan->d, pref, 1, &result, &found);
+  // A choice stored by an earlier tuning, if cuBLASLt still takes it for this call.
+  const std::string shape = fmt::format(
+      "{}x{}x{} {} -> {}{}{}{} epilogue {} alignment {}/{}/{}/{}/{}", key[0], key[1], key[2],
+      name_of(call.a.dtype), name_of(call.d.dtype), call.trans_a ? " trans_a" : "",
+      call.trans_b ? " trans_b" : "", call.accumulate ? " accumulate" : "", key[8], key[9],
+      key[10], key[11], key[12], key[13]);
+  std::optional<AlgorithmBytes> stored;
+  if (store_) stored = store_->find(shape);
+  if (stored) {
+    static_assert(sizeof(AlgorithmBytes) == sizeof(cublasLtMatmulAlgo_t));
+    std::memcpy(&plan->algo, stored->data(), sizeof(plan->algo));
+    cublasLtMatmulHeuristicResult_t fits{};
+    if (cublasLtMatmulAlgoCheck(Context::get().blas(), plan->desc, plan->a, plan->b, plan->d,
+                                plan->d, &plan->algo, &fits) == CUBLAS_STATUS_SUCCESS &&
+        fits.workspaceSize <= kWorkspaceBytes) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      plan->found = true;
+      ++tuning_.loaded;
+      return plan;
+    }
+  }
+  Candidates c;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      Context::get().blas(), plan->desc, plan->a, plan->b, plan->d, plan->d, pref,
+      store_ ? kCandidates : 1, c.results, &c.count);
   cublasLtMatmulPreferenceDestroy(pref);
-  plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (plan->found) plan->algo = result.algo;
+  plan->found = status == CUBLAS_STATUS_SUCCESS && c.count > 0;
+  if (!plan->found) return plan;
+  plan->algo = c.results[0].algo;
+  if (!store_) return plan;  // the heuristic's first choice
+  if (c.count == 1) {
+    ++tuning_.single;
+    return plan;
+  }
+  const TunedAlgorithm tuned = time_candidates(*plan, call, c, stream);
+  if (tuned.candidates == 0) {  // none ran: this call goes the other way
+    plan->found = false;
+    return plan;
+  }
+  const AlgorithmBytes kept = store_->store(shape, tuned, stored);
+  std::memcpy(&plan->algo, kept.data(), sizeof(plan->algo));
+  ++tuning_.tuned;
+  tuning_.seconds += tuned.tuning_ms / 1e3;
   return plan;
+}
+
+TunedAlgorithm Gemm::time_candidates(const Plan& plan, const LtCall& call, const Candidates& c,
+                                     cudaStream_t stream) {
+  const auto start_time = std::chrono::steady_clock::now();
+  // Outputs go to scratch, never to the call's own (accumulating would change them): D, the row
+  // sums (BGRADB) and GELU's input (GELU_AUX*). Inputs, the bias and DGELU's aux are read where
+  // they are. Zero-filled, so that accumulating reads numbers.
+  const std::size_t d_bytes = static_cast<std::size_t>(call.m * call.n) * size_of(call.d.dtype);
+  const auto round_up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const bool sums = call.epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const bool aux_out = call.epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+                       call.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const std::size_t sums_bytes =
+      sums ? round_up(static_cast<std::size_t>(call.m) * size_of(call.d.dtype)) : 0;
+  Buffer scratch(allocator_, memory_, MemoryKind::workspace,
+                 round_up(d_bytes) + sums_bytes + (aux_out ? round_up(d_bytes) : 0));
+  std::byte* const d = scratch.data();
+  void* const bias = sums ? d + round_up(d_bytes) : call.bias;
+  void* const aux = aux_out ? d + round_up(d_bytes) + sums_bytes : call.aux;
+  if (bias) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux) set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  const bool f64 = call.a.dtype == DType::f64;
+  const float alpha32 = 1.0f, beta32 = call.accumulate ? 1.0f : 0.0f;
+  const double alpha64 = 1.0, beta64 = call.accumulate ? 1.0 : 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  const auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(Context::get().blas(), plan.desc, alpha, call.b.data, plan.a,
+                          call.a.data, plan.b, beta, d, plan.d, d, plan.d, &algo,
+                          workspace_.data(), kWorkspaceBytes, stream);
+  };
+  cudaEvent_t begin = nullptr, end = nullptr;
+  check(cudaEventCreate(&begin), "cudaEventCreate");
+  check(cudaEventCreate(&end), "cudaEventCreate");
+  double ms[kCandidates];
+  for (int i = 0; i < c.count; ++i) {
+    ms[i] = std::numeric_limits<double>::infinity();
+    if (launch(c.results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // it does not run here
+    check(cudaEventRecord(begin, stream), "cudaEventRecord");
+    bool ran = true;
+    for (int r = 0; r < kTimedCalls && ran; ++r)
+      ran = launch(c.results[i].algo) == CUBLAS_STATUS_SUCCESS;
+    check(cudaEventRecord(end, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(end), "cudaEventSynchronize");
+    float elapsed = 0;
+    check(cudaEventElapsedTime(&elapsed, begin, end), "cudaEventElapsedTime");
+    if (ran) ms[i] = fake_ms_ ? fake_ms_(i) : double(elapsed) / kTimedCalls;
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  int best = 0;
+  for (int i = 1; i < c.count; ++i)
+    if (ms[i] < ms[best] && (best != 0 || ms[i] < kMargin * ms[0])) best = i;
+  TunedAlgorithm tuned;
+  if (ms[best] == std::numeric_limits<double>::infinity()) return tuned;  // candidates = 0
+  std::memcpy(tuned.algo.data(), &c.results[best].algo, sizeof(tuned.algo));
+  tuned.candidates = c.count;
+  tuned.chosen = best;
+  tuned.ms = ms[best];
+  tuned.first_ms = ms[0];
+  tuned.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              start_time)
+                        .count();
+  return tuned;
 }
 
 bool Gemm::lt_matmul(const LtCall& call, cudaStream_t stream) {
@@ -179,7 +308,7 @@ bool Gemm::lt_matmul(const LtCall& call, cudaStream_t stream) {
                     align_or_0(call.bias),
                     align_or_0(call.aux)};
   std::shared_ptr<Plan>& slot = plans_[key];
-  if (!slot) slot = make_plan(call);
+  if (!slot) slot = make_plan(call, key, stream);
   Plan& plan = *slot;
   if (!plan.found) return false;
   if (call.bias) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias);

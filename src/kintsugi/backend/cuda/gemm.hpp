@@ -16,9 +16,13 @@
 // variable is 0 (GemmOptions), the product runs alone and the kernel of its own (column_sums,
 // gelu_forward, gelu_backward) follows, as before.
 //
-// Algorithms come from cuBLASLt's heuristic once per shape and are reused, so a given shape
-// always runs the same kernel: results are reproducible run to run. When cuBLASLt offers no
-// algorithm, gemm_simple (kernels.hpp) computes the same product.
+// Algorithms are chosen once per shape and reused, so a given shape always runs the same kernel:
+// results are reproducible run to run (docs/gpu.md, "GEMM algorithms"). With autotuning (the
+// default) up to 8 of cuBLASLt's candidates are timed on scratch outputs and the fastest kept,
+// stored per GPU model and cuBLASLt version in the cache directory (gemm_algorithms.hpp), which
+// every later process reads instead of timing: they all run the same algorithm. With
+// KINTSUGI_GEMM_AUTOTUNE=0, cuBLASLt's heuristic's first choice, as before. When cuBLASLt offers
+// no algorithm, gemm_simple (kernels.hpp) computes the same product.
 #include <array>
 #include <cstdint>
 #include <map>
@@ -28,6 +32,9 @@
 #include "kintsugi/backend/cuda/scratch.hpp"
 
 namespace kintsugi::cuda {
+
+class AlgorithmStore;
+struct TunedAlgorithm;
 
 // What the epilogue adds to the product P = op(A) op(B) (+ C when accumulating). Refs with null
 // data are absent.
@@ -46,9 +53,9 @@ struct GemmEpilogue {
 
 // Which fusions run; each one off restores the separate kernel it replaces. From the
 // environment: KINTSUGI_GEMM_BGRAD=0 turns the bias-gradient epilogue off, KINTSUGI_GEMM_GELU=0
-// the GELU ones.
+// the GELU ones, KINTSUGI_GEMM_AUTOTUNE=0 the timing of algorithms.
 struct GemmOptions {
-  bool bias_gradient = true, gelu = true;
+  bool bias_gradient = true, gelu = true, autotune = true;
   static GemmOptions from_environment();
 };
 
@@ -74,6 +81,17 @@ class Gemm {
     Counts bias_gradient, gelu_forward, gelu_backward;
   };
   const EpilogueCounts& counts() const { return counts_; }
+  // Autotuning's record: shapes whose candidates this Gemm timed (and the seconds that took),
+  // shapes whose choice came from the store (made earlier, by this process or another), and
+  // shapes with a single candidate (nothing to choose).
+  struct Tuning {
+    int tuned = 0, loaded = 0, single = 0;
+    double seconds = 0;
+  };
+  const Tuning& tuning() const { return tuning_; }
+  // For tests: candidate i's time (0 = the heuristic's first choice) is fake_ms(i) instead of
+  // its measured one, so that a test decides which candidate wins.
+  void time_candidates_with(double (*fake_ms)(int candidate)) { fake_ms_ = fake_ms; }
 
  private:
   struct Plan;
@@ -81,7 +99,11 @@ class Gemm {
   using PlanKey = std::array<std::int64_t, 14>;
   // Runs one call on cuBLASLt; false (nothing enqueued) if it has no algorithm for it.
   bool lt_matmul(const LtCall& call, cudaStream_t stream);
-  std::shared_ptr<Plan> make_plan(const LtCall& call);
+  struct Candidates;
+  std::shared_ptr<Plan> make_plan(const LtCall& call, const PlanKey& key, cudaStream_t stream);
+  // Times the candidates for the call on scratch outputs and picks the fastest.
+  TunedAlgorithm time_candidates(const Plan& plan, const LtCall& call, const Candidates& c,
+                                 cudaStream_t stream);
   // The product with the bias gradient or GELU in one cuBLASLt call; false (nothing written)
   // where cuBLASLt cannot take it. a_converted: A is a rounded copy of the caller's.
   bool fused(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b,
@@ -95,11 +117,16 @@ class Gemm {
                bool trans_b, Ref c, bool accumulate, Ref bias, cudaStream_t stream);
 
   GemmOptions options_;
+  Allocator& allocator_;
+  MemoryTracker& memory_;
   Buffer workspace_;                         // cuBLASLt's
   DeviceScratch a_, b_, c_, bias_, sums_;    // converted operands, f32 result, bias and row sums
   DeviceScratch partials_;                   // column_sums' partial sums
   std::map<PlanKey, std::shared_ptr<Plan>> plans_;
   EpilogueCounts counts_;
+  std::unique_ptr<AlgorithmStore> store_;  // with autotuning
+  Tuning tuning_;
+  double (*fake_ms_)(int) = nullptr;
   bool force_simple_ = false;
 };
 
