@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device visible: GPU tests skipped\n");
     return kSkipped;
   }
-  std::string cache = (std::filesystem::temp_directory_path() / "kintsugi-gpu-tests-XXXXXX").string();
+  namespace fs = std::filesystem;
+  std::string cache = (fs::temp_directory_path() / "kintsugi-gpu-tests-XXXXXX").string();
   if (!::mkdtemp(cache.data())) {
     std::perror("mkdtemp");
     return 1;
@@ -34,6 +35,6 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   const int result = RUN_ALL_TESTS();
   std::error_code ec;
-  std::filesystem::remove_all(cache, ec);
+  fs::remove_all(cache, ec);
   return result;
 }

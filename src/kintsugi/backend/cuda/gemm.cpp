@@ -262,11 +262,14 @@ TunedAlgorithm Gemm::time_candidates(const Plan& plan, const LtCall& call, const
   double ms[kCandidates];
   for (int i = 0; i < c.count; ++i) {
     ms[i] = std::numeric_limits<double>::infinity();
-    if (launch(c.results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // it does not run here
+    const cublasLtMatmulHeuristicResult_t& r = c.results[i];
+    if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kWorkspaceBytes ||
+        launch(r.algo) != CUBLAS_STATUS_SUCCESS)
+      continue;  // it does not run here
     check(cudaEventRecord(begin, stream), "cudaEventRecord");
     bool ran = true;
-    for (int r = 0; r < kTimedCalls && ran; ++r)
-      ran = launch(c.results[i].algo) == CUBLAS_STATUS_SUCCESS;
+    for (int call_index = 0; call_index < kTimedCalls && ran; ++call_index)
+      ran = launch(r.algo) == CUBLAS_STATUS_SUCCESS;
     check(cudaEventRecord(end, stream), "cudaEventRecord");
     check(cudaEventSynchronize(end), "cudaEventSynchronize");
     float elapsed = 0;
