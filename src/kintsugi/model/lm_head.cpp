@@ -16,9 +16,10 @@ constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
 // On a GPU: each chunk past the first re-reads and re-writes the f32 embedding gradient
 // (50304 x 768 x 4 B = 155 MB for GPT-2, 0.3 GB of traffic) in the weight-gradient GEMM, and the
 // input-gradient GEMM's output [chunk rows, d] needs thousands of rows to give every SM a tile
-// (1334 rows x 768 are 66 tiles of 128 x 128 for 132 SMs). GPT-2 124M at B = 32 (32768 rows)
-// then runs 4 chunks of 8192 rows: 824 MB of bf16 logits, where f32 chunks of 1334 rows took
-// 256 MiB plus 128 MiB of bf16 copies made by the mixed-type GEMMs.
+// (1334 rows x 768 are 66 tiles of 128 x 128 for 132 SMs; not yet timed). GPT-2 124M at B = 32
+// (32768 rows) then runs 4 chunks of 8192 rows: 824 MB of bf16 logits, where f32 chunks of 1334
+// rows took 256 MiB plus 128 MiB of bf16 copies made by the mixed-type GEMMs (gemm.cpp), against
+// a peak of 12.1 GiB (docs/gpu.md).
 constexpr std::int64_t kGpuLogitsChunkBytes = 1ll << 30;
 
 // KINTSUGI_FUSED_LOSS=0 restores the loss as it was: f32 logits and the three passes on every

@@ -67,7 +67,7 @@ class LmHead {
   int wte_;
   std::int64_t vocab_begin_ = 0, local_vocab_ = 0, local_valid_ = 0;
   LayerNorm norm_;
-  DType logits_dtype_;
+  DType logits_dtype_ = DType::f32;
   bool fused_ = false;              // Backend::cross_entropy_fused (else the three passes)
   std::int64_t chunk_budget_ = 0;   // bytes of logits per chunk at most
   std::int64_t rows_ = 0, chunk_rows_ = 0;
