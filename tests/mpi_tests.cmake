@@ -177,7 +177,15 @@ mpi_recompute_test(dp2_zero3_recompute_full 2 dp2_zero3 --dp 2 --set parallel.ze
 # differs in its last f32 bits between two summation orders can round to a neighbouring bf16
 # value (2^-8 relative), and Adam turns that into lr-sized differences for elements whose
 # gradients are noise. Losses are held to 1e-4 and weights to 0.1 of their scale (measured
-# worst: 1.1e-5 and 8.2e-2); a gradient that is lost or misplaced breaks both (docs/parallelism.md).
+# worst: 1.2e-5 and 2.5e-2 without tensor parallelism); a gradient that is lost or misplaced
+# breaks both (docs/parallelism.md). GPT's bf16 tp 2 run is held to 0.2 of the weights' scale:
+# its final norm's output differs from the serial run's in the last f32 bits (tp reduces partial
+# sums), and with the LM head's logits in bf16 (model/lm_head.hpp) such a difference can round a
+# logit to the neighbouring bf16 value, 2^-8 relative, which moves that token's probability by up
+# to a few percent; Adam makes lr-sized steps of the resulting noise on elements whose gradients
+# are near zero. Measured worst 1.2e-5 (losses) and 0.153 (weights, attn.proj.bias of block 2),
+# 0.134 with the three passes on both sides, against 0.082 with f32 logits
+# (KINTSUGI_FUSED_LOSS=0); Llama and BLOOM, also tp 2, stay under 0.1 (0.066, 0.031).
 set(BF16_RUN --precision bf16 --set train.grad_precision="param")
 set(FP16_RUN --precision fp16)
 add_test(NAME mpi.serial_bf16_reference
@@ -191,8 +199,12 @@ add_test(NAME mpi.serial_fp16_reference
 set_tests_properties(mpi.serial_bf16_reference PROPERTIES FIXTURES_SETUP serial_bf16_run)
 set_tests_properties(mpi.serial_fp16_reference PROPERTIES FIXTURES_SETUP serial_fp16_run)
 function(mpi_mixed_test name ranks reference)
+  if(NOT DEFINED MIXED_WEIGHT_RTOL)
+    set(MIXED_WEIGHT_RTOL 0.1)
+  endif()
   add_test(NAME mpi.${name}
-           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=1e-4 WEIGHT_RTOL=0.1
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=1e-4
+                   WEIGHT_RTOL=${MIXED_WEIGHT_RTOL}
                    ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
                    $<TARGET_FILE:check_run> ${MPI_OUT} ${name} ${ranks} ${MICRO_RUN} ${ARGN})
   set_tests_properties(mpi.${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
@@ -203,7 +215,9 @@ mpi_mixed_test(dp2_bf16_zero1 2 serial_bf16 --dp 2 --zero 1 ${BF16_RUN})
 mpi_mixed_test(dp2_bf16_zero2 2 serial_bf16 --dp 2 --zero 2 ${BF16_RUN})
 mpi_mixed_test(dp2_bf16_zero3 2 serial_bf16 --dp 2 --zero 3 ${BF16_RUN})
 mpi_mixed_test(dp4_bf16_zero3_hsdp2 4 serial_bf16 --dp 4 --zero 3 --hsdp 2 ${BF16_RUN})
+set(MIXED_WEIGHT_RTOL 0.2)  # bf16 logits with tp 2: see above
 mpi_mixed_test(tp2_dp2_bf16_zero1 4 serial_bf16 --tp 2 --dp 2 --zero 1 ${BF16_RUN})
+unset(MIXED_WEIGHT_RTOL)
 mpi_mixed_test(pp2_dp2_fp16_zero1 4 serial_fp16 --pp 2 --dp 2 --zero 1 ${FP16_RUN})
 mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --dp 2 --zero 2
                ${FP16_RUN})

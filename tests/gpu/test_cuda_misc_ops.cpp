@@ -93,6 +93,110 @@ TEST_P(CudaMisc, CrossEntropy) {
     }
 }
 
+// The bits of -inf in a float type (all bits set is NaN in every one).
+std::vector<std::byte> neg_inf_bits(DType t) {
+  switch (t) {
+    case DType::f64: {
+      const std::uint64_t b = 0xfff0000000000000ull;
+      std::vector<std::byte> v(8);
+      std::memcpy(v.data(), &b, 8);
+      return v;
+    }
+    case DType::f32: {
+      const std::uint32_t b = 0xff800000u;
+      std::vector<std::byte> v(4);
+      std::memcpy(v.data(), &b, 4);
+      return v;
+    }
+    default: {
+      const std::uint16_t b = t == DType::bf16 ? 0xff80 : 0xfc00;
+      std::vector<std::byte> v(2);
+      std::memcpy(v.data(), &b, 2);
+      return v;
+    }
+  }
+}
+
+// The fused loss (whole vocabulary) in the logits' own type: rows whose length is whole 16-byte
+// runs (the vector path) and ragged ones (element by element), blocks from 32 to 1024 threads,
+// runs straddling the last real column. Padding columns and the rows of ignored targets hold
+// NaN, so a kernel that reads them spoils the loss and one that does not write them fails the
+// gradient; a row starting with -inf logits takes the online maximum from -inf.
+TEST_P(CudaMisc, CrossEntropyFused) {
+  const Types t = GetParam();
+  struct Case {
+    std::int64_t rows, cols, valid;
+  };
+  for (const Case& c : {Case{1, 1, 1}, Case{3, 5, 5}, Case{13, 130, 120}, Case{7, 1000, 997},
+                        Case{5, 1024, 1024}, Case{3, 8200, 8193}, Case{3, 8197, 8190}})
+    for (bool backward : {false, true}) {
+      std::vector<std::int32_t> targets = random_ids(c.rows, c.valid, c.cols);
+      if (c.rows > 1) targets[1] = -1;
+      if (c.rows > 2) targets[2] = static_cast<std::int32_t>(c.valid - 1);
+      if (c.rows > 3) targets[3] = 0;
+      if (c.rows > 4) targets[c.rows - 1] = -3;
+      const std::string at = std::string(name_of(t.act)) + " " + std::to_string(c.rows) + "x" +
+                             std::to_string(c.cols) + " valid " + std::to_string(c.valid) +
+                             (backward ? " backward" : "");
+      Pair ids = this->ids(targets), logits = input(t.act, {c.rows, c.cols}, 3.0);
+      const std::size_t es = size_of(t.act);
+      std::vector<std::byte> bytes(logits.gpu.bytes());
+      copy_to_host(logits.gpu, bytes.data());
+      auto put = [&](std::int64_t r, std::int64_t j, const std::vector<std::byte>& v) {
+        std::memcpy(bytes.data() + (r * c.cols + j) * es, v.data(), es);
+      };
+      const std::vector<std::byte> nan(es, std::byte{0xff}), minus_inf = neg_inf_bits(t.act);
+      for (std::int64_t r = 0; r < c.rows; ++r)
+        for (std::int64_t j = 0; j < c.cols; ++j)
+          if (targets[r] < 0 || j >= c.valid) put(r, j, nan);
+      if (c.valid >= 64 && targets[0] >= 40)
+        for (std::int64_t j = 0; j < 40; ++j) put(0, j, minus_inf);
+      copy_from_host(bytes.data(), logits.gpu);
+      mirror(logits);
+      Pair loss = input(DType::f64, {1});  // accumulates onto what it holds
+      gpu().cross_entropy_fused(logits.gpu, c.valid, ids.gpu, loss.gpu, backward, 0.25);
+      cpu().cross_entropy_fused(logits.cpu, c.valid, ids.cpu, loss.cpu, backward, 0.25);
+      expect_near(loss, "loss sum " + at, t.stat);
+      if (backward) {
+        expect_near(logits, "logit gradient " + at);
+      } else {
+        std::vector<std::byte> after(bytes.size());
+        copy_to_host(logits.gpu, after.data());
+        EXPECT_EQ(after, bytes) << "forward changed the logits: " << at;
+      }
+    }
+}
+
+// The fused loss gives the three passes' loss and gradient on the GPU too (logits in the
+// compute type, statistics in f32, as LmHead runs the two paths).
+TEST_P(CudaMisc, CrossEntropyFusedMatchesThreePasses) {
+  const Types t = GetParam();
+  const std::int64_t rows = 6, cols = 2056, valid = 2050;
+  std::vector<std::int32_t> targets = random_ids(rows, valid, 5);
+  targets[4] = -1;
+  Pair ids = this->ids(targets), fused = input(t.act, {rows, cols}, 3.0);
+  Pair three = output(t.act, {rows, cols});
+  gpu().copy(fused.gpu, three.gpu);
+  Pair row_max = output(t.stat, {rows}), row_sum = output(t.stat, {rows});
+  Pair target = output(t.stat, {rows}), loss = output(DType::f64, {1}), loss3 = output(DType::f64, {1});
+  gpu().zero(loss.gpu);
+  gpu().zero(loss3.gpu);
+  gpu().cross_entropy_fused(fused.gpu, valid, ids.gpu, loss.gpu, true, 0.5);
+  gpu().softmax_row_max(three.gpu, valid, row_max.gpu);
+  gpu().softmax_row_sum(three.gpu, valid, row_max.gpu, ids.gpu, 0, row_sum.gpu, target.gpu, true);
+  gpu().cross_entropy_finish(three.gpu, valid, row_max.gpu, row_sum.gpu, target.gpu, ids.gpu, 0,
+                             loss3.gpu, true, 0.5);
+  const std::vector<double> l = OpTest::fetch(loss.gpu), l3 = OpTest::fetch(loss3.gpu);
+  EXPECT_NEAR(l[0], l3[0], gpu_testing::tolerance(t.stat) * std::abs(l3[0]));
+  const std::vector<double> g = OpTest::fetch(fused.gpu), g3 = OpTest::fetch(three.gpu);
+  double scale = 0, err = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    scale = std::max(scale, std::abs(g3[i]));
+    err = std::max(err, std::abs(g[i] - g3[i]));
+  }
+  EXPECT_LE(err, 2 * gpu_testing::tolerance(t.act) * scale) << name_of(t.act);
+}
+
 TEST_P(CudaMisc, Elementwise) {
   const Types t = GetParam();
   for (std::int64_t n : {1, 3, 4096, 70001}) {

@@ -62,7 +62,9 @@ Curve train_curve(const std::string& precision) {
 }
 
 // The tolerance docs/parallelism.md documents: every step's training loss and every
-// validation loss within 1% of fp32's (measured on this run: bf16 0.014%, fp16 0.0025%).
+// validation loss within 1% of fp32's (measured on this run with the LM head's logits in the
+// compute type: bf16 0.021%, fp16 0.0025%; with KINTSUGI_FUSED_LOSS=0, f32 logits: bf16 0.014%,
+// fp16 0.0028%).
 TEST(MixedPrecisionTraining, Bf16AndFp16FollowTheFp32LossCurve) {
   const Curve fp32 = train_curve("fp32");
   ASSERT_EQ(fp32.train.size(), 30u);

@@ -17,10 +17,10 @@
 // saves zeroing the gradient buffer), true adds.
 //
 // Element types: f64 (gradient checks: every tensor of the op f64), or any mix of f32, bf16 and
-// f16 (mixed precision: bf16/f16 parameters and activations, f32 gradients, master weights,
-// logits and softmax statistics). Arithmetic is f32 throughout; GEMMs run in bf16 with f32
-// accumulation when an operand is bf16, in f32 otherwise; results are rounded to each output
-// tensor's type.
+// f16 (mixed precision: bf16/f16 parameters, activations and the LM head's logits, f32
+// gradients, master weights and softmax statistics). Arithmetic is f32 throughout; GEMMs run in
+// bf16 with f32 accumulation when an operand is bf16, in f32 otherwise; results are rounded to
+// each output tensor's type.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -192,6 +192,17 @@ class Backend {
                                     const Tensor& target_logit, const Tensor& targets,
                                     std::int64_t col_begin, const Tensor& loss_sum,
                                     bool backward, double grad_scale) = 0;
+  // The same loss in one op, for logits [N, C] that hold the whole vocabulary (no vocabulary
+  // parallelism: column 0 is token 0; the first `valid` columns are real, the rest padding). Per
+  // row: its maximum, sum of exponentials and target logit in f32 (f64 for f64 logits) whatever
+  // the logits' type, loss_sum (f64 [1]) += the rows' losses added up in row order (the loss of
+  // the three passes); with backward the logits become grad_scale * (softmax - onehot) rounded
+  // once to their type, padding columns 0. targets < 0: loss 0 and, with backward, a zero row.
+  // The logits are read at most twice and written once (the three passes: three reads, two
+  // writes, the exponentials rounded to the logits' type in between).
+  virtual void cross_entropy_fused(const Tensor& logits, std::int64_t valid,
+                                   const Tensor& targets, const Tensor& loss_sum, bool backward,
+                                   double grad_scale) = 0;
 
   // ---- elementwise and reductions
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b

@@ -83,6 +83,8 @@ class ForwardingBackend : public Backend {
                             const Tensor& row_sum, const Tensor& target_logit,
                             const Tensor& targets, std::int64_t col_begin, const Tensor& loss_sum,
                             bool backward, double grad_scale) override;
+  void cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& targets,
+                           const Tensor& loss_sum, bool backward, double grad_scale) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void scale(const Tensor& x, double factor) override;

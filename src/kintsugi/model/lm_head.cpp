@@ -1,15 +1,36 @@
 #include "kintsugi/model/lm_head.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kintsugi/core/host_io.hpp"
 
 namespace kintsugi {
 
 namespace {
-// Upper bound on one chunk of logits. Large enough that the head's GEMMs stay efficient
-// (>= 1300 rows for GPT-2's vocabulary), small enough to keep big batches in memory.
+// Upper bound on one chunk of logits on the CPU (and on every device with
+// KINTSUGI_FUSED_LOSS=0, as before): large enough that the head's GEMMs stay efficient (>= 1300
+// rows of f32 logits for GPT-2's vocabulary), small enough to keep big batches in memory.
 constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
+// On a GPU: each chunk past the first re-reads and re-writes the f32 embedding gradient
+// (50304 x 768 x 4 B = 155 MB for GPT-2, 0.3 GB of traffic) in the weight-gradient GEMM, and the
+// input-gradient GEMM's output [chunk rows, d] needs thousands of rows to give every SM a tile
+// (1334 rows x 768 are 66 tiles of 128 x 128 for 132 SMs; not yet timed). GPT-2 124M at B = 32
+// (32768 rows) then runs 4 chunks of 8192 rows: 824 MB of bf16 logits, where f32 chunks of 1334
+// rows took 256 MiB plus 128 MiB of bf16 copies made by the mixed-type GEMMs (gemm.cpp), against
+// a peak of 12.1 GiB (docs/gpu.md).
+constexpr std::int64_t kGpuLogitsChunkBytes = 1ll << 30;
+
+// KINTSUGI_FUSED_LOSS=0 restores the loss as it was: f32 logits and the three passes on every
+// layout, for comparing the two on one GPU. Read once per process.
+bool fused_loss_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("KINTSUGI_FUSED_LOSS");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return enabled;
+}
 }  // namespace
 
 namespace {
@@ -38,6 +59,17 @@ LmHead::LmHead(LayerContext& ctx, const ModelConfig& c, int tied_embedding_param
   vocab_begin_ = ctx.params.entry(wte_).spec.split_begin;
   local_vocab_ = c.padded_vocab(ctx.tp.size()) / ctx.tp.size();
   local_valid_ = std::clamp<std::int64_t>(c.vocab_size - vocab_begin_, 0, local_vocab_);
+  // Logits in the compute type, as PyTorch autocast and llm.c keep them: the head's three GEMMs
+  // are then 16-bit GEMMs throughout under mixed precision, and the loss reads half the bytes.
+  // The softmax statistics and the loss stay f32 whatever the logits' type.
+  const bool new_loss = fused_loss_enabled();
+  logits_dtype_ = new_loss ? ctx.dtype : ctx.statistics();
+  // A vocabulary-parallel rank holds a slice of each row: its statistics are all-reduced between
+  // the three passes.
+  fused_ = new_loss && ctx.tp.size() == 1;
+  KINTSUGI_ASSERT(!fused_ || vocab_begin_ == 0);
+  chunk_budget_ =
+      new_loss && ctx.backend.device() != Device::cpu ? kGpuLogitsChunkBytes : kLogitsChunkBytes;
 }
 
 void LmHead::allocate(ActivationPool& pool, std::int64_t rows) {
@@ -45,9 +77,12 @@ void LmHead::allocate(ActivationPool& pool, std::int64_t rows) {
   const TensorParallel& tp = ctx_.tp;
   const std::int64_t local = tp.local_rows(rows);
   rows_ = rows;
-  const std::int64_t row_bytes =
-      local_vocab_ * static_cast<std::int64_t>(size_of(ctx_.statistics()));
-  chunk_rows_ = std::clamp<std::int64_t>(kLogitsChunkBytes / row_bytes, 1, rows);
+  const std::int64_t row_bytes = local_vocab_ * static_cast<std::int64_t>(size_of(logits_dtype_));
+  chunk_rows_ = std::clamp<std::int64_t>(chunk_budget_ / row_bytes, 1, rows);
+  if (fused_loss_enabled()) {  // chunks of equal size: as few rows each as that many chunks need
+    const std::int64_t chunks = (rows + chunk_rows_ - 1) / chunk_rows_;
+    chunk_rows_ = (rows + chunks - 1) / chunks;
+  }
   saved_.assign(pool.slots(), {});
   for (int k = 0; k < pool.slots(); ++k)
     pool.carve(k, "head", [&](Carver& c) {
@@ -58,10 +93,13 @@ void LmHead::allocate(ActivationPool& pool, std::int64_t rows) {
       s.d_norm = c.take(dt, {local, d_});
     });
   workspace_ = carve(ctx_.backend, MemoryKind::workspace, [&](Carver& c) {
-    // Logits and the softmax statistics stay in f32 whatever the compute type.
-    logits_ = c.take(ctx_.statistics(), {chunk_rows_, local_vocab_});
-    row_max_ = c.take(ctx_.statistics(), {chunk_rows_});
-    row_stats_ = c.take(ctx_.statistics(), {2, chunk_rows_});
+    logits_ = c.take(logits_dtype_, {chunk_rows_, local_vocab_});
+    if (!fused_) {  // the three passes' row statistics
+      row_max_ = c.take(ctx_.statistics(), {chunk_rows_});
+      row_stats_ = c.take(ctx_.statistics(), {2, chunk_rows_});
+    }
+    // Generation's logits of one row stay f32 (f64 in f64 runs): rounding them buys nothing.
+    row_logits_ = c.take(ctx_.statistics(), {1, local_vocab_});
     if (tp.sequence_parallel()) {
       full_ = c.take(dt, {rows, d_});
       d_full_ = c.take(dt, {rows, d_});
@@ -83,9 +121,26 @@ void LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
                    const Tensor& d_full) {
   Backend& be = ctx_.backend;
   ParamStore& p = ctx_.params;
-  Communicator* tp = ctx_.tp.group();
   const Tensor wte = p.param(wte_);
   const Tensor logits = logits_.rows(0, n), x = norm_full.rows(r0, n);
+  const Tensor chunk_targets = targets.rows(r0, n);
+  be.linear_forward(x, wte, nullptr, logits);
+  if (fused_) {
+    be.cross_entropy_fused(logits, local_valid_, chunk_targets, loss_sum_, backward, grad_scale);
+  } else {
+    three_pass_loss(logits, chunk_targets, backward, grad_scale);
+  }
+  if (backward) {
+    be.linear_backward_input(logits, wte, d_full.rows(r0, n), false);
+    be.linear_backward_weight(logits, x, p.grad(wte_), nullptr, p.accumulate_grad(wte_));
+  }
+}
+
+void LmHead::three_pass_loss(const Tensor& logits, const Tensor& chunk_targets, bool backward,
+                             double grad_scale) {
+  Backend& be = ctx_.backend;
+  Communicator* tp = ctx_.tp.group();
+  const std::int64_t n = logits.shape[0];
   const Tensor row_max = row_max_.reshaped({chunk_rows_}).rows(0, n);
   // The two statistics summed across ranks travel in one all-reduce.
   const Tensor stats = row_stats_.reshaped({2, chunk_rows_});
@@ -95,19 +150,13 @@ void LmHead::chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n,
                             stats.device};
   const Tensor both{stats.data, st, {2 * n}, stats.device};
 
-  be.linear_forward(x, wte, nullptr, logits);
   be.softmax_row_max(logits, local_valid_, row_max);
   if (tp) tp->all_reduce(row_max, ReduceOp::max);
-  const Tensor chunk_targets = targets.rows(r0, n);
   be.softmax_row_sum(logits, local_valid_, row_max, chunk_targets, vocab_begin_, row_sum,
                      target_logit, backward);
   if (tp) tp->all_reduce(both);
   be.cross_entropy_finish(logits, local_valid_, row_max, row_sum, target_logit, chunk_targets,
                           vocab_begin_, loss_sum_, backward, grad_scale);
-  if (backward) {
-    be.linear_backward_input(logits, wte, d_full.rows(r0, n), false);
-    be.linear_backward_weight(logits, x, p.grad(wte_), nullptr, p.accumulate_grad(wte_));
-  }
 }
 
 void LmHead::forward_backward(int slot, const Tensor& x, const Tensor& targets,
@@ -139,7 +188,7 @@ void LmHead::logits(int slot, const Tensor& x, std::int64_t row, float* out) {
   Saved& s = saved_[slot];
   auto one = [row](const Tensor& t) { return t.empty() ? t : t.rows(row, 1); };
   norm_.forward(one(x), one(s.norm), one(s.mean), one(s.rstd));
-  const Tensor logits = logits_.rows(0, 1);
+  const Tensor logits = row_logits_;
   ctx_.backend.linear_forward(one(s.norm), ctx_.params.param(wte_), nullptr, logits);
   // Only the real vocabulary: padding columns are not tokens.
   read_values(logits.reshaped({local_vocab_}).rows(0, vocab_), out);

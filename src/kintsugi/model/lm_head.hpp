@@ -8,8 +8,14 @@
 //
 // The head runs its forward and backward together, chunk by chunk of rows, so a micro-batch
 // never holds more than one chunk of logits (rows x vocabulary is the largest tensor of a GPT:
-// 3.3 GB for GPT-2 at 16 x 1024 tokens). What backward later needs is only the gradient at the
-// final norm's output.
+// 3.3 GB of bf16 for GPT-2 at 32 x 1024 tokens). What backward later needs is only the gradient
+// at the final norm's output.
+//
+// Logits are kept in the compute type (bf16/f16 under mixed precision, as PyTorch autocast and
+// llm.c keep them); the softmax statistics and the loss are f32. Without vocabulary parallelism
+// the loss is one backend op (Backend::cross_entropy_fused), otherwise the three passes with
+// all-reduces between them. KINTSUGI_FUSED_LOSS=0 restores f32 logits and the three passes on
+// every layout (for timing one against the other).
 #include <vector>
 
 #include "kintsugi/model/activation_pool.hpp"
@@ -51,17 +57,25 @@ class LmHead {
   // Loss (and with backward, gradient) over rows [r0, r0 + n) of the gathered norm output.
   void chunk(const Tensor& norm_full, std::int64_t r0, std::int64_t n, const Tensor& targets,
              bool backward, double grad_scale, const Tensor& d_full);
+  // The vocabulary-parallel loss over one chunk's logits: row statistics, all-reduced across
+  // the tensor-parallel ranks between the passes.
+  void three_pass_loss(const Tensor& logits, const Tensor& chunk_targets, bool backward,
+                       double grad_scale);
 
   LayerContext& ctx_;
   std::int64_t vocab_, d_;
   int wte_;
   std::int64_t vocab_begin_ = 0, local_vocab_ = 0, local_valid_ = 0;
   LayerNorm norm_;
+  DType logits_dtype_ = DType::f32;
+  bool fused_ = false;              // Backend::cross_entropy_fused (else the three passes)
+  std::int64_t chunk_budget_ = 0;   // bytes of logits per chunk at most
   std::int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<Saved> saved_;
   Buffer workspace_;
   Tensor logits_;              // [chunk_rows, local vocabulary]
   Tensor row_max_, row_stats_;  // [chunk_rows], [2, chunk_rows]: sum of exp, target logit
+  Tensor row_logits_;          // [1, local vocabulary], statistics type (generation)
   Tensor full_, d_full_;       // [rows, d] (sequence parallel only)
   Tensor loss_sum_;            // f64 [1]
 };

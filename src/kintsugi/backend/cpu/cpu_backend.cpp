@@ -388,6 +388,25 @@ class CpuBackend final : public Backend {
     for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
     add_to_scalar(loss_sum, sum);
   }
+  void cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& target_ids,
+                           const Tensor& loss_sum, bool backward, double grad_scale) override {
+    const std::int64_t rows = rows_of(logits), cols = cols_of(logits);
+    KINTSUGI_ASSERT(valid <= cols);
+    const std::int32_t* targets = ids(target_ids, rows);
+    double* losses = losses_.get_as<double>(static_cast<std::size_t>(rows));
+    const Kind kind = kind_of({&logits});
+    if (kind == Kind::mixed)
+      cpu::mixed::cross_entropy_fused(AnyPtr(logits), rows, cols, valid, targets, losses,
+                                      backward, grad_scale, workspace_);
+    else
+      typed(kind, [&]<class T>() {
+        cpu::cross_entropy_fused(logits.as<T>(), rows, cols, valid, targets, losses, backward,
+                                 grad_scale);
+      });
+    double sum = 0;  // in row order, as cross_entropy_finish
+    for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
+    add_to_scalar(loss_sum, sum);
+  }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     KINTSUGI_ASSERT(a.numel() == b.numel() && a.numel() == out.numel());

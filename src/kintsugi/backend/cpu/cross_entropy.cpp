@@ -6,68 +6,19 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
+#include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
-#include "kintsugi/backend/cpu/math.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
 namespace kintsugi::cpu {
 
-namespace {
-
-// Row bodies shared by the typed kernels and the mixed-precision ones (rows staged in f32).
-template <class T>
-inline T max_of_row(const T* row, std::int64_t valid) {
-  T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-  for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
-  return mx;
-}
-
-template <class T>
-inline T target_of_row(const T* row, std::int64_t valid, std::int32_t target,
-                       std::int64_t col_begin) {
-  const std::int64_t t = target - col_begin;
-  return target >= 0 && t >= 0 && t < valid ? row[t] : T(0);
-}
-
-template <class T>
-inline T sum_exp_row(T* row, std::int64_t valid, T mx, bool store_exp) {
-  T sum = 0;
-  if (store_exp) {
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t j = 0; j < valid; ++j) {
-      row[j] = exp_fast(row[j] - mx);
-      sum += row[j];
-    }
-  } else {
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t j = 0; j < valid; ++j) sum += exp_fast(row[j] - mx);
-  }
-  return sum;
-}
-
-template <class T>
-inline double loss_of_row(T mx, T sum, T target_logit) {
-  return static_cast<double>(std::log(sum) + mx - target_logit);
-}
-
-// After store_exp: the row becomes grad_scale * (softmax - onehot), padding 0.
-template <class T>
-inline void gradient_row(T* row, std::int64_t cols, std::int64_t valid, T sum,
-                         std::int32_t target, std::int64_t col_begin, double grad_scale) {
-  const T factor = static_cast<T>(grad_scale) / sum;
-#pragma omp simd
-  for (std::int64_t j = 0; j < valid; ++j) row[j] *= factor;
-  const std::int64_t t = target - col_begin;
-  if (t >= 0 && t < valid) row[t] -= static_cast<T>(grad_scale);
-  std::fill(row + valid, row + cols, T(0));
-}
-
-}  // namespace
+using ce::gradient_row;
+using ce::loss_of_row;
+using ce::max_of_row;
+using ce::sum_exp_row;
+using ce::target_of_row;
 
 template <class T>
 void softmax_row_max(const T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,

@@ -87,6 +87,11 @@ void cross_entropy_finish(T* logits, std::int64_t rows, std::int64_t cols, std::
                           const T* row_max, const T* row_sum, const T* target_logit,
                           const std::int32_t* targets, std::int64_t col_begin, double* losses,
                           bool backward, double grad_scale);
+// Backend::cross_entropy_fused; losses[r] receives row r's loss (cross_entropy_fused.cpp).
+template <class T>
+void cross_entropy_fused(T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                         const std::int32_t* targets, double* losses, bool backward,
+                         double grad_scale);
 
 template <class T>
 void add(const T* a, const T* b, T* out, std::int64_t n);

@@ -71,6 +71,9 @@ void cross_entropy_finish(AnyPtr logits, std::int64_t rows, std::int64_t cols,
                           AnyPtr target_logit, const std::int32_t* targets,
                           std::int64_t col_begin, double* losses, bool backward,
                           double grad_scale, ThreadWorkspace& ws);
+void cross_entropy_fused(AnyPtr logits, std::int64_t rows, std::int64_t cols,
+                         std::int64_t valid, const std::int32_t* targets, double* losses,
+                         bool backward, double grad_scale, ThreadWorkspace& ws);
 
 void add(AnyPtr a, AnyPtr b, AnyPtr out, std::int64_t n);
 void add_bias(AnyPtr x, AnyPtr bias, std::int64_t rows, std::int64_t cols, ThreadWorkspace& ws);

@@ -282,6 +282,16 @@ class CudaBackend final : public Backend {
                                static_cast<double*>(loss_sum.data), backward, grad_scale,
                                scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
   }
+  void cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& targets,
+                           const Tensor& loss_sum, bool backward, double grad_scale) override {
+    const std::int64_t rows = rows_of(logits);
+    KINTSUGI_ASSERT(valid <= cols_of(logits));
+    KINTSUGI_ASSERT(loss_sum.dtype == DType::f64 && loss_sum.device == Device::cuda);
+    check_types({&logits});
+    cuda::cross_entropy_fused(ref(logits), rows, cols_of(logits), valid, ids(targets, rows),
+                              static_cast<double*>(loss_sum.data), backward, grad_scale,
+                              scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
+  }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     KINTSUGI_ASSERT(a.numel() == b.numel() && a.numel() == out.numel());

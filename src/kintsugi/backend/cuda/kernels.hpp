@@ -123,6 +123,11 @@ void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std:
                           Ref row_max, Ref row_sum, Ref target_logit, const std::int32_t* targets,
                           std::int64_t col_begin, double* loss_sum, bool backward,
                           double grad_scale, Scratch scratch, cudaStream_t stream);
+// The loss in one kernel over logits holding the whole vocabulary (Backend::cross_entropy_fused);
+// scratch: cross_entropy_scratch_bytes(rows).
+void cross_entropy_fused(Ref logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                         const std::int32_t* targets, double* loss_sum, bool backward,
+                         double grad_scale, Scratch scratch, cudaStream_t stream);
 
 // ---- GEMM without cuBLASLt (any types, f32 or f64 arithmetic): the fallback when cuBLASLt
 // offers no algorithm for a shape, and a second opinion in tests. Row-major

@@ -1,0 +1,82 @@
+// Softmax cross-entropy in one op (Backend::cross_entropy_fused): each thread takes whole rows
+// and runs the three passes' row bodies (cross_entropy_rows.hpp) on a row while it sits in its
+// cache, so the logits cross memory once each way. f32 and f64 rows are worked in place, giving
+// the three passes' bits; bf16/f16 rows are widened into f32 scratch and rounded once at the end
+// (the three passes round the exponentials to the logits' type in between).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
+#include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
+
+namespace kintsugi::cpu {
+
+namespace {
+
+// One row worked in place (f32 or f64; or a row staged in f32): its loss, and with backward the
+// row becomes the gradient.
+template <class T>
+double fused_row(T* row, std::int64_t cols, std::int64_t valid, std::int32_t target,
+                 bool backward, double grad_scale) {
+  const T mx = ce::max_of_row(row, valid);
+  const T target_logit = ce::target_of_row(row, valid, target, 0);
+  const T sum = ce::sum_exp_row(row, valid, mx, backward);
+  if (backward) ce::gradient_row(row, cols, valid, sum, target, 0, grad_scale);
+  return ce::loss_of_row(mx, sum, target_logit);
+}
+
+}  // namespace
+
+template <class T>
+void cross_entropy_fused(T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
+                         const std::int32_t* targets, double* losses, bool backward,
+                         double grad_scale) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* row = logits + r * cols;
+    if (targets[r] < 0) {  // ignored position
+      losses[r] = 0;
+      if (backward) std::fill(row, row + cols, T(0));
+      continue;
+    }
+    losses[r] = fused_row(row, cols, valid, targets[r], backward, grad_scale);
+  }
+}
+
+template void cross_entropy_fused<float>(float*, std::int64_t, std::int64_t, std::int64_t,
+                                         const std::int32_t*, double*, bool, double);
+template void cross_entropy_fused<double>(double*, std::int64_t, std::int64_t, std::int64_t,
+                                          const std::int32_t*, double*, bool, double);
+
+namespace mixed {
+
+void cross_entropy_fused(AnyPtr logits, std::int64_t rows, std::int64_t cols,
+                         std::int64_t valid, const std::int32_t* targets, double* losses,
+                         bool backward, double grad_scale, ThreadWorkspace& ws) {
+  const std::size_t stride = ws.reserve(cols * sizeof(float));
+#pragma omp parallel
+  {
+    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const AnyPtr lr = logits.at(r * cols);
+      if (targets[r] < 0) {  // ignored position
+        losses[r] = 0;
+        if (backward) std::memset(lr.data, 0, cols * size_of(lr.dtype));
+        continue;
+      }
+      // Forward only reads the real columns; backward rewrites the padding too.
+      const std::int64_t n = backward ? cols : valid;
+      float* row = out_f32(lr, n, staged, true);
+      losses[r] = fused_row(row, cols, valid, targets[r], backward, grad_scale);
+      if (backward) write_back(lr, cols, row);
+    }
+  }
+}
+
+}  // namespace mixed
+
+}  // namespace kintsugi::cpu
