@@ -232,6 +232,7 @@ std::vector<AttentionVariant> attention_variants(DType act) {
   Variant first, two_kernels, fused, fused_plain;
   first.tile_masks = first.skip_masked = first.heavy_first = first.fused_backward = false;
   two_kernels.fused_backward = false;
+  fused.fused_backward = fused_plain.fused_backward = true;
   fused_plain.skip_masked = fused_plain.heavy_first = false;
   return {{" (first kernels)", first},
           {" (tile masks, two kernels)", two_kernels},
@@ -312,6 +313,7 @@ TEST_P(CudaDense, AttentionFusedSlices) {
   if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
   const AttentionShape s{4, 100, 4, 2, 32, 0, 0};
   cuda::attn_tc::Variant v;
+  v.fused_backward = true;
   const std::size_t per_unit = sizeof(float) * 2 * 3 * 64 * 32;  // 2 heads, 3 tile pairs
   v.fused_scratch_cap = 3 * per_unit + 100;
   const VariantScope scope(v);

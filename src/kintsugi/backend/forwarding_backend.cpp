@@ -218,7 +218,10 @@ void ForwardingBackend::cross_entropy_finish(const Tensor& logits, std::int64_t 
 void ForwardingBackend::cross_entropy_fused(const Tensor& logits, std::int64_t valid,
                                             const Tensor& targets, const Tensor& loss_sum,
                                             bool backward, double grad_scale) {
-  around("cross_entropy", 0, [&] {
+  // One read of the valid columns; backward writes every column (padding becomes 0).
+  const double moved = bytes(logits, rows(logits) * valid) + bytes(targets) + 2 * bytes(loss_sum) +
+                       (backward ? bytes(logits) : 0);
+  around(op_call("cross_entropy", 0, moved, logits), [&] {
     inner_.cross_entropy_fused(logits, valid, targets, loss_sum, backward, grad_scale);
   });
 }

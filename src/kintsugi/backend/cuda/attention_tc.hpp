@@ -11,8 +11,9 @@
 
 namespace kintsugi::cuda::attn_tc {
 
-// The kernels' variants, so that one build times each change against what came before (all on
-// by default; the environment variable named, set to 0, turns one off at the first call).
+// The kernels' variants, so that one build times each change against what came before (on by
+// default but the fused backward; the environment variable named, set to 0, turns one off at
+// the first call, KINTSUGI_ATTN_BWD_FUSED=1 the fused backward on).
 struct Variant {
   bool tensor_cores = true;  // KINTSUGI_TENSOR_CORE_ATTENTION: off sends calls to the CUDA cores
   // KINTSUGI_ATTN_TILE_MASKS: masks and ALiBi only on the tiles that need them, in 32-bit
@@ -24,9 +25,12 @@ struct Variant {
   // KINTSUGI_ATTN_HEAVY_FIRST: blocks ordered heaviest tiles first within groups of (sequence,
   // head) units; off: unit by unit.
   bool heavy_first = true;
-  // KINTSUGI_ATTN_BWD_FUSED (with tile_masks): backward in one pass over the key tiles (5
+  // KINTSUGI_ATTN_BWD_FUSED=1 (with tile_masks): backward in one pass over the key tiles (5
   // products, dQ from f32 partials summed in a fixed order); off: dK/dV and dQ kernels (7).
-  bool fused_backward = true;
+  // Off by default: on an H200 the GPT-2 124M step took 79.0 ms with it and 77.7 without
+  // (docs/gpu.md, "Measured"): the partials' 19.6 GB per step cost more than the two products
+  // they save.
+  bool fused_backward = false;
   // The most scratch the fused backward's dQ partials take (KINTSUGI_ATTN_BWD_SCRATCH_MIB);
   // larger calls go through it in slices of (sequence, kv head) units. 256 MiB holds 120 of
   // GPT-2 124M's 384 units at B = 32, T = 1024 (2.1 MiB each): 4 slices of 96.

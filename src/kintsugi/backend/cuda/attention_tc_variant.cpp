@@ -9,9 +9,11 @@ namespace kintsugi::cuda::attn_tc {
 
 namespace {
 
-bool on(const char* name) {
+// On unless the variable is "0" (or, for an opt-in variant, off unless it is "1").
+bool on(const char* name, bool by_default = true) {
   const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
+  if (!v) return by_default;
+  return by_default ? std::strcmp(v, "0") != 0 : std::strcmp(v, "1") == 0;
 }
 
 Variant& current() {
@@ -21,7 +23,7 @@ Variant& current() {
     r.tile_masks = on("KINTSUGI_ATTN_TILE_MASKS");
     r.skip_masked = on("KINTSUGI_ATTN_SKIP_MASKED");
     r.heavy_first = on("KINTSUGI_ATTN_HEAVY_FIRST");
-    r.fused_backward = on("KINTSUGI_ATTN_BWD_FUSED");
+    r.fused_backward = on("KINTSUGI_ATTN_BWD_FUSED", false);
     if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
       r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
     return r;

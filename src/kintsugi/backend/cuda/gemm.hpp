@@ -52,8 +52,9 @@ struct GemmEpilogue {
 };
 
 // Which fusions run; each one off restores the separate kernel it replaces. From the
-// environment: KINTSUGI_GEMM_BGRAD=0 turns the bias-gradient epilogue off, KINTSUGI_GEMM_GELU=0
-// the GELU ones, KINTSUGI_GEMM_AUTOTUNE=0 the timing of algorithms.
+// environment: KINTSUGI_GEMM_BGRAD=1 turns the bias-gradient epilogue on (off by default: no
+// faster on an H200, docs/gpu.md), KINTSUGI_GEMM_GELU=0 the GELU ones off (fused for bf16/f16
+// results only), KINTSUGI_GEMM_AUTOTUNE=0 the timing of algorithms.
 struct GemmOptions {
   bool bias_gradient = true, gelu = true, autotune = true;
   static GemmOptions from_environment();
