@@ -150,6 +150,38 @@ mpi_layout_test(tp2_dp2_zero3 4 --tp 2 --dp 2 --set parallel.zero=3)
 mpi_layout_test(tp2_dp2_sp_zero2 4 --tp 2 --dp 2 --sequence-parallel --set parallel.zero=2)
 mpi_layout_test(pp2_dp2_zero1 4 --pp 2 --dp 2 --set parallel.zero=1)
 
+# Validation with fewer, as many and more evaluation micro-batches than data-parallel ranks
+# (train.eval_batches 1, 2 and 3 over dp 2: a rank with no share, equal shares, shares that
+# differ) in every layout family: every rank runs the same collectives whatever its share, none
+# included, and the validation loss is the serial run's over the same windows. One training
+# step, with the validation before and after it; a hang fails within comm.timeout_s.
+foreach(e 1 2 3)
+  add_test(NAME mpi.serial_eval${e}_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.steps=1
+                   --set train.eval_batches=${e} --out ${MPI_OUT}/serial_eval${e} --overwrite)
+  set_tests_properties(mpi.serial_eval${e}_reference PROPERTIES
+                       FIXTURES_SETUP serial_eval${e}_run)
+endforeach()
+function(mpi_eval_test name ranks eval_batches)
+  foreach(e ${eval_batches})
+    add_test(NAME mpi.eval${e}_${name}
+             COMMAND ${CMAKE_COMMAND} -E env REFERENCE=serial_eval${e}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                     $<TARGET_FILE:check_run> ${MPI_OUT} eval${e}_${name} ${ranks} ${MICRO_RUN}
+                     --set train.steps=1 --set train.eval_batches=${e} --set comm.timeout_s=30
+                     ${ARGN})
+    set_tests_properties(mpi.eval${e}_${name} PROPERTIES FIXTURES_REQUIRED serial_eval${e}_run
+                         PROCESSORS ${ranks} TIMEOUT 150)
+  endforeach()
+endfunction()
+mpi_eval_test(dp2 2 "1;2;3" --dp 2)
+mpi_eval_test(pp2_dp2 4 "1;2;3" --pp 2 --dp 2 --schedule 1f1b)
+mpi_eval_test(tp2_pp2_dp2 8 "1;3" --tp 2 --pp 2 --dp 2 --schedule 1f1b)
+mpi_eval_test(dp2_zero3 2 "1;2;3" --dp 2 --zero 3)
+mpi_eval_test(pp2_dp2_interleaved 4 "1;2;3" --pp 2 --dp 2 --schedule interleaved
+              --virtual-stages 2)
+
 # Recomputation is bit-identical to keeping activations, also with tensor/sequence and
 # pipeline parallelism (tolerance 0 against the same layout without recomputation).
 function(mpi_recompute_test name ranks reference)
@@ -313,6 +345,21 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
+# Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
+add_test(NAME mpi.llama_serial_eval1_reference
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${LLAMA_RUN} --set train.steps=1
+                 --set train.eval_batches=1 --out ${MPI_OUT}/llama_serial_eval1 --overwrite)
+set_tests_properties(mpi.llama_serial_eval1_reference PROPERTIES
+                     FIXTURES_SETUP llama_serial_eval1_run)
+add_test(NAME mpi.llama_eval1_pp2_dp2
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=llama_serial_eval1
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} llama_eval1_pp2_dp2 4 ${LLAMA_RUN}
+                 --set train.steps=1 --set train.eval_batches=1 --set comm.timeout_s=30
+                 --pp 2 --dp 2 --schedule 1f1b)
+set_tests_properties(mpi.llama_eval1_pp2_dp2 PROPERTIES FIXTURES_REQUIRED llama_serial_eval1_run
+                     PROCESSORS 4 TIMEOUT 150)
 # Document attention (docs/data.md): with "." as the end of a document, every 32-token window
 # holds several documents. Per family, tensor x pipeline parallelism with sequence
 # parallelism reproduces the serial run with documents, and that run's weights differ from
