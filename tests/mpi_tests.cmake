@@ -70,6 +70,25 @@ endfunction()
 mpi_stall_test(tp2_dp2 3 --tp 2 --dp 2)
 mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
 
+# A certain deadlock (every rank waiting for an operation that no waiting rank has posted) ends
+# the job within seconds, not after comm.timeout_s (600 s by default), with one message naming
+# what every rank waits for; ranks that wait in different operations while one computes are not
+# a deadlock, and their job finishes (docs/parallelism.md).
+add_executable(deadlock_test mpi/deadlock_test.cpp)
+target_link_libraries(deadlock_test PRIVATE kintsugi_lib)
+add_test(NAME mpi.deadlock_ends_job
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_deadlock_ends_job.sh
+                 $<TARGET_FILE:deadlock_test>)
+add_test(NAME mpi.waiting_while_a_rank_computes_is_no_deadlock
+         COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                 OMP_NUM_THREADS=1 ${MPIRUN} -np 4 --oversubscribe --bind-to none
+                 $<TARGET_FILE:deadlock_test> busy)
+set_tests_properties(mpi.deadlock_ends_job mpi.waiting_while_a_rank_computes_is_no_deadlock
+                     PROPERTIES PROCESSORS 4 TIMEOUT 150)
+set_tests_properties(mpi.waiting_while_a_rank_computes_is_no_deadlock PROPERTIES
+                     PASS_REGULAR_EXPRESSION "busy: every rank finished"
+                     FAIL_REGULAR_EXPRESSION "deadlock")
+
 add_executable(collectives_test mpi/collectives_test.cpp)
 target_link_libraries(collectives_test PRIVATE kintsugi_lib)
 target_include_directories(collectives_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
