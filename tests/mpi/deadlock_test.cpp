@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   {
     auto world = make_world_communicator();
     if (world->size() != 4 || (mode != "mismatched" && mode != "busy")) {
-      if (world->rank() == 0) fmt::print(stderr, "usage: mpirun -np 4 deadlock_test mismatched|busy\n");
+      if (world->rank() == 0)
+        fmt::print(stderr, "usage: mpirun -np 4 deadlock_test mismatched|busy\n");
       return 2;
     }
     auto pair = world->split(world->rank() / 2, world->rank(), "pair");

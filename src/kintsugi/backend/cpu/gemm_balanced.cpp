@@ -11,10 +11,12 @@
 // and each is one single-threaded call with the same arguments whoever runs it; a product too
 // small to split is one single-threaded call too. What is not: the bits of one call over the
 // whole product. An element's result may depend on where it falls in the kernel's register
-// tiles and the driver's panels: with OPENBLAS_CORETYPE=Haswell (or Zen, which uses the same
-// kernels), a block that starts anywhere but at a multiple of the driver's 12-column panel, or
-// ends in a narrower panel, changes elements in its last 4-8 rows (tests/unit/
-// test_gemm_balanced.cpp runs under several kernels, tests/CMakeLists.txt).
+// tiles and the driver's panels, which move with the extent of the call: with
+// OPENBLAS_CORETYPE=Haswell (or Zen), rows 0-511 of a 1000-row product computed alone differ
+// from one call in their last 8 rows, rows 512-999 in nearly all, and columns 0-1151 of 2304
+// in columns 888-1151; this machine's own kernels (Cooperlake) gave one call's bits for those
+// three, but not for every split. The tests run under several kernel sets
+// (tests/CMakeLists.txt).
 #include <omp.h>
 
 #include <algorithm>
@@ -26,11 +28,14 @@ namespace kintsugi::cpu {
 
 namespace {
 
-// Blocks are at least kMinBlock wide (narrower ones repack the other operand too often), at
-// most kMaxBlocks per product (enough for dynamic balance on 16 threads), and a multiple of
-// kAlign wide, so that only the last block ends in the kernels' narrower edge tiles.
-constexpr std::int64_t kMinBlock = 128;
-constexpr std::int64_t kMaxBlocks = 64;
+// Every block repacks the operand it shares with the others, so narrow blocks cost time even on
+// one thread (against one call, on one thread, GPT-2 124M shapes: 3-14% at 128 wide; up to
+// 11%, mostly 0-6%, at 256; docs/benchmarks.md), while many blocks balance threads better.
+// Blocks are at least kMinBlock wide, at most kMaxBlocks per product, an even number of them
+// (2 threads share them exactly), and a multiple of kAlign wide, so that only the last block
+// ends in the kernels' narrower edge tiles.
+constexpr std::int64_t kMinBlock = 256;
+constexpr std::int64_t kMaxBlocks = 32;
 constexpr std::int64_t kAlign = 16;
 
 int balanced_blocks_setting() {
@@ -45,9 +50,9 @@ int balanced_blocks_setting() {
 
 // The width of the blocks `side` is cut into: side itself when it is not cut.
 std::int64_t block_width(std::int64_t side, int setting) {
-  const std::int64_t blocks =
-      setting > 0 ? setting : std::min(kMaxBlocks, side / kMinBlock);
+  std::int64_t blocks = setting > 0 ? setting : std::min(kMaxBlocks, side / kMinBlock);
   if (blocks < 2) return side;
+  if (setting <= 0) blocks -= blocks % 2;
   const std::int64_t width = (side + blocks - 1) / blocks;
   return std::min(side, (width + kAlign - 1) / kAlign * kAlign);
 }
