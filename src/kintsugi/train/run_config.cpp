@@ -138,7 +138,8 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"comm.deadlock_check_s", &c.comm.deadlock_check_s,
        "seconds world rank 0 waits in communication before it checks whether every rank waits "
        "for an operation no other rank will post (a certain deadlock, which then ends the job "
-       "at once), and between checks; 0: never"},
+       "at once), and the first gap between checks (later ones double, up to a minute); 0: "
+       "never"},
       {"comm.backend", &c.comm.backend,
        "what moves GPU tensors between ranks: \"auto\" (NCCL when every rank has a GPU of its "
        "own, else MPI), \"nccl\", or \"mpi\" (staged through host memory)"},

@@ -275,7 +275,13 @@ std::vector<nlohmann::json> StallWatch::probe_everyone(int probe) {
 }
 
 void StallWatch::watch_for_deadlock() {
-  Clock::time_point last_check{};
+  // Within one wait, checks back off (after deadlock_check_s, then 2x, 4x, ... that much more,
+  // at most kMaxCheckGap apart): a long legitimate wait of a large job (every rank answers
+  // each check) costs little, and a deadlock is still found within seconds of the last rank
+  // blocking when rank 0 had not waited long before.
+  constexpr double kMaxCheckGap = 60;
+  Clock::time_point checked_wait{};  // when the wait last checked began
+  double next_check = 0, gap = 0;     // seconds into that wait
   int probe = 0;
   while (!stopping_) {
     std::this_thread::sleep_for(kCheckerPoll);
@@ -285,9 +291,14 @@ void StallWatch::watch_for_deadlock() {
       if (waits_.size() != 1) continue;
       since = waits_.begin()->second.since;
     }
-    if (seconds_since(since) < deadlock_check_s_ || seconds_since(last_check) < deadlock_check_s_)
-      continue;
-    last_check = Clock::now();
+    if (since != checked_wait) {
+      checked_wait = since;
+      next_check = gap = deadlock_check_s_;
+    }
+    const double waited = seconds_since(since);
+    if (waited < next_check) continue;
+    gap = std::min(2 * gap, std::max(kMaxCheckGap, deadlock_check_s_));
+    next_check = waited + gap;
     const auto first = probe_everyone(++probe);
     if (!every_rank_blocked(first)) continue;
     const auto second = probe_everyone(++probe);

@@ -17,8 +17,9 @@
 // A deadlock does not wait for the deadline: when every rank waits in communication for an
 // operation that no rank will ever post (ranks that issued collectives in different orders),
 // the job ends within seconds. World rank 0 checks whenever it has itself waited for
-// deadlock_check_s (every rank waits in a deadlock, so rank 0 does too): it asks every rank for
-// its status twice and ends the job only if the two rounds prove the deadlock (deadlock.hpp).
+// deadlock_check_s (every rank waits in a deadlock, so rank 0 does too), and again, further
+// apart, as long as that wait lasts: it asks every rank for its status twice and ends the job
+// only if the two rounds prove the deadlock (deadlock.hpp).
 // A rank that does not answer, or one that computes, or one whose operation can complete,
 // proves nothing: the deadline stays for those.
 #include <mpi.h>
@@ -40,7 +41,7 @@ namespace kintsugi {
 class StallWatch {
  public:
   // Collective over MPI_COMM_WORLD. deadlock_check_s: how long world rank 0 waits before it
-  // checks for a deadlock, and between checks (0: never).
+  // checks for a deadlock, and the first gap between checks (0: never).
   explicit StallWatch(double timeout_s, double deadlock_check_s = 2);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
