@@ -70,6 +70,25 @@ endfunction()
 mpi_stall_test(tp2_dp2 3 --tp 2 --dp 2)
 mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
 
+# A certain deadlock (every rank waiting for an operation that no waiting rank has posted) ends
+# the job within seconds, not after comm.timeout_s (600 s by default), with one message naming
+# what every rank waits for; ranks that wait in different operations while one computes are not
+# a deadlock, and their job finishes (docs/parallelism.md).
+add_executable(deadlock_test mpi/deadlock_test.cpp)
+target_link_libraries(deadlock_test PRIVATE kintsugi_lib)
+add_test(NAME mpi.deadlock_ends_job
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_deadlock_ends_job.sh
+                 $<TARGET_FILE:deadlock_test>)
+add_test(NAME mpi.waiting_while_a_rank_computes_is_no_deadlock
+         COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                 OMP_NUM_THREADS=1 ${MPIRUN} -np 4 --oversubscribe --bind-to none
+                 $<TARGET_FILE:deadlock_test> busy)
+set_tests_properties(mpi.deadlock_ends_job mpi.waiting_while_a_rank_computes_is_no_deadlock
+                     PROPERTIES PROCESSORS 4 TIMEOUT 150)
+set_tests_properties(mpi.waiting_while_a_rank_computes_is_no_deadlock PROPERTIES
+                     PASS_REGULAR_EXPRESSION "busy: every rank finished"
+                     FAIL_REGULAR_EXPRESSION "deadlock")
+
 add_executable(collectives_test mpi/collectives_test.cpp)
 target_link_libraries(collectives_test PRIVATE kintsugi_lib)
 target_include_directories(collectives_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
@@ -149,6 +168,38 @@ mpi_layout_test(dp4_zero1_hsdp2 4 --dp 4 --set parallel.zero=1 --set parallel.hs
 mpi_layout_test(tp2_dp2_zero3 4 --tp 2 --dp 2 --set parallel.zero=3)
 mpi_layout_test(tp2_dp2_sp_zero2 4 --tp 2 --dp 2 --sequence-parallel --set parallel.zero=2)
 mpi_layout_test(pp2_dp2_zero1 4 --pp 2 --dp 2 --set parallel.zero=1)
+
+# Validation with fewer, as many and more evaluation micro-batches than data-parallel ranks
+# (train.eval_batches 1, 2 and 3 over dp 2: a rank with no share, equal shares, shares that
+# differ) in every layout family: every rank runs the same collectives whatever its share, none
+# included, and the validation loss is the serial run's over the same windows. One training
+# step, with the validation before and after it; a hang fails within comm.timeout_s.
+foreach(e 1 2 3)
+  add_test(NAME mpi.serial_eval${e}_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.steps=1
+                   --set train.eval_batches=${e} --out ${MPI_OUT}/serial_eval${e} --overwrite)
+  set_tests_properties(mpi.serial_eval${e}_reference PROPERTIES
+                       FIXTURES_SETUP serial_eval${e}_run)
+endforeach()
+function(mpi_eval_test name ranks eval_batches)
+  foreach(e ${eval_batches})
+    add_test(NAME mpi.eval${e}_${name}
+             COMMAND ${CMAKE_COMMAND} -E env REFERENCE=serial_eval${e}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                     $<TARGET_FILE:check_run> ${MPI_OUT} eval${e}_${name} ${ranks} ${MICRO_RUN}
+                     --set train.steps=1 --set train.eval_batches=${e} --set comm.timeout_s=30
+                     ${ARGN})
+    set_tests_properties(mpi.eval${e}_${name} PROPERTIES FIXTURES_REQUIRED serial_eval${e}_run
+                         PROCESSORS ${ranks} TIMEOUT 150)
+  endforeach()
+endfunction()
+mpi_eval_test(dp2 2 "1;2;3" --dp 2)
+mpi_eval_test(pp2_dp2 4 "1;2;3" --pp 2 --dp 2 --schedule 1f1b)
+mpi_eval_test(tp2_pp2_dp2 8 "1;3" --tp 2 --pp 2 --dp 2 --schedule 1f1b)
+mpi_eval_test(dp2_zero3 2 "1;2;3" --dp 2 --zero 3)
+mpi_eval_test(pp2_dp2_interleaved 4 "1;2;3" --pp 2 --dp 2 --schedule interleaved
+              --virtual-stages 2)
 
 # Recomputation is bit-identical to keeping activations, also with tensor/sequence and
 # pipeline parallelism (tolerance 0 against the same layout without recomputation).
@@ -327,6 +378,21 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
+# Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
+add_test(NAME mpi.llama_serial_eval1_reference
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${LLAMA_RUN} --set train.steps=1
+                 --set train.eval_batches=1 --out ${MPI_OUT}/llama_serial_eval1 --overwrite)
+set_tests_properties(mpi.llama_serial_eval1_reference PROPERTIES
+                     FIXTURES_SETUP llama_serial_eval1_run)
+add_test(NAME mpi.llama_eval1_pp2_dp2
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=llama_serial_eval1
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} llama_eval1_pp2_dp2 4 ${LLAMA_RUN}
+                 --set train.steps=1 --set train.eval_batches=1 --set comm.timeout_s=30
+                 --pp 2 --dp 2 --schedule 1f1b)
+set_tests_properties(mpi.llama_eval1_pp2_dp2 PROPERTIES FIXTURES_REQUIRED llama_serial_eval1_run
+                     PROCESSORS 4 TIMEOUT 150)
 # Document attention (docs/data.md): with "." as the end of a document, every 32-token window
 # holds several documents. Per family, tensor x pipeline parallelism with sequence
 # parallelism reproduces the serial run with documents, and that run's weights differ from

@@ -73,7 +73,7 @@ Trained train_steps(StageModel& model, const RunConfig& c, int steps) {
     out.losses.push_back(r.loss_sum);
     out.norms.push_back(r.grad_norm);
   }
-  out.val = model.evaluate(s, 2, 2);
+  out.val = model.evaluate(s, 2, 2, 2);
   model.acquire_all_params();
   const ParamStore& p = *model.params().front();
   for (int i = 0; i < p.size(); ++i) out.weights.push_back(read_values(p.param(i)));

@@ -291,7 +291,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
       "metrics.peak_gflops=123", "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
-      "comm.backend=\"mpi\""};
+      "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
   const RunConfig c = load_run_config("", every_key);
   const auto set = key_values(run_config_toml(c));
   const auto defaults = key_values(run_config_toml(RunConfig{}));

@@ -27,7 +27,8 @@ void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
   auto world_comm = make_world_communicator(
       {.device = config.train.device,
        .timeout_s = config.comm.timeout_s,
-       .backend = config.comm.backend});
+       .backend = config.comm.backend,
+       .deadlock_check_s = config.comm.deadlock_check_s});
   if (agree) agree(*world_comm);
   const Topology topology(world_comm,
                           {.tp = static_cast<int>(config.parallel.tp),

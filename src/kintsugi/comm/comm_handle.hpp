@@ -36,11 +36,18 @@ class CommHandle {
     std::exception_ptr error_;
     std::function<void()> device_wait_;  // device handles only
     std::function<bool()> device_done_;
+    // Told when a wait() starts blocking on the operation (true) and when it returns (false),
+    // for the deadlock check (comm/mpi/deadlock.hpp); set before the handle is handed out.
+    std::function<void(bool waiting)> on_block_;
   };
 
   CommHandle() = default;  // already complete
   explicit CommHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  static CommHandle pending() { return CommHandle(std::make_shared<State>()); }
+  static CommHandle pending(std::function<void(bool waiting)> on_block = {}) {
+    auto state = std::make_shared<State>();
+    state->on_block_ = std::move(on_block);
+    return CommHandle(std::move(state));
+  }
   // An operation on a device queue: `wait` orders the device's compute queue after it, `done`
   // tells whether it has finished. Its deadline is the communicator's to enforce.
   static CommHandle on_device(std::function<void()> wait, std::function<bool()> done) {
@@ -57,7 +64,21 @@ class CommHandle {
     if (!state_) return;
     if (state_->device_wait_) return state_->device_wait_();
     std::unique_lock lock(state_->mutex_);
-    state_->cv_.wait(lock, [&] { return state_->done_; });
+    if (!state_->done_ && state_->on_block_) {
+      // Told outside the lock: the observer takes locks of its own.
+      lock.unlock();
+      state_->on_block_(true);
+      struct Unblock {
+        State& s;
+        ~Unblock() { s.on_block_(false); }
+      } unblock{*state_};
+      lock.lock();
+      state_->cv_.wait(lock, [&] { return state_->done_; });
+      lock.unlock();
+    } else {
+      state_->cv_.wait(lock, [&] { return state_->done_; });
+      lock.unlock();
+    }
     if (state_->error_) std::rethrow_exception(state_->error_);
   }
   bool ready() const {

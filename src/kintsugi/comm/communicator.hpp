@@ -17,7 +17,9 @@
 //
 // Every wait on either plane has a deadline (comm.timeout_s): a group whose operation does not
 // complete in time ends the job with a message naming the group, the operation and the ranks
-// that did not arrive, instead of hanging.
+// that did not arrive, instead of hanging. Over MPI, a certain deadlock (every rank waiting for
+// an operation no waiting rank has posted) ends the job within seconds instead
+// (comm/mpi/deadlock.hpp).
 //
 // Byte counters hold the volume each data-plane call must move per rank, the same for every
 // implementation (the library may route the bytes differently, e.g. through shared memory):
@@ -65,6 +67,8 @@ struct CommOptions {
   Device device = Device::cpu;  // where data-plane tensors live
   double timeout_s = 600;       // comm.timeout_s: deadline of every wait
   CommBackend backend = CommBackend::automatic;  // comm.backend
+  // comm.deadlock_check_s: world rank 0 looks for a deadlock after waiting this long (0: never)
+  double deadlock_check_s = 2;
 };
 
 class Communicator {

@@ -17,6 +17,8 @@ namespace kintsugi {
 std::shared_ptr<Communicator> make_world_communicator(const CommOptions& options) {
   if (!(options.timeout_s > 0))
     fail("comm.timeout_s = {} must be positive", options.timeout_s);
+  if (!(options.deadlock_check_s >= 0))
+    fail("comm.deadlock_check_s = {} must not be negative", options.deadlock_check_s);
   if (options.backend == CommBackend::nccl && options.device != Device::cuda)
     fail("comm.backend = \"nccl\" moves GPU memory: it needs train.device = \"cuda\"");
   auto mpi = make_mpi_world(options);

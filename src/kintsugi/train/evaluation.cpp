@@ -22,7 +22,10 @@ std::optional<double> mean_window_loss(StageModel& model, const Place& place,
                                        const std::function<void()>& on_batch) {
   KINTSUGI_ASSERT(windows > 0 && micro_batch > 0 && windows % micro_batch == 0);
   const std::int64_t T = data.seq_len(), mb = micro_batch, batches = windows / mb;
+  // Round-robin: rank r has batches r, r + dp, ...; every rank has `shared` of them (possibly
+  // none), the first batches % dp ranks one more.
   const int mine = static_cast<int>((batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
+  const int shared = static_cast<int>(batches / place.dp_size);
   const int lockstep = static_cast<int>((batches + place.dp_size - 1) / place.dp_size);
   const double sum = model.evaluate(
       [&](int k, std::int32_t* tokens, std::int32_t* targets) {
@@ -33,7 +36,7 @@ std::optional<double> mean_window_loss(StageModel& model, const Place& place,
           data.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
         if (on_batch) on_batch();
       },
-      std::max(0, mine), lockstep);
+      mine, shared, lockstep);
   if (model.interrupted()) return std::nullopt;
   return sum / static_cast<double>(windows * T);
 }

@@ -135,6 +135,11 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"comm.timeout_s", &c.comm.timeout_s,
        "seconds any communication may wait for other ranks; then the job ends with a message "
        "naming the group, the operation and the ranks that did not arrive"},
+      {"comm.deadlock_check_s", &c.comm.deadlock_check_s,
+       "seconds world rank 0 waits in communication before it checks whether every rank waits "
+       "for an operation no other rank will post (a certain deadlock, which then ends the job "
+       "at once), and the first gap between checks (later ones double, up to a minute); 0: "
+       "never"},
       {"comm.backend", &c.comm.backend,
        "what moves GPU tensors between ranks: \"auto\" (NCCL when every rank has a GPU of its "
        "own, else MPI), \"nccl\", or \"mpi\" (staged through host memory)"},
@@ -408,6 +413,9 @@ void validate(const RunConfig& c) {
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
     fail("comm.timeout_s = {} must be a positive number of seconds", c.comm.timeout_s);
+  if (!(c.comm.deadlock_check_s >= 0) || !std::isfinite(c.comm.deadlock_check_s))
+    fail("comm.deadlock_check_s = {} must be a number of seconds, 0 or more",
+         c.comm.deadlock_check_s);
   if (c.comm.backend == CommBackend::nccl && c.train.device != Device::cuda)
     fail("comm.backend = \"nccl\" moves GPU memory: it needs train.device = \"cuda\"");
 }

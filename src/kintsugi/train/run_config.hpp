@@ -84,6 +84,7 @@ struct MetricsConfig {
 
 struct CommConfig {
   double timeout_s = 600;  // deadline of every communication wait, then the job ends
+  double deadlock_check_s = 2;  // rank 0 looks for a certain deadlock after waiting this long
   CommBackend backend = CommBackend::automatic;  // what moves GPU tensors: NCCL or MPI
 };
 

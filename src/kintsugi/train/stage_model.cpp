@@ -170,24 +170,36 @@ double StageModel::local_loss() const {
   return last.spec().head ? read_scalar(last.loss_sum()) : 0.0;
 }
 
-double StageModel::evaluate(const Sampler& sample, int micro_batches,
+double StageModel::evaluate(const Sampler& sample, int micro_batches, int shared_micro_batches,
                             int lockstep_micro_batches) {
-  auto forward = [&](const Sampler& s, int count, const std::function<bool(int)>& stop) {
+  KINTSUGI_ASSERT(0 <= shared_micro_batches && shared_micro_batches <= micro_batches &&
+                  micro_batches <= lockstep_micro_batches);
+  // Micro-batches first..first+count-1 as one forward-only program.
+  auto forward = [&](int first, int count, const std::function<bool(int)>& stop) {
     const PipelineShape shape{place_.pp_size, virtual_stages_, count};
     PipelineExecutor::Hooks hooks = stop_hooks(stop);
-    hooks.sample = s;
+    hooks.sample = [&](int k, std::int32_t* tokens, std::int32_t* targets) {
+      sample(first + k, tokens, targets);
+    };
     return executor_->run(make_forward_schedule(shape, place_.pp_rank), false, 0.0, hooks);
   };
   zero_loss();
-  // Only this rank's own micro-batches are offered to the stop check (the caller knows how many
-  // every rank has); the lockstep forwards below are not.
-  interrupted_ = micro_batches > 0 && !forward(sample, micro_batches, stop_check_);
+  // The micro-batches every data-parallel rank has, in one program on every rank of the job:
+  // the stop check is a collective of the ranks that run them, and with a pipeline the program
+  // ends with a collective of the whole job (PipelineExecutor::Hooks::any_abandoned), so a rank
+  // must run this program whenever any rank does, and only then (the count is the same on
+  // every rank: with none, no rank runs it). A rank with no share of its own still takes part.
+  interrupted_ =
+      shared_micro_batches > 0 && !forward(0, shared_micro_batches, stop_check_);
   if (interrupted_) return 0;
+  // This rank's own remaining micro-batches: without stop checks or any other collective
+  // outside its own pipeline (whose stages all have the same share), so ranks with different
+  // shares never wait for each other here.
+  if (micro_batches > shared_micro_batches)
+    forward(shared_micro_batches, micro_batches - shared_micro_batches, {});
   const double loss = local_loss();  // before the lockstep forwards, whose losses are dropped
   if (states_.front()->stage() == ZeroStage::parameters && lockstep_micro_batches > micro_batches)
-    forward([&](int k, std::int32_t* tokens,
-                std::int32_t* targets) { sample(micro_batches + k, tokens, targets); },
-            lockstep_micro_batches - micro_batches, {});
+    forward(micro_batches, lockstep_micro_batches - micro_batches, {});
   return sum_over_job(loss);
 }
 

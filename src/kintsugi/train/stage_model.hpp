@@ -41,10 +41,15 @@ class StageModel {
   StepResult train_step(const Sampler& sample, int micro_batches, double grad_scale, double lr,
                         double grad_clip);
   // Sum of token losses over `micro_batches` micro-batches of this rank, summed over the job.
-  // Under ZeRO-3 every data-parallel rank must run the same number of forwards (each gathers
-  // every layer's weights from the group), so a rank with fewer runs more, up to
-  // `lockstep_micro_batches`, on samples k >= micro_batches, and discards their losses.
-  double evaluate(const Sampler& sample, int micro_batches, int lockstep_micro_batches);
+  // Every rank of the job calls it, whatever its share (none included), and every rank runs
+  // the same sequence of collectives: first the `shared_micro_batches` that every data-parallel
+  // rank has (the fewest any rank has), the only ones offered to the stop check, then the rest
+  // of its own without any collective outside its pipeline. Under ZeRO-3 every data-parallel
+  // rank must also run the same number of forwards (each gathers every layer's weights from
+  // the group), so a rank with fewer runs more, up to `lockstep_micro_batches` (the most any
+  // rank has), on samples k >= micro_batches, and discards their losses.
+  double evaluate(const Sampler& sample, int micro_batches, int shared_micro_batches,
+                  int lockstep_micro_batches);
   // Which micro-batches of train_step and of evaluate's own micro-batches look for a stop
   // signal (every rank must answer alike): before such a micro-batch's forward, the ranks that
   // run it in lockstep agree whether any of them received SIGTERM/SIGINT

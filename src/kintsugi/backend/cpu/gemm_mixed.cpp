@@ -1,11 +1,11 @@
 #include "kintsugi/backend/cpu/gemm_mixed.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 
 #include "kintsugi/backend/cpu/gemm_bf16.hpp"
+#include "kintsugi/backend/cpu/math.hpp"
 
 namespace kintsugi::cpu {
 
@@ -25,14 +25,17 @@ void widen_block(AnyPtr x, std::int64_t ld, std::int64_t r0, std::int64_t rows, 
 }
 
 // The f32 product C = op(A) . op(B) + beta * C. f16 operands are widened one slice of the
-// shared dimension at a time (later slices accumulate), so their f32 copies stay bounded.
+// shared dimension at a time (later slices accumulate), so their f32 copies stay bounded. The
+// products go through the balanced GEMM (gemm_balanced.cpp), whose bits do not depend on the
+// thread count on any OpenBLAS kernel set; OpenBLAS's own threads split a product differently
+// for each thread count, which changes bits under some kernel sets (Haswell's: 4% of an f16
+// linear layer's outputs and weight gradients differed between 1 and 2 threads).
 void product_f32(std::int64_t m, std::int64_t n, std::int64_t k, const MatrixRef& a,
                  const MatrixRef& b, float beta, float* c, std::int64_t ldc, GrowBuffer& wa,
                  GrowBuffer& wb) {
-  const auto op = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
   if (a.data.is_f32() && b.data.is_f32()) {
-    cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, k, 1.0f, a.data.f32(), a.ld,
-                b.data.f32(), b.ld, beta, c, ldc);
+    sgemm_balanced(a.trans, b.trans, m, n, k, 1.0f, a.data.f32(), a.ld, b.data.f32(), b.ld, beta,
+                   c, ldc);
     return;
   }
   const std::int64_t kc = std::min(k, std::max<std::int64_t>(256, kChunkBytes / (4 * (m + n))));
@@ -67,8 +70,8 @@ void product_f32(std::int64_t m, std::int64_t n, std::int64_t k, const MatrixRef
       bp = b.data.f32() + (b.trans ? k0 : k0 * b.ld);
       ldb = b.ld;
     }
-    cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, kn, 1.0f, ap, lda, bp, ldb,
-                k0 == 0 ? beta : 1.0f, c, ldc);
+    sgemm_balanced(a.trans, b.trans, m, n, kn, 1.0f, ap, lda, bp, ldb, k0 == 0 ? beta : 1.0f, c,
+                   ldc);
   }
 }
 

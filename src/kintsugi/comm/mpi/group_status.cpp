@@ -32,6 +32,7 @@ std::uint64_t GroupStatus::posted(OpLabel& label) {
 void GroupStatus::finished(std::uint64_t ticket) {
   std::lock_guard lock(mutex_);
   open_.erase(ticket);
+  ++finished_;
 }
 
 nlohmann::json GroupStatus::to_json() const {
@@ -42,8 +43,21 @@ nlohmann::json GroupStatus::to_json() const {
     waiting = fmt::format("{} in group {} for {:.1f} s", label.describe(), name_,
                           std::chrono::duration<double>(Clock::now() - since).count());
   }
-  return {{"name", name_},          {"ranks", world_ranks_},  {"collectives", collectives_},
-          {"sent", sent_},          {"received", received_}, {"waiting", waiting}};
+  return {{"name", name_},         {"ranks", world_ranks_},  {"collectives", collectives_},
+          {"sent", sent_},         {"received", received_}, {"finished", finished_},
+          {"waiting", waiting}};
+}
+
+nlohmann::json to_json(const OpLabel& label, const std::string& group,
+                       const std::vector<int>& ranks, int rank) {
+  return {{"group", group},
+          {"ranks", ranks},
+          {"rank", rank},
+          {"plane", static_cast<int>(label.plane)},
+          {"seq", label.seq},
+          {"peer", label.peer},
+          {"sending", label.sending},
+          {"describe", label.describe()}};
 }
 
 bool has_arrived(const nlohmann::json& peer, const OpLabel& label, int me) {

@@ -4,6 +4,8 @@
 // compares counts. Collectives of a plane are numbered in posting order (every member posts the
 // same ones in the same order), transfers per peer and direction (the k-th send from a to b
 // pairs with b's k-th receive from a), so "rank x has posted the k-th" means "x has arrived".
+// A data-plane operation counts as posted once it is submitted to the group's progress thread,
+// which posts it to MPI without waiting for anything (deadlock.hpp relies on this).
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -31,6 +33,11 @@ struct OpLabel {
   std::string describe() const;  // e.g. "all_reduce #12 (4096 bytes)"
 };
 
+// `label`, an operation of `group` (group rank `rank`, world ranks `ranks`), as deadlock.hpp
+// reads it.
+nlohmann::json to_json(const OpLabel& label, const std::string& group,
+                       const std::vector<int>& ranks, int rank);
+
 class GroupStatus {
  public:
   GroupStatus(std::string name, std::vector<int> world_ranks, int rank);
@@ -44,7 +51,8 @@ class GroupStatus {
   void finished(std::uint64_t ticket);
 
   // {"name", "ranks", "collectives": [data, control], "sent"/"received": [[per peer] x 2],
-  //  "waiting": the oldest open operation and for how long, or null}
+  //  "finished": operations completed, "waiting": the oldest open operation and for how long,
+  //  or null}
   nlohmann::json to_json() const;
 
  private:
@@ -56,7 +64,7 @@ class GroupStatus {
   std::array<std::uint64_t, 2> collectives_{};
   std::array<std::vector<std::uint64_t>, 2> sent_, received_;  // [plane][peer]
   std::map<std::uint64_t, std::pair<OpLabel, Clock::time_point>> open_;
-  std::uint64_t next_ticket_ = 0;
+  std::uint64_t next_ticket_ = 0, finished_ = 0;
 };
 
 // Whether the rank whose group status is `peer` has posted its side of `label`, an operation of

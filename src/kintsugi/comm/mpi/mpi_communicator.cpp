@@ -315,7 +315,7 @@ void MpiCommunicator::barrier() {
 std::shared_ptr<Communicator> make_mpi_world(const CommOptions& options) {
   if (!MpiRuntime::initialized())
     fail("the MPI communicator needs MPI: start kintsugi under mpirun or srun");
-  auto watch = std::make_shared<StallWatch>(options.timeout_s);
+  auto watch = std::make_shared<StallWatch>(options.timeout_s, options.deadlock_check_s);
   MPI_Comm control = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &control);  // right after start-up: everyone is there
   return std::make_shared<MpiCommunicator>("world", control, std::move(watch));

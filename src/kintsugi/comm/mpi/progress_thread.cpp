@@ -35,10 +35,17 @@ ProgressThread::~ProgressThread() {
 }
 
 CommHandle ProgressThread::submit(Op op) {
-  CommHandle handle = CommHandle::pending();
+  // Numbered (posted, as the group's status counts) here, in submission order, which is the
+  // order the thread posts in; a wait on the handle tells the stall watch what this rank is
+  // blocked on (deadlock.hpp).
+  const std::uint64_t ticket = status_.posted(op.label);
+  CommHandle handle = CommHandle::pending(
+      [&status = status_, &watch = watch_, label = op.label](bool waiting) {
+        watch.blocked(status, label, waiting);
+      });
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(op), handle.state(), {}, 0, {}});
+    queue_.push_back({std::move(op), handle.state(), {}, ticket, {}});
   }
   cv_.notify_one();
   return handle;
@@ -57,7 +64,6 @@ void ProgressThread::complete(Pending& p, std::exception_ptr error) {
 }
 
 void ProgressThread::start(Pending& p) {
-  p.ticket = status_.posted(p.op.label);
   p.start = Clock::now();
   try {
     p.requests = p.op.post();
