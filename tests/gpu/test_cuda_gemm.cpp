@@ -105,7 +105,7 @@ TEST_P(CudaGemm, BiasGradientOddTargets) {
                         {t.act, t.act, t.stat, false, t.act == DType::f32}};
   for (const Case& k : cases)
     for (bool acc : {false, true}) {
-      cuda::Gemm gemm(gpu().allocator(), memory_);
+      cuda::Gemm gemm(gpu().allocator(), memory_, {.bias_gradient = true});
       Pair dy = input(k.dy, {s.m, s.n}), x = input(t.act, {s.m, s.k});
       Pair dw = output(k.dw, {s.n, s.k}, acc), db = output(k.db, {s.n + 1}, acc);
       // One element in: 2 or 4 bytes off the allocation's 256-byte boundary.
@@ -234,7 +234,7 @@ TEST(CudaGemmDeterminism, FusedEpiloguesRepeatBitForBit) {
   Pair w = op.input(DType::bf16, {96, 64}), b = op.input(DType::bf16, {96});
   std::vector<std::vector<double>> first;
   for (int run = 0; run < 2; ++run) {
-    cuda::Gemm gemm(op.gpu().allocator(), memory);
+    cuda::Gemm gemm(op.gpu().allocator(), memory, {.bias_gradient = true});
     Pair dw = op.output(DType::f32, {96, 64}), db = op.output(DType::f32, {96});
     Pair pre = op.output(DType::bf16, {300, 96}), y = op.output(DType::bf16, {300, 96});
     Pair dx = op.output(DType::bf16, {300, 96});

@@ -170,8 +170,9 @@ TEST_P(CrossEntropyFused, MatchesThreePassesAndTheF64Reference) {
     EXPECT_EQ(loss, forward) << at << ": backward's loss differs from forward's";
     // The statistics are f32 (f64) in both, computed by the same row bodies: the same loss.
     EXPECT_EQ(loss, loss3) << at;
-    if (dtype == DType::f32 || dtype == DType::f64)
+    if (dtype == DType::f32 || dtype == DType::f64) {
       EXPECT_TRUE(a.same_bits(b)) << at << ": gradient differs from the three passes'";
+    }
 
     const std::vector<double> g = b.values(), g3 = a.values();
     const double tol = element_tolerance(dtype);
@@ -192,8 +193,11 @@ TEST_P(CrossEntropyFused, MatchesThreePassesAndTheF64Reference) {
         ASSERT_LE(std::abs(g3[i] - ref.grad[i]), 2 * tol * std::abs(ref.grad[i]) + slack)
             << at << ": three passes, row " << r << " column " << j;
       }
-    for (std::int64_t r = 0; r < c.rows; ++r)
-      if (targets[r] < 0) EXPECT_EQ(ref.losses[r], 0.0);
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+      if (targets[r] < 0) {
+        EXPECT_EQ(ref.losses[r], 0.0);
+      }
+    }
   }
 }
 
