@@ -1,4 +1,4 @@
-# The library is one static target per folder of src/kintsugi, layered (DESIGN.md principle 8):
+# The library is one static target per folder of src/kintsugi, layered (docs/design.md principle 8):
 #
 #   core
 #   backend (cpu/, cuda/)   comm (mpi/)   data

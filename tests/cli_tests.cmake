@@ -119,6 +119,17 @@ add_test(NAME cli.error.plan_does_not_fit
 add_test(NAME cli.error.bench_comm_one_rank
          COMMAND ${EXPECT_ERROR} "run it as `mpirun -np 2 kintsugi bench comm`"
                  ${KINTSUGI_BIN} bench comm)
+# plan's one-number options (--nodes, --ranks, --global-batch, --seq) refuse a list, which only
+# the layout pins take, and a value that is not a count, in one line naming the option.
+add_test(NAME cli.error.plan_nodes_list
+         COMMAND ${EXPECT_ERROR} "--nodes takes one value, not a list \\(12,16\\)"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 12,16)
+add_test(NAME cli.error.plan_nodes_not_a_count
+         COMMAND ${EXPECT_ERROR} "--nodes 0 is not a whole number of at least 1"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 0)
+add_test(NAME cli.error.plan_global_batch_list
+         COMMAND ${EXPECT_ERROR} "--global-batch takes one value, not a list \\(256,512\\)"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,512)
 add_test(NAME cli.error.plan_ranks_not_local
          COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)

@@ -1,5 +1,5 @@
 #pragma once
-// The op set every model layer is written against (DESIGN.md principle 6). Model and parallel
+// The op set every model layer is written against (docs/design.md principle 6). Model and parallel
 // code call these ops on raw tensor views and never loop over elements themselves, so another
 // backend (CUDA) slots in without touching them.
 //

@@ -3,6 +3,7 @@
 // memory a model's training state needs.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -185,6 +186,28 @@ void run_plan(const Args& a) {
   }
 }
 
+// An option that takes one whole number (--nodes, --ranks, --global-batch, --seq), checked here
+// so that a bad value gets one line naming the option: a comma-separated list, which only the
+// layout pins accept, is refused as such (more node counts mean one plan each).
+CLI::Option* one_number(CLI::App* cmd, const std::string& flag, std::int64_t& target,
+                        std::int64_t minimum, const std::string& what) {
+  auto parse = [flag, &target, minimum](const std::string& text) {
+    if (text.find(',') != std::string::npos)
+      fail("{} takes one value, not a list ({}): only the layout pins (--tp, --pp, --dp, ...) "
+           "take lists; run plan once per value",
+           flag, text);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || value < minimum)
+      fail("{} {} is not a whole number {}", flag, text,
+           minimum > 0 ? "of at least 1" : "of at least 0");
+    target = value;
+  };
+  return cmd->add_option_function<std::string>(flag, parse, what)
+      ->type_name("INT")
+      ->default_str(std::to_string(target));
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
@@ -196,19 +219,17 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "Override a --config key, e.g. --set model.n_layer=4");
   cmd->add_option("--cluster", a->cluster,
                   "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, local, or a TOML file");
-  cmd->add_option("--nodes", a->nodes, "Nodes")->check(CLI::PositiveNumber);
-  cmd->add_option("--ranks", a->ranks,
-                  "local cluster: ranks sharing this machine (default: cores; with --device "
-                  "cuda: visible GPUs)")
-      ->check(CLI::NonNegativeNumber);
+  one_number(cmd, "--nodes", a->nodes, 1, "Nodes (one count)");
+  one_number(cmd, "--ranks", a->ranks, 0,
+             "local cluster: ranks sharing this machine (default: cores; with --device "
+             "cuda: visible GPUs)");
   cmd->add_option("--device", a->device,
                   "local cluster: what each rank computes on: cpu (default: cores shared by the "
                   "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
                   "and its bandwidth; docs/planner.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seq", a->seq, "Sequence length")->check(CLI::NonNegativeNumber);
+  one_number(cmd, "--global-batch", a->global_batch, 0, "Sequences per optimizer step");
+  one_number(cmd, "--seq", a->seq, 0, "Sequence length");
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: bf16 for presets)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")

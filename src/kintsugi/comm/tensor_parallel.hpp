@@ -1,6 +1,6 @@
 #pragma once
 // Tensor- and sequence-parallel communication, as Megatron-LM's four conjugate primitives
-// (DESIGN.md principle 4). Column- and row-parallel linear layers, the vocabulary-parallel
+// (docs/design.md principle 4). Column- and row-parallel linear layers, the vocabulary-parallel
 // embedding and the vocabulary-parallel cross-entropy use these and nothing else.
 //
 // A tensor-parallel region starts at a column-parallel layer (each rank computes some output

@@ -1,9 +1,9 @@
 #pragma once
-// Where each rank sits in the 3D layout, computed once and nowhere else (DESIGN.md
+// Where each rank sits in the 3D layout, computed once and nowhere else (docs/design.md
 // principle 3). world = tp x dp x pp; the order string names the dimensions from fastest- to
 // slowest-varying. The default "tp-dp-pp" keeps tensor-parallel groups on adjacent ranks (inside
-// a node, where their frequent all-reduces are cheap) and pipeline stages outermost, as the
-// seeds prescribe.
+// a node, where their frequent all-reduces are cheap) and pipeline stages outermost (their
+// point-to-point transfers are the traffic that can best cross nodes).
 #include <array>
 #include <memory>
 #include <string>

@@ -1,8 +1,8 @@
 #pragma once
-// Layers with explicit forward and backward (DESIGN.md principle 1). A layer registers its
+// Layers with explicit forward and backward (docs/design.md principle 1). A layer registers its
 // parameters in the chunk's ParamStore and keeps only their indices; activations are passed in
 // by the caller, which owns the per-micro-batch storage and the tensor-parallel communication
-// around them (parallel/tensor_parallel.hpp). Gradients of parameters follow the store's
+// around them (comm/tensor_parallel.hpp). Gradients of parameters follow the store's
 // first-write-overwrites rule.
 #include <string>
 

@@ -1,7 +1,7 @@
 #pragma once
 // All parameters of a model chunk live in one flat buffer, and their gradients in a second
-// buffer with the same layout (DESIGN.md principle 2). Data-parallel buckets and ZeRO shards are
-// byte ranges of these buffers, so sharding is arithmetic on offsets. Each parameter carries
+// buffer with the same layout (docs/design.md principle 2). Data-parallel buckets and ZeRO
+// shards are byte ranges of these buffers, so sharding is arithmetic on offsets. Each parameter carries
 // the metadata a checkpoint needs to gather or reshard it: its global shape and which part of
 // it this rank holds.
 #include <cstdint>

@@ -10,7 +10,7 @@
 // computes its heads and its slice of the MLP), proj and fc2 row-parallel, so a block needs one
 // all-reduce after each half in forward and one before each half in backward. With sequence
 // parallelism the norms and residual adds work on a slice of the token rows, and those
-// all-reduces become all-gathers and reduce-scatters (parallel/tensor_parallel.hpp).
+// all-reduces become all-gathers and reduce-scatters (comm/tensor_parallel.hpp).
 //
 // Forward saves, per micro-batch slot, what backward needs; backward turns the gradient of the
 // block's output (held in the residual-gradient buffer) into the gradient of its input, in

@@ -1,5 +1,5 @@
 #pragma once
-// Pipeline schedules as data (DESIGN.md principle 5, DeepSpeed's instruction lists): a pure
+// Pipeline schedules as data (docs/design.md principle 5, DeepSpeed's instruction lists): a pure
 // function from (stages, virtual stages, micro-batches, rank) to the ordered instructions that
 // rank executes in one optimizer step. One executor runs any of them; tests check them without
 // a model (matched transfers, no deadlock, micro-batches in flight, bubble).

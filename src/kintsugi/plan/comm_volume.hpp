@@ -1,6 +1,6 @@
 #pragma once
 // Bytes each rank sends per optimizer step, per group and collective, for a layout: the
-// communication half of the cost model (DESIGN.md principle 7). Tests hold the communicator's
+// communication half of the cost model (docs/design.md principle 7). Tests hold the communicator's
 // byte counters to these numbers; the planner turns them into time.
 //
 // Ring algorithms over n ranks and a buffer of N bytes send, per rank:

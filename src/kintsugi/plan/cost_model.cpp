@@ -89,21 +89,15 @@ std::string layout_problem(const Workload& w, const Layout& l) {
 
 namespace {
 
-// Elements of one block's parameters on a tensor-parallel rank (matrices and split biases
-// divided by tp; norms and the biases after row-parallel layers replicated), and the
-// replicated part alone (partial gradients under sequence parallelism).
+// Elements of one block's parameters on a tensor-parallel rank (flops.hpp's block_parameters:
+// the split part divided by tp, the replicated part whole), and the replicated part alone
+// (partial gradients under sequence parallelism).
 struct BlockElements {
   double local = 0, replicated = 0;
 };
 BlockElements block_elements(const ModelConfig& m, double tp) {
-  const double d = m.d_model, f = m.d_ff, kv = static_cast<double>(m.kv_heads() * m.head_dim());
-  double split = 2 * d * d + 2 * d * kv + (m.gated_mlp() ? 3 : 2) * d * f;
-  double replicated = 2 * (m.rms_norm() ? d : 2 * d);
-  if (m.has_biases()) {
-    split += (d + 2 * kv) + f;  // column-parallel biases: qkv, fc
-    replicated += 2 * d;        // row-parallel biases: attention output, fc2
-  }
-  return {split / tp + replicated, replicated};
+  const BlockParameters p = block_parameters(m);
+  return {p.split / tp + p.replicated, p.replicated};
 }
 
 // What one pipeline rank holds and does.
@@ -124,7 +118,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   const StagePartition& part = cached_partition(m, p, v);
   const double tp = static_cast<double>(l.tp), d = m.d_model;
   const double table = static_cast<double>(m.padded_vocab(l.tp)) * d / tp;
-  const double norm = m.rms_norm() ? d : 2 * d;
+  const double norm = static_cast<double>(norm_parameters(m));
   const BlockElements block = block_elements(m, tp);
   RankShare r;
   r.chunks = v;
@@ -181,13 +175,15 @@ struct Efficiency {
 // for it (ClusterSpec::attention_tflops over the peak), else 0.
 Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double tp,
                            double attention) {
-  const double d = m.d_model, f = m.d_ff, kv = static_cast<double>(m.kv_heads() * m.head_dim());
+  const double d = m.d_model, f = m.d_ff, qkv = static_cast<double>(qkv_width(m));
   const double s = static_cast<double>(m.seq_len), hd = static_cast<double>(m.head_dim());
+  // The shapes of the block's products (their FLOPs, 2 m n k each, add up to flops.hpp's block
+  // forward: the matrices and the attention products), which the curve needs one by one.
   struct Gemm {
     double m, n, k, count;
   };
   const Gemm gemms[] = {
-      {rows, (d + 2 * kv) / tp, d, 1},        // qkv
+      {rows, qkv / tp, d, 1},                 // qkv
       {rows, d, d / tp, 1},                   // attention output
       {rows, f / tp, d, m.gated_mlp() ? 2.0 : 1.0},  // MLP up (and gate)
       {rows, d, f / tp, 1},                   // MLP down
@@ -259,12 +255,13 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
                                        cluster.devices_per_node % group_ranks != 0
                                  : out.dp_crosses_nodes;
   c.shard_link = cluster.link(shard_crosses);
-  // FLOPs: hardware FLOPs per token (flops.hpp) split into the head's 6 V h and equal blocks;
-  // a rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
-  c.hw = hardware_flops_per_token(m, m.seq_len, l.recompute == Recompute::selective, c.full);
+  // FLOPs per token (flops.hpp): hardware FLOPs are n_layer blocks and the head's 6 V h; a
+  // rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
+  const bool selective = l.recompute == Recompute::selective;
+  c.hw = hardware_flops_per_token(m, m.seq_len, selective, c.full);
   c.model_flops = model_flops_per_token(m, m.seq_len);
-  c.head_flops = 6.0 * static_cast<double>(m.vocab_size) * m.d_model;
-  c.block_hw = (c.hw - c.head_flops) / m.n_layer;  // per block, recomputation included
+  c.head_flops = lm_head_flops_per_token(m);
+  c.block_hw = block_hardware_flops_per_token(m, m.seq_len, selective, c.full);
   c.peak = cluster.peak_tflops(w.precision) * 1e12;
   c.eff = gemm_efficiency(m, cluster, c.rows, c.tp,
                           cluster.attention_tflops > 0

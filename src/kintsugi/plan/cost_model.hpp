@@ -1,7 +1,7 @@
 #pragma once
 // The planner's cost model: memory per device and time per optimizer step of one layout on one
 // cluster, with a breakdown. It adds time to the arithmetic the runtime is already held to
-// (DESIGN.md principle 7): FLOPs from flops.hpp, model-state and activation bytes from
+// (docs/design.md principle 7): FLOPs from flops.hpp, model-state and activation bytes from
 // memory.hpp (the trainer's memory_bytes_theory), bytes on the wire from comm_volume.hpp (its
 // comm_bytes_per_step_theory), micro-batches in flight and the bubble from pipeline_schedule.hpp,
 // stage sizes from stage_partition.hpp, which groups cross nodes from LayoutMap.

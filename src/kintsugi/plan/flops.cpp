@@ -12,11 +12,24 @@ double block_matmul_parameters(const ModelConfig& c) {
 }
 }  // namespace
 
+std::int64_t qkv_width(const ModelConfig& c) { return c.d_model + 2 * c.kv_heads() * c.head_dim(); }
+
+std::int64_t norm_parameters(const ModelConfig& c) { return c.rms_norm() ? c.d_model : 2 * c.d_model; }
+
+BlockParameters block_parameters(const ModelConfig& c) {
+  const double d = static_cast<double>(c.d_model);
+  BlockParameters p{.split = block_matmul_parameters(c),
+                    .replicated = 2.0 * static_cast<double>(norm_parameters(c))};
+  if (c.has_biases()) {
+    p.split += static_cast<double>(qkv_width(c) + c.d_ff);  // column-parallel: qkv, MLP up
+    p.replicated += 2 * d;                                  // row-parallel: output, MLP down
+  }
+  return p;
+}
+
 std::int64_t parameter_count(const ModelConfig& c) {
-  const std::int64_t d = c.d_model, kv = c.kv_heads() * c.head_dim();
-  const std::int64_t norm = c.rms_norm() ? d : 2 * d;  // RMSNorm: weight; LayerNorm: + bias
-  std::int64_t per_layer = static_cast<std::int64_t>(block_matmul_parameters(c)) + 2 * norm;
-  if (c.has_biases()) per_layer += (d + 2 * kv) + d + c.d_ff + d;  // qkv, out, fc, fc2
+  const std::int64_t d = c.d_model, norm = norm_parameters(c);
+  const std::int64_t per_layer = static_cast<std::int64_t>(block_parameters(c).total());
   std::int64_t total = c.vocab_size * d + c.n_layer * per_layer + norm;  // + final norm
   if (c.learned_positions()) total += c.seq_len * d;
   if (c.embedding_norm()) total += norm;
@@ -28,18 +41,27 @@ std::int64_t matmul_parameter_count(const ModelConfig& c) {
   return c.n_layer * static_cast<std::int64_t>(block_matmul_parameters(c)) + c.vocab_size * c.d_model;
 }
 
+double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
+                                      bool full) {
+  const double d = static_cast<double>(c.d_model), s = static_cast<double>(seq);
+  const double matrices = block_matmul_parameters(c);
+  const double attention_forward = 4.0 * s * d;  // QK^T and PV, forward
+  const double model = 6.0 * matrices + 12.0 * s * d;
+  return model + (full ? 2.0 * matrices + attention_forward : selective ? attention_forward : 0.0);
+}
+
+double lm_head_flops_per_token(const ModelConfig& c) {
+  return 6.0 * static_cast<double>(c.vocab_size) * static_cast<double>(c.d_model);
+}
+
 double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
                                 bool full) {
-  const double d = static_cast<double>(c.d_model), L = static_cast<double>(c.n_layer);
-  const double attention_forward = 4.0 * L * static_cast<double>(seq) * d;
-  const double blocks_forward = 2.0 * L * block_matmul_parameters(c) + attention_forward;
-  return model_flops_per_token(c, seq) + (full ? blocks_forward : selective ? attention_forward : 0.0);
+  return static_cast<double>(c.n_layer) * block_hardware_flops_per_token(c, seq, selective, full) +
+         lm_head_flops_per_token(c);
 }
 
 double model_flops_per_token(const ModelConfig& c, std::int64_t seq) {
-  return 6.0 * static_cast<double>(matmul_parameter_count(c)) +
-         12.0 * static_cast<double>(c.n_layer) * static_cast<double>(seq) *
-             static_cast<double>(c.d_model);
+  return hardware_flops_per_token(c, seq, false, false);
 }
 
 double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,

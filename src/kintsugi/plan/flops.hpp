@@ -1,6 +1,9 @@
 #pragma once
-// The arithmetic of cost, in one place (DESIGN.md principle 7): parameter counts and FLOPs per
-// token. The training loop's TFLOP/s and MFU, the benchmarks and the planner all use these.
+// The arithmetic of cost, in one place (docs/design.md principle 7): parameter counts and FLOPs
+// per token. The training loop's TFLOP/s and MFU, the benchmarks and the planner all use these:
+// the cost model takes a block's and the head's FLOPs and a block's parameters from here, and
+// memory.hpp the qkv width. The one copy elsewhere is parallel/stage_partition.cpp's GPT-block
+// weighting, which sits below plan/ in the layers and is the runtime's own partition.
 //
 // Model FLOPs per token (Megatron-LM, Narayanan et al. 2021, eq. 3 divided by tokens):
 //   6 * N_matmul + 12 * n_layer * seq * d_model
@@ -17,16 +20,37 @@
 
 namespace kintsugi {
 
+// Output features of the fused qkv projection: the queries plus a key and a value per kv head
+// (3 d_model without grouped-query attention).
+std::int64_t qkv_width(const ModelConfig& c);
+// Elements of one norm: RMSNorm's weight, or LayerNorm's weight and bias.
+std::int64_t norm_parameters(const ModelConfig& c);
+// One block's parameters by what tensor parallelism does with them: `split` are the matrices
+// (N_matmul's share of the block) and the biases of the column-parallel layers (qkv, MLP up), of
+// which each of t ranks holds 1/t; `replicated` are the two norms and the biases added after the
+// row-parallel layers (attention output, MLP down), which every rank holds whole.
+struct BlockParameters {
+  double split = 0, replicated = 0;
+  double total() const { return split + replicated; }
+};
+BlockParameters block_parameters(const ModelConfig& c);
 // Every trainable element (real vocabulary rows, not padding).
 std::int64_t parameter_count(const ModelConfig& c);
 // Parameters that take part in matrix multiplies (N_matmul above).
 std::int64_t matmul_parameter_count(const ModelConfig& c);
-// Model FLOPs for one token at context length seq (forward + backward).
+// Model FLOPs for one token at context length seq (forward + backward): n_layer blocks and the
+// LM head, the two functions below.
 double model_flops_per_token(const ModelConfig& c, std::int64_t seq);
 // Hardware FLOPs: model FLOPs plus what recomputation repeats: the attention score and value
 // products (selective, 4 n_layer seq d_model per token) or every block's forward (full:
 // 2 x 12 n_layer d_model^2 + 4 n_layer seq d_model for GPT-2 blocks). HFU uses these.
 double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective, bool full);
+// The two parts of those, per token: one block (its matrices and the attention products, with
+// what recomputation repeats of its forward) and the LM head (6 x vocab x d_model; recomputation
+// never repeats it). hardware_flops_per_token = n_layer x block + head.
+double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
+                                      bool full);
+double lm_head_flops_per_token(const ModelConfig& c);
 // The attention core of one layer over `sequences` sequences of `seq` tokens, `heads` query
 // heads of `head_dim`: QK^T and PV, forward (2 x 2 s^2 hd per head) and backward (twice that),
 // over the full s x s: 12 x sequences x heads x seq^2 x head_dim. Per token and layer that is

@@ -1,5 +1,7 @@
 #include "kintsugi/plan/memory.hpp"
 
+#include "kintsugi/plan/flops.hpp"
+
 namespace kintsugi {
 
 StateBytes model_state_bytes(double p, int stage, std::int64_t shards, std::int64_t pb,
@@ -16,7 +18,7 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
   const double h = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
   const double a = static_cast<double>(m.n_head), t = static_cast<double>(s.tp);
   // Queries plus a key and a value per kv head: 3h without grouped-query attention.
-  const double qkv = static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim());
+  const double qkv = static_cast<double>(qkv_width(m));
   const double norm_stats = m.rms_norm() ? 1 : 2;  // RMSNorm keeps no mean
   const double mlp = m.gated_mlp() ? 3 : 2;        // SwiGLU: gate, up, product; GELU: in, out
   const bool sp = s.sequence_parallel && s.tp > 1;

@@ -1,0 +1,17 @@
+# The docs against the repository and the program. docs.citations: every file and numbered
+# principle (docs/design.md) a comment cites exists. docs.numbers: every `kintsugi plan`
+# prediction the docs quote is what the binary prints now (the sections it covers say
+# "checked by CTest `docs.numbers`").
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  set(DOCS_PYTHON ${Python3_EXECUTABLE})
+else()
+  set(DOCS_PYTHON python3)
+endif()
+add_test(NAME docs.citations
+         COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_citations.py
+                 ${PROJECT_SOURCE_DIR})
+add_test(NAME docs.numbers
+         COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_numbers.py
+                 $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs.numbers PROPERTIES TIMEOUT 300)
