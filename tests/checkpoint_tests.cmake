@@ -196,3 +196,8 @@ add_test(NAME ckpt.diverged_state_not_saved
          COMMAND ${CKPT}/diverged.sh $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.diverged_state_not_saved PROPERTIES FIXTURES_REQUIRED serial_checkpoint
                                                               TIMEOUT 60)
+
+# A resume that changes the global batch counts the earlier steps at their own batch.
+add_test(NAME ckpt.tokens_seen_across_batch_change
+         COMMAND ${CKPT}/tokens_seen.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.tokens_seen_across_batch_change PROPERTIES TIMEOUT 300)

@@ -93,6 +93,12 @@ add_test(NAME cli.plan_explains_defaults_and_columns
          COMMAND ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 1 --top 1)
 set_tests_properties(cli.plan_explains_defaults_and_columns PROPERTIES PASS_REGULAR_EXPRESSION
                      "note: global batch 16 sequences \\(16384 tokens per step\\) is kintsugi's default.*MFU +HFU.*vN model chunks.*hsdpN ZeRO sharded.*sp sequence parallelism.*MFU/HFU")
+# A config's global batch is the run's even when it equals the default (gpt-tiny sets 16): no note.
+add_test(NAME cli.plan_config_batch_is_the_runs
+         COMMAND ${KINTSUGI_BIN} plan --config ${TINY} --cluster dgx-h100 --nodes 1 --top 1)
+set_tests_properties(cli.plan_config_batch_is_the_runs PROPERTIES
+                     PASS_REGULAR_EXPRESSION "global batch 16 x seq"
+                     FAIL_REGULAR_EXPRESSION "kintsugi's default")
 add_test(NAME cli.plan_json COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_json.sh ${KINTSUGI_BIN})
 add_test(NAME cli.plan_memory COMMAND ${KINTSUGI_BIN} plan --memory)
 set_tests_properties(cli.plan_memory PROPERTIES PASS_REGULAR_EXPRESSION

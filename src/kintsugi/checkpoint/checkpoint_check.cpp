@@ -101,6 +101,8 @@ TrainProgress read_progress(const fs::path& dir, const json& m) {
                    counter(dir, scaler, "clean_steps", "loss_scaler.clean_steps", 0),
                    counter(dir, scaler, "skipped_steps", "loss_scaler.skipped_steps", 0, p.step)};
   p.seed = counter(dir, m.at("data"), "seed", "data.seed", INT64_MIN);
+  if (m.contains("tokens_seen") && !m.at("tokens_seen").is_null())
+    p.tokens_seen = counter(dir, m, "tokens_seen", "tokens_seen", -1);
   return p;
 }
 

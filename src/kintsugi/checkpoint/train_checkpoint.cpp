@@ -217,6 +217,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"version", kVersion},
         {"step", progress.step},
         {"optimizer_steps", progress.optimizer_steps},
+        {"tokens_seen", progress.tokens_seen},
         {"loss_scaler",
          {{"scale", progress.loss_scaler.scale},
           {"clean_steps", progress.loss_scaler.clean},

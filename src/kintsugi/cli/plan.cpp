@@ -154,7 +154,9 @@ void run_plan(const Args& a) {
                cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
                w.model.seq_len, w.precision);
     print_notes(chosen.notes);
-    if (a.global_batch == 0 && w.global_batch == TrainConfig{}.global_batch)
+    // Only a run described by flags alone takes the default; a config's value is the run's,
+    // whether or not it equals the default.
+    if (a.global_batch == 0 && a.config.empty())
       fmt::print("note: global batch {} sequences ({} tokens per step) is kintsugi's default, "
                  "not necessarily your run's: pass --global-batch (layouts and times depend on "
                  "it)\n",

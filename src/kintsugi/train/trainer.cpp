@@ -211,6 +211,9 @@ class TrainingRun {
           ckpt.manifest.at("layout").value("precision", "") == name_of(Precision::fp16))
         model_.loss_scaler().restore(ckpt.progress.loss_scaler);
       start_step_ = ckpt.progress.step;
+      // Recorded since checkpoints carry it; before, the run's own batch is the best guess.
+      tokens_before_ = ckpt.progress.tokens_seen >= 0 ? ckpt.progress.tokens_seen
+                                                      : start_step_ * tokens_per_step_;
       KINTSUGI_ASSERT(start_step_ <= tc_.steps);  // `kintsugi train` refuses such a checkpoint
       for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
     } else if (options_.init_weights) {
@@ -246,10 +249,11 @@ class TrainingRun {
                backend_->name(),
                describe_numerics(config_));
     fmt::print(log_,
-               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
+               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batch{} of {} "
                "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
                describe_layout(config_, place_, model_), tc_.global_batch, mc.seq_len,
-               tokens_per_step_, micro_batches_, tc_.micro_batch, flops_per_step_ / 1e9);
+               tokens_per_step_, micro_batches_, micro_batches_ == 1 ? "" : "es", tc_.micro_batch,
+               flops_per_step_ / 1e9);
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
@@ -290,6 +294,11 @@ class TrainingRun {
   }
 
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
+  // Training tokens of steps 1..step: the resumed steps at the batch they had, this run's at its.
+  std::int64_t tokens_seen_after(std::int64_t step) const {
+    return tokens_before_ + (step - start_step_) * tokens_per_step_;
+  }
+
   void count_dataset_tokens(std::int64_t step) {
     dataset_tokens_.resize(data_.train.num_sources());
     for (std::int64_t i = 0; i < tc_.global_batch; ++i)
@@ -368,7 +377,7 @@ class TrainingRun {
       m.memory_peak[k] = memory_.peak(static_cast<MemoryKind>(k));
     }
     m.activations_in_flight = model_.peak_in_flight();
-    m.tokens_seen = m.step * tokens_per_step_;
+    m.tokens_seen = tokens_seen_after(m.step);
     m.elapsed_seconds = run_clock_.seconds();
     curve_.train.emplace_back(m.step, m.loss);
     if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
@@ -442,7 +451,8 @@ class TrainingRun {
     const TrainProgress progress{.step = step,
                                  .optimizer_steps = model_.state(0).optimizer().steps_taken(),
                                  .loss_scaler = model_.loss_scaler().state(),
-                                 .seed = tc_.seed};
+                                 .seed = tc_.seed,
+                                 .tokens_seen = tokens_seen_after(step)};
     nlohmann::json layout = layout_json(config_, place_);
     layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
     Stopwatch clock;
@@ -541,6 +551,7 @@ class TrainingRun {
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
+  std::int64_t tokens_before_ = 0;  // tokens of the steps a resumed checkpoint had done
   std::vector<std::int64_t> dataset_tokens_;  // training tokens drawn from each dataset
   std::int64_t saved_step_ = -1;
   double best_val_ = 0;  // the lowest sound validation loss of this run
