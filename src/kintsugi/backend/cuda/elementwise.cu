@@ -34,9 +34,10 @@ template <class... R>
 struct RefCount<Refs<R...>> {
   static constexpr int value = sizeof...(R);
 };
-inline Refs<> refs() { return {}; }
+// Built on the host for map_kernel's arguments, on the device by adamw_multi_kernel.
+__host__ __device__ inline Refs<> refs() { return {}; }
 template <class H, class... T>
-Refs<H, T...> refs(H head, T... rest) {
+__host__ __device__ Refs<H, T...> refs(H head, T... rest) {
   return {head, refs(rest...)};
 }
 template <class... R>

@@ -35,7 +35,7 @@ __device__ __forceinline__ Entry entry_of_block(const Table<Entry>& t, std::int6
   return t.data[lo];
 }
 
-inline std::int64_t blocks_for(std::int64_t n, std::int64_t per_block) {
+__host__ __device__ inline std::int64_t blocks_for(std::int64_t n, std::int64_t per_block) {
   return (n + per_block - 1) / per_block;
 }
 
