@@ -20,6 +20,22 @@ add_test(NAME cli.error.heads_do_not_divide
 add_test(NAME cli.error.wrong_type
          COMMAND ${EXPECT_ERROR} "`train.steps` must be integer"
                  ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=1.5)
+# A number TOML cannot hold is out of range, not of the wrong type.
+add_test(NAME cli.error.integer_out_of_range
+         COMMAND ${EXPECT_ERROR} "99999999999999999999 is out of range: integers run from -9223372036854775808 to 9223372036854775807"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=99999999999999999999)
+add_test(NAME cli.error.float_out_of_range
+         COMMAND ${EXPECT_ERROR} "1e400 is out of range: not a finite number"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.lr=1e400)
+# More micro-batches than a step can count: the global batch is named as too large, with the limit.
+add_test(NAME cli.error.global_batch_too_large
+         COMMAND ${EXPECT_ERROR} "train.global_batch = 4294967296 is too large: it makes 4294967296 micro-batches .* at most 2147483647"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.global_batch=4294967296
+                 --set train.micro_batch=1)
+# An empty --resume (an unset variable in a script) would start the run over.
+add_test(NAME cli.error.resume_empty
+         COMMAND ${EXPECT_ERROR} "--resume '' names no checkpoint"
+                 ${KINTSUGI_BIN} train --config ${TINY} --resume "")
 add_test(NAME cli.error.missing_config
          COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
                  ${KINTSUGI_BIN} train --config nope.toml)
@@ -65,6 +81,16 @@ add_test(NAME cli.error.tokenizer_model_type
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)
+
+# An unknown or missing subcommand is named, with the subcommands there are.
+add_test(NAME cli.error.unknown_subcommand
+         COMMAND ${EXPECT_ERROR} "unknown subcommand \"frob\" of kintsugi: the subcommands are train, eval, "
+                 ${KINTSUGI_BIN} frob)
+add_test(NAME cli.error.unknown_data_subcommand
+         COMMAND ${EXPECT_ERROR} "unknown subcommand \"frob\" of kintsugi data: the subcommands are brown, tokenize, info"
+                 ${KINTSUGI_BIN} data frob)
+add_test(NAME cli.error.missing_subcommand
+         COMMAND ${EXPECT_ERROR} "kintsugi needs a subcommand: train, eval, " ${KINTSUGI_BIN})
 
 add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2 --ranks-per-node 4)
 set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
