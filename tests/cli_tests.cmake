@@ -67,17 +67,42 @@ add_test(NAME cli.error.missing_token_file
          COMMAND ${EXPECT_ERROR} "missing.bin"
                  ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)
 add_test(NAME cli.error.missing_checkpoint
-         COMMAND ${EXPECT_ERROR} "not a kintsugi model checkpoint"
+         COMMAND ${EXPECT_ERROR} "--checkpoint /nonexistent does not exist"
                  ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer
                  ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
+add_test(NAME cli.error.checkpoint_without_manifest
+         COMMAND ${EXPECT_ERROR} "configs is not a kintsugi model checkpoint \\(no manifest.json\\)"
+                 ${KINTSUGI_BIN} generate --checkpoint ${PROJECT_SOURCE_DIR}/configs)
+# A file given as the checkpoint is named as such, from a directory without data/: not the
+# default tokenizer (data/gpt2-tokenizer, relative), which is read only for a real checkpoint.
+add_test(NAME cli.error.checkpoint_is_a_file
+         COMMAND ${EXPECT_ERROR} "--checkpoint .*gpt-tiny.toml is a file, not a checkpoint directory"
+                 ${KINTSUGI_BIN} generate --checkpoint ${TINY}
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 add_test(NAME cli.error.jsonl_bad_record
          COMMAND ${EXPECT_ERROR} "bad.jsonl:4: the record has no \"text\" key"
                  ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin
                  --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
                  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bad.jsonl)
+# Inputs of no documents make no token file (one of 0 tokens no run can read), in either format.
+add_test(NAME cli.error.tokenize_empty_jsonl
+         COMMAND ${EXPECT_ERROR} "empty.jsonl holds no documents: no tokens to write"
+                 ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/empty.bin
+                 --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/empty.jsonl)
+add_test(NAME cli.error.tokenize_empty_jsonl_megatron
+         COMMAND ${EXPECT_ERROR} "empty.jsonl holds no documents: no tokens to write"
+                 ${KINTSUGI_BIN} data tokenize --jsonl --format megatron
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/empty-megatron
+                 --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/empty.jsonl)
 add_test(NAME cli.error.tokenizer_model_type
          COMMAND ${EXPECT_ERROR} "model type \"WordPiece\" is not supported"
                  ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/wordpiece)
+# A NUL byte quoted from a file is escaped, not the end of the message.
+add_test(NAME cli.error.nul_byte_in_quoted_content
+         COMMAND ${EXPECT_ERROR} "model type \"Word\\\\x00Piece\" is not supported"
+                 ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/nul-in-type)
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)
@@ -153,6 +178,13 @@ add_test(NAME cli.error.plan_nodes_list
 add_test(NAME cli.error.plan_nodes_not_a_count
          COMMAND ${EXPECT_ERROR} "--nodes 0 is not a whole number of at least 1"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 0)
+# 0 is not a global batch or sequence length (it used to mean the default, silently).
+add_test(NAME cli.error.plan_global_batch_zero
+         COMMAND ${EXPECT_ERROR} "--global-batch 0 is not a whole number of at least 1"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 0)
+add_test(NAME cli.error.plan_seq_zero
+         COMMAND ${EXPECT_ERROR} "--seq 0 is not a whole number of at least 1"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --seq 0)
 add_test(NAME cli.error.plan_global_batch_list
          COMMAND ${EXPECT_ERROR} "--global-batch takes one value, not a list \\(256,512\\)"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,512)
