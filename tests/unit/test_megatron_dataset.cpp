@@ -152,6 +152,10 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
       {[](std::string& i, std::string&) { i[17] = 7; }, "dtype code 7, not an integer type"},
       {[](std::string& i, std::string&) { i.resize(i.size() - 3); }, "truncated or has trailing bytes"},
       {[](std::string& i, std::string&) { i += "modes"; }, "truncated or has trailing bytes"},
+      // 2^62 + 2 sequences: 12 times that wraps around to the true size of 2 sequences.
+      {[](std::string& i, std::string&) { i[18 + 7] = 0x40; },
+       "counts of 4611686018427387906 sequences and 3 document entries overflow"},
+      {[](std::string& i, std::string&) { i[26 + 7] = 0x20; }, "document entries overflow"},
       {[](std::string& i, std::string&) { i[34] = static_cast<char>(0xFF); i[35] = i[36] = i[37] = static_cast<char>(0xFF); },
        "negative length"},
       {[](std::string& i, std::string&) { i[34 + 8 + 8] = 1; }, "sequence 1 starts at byte 1"},
@@ -177,6 +181,20 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
   EXPECT_NE(open_error(prefix).find("negative token id (-1)"), std::string::npos) << open_error(prefix);
   fs::remove(bin);
   EXPECT_NE(open_error(prefix).find("does not exist"), std::string::npos);
+}
+
+// An index of no sequences (document index [0]) is well formed: it opens as 0 tokens. The
+// sanitizer build checks that reading its empty length table passes no null pointer to memcpy.
+TEST(MegatronDataset, AnIndexOfNoSequencesOpensAsNoTokens) {
+  TempDir dir;
+  {
+    MegatronWriter writer(dir.path / "empty", 50257);
+    writer.finish();
+  }
+  ASSERT_EQ(fs::file_size(dir.path / "empty.bin"), 0u);
+  auto d = MegatronDataset::open(dir.path / "empty");
+  EXPECT_EQ(d->size(), 0);
+  EXPECT_EQ(d->documents(), 0);
 }
 
 TEST(TokenSource, IdsBeyondTheModelVocabularyNameFileIdAndPosition) {

@@ -3,6 +3,7 @@
 //   tokenize  text or JSONL files -> one token file or Megatron dataset, on every core
 //   info      validate token files / Megatron datasets and print what they hold
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <memory>
@@ -79,10 +80,18 @@ void add_tokenize(CLI::App& data) {
     const std::vector<std::filesystem::path> inputs(opt->inputs.begin(), opt->inputs.end());
     data::CorpusStats stats;
     std::string written;
+    // Inputs without a document (an empty file, a JSONL file of no records) would make a token
+    // file of no tokens, which no run can read: refused before the writer commits anything.
+    auto refuse_empty = [&] {
+      if (stats.tokens == 0)
+        fail("{} hold{} no documents: no tokens to write to {} (is the input empty?)",
+             fmt::join(opt->inputs, ", "), opt->inputs.size() == 1 ? "s" : "", opt->out);
+    };
     if (opt->format == "megatron") {
       data::MegatronWriter writer(opt->out, tokenizer->vocab_size());
       stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
                                     [&](std::span<const std::int32_t> ids) { writer.add_document(ids); });
+      refuse_empty();
       writer.finish();
       const auto prefix = data::megatron_prefix(opt->out).string();
       written = prefix + ".bin and " + prefix + ".idx";
@@ -90,6 +99,7 @@ void add_tokenize(CLI::App& data) {
       data::TokenFileWriter writer(opt->out, tokenizer->vocab_size());
       stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
                                     [&](std::span<const std::int32_t> ids) { writer.append(ids); });
+      refuse_empty();
       writer.finish();
       written = opt->out;
     }

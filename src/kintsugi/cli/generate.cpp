@@ -59,6 +59,14 @@ struct Checkpoint {
 };
 
 Checkpoint read_checkpoint_kind(const fs::path& dir) {
+  std::error_code error;
+  if (!fs::exists(dir, error))
+    fail("--checkpoint {} does not exist: give <out>/model or <out>/checkpoints/step-N",
+         dir.string());
+  if (!fs::is_directory(dir, error))
+    fail("--checkpoint {} is a file, not a checkpoint directory: give the directory that holds "
+         "manifest.json (<out>/model or <out>/checkpoints/step-N)",
+         dir.string());
   std::ifstream in(dir / "manifest.json");
   if (!in)
     fail("{} is not a kintsugi model checkpoint (no manifest.json): give <out>/model or "
@@ -162,11 +170,12 @@ void add_generate_command(CLI::App& app) {
     set_compute_threads(args->threads);
     if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
       fail("--tokenizer {}: no such file or directory", args->tokenizer);
+    // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
+    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
     const auto tokenizer = data::load_tokenizer(
         !args->tokenizer.empty()                      ? args->tokenizer
         : data::has_tokenizer_files(args->checkpoint) ? args->checkpoint
                                                       : "data/gpt2-tokenizer");
-    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
     const ModelConfig& config = checkpoint.config;
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);

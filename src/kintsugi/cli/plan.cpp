@@ -230,8 +230,11 @@ void add_plan_command(CLI::App& app) {
                   "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
                   "and its bandwidth; docs/planner.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  one_number(cmd, "--global-batch", a->global_batch, 0, "Sequences per optimizer step");
-  one_number(cmd, "--seq", a->seq, 0, "Sequence length");
+  // 0 stands for "not given" in Args (the config's or preset's value), so a 0 written on the
+  // command line is refused rather than silently taken as the default.
+  one_number(cmd, "--global-batch", a->global_batch, 1, "Sequences per optimizer step")
+      ->default_str("the config's, else 16");
+  one_number(cmd, "--seq", a->seq, 1, "Sequence length")->default_str("the model's");
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: bf16 for presets)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")

@@ -180,9 +180,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--trace", args->trace,
                   "Write the last step's events of every rank as Chrome trace JSON (open in "
                   "Perfetto or chrome://tracing)");
-  cmd->add_option("--resume", args->resume,
-                  "Continue from a training checkpoint: auto (the newest under "
-                  "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it");
+  // An empty value would read as no --resume at all and start the run over: refused (a script
+  // whose checkpoint variable is unset must not silently start fresh).
+  cmd->add_option_function<std::string>(
+         "--resume",
+         [args](const std::string& value) {
+           if (value.empty())
+             fail("--resume '' names no checkpoint: give auto (the newest under "
+                  "<out>/checkpoints, if any) or a checkpoint directory");
+           args->resume = value;
+         },
+         "Continue from a training checkpoint: auto (the newest under "
+         "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it")
+      ->type_name("TEXT");
   cmd->add_flag("--overwrite", args->overwrite,
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");

@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -243,6 +247,35 @@ void insert_value(toml::table& table, const std::string& name, const Target& tar
       target);
 }
 
+// A --set value that is written as a number but that TOML cannot hold: an integer beyond 64
+// bits or a float beyond a double's range. Refused here with the range, since taken as a string
+// it would be answered "must be integer" (or "float"), which it is.
+void refuse_out_of_range_number(const std::string& text, const std::string& value) {
+  static const std::regex integer("[+-]?[0-9][0-9_]*");
+  static const std::regex floating("[+-]?[0-9][0-9_]*(\\.[0-9_]+)?([eE][+-]?[0-9_]+)?");
+  std::string digits = value;
+  std::erase(digits, '_');
+  if (std::regex_match(value, integer)) {
+    std::int64_t parsed = 0;
+    const char* begin = digits.c_str() + (digits[0] == '+');
+    if (std::from_chars(begin, digits.c_str() + digits.size(), parsed).ec ==
+        std::errc::result_out_of_range)
+      fail("--set {}: {} is out of range: integers run from {} to {}", text, value,
+           std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+    return;
+  }
+  if (!std::regex_match(value, floating)) return;
+  errno = 0;
+  const double parsed = std::strtod(digits.c_str(), nullptr);
+  if (std::isinf(parsed))
+    fail("--set {}: {} is out of range: not a finite number (a float's magnitude is at most {:g})",
+         text, value, std::numeric_limits<double>::max());
+  if (errno == ERANGE && parsed == 0)
+    fail("--set {}: {} is out of range: too small for a float (the smallest magnitude is {:g}); "
+         "write 0 for zero",
+         text, value, std::numeric_limits<double>::denorm_min());
+}
+
 // "train.lr=3e-4" -> table["train"]["lr"] = 3e-4. Values are parsed as TOML; what does not
 // parse (a bare path) is taken as a string.
 void apply_override(toml::table& root, const std::string& text) {
@@ -258,6 +291,7 @@ void apply_override(toml::table& root, const std::string& text) {
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
+    refuse_out_of_range_number(text, value);
     parsed.insert_or_assign("v", value);
   }
   if (!root.contains(section)) root.insert(section, toml::table{});
