@@ -59,6 +59,12 @@ add_test(NAME cli.error.jsonl_bad_record
                  ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin
                  --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
                  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bad.jsonl)
+# An --out that is a file the command reads (an input, another name for it, Megatron's
+# PREFIX.bin, the tokenizer) would be replaced by the output: refused, the files unchanged.
+add_test(NAME cli.error.tokenize_over_input
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenize_over_input.sh ${KINTSUGI_BIN}
+                 ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenize-over-input)
 add_test(NAME cli.error.tokenizer_model_type
          COMMAND ${EXPECT_ERROR} "model type \"WordPiece\" is not supported"
                  ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/wordpiece)
