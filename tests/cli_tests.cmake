@@ -68,6 +68,29 @@ add_test(NAME cli.error.tokenize_over_input
 add_test(NAME cli.error.tokenizer_model_type
          COMMAND ${EXPECT_ERROR} "model type \"WordPiece\" is not supported"
                  ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/wordpiece)
+# Values that crashed the program once (std::terminate, SIGFPE, bad_alloc): one line, exit 1.
+add_test(NAME cli.error.empty_data_train
+         COMMAND ${EXPECT_ERROR} "data.train is empty: name a token file"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set "data.train=\"\""
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/empty-data-train)
+add_test(NAME cli.error.zero_heads
+         COMMAND ${EXPECT_ERROR} "model.n_head = 0 must be positive"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA} --set model.n_head=0)
+foreach(command encode tokenize)
+  set(args encode)
+  if(command STREQUAL tokenize)
+    set(args data tokenize --out ${CMAKE_CURRENT_BINARY_DIR}/huge-id.bin ${TINY})
+  endif()
+  add_test(NAME cli.error.tokenizer_id_past_vocabulary_${command}
+           COMMAND ${EXPECT_ERROR}
+                   "the id of token \"<big>\" is 2000000000, but the file defines 3 tokens"
+                   ${KINTSUGI_BIN} ${args} --tokenizer
+                   ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/huge_id)
+endforeach()
+add_test(NAME cli.error.tune_out_is_a_file
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)
