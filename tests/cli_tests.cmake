@@ -91,6 +91,15 @@ add_test(NAME cli.error.tune_out_is_a_file
          COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
                  ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
                  --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+# A directory where a file is to be written: refused before any work, not "wrote" and exit 0.
+add_test(NAME cli.error.trace_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--trace .*tests/? is a directory: name the file to write"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --trace ${CMAKE_CURRENT_SOURCE_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/trace-dir)
+add_test(NAME cli.error.plan_write_config_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--write-config .*tests/? is a directory"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --top 1
+                 --write-config ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)

@@ -115,6 +115,9 @@ void run(const Args& args) {
       fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
            "all cores, shared by the ranks of a node)",
            config.train.threads, cores, cores);
+    if (std::error_code ec; !args.trace.empty() && std::filesystem::is_directory(args.trace, ec))
+      fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
+           args.trace);
     inputs.emplace(open_inputs(config));
     // The metrics file is locked with --out: it may lie outside it.
     if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
