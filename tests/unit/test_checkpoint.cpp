@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -94,6 +96,24 @@ TEST_F(Checkpoint, DifferentModelIsRefused) {
 TEST_F(Checkpoint, MissingManifestIsRefused) {
   fs::remove(dir / "manifest.json");
   EXPECT_THROW(read_model_info(dir), Error);
+}
+
+// The data file a manifest names is a file of the model's directory: an edited manifest that
+// names one elsewhere (a valid copy, same size and checksum) is refused by name, for load and
+// export alike.
+TEST_F(Checkpoint, DataFileOutsideTheDirectoryIsRefused) {
+  fs::copy_file(dir / "params.bin", scratch.path() / "outside.bin");
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  manifest["data_file"] = "../outside.bin";
+  std::ofstream(dir / "manifest.json") << manifest.dump(2);
+  const std::string expected = "data file \"../outside.bin\" is not a file in the model's directory";
+  EXPECT_NE(load_error(small()).find(expected), std::string::npos) << load_error(small());
+  try {
+    read_model_tensors(dir);
+    ADD_FAILURE() << "read_model_tensors followed ../outside.bin";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/model/config_json.hpp"
@@ -89,6 +90,17 @@ nlohmann::json read_manifest(const fs::path& dir) {
     fail("{} has format version {}, this kintsugi reads version {}", path.string(),
          j.value("version", 0), kVersion);
   return j;
+}
+
+// The data file the manifest names: a file of the model's directory itself (an edited manifest
+// must not lead elsewhere).
+fs::path data_file(const fs::path& dir, const nlohmann::json& manifest) {
+  const std::string name = manifest.value("data_file", "params.bin");
+  if (!is_entry_name(name))
+    fail("{} is damaged: data file \"{}\" is not a file in the model's directory (a manifest "
+         "names its own files only)",
+         (dir / "manifest.json").string(), name);
+  return dir / name;
 }
 
 }  // namespace
@@ -264,7 +276,7 @@ std::ifstream verified_data(const fs::path& dir, const nlohmann::json& manifest,
 
 void load_model(const fs::path& dir, ParamStore& params) {
   const auto manifest = read_manifest(dir);
-  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const fs::path data_path = data_file(dir, manifest);
   const std::uint64_t expected_bytes = manifest.value("data_bytes", std::uint64_t{0});
   // First pass: verify the checksum, so a corrupt file never reaches the parameters.
   std::ifstream in = verified_data(dir, manifest, data_path);
@@ -314,7 +326,7 @@ void load_model(const fs::path& dir, ParamStore& params) {
 
 std::map<std::string, NamedTensor> read_model_tensors(const fs::path& dir) {
   const auto manifest = read_manifest(dir);
-  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const fs::path data_path = data_file(dir, manifest);
   const std::uint64_t data_bytes = manifest.value("data_bytes", std::uint64_t{0});
   std::ifstream in = verified_data(dir, manifest, data_path);
   std::map<std::string, NamedTensor> out;
