@@ -18,6 +18,7 @@
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/data/token_source.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -168,18 +169,25 @@ void add_generate_command(CLI::App& app) {
                                                       : "data/gpt2-tokenizer");
     const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
     const ModelConfig& config = checkpoint.config;
-    MemoryTracker memory;
-    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
-    const std::int64_t window = config.seq_len;
-    GptModel model(*backend, config, DType::f32, 1, window);
-    load_weights(args->checkpoint, checkpoint, model);
-
     // The prompt as a document starts: after the specials the tokenizer puts before a text
     // (Llama: <s>); an empty context starts after an end of document.
     std::vector<std::int32_t> context(tokenizer->text_prefix().begin(),
                                       tokenizer->text_prefix().end());
     tokenizer->encode_into(args->prompt, context);
     if (context.empty()) context.push_back(tokenizer->eos_id());
+    // Before any weights are read: a tokenizer with more ids than the model (not the one it was
+    // trained with) would feed it ids it has no embedding rows for.
+    data::require_ids_below(
+        context, config.vocab_size,
+        fmt::format("the prompt as {} encodes it", tokenizer->describe()),
+        fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
+                    args->checkpoint));
+    MemoryTracker memory;
+    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
+    const std::int64_t window = config.seq_len;
+    GptModel model(*backend, config, DType::f32, 1, window);
+    load_weights(args->checkpoint, checkpoint, model);
+
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
     ContextWindow model_window(model, window, !args->no_kv_cache);
