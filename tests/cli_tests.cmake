@@ -54,6 +54,19 @@ add_test(NAME cli.error.missing_checkpoint
          COMMAND ${EXPECT_ERROR} "not a kintsugi model checkpoint"
                  ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer
                  ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
+# Sampling settings that would sample without a word: NaN passes a range check, inf divides
+# every logit to zero.
+foreach(t nan inf -1)
+  add_test(NAME cli.error.generate_temperature_${t}
+           COMMAND ${EXPECT_ERROR} "--temperature -?${t} must be a finite number >= 0"
+                   ${KINTSUGI_BIN} generate --checkpoint /nonexistent --temperature=${t})
+endforeach()
+# More eval windows than the file holds would score overlapping windows (1e9: for weeks).
+add_test(NAME cli.error.eval_windows_past_the_file
+         COMMAND ${EXPECT_ERROR}
+                 "--windows 1000000000 is more than the [0-9]+ windows of 128 tokens .*val.bin holds: give at most"
+                 ${KINTSUGI_BIN} eval --config ${TINY} --init-from /nonexistent.safetensors
+                 --data ${PROJECT_SOURCE_DIR}/data/brown/val.bin --windows 1000000000)
 add_test(NAME cli.error.jsonl_bad_record
          COMMAND ${EXPECT_ERROR} "bad.jsonl:4: the record has no \"text\" key"
                  ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin

@@ -148,8 +148,8 @@ void add_generate_command(CLI::App& app) {
                   "saved with the model, else data/gpt2-tokenizer)");
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--tokens", args->tokens, "Tokens to generate")->check(CLI::Range(1, 100000));
-  cmd->add_option("--temperature", args->temperature, "Sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
+  // Checked in the callback: one message for NaN (which passes a range check), inf and < 0.
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature (0: greedy)");
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens (0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "Sampling seed");
@@ -160,6 +160,10 @@ void add_generate_command(CLI::App& app) {
                 "Run the whole window for every new token instead of one row against the "
                 "key/value cache (slower; the same tokens while the context fits the window)");
   cmd->callback([args] {
+    // NaN passes a range check (every comparison is false) and inf would divide every logit to
+    // zero: both sampled without a word.
+    if (!std::isfinite(args->temperature) || args->temperature < 0)
+      fail("--temperature {} must be a finite number >= 0 (0: greedy)", args->temperature);
     set_compute_threads(args->threads);
     if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
       fail("--tokenizer {}: no such file or directory", args->tokenizer);
