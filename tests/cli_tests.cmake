@@ -104,6 +104,15 @@ add_test(NAME cli.error.tune_out_is_a_file
          COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
                  ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
                  --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+# CPU runs cannot refit a GPU cluster's spec (and its node of 8 set the ranks launched here):
+# refused before any run. A cluster spec with NaN, inf, 0 or an unknown key is refused by name.
+add_test(NAME cli.error.tune_gpu_spec_from_cpu_runs
+         COMMAND ${EXPECT_ERROR} "--cluster dgx-h100 describes another machine's devices, and tune measures on this machine's CPU"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA} --cluster dgx-h100 --ranks 2
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-tune-gpu-spec)
+add_test(NAME cli.error.cluster_spec_not_finite
+         COMMAND ${CMAKE_COMMAND} -E env bash -c
+                 "sed 's/^bandwidth_gbs = 450/bandwidth_gbs = nan/' ${PROJECT_SOURCE_DIR}/configs/clusters/dgx-h100.toml > ${CMAKE_BINARY_DIR}/nan-cluster.toml && ${EXPECT_ERROR} '`intra_node.bandwidth_gbs` = nan must be a finite number' ${KINTSUGI_BIN} plan --config ${TINY} --cluster ${CMAKE_BINARY_DIR}/nan-cluster.toml")
 # A directory where a file is to be written: refused before any work, not "wrote" and exit 0.
 add_test(NAME cli.error.trace_is_a_directory
          COMMAND ${EXPECT_ERROR} "--trace .*tests/? is a directory: name the file to write"

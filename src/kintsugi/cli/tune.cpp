@@ -102,13 +102,22 @@ void run_tune(const Args& a) {
     MemoryTracker memory;
     make_backend(device, memory);
   }
+  // The measurements refit the spec they are compared with: runs on this machine's CPU say
+  // nothing about a GPU cluster's GEMMs and links (and the preset's node would set how many
+  // ranks are launched here). Every spec but `local` describes an accelerator.
+  if (device == Device::cpu && a.cluster != "local")
+    fail("--cluster {} describes another machine's devices, and tune measures on this machine's "
+         "CPU: refitting it from CPU runs would be wrong; use --cluster local (the default) or "
+         "--device cuda on that machine",
+         a.cluster);
   const Workload w = workload_of(base);
   // The CPU's local cluster defaults to 4 ranks sharing the cores; a device's to one rank per
   // visible device.
   const std::int64_t ranks = a.ranks > 0 || device != Device::cpu ? a.ranks : 4;
   const ChosenCluster choice = choose_cluster(a.cluster, device, ranks, w);
   const ClusterSpec& cluster = choice.spec;
-  const std::int64_t world = cluster.devices_per_node;
+  // The ranks asked for, or the cluster's node.
+  const std::int64_t world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(choice.notes);
   const SearchResult found = search_layouts(w, cluster, world, {});
   if (found.ranked.empty())
