@@ -79,6 +79,19 @@ add_test(NAME cli.error.checkpoint_is_a_file
          COMMAND ${EXPECT_ERROR} "--checkpoint .*gpt-tiny.toml is a file, not a checkpoint directory"
                  ${KINTSUGI_BIN} generate --checkpoint ${TINY}
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# Sampling settings that would sample without a word: NaN passes a range check, inf divides
+# every logit to zero.
+foreach(t nan inf -1)
+  add_test(NAME cli.error.generate_temperature_${t}
+           COMMAND ${EXPECT_ERROR} "--temperature -?${t} must be a finite number >= 0"
+                   ${KINTSUGI_BIN} generate --checkpoint /nonexistent --temperature=${t})
+endforeach()
+# More eval windows than the file holds would score overlapping windows (1e9: for weeks).
+add_test(NAME cli.error.eval_windows_past_the_file
+         COMMAND ${EXPECT_ERROR}
+                 "--windows 1000000000 is more than the [0-9]+ windows of 128 tokens .*val.bin holds: give at most"
+                 ${KINTSUGI_BIN} eval --config ${TINY} --init-from /nonexistent.safetensors
+                 --data ${PROJECT_SOURCE_DIR}/data/brown/val.bin --windows 1000000000)
 add_test(NAME cli.error.jsonl_bad_record
          COMMAND ${EXPECT_ERROR} "bad.jsonl:4: the record has no \"text\" key"
                  ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin
@@ -103,6 +116,53 @@ add_test(NAME cli.error.tokenizer_model_type
 add_test(NAME cli.error.nul_byte_in_quoted_content
          COMMAND ${EXPECT_ERROR} "model type \"Word\\\\x00Piece\" is not supported"
                  ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/nul-in-type)
+# An --out that is a file the command reads (an input, another name for it, Megatron's
+# PREFIX.bin, the tokenizer) would be replaced by the output: refused, the files unchanged.
+add_test(NAME cli.error.tokenize_over_input
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenize_over_input.sh ${KINTSUGI_BIN}
+                 ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenize-over-input)
+# Values that crashed the program once (std::terminate, SIGFPE, bad_alloc): one line, exit 1.
+add_test(NAME cli.error.empty_data_train
+         COMMAND ${EXPECT_ERROR} "data.train is empty: name a token file"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set "data.train=\"\""
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/empty-data-train)
+add_test(NAME cli.error.zero_heads
+         COMMAND ${EXPECT_ERROR} "model.n_head = 0 must be positive"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA} --set model.n_head=0)
+foreach(command encode tokenize)
+  set(args encode)
+  if(command STREQUAL tokenize)
+    set(args data tokenize --out ${CMAKE_CURRENT_BINARY_DIR}/huge-id.bin ${TINY})
+  endif()
+  add_test(NAME cli.error.tokenizer_id_past_vocabulary_${command}
+           COMMAND ${EXPECT_ERROR}
+                   "the id of token \"<big>\" is 2000000000, but the file defines 3 tokens"
+                   ${KINTSUGI_BIN} ${args} --tokenizer
+                   ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/huge_id)
+endforeach()
+add_test(NAME cli.error.tune_out_is_a_file
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+# CPU runs cannot refit a GPU cluster's spec (and its node of 8 set the ranks launched here):
+# refused before any run. A cluster spec with NaN, inf, 0 or an unknown key is refused by name.
+add_test(NAME cli.error.tune_gpu_spec_from_cpu_runs
+         COMMAND ${EXPECT_ERROR} "--cluster dgx-h100 describes another machine's devices, and tune measures on this machine's CPU"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA} --cluster dgx-h100 --ranks 2
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-tune-gpu-spec)
+add_test(NAME cli.error.cluster_spec_not_finite
+         COMMAND ${CMAKE_COMMAND} -E env bash -c
+                 "sed 's/^bandwidth_gbs = 450/bandwidth_gbs = nan/' ${PROJECT_SOURCE_DIR}/configs/clusters/dgx-h100.toml > ${CMAKE_BINARY_DIR}/nan-cluster.toml && ${EXPECT_ERROR} '`intra_node.bandwidth_gbs` = nan must be a finite number' ${KINTSUGI_BIN} plan --config ${TINY} --cluster ${CMAKE_BINARY_DIR}/nan-cluster.toml")
+# A directory where a file is to be written: refused before any work, not "wrote" and exit 0.
+add_test(NAME cli.error.trace_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--trace .*tests/? is a directory: name the file to write"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --trace ${CMAKE_CURRENT_SOURCE_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/trace-dir)
+add_test(NAME cli.error.plan_write_config_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--write-config .*tests/? is a directory"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --top 1
+                 --write-config ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)

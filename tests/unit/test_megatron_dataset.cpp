@@ -215,3 +215,21 @@ TEST(TokenSource, IdsBeyondTheModelVocabularyNameFileIdAndPosition) {
     EXPECT_NE(m.find("data.train"), std::string::npos) << m;
   }
 }
+
+// Ids made in memory (a prompt as a tokenizer encoded it) are checked the same way: the first id
+// at or above the vocabulary, or negative, is named with its position, the vocabulary and `what`.
+TEST(TokenSource, IdsInMemoryOutsideTheVocabularyAreNamed) {
+  const std::vector<std::int32_t> ids{5, 120000, 7};
+  EXPECT_NO_THROW(require_ids_below(std::span(ids), 120001, "the prompt", "fix"));
+  for (const auto& [bad, expected] :
+       {std::pair{ids, std::string("the prompt holds token id 120000 (at position 1), outside the "
+                                   "model's vocabulary of 50257 (model.vocab_size): fix")},
+        std::pair{std::vector<std::int32_t>{3, 4, -2}, std::string("token id -2 (at position 2)")}}) {
+    try {
+      require_ids_below(std::span(bad), 50257, "the prompt", "fix");
+      ADD_FAILURE() << "expected an error";
+    } catch (const kintsugi::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}

@@ -5,13 +5,14 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <optional>
 
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
@@ -100,6 +101,9 @@ std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
 
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
+  if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
+    fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
+         a.write_config, a.write_config);
   const RunConfig base = base_config(a);
   Workload w = workload_of(base);
   if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
@@ -181,7 +185,7 @@ void run_plan(const Args& a) {
          cluster.memory_gb, describe(r.too_big.front().layout), r.too_big.front().memory.total() / 1e9);
   }
   if (!a.write_config.empty()) {
-    std::ofstream(a.write_config) << layout_config_toml(base, r.ranked.front().layout);
+    data::write_text_file(a.write_config, layout_config_toml(base, r.ranked.front().layout));
     if (!a.json)
       fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
                  a.write_config, world, a.write_config);

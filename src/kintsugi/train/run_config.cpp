@@ -390,8 +390,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
+  validate(config);  // first: naming the model counts its parameters, which divides by n_head
   if (!same_shape(config.model, preset_model)) config.model.name = custom_model_name(config.model);
-  validate(config);
   return config;
 }
 
