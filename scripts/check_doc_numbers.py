@@ -367,6 +367,70 @@ def strong_scaling():
                f"{100 * (efficiency - published):+.1f} points |")
 
 
+# ---- docs/planner.md, "The Frontier study's energy estimates" ---------------------------
+
+ENERGY = ("--cluster frontier --seq 2048 --precision fp16 --schedule 1f1b --recompute full "
+          "--sp off --hsdp 0 --tokens-per-param 20")
+BLOOM = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
+         "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 --precision bf16 "
+         "--cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 --dp 16 --micro-batch 1 "
+         "--schedule 1f1b --zero 0 --recompute none --sp off --attention materialized "
+         "--tokens 3.15e11")
+
+
+def joules(j):
+    """As plan prints an energy: four significant digits and an SI prefix."""
+    for prefix in ["", "k", "M", "G", "T", "P"]:
+        if j < 1000:
+            break
+        j /= 1000
+    return f"{j:.4g} {prefix}J"
+
+
+def layout_words(l):
+    s = f"TP {l['tp']}, PP {l['pp']}"
+    if l["dp"] > 1:
+        s += f", DP {l['dp']}"
+    s += f", mb {l['micro_batch']}"
+    if l["zero"]:
+        s += f", ZeRO-{l['zero']}"
+    return s
+
+
+def frontier_energy():
+    rows = [("22B", "--model gpt-22b --nodes 2 --global-batch 128 --zero 0,1", 284e9, None),
+            ("175B", "--model gpt-175b --nodes 8 --global-batch 640 --tp 4 --pp 16 --micro-batch 1",
+             17.65e12, 0.3614),
+            ("1T", "--model gpt-1t --nodes 64 --global-batch 1600 --tp 8 --pp 64 --micro-batch 1",
+             662e12, 0.3196)]
+    implied, facts = [], []
+    for name, command, published, hfu in rows:
+        p = plan(f"{command} {ENERGY}")
+        x = p["layouts"][0]
+        c = x["campaign"]
+        n = c["tokens"] / 20
+        six_n = 6 * n * c["tokens"] / published / 1e9
+        counted = c["model_flops"] / published / 1e9
+        watts = 250 * published / c["energy_j"]
+        yield (f"| {name} | {layout_words(x['layout'])} | {six_n:.1f} (6 N), {counted:.1f} "
+               f"(plan's count) | {joules(c['energy_j'])} | {joules(published)} | "
+               f"{signed_pct(c['energy_j'] / published - 1)} | {watts:.0f} W |")
+        if hfu:
+            # What the study's measured throughput at its own figure means in watts per GCD:
+            # model FLOP/s per GCD (its HFU x the peak x plan's model/hardware ratio) over the
+            # model FLOPs per joule.
+            model_flops_per_s = hfu * 191.5e12 * x["mfu"] / x["hfu"]
+            implied.append(model_flops_per_s / (counted * 1e9))
+            facts.append((x["mfu"] / x["hfu"], model_flops_per_s / 1e12, counted))
+    ratio, tflops, counted = facts[0]
+    yield (f"{pct(ratio, 0)} of it model FLOPs with full recomputation, is {tflops:.1f} model "
+           f"TFLOP/s; at {counted:.0f} GFLOP/J that is {implied[0]:.0f} W; the 1T row gives "
+           f"{implied[1]:.0f} W)")
+    b = plan(BLOOM)["layouts"][0]
+    yield (f"predicts {b['campaign']['days']:.2f} days, which is the row's samples/s error "
+           f"({signed_pct(b['samples_per_s'] / 114.1 - 1)})")
+
+
 # ---- docs/architecture.md, "Attention without a T x T matrix" ---------------------------
 
 def attention_block():
@@ -386,6 +450,7 @@ CHECKS = [
     ("docs/planner.md", measured_figures),
     ("docs/planner.md", frontier_ranking),
     ("docs/planner.md", strong_scaling),
+    ("docs/planner.md", frontier_energy),
     ("docs/architecture.md", attention_block),
 ]
 
