@@ -347,24 +347,53 @@ def frontier_ranking():
 
 # ---- docs/planner.md, "Frontier: strong scaling" -----------------------------------------
 
-SCALING = ("--cluster frontier --seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b "
-           "--recompute full --sp off --zero 1 --hsdp 0")
+SCALING = ("--seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b --recompute full "
+           "--sp off --zero 1 --hsdp 0")
+
+
+def scaling_points(command, cwd=None):
+    """The points of `kintsugi plan --scaling ... --json`."""
+    return json.loads(run(["plan"] + command.split() + ["--json"], cwd))["points"]
+
+
+def frontier_slow_links(bandwidth):
+    """configs/clusters/frontier.toml with the inter-node bandwidth per GCD replaced."""
+    with open(os.path.join(ROOT, "configs", "clusters", "frontier.toml")) as f:
+        spec = f.read()
+    return re.sub(r"(\[inter_node\]\nbandwidth_gbs = )[0-9.]+", rf"\g<1>{bandwidth}", spec)
 
 
 def strong_scaling():
     for label, model, tp, pp, batch, nodes, published in [
             ("| 175B (TP 4, PP 16) |", "gpt-175b", 4, 16, 8000, (16, 128), 0.8993),
             ("| 1T (TP 8, PP 64) |", "gpt-1t", 8, 64, 8016, (128, 384), 0.8705)]:
-        t = []
-        for n in nodes:
-            t.append(step(only(plan(f"--model {model} --nodes {n} --global-batch {batch} "
-                                    f"--tp {tp} --pp {pp} --dp {8 * n // (tp * pp)} "
-                                    f"{SCALING}"))))
+        points = scaling_points(f"--model {model} --cluster frontier --scaling strong --nodes "
+                                f"{nodes[0]},{nodes[1]} --global-batch {batch} --tp {tp} "
+                                f"--pp {pp} {SCALING}")
+        t = [p["prediction"]["step_seconds"]["total"] for p in points]
+        # The same steps as predicting each node count alone.
+        for n, ti in zip(nodes, t):
+            alone = step(only(plan(f"--model {model} --cluster frontier --nodes {n} "
+                                   f"--global-batch {batch} --tp {tp} --pp {pp} "
+                                   f"--dp {8 * n // (tp * pp)} {SCALING}")))
+            if alone != ti:
+                raise RuntimeError(f"--scaling's step {ti} differs from the plan's {alone}")
+        efficiency = points[1]["efficiency"]
         gcds = [8 * n for n in nodes]
-        efficiency = t[0] * gcds[0] / (t[1] * gcds[1])
         yield (f"{label} {gcds[0]} -> {gcds[1]} | {t[0]:.1f} s -> {t[1]:.1f} s | "
                f"{pct(efficiency)} | {pct(published, 2)} | "
                f"{100 * (efficiency - published):+.1f} points |")
+    # How slow the links between nodes would have to be for the data-parallel collectives to
+    # explain the gap: the 175B rows with a tenth and a fortieth of the bandwidth.
+    for bandwidth in (12.5, 1.25, 0.3125):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "spec.toml"), "w") as f:
+                f.write(frontier_slow_links(bandwidth))
+            points = scaling_points(f"--model gpt-175b --cluster spec.toml --scaling strong "
+                                    f"--nodes 16,128 --global-batch 8000 --tp 4 --pp 16 "
+                                    f"{SCALING}", cwd=d)
+        yield (f"| {bandwidth:g} GB/s | {pct(points[1]['efficiency'])} | "
+               f"{points[1]['prediction']['step_seconds']['dp']:.1f} s |")
 
 
 # ---- docs/planner.md, "Frontier: the study's Table V space, searched exhaustively" ---------

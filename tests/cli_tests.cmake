@@ -282,6 +282,13 @@ add_test(NAME cli.error.plan_energy_without_power
          COMMAND ${EXPECT_ERROR} "--objective energy: cluster no-power has no \\[power\\] section"
                  ${KINTSUGI_BIN} plan --model gpt2 --objective energy
                  --cluster ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cluster-without-power.toml)
+# Scaling curves (docs/planner.md, "Frontier: strong scaling"): a row per node count and an SVG.
+add_test(NAME cli.plan_scaling
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_scaling.sh ${KINTSUGI_BIN}
+                 ${CMAKE_CURRENT_BINARY_DIR}/plan-scaling)
+add_test(NAME cli.error.plan_scaling_one_count
+         COMMAND ${EXPECT_ERROR} "--scaling needs at least two node counts"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --scaling strong --nodes 4)
 add_test(NAME cli.error.plan_ranks_not_local
          COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)

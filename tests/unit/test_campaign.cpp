@@ -9,6 +9,7 @@
 #include "kintsugi/plan/campaign.hpp"
 #include "kintsugi/plan/cluster.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/scaling.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/plan/value_list.hpp"
 
@@ -216,6 +217,53 @@ TEST(Search, GradientAccumulationPins) {
     const std::int64_t ga = l.micro_batches(40);
     EXPECT_TRUE(ga == 5 || ga == 10) << describe(l);
   }
+}
+
+}  // namespace
+}  // namespace kintsugi
+
+namespace kintsugi {
+namespace {
+
+// Strong scaling keeps the batch, weak scaling grows it with the nodes; efficiency is the
+// throughput per device against the first point (docs/planner.md, "Frontier: strong scaling").
+TEST(Scaling, StrongAndWeakCurves) {
+  const ClusterSpec f = load_cluster(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/frontier.toml");
+  Workload w{.model = model_preset("gpt-175b"), .global_batch = 8000, .precision = Precision::fp16};
+  w.model.seq_len = 2048;
+  SearchSpace s;
+  s.tp = {4};
+  s.pp = {16};
+  s.micro_batch = {1};
+  s.schedule = {PipelineSchedule::one_f_one_b};
+  s.recompute = {Recompute::full};
+  s.sequence_parallel = {false};
+  s.zero = {ZeroStage::optimizer};
+  s.hsdp = {0};
+  const auto strong = scaling_curve(w, f, {128, 16}, s, Scaling::strong);  // sorted on the way
+  ASSERT_EQ(strong.size(), 2u);
+  EXPECT_EQ(strong[0].nodes, 16);
+  EXPECT_EQ(strong[1].global_batch, 8000);
+  ASSERT_TRUE(strong[0].best && strong[1].best);
+  const double t0 = strong[0].best->time.total(), t1 = strong[1].best->time.total();
+  EXPECT_DOUBLE_EQ(strong[0].efficiency, 1);
+  EXPECT_NEAR(strong[1].efficiency, t0 * 128 / (t1 * 1024), 1e-12);
+  EXPECT_LT(strong[1].efficiency, 1);  // the bubble grows as each replica's share shrinks
+  // The same as predicting each point alone (the docs' per-count commands).
+  const Prediction alone = predict(w, f, {.tp = 4, .pp = 16, .dp = 16, .micro_batch = 1,
+                                          .schedule = PipelineSchedule::one_f_one_b,
+                                          .zero = ZeroStage::optimizer,
+                                          .recompute = Recompute::full});
+  EXPECT_DOUBLE_EQ(alone.time.total(), t1);
+
+  w.global_batch = 640;
+  const auto weak = scaling_curve(w, f, {16, 32, 128}, s, Scaling::weak);
+  EXPECT_EQ(weak[1].global_batch, 1280);
+  EXPECT_EQ(weak[2].global_batch, 5120);
+  ASSERT_TRUE(weak[2].best);
+  EXPECT_NEAR(weak[2].efficiency, weak[0].best->time.total() / weak[2].best->time.total(), 1e-12);
+  // 640 x 64 / 48 sequences is not a whole number.
+  EXPECT_THROW(scaling_curve(w, f, {48, 64}, s, Scaling::weak), Error);
 }
 
 }  // namespace

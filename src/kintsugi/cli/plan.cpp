@@ -13,11 +13,13 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/plan/campaign.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
+#include "kintsugi/plan/scaling.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/plan/value_list.hpp"
 
@@ -195,9 +197,88 @@ std::string list_text(const std::vector<std::int64_t>& v) {
   return out;
 }
 
+// `--scaling strong|weak`: the fastest layout at each node count (plan/scaling.hpp), a table, and
+// with --plot an SVG of the efficiency.
+void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const SearchSpace& space,
+                 const Workload& w, const ChosenCluster& chosen) {
+  if (axes.global_batch.size() != 1 || axes.precision.size() != 1)
+    fail("--scaling takes one --global-batch (the first node count's, for weak scaling) and one "
+         "--precision");
+  if (a.tokens > 0 || a.tokens_per_param > 0 || !a.objective.empty())
+    fail("--scaling ranks each node count's layouts by step time; --tokens, --tokens-per-param "
+         "and --objective are for the search");
+  if (axes.nodes.size() < 2) fail("--scaling needs at least two node counts (--nodes 16:128:x2)");
+  const ClusterSpec& cluster = chosen.spec;
+  const Scaling kind = parse_name<Scaling>(a.scaling, "--scaling");
+  const std::vector<ScalingPoint> points = scaling_curve(w, cluster, axes.nodes, space, kind);
+  if (a.json) {
+    nlohmann::json j = {{"model", base.model.name}, {"cluster", cluster.name},
+                        {"scaling", std::string(name_of(kind))}, {"seq", w.model.seq_len},
+                        {"precision", std::string(name_of(w.precision))},
+                        {"points", nlohmann::json::array()}};
+    for (const ScalingPoint& p : points) {
+      nlohmann::json q = {{"nodes", p.nodes}, {"devices", p.devices},
+                          {"global_batch", p.global_batch}, {"fits", p.best.has_value()}};
+      if (p.best) {
+        q["efficiency"] = p.efficiency;
+        q["tokens_per_s_per_device"] = p.tokens_per_s_per_device;
+        q["model_tflops_per_device"] = p.model_tflops_per_device;
+        q["prediction"] = to_json(*p.best);
+      }
+      j["points"].push_back(q);
+    }
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{} scaling of {} on {} ({}), seq {}, {}: global batch {}{}; the fastest layout "
+               "the pins allow at each node count\n",
+               name_of(kind), base.model.name, cluster.name, cluster.source, w.model.seq_len,
+               w.precision, w.global_batch,
+               kind == Scaling::weak ? " at the first node count, growing with the nodes" : "");
+    print_notes(chosen.notes);
+    fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11} {:>14} {:>13} {:>10}\n", "nodes",
+               "devices", "GBS", "layout", "step", "tokens/s", "tokens/s/dev", "TFLOP/s/dev",
+               "efficiency");
+    for (const ScalingPoint& p : points) {
+      if (!p.best) {
+        fmt::print("{:>6} {:>8} {:>7} {:<44}\n", p.nodes, p.devices, p.global_batch,
+                   "no layout fits");
+        continue;
+      }
+      fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11.4g} {:>14.4g} {:>13.4g} {:>9.1f}%\n",
+                 p.nodes, p.devices, p.global_batch, describe(p.best->layout),
+                 fmt::format("{:.2f}s", p.best->time.total()), p.best->tokens_per_s,
+                 p.tokens_per_s_per_device, p.model_tflops_per_device, 100 * p.efficiency);
+    }
+    fmt::print("\nefficiency: tokens/s per device over the first fitting row's ({}); "
+               "TFLOP/s/dev: model FLOPs per device.\n",
+               kind == Scaling::strong ? "(T_1 N_1) / (T_N N), the global batch fixed"
+                                       : "T_1 / T_N, the batch per replica fixed");
+  }
+  if (std::none_of(points.begin(), points.end(), [](const ScalingPoint& p) { return p.best.has_value(); }))
+    fail("no layout fits at any node count: add nodes or allow more sharding");
+  if (!a.plot.empty()) {
+    LinePlot plot{.title = fmt::format("{} scaling: {} on {}", name_of(kind), base.model.name,
+                                       cluster.name),
+                  .x_label = "devices",
+                  .y_label = "efficiency (%)",
+                  .log2_x = true};
+    PlotSeries predicted{.label = "predicted (kintsugi plan)", .color = "#1f77b4"};
+    PlotSeries ideal{.label = "ideal", .color = "#999", .dashed = true};
+    for (const ScalingPoint& p : points)
+      if (p.best) {
+        predicted.points.emplace_back(static_cast<double>(p.devices), 100 * p.efficiency);
+        ideal.points.emplace_back(static_cast<double>(p.devices), 100.0);
+      }
+    plot.series = {ideal, predicted};
+    write_line_plot(a.plot, plot);
+    if (!a.json) fmt::print("wrote {}\n", a.plot);
+  } else if (!a.json) {
+    fmt::print("(--plot FILE.svg draws the efficiency against the devices)\n");
+  }
+}
+
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
-  if (!a.scaling.empty()) fail("--scaling is not available in this build");
   const RunConfig base = base_config(a);
   const Axes axes = axes_of(a, base);
   const SearchSpace space = space_of(a);
@@ -210,6 +291,7 @@ void run_plan(const Args& a) {
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
   const ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
+  if (!a.scaling.empty()) return run_scaling(a, base, axes, space, first, chosen);
   const ClusterSpec& cluster = chosen.spec;
   if (objective == Objective::energy && !cluster.has_power())
     fail("--objective energy: cluster {} has no [power] section, so its energy is unknown (add "
@@ -430,6 +512,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--tokens-per-param", a->tokens_per_param,
                   "Or the budget in tokens per parameter (20: the compute-optimal rule the "
                   "Frontier study's energy estimates take)");
+  cmd->add_option("--scaling", a->scaling,
+                  "Scaling curve over --nodes (two or more): strong (the global batch fixed) or "
+                  "weak (the batch grows with the nodes)")
+      ->check(CLI::IsMember({"strong", "weak"}));
+  cmd->add_option("--plot", a->plot, "With --scaling: write the efficiency curve as an SVG");
   cmd->add_option("--objective", a->objective,
                   "Rank by: step (time per step, default), time (to train a token budget), "
                   "energy, device-hours")
