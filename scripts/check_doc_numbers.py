@@ -178,7 +178,47 @@ def published_runs():
         shown = signed_pct(err) if abs(err) <= 0.10 else f"**{signed_pct(err)}**"
         yield f"{label} {render_metric(v, which)} | {published} | {shown} | {gb(x)} GB |"
     words = ["No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight"]
-    yield f"{words[within]} of eight rows are within 10%"
+    yield f"{words[within]} of the eight throughput rows are within 10%"
+    # The campaign rows: energy, days and strong scaling, from the commands of their sections.
+    campaign_within = 0
+    for label, command, published in [
+            ("| GPT 22B, 20 tokens per parameter | frontier | the planner's best, 2 nodes, GBS 128 "
+             "| energy |", "--model gpt-22b --nodes 2 --global-batch 128 --zero 0,1", 284e9),
+            ("| GPT 175B, 20 tokens per parameter | frontier | Table VI, one replica | energy |",
+             "--model gpt-175b --nodes 8 --global-batch 640 --tp 4 --pp 16 --micro-batch 1",
+             17.65e12),
+            ("| GPT 1T, 20 tokens per parameter | frontier | Table VI, one replica | energy |",
+             "--model gpt-1t --nodes 64 --global-batch 1600 --tp 8 --pp 64 --micro-batch 1",
+             662e12)]:
+        x = plan(f"{command} {ENERGY}")["layouts"][0]
+        err = x["campaign"]["energy_j"] / published - 1
+        campaign_within += abs(err) <= 0.10
+        yield (f"{label} {joules(x['campaign']['energy_j'])} | {joules(published)} | "
+               f"**{signed_pct(err)}** | {gb(x)} GB |" if abs(err) > 0.10 else
+               f"{label} {joules(x['campaign']['energy_j'])} | {joules(published)} | "
+               f"{signed_pct(err)} | {gb(x)} GB |")
+    b = plan(BLOOM)["layouts"][0]
+    err = b["campaign"]["days"] / 15.6 - 1
+    campaign_within += abs(err) <= 0.10
+    shown = signed_pct(err) if abs(err) <= 0.10 else f"**{signed_pct(err)}**"
+    yield (f"| \"BLOOM-13B\", 3.15e11 tokens (implied) | gaudi2 | as its samples/s row | days | "
+           f"{b['campaign']['days']:.2f} | 15.6 | {shown} | {gb(b)} GB |")
+    for label, model, tp, pp, batch, nodes, published in [
+            ("| GPT 175B strong scaling, 128 -> 1024 GCDs | frontier | TP 4, PP 16, GBS 8000 | "
+             "efficiency |", "gpt-175b", 4, 16, 8000, (16, 128), 0.8993),
+            ("| GPT 1T strong scaling, 1024 -> 3072 GCDs | frontier | TP 8, PP 64, GBS 8016 | "
+             "efficiency |", "gpt-1t", 8, 64, 8016, (128, 384), 0.8705)]:
+        points = scaling_points(f"--model {model} --cluster frontier --scaling strong --nodes "
+                                f"{nodes[0]},{nodes[1]} --global-batch {batch} --tp {tp} "
+                                f"--pp {pp} {SCALING}")
+        e = points[1]["efficiency"]
+        err = e / published - 1
+        campaign_within += abs(err) <= 0.10
+        shown = signed_pct(err) if abs(err) <= 0.10 else f"**{signed_pct(err)}**"
+        yield (f"{label} {pct(e)} | {pct(published, 2)} | {shown} | "
+               f"{points[1]['prediction']['memory_bytes']['total'] / 1e9:.1f} GB |")
+    yield (f"{words[campaign_within]} of the six campaign rows (energy, days, scaling) "
+           f"{'is' if campaign_within == 1 else 'are'} within 10%")
 
 
 def published_run_assumptions():
@@ -347,24 +387,154 @@ def frontier_ranking():
 
 # ---- docs/planner.md, "Frontier: strong scaling" -----------------------------------------
 
-SCALING = ("--cluster frontier --seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b "
-           "--recompute full --sp off --zero 1 --hsdp 0")
+SCALING = ("--seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b --recompute full "
+           "--sp off --zero 1 --hsdp 0")
+
+
+def scaling_points(command, cwd=None):
+    """The points of `kintsugi plan --scaling ... --json`."""
+    return json.loads(run(["plan"] + command.split() + ["--json"], cwd))["points"]
+
+
+def frontier_slow_links(bandwidth):
+    """configs/clusters/frontier.toml with the inter-node bandwidth per GCD replaced."""
+    with open(os.path.join(ROOT, "configs", "clusters", "frontier.toml")) as f:
+        spec = f.read()
+    return re.sub(r"(\[inter_node\]\nbandwidth_gbs = )[0-9.]+", rf"\g<1>{bandwidth}", spec)
 
 
 def strong_scaling():
     for label, model, tp, pp, batch, nodes, published in [
             ("| 175B (TP 4, PP 16) |", "gpt-175b", 4, 16, 8000, (16, 128), 0.8993),
             ("| 1T (TP 8, PP 64) |", "gpt-1t", 8, 64, 8016, (128, 384), 0.8705)]:
-        t = []
-        for n in nodes:
-            t.append(step(only(plan(f"--model {model} --nodes {n} --global-batch {batch} "
-                                    f"--tp {tp} --pp {pp} --dp {8 * n // (tp * pp)} "
-                                    f"{SCALING}"))))
+        points = scaling_points(f"--model {model} --cluster frontier --scaling strong --nodes "
+                                f"{nodes[0]},{nodes[1]} --global-batch {batch} --tp {tp} "
+                                f"--pp {pp} {SCALING}")
+        t = [p["prediction"]["step_seconds"]["total"] for p in points]
+        # The same steps as predicting each node count alone.
+        for n, ti in zip(nodes, t):
+            alone = step(only(plan(f"--model {model} --cluster frontier --nodes {n} "
+                                   f"--global-batch {batch} --tp {tp} --pp {pp} "
+                                   f"--dp {8 * n // (tp * pp)} {SCALING}")))
+            if alone != ti:
+                raise RuntimeError(f"--scaling's step {ti} differs from the plan's {alone}")
+        efficiency = points[1]["efficiency"]
         gcds = [8 * n for n in nodes]
-        efficiency = t[0] * gcds[0] / (t[1] * gcds[1])
         yield (f"{label} {gcds[0]} -> {gcds[1]} | {t[0]:.1f} s -> {t[1]:.1f} s | "
                f"{pct(efficiency)} | {pct(published, 2)} | "
                f"{100 * (efficiency - published):+.1f} points |")
+    # How slow the links between nodes would have to be for the data-parallel collectives to
+    # explain the gap: the 175B rows with a tenth and a fortieth of the bandwidth.
+    for bandwidth in (12.5, 1.25, 0.3125):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "spec.toml"), "w") as f:
+                f.write(frontier_slow_links(bandwidth))
+            points = scaling_points(f"--model gpt-175b --cluster spec.toml --scaling strong "
+                                    f"--nodes 16,128 --global-batch 8000 --tp 4 --pp 16 "
+                                    f"{SCALING}", cwd=d)
+        yield (f"| {bandwidth:g} GB/s | {pct(points[1]['efficiency'])} | "
+               f"{points[1]['prediction']['step_seconds']['dp']:.1f} s |")
+
+
+# ---- docs/planner.md, "Frontier: the study's Table V space, searched exhaustively" ---------
+
+TABLE_V = ("--model gpt-175b --cluster frontier --tp 1,2,4,8 --pp 1,2,4,8,12,16 --zero 0,1 "
+           "--seq 2048 --precision fp16 --schedule 1f1b --recompute full --sp off --hsdp 0 "
+           "--objective time")
+
+
+def table_v():
+    v = plan(f"{TABLE_V} --nodes 12,16 --micro-batch 4:20 --grad-accum 5,10")
+    best = v["layouts"][0]
+    bl = best["layout"]
+    yield (f"{thousands(v['enumerated'])} valid layouts, {v['fitting']} fitting, over "
+           f"{len(v['global_batch'])} global batches")
+    yield (f"| Table V (MBS 4-20, GAS 5 or 10, 12 or 16 nodes) | TP {bl['tp']}, PP {bl['pp']}, "
+           f"DP {bl['dp']}, mb {bl['micro_batch']}, GAS {best['global_batch'] // (bl['micro_batch'] * bl['dp'])}, "
+           f"GBS {best['global_batch']}, {best['nodes']} nodes | "
+           f"{best['tokens_per_s']:.0f} | {pct(best['step_seconds']['bubble'] / best['step_seconds']['total'], 0)} |")
+    w = plan(f"{TABLE_V} --nodes 12,16 --global-batch 640 --micro-batch 1:20")
+    first = w["layouts"][0]
+    fl = first["layout"]
+    rank = next(i + 1 for i, x in enumerate(w["layouts"])
+                if x["nodes"] == 16 and x["layout"]["tp"] == 4 and x["layout"]["pp"] == 16
+                and x["layout"]["micro_batch"] == 1 and x["layout"]["zero"] == 1)
+    x = w["layouts"][rank - 1]
+    yield (f"| GBS 640, MBS 1-20, 12 or 16 nodes | TP {fl['tp']}, PP {fl['pp']}, DP {fl['dp']}, "
+           f"mb {fl['micro_batch']}, ZeRO-{fl['zero']}, {first['nodes']} nodes | "
+           f"{first['tokens_per_s']:.0f} | "
+           f"{pct(first['step_seconds']['bubble'] / first['step_seconds']['total'], 0)} |")
+    yield (f"| Table VI's choice in that space: rank **{rank} of {w['fitting']}** | TP 4, PP 16, "
+           f"DP 2, mb 1, ZeRO-1, 16 nodes | {x['tokens_per_s']:.0f} | "
+           f"{pct(x['step_seconds']['bubble'] / x['step_seconds']['total'], 0)} |")
+    yield (f"Table VI's layout trains {x['tokens_per_s'] / best['tokens_per_s']:.2f}x as many "
+           f"tokens per second as the best of Table V's space")
+    yield (f"{pct(first['tokens_per_s'] / x['tokens_per_s'] - 1)} more tokens per second than "
+           f"Table VI's")
+
+
+# ---- docs/planner.md, "The Frontier study's energy estimates" ---------------------------
+
+ENERGY = ("--cluster frontier --seq 2048 --precision fp16 --schedule 1f1b --recompute full "
+          "--sp off --hsdp 0 --tokens-per-param 20")
+BLOOM = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
+         "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 --precision bf16 "
+         "--cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 --dp 16 --micro-batch 1 "
+         "--schedule 1f1b --zero 0 --recompute none --sp off --attention materialized "
+         "--tokens 3.15e11")
+
+
+def joules(j):
+    """As plan prints an energy: four significant digits and an SI prefix."""
+    for prefix in ["", "k", "M", "G", "T", "P"]:
+        if j < 1000:
+            break
+        j /= 1000
+    return f"{j:.4g} {prefix}J"
+
+
+def layout_words(l):
+    s = f"TP {l['tp']}, PP {l['pp']}"
+    if l["dp"] > 1:
+        s += f", DP {l['dp']}"
+    s += f", mb {l['micro_batch']}"
+    if l["zero"]:
+        s += f", ZeRO-{l['zero']}"
+    return s
+
+
+def frontier_energy():
+    rows = [("22B", "--model gpt-22b --nodes 2 --global-batch 128 --zero 0,1", 284e9, None),
+            ("175B", "--model gpt-175b --nodes 8 --global-batch 640 --tp 4 --pp 16 --micro-batch 1",
+             17.65e12, 0.3614),
+            ("1T", "--model gpt-1t --nodes 64 --global-batch 1600 --tp 8 --pp 64 --micro-batch 1",
+             662e12, 0.3196)]
+    implied, facts = [], []
+    for name, command, published, hfu in rows:
+        p = plan(f"{command} {ENERGY}")
+        x = p["layouts"][0]
+        c = x["campaign"]
+        n = c["tokens"] / 20
+        six_n = 6 * n * c["tokens"] / published / 1e9
+        counted = c["model_flops"] / published / 1e9
+        watts = 250 * published / c["energy_j"]
+        yield (f"| {name} | {layout_words(x['layout'])} | {six_n:.1f} (6 N), {counted:.1f} "
+               f"(plan's count) | {joules(c['energy_j'])} | {joules(published)} | "
+               f"{signed_pct(c['energy_j'] / published - 1)} | {watts:.0f} W |")
+        if hfu:
+            # What the study's measured throughput at its own figure means in watts per GCD:
+            # model FLOP/s per GCD (its HFU x the peak x plan's model/hardware ratio) over the
+            # model FLOPs per joule.
+            model_flops_per_s = hfu * 191.5e12 * x["mfu"] / x["hfu"]
+            implied.append(model_flops_per_s / (counted * 1e9))
+            facts.append((x["mfu"] / x["hfu"], model_flops_per_s / 1e12, counted))
+    ratio, tflops, counted = facts[0]
+    yield (f"{pct(ratio, 0)} of it model FLOPs with full recomputation, is {tflops:.1f} model "
+           f"TFLOP/s; at {counted:.0f} GFLOP/J that is {implied[0]:.0f} W; the 1T row gives "
+           f"{implied[1]:.0f} W)")
+    b = plan(BLOOM)["layouts"][0]
+    yield (f"predicts {b['campaign']['days']:.2f} days, which is the row's samples/s error "
+           f"({signed_pct(b['samples_per_s'] / 114.1 - 1)})")
 
 
 # ---- docs/architecture.md, "Attention without a T x T matrix" ---------------------------
@@ -386,6 +556,8 @@ CHECKS = [
     ("docs/planner.md", measured_figures),
     ("docs/planner.md", frontier_ranking),
     ("docs/planner.md", strong_scaling),
+    ("docs/planner.md", frontier_energy),
+    ("docs/planner.md", table_v),
     ("docs/architecture.md", attention_block),
 ]
 

@@ -236,24 +236,59 @@ add_test(NAME cli.error.plan_does_not_fit
 add_test(NAME cli.error.bench_comm_one_rank
          COMMAND ${EXPECT_ERROR} "run it as `mpirun -np 2 kintsugi bench comm`"
                  ${KINTSUGI_BIN} bench comm)
-# plan's one-number options (--nodes, --ranks, --global-batch, --seq) refuse a list, which only
-# the layout pins take, and a value that is not a count, in one line naming the option.
-add_test(NAME cli.error.plan_nodes_list
-         COMMAND ${EXPECT_ERROR} "--nodes takes one value, not a list \\(12,16\\)"
-                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 12,16)
+# plan's --nodes and --global-batch take lists and ranges (docs/planner.md, "Searching a
+# campaign"); a bad item is refused in one line naming the option. --ranks and --seq stay single.
+add_test(NAME cli.plan_lists_of_nodes_and_batches
+         COMMAND ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 1,2
+                 --global-batch 256:512:x2 --objective time --top 3)
+set_tests_properties(cli.plan_lists_of_nodes_and_batches PROPERTIES PASS_REGULAR_EXPRESSION
+                     "on 1,2 nodes of 8 devices .*global batch 256,512 .*\\(4 searches\\), ranked by time.*nodes +GBS +prec +layout.*Pareto front")
+add_test(NAME cli.error.plan_nodes_range
+         COMMAND ${EXPECT_ERROR} "--nodes 8:4: the range ends before it starts"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 8:4)
 add_test(NAME cli.error.plan_nodes_not_a_count
-         COMMAND ${EXPECT_ERROR} "--nodes 0 is not a whole number of at least 1"
+         COMMAND ${EXPECT_ERROR} "--nodes 0: 0 is below the least value, 1"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 0)
 # 0 is not a global batch or sequence length (it used to mean the default, silently).
 add_test(NAME cli.error.plan_global_batch_zero
-         COMMAND ${EXPECT_ERROR} "--global-batch 0 is not a whole number of at least 1"
+         COMMAND ${EXPECT_ERROR} "--global-batch 0: 0 is below the least value, 1"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 0)
 add_test(NAME cli.error.plan_seq_zero
          COMMAND ${EXPECT_ERROR} "--seq 0 is not a whole number of at least 1"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --seq 0)
-add_test(NAME cli.error.plan_global_batch_list
-         COMMAND ${EXPECT_ERROR} "--global-batch takes one value, not a list \\(256,512\\)"
-                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,512)
+add_test(NAME cli.error.plan_global_batch_not_a_number
+         COMMAND ${EXPECT_ERROR} "--global-batch x: `x` is not a whole number"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,x)
+add_test(NAME cli.error.plan_seq_list
+         COMMAND ${EXPECT_ERROR} "--seq takes one value, not a list \\(1024,2048\\)"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --seq 1024,2048)
+add_test(NAME cli.error.plan_max_global_batch
+         COMMAND ${EXPECT_ERROR} "no global batch is within --max-global-batch 128"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,512
+                 --max-global-batch 128)
+# A token budget: days, hours and energy per layout, and the assumptions printed.
+add_test(NAME cli.plan_campaign
+         COMMAND ${KINTSUGI_BIN} plan --model gpt-175b --cluster frontier --nodes 8
+                 --global-batch 640 --seq 2048 --precision fp16 --tp 4 --pp 16 --micro-batch 1
+                 --schedule 1f1b --recompute full --sp off --tokens-per-param 20)
+set_tests_properties(cli.plan_campaign PROPERTIES PASS_REGULAR_EXPRESSION
+                     "campaign: 3\\.49[0-9]*e\\+12 tokens \\(20 per parameter\\).*energy: devices x 250 W per device.*idle 45 W.*days +device-h +node-h +energy +kWh\n +1 .* TJ ")
+add_test(NAME cli.plan_campaign_energy_unknown
+         COMMAND ${KINTSUGI_BIN} plan --model gpt2 --global-batch 64 --tokens 1e9 --top 1
+                 --cluster ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cluster-without-power.toml)
+set_tests_properties(cli.plan_campaign_energy_unknown PROPERTIES PASS_REGULAR_EXPRESSION
+                     "energy: unknown \\(cluster no-power has no \\[power\\] section\\).*unknown +unknown")
+add_test(NAME cli.error.plan_energy_without_power
+         COMMAND ${EXPECT_ERROR} "--objective energy: cluster no-power has no \\[power\\] section"
+                 ${KINTSUGI_BIN} plan --model gpt2 --objective energy
+                 --cluster ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/cluster-without-power.toml)
+# Scaling curves (docs/planner.md, "Frontier: strong scaling"): a row per node count and an SVG.
+add_test(NAME cli.plan_scaling
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_scaling.sh ${KINTSUGI_BIN}
+                 ${CMAKE_CURRENT_BINARY_DIR}/plan-scaling)
+add_test(NAME cli.error.plan_scaling_one_count
+         COMMAND ${EXPECT_ERROR} "--scaling needs at least two node counts"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --scaling strong --nodes 4)
 add_test(NAME cli.error.plan_ranks_not_local
          COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)

@@ -3,6 +3,7 @@
 // memory a model's training state needs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -12,28 +13,36 @@
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/plan/campaign.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
+#include "kintsugi/plan/scaling.hpp"
 #include "kintsugi/plan/search.hpp"
+#include "kintsugi/plan/value_list.hpp"
 
 namespace kintsugi::cli {
 
 namespace {
 
 struct Args {
-  std::string model, config, cluster = "local", precision, grad_precision, write_config;
-  std::string attention, device;
-  std::vector<std::string> overrides, schedule, recompute, sp;
-  std::int64_t nodes = 1, ranks = 0, global_batch = 0, seq = 0;
+  std::string model, config, cluster = "local", grad_precision, write_config;
+  std::string attention, device, objective, scaling, plot;
+  std::vector<std::string> overrides, schedule, recompute, sp, precision;
+  // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
+  std::string nodes = "1", global_batch, tp, pp, dp, micro_batch, zero, virtual_stages, hsdp,
+              grad_accum;
+  std::int64_t ranks = 0, seq = 0, max_global_batch = 0, max_nodes = 0;
+  double tokens = 0, tokens_per_param = 0;
   std::size_t top = 10;
-  std::vector<std::int64_t> tp, pp, dp, micro_batch, zero, virtual_stages, hsdp;
   bool json = false, memory = false, tp_across_nodes = false;
 };
 
 // The run the plan is for: a run config (--config, gpt2 models that train here) or a preset
-// (--model, any family), with --seq, --global-batch and --precision applied.
+// (--model, any family), with --seq and --grad-precision applied; the global batch and the
+// precision are the search's (run_plan), each defaulting to the config's.
 RunConfig base_config(const Args& a) {
   RunConfig c;
   if (a.ranks > 0 && a.cluster != "local")
@@ -50,8 +59,6 @@ RunConfig base_config(const Args& a) {
     c.train.precision = Precision::bf16;
   }
   if (a.seq > 0) c.model.seq_len = a.seq;
-  if (a.global_batch > 0) c.train.global_batch = a.global_batch;
-  if (!a.precision.empty()) c.train.precision = parse_name<Precision>(a.precision, "--precision");
   if (!a.grad_precision.empty())
     c.train.grad_precision = parse_name<GradPrecision>(a.grad_precision, "--grad-precision");
   validate(c.model);
@@ -60,8 +67,10 @@ RunConfig base_config(const Args& a) {
 
 void print_memory(const Args& a) {
   // Bytes per parameter of the training state (plan/memory.hpp), without sharding.
-  const Precision precision =
-      a.precision.empty() ? Precision::bf16 : parse_name<Precision>(a.precision, "--precision");
+  if (a.precision.size() > 1) fail("plan --memory takes one --precision");
+  const Precision precision = a.precision.empty()
+                                  ? Precision::bf16
+                                  : parse_name<Precision>(a.precision.front(), "--precision");
   const GradPrecision grads = a.grad_precision.empty()
                                   ? GradPrecision::fp32
                                   : parse_name<GradPrecision>(a.grad_precision, "--grad-precision");
@@ -99,108 +108,363 @@ std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
   return fmt::format("needs {:.1f} GB of {:.0f}", p.memory.total() / 1e9, cluster.memory_gb);
 }
 
-void run_plan(const Args& a) {
-  if (a.memory) return print_memory(a);
-  if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
-    fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
-         a.write_config, a.write_config);
-  const RunConfig base = base_config(a);
-  Workload w = workload_of(base);
-  if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
-  const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
-  const ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, w);
-  const ClusterSpec& cluster = chosen.spec;
-  const std::int64_t world = cluster.devices_per_node * a.nodes;
+// The search's axes beyond the layout: node counts, global batches and precisions, each a list
+// or range, within --max-nodes and --max-global-batch.
+struct Axes {
+  std::vector<std::int64_t> nodes, global_batch;
+  std::vector<Precision> precision;
+};
+
+Axes axes_of(const Args& a, const RunConfig& base) {
+  Axes x;
+  for (std::int64_t n : parse_values(a.nodes, "--nodes", 1))
+    if (a.max_nodes == 0 || n <= a.max_nodes) x.nodes.push_back(n);
+  if (x.nodes.empty()) fail("no --nodes value {} is within --max-nodes {}", a.nodes, a.max_nodes);
+  const std::vector<std::int64_t> batches =
+      a.global_batch.empty() ? std::vector<std::int64_t>{base.train.global_batch}
+                             : parse_values(a.global_batch, "--global-batch", 1);
+  for (std::int64_t b : batches)
+    if (a.max_global_batch == 0 || b <= a.max_global_batch) x.global_batch.push_back(b);
+  if (x.global_batch.empty())
+    fail("no global batch is within --max-global-batch {}: the largest the study's convergence "
+         "allows, a limit the search keeps",
+         a.max_global_batch);
+  for (const auto& p : a.precision) x.precision.push_back(parse_name<Precision>(p, "--precision"));
+  if (x.precision.empty()) x.precision.push_back(base.train.precision);
+  return x;
+}
+
+SearchSpace space_of(const Args& a) {
   SearchSpace space;
-  space.tp = a.tp;
-  space.pp = a.pp;
-  space.dp = a.dp;
-  space.micro_batch = a.micro_batch;
-  for (std::int64_t z : a.zero) space.zero.push_back(zero_stage(z, "--zero"));
-  space.hsdp = a.hsdp;
-  space.virtual_stages = a.virtual_stages;
+  auto values = [](const std::string& text, const char* flag, std::int64_t minimum) {
+    return text.empty() ? std::vector<std::int64_t>{} : parse_values(text, flag, minimum);
+  };
+  space.tp = values(a.tp, "--tp", 1);
+  space.pp = values(a.pp, "--pp", 1);
+  space.dp = values(a.dp, "--dp", 1);
+  space.micro_batch = values(a.micro_batch, "--micro-batch", 1);
+  space.grad_accum = values(a.grad_accum, "--grad-accum", 1);
+  for (std::int64_t z : values(a.zero, "--zero", 0)) space.zero.push_back(zero_stage(z, "--zero"));
+  space.hsdp = values(a.hsdp, "--hsdp", 0);
+  space.virtual_stages = values(a.virtual_stages, "--virtual-stages", 1);
   for (const auto& v : a.schedule)
     space.schedule.push_back(parse_name<PipelineSchedule>(v, "--schedule"));
   for (const auto& v : a.recompute)
     space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
   for (const auto& v : a.sp) space.sequence_parallel.push_back(v == "on");
   space.tp_across_nodes = a.tp_across_nodes;
-  const SearchResult r = search_layouts(w, cluster, world, space);
+  // A study's search space states micro-batch and gradient accumulation, not the global batch
+  // (Table V of Dash et al.): the micro-batch must then be bounded by the list, not by 64.
+  if (!space.micro_batch.empty())
+    space.max_micro_batch = *std::max_element(space.micro_batch.begin(), space.micro_batch.end());
+  return space;
+}
+
+// With --grad-accum and no --global-batch, the global batches are what the listed
+// micro-batches, accumulation steps and data-parallel sizes make: mb x ga x dp.
+std::vector<std::int64_t> batches_from_accumulation(const SearchSpace& s, std::int64_t world,
+                                                    std::int64_t max_global_batch) {
+  if (s.micro_batch.empty())
+    fail("--grad-accum without --global-batch needs --micro-batch: the global batch is "
+         "micro-batch x accumulation x dp");
+  std::vector<std::int64_t> out;
+  for (std::int64_t dp = 1; dp <= world; ++dp) {
+    if (world % dp != 0 || (!s.dp.empty() && std::find(s.dp.begin(), s.dp.end(), dp) == s.dp.end()))
+      continue;
+    for (std::int64_t mb : s.micro_batch)
+      for (std::int64_t ga : s.grad_accum) {
+        const std::int64_t b = mb * ga * dp;
+        if ((max_global_batch == 0 || b <= max_global_batch) &&
+            std::find(out.begin(), out.end(), b) == out.end())
+          out.push_back(b);
+      }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The token budget of --tokens or --tokens-per-param (0: none).
+double token_budget(const Args& a, const ModelConfig& model) {
+  if (a.tokens > 0 && a.tokens_per_param > 0)
+    fail("plan takes --tokens or --tokens-per-param, not both");
+  if (a.tokens_per_param > 0) return a.tokens_per_param * static_cast<double>(parameter_count(model));
+  return a.tokens;
+}
+
+std::string list_text(const std::vector<std::int64_t>& v) {
+  std::string out;
+  for (std::int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+// `--scaling strong|weak`: the fastest layout at each node count (plan/scaling.hpp), a table, and
+// with --plot an SVG of the efficiency.
+void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const SearchSpace& space,
+                 const Workload& w, const ChosenCluster& chosen) {
+  if (axes.global_batch.size() != 1 || axes.precision.size() != 1)
+    fail("--scaling takes one --global-batch (the first node count's, for weak scaling) and one "
+         "--precision");
+  if (a.tokens > 0 || a.tokens_per_param > 0 || !a.objective.empty())
+    fail("--scaling ranks each node count's layouts by step time; --tokens, --tokens-per-param "
+         "and --objective are for the search");
+  if (axes.nodes.size() < 2) fail("--scaling needs at least two node counts (--nodes 16:128:x2)");
+  const ClusterSpec& cluster = chosen.spec;
+  const Scaling kind = parse_name<Scaling>(a.scaling, "--scaling");
+  const std::vector<ScalingPoint> points = scaling_curve(w, cluster, axes.nodes, space, kind);
+  if (a.json) {
+    nlohmann::json j = {{"model", base.model.name}, {"cluster", cluster.name},
+                        {"scaling", std::string(name_of(kind))}, {"seq", w.model.seq_len},
+                        {"precision", std::string(name_of(w.precision))},
+                        {"points", nlohmann::json::array()}};
+    for (const ScalingPoint& p : points) {
+      nlohmann::json q = {{"nodes", p.nodes}, {"devices", p.devices},
+                          {"global_batch", p.global_batch}, {"fits", p.best.has_value()}};
+      if (p.best) {
+        q["efficiency"] = p.efficiency;
+        q["tokens_per_s_per_device"] = p.tokens_per_s_per_device;
+        q["model_tflops_per_device"] = p.model_tflops_per_device;
+        q["prediction"] = to_json(*p.best);
+      }
+      j["points"].push_back(q);
+    }
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{} scaling of {} on {} ({}), seq {}, {}: global batch {}{}; the fastest layout "
+               "the pins allow at each node count\n",
+               name_of(kind), base.model.name, cluster.name, cluster.source, w.model.seq_len,
+               w.precision, w.global_batch,
+               kind == Scaling::weak ? " at the first node count, growing with the nodes" : "");
+    print_notes(chosen.notes);
+    fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11} {:>14} {:>13} {:>10}\n", "nodes",
+               "devices", "GBS", "layout", "step", "tokens/s", "tokens/s/dev", "TFLOP/s/dev",
+               "efficiency");
+    for (const ScalingPoint& p : points) {
+      if (!p.best) {
+        fmt::print("{:>6} {:>8} {:>7} {:<44}\n", p.nodes, p.devices, p.global_batch,
+                   "no layout fits");
+        continue;
+      }
+      fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11.4g} {:>14.4g} {:>13.4g} {:>9.1f}%\n",
+                 p.nodes, p.devices, p.global_batch, describe(p.best->layout),
+                 fmt::format("{:.2f}s", p.best->time.total()), p.best->tokens_per_s,
+                 p.tokens_per_s_per_device, p.model_tflops_per_device, 100 * p.efficiency);
+    }
+    fmt::print("\nefficiency: tokens/s per device over the first fitting row's ({}); "
+               "TFLOP/s/dev: model FLOPs per device.\n",
+               kind == Scaling::strong ? "(T_1 N_1) / (T_N N), the global batch fixed"
+                                       : "T_1 / T_N, the batch per replica fixed");
+  }
+  if (std::none_of(points.begin(), points.end(), [](const ScalingPoint& p) { return p.best.has_value(); }))
+    fail("no layout fits at any node count: add nodes or allow more sharding");
+  if (!a.plot.empty()) {
+    LinePlot plot{.title = fmt::format("{} scaling: {} on {}", name_of(kind), base.model.name,
+                                       cluster.name),
+                  .x_label = "devices",
+                  .y_label = "efficiency (%)",
+                  .log2_x = true};
+    PlotSeries predicted{.label = "predicted (kintsugi plan)", .color = "#1f77b4"};
+    PlotSeries ideal{.label = "ideal", .color = "#999", .dashed = true};
+    for (const ScalingPoint& p : points)
+      if (p.best) {
+        predicted.points.emplace_back(static_cast<double>(p.devices), 100 * p.efficiency);
+        ideal.points.emplace_back(static_cast<double>(p.devices), 100.0);
+      }
+    plot.series = {ideal, predicted};
+    write_line_plot(a.plot, plot);
+    if (!a.json) fmt::print("wrote {}\n", a.plot);
+  } else if (!a.json) {
+    fmt::print("(--plot FILE.svg draws the efficiency against the devices)\n");
+  }
+}
+
+void run_plan(const Args& a) {
+  if (a.memory) return print_memory(a);
+  const RunConfig base = base_config(a);
+  const Axes axes = axes_of(a, base);
+  const SearchSpace space = space_of(a);
+  const Objective objective =
+      a.objective.empty() ? Objective::step : parse_name<Objective>(a.objective, "--objective");
+  Workload first = workload_of(base);
+  if (!a.attention.empty())
+    first.attention = parse_name<AttentionKernel>(a.attention, "--attention");
+  const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
+  first.global_batch = axes.global_batch.front();
+  first.precision = axes.precision.front();
+  const ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
+  if (!a.scaling.empty()) return run_scaling(a, base, axes, space, first, chosen);
+  const ClusterSpec& cluster = chosen.spec;
+  if (objective == Objective::energy && !cluster.has_power())
+    fail("--objective energy: cluster {} has no [power] section, so its energy is unknown (add "
+         "`[power] active_watts = ...` to the spec, docs/planner.md)",
+         cluster.name);
+  const double tokens = token_budget(a, base.model);
+
+  // Every (nodes, global batch, precision): its layouts, predicted.
+  std::vector<Candidate> candidates, too_big;
+  std::int64_t enumerated = 0, fitting = 0, searched = 0;
+  std::vector<std::int64_t> batches_seen;
+  for (std::int64_t nodes : axes.nodes) {
+    const std::int64_t world = cluster.devices_per_node * nodes;
+    const std::vector<std::int64_t> batches =
+        !space.grad_accum.empty() && a.global_batch.empty()
+            ? batches_from_accumulation(space, world, a.max_global_batch)
+            : axes.global_batch;
+    for (std::int64_t batch : batches) {
+      if (std::find(batches_seen.begin(), batches_seen.end(), batch) == batches_seen.end())
+        batches_seen.push_back(batch);
+      for (Precision precision : axes.precision) {
+        Workload w = first;
+        w.global_batch = batch;
+        w.precision = precision;
+        SearchResult r = search_layouts(w, cluster, world, space);
+        ++searched;
+        enumerated += r.enumerated;
+        fitting += r.fitting;
+        for (Prediction& p : r.ranked) candidates.push_back({nodes, w, std::move(p)});
+        for (Prediction& p : r.too_big) too_big.push_back({nodes, w, std::move(p)});
+      }
+    }
+  }
+  std::sort(batches_seen.begin(), batches_seen.end());
+  rank_candidates(candidates, objective, cluster);
+  std::stable_sort(too_big.begin(), too_big.end(), [](const Candidate& x, const Candidate& y) {
+    return x.prediction.memory.total() < y.prediction.memory.total();
+  });
+  if (too_big.size() > 5) too_big.resize(5);
+  const bool several = searched > 1;
+  const std::vector<std::size_t> front =
+      several ? pareto_front(candidates, cluster) : std::vector<std::size_t>{};
+  const ReportOptions report{.tokens = tokens, .several = several};
+
   if (a.json) {
     nlohmann::json j = {{"model", base.model.name},
                         {"cluster", cluster.name},
-                        {"world", world},
-                        {"nodes", a.nodes},
-                        {"global_batch", w.global_batch},
-                        {"seq", w.model.seq_len},
-                        {"precision", name_of(w.precision)},
-                        {"enumerated", r.enumerated},
-                        {"fitting", r.fitting},
+                        {"seq", first.model.seq_len},
+                        {"objective", std::string(name_of(objective))},
+                        {"enumerated", enumerated},
+                        {"fitting", fitting},
                         {"layouts", nlohmann::json::array()}};
+    // One value as before; a list where the search spanned several.
+    if (axes.nodes.size() == 1) {
+      j["world"] = cluster.devices_per_node * axes.nodes.front();
+      j["nodes"] = axes.nodes.front();
+    } else {
+      j["nodes"] = axes.nodes;
+    }
+    if (batches_seen.size() == 1) j["global_batch"] = batches_seen.front();
+    else j["global_batch"] = batches_seen;
+    if (axes.precision.size() == 1) {
+      j["precision"] = std::string(name_of(axes.precision.front()));
+    } else {
+      j["precision"] = nlohmann::json::array();
+      for (Precision p : axes.precision) j["precision"].push_back(std::string(name_of(p)));
+    }
+    if (tokens > 0) j["campaign"] = campaign_assumptions_json(base.model, first.model.seq_len, tokens, cluster);
     if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
-    for (std::size_t i = 0; i < std::min(a.top, r.ranked.size()); ++i)
-      j["layouts"].push_back(to_json(r.ranked[i]));
+    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i)
+      j["layouts"].push_back(to_json(candidates[i], cluster, report));
+    if (several) {
+      j["pareto_front"] = nlohmann::json::array();
+      for (std::size_t i : front) {
+        j["pareto_front"].push_back(to_json(candidates[i], cluster, report));
+        j["pareto_front"].back()["rank"] = i + 1;
+      }
+    }
     // With nothing fitting (a pinned layout too large, say), the smallest are still predicted.
-    if (r.ranked.empty()) {
+    if (candidates.empty()) {
       j["not_fitting"] = nlohmann::json::array();
-      for (const Prediction& p : r.too_big) {
-        j["not_fitting"].push_back(to_json(p));
-        j["not_fitting"].back()["does_not_fit"] = does_not_fit(p, cluster);
+      for (const Candidate& c : too_big) {
+        j["not_fitting"].push_back(to_json(c, cluster, report));
+        j["not_fitting"].back()["does_not_fit"] = does_not_fit(c.prediction, cluster);
       }
     }
     fmt::print("{}\n", j.dump(2));
   } else {
     const double n = static_cast<double>(parameter_count(base.model));
-    fmt::print("{} ({} parameters) on {} x {} = {} devices of {} ({}), global batch {} x "
-               "seq {}, {}\n",
-               base.model.name,
-               n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6), a.nodes,
-               cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
-               w.model.seq_len, w.precision);
+    const std::string params =
+        n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6);
+    std::string precisions;
+    for (Precision p : axes.precision)
+      precisions += (precisions.empty() ? "" : ",") + std::string(name_of(p));
+    if (axes.nodes.size() == 1) {
+      const std::int64_t world = cluster.devices_per_node * axes.nodes.front();
+      fmt::print("{} ({} parameters) on {} x {} = {} devices of {} ({}), global batch {} x "
+                 "seq {}, {}\n",
+                 base.model.name, params, axes.nodes.front(), cluster.devices_per_node, world,
+                 cluster.name, cluster.source, list_text(batches_seen), first.model.seq_len,
+                 precisions);
+    } else {
+      fmt::print("{} ({} parameters) on {} nodes of {} devices of {} ({}), global batch {} x seq "
+                 "{}, {}\n",
+                 base.model.name, params, list_text(axes.nodes), cluster.devices_per_node,
+                 cluster.name, cluster.source, list_text(batches_seen), first.model.seq_len,
+                 precisions);
+    }
     print_notes(chosen.notes);
     // Only a run described by flags alone takes the default; a config's value is the run's,
     // whether or not it equals the default.
-    if (a.global_batch == 0 && a.config.empty())
+    if (a.global_batch.empty() && a.grad_accum.empty() && a.config.empty())
       fmt::print("note: global batch {} sequences ({} tokens per step) is kintsugi's default, "
                  "not necessarily your run's: pass --global-batch (layouts and times depend on "
                  "it)\n",
-                 w.global_batch, w.global_batch * w.model.seq_len);
-    fmt::print("{} valid layouts, {} fit in {:.0f} GB per device\n\n", r.enumerated, r.fitting,
-               cluster.memory_gb);
-    if (!r.ranked.empty()) print_prediction_table(r.ranked, a.top);
-    if (r.ranked.empty() && !r.too_big.empty()) {
+                 first.global_batch, first.global_batch * first.model.seq_len);
+    if (objective == Objective::step && batches_seen.size() > 1)
+      fmt::print("note: ranked by step time, which favours the smaller global batches; "
+                 "--objective time ranks by the time to train a token budget\n");
+    if (tokens > 0) print_campaign_assumptions(base.model, first.model.seq_len, tokens, cluster);
+    fmt::print("{} valid layouts, {} fit in {:.0f} GB per device{}\n\n", enumerated, fitting,
+               cluster.memory_gb,
+               several ? fmt::format(" ({} searches), ranked by {}", searched, name_of(objective))
+                       : objective != Objective::step
+                             ? fmt::format(", ranked by {}", name_of(objective))
+                             : std::string());
+    if (!candidates.empty()) print_candidate_table(candidates, a.top, cluster, report);
+    if (several && !candidates.empty()) {
+      std::vector<Candidate> on_front;
+      for (std::size_t i : front) on_front.push_back(candidates[i]);
+      fmt::print("\nPareto front ({} layouts: none is beaten by another in time per token, "
+                 "devices{}; # is the rank above):\n",
+                 front.size(), cluster.has_power() ? " and energy per token" : "");
+      print_candidate_table(on_front, on_front.size(), cluster, report, front);
+    }
+    if (candidates.empty() && !too_big.empty()) {
       fmt::print("none fits; the smallest, predicted anyway:\n");
-      print_prediction_table(r.too_big, a.top);
-      for (std::size_t i = 0; i < std::min(a.top, r.too_big.size()); ++i)
-        fmt::print("{:>3} does not fit: {}\n", i + 1, does_not_fit(r.too_big[i], cluster));
+      print_candidate_table(too_big, a.top, cluster, report);
+      for (std::size_t i = 0; i < std::min(a.top, too_big.size()); ++i)
+        fmt::print("{:>3} does not fit: {}\n", i + 1, does_not_fit(too_big[i].prediction, cluster));
     }
   }
-  if (r.ranked.empty()) {
-    if (r.too_big.empty())
-      fail("no valid layout of {} on {} devices with global batch {}: change --nodes, "
-           "--global-batch or the pinned dimensions",
-           base.model.name, world, w.global_batch);
+  if (candidates.empty()) {
+    if (too_big.empty())
+      fail("no valid layout of {} on {} nodes of {} devices with global batch {}: change "
+           "--nodes, --global-batch or the pinned dimensions",
+           base.model.name, list_text(axes.nodes), cluster.devices_per_node,
+           list_text(batches_seen));
     fail("no layout fits in {:.0f} GB per device (the smallest, {}, needs {:.1f} GB): add nodes "
          "or allow more sharding",
-         cluster.memory_gb, describe(r.too_big.front().layout), r.too_big.front().memory.total() / 1e9);
+         cluster.memory_gb, describe(too_big.front().prediction.layout),
+         too_big.front().prediction.memory.total() / 1e9);
   }
   if (!a.write_config.empty()) {
-    data::write_text_file(a.write_config, layout_config_toml(base, r.ranked.front().layout));
+    const Candidate& best = candidates.front();
+    RunConfig c = base;
+    c.train.global_batch = best.workload.global_batch;
+    c.train.precision = best.workload.precision;
+    data::write_text_file(a.write_config, layout_config_toml(c, best.prediction.layout));
     if (!a.json)
       fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
-                 a.write_config, world, a.write_config);
+                 a.write_config, best.prediction.layout.world(), a.write_config);
   }
 }
 
-// An option that takes one whole number (--nodes, --ranks, --global-batch, --seq), checked here
-// so that a bad value gets one line naming the option: a comma-separated list, which only the
-// layout pins accept, is refused as such (more node counts mean one plan each).
+// An option that takes one whole number (--ranks, --seq), checked here so that a bad value gets
+// one line naming the option: a comma-separated list is refused as such.
 CLI::Option* one_number(CLI::App* cmd, const std::string& flag, std::int64_t& target,
                         std::int64_t minimum, const std::string& what) {
   auto parse = [flag, &target, minimum](const std::string& text) {
     if (text.find(',') != std::string::npos)
-      fail("{} takes one value, not a list ({}): only the layout pins (--tp, --pp, --dp, ...) "
-           "take lists; run plan once per value",
+      fail("{} takes one value, not a list ({}): --nodes, --global-batch, --precision and the "
+           "layout pins (--tp, --pp, ...) take lists; run plan once per value",
            flag, text);
     std::int64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -225,7 +489,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "Override a --config key, e.g. --set model.n_layer=4");
   cmd->add_option("--cluster", a->cluster,
                   "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, local, or a TOML file");
-  one_number(cmd, "--nodes", a->nodes, 1, "Nodes (one count)");
+  cmd->add_option("--nodes", a->nodes,
+                  "Nodes: one count, a list (12,16) or a range (8:64:x2, 8:64:8; "
+                  "docs/planner.md)");
   one_number(cmd, "--ranks", a->ranks, 0,
              "local cluster: ranks sharing this machine (default: cores; with --device "
              "cuda: visible GPUs)");
@@ -234,12 +500,33 @@ void add_plan_command(CLI::App& app) {
                   "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
                   "and its bandwidth; docs/planner.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  // 0 stands for "not given" in Args (the config's or preset's value), so a 0 written on the
-  // command line is refused rather than silently taken as the default.
-  one_number(cmd, "--global-batch", a->global_batch, 1, "Sequences per optimizer step")
+  cmd->add_option("--global-batch", a->global_batch,
+                  "Sequences per optimizer step: one, a list or a range")
       ->default_str("the config's, else 16");
+  cmd->add_option("--max-global-batch", a->max_global_batch,
+                  "Largest global batch the search may use (convergence; 0: no limit)");
+  cmd->add_option("--max-nodes", a->max_nodes, "Most nodes the search may use (0: no limit)");
+  cmd->add_option("--tokens", a->tokens,
+                  "Token budget of the campaign (e.g. 3.5e12): days, device- and node-hours, "
+                  "model FLOPs and energy per layout");
+  cmd->add_option("--tokens-per-param", a->tokens_per_param,
+                  "Or the budget in tokens per parameter (20: the compute-optimal rule the "
+                  "Frontier study's energy estimates take)");
+  cmd->add_option("--scaling", a->scaling,
+                  "Scaling curve over --nodes (two or more): strong (the global batch fixed) or "
+                  "weak (the batch grows with the nodes)")
+      ->check(CLI::IsMember({"strong", "weak"}));
+  cmd->add_option("--plot", a->plot, "With --scaling: write the efficiency curve as an SVG");
+  cmd->add_option("--objective", a->objective,
+                  "Rank by: step (time per step, default), time (to train a token budget), "
+                  "energy, device-hours")
+      ->check(CLI::IsMember({"step", "time", "energy", "device-hours"}));
+  // 0 stands for "not given" in Args (the model's value), so a 0 written on the command line is
+  // refused rather than silently taken as the default.
   one_number(cmd, "--seq", a->seq, 1, "Sequence length")->default_str("the model's");
-  cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: bf16 for presets)")
+  cmd->add_option("--precision", a->precision,
+                  "fp32, bf16 or fp16, or a list (default: bf16 for presets)")
+      ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")
       ->check(CLI::IsMember({"fp32", "param"}));
@@ -249,17 +536,25 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--memory", a->memory,
                 "Only the training state's memory (bytes per parameter; Korthikanti et al.'s 22B/175B/1T "
                 "table without --model)");
-  // Every pin takes one value or a comma-separated list of the values to try.
+  // Every pin takes one value or a comma-separated list of the values to try; the numeric
+  // pins also ranges (plan/value_list.hpp).
   auto pin = [cmd](const char* flag, auto& target, const char* what) {
     return cmd->add_option(flag, target, what)->delimiter(',');
   };
-  pin("--tp", a->tp, "Pin tensor parallelism (one value, or a list: --tp 2,4)");
-  pin("--pp", a->pp, "Pin pipeline stages (one or a list)");
-  pin("--dp", a->dp, "Pin data parallelism (one or a list)");
-  pin("--micro-batch", a->micro_batch, "Pin the micro-batch (one or a list)");
-  pin("--zero", a->zero, "Pin the ZeRO stage (one or a list: --zero 0,1)");
-  pin("--hsdp", a->hsdp, "Pin the hybrid-sharding group size (0: shard over all dp; one or a list)");
-  pin("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank (one or a list)");
+  auto number_pin = [cmd](const char* flag, std::string& target, const char* what) {
+    return cmd->add_option(flag, target, what);
+  };
+  number_pin("--tp", a->tp, "Pin tensor parallelism (one value, a list: --tp 2,4, or a range)");
+  number_pin("--pp", a->pp, "Pin pipeline stages (one, a list or a range)");
+  number_pin("--dp", a->dp, "Pin data parallelism (one, a list or a range)");
+  number_pin("--micro-batch", a->micro_batch, "Pin the micro-batch (one, a list or a range: 4:20)");
+  number_pin("--grad-accum", a->grad_accum,
+             "Pin micro-batches per replica and step (gradient accumulation); without "
+             "--global-batch the batches are micro-batch x accumulation x dp");
+  number_pin("--zero", a->zero, "Pin the ZeRO stage (one or a list: --zero 0,1)");
+  number_pin("--hsdp", a->hsdp,
+             "Pin the hybrid-sharding group size (0: shard over all dp; one or a list)");
+  number_pin("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank (one or a list)");
   pin("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved (one or a list)");
   pin("--recompute", a->recompute, "Pin recomputation: none, selective, full (one or a list)");
   pin("--sp", a->sp, "Pin sequence parallelism: on, off or on,off")

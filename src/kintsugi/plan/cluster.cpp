@@ -77,7 +77,7 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
 const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
       {"", {"name", "node", "device", "gemm", "intra_node", "inter_node", "package", "host",
-            "attention"}},
+            "attention", "power"}},
       {"node", {"devices"}},
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
@@ -87,6 +87,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
       {"host", {"step_overhead_ms"}},
       {"attention", {"tflops"}},
+      {"power", {"active_watts", "idle_watts"}},
   };
   return keys;
 }
@@ -110,7 +111,8 @@ void refuse_unknown_keys(const toml::table& t, const std::string& source) {
     fail("{}: `name` must be a string", source);
 }
 
-// The optional sections: [package] (a link tier inside the node), [host] and [attention].
+// The optional sections: [package] (a link tier inside the node), [host], [attention] and
+// [power].
 void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
@@ -138,6 +140,22 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
       fail("{}: `attention.tflops` = {} must be > 0 (leave [attention] out to run attention as "
            "GEMMs)",
            source, c.attention_tflops);
+  }
+  if (t.contains("power")) {
+    c.active_watts = number_at(t, "power.active_watts", source,
+                               "average watts per device over a training step");
+    if (!(c.active_watts > 0) || !std::isfinite(c.active_watts))
+      fail("{}: `power.active_watts` = {} must be a finite number > 0 (leave [power] out when "
+           "the device's power is unknown)",
+           source, c.active_watts);
+    // Idle is optional inside [power]: not every datasheet gives it.
+    if (t.at_path("power.idle_watts")) {
+      c.idle_watts = number_at(t, "power.idle_watts", source, "watts per idle device");
+      if (!(c.idle_watts > 0) || !std::isfinite(c.idle_watts) || c.idle_watts > c.active_watts)
+        fail("{}: `power.idle_watts` = {} must be a finite number > 0 and at most "
+             "`power.active_watts` = {}",
+             source, c.idle_watts, c.active_watts);
+    }
   }
 }
 
@@ -260,7 +278,12 @@ std::string to_toml(const ClusterSpec& c) {
               : std::string()) +
          (c.attention_tflops > 0
               ? fmt::format("\n[attention]\ntflops = {}\n", c.attention_tflops)
-              : std::string());
+              : std::string()) +
+         (c.has_power() ? fmt::format("\n[power]\nactive_watts = {}\n", c.active_watts) +
+                              (c.idle_watts > 0
+                                   ? fmt::format("idle_watts = {}\n", c.idle_watts)
+                                   : std::string())
+                        : std::string());
 }
 
 }  // namespace kintsugi

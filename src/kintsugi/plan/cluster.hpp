@@ -42,6 +42,13 @@ struct ClusterSpec {
   // them), for a kernel that does not run at the GEMM curve's efficiency (kintsugi's CUDA
   // attention runs on CUDA cores: docs/planner.md); 0: the attention core runs as GEMMs.
   double attention_tflops = 0;
+  // [power]: watts per device, for a campaign's energy (plan/campaign.hpp). active_watts is the
+  // average a device draws over a training step (its compute and its waits together, as the
+  // Frontier study averaged rocm-smi over iterations); idle_watts what it draws doing nothing
+  // (informational: the active average already contains the waits). 0: not given, the energy
+  // is unknown (never printed as 0).
+  double active_watts = 0, idle_watts = 0;
+  bool has_power() const { return active_watts > 0; }
 
   double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;

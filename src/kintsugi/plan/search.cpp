@@ -31,7 +31,8 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
       const std::int64_t dp = world / (tp * pp);
       if (!allowed(s.pp, pp) || !allowed(s.dp, dp) || w.global_batch % dp != 0) continue;
       for (std::int64_t mb : divisors(w.global_batch / dp, s.max_micro_batch)) {
-        if (!allowed(s.micro_batch, mb)) continue;
+        if (!allowed(s.micro_batch, mb) || !allowed(s.grad_accum, w.global_batch / (dp * mb)))
+          continue;
         // Schedules and chunks per rank: one-stage jobs run a one-stage 1F1B list.
         std::vector<std::pair<PipelineSchedule, std::int64_t>> schedules;
         if (pp == 1) {

@@ -14,6 +14,8 @@ namespace kintsugi {
 // 0,1`: a study's search space in one command).
 struct SearchSpace {
   std::vector<std::int64_t> tp, pp, dp, micro_batch, virtual_stages, hsdp;
+  // Micro-batches per replica and step (gradient accumulation: global batch / (mb x dp)).
+  std::vector<std::int64_t> grad_accum;
   std::vector<ZeroStage> zero;
   std::vector<PipelineSchedule> schedule;
   std::vector<Recompute> recompute;

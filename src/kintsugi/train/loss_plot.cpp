@@ -3,40 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/svg_plot.hpp"
 
 namespace kintsugi {
-
-namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
-  }
-  return out;
-}
-
-// A "nice" tick spacing (1, 2 or 5 times a power of ten) giving about `count` ticks.
-double tick_step(double span, int count) {
-  const double raw = span / count;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (raw <= m * power) return m * power;
-  return 10 * power;
-}
-
-}  // namespace
 
 void write_loss_svg(const std::string& path, const LossCurve& c) {
   constexpr double W = 800, H = 480, L = 70, R = 20, T = 40, B = 50;
@@ -60,14 +34,14 @@ void write_loss_svg(const std::string& path, const LossCurve& c) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n",
-      W, H, L, escape(c.title));
-  const double ys = tick_step(hi - lo, 6);
+      W, H, L, svg_escape(c.title));
+  const double ys = svg_tick_step(hi - lo, 6);
   for (double v = std::ceil(lo / ys) * ys; v <= hi; v += ys)
     svg += fmt::format(
         "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
         L, W - R, y(v), y(v), L - 6, y(v) + 4, v);
-  const double xs = std::max(1.0, tick_step(static_cast<double>(max_step), 8));
+  const double xs = std::max(1.0, svg_tick_step(static_cast<double>(max_step), 8));
   for (double s = 0; s <= max_step; s += xs)
     svg += fmt::format(
         "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
@@ -97,16 +71,7 @@ void write_loss_svg(const std::string& path, const LossCurve& c) {
       "<text x=\"{0}\" y=\"{2}\" fill=\"#d62728\">validation loss</text>\n</svg>\n",
       W - R - 120, T + 18, T + 34);
 
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << svg;
-  out.close();
-  if (!out) fail("cannot write the loss plot {}", path);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    fail("cannot write the loss plot {}: {}", path, std::strerror(error));
-  }
+  write_svg_file(path, svg, "loss plot");
 }
 
 void add_earlier_steps(LossCurve& curve, const std::string& metrics_path,
