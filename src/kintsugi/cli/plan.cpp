@@ -279,6 +279,10 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
 
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
+  // Checked before any work: a directory here would be reported written and hold nothing.
+  if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
+    fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
+         a.write_config, a.write_config);
   const RunConfig base = base_config(a);
   const Axes axes = axes_of(a, base);
   const SearchSpace space = space_of(a);
