@@ -96,6 +96,9 @@ RunConfig eval_config(const Args& args, int world) {
   const std::int64_t dp = p.dp > 0 ? p.dp : std::max<std::int64_t>(1, world / (p.tp * p.pp));
   config.train.micro_batch = args.micro_batch;
   config.train.global_batch = args.micro_batch * dp * p.pp;
+  if (!p.tensor_grid.empty())
+    fail("eval with parallel.tensor_grid: 3D tensor parallelism is not supported by eval yet; "
+         "evaluate the saved model with --tp or on one rank");
   resolve_layout(config, world);
   return config;
 }

@@ -20,6 +20,15 @@ void set_rank_threads(int threads, const MpiRuntime* mpi) {
   set_compute_threads(threads);
 }
 
+namespace {
+
+std::optional<GridShape> grid_shape(const std::vector<std::int64_t>& g) {
+  if (g.empty()) return std::nullopt;
+  return GridShape{static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])};
+}
+
+}  // namespace
+
 void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
                   const std::function<void(const Topology*)>& body,
                   const std::function<void(Communicator& world)>& agree) {
@@ -35,7 +44,8 @@ void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
                            .dp = static_cast<int>(config.parallel.dp),
                            .pp = static_cast<int>(config.parallel.pp),
                            .order = config.parallel.order,
-                           .hsdp = static_cast<int>(config.parallel.hsdp)});
+                           .hsdp = static_cast<int>(config.parallel.hsdp),
+                           .grid = grid_shape(config.parallel.tensor_grid)});
   try {
     body(&topology);
   } catch (const Error& e) {

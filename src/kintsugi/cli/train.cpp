@@ -2,6 +2,8 @@
 // an MPI job (mpirun / srun).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -32,8 +34,25 @@ struct Args {
       device, tensorboard;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
+  std::string tensor_grid;
   bool sequence_parallel = false, help_config = false, overwrite = false;
 };
+
+// --tensor-grid X,Y,Z as the override parallel.tensor_grid = [X, Y, Z].
+std::string tensor_grid_override(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t comma; (comma = text.find(',', begin)) != std::string::npos; begin = comma + 1)
+    parts.push_back(text.substr(begin, comma - begin));
+  parts.push_back(text.substr(begin));
+  const bool numbers = parts.size() == 3 && std::all_of(parts.begin(), parts.end(), [](auto& p) {
+    return !p.empty() && p.size() < 7 && std::all_of(p.begin(), p.end(), ::isdigit) &&
+           std::stoi(p) >= 1;
+  });
+  if (!numbers)
+    fail("--tensor-grid {} must be three whole numbers of at least 1, X,Y,Z (e.g. 2,2,1)", text);
+  return fmt::format("parallel.tensor_grid=[{}, {}, {}]", parts[0], parts[1], parts[2]);
+}
 
 // The command-line flags as config overrides, after the --set ones (so that flags win).
 std::vector<std::string> flag_overrides(const Args& args) {
@@ -42,6 +61,7 @@ std::vector<std::string> flag_overrides(const Args& args) {
   if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
   if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
   if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
+  if (!args.tensor_grid.empty()) overrides.push_back(tensor_grid_override(args.tensor_grid));
   if (!args.schedule.empty())
     overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
   if (args.virtual_stages)
@@ -78,6 +98,10 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
+    if (!config.parallel.tensor_grid.empty() && (!args.resume.empty() || !args.init_from.empty()))
+      fail("--tensor-grid with {}: loading weights into a 3D tensor-parallel layout is not "
+           "supported yet (train it, then use the saved model)",
+           args.resume.empty() ? "--init-from" : "--resume");
     const unsigned cores = std::thread::hardware_concurrency();
     if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
       fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
@@ -193,6 +217,9 @@ void add_train_command(CLI::App& app) {
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
+  cmd->add_option("--tensor-grid", args->tensor_grid,
+                  "3D tensor parallelism (AxoNN): X,Y,Z ranks per grid dimension, X*Y*Z = tp "
+                  "(implies --tp; parallel.tensor_grid)");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");
   cmd->callback([args] {
     if (args->help_config) {
