@@ -462,9 +462,10 @@ void resolve_layout(RunConfig& c, int world) {
     // The grid implies tp; a tp given as well must agree.
     const std::int64_t product = p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
     if (p.tp != 1 && p.tp != product)
-      fail("--tensor-grid {},{},{} has {} ranks but --tp is {}: drop --tp (the grid implies it) "
-           "or make them agree",
-           p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2], product, p.tp);
+      fail("--tensor-grid {},{},{} has {} rank{} but --tp is {}: drop --tp (the grid implies "
+           "it) or make them agree",
+           p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2], product, product == 1 ? "" : "s",
+           p.tp);
     p.tp = product;
   }
   if (p.dp == 0) {

@@ -88,13 +88,15 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
     for (int e = 0; e < p.size(); ++e) {
       const ParamEntry& entry = p.entry(e);
       if (entry.spec.sequence_parallel_grad) shape.sp_grad_elements += entry.local_shape.numel();
+      if (entry.spec.depth_partial_grad) shape.depth_grad_elements += entry.local_shape.numel();
       if (chunks > 1 && c.model.tied_embeddings() && entry.spec.name == "embedding.token.weight")
         shape.tied_embedding_elements += entry.local_shape.numel();
     }
   }
   return step_comm_bytes(c.model,
                          {.tp = c.parallel.tp, .dp = c.parallel.dp,
-                          .sequence_parallel = c.parallel.sequence_parallel},
+                          .sequence_parallel = c.parallel.sequence_parallel,
+                          .tensor_grid = c.parallel.tensor_grid},
                          shape);
 }
 
@@ -116,9 +118,13 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     state.parameters += s.parameters;
     state.gradients += s.gradients;
     state.optimizer_state += s.optimizer_state;
-    const ActivationShape shape{.micro_batch = c.train.micro_batch,
+    // 3D tensor parallelism: a rank holds its z's share of the sequences, whole rows of the
+    // residual stream and norms, and its y's heads and MLP columns (docs/parallelism.md) -- the
+    // 1D formula with tp = y on micro_batch / z sequences.
+    const auto& grid = c.parallel.tensor_grid;
+    const ActivationShape shape{.micro_batch = c.train.micro_batch / (grid.empty() ? 1 : grid[2]),
                                 .seq = c.model.seq_len,
-                                .tp = c.parallel.tp,
+                                .tp = grid.empty() ? c.parallel.tp : grid[1],
                                 .sequence_parallel = c.parallel.sequence_parallel,
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),

@@ -1,0 +1,74 @@
+# 3D tensor parallelism (--tensor-grid X,Y,Z; docs/parallelism.md): representative grids train
+# the tiny 4-layer GPT of mpi_tests.cmake and must match the serial run's losses and weights
+# (relative 1e-5), move exactly the bytes of plan/comm_volume.hpp and hold the memory of
+# plan/memory.hpp. A grid with z > 1 splits each micro-batch's sequences over z, so those runs
+# use 2 sequences per micro-batch and a serial reference with the same micro-batch (validation
+# reads eval_batches x micro_batch windows). The other grids and layouts are in
+# bench/tensor_grid_layouts.sh.
+add_test(NAME mpi.serial_reference_mb2
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.micro_batch=2
+                 --out ${MPI_OUT}/serial_mb2 --overwrite)
+set_tests_properties(mpi.serial_reference_mb2 PROPERTIES FIXTURES_SETUP serial_mb2_run)
+
+function(mpi_grid_test name ranks reference)
+  add_test(NAME mpi.grid_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} grid_${name} ${ranks} ${MICRO_RUN} ${ARGN})
+  set_tests_properties(mpi.grid_${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
+                                                   PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+# 1 x 2 x 1 is Megatron's 1D layout over y; 2 x 1 x 1 its transpose (heads whole, attention
+# replicated over x); 1 x 1 x 2 shards every weight over z and splits the sequences.
+mpi_grid_test(1x2x1 2 serial --tensor-grid 1,2,1)
+mpi_grid_test(2x1x1 2 serial --tensor-grid 2,1,1)
+mpi_grid_test(1x1x2 2 serial_mb2 --tensor-grid 1,1,2 --set train.micro_batch=2)
+mpi_grid_test(2x2x1 4 serial --tensor-grid 2,2,1)
+mpi_grid_test(1x2x2 4 serial_mb2 --tensor-grid 1,2,2 --set train.micro_batch=2)
+mpi_grid_test(2x1x2 4 serial_mb2 --tensor-grid 2,1,2 --set train.micro_batch=2)
+mpi_grid_test(2x1x1_dp2 4 serial --tensor-grid 2,1,1 --dp 2)
+mpi_grid_test(1x1x2_dp2 4 serial_mb2 --tensor-grid 1,1,2 --dp 2 --set train.micro_batch=2)
+
+# What 3D tensor parallelism refuses, each with one line before any work.
+function(grid_refused name ranks pattern)
+  add_test(NAME mpi.error.grid_${name}
+           COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
+                   ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
+                   ${MICRO_RUN} --out ${MPI_OUT}/grid_refused ${ARGN})
+  set_tests_properties(mpi.error.grid_${name} PROPERTIES PROCESSORS ${ranks} TIMEOUT 60)
+endfunction()
+grid_refused(pp 4 "--tensor-grid 2,1,1 with --pp 2: pipeline parallelism with 3D tensor"
+             --tensor-grid 2,1,1 --pp 2)
+grid_refused(micro_batch 2 "train.micro_batch = 1 must be a multiple of 2"
+             --tensor-grid 1,1,2)
+grid_refused(heads 3 "model.n_head = 4 .* must be divisible by the grid's y = 3"
+             --tensor-grid 1,3,1)
+
+# The same on one process (a 1 x 1 x 1 grid is a single rank: the serial layout).
+set(GRID_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh)
+function(grid_refused_serial name pattern)
+  add_test(NAME cli.error.grid_${name}
+           COMMAND ${GRID_EXPECT_ERROR} "${pattern}" $<TARGET_FILE:kintsugi> ${ARGN})
+endfunction()
+set(GRID_TINY train --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
+              --out ${MPI_OUT}/grid_refused_serial)
+grid_refused_serial(malformed "--tensor-grid 2,2 must be three whole numbers"
+                    ${GRID_TINY} --tensor-grid 2,2)
+grid_refused_serial(tp_disagrees "--tensor-grid 1,1,1 has 1 rank but --tp is 2"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --tp 2)
+grid_refused_serial(sequence_parallel "with --sequence-parallel: 3D tensor parallelism"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --sequence-parallel)
+grid_refused_serial(zero "with --zero 1: ZeRO with 3D tensor parallelism is not supported yet"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --zero 1)
+grid_refused_serial(llama "supports the gpt2 family only so far, not model.family = .llama."
+                    train --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
+                    --out ${MPI_OUT}/grid_refused_serial --tensor-grid 1,1,1)
+grid_refused_serial(recompute "train.recompute = .selective. with 3D tensor parallelism is not"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --recompute selective)
+grid_refused_serial(bf16 "train.precision = .bf16. .mixed precision. with 3D tensor"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --precision bf16)
+grid_refused_serial(save_every "train.save_every .training checkpoints. with 3D tensor"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --save-every 1)
+grid_refused_serial(resume "--tensor-grid with --resume: loading weights into a 3D"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --resume auto)
