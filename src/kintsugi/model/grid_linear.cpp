@@ -85,13 +85,13 @@ void GridLinear::forward(const Tensor& x, const Tensor& y, const GridWorkspace& 
 }
 
 void GridLinear::backward(const Tensor& dy, const Tensor& x, const Tensor* dx,
-                          const GridWorkspace& ws) const {
+                          const GridWorkspace& ws, bool accumulate_dx, bool reduce_dx) const {
   Backend& be = ctx_.backend;
   auto& p = ctx_.params;
   const Tensor w = block(ws);
   if (dx) {
-    be.linear_backward_input(dy, w, *dx, false);
-    if (outer().size() > 1) outer().all_reduce(*dx);
+    be.linear_backward_input(dy, w, *dx, accumulate_dx);
+    if (reduce_dx && outer().size() > 1) outer().all_reduce(*dx);
   }
   // Weight and bias gradients are written together, so they share one accumulate flag.
   const bool acc = p.accumulate_grad(w_);

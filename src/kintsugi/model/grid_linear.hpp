@@ -49,8 +49,11 @@ class GridLinear {
                                      Role role);
   // y [rows, out / outer] = reduced x W^T + b, x [rows, in / inner].
   void forward(const Tensor& x, const Tensor& y, const GridWorkspace& ws) const;
-  // Parameter gradients, and with dx the reduced input gradient (overwritten).
-  void backward(const Tensor& dy, const Tensor& x, const Tensor* dx, const GridWorkspace& ws) const;
+  // Parameter gradients, and with dx the input gradient: overwritten (or with accumulate_dx
+  // added to), then all-reduced over the outer dimension unless reduce_dx is false (SwiGLU's
+  // gate leaves its partial sum for the up projection to add to and reduce once).
+  void backward(const Tensor& dy, const Tensor& x, const Tensor* dx, const GridWorkspace& ws,
+                bool accumulate_dx = false, bool reduce_dx = true) const;
 
  private:
   Tensor block(const GridWorkspace& ws) const;  // the weight block, gathered over z if sharded

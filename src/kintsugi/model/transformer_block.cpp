@@ -42,8 +42,10 @@ TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int 
   }
   ln2_.emplace(ctx, p + ".ln2", c.d_model, c.norm_eps, c.rms_norm());
   if (ctx.grid) {
-    KINTSUGI_ASSERT(!c.gated_mlp());  // refused by layout_problem
+    // SwiGLU's gate and up are both entry layers: matching columns on each y rank.
     grid_fc_.emplace(ctx, fc, c.d_model, c.d_ff, Role::entry, c.init_std, b);
+    if (c.gated_mlp())
+      grid_up_.emplace(ctx, p + ".mlp.up", c.d_model, c.d_ff, Role::entry, c.init_std, b);
     grid_fc2_.emplace(ctx, fc2, c.d_ff, c.d_model, Role::exit, residual_std, b);
     return;
   }
@@ -321,15 +323,22 @@ void TransformerBlock::forward_grid(int slot, const Tensor& x, const Tensor& y,
   ln1_.forward(x, s.ln1, s.ln1_mean, s.ln1_rstd);
   grid_qkv_->forward(slice(s.ln1), s.qkv, g);
   const AttentionShape shape = this->shape(slot);
+  if (config_.is_llama()) be.rope(shape, s.qkv, config_.rope_theta, false);
   be.attention_forward(shape, s.qkv, s.attn, s.lse);
   const Tensor attn_out = cols.whole() ? s.mid : g.out;
   grid_proj_->forward(s.attn, attn_out, g);
   cols.gather(attn_out, s.mid, g);
   be.add(x, s.mid, s.mid);
-  // MLP half: fc's output holds this y's columns; the GELU runs on them where they are.
+  // MLP half: fc's output holds this y's columns; the GELU (SwiGLU) runs on them where they are.
   ln2_->forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
-  grid_fc_->forward(slice(s.ln2), s.fc, g);
-  be.gelu_forward(s.fc, s.act);
+  const Tensor in2 = slice(s.ln2);
+  grid_fc_->forward(in2, s.fc, g);
+  if (grid_up_) {
+    grid_up_->forward(in2, s.up, g);
+    be.swiglu_forward(s.fc, s.up, s.act);
+  } else {
+    be.gelu_forward(s.fc, s.act);
+  }
   const Tensor mlp_out = cols.whole() ? y : g.out;
   grid_fc2_->forward(s.act, mlp_out, g);
   cols.gather(mlp_out, y, g);
@@ -352,13 +361,22 @@ void TransformerBlock::backward_grid(int slot, const Tensor& x, const Tensor& d_
   const AttentionShape shape = this->shape(slot);
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   grid_fc2_->backward(slice(d_residual, g.d_out), s.act, &g.d_act, g);
-  be.gelu_backward(s.fc, g.d_act, ws.d_fc);
-  grid_fc_->backward(ws.d_fc, slice(s.ln2, g.in), &d_in, g);
+  const Tensor in2 = slice(s.ln2, g.in);
+  if (grid_up_) {
+    // The input gradient of gate and up, summed before its one reduction over y.
+    be.swiglu_backward(s.fc, s.up, g.d_act, ws.d_fc, ws.d_up);
+    grid_fc_->backward(ws.d_fc, in2, &d_in, g, false, false);
+    grid_up_->backward(ws.d_up, in2, &d_in, g, true);
+  } else {
+    be.gelu_backward(s.fc, g.d_act, ws.d_fc);
+    grid_fc_->backward(ws.d_fc, in2, &d_in, g);
+  }
   cols.gather(d_in, ws.d_norm_full, g);
   ln2_->backward(ws.d_norm_full, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
   grid_proj_->backward(slice(d_residual, g.d_out), s.attn, &ws.d_attn, g);
   be.attention_backward(shape, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
+  if (config_.is_llama()) be.rope(shape, ws.d_qkv, config_.rope_theta, true);
   grid_qkv_->backward(ws.d_qkv, slice(s.ln1, g.in), &d_in, g);
   cols.gather(d_in, ws.d_norm_full, g);
   ln1_.backward(ws.d_norm_full, x, s.ln1_mean, s.ln1_rstd, d_residual);

@@ -115,6 +115,7 @@ class TransformerBlock {
   std::optional<Linear> fc_;
   std::optional<GridLinear> grid_fc_;
   std::unique_ptr<Linear> up_;  // SwiGLU's up projection (Llama)
+  std::optional<GridLinear> grid_up_;
   std::optional<Linear> fc2_;
   std::optional<GridLinear> grid_fc2_;
   // A norm's output over all token rows: the saved tensor itself, or with sequence

@@ -72,10 +72,6 @@ std::string grid_problem(const ModelConfig& m, const LayoutSpec& l) {
   const std::int64_t gx = g[0], gy = g[1], gz = g[2];
   if (gx * gy * gz != l.tp)
     return fmt::format("{} has {} ranks but tp = {}", grid, gx * gy * gz, l.tp);
-  if (m.family != Family::gpt2)
-    return fmt::format("{}: 3D tensor parallelism supports the gpt2 family only so far, not "
-                       "model.family = \"{}\"; use --tp for 1D tensor parallelism",
-                       grid, name_of(m.family));
   if (l.sequence_parallel)
     return fmt::format("{} with --sequence-parallel: 3D tensor parallelism already splits the "
                        "token rows over z, and sequence parallelism is defined for 1D tensor "

@@ -28,15 +28,21 @@ void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   const double d = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
   const double qkv = static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim());
-  const double block = (qkv + d + 2 * f) * d / static_cast<double>(plane);
+  const double fc_layers = m.gated_mlp() ? 2 : 1;  // SwiGLU: gate and up
+  const double block = (qkv + d + (fc_layers + 1) * f) * d / static_cast<double>(plane);
   const double x = static_cast<double>(gx), y = static_cast<double>(gy);
-  out["grid_z.all_gather"] = mb * blocks * 2 * ring_all_gather_bytes(block * pb, gz);
+  // Full recomputation reruns each block's forward, and its collectives, in backward.
+  const double forwards = s.recompute_full ? 2 : 1;
+  out["grid_z.all_gather"] = mb * blocks * (forwards + 1) * ring_all_gather_bytes(block * pb, gz);
   out["grid_z.reduce_scatter"] = mb * blocks * ring_reduce_scatter_bytes(block * eb, gz);
   out["grid_z.all_reduce"] = ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
   out["grid_x.all_reduce"] =
-      mb * blocks * ring_all_reduce_bytes(rows * (qkv + f + d + f) / y * a, gx);
-  out["grid_x.all_gather"] = mb * blocks * 4 * ring_all_gather_bytes(rows * d * a, gx);
-  out["grid_y.all_reduce"] = mb * blocks * 4 * ring_all_reduce_bytes(rows * d / x * a, gy);
+      mb * blocks *
+      ring_all_reduce_bytes(rows * (forwards * (qkv + fc_layers * f) + d + f) / y * a, gx);
+  out["grid_x.all_gather"] =
+      mb * blocks * (2 * forwards + 2) * ring_all_gather_bytes(rows * d * a, gx);
+  out["grid_y.all_reduce"] =
+      mb * blocks * (2 * forwards + 2) * ring_all_reduce_bytes(rows * d / x * a, gy);
   // The embedding's lookup (forward) and the head's input gradient (backward), and the loss's
   // three numbers per row, over the plane.
   const double boundaries = (s.embedding ? 1 : 0) + (s.head ? 1 : 0);

@@ -20,11 +20,11 @@
 //
 // 3D tensor parallelism on a Gx x Gy x Gz grid (docs/parallelism.md, "3D tensor parallelism";
 // Singh et al., arXiv 2305.13525), per micro-batch with R = micro_batch seq / Gz rows per rank
-// and per block, whose four weight blocks W_qkv, W_proj, W_fc, W_fc2 together hold
-// B = (qkv + d + 2 d_ff) d / (Gx Gy) elements:
+// and per block, whose weight blocks W_qkv, W_proj, W_fc (SwiGLU: W_gate and W_up), W_fc2 together
+// hold B = (qkv + d + (k + 1) d_ff) d / (Gx Gy) elements (k = 2 with SwiGLU, else 1):
 //   grid_z   all-gather of every block before its forward and again before its backward
 //            (2 B parameter elements), reduce-scatter of its gradient (B gradient elements)
-//   grid_x   forward: all-reduce of the entry layers' outputs, R (qkv + d_ff) / Gy, and
+//   grid_x   forward: all-reduce of the entry layers' outputs, R (qkv + k d_ff) / Gy, and
 //            all-gather of the exit layers' output slices back to whole rows (2 R d gathered);
 //            backward: all-reduce of the exit layers' input gradients R (d + d_ff) / Gy and
 //            all-gather of the entry layers' input gradients (2 R d gathered)
@@ -33,7 +33,7 @@
 //   grid_xy  the vocabulary-parallel embedding and loss over the Gx Gy plane, as 1D tensor
 //            parallelism's embedding, head and loss terms over R rows
 // and once per step grid_z all-reduces the gradients of everything replicated over z (the
-// parameters other than the four weight blocks).
+// parameters other than the weight blocks). Full recomputation repeats the forward terms.
 #include <cstdint>
 #include <vector>
 #include <map>
