@@ -30,6 +30,59 @@ mpi_grid_test(2x1x2 4 serial_mb2 --tensor-grid 2,1,2 --set train.micro_batch=2)
 mpi_grid_test(2x1x1_dp2 4 serial --tensor-grid 2,1,1 --dp 2)
 mpi_grid_test(1x1x2_dp2 4 serial_mb2 --tensor-grid 1,1,2 --dp 2 --set train.micro_batch=2)
 
+# Mixed precision against the serial run in the same precision, at the bars of the 1D layouts
+# (mpi_tests.cmake): losses to 1e-4, weights to 0.2 of their scale for GPT in bf16 (its logits
+# are bf16), 0.1 in fp16.
+add_test(NAME mpi.serial_fp16_reference_mb2
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} ${FP16_RUN} --set train.micro_batch=2
+                 --out ${MPI_OUT}/serial_fp16_mb2 --overwrite)
+set_tests_properties(mpi.serial_fp16_reference_mb2 PROPERTIES FIXTURES_SETUP serial_fp16_mb2_run)
+foreach(case "2x2x1_bf16;serial_bf16;0.2;--tensor-grid;2,2,1;${BF16_RUN}"
+             "1x2x2_fp16;serial_fp16_mb2;0.1;--tensor-grid;1,2,2;--set;train.micro_batch=2;${FP16_RUN}")
+  list(POP_FRONT case name reference weight_rtol)
+  add_test(NAME mpi.grid_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=1e-4
+                   WEIGHT_RTOL=${weight_rtol}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} grid_${name} 4 ${MICRO_RUN} ${case})
+  set_tests_properties(mpi.grid_${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
+                       PROCESSORS 4 TIMEOUT 300)
+endforeach()
+
+# Llama (grouped-query attention with one kv head per y rank, RoPE, SwiGLU) and BLOOM (ALiBi
+# slopes of each y rank's own heads, embedding norm), with recomputation: full recomputation is
+# bit-identical to the same grid without it.
+function(grid_family_test family name ranks reference)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.grid_${family}_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=${GRID_RTOL}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} grid_${family}_${name} ${ranks}
+                   ${${FAMILY}_RUN} ${ARGN})
+  set_tests_properties(mpi.grid_${family}_${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
+                       PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+foreach(family llama bloom)
+  string(TOUPPER ${family} FAMILY)
+  add_test(NAME mpi.${family}_serial_reference_mb2
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${${FAMILY}_RUN} --set train.micro_batch=2
+                   --out ${MPI_OUT}/${family}_serial_mb2 --overwrite)
+  set_tests_properties(mpi.${family}_serial_reference_mb2 PROPERTIES
+                       FIXTURES_SETUP ${family}_serial_mb2_run)
+endforeach()
+set(GRID_RTOL 1e-5)
+grid_family_test(llama 2x2x1 4 llama_serial --tensor-grid 2,2,1)
+grid_family_test(llama 2x1x2 4 llama_serial_mb2 --tensor-grid 2,1,2 --set train.micro_batch=2)
+set_tests_properties(mpi.grid_llama_2x1x2 PROPERTIES FIXTURES_SETUP grid_llama_2x1x2_run)
+grid_family_test(bloom 1x2x2 4 bloom_serial_mb2 --tensor-grid 1,2,2 --set train.micro_batch=2)
+grid_family_test(bloom 2x2x1_recompute_selective 4 bloom_serial --tensor-grid 2,2,1
+                 --recompute selective)
+set(GRID_RTOL 0)
+grid_family_test(llama 2x1x2_recompute_full 4 grid_llama_2x1x2 --tensor-grid 2,1,2
+                 --set train.micro_batch=2 --recompute full)
+
 # What 3D tensor parallelism refuses, each with one line before any work.
 function(grid_refused name ranks pattern)
   add_test(NAME mpi.error.grid_${name}
@@ -61,13 +114,8 @@ grid_refused_serial(sequence_parallel "with --sequence-parallel: 3D tensor paral
                     ${GRID_TINY} --tensor-grid 1,1,1 --sequence-parallel)
 grid_refused_serial(zero "with --zero 1: ZeRO with 3D tensor parallelism is not supported yet"
                     ${GRID_TINY} --tensor-grid 1,1,1 --zero 1)
-grid_refused_serial(llama "supports the gpt2 family only so far, not model.family = .llama."
-                    train --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml
-                    --out ${MPI_OUT}/grid_refused_serial --tensor-grid 1,1,1)
-grid_refused_serial(recompute "train.recompute = .selective. with 3D tensor parallelism is not"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --recompute selective)
-grid_refused_serial(bf16 "train.precision = .bf16. .mixed precision. with 3D tensor"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --precision bf16)
+grid_refused_serial(cuda "train.device = .cuda. with 3D tensor parallelism is not supported"
+                    ${GRID_TINY} --tensor-grid 1,1,1 --device cuda)
 grid_refused_serial(save_every "train.save_every .training checkpoints. with 3D tensor"
                     ${GRID_TINY} --tensor-grid 1,1,1 --save-every 1)
 grid_refused_serial(resume "--tensor-grid with --resume: loading weights into a 3D"

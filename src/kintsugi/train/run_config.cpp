@@ -488,8 +488,6 @@ void resolve_layout(RunConfig& c, int world) {
     auto refuse = [&](const std::string& what) {
       fail("{}: {} with 3D tensor parallelism is not supported yet", grid, what);
     };
-    if (c.train.precision != Precision::fp32)
-      refuse(fmt::format("train.precision = \"{}\" (mixed precision)", name_of(c.train.precision)));
     if (c.train.device != Device::cpu) refuse("train.device = \"cuda\"");
     if (c.data.document_attention) refuse("data.document_attention");
     if (c.train.save_every > 0) refuse("train.save_every (training checkpoints)");
