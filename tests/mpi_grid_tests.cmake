@@ -116,7 +116,29 @@ grid_refused_serial(zero "with --zero 1: ZeRO with 3D tensor parallelism is not 
                     ${GRID_TINY} --tensor-grid 1,1,1 --zero 1)
 grid_refused_serial(cuda "train.device = .cuda. with 3D tensor parallelism is not supported"
                     ${GRID_TINY} --tensor-grid 1,1,1 --device cuda)
-grid_refused_serial(save_every "train.save_every .training checkpoints. with 3D tensor"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --save-every 1)
-grid_refused_serial(resume "--tensor-grid with --resume: loading weights into a 3D"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --resume auto)
+
+# Training checkpoints of a grid (pieces split in both dimensions of a weight: "cols_begin"):
+# resumed in the same grid bit for bit, resharded to the serial layout, from the serial layout,
+# and to another grid (losses and weights within 1e-5 of the run that never moved); exported to
+# Hugging Face safetensors with the same bytes as the run's gathered model.
+set(GRID_CKPT ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint)
+function(grid_resume_test name rtol writer reader processors)
+  add_test(NAME ckpt.grid_${name}
+           COMMAND ${CMAKE_COMMAND} -E env RTOL=${rtol}
+                   ${GRID_CKPT}/resume.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${MPI_OUT}/grid_checkpoints ${name} ${writer} ${reader} ${MICRO_RUN} ${ARGN})
+  set_tests_properties(ckpt.grid_${name} PROPERTIES PROCESSORS ${processors} TIMEOUT 300)
+endfunction()
+grid_resume_test(exact_2x1x2 0 "4 --tensor-grid 2,1,2" "4 --tensor-grid 2,1,2" 4
+                 --set train.micro_batch=2)
+set_tests_properties(ckpt.grid_exact_2x1x2 PROPERTIES FIXTURES_SETUP grid_checkpoint)
+grid_resume_test(reshard_2x1x2_to_serial 1e-5 "4 --tensor-grid 2,1,2" "1" 4
+                 --set train.micro_batch=2)
+grid_resume_test(reshard_serial_to_2x2x1 1e-5 "1" "4 --tensor-grid 2,2,1" 4)
+grid_resume_test(reshard_2x2x1_to_1x2x2 1e-5 "4 --tensor-grid 2,2,1" "4 --tensor-grid 1,2,2" 4
+                 --set train.micro_batch=2)
+add_test(NAME ckpt.grid_export_from_checkpoint
+         COMMAND ${GRID_CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/grid_checkpoints/exact_2x1x2/full ${MPI_OUT}/grid_checkpoints)
+set_tests_properties(ckpt.grid_export_from_checkpoint PROPERTIES FIXTURES_REQUIRED grid_checkpoint
+                                                                 TIMEOUT 60)

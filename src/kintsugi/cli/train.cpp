@@ -98,10 +98,6 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
-    if (!config.parallel.tensor_grid.empty() && (!args.resume.empty() || !args.init_from.empty()))
-      fail("--tensor-grid with {}: loading weights into a 3D tensor-parallel layout is not "
-           "supported yet (train it, then use the saved model)",
-           args.resume.empty() ? "--init-from" : "--resume");
     const unsigned cores = std::thread::hardware_concurrency();
     if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
       fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "

@@ -490,7 +490,6 @@ void resolve_layout(RunConfig& c, int world) {
     };
     if (c.train.device != Device::cpu) refuse("train.device = \"cuda\"");
     if (c.data.document_attention) refuse("data.document_attention");
-    if (c.train.save_every > 0) refuse("train.save_every (training checkpoints)");
   }
 }
 

@@ -442,12 +442,6 @@ class TrainingRun {
 
   // A training checkpoint of the state after `step` (the weights and optimizer state now).
   void save_checkpoint(std::int64_t step) {
-    // Their pieces would need a second split dimension (train.save_every is refused up front;
-    // this is the stop signal's save).
-    if (place_.grid)
-      fail("training checkpoints of a 3D tensor-parallel layout (parallel.tensor_grid) are not "
-           "supported yet: nothing saved at step {}",
-           step);
     const TrainProgress progress{.step = step,
                                  .optimizer_steps = model_.state(0).optimizer().steps_taken(),
                                  .loss_scaler = model_.loss_scaler().state(),
