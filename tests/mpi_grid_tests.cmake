@@ -29,6 +29,11 @@ mpi_grid_test(1x2x2 4 serial_mb2 --tensor-grid 1,2,2 --set train.micro_batch=2)
 mpi_grid_test(2x1x2 4 serial_mb2 --tensor-grid 2,1,2 --set train.micro_batch=2)
 mpi_grid_test(2x1x1_dp2 4 serial --tensor-grid 2,1,1 --dp 2)
 mpi_grid_test(1x1x2_dp2 4 serial_mb2 --tensor-grid 1,1,2 --dp 2 --set train.micro_batch=2)
+# The fourth dimension's sharding, and pipeline stages of grids.
+mpi_grid_test(2x1x1_dp2_zero1 4 serial --tensor-grid 2,1,1 --dp 2 --zero 1)
+mpi_grid_test(1x1x2_dp2_zero3 4 serial_mb2 --tensor-grid 1,1,2 --dp 2 --zero 3
+              --set train.micro_batch=2)
+mpi_grid_test(2x1x1_pp2 4 serial --tensor-grid 2,1,1 --pp 2)
 
 # Mixed precision against the serial run in the same precision, at the bars of the 1D layouts
 # (mpi_tests.cmake): losses to 1e-4, weights to 0.2 of their scale for GPT in bf16 (its logits
@@ -91,8 +96,6 @@ function(grid_refused name ranks pattern)
                    ${MICRO_RUN} --out ${MPI_OUT}/grid_refused ${ARGN})
   set_tests_properties(mpi.error.grid_${name} PROPERTIES PROCESSORS ${ranks} TIMEOUT 60)
 endfunction()
-grid_refused(pp 4 "--tensor-grid 2,1,1 with --pp 2: pipeline parallelism with 3D tensor"
-             --tensor-grid 2,1,1 --pp 2)
 grid_refused(micro_batch 2 "train.micro_batch = 1 must be a multiple of 2"
              --tensor-grid 1,1,2)
 grid_refused(heads 3 "model.n_head = 4 .* must be divisible by the grid's y = 3"
@@ -112,8 +115,6 @@ grid_refused_serial(tp_disagrees "--tensor-grid 1,1,1 has 1 rank but --tp is 2"
                     ${GRID_TINY} --tensor-grid 1,1,1 --tp 2)
 grid_refused_serial(sequence_parallel "with --sequence-parallel: 3D tensor parallelism"
                     ${GRID_TINY} --tensor-grid 1,1,1 --sequence-parallel)
-grid_refused_serial(zero "with --zero 1: ZeRO with 3D tensor parallelism is not supported yet"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --zero 1)
 grid_refused_serial(cuda "train.device = .cuda. with 3D tensor parallelism is not supported"
                     ${GRID_TINY} --tensor-grid 1,1,1 --device cuda)
 
@@ -142,3 +143,20 @@ add_test(NAME ckpt.grid_export_from_checkpoint
                  ${MPI_OUT}/grid_checkpoints/exact_2x1x2/full ${MPI_OUT}/grid_checkpoints)
 set_tests_properties(ckpt.grid_export_from_checkpoint PROPERTIES FIXTURES_REQUIRED grid_checkpoint
                                                                  TIMEOUT 60)
+
+# Document attention on a grid (each z rank derives its own sequences' document starts), and
+# `kintsugi eval --tensor-grid` of the serial run's saved model.
+add_test(NAME mpi.serial_reference_documents_mb2
+         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set train.micro_batch=2
+                 --set data.document_attention=true --set data.eod_id=13
+                 --out ${MPI_OUT}/serial_documents_mb2 --overwrite)
+set_tests_properties(mpi.serial_reference_documents_mb2 PROPERTIES
+                     FIXTURES_SETUP serial_documents_mb2_run)
+mpi_grid_test(2x1x2_documents 4 serial_documents_mb2 --tensor-grid 2,1,2
+              --set train.micro_batch=2 --set data.document_attention=true --set data.eod_id=13)
+add_test(NAME mpi.grid_eval_2x1x2
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/grid_eval.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/serial_mb2/model ${MPI_DATA}/brown/val.bin 2,1,2 4)
+set_tests_properties(mpi.grid_eval_2x1x2 PROPERTIES FIXTURES_REQUIRED serial_mb2_run
+                                                    PROCESSORS 4 TIMEOUT 120)

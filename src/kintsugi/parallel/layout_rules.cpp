@@ -77,14 +77,6 @@ std::string grid_problem(const ModelConfig& m, const LayoutSpec& l) {
                        "token rows over z, and sequence parallelism is defined for 1D tensor "
                        "parallelism only; drop one of them",
                        grid);
-  if (l.pp > 1)
-    return fmt::format("{} with --pp {}: pipeline parallelism with 3D tensor parallelism is not "
-                       "supported yet",
-                       grid, l.pp);
-  if (l.zero != ZeroStage::none)
-    return fmt::format("{} with --zero {}: ZeRO with 3D tensor parallelism is not supported yet "
-                       "(z already shards the blocks' weights)",
-                       grid, l.zero);
   // Heads (whole groups of query heads around their kv head) and MLP columns split over y; the
   // model width over x (entry layers' inputs, exit layers' outputs); each weight block's rows
   // over z (qkv and fc: rows per y; proj and fc2: rows per x); sequences over z.

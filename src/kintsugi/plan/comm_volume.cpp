@@ -35,7 +35,11 @@ void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
   const double forwards = s.recompute_full ? 2 : 1;
   out["grid_z.all_gather"] = mb * blocks * (forwards + 1) * ring_all_gather_bytes(block * pb, gz);
   out["grid_z.reduce_scatter"] = mb * blocks * ring_reduce_scatter_bytes(block * eb, gz);
-  out["grid_z.all_reduce"] = ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
+  // Replicated parameters' partial gradients: once per step, or every micro-batch when ZeRO-2/3
+  // reduces each micro-batch's gradient.
+  out["grid_z.all_reduce"] =
+      (s.zero >= 2 ? mb : 1.0) *
+      ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
   out["grid_x.all_reduce"] =
       mb * blocks *
       ring_all_reduce_bytes(rows * (forwards * (qkv + fc_layers * f) + d + f) / y * a, gx);
@@ -101,7 +105,11 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
       out["replica.all_reduce"] = ring_all_reduce_bytes(grads / s.shards, s.replicas);
   }
   if (s.pipeline_sends > 0) {
-    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp : activation;
+    // A stage sends its rows: a 1/tp slice with sequence parallelism, this z's sequences with
+    // a tensor grid.
+    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp
+                         : !l.tensor_grid.empty()        ? activation / l.tensor_grid[2]
+                                                         : activation;
     out["pp.send"] = mb * s.pipeline_sends * local;
   }
   if (s.tied_embedding_elements > 0)

@@ -489,7 +489,6 @@ void resolve_layout(RunConfig& c, int world) {
       fail("{}: {} with 3D tensor parallelism is not supported yet", grid, what);
     };
     if (c.train.device != Device::cpu) refuse("train.device = \"cuda\"");
-    if (c.data.document_attention) refuse("data.document_attention");
   }
 }
 
