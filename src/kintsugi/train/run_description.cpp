@@ -34,6 +34,9 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
                                  p.tp, p.dp, p.pp,
                                  p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
                                  p.order);
+  if (!p.tensor_grid.empty())
+    text += fmt::format(", tensor grid {} x {} x {}", p.tensor_grid[0], p.tensor_grid[1],
+                        p.tensor_grid[2]);
   if (p.pp > 1)
     text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
                         p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
@@ -60,6 +63,7 @@ nlohmann::json layout_json(const RunConfig& c, const Place& place) {
           {"schedule", name_of(p.schedule)},
           {"virtual_stages", p.virtual_stages},
           {"sequence_parallel", p.sequence_parallel},
+          {"tensor_grid", p.tensor_grid},
           {"precision", name_of(c.train.precision)}};
 }
 
