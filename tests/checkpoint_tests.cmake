@@ -168,6 +168,16 @@ endforeach()
 add_test(NAME ckpt.second_writer_refused
          COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
+# The metrics file is the run's too, wherever --metrics puts it: a second job naming it (with
+# --overwrite, which would empty it) is refused.
+add_test(NAME ckpt.second_writer_of_metrics_refused
+         COMMAND ${CKPT}/second_writer_metrics.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.second_writer_of_metrics_refused PROPERTIES TIMEOUT 120)
+# An MPMD launch whose ranks disagree on --out or on --overwrite/--resume: refused before rank 0
+# removes anything.
+add_test(NAME ckpt.mpmd_flags_disagree_refused
+         COMMAND ${CKPT}/mpmd_flags.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.mpmd_flags_disagree_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
 
 # Output that cannot be written: a full disk under metrics.jsonl (the finished step is saved
 # first), a directory where loss.svg goes, and a log file that must keep its lines when the
@@ -196,3 +206,13 @@ add_test(NAME ckpt.diverged_state_not_saved
          COMMAND ${CKPT}/diverged.sh $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.diverged_state_not_saved PROPERTIES FIXTURES_REQUIRED serial_checkpoint
                                                               TIMEOUT 60)
+
+# A resume that changes the global batch counts the earlier steps at their own batch.
+add_test(NAME ckpt.tokens_seen_across_batch_change
+         COMMAND ${CKPT}/tokens_seen.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.tokens_seen_across_batch_change PROPERTIES TIMEOUT 300)
+# The save on a stop signal checks for divergence too, and prunes nothing: a diverged state
+# signalled in the next step is not saved, and the last sound checkpoint stays `latest`.
+add_test(NAME ckpt.diverged_state_not_saved_on_stop
+         COMMAND ${CKPT}/diverged_on_stop.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.diverged_state_not_saved_on_stop PROPERTIES TIMEOUT 120)

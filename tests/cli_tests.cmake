@@ -20,6 +20,22 @@ add_test(NAME cli.error.heads_do_not_divide
 add_test(NAME cli.error.wrong_type
          COMMAND ${EXPECT_ERROR} "`train.steps` must be integer"
                  ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=1.5)
+# A number TOML cannot hold is out of range, not of the wrong type.
+add_test(NAME cli.error.integer_out_of_range
+         COMMAND ${EXPECT_ERROR} "99999999999999999999 is out of range: integers run from -9223372036854775808 to 9223372036854775807"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=99999999999999999999)
+add_test(NAME cli.error.float_out_of_range
+         COMMAND ${EXPECT_ERROR} "1e400 is out of range: not a finite number"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.lr=1e400)
+# More micro-batches than a step can count: the global batch is named as too large, with the limit.
+add_test(NAME cli.error.global_batch_too_large
+         COMMAND ${EXPECT_ERROR} "train.global_batch = 4294967296 is too large: it makes 4294967296 micro-batches .* at most 2147483647"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.global_batch=4294967296
+                 --set train.micro_batch=1)
+# An empty --resume (an unset variable in a script) would start the run over.
+add_test(NAME cli.error.resume_empty
+         COMMAND ${EXPECT_ERROR} "--resume '' names no checkpoint"
+                 ${KINTSUGI_BIN} train --config ${TINY} --resume "")
 add_test(NAME cli.error.missing_config
          COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
                  ${KINTSUGI_BIN} train --config nope.toml)
@@ -51,20 +67,115 @@ add_test(NAME cli.error.missing_token_file
          COMMAND ${EXPECT_ERROR} "missing.bin"
                  ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)
 add_test(NAME cli.error.missing_checkpoint
-         COMMAND ${EXPECT_ERROR} "not a kintsugi model checkpoint"
+         COMMAND ${EXPECT_ERROR} "--checkpoint /nonexistent does not exist"
                  ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer
                  ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
+add_test(NAME cli.error.checkpoint_without_manifest
+         COMMAND ${EXPECT_ERROR} "configs is not a kintsugi model checkpoint \\(no manifest.json\\)"
+                 ${KINTSUGI_BIN} generate --checkpoint ${PROJECT_SOURCE_DIR}/configs)
+# A file given as the checkpoint is named as such, from a directory without data/: not the
+# default tokenizer (data/gpt2-tokenizer, relative), which is read only for a real checkpoint.
+add_test(NAME cli.error.checkpoint_is_a_file
+         COMMAND ${EXPECT_ERROR} "--checkpoint .*gpt-tiny.toml is a file, not a checkpoint directory"
+                 ${KINTSUGI_BIN} generate --checkpoint ${TINY}
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# Sampling settings that would sample without a word: NaN passes a range check, inf divides
+# every logit to zero.
+foreach(t nan inf -1)
+  add_test(NAME cli.error.generate_temperature_${t}
+           COMMAND ${EXPECT_ERROR} "--temperature -?${t} must be a finite number >= 0"
+                   ${KINTSUGI_BIN} generate --checkpoint /nonexistent --temperature=${t})
+endforeach()
+# More eval windows than the file holds would score overlapping windows (1e9: for weeks).
+add_test(NAME cli.error.eval_windows_past_the_file
+         COMMAND ${EXPECT_ERROR}
+                 "--windows 1000000000 is more than the [0-9]+ windows of 128 tokens .*val.bin holds: give at most"
+                 ${KINTSUGI_BIN} eval --config ${TINY} --init-from /nonexistent.safetensors
+                 --data ${PROJECT_SOURCE_DIR}/data/brown/val.bin --windows 1000000000)
 add_test(NAME cli.error.jsonl_bad_record
          COMMAND ${EXPECT_ERROR} "bad.jsonl:4: the record has no \"text\" key"
                  ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/bad.bin
                  --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
                  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bad.jsonl)
+# Inputs of no documents make no token file (one of 0 tokens no run can read), in either format.
+add_test(NAME cli.error.tokenize_empty_jsonl
+         COMMAND ${EXPECT_ERROR} "empty.jsonl holds no documents: no tokens to write"
+                 ${KINTSUGI_BIN} data tokenize --jsonl --out ${CMAKE_CURRENT_BINARY_DIR}/empty.bin
+                 --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/empty.jsonl)
+add_test(NAME cli.error.tokenize_empty_jsonl_megatron
+         COMMAND ${EXPECT_ERROR} "empty.jsonl holds no documents: no tokens to write"
+                 ${KINTSUGI_BIN} data tokenize --jsonl --format megatron
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/empty-megatron
+                 --tokenizer ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/empty.jsonl)
 add_test(NAME cli.error.tokenizer_model_type
          COMMAND ${EXPECT_ERROR} "model type \"WordPiece\" is not supported"
                  ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/wordpiece)
+# A NUL byte quoted from a file is escaped, not the end of the message.
+add_test(NAME cli.error.nul_byte_in_quoted_content
+         COMMAND ${EXPECT_ERROR} "model type \"Word\\\\x00Piece\" is not supported"
+                 ${KINTSUGI_BIN} encode --tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/nul-in-type)
+# An --out that is a file the command reads (an input, another name for it, Megatron's
+# PREFIX.bin, the tokenizer) would be replaced by the output: refused, the files unchanged.
+add_test(NAME cli.error.tokenize_over_input
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenize_over_input.sh ${KINTSUGI_BIN}
+                 ${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenize-over-input)
+# Values that crashed the program once (std::terminate, SIGFPE, bad_alloc): one line, exit 1.
+add_test(NAME cli.error.empty_data_train
+         COMMAND ${EXPECT_ERROR} "data.train is empty: name a token file"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set "data.train=\"\""
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/empty-data-train)
+add_test(NAME cli.error.zero_heads
+         COMMAND ${EXPECT_ERROR} "model.n_head = 0 must be positive"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA} --set model.n_head=0)
+foreach(command encode tokenize)
+  set(args encode)
+  if(command STREQUAL tokenize)
+    set(args data tokenize --out ${CMAKE_CURRENT_BINARY_DIR}/huge-id.bin ${TINY})
+  endif()
+  add_test(NAME cli.error.tokenizer_id_past_vocabulary_${command}
+           COMMAND ${EXPECT_ERROR}
+                   "the id of token \"<big>\" is 2000000000, but the file defines 3 tokens"
+                   ${KINTSUGI_BIN} ${args} --tokenizer
+                   ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/tokenizer/huge_id)
+endforeach()
+add_test(NAME cli.error.tune_out_is_a_file
+         COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+# CPU runs cannot refit a GPU cluster's spec (and its node of 8 set the ranks launched here):
+# refused before any run. A cluster spec with NaN, inf, 0 or an unknown key is refused by name.
+add_test(NAME cli.error.tune_gpu_spec_from_cpu_runs
+         COMMAND ${EXPECT_ERROR} "--cluster dgx-h100 describes another machine's devices, and tune measures on this machine's CPU"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA} --cluster dgx-h100 --ranks 2
+                 --out ${CMAKE_BINARY_DIR}/runs/cli-tune-gpu-spec)
+add_test(NAME cli.error.cluster_spec_not_finite
+         COMMAND ${CMAKE_COMMAND} -E env bash -c
+                 "sed 's/^bandwidth_gbs = 450/bandwidth_gbs = nan/' ${PROJECT_SOURCE_DIR}/configs/clusters/dgx-h100.toml > ${CMAKE_BINARY_DIR}/nan-cluster.toml && ${EXPECT_ERROR} '`intra_node.bandwidth_gbs` = nan must be a finite number' ${KINTSUGI_BIN} plan --config ${TINY} --cluster ${CMAKE_BINARY_DIR}/nan-cluster.toml")
+# A directory where a file is to be written: refused before any work, not "wrote" and exit 0.
+add_test(NAME cli.error.trace_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--trace .*tests/? is a directory: name the file to write"
+                 ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
+                 --trace ${CMAKE_CURRENT_SOURCE_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/trace-dir)
+add_test(NAME cli.error.plan_write_config_is_a_directory
+         COMMAND ${EXPECT_ERROR} "--write-config .*tests/? is a directory"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --top 1
+                 --write-config ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME cli.error.unknown_preset
          COMMAND ${EXPECT_ERROR} "unknown model preset \"gpt5\""
                  ${KINTSUGI_BIN} bench step --model gpt5)
+
+# An unknown or missing subcommand is named, with the subcommands there are.
+add_test(NAME cli.error.unknown_subcommand
+         COMMAND ${EXPECT_ERROR} "unknown subcommand \"frob\" of kintsugi: the subcommands are train, eval, "
+                 ${KINTSUGI_BIN} frob)
+add_test(NAME cli.error.unknown_data_subcommand
+         COMMAND ${EXPECT_ERROR} "unknown subcommand \"frob\" of kintsugi data: the subcommands are brown, tokenize, info"
+                 ${KINTSUGI_BIN} data frob)
+add_test(NAME cli.error.missing_subcommand
+         COMMAND ${EXPECT_ERROR} "kintsugi needs a subcommand: train, eval, " ${KINTSUGI_BIN})
 
 add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2 --ranks-per-node 4)
 set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
@@ -93,6 +204,12 @@ add_test(NAME cli.plan_explains_defaults_and_columns
          COMMAND ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 1 --top 1)
 set_tests_properties(cli.plan_explains_defaults_and_columns PROPERTIES PASS_REGULAR_EXPRESSION
                      "note: global batch 16 sequences \\(16384 tokens per step\\) is kintsugi's default.*MFU +HFU.*vN model chunks.*hsdpN ZeRO sharded.*sp sequence parallelism.*MFU/HFU")
+# A config's global batch is the run's even when it equals the default (gpt-tiny sets 16): no note.
+add_test(NAME cli.plan_config_batch_is_the_runs
+         COMMAND ${KINTSUGI_BIN} plan --config ${TINY} --cluster dgx-h100 --nodes 1 --top 1)
+set_tests_properties(cli.plan_config_batch_is_the_runs PROPERTIES
+                     PASS_REGULAR_EXPRESSION "global batch 16 x seq"
+                     FAIL_REGULAR_EXPRESSION "kintsugi's default")
 add_test(NAME cli.plan_json COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_json.sh ${KINTSUGI_BIN})
 add_test(NAME cli.plan_memory COMMAND ${KINTSUGI_BIN} plan --memory)
 set_tests_properties(cli.plan_memory PROPERTIES PASS_REGULAR_EXPRESSION
@@ -127,6 +244,13 @@ add_test(NAME cli.error.plan_nodes_list
 add_test(NAME cli.error.plan_nodes_not_a_count
          COMMAND ${EXPECT_ERROR} "--nodes 0 is not a whole number of at least 1"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --nodes 0)
+# 0 is not a global batch or sequence length (it used to mean the default, silently).
+add_test(NAME cli.error.plan_global_batch_zero
+         COMMAND ${EXPECT_ERROR} "--global-batch 0 is not a whole number of at least 1"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 0)
+add_test(NAME cli.error.plan_seq_zero
+         COMMAND ${EXPECT_ERROR} "--seq 0 is not a whole number of at least 1"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --seq 0)
 add_test(NAME cli.error.plan_global_batch_list
          COMMAND ${EXPECT_ERROR} "--global-batch takes one value, not a list \\(256,512\\)"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --global-batch 256,512)

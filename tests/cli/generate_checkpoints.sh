@@ -2,7 +2,9 @@
 # `kintsugi generate` takes a saved model, which carries its tokenizer (so no path depends on
 # the working directory), or a training checkpoint of the same step: the same greedy text. A
 # tokenizer directory the user names and that lacks its files is reported as such. The
-# key/value cache gives the same text as rerunning the window.
+# key/value cache gives the same text as rerunning the window. A tokenizer with ids past the
+# model's vocabulary (Llama 3's for a GPT-2 model) is refused: its prompt ids would embed
+# as zero rows.
 # Usage: generate_checkpoints.sh KINTSUGI EXPECT_ERROR OUT_DIR TOKENIZER_DIR [train flags...]
 set -euo pipefail
 kintsugi="$1" expect_error="$2" dir="$3" tokenizer="$4"
@@ -40,3 +42,7 @@ if grep -q fetch_data <<<"$out"; then
   echo "FAIL: advice about the demo data for the user's own path"
   exit 1
 fi
+# Llama 3's tokenizer encodes "你好" as 57668 53901, past GPT-2's 50257.
+"$expect_error" "^kintsugi: error: the prompt as .* encodes it holds token id 57668 \\(at position 0\\), outside the model's vocabulary of 50257 \\(model.vocab_size\\): generate with the tokenizer ../run/model was trained with \\(--tokenizer\\)$" \
+  "$kintsugi" generate --checkpoint ../run/model --tokenizer "$tokenizer/../llama3-tokenizer" \
+  --prompt "你好" --tokens 2

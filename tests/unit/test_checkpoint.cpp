@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -94,6 +96,108 @@ TEST_F(Checkpoint, DifferentModelIsRefused) {
 TEST_F(Checkpoint, MissingManifestIsRefused) {
   fs::remove(dir / "manifest.json");
   EXPECT_THROW(read_model_info(dir), Error);
+}
+
+// The manifest of a saved model is checked before any tensor is read: an edited offset or shape
+// would make export and eval read other tensors' bytes. Each edit is refused by load_model
+// (generate) and read_model_tensors (export, eval) with a line naming the manifest.
+class EditedManifest : public Checkpoint {
+ protected:
+  nlohmann::json manifest() const {
+    return nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  }
+  void write(const nlohmann::json& m) const { std::ofstream(dir / "manifest.json") << m.dump(2); }
+  // Both readers' errors (empty: it was read).
+  std::pair<std::string, std::string> errors() {
+    std::string tensors;
+    try {
+      read_model_tensors(dir);
+    } catch (const Error& e) {
+      tensors = e.what();
+    }
+    return {load_error(small()), tensors};
+  }
+  void expect_refused(const std::string& expected) {
+    const auto [load, tensors] = errors();
+    for (const std::string& e : {load, tensors}) {
+      EXPECT_NE(e.find((dir / "manifest.json").string()), std::string::npos) << e;
+      EXPECT_NE(e.find(expected), std::string::npos) << e;
+    }
+  }
+  // The manifest as an older kintsugi wrote it: version 1, no checksum.
+  static nlohmann::json unsigned_v1(nlohmann::json m) {
+    m["version"] = 1;
+    m.erase("manifest_xxh3");
+    return m;
+  }
+};
+
+TEST_F(EditedManifest, OffsetIsRefused) {
+  auto m = manifest();
+  m["tensors"][1]["offset"] = m["tensors"][0]["offset"];  // the second tensor reads the first's
+  write(m);
+  expect_refused("tensor " + m["tensors"][1]["name"].get<std::string>() + " starts at byte 0");
+  write(unsigned_v1(m));  // an old manifest gets the same checks
+  expect_refused("starts at byte 0");
+}
+
+TEST_F(EditedManifest, ShapeIsRefused) {
+  auto m = manifest();
+  const std::string name = m["tensors"][0]["name"].get<std::string>();
+  auto shape = m["tensors"][0]["shape"];
+  std::swap(shape[0], shape[1]);  // same bytes, another shape
+  m["tensors"][0]["shape"] = shape;
+  write(m);
+  expect_refused("tensor " + name + " has shape " + shape.dump() + ", but its model");
+  write(unsigned_v1(m));
+  expect_refused("has shape");
+}
+
+TEST_F(EditedManifest, BytesPastTheDataAreRefused) {
+  auto m = manifest();
+  m["data_bytes"] = m["data_bytes"].get<std::uint64_t>() + 400;
+  write(m);
+  expect_refused("its tensors take");
+}
+
+TEST_F(EditedManifest, EditWithinRangeIsCaughtByTheChecksum) {
+  auto m = manifest();
+  ASSERT_EQ(m["version"], 2);
+  ASSERT_TRUE(m["manifest_xxh3"].is_string());
+  m["step"] = 99;
+  write(m);
+  expect_refused("is corrupt or was edited: its checksum");
+  m.erase("manifest_xxh3");
+  write(m);
+  expect_refused("its checksum manifest_xxh3 is missing");
+}
+
+// Old model directories (version 1, no checksum) are read after the structural checks, with a
+// warning.
+TEST_F(EditedManifest, OldManifestWithoutChecksumIsRead) {
+  write(unsigned_v1(manifest()));
+  const auto [load, tensors] = errors();
+  EXPECT_EQ(load, "");
+  EXPECT_EQ(tensors, "");
+  EXPECT_EQ(read_model_info(dir).step, 17);
+}
+
+// The data file a manifest names is a file of the model's directory: an edited manifest that
+// names one elsewhere (a valid copy, same size and checksum) is refused by name, for load and
+// export alike.
+TEST_F(Checkpoint, DataFileOutsideTheDirectoryIsRefused) {
+  fs::copy_file(dir / "params.bin", scratch.path() / "outside.bin");
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  manifest["data_file"] = "../outside.bin";
+  std::ofstream(dir / "manifest.json") << manifest.dump(2);
+  const std::string expected = "data file \"../outside.bin\" is not a file in the model's directory";
+  EXPECT_NE(load_error(small()).find(expected), std::string::npos) << load_error(small());
+  try {
+    read_model_tensors(dir);
+    ADD_FAILURE() << "read_model_tensors followed ../outside.bin";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

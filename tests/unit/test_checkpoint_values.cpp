@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
@@ -105,6 +106,49 @@ TEST_F(CheckpointValues, UnsoundCheckpointIsRefusedByName) {
     }
     EXPECT_NE(error.find(cases[q].second), std::string::npos) << error;
   }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Names read from a checkpoint never lead outside it: a manifest re-signed to name a shard file
+// elsewhere (a valid copy there, with its true size and checksum), or a `latest` edited to name
+// a checkpoint outside the run's directory, is refused, naming the file.
+TEST_F(CheckpointValues, NamesInACheckpointStayInsideIt) {
+  using namespace checkpoint_format;
+  const fs::path dir = save(1);
+  json manifest = json::parse(std::ifstream(dir / "manifest.json"));
+  const std::string shard = manifest.at("files").at(0).at("name").get<std::string>();
+  fs::copy_file(dir / shard, scratch / "outside.bin");
+  for (const std::string& name :
+       {std::string("../../outside.bin"), (scratch / "outside.bin").string()}) {
+    json edited = manifest;
+    edited["files"][0]["name"] = name;
+    edited[kManifestChecksum] = manifest_checksum(edited);
+    std::ofstream(dir / "manifest.json") << edited.dump(1);
+    EXPECT_NE(error_of([&] { inspect_checkpoint(dir, config.model); })
+                  .find("manifest.json is damaged: shard file \"" + name +
+                        "\" is not a file in the checkpoint's directory"),
+              std::string::npos)
+        << name;
+  }
+  std::ofstream(dir / "manifest.json") << manifest.dump(1);
+  inspect_checkpoint(dir, config.model);  // as saved
+
+  fs::create_directories(scratch / "elsewhere");
+  fs::copy(dir, scratch / "elsewhere" / dir.filename(), fs::copy_options::recursive);
+  std::ofstream(scratch / "checkpoints" / "latest") << "../elsewhere/" << dir.filename().string();
+  const std::string error = error_of([&] { resolve_resume("auto", scratch); });
+  EXPECT_NE(error.find("latest names \"../elsewhere/step-00000001\", which is not a checkpoint "
+                       "directory in"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace

@@ -152,6 +152,10 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
       {[](std::string& i, std::string&) { i[17] = 7; }, "dtype code 7, not an integer type"},
       {[](std::string& i, std::string&) { i.resize(i.size() - 3); }, "truncated or has trailing bytes"},
       {[](std::string& i, std::string&) { i += "modes"; }, "truncated or has trailing bytes"},
+      // 2^62 + 2 sequences: 12 times that wraps around to the true size of 2 sequences.
+      {[](std::string& i, std::string&) { i[18 + 7] = 0x40; },
+       "counts of 4611686018427387906 sequences and 3 document entries overflow"},
+      {[](std::string& i, std::string&) { i[26 + 7] = 0x20; }, "document entries overflow"},
       {[](std::string& i, std::string&) { i[34] = static_cast<char>(0xFF); i[35] = i[36] = i[37] = static_cast<char>(0xFF); },
        "negative length"},
       {[](std::string& i, std::string&) { i[34 + 8 + 8] = 1; }, "sequence 1 starts at byte 1"},
@@ -179,6 +183,20 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
   EXPECT_NE(open_error(prefix).find("does not exist"), std::string::npos);
 }
 
+// An index of no sequences (document index [0]) is well formed: it opens as 0 tokens. The
+// sanitizer build checks that reading its empty length table passes no null pointer to memcpy.
+TEST(MegatronDataset, AnIndexOfNoSequencesOpensAsNoTokens) {
+  TempDir dir;
+  {
+    MegatronWriter writer(dir.path / "empty", 50257);
+    writer.finish();
+  }
+  ASSERT_EQ(fs::file_size(dir.path / "empty.bin"), 0u);
+  auto d = MegatronDataset::open(dir.path / "empty");
+  EXPECT_EQ(d->size(), 0);
+  EXPECT_EQ(d->documents(), 0);
+}
+
 TEST(TokenSource, IdsBeyondTheModelVocabularyNameFileIdAndPosition) {
   TempDir dir;
   {
@@ -195,5 +213,23 @@ TEST(TokenSource, IdsBeyondTheModelVocabularyNameFileIdAndPosition) {
     const std::string m = e.what();
     EXPECT_NE(m.find("d.bin holds token id 50000 (at position 1)"), std::string::npos) << m;
     EXPECT_NE(m.find("data.train"), std::string::npos) << m;
+  }
+}
+
+// Ids made in memory (a prompt as a tokenizer encoded it) are checked the same way: the first id
+// at or above the vocabulary, or negative, is named with its position, the vocabulary and `what`.
+TEST(TokenSource, IdsInMemoryOutsideTheVocabularyAreNamed) {
+  const std::vector<std::int32_t> ids{5, 120000, 7};
+  EXPECT_NO_THROW(require_ids_below(std::span(ids), 120001, "the prompt", "fix"));
+  for (const auto& [bad, expected] :
+       {std::pair{ids, std::string("the prompt holds token id 120000 (at position 1), outside the "
+                                   "model's vocabulary of 50257 (model.vocab_size): fix")},
+        std::pair{std::vector<std::int32_t>{3, 4, -2}, std::string("token id -2 (at position 2)")}}) {
+    try {
+      require_ids_below(std::span(bad), 50257, "the prompt", "fix");
+      ADD_FAILURE() << "expected an error";
+    } catch (const kintsugi::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }

@@ -2,6 +2,8 @@
 // schedule simulator, the search's validity, and the refit.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <set>
 
 #include <filesystem>
@@ -63,6 +65,62 @@ TEST(Cluster, BadSpecsNameTheKey) {
   text.replace(text.find("max_efficiency = 0.75"), 21, "max_efficiency = 1.5");
   EXPECT_THROW(parse_cluster(text, "x"), Error);
   EXPECT_THROW(load_cluster("no-such-cluster"), Error);
+}
+
+// Values that are not a device's (NaN passed every range check; inf, 0 and negatives printed
+// 0 us steps and infinite MFU) and unknown keys (a typo silently kept the old value) are refused,
+// naming the key; for an unknown key also the known ones.
+TEST(Cluster, NonFiniteZeroNegativeAndUnknownKeysAreRefused) {
+  const std::string good = to_toml(preset("dgx-h100"));
+  auto error = [](const std::string& text) -> std::string {
+    try {
+      parse_cluster(text, "spec.toml");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(error(good), "");
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"bandwidth_gbs = 450", "intra_node.bandwidth_gbs"},
+      {"bandwidth_gbs = 50", "inter_node.bandwidth_gbs"},
+      {"half_dim = 192", "gemm.half_dim"},
+      {"memory_bandwidth_gbs = 3350", "device.memory_bandwidth_gbs"},
+      {"peak_tflops_bf16 = 989", "device.peak_tflops_bf16"},
+      {"latency_us = 3", "intra_node.latency_us"},
+  };
+  for (const auto& [line, key] : keys) {
+    const std::string name = line.substr(0, line.find(" = "));
+    for (const char* v : {"nan", "inf", "-inf"})
+      EXPECT_NE(error(edited(line, name + " = " + v)).find("`" + key + "` = "), std::string::npos)
+          << key << " = " << v << ": " << error(edited(line, name + " = " + v));
+    EXPECT_NE(error(edited(line, name + " = -1")).find("`" + key + "` = -1 must be"),
+              std::string::npos)
+        << key;
+  }
+  for (const std::string& line : {"bandwidth_gbs = 450", "peak_tflops_bf16 = 989",
+                                  "memory_bandwidth_gbs = 3350"})
+    EXPECT_NE(error(edited(line, line.substr(0, line.find(" = ")) + " = 0")).find("must be > 0"),
+              std::string::npos)
+        << line;
+  EXPECT_NE(error(edited("bandwidth_gbs = 450", "bandwith_gbs = 450"))
+                .find("spec.toml: unknown key `intra_node.bandwith_gbs`: the known keys of "
+                      "[intra_node] are bandwidth_gbs, latency_us"),
+            std::string::npos)
+      << error(edited("bandwidth_gbs = 450", "bandwith_gbs = 450"));
+  EXPECT_NE(error("gpus = 8\n" + good).find("unknown key `gpus`: the known keys at the top level"),
+            std::string::npos);
+  EXPECT_NE(error(good + "\n[hots]\nstep_overhead_ms = 1\n").find("unknown key `hots`"),
+            std::string::npos);
+  EXPECT_NE(error(good + "\n[host]\nstep_overhead_ms = nan\n")
+                .find("`host.step_overhead_ms` = nan must be a finite number"),
+            std::string::npos);
 }
 
 // Frontier's node: the two GCDs of an MI250X share a fast link, other pairs a slower one, so a
@@ -350,6 +408,30 @@ TEST(Refit, AMeasuredAttentionRateTakesTheComputeFactor) {
   EXPECT_NEAR(r.cluster.attention_tflops, 3.0, 1e-9);
   const Prediction again = predict(w, r.cluster, p.layout);
   EXPECT_NEAR(again.time.compute, 2 * t.compute, 1e-9 * t.compute);
+}
+
+// A refit of garbage is refused, not written: a step time of 0, NaN or inf (a run whose metrics
+// held none) made the factors, and the spec `tune` wrote, non-finite.
+TEST(Refit, NonFiniteOrZeroStepTimesAreRefused) {
+  const ClusterSpec c = preset("dgx-h100");
+  const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
+  const Prediction p = predict(w, c, Layout{.dp = 8, .micro_batch = 1});
+  for (double seconds : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    try {
+      refit_cluster(c, {{p, seconds}});
+      ADD_FAILURE() << "refit from a step of " << seconds << " s";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nothing is refit"), std::string::npos) << e.what();
+    }
+  }
+  // A step so long that the factor overflows leaves an efficiency of 0: not a usable spec either.
+  try {
+    refit_cluster(c, {{p, 1e308}});
+    ADD_FAILURE() << "refit from a step of 1e308 s";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a usable cluster spec"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Memory, BytesPerParameterOfMixedPrecisionTraining) {

@@ -12,6 +12,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/preemption.hpp"
+#include "kintsugi/train/previous_run.hpp"
 #include "scratch_dir.hpp"
 
 namespace kintsugi {
@@ -73,6 +74,41 @@ TEST(OutputLock, OutMustBeADirectoryThatCanBeMade) {
   EXPECT_NE(error_of([&] { OutputLock lock(scratch / "file"); }).find("is a file, not a directory"),
             std::string::npos);
   EXPECT_NE(error_of([&] { OutputLock lock(scratch / "file" / "run"); }).find("cannot be created"),
+            std::string::npos);
+}
+
+// --metrics outside --out is locked with it: a second run naming the file is refused (its
+// --overwrite would empty it), and the refused run leaves no lock of its own behind.
+TEST(OutputLock, MetricsFileIsLockedWhereverItIs) {
+  const ScratchDir scratch("output-lock-metrics");
+  const fs::path metrics = scratch / "elsewhere" / "metrics.jsonl";
+  {
+    const OutputLock first(scratch / "a", metrics);
+    EXPECT_TRUE(fs::is_regular_file(metrics));  // created, empty: no earlier run's lines
+    const std::string error = error_of([&] { OutputLock second(scratch / "b", metrics); });
+    EXPECT_NE(error.find(fmt::format("--metrics {} is in use by another training run",
+                                     metrics.string())),
+              std::string::npos)
+        << error;
+    const OutputLock other(scratch / "b");  // the refused one released --out b
+  }
+  const OutputLock again(scratch / "b", metrics);  // released with its holder
+  EXPECT_NE(error_of([&] { OutputLock lock(scratch / "c", scratch / "a"); }).find("is a directory"),
+            std::string::npos);
+  const OutputLock pipe_like(scratch / "d", "/dev/null");  // not a file a run empties: not locked
+  const OutputLock pipe_again(scratch / "e", "/dev/null");
+}
+
+// --overwrite empties the metrics file instead of removing it: the run's lock is on that file.
+TEST(OutputLock, OverwriteKeepsTheLockedMetricsFile) {
+  const ScratchDir scratch("output-lock-overwrite");
+  const fs::path out = scratch / "run", metrics = scratch / "metrics.jsonl";
+  std::ofstream(metrics) << "{\"step\": 1}\n";
+  const OutputLock lock(out, metrics);
+  remove_previous_run(out, metrics);
+  EXPECT_TRUE(fs::is_regular_file(metrics));
+  EXPECT_EQ(fs::file_size(metrics), 0u);
+  EXPECT_NE(error_of([&] { OutputLock second(scratch / "other", metrics); }).find("in use"),
             std::string::npos);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kintsugi/backend/profiling_backend.hpp"
+#include "kintsugi/optim/multi_tensor.hpp"
 #include "kintsugi/train/op_roofline.hpp"
 #include "kintsugi/train/step_benchmark.hpp"
 
@@ -205,8 +206,21 @@ TEST(ProfileStep, EveryOpOfAStepHasBytesAndAShape) {
   EXPECT_LE(ops, steps);
   for (const char* kind : {"linear_forward", "linear_backward_input", "linear_backward_weight",
                            "attention_forward", "attention_backward", "layernorm_forward",
-                           "cross_entropy", "adamw"})
+                           "cross_entropy", "adamw_multi", "sum_squares_multi"})
     EXPECT_TRUE(r.ops.count(kind)) << kind;
+  // The optimizer's multi-range ops carry the bytes of the single-range ops they replace
+  // (KINTSUGI_MULTI_TENSOR=0), so their floors are the same.
+  set_multi_tensor_ops(false);
+  const auto single = run_step_benchmark(config, 2, 16, 2, 1, true, Device::cpu, Precision::bf16);
+  set_multi_tensor_ops(true);
+  EXPECT_FALSE(single.ops.count("adamw_multi"));
+  ASSERT_TRUE(single.ops.count("adamw") && single.ops.count("sum_squares"));
+  EXPECT_EQ(r.ops.at("adamw_multi").calls, 2);  // one per step
+  EXPECT_GT(single.ops.at("adamw").calls, 2);
+  EXPECT_EQ(r.ops.at("adamw_multi").bytes, single.ops.at("adamw").bytes);
+  // The single-range calls count the f64 sum's read and write once each.
+  const double sums = single.ops.at("sum_squares").calls - r.ops.at("sum_squares_multi").calls;
+  EXPECT_EQ(r.ops.at("sum_squares_multi").bytes + 16 * sums, single.ops.at("sum_squares").bytes);
   // gpt-tiny's first layer's qkv projection: 32 rows, 3 x 128 out, 128 in, in bf16.
   EXPECT_TRUE(r.op_shapes.count("linear_forward 32x384x128 bf16"));
   EXPECT_FALSE(run_step_benchmark(config, 2, 16, 1, 0, false).profiled_step_seconds.size());

@@ -321,6 +321,34 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   EXPECT_EQ(written.at("train.recompute"), "'full'");
 }
 
+// A written config shows each float as the shortest text that reads back to the same double
+// (0.55, not 0.55000000000000004), and strings that look like numbers are left as they are.
+TEST(RunConfig, WrittenFloatsAreShortestAndExact) {
+  const RunConfig c = load_run_config(
+      "", {"train.grad_clip=0.55", "train.weight_decay=0.037", "train.lr=3e-4",
+           "model.norm_eps=1e-5", "train.beta2=0.95", "train.loss_scale=65536",
+           "data.train=\"0.55000000000000004.bin\""});
+  const auto written = key_values(run_config_toml(c));
+  EXPECT_EQ(written.at("train.grad_clip"), "0.55");
+  EXPECT_EQ(written.at("train.weight_decay"), "0.037");
+  EXPECT_EQ(written.at("train.lr"), "3e-04");
+  EXPECT_EQ(written.at("train.beta2"), "0.95");
+  EXPECT_EQ(written.at("model.norm_eps"), "1e-05");
+  EXPECT_EQ(written.at("train.loss_scale"), "65536.0");
+  EXPECT_NE(written.at("data.train").find("0.55000000000000004.bin"), std::string::npos);
+  const fs::path file =
+      fs::temp_directory_path() / ("kintsugi-floats-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(file) << run_config_toml(c);
+  const RunConfig back = load_run_config(file.string(), {});
+  fs::remove(file);
+  EXPECT_EQ(back.train.grad_clip, c.train.grad_clip);
+  EXPECT_EQ(back.train.weight_decay, c.train.weight_decay);
+  EXPECT_EQ(back.train.lr, c.train.lr);
+  EXPECT_EQ(back.model.norm_eps, c.model.norm_eps);
+  EXPECT_EQ(back.train.loss_scale, c.train.loss_scale);
+  EXPECT_EQ(back.data.train, c.data.train);
+}
+
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
 // resolves exactly when the planner's layout_problem is empty.
 TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kintsugi/core/error.hpp"
 #include "kintsugi/core/trace.hpp"
 #include "scratch_dir.hpp"
 
@@ -90,6 +91,16 @@ TEST(Trace, ChromeTraceNamesTheStreamRowOnlyWhereThereIsOne) {
       EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 1.5e6);
     }
   EXPECT_EQ(device_events, 1);
+}
+
+// A trace that cannot take its place (a directory by that name) is an error, not a silent
+// success, and leaves no temporary file behind.
+TEST(Trace, ChromeTraceOverADirectoryIsAnError) {
+  ScratchDir dir("trace-over-dir");
+  const std::filesystem::path path = dir.path() / "trace.json";
+  std::filesystem::create_directory(path);
+  EXPECT_THROW(write_chrome_trace(path.string(), {{}}, {"rank 0"}), Error);
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 // each output tensor's type.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,14 @@ struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
   double grad_scale = 1;  // applied to the gradient first (clipping, loss-scale removal)
   std::int64_t step = 1;  // 1-based, for bias correction
+};
+
+// One range of a multi-range AdamW step (Backend::adamw_step_multi): adamw_step's tensors, of
+// equal length, and whether the range takes weight decay (biases and norm weights do not).
+struct AdamWRange {
+  Tensor param, grad, m, v;
+  Tensor working_copy;  // empty: none
+  bool decay = false;
 };
 
 class Backend {
@@ -214,6 +223,10 @@ class Backend {
   // sum (f64 [1]) += the sum of x's squared elements (in an order that does not depend on the
   // thread count).
   virtual void sum_squares(const Tensor& x, const Tensor& sum) = 0;
+  // sum_squares of each tensor of xs in turn, bit for bit (each tensor's sum in its own fixed
+  // order, then added to sum in the list's order), in a few launches whatever the list's length
+  // (the gradient norm over every parameter tensor: parallel/sharded_state.cpp).
+  virtual void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) = 0;
 
   // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges. param,
   // m and v are f32 (or all f64); with mixed precision `param` is the master copy and
@@ -221,6 +234,11 @@ class Backend {
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
                           const Tensor& v, const AdamWHyper& h,
                           const Tensor* working_copy = nullptr) = 0;
+  // adamw_step on each range, with h's weight decay where the range's `decay` is set and none
+  // elsewhere: the same bits, in a few launches whatever the number of ranges (a model's
+  // parameters alternate decayed weights with biases and norm weights; optim/adamw.cpp). The
+  // ranges' tensors do not overlap, so they may be updated in any order.
+  virtual void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) = 0;
 
  private:
   MemoryTracker& memory_;

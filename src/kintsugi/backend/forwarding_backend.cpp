@@ -13,6 +13,11 @@ double bytes(const Tensor* t) { return t ? bytes(*t) : 0; }
 double bytes(const Tensor& t, std::int64_t n) {
   return static_cast<double>(n) * static_cast<double>(size_of(t.dtype));
 }
+// param, m and v read and written; grad read; the working copy written.
+double adamw_bytes(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const Tensor* working_copy) {
+  return 2 * (bytes(param) + bytes(m) + bytes(v)) + bytes(grad) + bytes(working_copy);
+}
 // The rows x columns of a matrix (a vector's one dimension).
 Shape matrix(const Tensor& t) { return t.shape.rank <= 1 ? t.shape : Shape{rows(t), cols(t)}; }
 OpCall op_call(const char* name, double flops, double moved, const Tensor& main) {
@@ -248,14 +253,37 @@ void ForwardingBackend::sum_squares(const Tensor& x, const Tensor& sum) {
   around(op_call("sum_squares", 0, bytes(x) + 2 * bytes(sum), x),
          [&] { inner_.sum_squares(x, sum); });
 }
+// A multi-range op is one call of its own kind ("adamw_multi", "sum_squares_multi": a profile
+// tells which path ran) over all the ranges' elements (dims: their number), moving what the
+// single-range op's calls on every range would move, so its roofline floor is theirs.
+void ForwardingBackend::sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) {
+  double moved = 2 * bytes(sum);
+  std::int64_t n = 0;
+  for (const Tensor& x : xs) {
+    moved += bytes(x);
+    n += x.numel();
+  }
+  around(OpCall{"sum_squares_multi", 0, moved, Shape{n}, xs.empty() ? DType::f32 : xs.front().dtype},
+         [&] { inner_.sum_squares_multi(xs, sum); });
+}
 void ForwardingBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
                                    const Tensor& v, const AdamWHyper& h,
                                    const Tensor* working_copy) {
-  // param, m and v read and written; grad read; the working copy written.
-  const double moved =
-      2 * (bytes(param) + bytes(m) + bytes(v)) + bytes(grad) + bytes(working_copy);
-  around(op_call("adamw", 0, moved, param),
+  around(op_call("adamw", 0, adamw_bytes(param, grad, m, v, working_copy), param),
          [&] { inner_.adamw_step(param, grad, m, v, h, working_copy); });
+}
+void ForwardingBackend::adamw_step_multi(std::span<const AdamWRange> ranges,
+                                         const AdamWHyper& h) {
+  double moved = 0;
+  std::int64_t n = 0;
+  for (const AdamWRange& r : ranges) {
+    moved += adamw_bytes(r.param, r.grad, r.m, r.v,
+                         r.working_copy.empty() ? nullptr : &r.working_copy);
+    n += r.param.numel();
+  }
+  const DType dtype = ranges.empty() ? DType::f32 : ranges.front().param.dtype;
+  around(OpCall{"adamw_multi", 0, moved, Shape{n}, dtype},
+         [&] { inner_.adamw_step_multi(ranges, h); });
 }
 
 }  // namespace kintsugi

@@ -92,8 +92,10 @@ class ForwardingBackend : public Backend {
   void convert(const Tensor& src, const Tensor& dst) override;
   void zero(const Tensor& x) override;
   void sum_squares(const Tensor& x, const Tensor& sum) override;
+  void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) override;
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h, const Tensor* working_copy) override;
+  void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override;
 
  protected:
   // Runs one op of the inner backend (run()), described by `call`.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
@@ -101,6 +102,8 @@ TrainProgress read_progress(const fs::path& dir, const json& m) {
                    counter(dir, scaler, "clean_steps", "loss_scaler.clean_steps", 0),
                    counter(dir, scaler, "skipped_steps", "loss_scaler.skipped_steps", 0, p.step)};
   p.seed = counter(dir, m.at("data"), "seed", "data.seed", INT64_MIN);
+  if (m.contains("tokens_seen") && !m.at("tokens_seen").is_null())
+    p.tokens_seen = counter(dir, m, "tokens_seen", "tokens_seen", -1);
   return p;
 }
 
@@ -153,7 +156,12 @@ std::vector<std::uint64_t> check_files(const fs::path& dir, const json& m, int r
   const json& files = m.at("files");
   std::vector<std::uint64_t> sizes;
   for (std::size_t f = 0; f < files.size(); ++f) {
-    const fs::path path = dir / files[f].at("name").get<std::string>();
+    const std::string name = files[f].at("name").get<std::string>();
+    if (!is_entry_name(name))
+      fail("{}/manifest.json is damaged: shard file \"{}\" is not a file in the checkpoint's "
+           "directory (a manifest names its own files only)",
+           dir.string(), name);
+    const fs::path path = dir / name;
     const auto expected = files[f].at("bytes").get<std::uint64_t>();
     std::error_code ec;
     const auto size = fs::file_size(path, ec);

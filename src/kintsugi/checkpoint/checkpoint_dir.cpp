@@ -42,6 +42,10 @@ std::vector<std::pair<std::int64_t, fs::path>> complete_checkpoints(const fs::pa
 
 }  // namespace
 
+bool is_entry_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
 fs::path checkpoint_path(const fs::path& root, std::int64_t step) {
   return root / fmt::format("step-{:08d}", step);
 }
@@ -51,7 +55,14 @@ fs::path partial_path(const fs::path& final_path) { return final_path.string() +
 std::optional<fs::path> newest_checkpoint(const fs::path& root) {
   std::ifstream in(root / "latest");
   std::string name;
-  if (in && std::getline(in, name) && complete_step(root / name) >= 0) return root / name;
+  if (in && std::getline(in, name)) {
+    if (!is_entry_name(name))
+      fail("{} names \"{}\", which is not a checkpoint directory in {}: it was edited or damaged; "
+           "remove it (then the newest complete step-N is taken) or --resume a checkpoint by "
+           "its directory",
+           (root / "latest").string(), name, root.string());
+    if (complete_step(root / name) >= 0) return root / name;
+  }
   // No pointer, or one whose target is gone: the directories themselves decide.
   const auto all = complete_checkpoints(root);
   if (all.empty()) return std::nullopt;

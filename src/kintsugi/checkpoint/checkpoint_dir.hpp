@@ -14,6 +14,11 @@
 
 namespace kintsugi {
 
+// Whether `name` names an entry of a directory itself: not empty, not "." or "..", no '/'.
+// Names read from a checkpoint (its shard files, `latest`) must be such: an edited (and
+// re-signed) manifest or pointer must not lead outside the run's directory.
+bool is_entry_name(const std::string& name);
+
 // "<root>/step-00000040".
 std::filesystem::path checkpoint_path(const std::filesystem::path& root, std::int64_t step);
 // Where a checkpoint is written before it is complete.
@@ -21,6 +26,7 @@ std::filesystem::path partial_path(const std::filesystem::path& final_path);
 
 // The newest complete checkpoint under root: the one `latest` names if it is complete,
 // otherwise the highest step-N directory with a manifest. Empty when there is none.
+// kintsugi::Error when `latest` names something that is not an entry of root.
 std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& root);
 
 // Makes `latest` name `dir` (temporary file, sync, rename).

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "kintsugi/checkpoint/checkpoint_format.hpp"
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/model/config_json.hpp"
@@ -21,8 +23,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "kintsugi-model";
-constexpr int kVersion = 1;
+using model_manifest::kFormat;
+using model_manifest::kVersion;
+using model_manifest::read_model_manifest;
+
+// The data file the manifest names (read_model_manifest checked that it is a file of `dir`).
+fs::path data_file(const fs::path& dir, const nlohmann::json& manifest) {
+  return dir / manifest.value("data_file", "params.bin");
+}
 
 // The stored shape: the global tensor without vocabulary padding rows.
 Shape stored_shape(const ParamEntry& e) {
@@ -90,25 +98,6 @@ void write_file(const fs::path& path, const void* data, std::size_t bytes, std::
 void sync_and_close(const fs::path& path, std::FILE* f) {
   if (std::fflush(f) != 0 || fsync(fileno(f)) != 0 || std::fclose(f) != 0)
     fail("cannot write {}: disk full or not writable", path.string());
-}
-
-nlohmann::json read_manifest(const fs::path& dir) {
-  const fs::path path = dir / "manifest.json";
-  std::ifstream in(path);
-  if (!in)
-    fail("{} is not a kintsugi model checkpoint: {} is missing", dir.string(), path.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
-  }
-  if (j.value("format", "") != kFormat)
-    fail("{} is not a kintsugi model checkpoint manifest", path.string());
-  if (j.value("version", 0) != kVersion)
-    fail("{} has format version {}, this kintsugi reads version {}", path.string(),
-         j.value("version", 0), kVersion);
-  return j;
 }
 
 }  // namespace
@@ -202,6 +191,7 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
                              {"data_bytes", offset},
                              {"data_xxh3", fmt::format("{:016x}", checksum)},
                              {"tensors", tensors}};
+  manifest[checkpoint_format::kManifestChecksum] = checkpoint_format::manifest_checksum(manifest);
   const fs::path manifest_path = tmp / "manifest.json";
   const std::string text = manifest.dump(2) + "\n";
   f = std::fopen(manifest_path.c_str(), "wb");
@@ -245,7 +235,7 @@ void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore
 }
 
 ModelCheckpointInfo read_model_info(const fs::path& dir) {
-  const auto j = read_manifest(dir);
+  const auto j = read_model_manifest(dir);
   return {model_config_from_json(j.at("model"), (dir / "manifest.json").string()),
           j.value("step", std::int64_t{0})};
 }
@@ -283,8 +273,8 @@ std::ifstream verified_data(const fs::path& dir, const nlohmann::json& manifest,
 }  // namespace
 
 void load_model(const fs::path& dir, ParamStore& params) {
-  const auto manifest = read_manifest(dir);
-  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const auto manifest = read_model_manifest(dir);
+  const fs::path data_path = data_file(dir, manifest);
   const std::uint64_t expected_bytes = manifest.value("data_bytes", std::uint64_t{0});
   // First pass: verify the checksum, so a corrupt file never reaches the parameters.
   std::ifstream in = verified_data(dir, manifest, data_path);
@@ -334,8 +324,8 @@ void load_model(const fs::path& dir, ParamStore& params) {
 }
 
 std::map<std::string, NamedTensor> read_model_tensors(const fs::path& dir) {
-  const auto manifest = read_manifest(dir);
-  const fs::path data_path = dir / manifest.value("data_file", "params.bin");
+  const auto manifest = read_model_manifest(dir);
+  const fs::path data_path = data_file(dir, manifest);
   const std::uint64_t data_bytes = manifest.value("data_bytes", std::uint64_t{0});
   std::ifstream in = verified_data(dir, manifest, data_path);
   std::map<std::string, NamedTensor> out;

@@ -1,11 +1,12 @@
 #pragma once
 // A trained model on disk: a directory with manifest.json (format, model configuration, every
-// tensor's name, global shape and byte range, and the XXH3-64 checksum of the data) and
-// params.bin (the tensors back to back, float32, little-endian, without vocabulary padding).
-// Tensors are stored whole, as in a serial run, so any layout can read them.
+// tensor's name, global shape and byte range, the XXH3-64 checksum of the data, and its own
+// checksum) and params.bin (the tensors back to back, float32, little-endian, without
+// vocabulary padding). Tensors are stored whole, as in a serial run, so any layout can read them.
 //
 // Writing goes to a temporary directory that replaces the target only when complete; reading
-// checks format, sizes and checksum before anything reaches the model.
+// checks the manifest (model_manifest.hpp: shapes and byte ranges against the model and the data
+// file, its checksum), then the data's size and checksum, before anything reaches the model.
 #include <cstdint>
 #include <filesystem>
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
@@ -194,7 +195,11 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
   test_die_in_save(me, progress.step);
   // A state no run could resume from is not published: `latest` keeps naming the last sound one.
   if (!unsound.empty()) {
-    const auto last = newest_checkpoint(root);
+    std::optional<fs::path> last;
+    try {
+      last = newest_checkpoint(root);
+    } catch (const Error&) {  // a damaged `latest`: the resume that reads it names it
+    }
     unsound = fmt::format("the training state of step {} is not sound ({}): the run diverged and "
                           "step {} was not saved; {}: lower train.lr or raise train.warmup_steps",
                           progress.step, unsound, progress.step,
@@ -219,6 +224,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"version", kVersion},
         {"step", progress.step},
         {"optimizer_steps", progress.optimizer_steps},
+        {"tokens_seen", progress.tokens_seen},
         {"loss_scaler",
          {{"scale", progress.loss_scaler.scale},
           {"clean_steps", progress.loss_scaler.clean},

@@ -41,6 +41,9 @@ struct TrainProgress {
   std::int64_t optimizer_steps = 0;  // AdamW's bias-correction count (fp16 skips steps)
   LossScaler::State loss_scaler;
   std::int64_t seed = 0;
+  // Training tokens of steps 1..step, summed at the global batch each step had (a resume may
+  // change the batch). -1: not recorded (checkpoints written before it was).
+  std::int64_t tokens_seen = -1;
 };
 
 // Every rank calls this; writes <root>/step-N (partial name, synced, renamed), then rank 0

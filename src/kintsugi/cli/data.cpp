@@ -3,6 +3,7 @@
 //   tokenize  text or JSONL files -> one token file or Megatron dataset, on every core
 //   info      validate token files / Megatron datasets and print what they hold
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,38 @@ namespace kintsugi::cli {
 namespace {
 
 constexpr double kMB = 1e6;
+
+namespace fs = std::filesystem;
+
+// The files `data tokenize` reads: the inputs, and the tokenizer's (its file, or the files of
+// its directory).
+std::vector<fs::path> files_read(const std::vector<fs::path>& inputs, const fs::path& tokenizer) {
+  std::vector<fs::path> read = inputs;
+  std::error_code ec;
+  if (fs::is_directory(tokenizer, ec)) {
+    for (const auto& entry : fs::directory_iterator(tokenizer, ec))
+      if (entry.is_regular_file(ec)) read.push_back(entry.path());
+  } else {
+    read.push_back(tokenizer);
+  }
+  return read;
+}
+
+// An output is renamed over its path when complete, so an output that is one of the files
+// read would replace it: the text of a corpus lost for its tokens. Refused before anything is
+// written, by file identity (device and inode), so that another name for the file (./x, a
+// link) is caught too.
+void refuse_output_over_input(const std::string& out, const std::vector<fs::path>& outputs,
+                              const std::vector<fs::path>& read) {
+  for (const fs::path& output : outputs)
+    for (const fs::path& input : read) {
+      std::error_code ec;
+      if (!fs::equivalent(output, input, ec)) continue;  // ec: one of them does not exist
+      fail("--out {} would replace {}, which this command reads{}: choose another --out", out,
+           input.string(),
+           output == input ? "" : fmt::format(" ({} is the same file)", output.string()));
+    }
+}
 
 void add_brown(CLI::App& data) {
   struct Options {
@@ -75,14 +108,28 @@ void add_tokenize(CLI::App& data) {
       ->capture_default_str();
   cmd->add_option("inputs", opt->inputs, "Input files, in order")->required();
   cmd->callback([opt] {
-    const auto tokenizer = data::load_tokenizer(opt->tokenizer);
     const std::vector<std::filesystem::path> inputs(opt->inputs.begin(), opt->inputs.end());
+    std::vector<fs::path> outputs = {opt->out};
+    if (opt->format == "megatron") {
+      const fs::path prefix = data::megatron_prefix(opt->out);
+      outputs = {fs::path(prefix) += ".bin", fs::path(prefix) += ".idx"};
+    }
+    refuse_output_over_input(opt->out, outputs, files_read(inputs, opt->tokenizer));
+    const auto tokenizer = data::load_tokenizer(opt->tokenizer);
     data::CorpusStats stats;
     std::string written;
+    // Inputs without a document (an empty file, a JSONL file of no records) would make a token
+    // file of no tokens, which no run can read: refused before the writer commits anything.
+    auto refuse_empty = [&] {
+      if (stats.tokens == 0)
+        fail("{} hold{} no documents: no tokens to write to {} (is the input empty?)",
+             fmt::join(opt->inputs, ", "), opt->inputs.size() == 1 ? "s" : "", opt->out);
+    };
     if (opt->format == "megatron") {
       data::MegatronWriter writer(opt->out, tokenizer->vocab_size());
       stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
                                     [&](std::span<const std::int32_t> ids) { writer.add_document(ids); });
+      refuse_empty();
       writer.finish();
       const auto prefix = data::megatron_prefix(opt->out).string();
       written = prefix + ".bin and " + prefix + ".idx";
@@ -90,6 +137,7 @@ void add_tokenize(CLI::App& data) {
       data::TokenFileWriter writer(opt->out, tokenizer->vocab_size());
       stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
                                     [&](std::span<const std::int32_t> ids) { writer.append(ids); });
+      refuse_empty();
       writer.finish();
       written = opt->out;
     }

@@ -179,7 +179,14 @@ void run(const Args& args) {
     config = eval_config(args, world);
     data.emplace(open_one_dataset(args.data, "--data", config));
     const std::int64_t mb = config.train.micro_batch;
-    windows = args.windows > 0 ? args.windows : data->max_disjoint_eval_windows() / mb * mb;
+    const std::int64_t disjoint = data->max_disjoint_eval_windows();
+    // More windows than the file holds would overlap: the same tokens scored again (and
+    // --windows 1e9 would run for weeks), not a better estimate.
+    if (args.windows > disjoint)
+      fail("--windows {} is more than the {} windows of {} tokens {} holds: give at most {} (0: "
+           "all of them)",
+           args.windows, disjoint, config.model.seq_len, args.data, disjoint);
+    windows = args.windows > 0 ? args.windows : disjoint / mb * mb;
     if (windows < 1)
       fail("{} holds too few tokens for one window of {} x {}: lower --micro-batch", args.data,
            mb, config.model.seq_len);
@@ -215,7 +222,7 @@ void add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--windows", args->windows,
                   "Evaluate this many windows of seq_len tokens, spread evenly over the file "
-                  "(0: every window, none overlapping; train's validation uses "
+                  "(0: every window, none overlapping; at most that many; train's validation uses "
                   "train.eval_batches x train.micro_batch)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

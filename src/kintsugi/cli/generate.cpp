@@ -18,6 +18,7 @@
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/data/token_source.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -59,6 +60,14 @@ struct Checkpoint {
 };
 
 Checkpoint read_checkpoint_kind(const fs::path& dir) {
+  std::error_code error;
+  if (!fs::exists(dir, error))
+    fail("--checkpoint {} does not exist: give <out>/model or <out>/checkpoints/step-N",
+         dir.string());
+  if (!fs::is_directory(dir, error))
+    fail("--checkpoint {} is a file, not a checkpoint directory: give the directory that holds "
+         "manifest.json (<out>/model or <out>/checkpoints/step-N)",
+         dir.string());
   std::ifstream in(dir / "manifest.json");
   if (!in)
     fail("{} is not a kintsugi model checkpoint (no manifest.json): give <out>/model or "
@@ -147,8 +156,8 @@ void add_generate_command(CLI::App& app) {
                   "saved with the model, else data/gpt2-tokenizer)");
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--tokens", args->tokens, "Tokens to generate")->check(CLI::Range(1, 100000));
-  cmd->add_option("--temperature", args->temperature, "Sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
+  // Checked in the callback: one message for NaN (which passes a range check), inf and < 0.
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature (0: greedy)");
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens (0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "Sampling seed");
@@ -159,27 +168,39 @@ void add_generate_command(CLI::App& app) {
                 "Run the whole window for every new token instead of one row against the "
                 "key/value cache (slower; the same tokens while the context fits the window)");
   cmd->callback([args] {
+    // NaN passes a range check (every comparison is false) and inf would divide every logit to
+    // zero: both sampled without a word.
+    if (!std::isfinite(args->temperature) || args->temperature < 0)
+      fail("--temperature {} must be a finite number >= 0 (0: greedy)", args->temperature);
     set_compute_threads(args->threads);
     if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
       fail("--tokenizer {}: no such file or directory", args->tokenizer);
+    // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
+    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
     const auto tokenizer = data::load_tokenizer(
         !args->tokenizer.empty()                      ? args->tokenizer
         : data::has_tokenizer_files(args->checkpoint) ? args->checkpoint
                                                       : "data/gpt2-tokenizer");
-    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
     const ModelConfig& config = checkpoint.config;
-    MemoryTracker memory;
-    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
-    const std::int64_t window = config.seq_len;
-    GptModel model(*backend, config, DType::f32, 1, window);
-    load_weights(args->checkpoint, checkpoint, model);
-
     // The prompt as a document starts: after the specials the tokenizer puts before a text
     // (Llama: <s>); an empty context starts after an end of document.
     std::vector<std::int32_t> context(tokenizer->text_prefix().begin(),
                                       tokenizer->text_prefix().end());
     tokenizer->encode_into(args->prompt, context);
     if (context.empty()) context.push_back(tokenizer->eos_id());
+    // Before any weights are read: a tokenizer with more ids than the model (not the one it was
+    // trained with) would feed it ids it has no embedding rows for.
+    data::require_ids_below(
+        context, config.vocab_size,
+        fmt::format("the prompt as {} encodes it", tokenizer->describe()),
+        fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
+                    args->checkpoint));
+    MemoryTracker memory;
+    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
+    const std::int64_t window = config.seq_len;
+    GptModel model(*backend, config, DType::f32, 1, window);
+    load_weights(args->checkpoint, checkpoint, model);
+
     fmt::print("{}", args->prompt);
     std::fflush(stdout);
     ContextWindow model_window(model, window, !args->no_kv_cache);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/subcommand_check.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   add_tune_command(app);
   add_export_command(app);
   try {
+    check_subcommands(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -5,13 +5,14 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <optional>
 
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
@@ -100,6 +101,9 @@ std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
 
 void run_plan(const Args& a) {
   if (a.memory) return print_memory(a);
+  if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
+    fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
+         a.write_config, a.write_config);
   const RunConfig base = base_config(a);
   Workload w = workload_of(base);
   if (!a.attention.empty()) w.attention = parse_name<AttentionKernel>(a.attention, "--attention");
@@ -154,7 +158,9 @@ void run_plan(const Args& a) {
                cluster.devices_per_node, world, cluster.name, cluster.source, w.global_batch,
                w.model.seq_len, w.precision);
     print_notes(chosen.notes);
-    if (a.global_batch == 0 && w.global_batch == TrainConfig{}.global_batch)
+    // Only a run described by flags alone takes the default; a config's value is the run's,
+    // whether or not it equals the default.
+    if (a.global_batch == 0 && a.config.empty())
       fmt::print("note: global batch {} sequences ({} tokens per step) is kintsugi's default, "
                  "not necessarily your run's: pass --global-batch (layouts and times depend on "
                  "it)\n",
@@ -179,7 +185,7 @@ void run_plan(const Args& a) {
          cluster.memory_gb, describe(r.too_big.front().layout), r.too_big.front().memory.total() / 1e9);
   }
   if (!a.write_config.empty()) {
-    std::ofstream(a.write_config) << layout_config_toml(base, r.ranked.front().layout);
+    data::write_text_file(a.write_config, layout_config_toml(base, r.ranked.front().layout));
     if (!a.json)
       fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
                  a.write_config, world, a.write_config);
@@ -228,8 +234,11 @@ void add_plan_command(CLI::App& app) {
                   "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
                   "and its bandwidth; docs/planner.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  one_number(cmd, "--global-batch", a->global_batch, 0, "Sequences per optimizer step");
-  one_number(cmd, "--seq", a->seq, 0, "Sequence length");
+  // 0 stands for "not given" in Args (the config's or preset's value), so a 0 written on the
+  // command line is refused rather than silently taken as the default.
+  one_number(cmd, "--global-batch", a->global_batch, 1, "Sequences per optimizer step")
+      ->default_str("the config's, else 16");
+  one_number(cmd, "--seq", a->seq, 1, "Sequence length")->default_str("the model's");
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16 (default: bf16 for presets)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")

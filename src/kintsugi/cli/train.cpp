@@ -61,12 +61,44 @@ std::vector<std::string> flag_overrides(const Args& args) {
   return overrides;
 }
 
+// What every rank must have been given alike besides the config, compared by agree_on_config
+// before anything is removed: every rank writes its shard of a checkpoint under --out and rank 0
+// lists them all in the manifest, rank 0 alone removes the earlier run for --overwrite, and
+// each rank loads the checkpoint it resolved from --resume. Paths are compared absolute.
+std::string agreed_flags(const std::string& out_dir, const std::string& metrics_path,
+                         bool overwrite, const std::optional<CheckpointInfo>& resume) {
+  auto absolute = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    const std::filesystem::path a = std::filesystem::absolute(p, ec);
+    return fmt::format("\"{}\"", (ec ? p : a).lexically_normal().string());
+  };
+  return fmt::format("--out = {}\n--metrics = {}\n--overwrite = {}\n--resume = {}\n",
+                     absolute(out_dir), absolute(metrics_path), overwrite,
+                     resume ? absolute(resume->dir) : "none");
+}
+
+// --overwrite: rank 0 removes the earlier run once every rank has agreed to start with the same
+// flags; a failure ends every rank with one message.
+void start_over(Communicator* world, const std::string& out_dir,
+                const std::string& metrics_path) {
+  std::string error;
+  if (!world || world->rank() == 0) {
+    try {
+      remove_previous_run(out_dir, metrics_path);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  agree_on_error(world, error);
+}
+
 void run(const Args& args) {
   std::unique_ptr<MpiRuntime> mpi;
   if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
   const int world = mpi ? mpi->world_size() : 1;
 
-  // Setup: every rank reads and checks the same config and reaches the same verdict.
+  // Setup: every rank reads and checks the same config and reaches the same verdict. Nothing
+  // is removed here; rank 0's lock creates --out and the metrics file.
   RunConfig config;
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
@@ -87,8 +119,12 @@ void run(const Args& args) {
       fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
            "all cores, shared by the ranks of a node)",
            config.train.threads, cores, cores);
+    if (std::error_code ec; !args.trace.empty() && std::filesystem::is_directory(args.trace, ec))
+      fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
+           args.trace);
     inputs.emplace(open_inputs(config));
-    if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir);
+    // The metrics file is locked with --out: it may lie outside it.
+    if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
     if (args.overwrite && !args.resume.empty())
       fail("--overwrite starts over and --resume continues: give only one of them");
     if (args.resume.empty() && !args.overwrite) refuse_to_start_over(out_dir, metrics_path);
@@ -114,16 +150,7 @@ void run(const Args& args) {
   }
   agree_on_setup(mpi.get(), error,
                  error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
-  // --overwrite: the earlier run goes once every rank has agreed to start.
-  if (args.overwrite && (!mpi || mpi->world_rank() == 0)) {
-    try {
-      remove_previous_run(out_dir, metrics_path);
-    } catch (const Error& e) {
-      fmt::print(stderr, "kintsugi: error: {}\n", e.what());
-      std::fflush(stderr);
-      std::_Exit(1);  // under mpirun the launcher stops the other ranks
-    }
-  }
+  const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
 
   if (!mpi || mpi->world_rank() == 0)
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
@@ -140,9 +167,12 @@ void run(const Args& args) {
   run_on_ranks(
       config, mpi.get(),
       [&](const Topology* topology) {
+        // Under MPI the ranks have agreed on the config and the flags by now (below).
+        if (args.overwrite)
+          start_over(topology ? &topology->world() : nullptr, out_dir, metrics_path);
         train(config, std::move(*inputs), options, std::cout, topology);
       },
-      [&](Communicator& world) { agree_on_config(world, config, *inputs); });
+      [&](Communicator& world) { agree_on_config(world, config, *inputs, flags); });
 }
 
 }  // namespace
@@ -184,9 +214,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--trace", args->trace,
                   "Write the last step's events of every rank as Chrome trace JSON (open in "
                   "Perfetto or chrome://tracing)");
-  cmd->add_option("--resume", args->resume,
-                  "Continue from a training checkpoint: auto (the newest under "
-                  "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it");
+  // An empty value would read as no --resume at all and start the run over: refused (a script
+  // whose checkpoint variable is unset must not silently start fresh).
+  cmd->add_option_function<std::string>(
+         "--resume",
+         [args](const std::string& value) {
+           if (value.empty())
+             fail("--resume '' names no checkpoint: give auto (the newest under "
+                  "<out>/checkpoints, if any) or a checkpoint directory");
+           args->resume = value;
+         },
+         "Continue from a training checkpoint: auto (the newest under "
+         "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it")
+      ->type_name("TEXT");
   cmd->add_flag("--overwrite", args->overwrite,
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");

@@ -56,8 +56,18 @@ double measured_step_seconds(const fs::path& metrics) {
   return (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3;
 }
 
+// A directory under --out (or --out itself), made now: fails naming --out when `dir` cannot be
+// one.
+void make_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    fail("--out {} is a file, not a directory: choose another --out", dir.string());
+  fs::create_directories(dir, ec);
+  if (ec) fail("--out {} cannot be created ({}): choose another --out", dir.string(), ec.message());
+}
+
 double run_layout(const Args& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
-  fs::create_directories(dir);
+  make_directory(dir);
   const fs::path config = dir / "run.toml";
   std::ofstream(config) << layout_config_toml(base, l);
   const std::string command = fmt::format(
@@ -77,6 +87,7 @@ double error_percent(double predicted, double measured) {
 void run_tune(const Args& a) {
   if (a.top < 1) fail("--top {} must be at least 1", a.top);
   if (a.steps < 2) fail("--steps {} must be at least 2: the first step is not timed", a.steps);
+  make_directory(a.out);  // before any run: the runs and the refit cluster go there
   RunConfig base = load_run_config(a.config, a.overrides);
   base.train.steps = a.steps;
   base.train.eval_every = 0;
@@ -91,13 +102,22 @@ void run_tune(const Args& a) {
     MemoryTracker memory;
     make_backend(device, memory);
   }
+  // The measurements refit the spec they are compared with: runs on this machine's CPU say
+  // nothing about a GPU cluster's GEMMs and links (and the preset's node would set how many
+  // ranks are launched here). Every spec but `local` describes an accelerator.
+  if (device == Device::cpu && a.cluster != "local")
+    fail("--cluster {} describes another machine's devices, and tune measures on this machine's "
+         "CPU: refitting it from CPU runs would be wrong; use --cluster local (the default) or "
+         "--device cuda on that machine",
+         a.cluster);
   const Workload w = workload_of(base);
   // The CPU's local cluster defaults to 4 ranks sharing the cores; a device's to one rank per
   // visible device.
   const std::int64_t ranks = a.ranks > 0 || device != Device::cpu ? a.ranks : 4;
   const ChosenCluster choice = choose_cluster(a.cluster, device, ranks, w);
   const ClusterSpec& cluster = choice.spec;
-  const std::int64_t world = cluster.devices_per_node;
+  // The ranks asked for, or the cluster's node.
+  const std::int64_t world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(choice.notes);
   const SearchResult found = search_layouts(w, cluster, world, {});
   if (found.ranked.empty())
@@ -127,7 +147,6 @@ void run_tune(const Args& a) {
     runs.push_back({chosen[i], run_layout(a, base, chosen[i].layout, dir)});
   }
   const Refit refit = refit_cluster(cluster, runs);
-  fs::create_directories(a.out);
   std::ofstream(fs::path(a.out) / "cluster-refit.toml")
       << "# Refit by `kintsugi tune` from measured steps; use with --cluster <this file>\n"
       << to_toml(refit.cluster);

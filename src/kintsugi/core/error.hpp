@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kintsugi {
 
@@ -13,9 +14,26 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A message is one line and often quotes a file's content (a key, a type name, a token). A
+// control byte there would cut the message short (a NUL ends what() read as a C string) or break
+// it into lines, so each is written as \xNN; bytes of UTF-8 text pass unchanged. Escaping twice
+// changes nothing (a backslash is printable).
+inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += c;
+  }
+  return out;
+}
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
-  throw Error(fmt::format(format, std::forward<Args>(args)...));
+  throw Error(printable(fmt::format(format, std::forward<Args>(args)...)));
 }
 
 // Internal invariant: a broken one is a kintsugi bug, not user input.

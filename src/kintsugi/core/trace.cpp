@@ -1,5 +1,8 @@
 #include "kintsugi/core/trace.hpp"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -75,7 +78,11 @@ void write_chrome_trace(const std::string& path, const std::vector<std::vector<T
   out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
   out.close();
   if (!out) fail("cannot write the trace {}", path);
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {  // e.g. a directory by that name
+    const int error = errno;
+    std::remove(tmp.c_str());
+    fail("cannot write the trace {}: {}", path, std::strerror(error));
+  }
 }
 
 }  // namespace kintsugi

@@ -10,7 +10,9 @@ namespace kintsugi::data {
 
 // Whether `path` is one of the files scripts/fetch_data.sh writes (by its place under data/).
 inline bool is_fetched_file(const std::filesystem::path& path) {
-  const std::string p = std::filesystem::absolute(path).lexically_normal().generic_string();
+  std::error_code ec;  // an empty path has no absolute form: it is no fetched file either
+  const std::string p = std::filesystem::absolute(path, ec).lexically_normal().generic_string();
+  if (ec) return false;
   return p.find("/data/brown/") != std::string::npos ||
          (p.find("/data/") != std::string::npos && p.find("-tokenizer") != std::string::npos);
 }

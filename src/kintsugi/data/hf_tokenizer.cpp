@@ -91,10 +91,20 @@ void HfTokenizer::Impl::load_vocab(const Json& json) {
   if (!model.contains("vocab") || !model["vocab"].is_object())
     fail("{}: model.vocab must be an object of token ids", what());
   std::int32_t max_id = -1;
+  // Ids index tables of vocab_size() entries, here and in every model trained on the ids (its
+  // embedding rows): they must number the tokens from 0. Gaps are allowed, but an id past
+  // twice the number of tokens the file defines is a damaged file, refused before any table
+  // of that size is allocated.
+  const Json added_json = json.value("added_tokens", Json::array());
+  const auto tokens = static_cast<std::int64_t>(model["vocab"].size() + added_json.size());
   auto add = [&](const std::string& token, const Json& id_json, char kind) {
     if (!id_json.is_number_integer() || id_json.get<std::int64_t>() < 0 ||
         id_json.get<std::int64_t>() >= (1LL << 31) - 1)
       fail("{}: the id of token {} is not a non-negative 32-bit integer", what(), Json(token).dump());
+    if (id_json.get<std::int64_t>() >= 2 * tokens)
+      fail("{}: the id of token {} is {}, but the file defines {} tokens: ids must number the "
+           "vocabulary from 0 (at most twice as many ids as tokens)",
+           what(), Json(token).dump(), id_json.get<std::int64_t>(), tokens);
     const auto id = id_json.get<std::int32_t>();
     vocab[token] = id;
     if (id >= static_cast<std::int32_t>(id_to_token.size()))
@@ -105,7 +115,7 @@ void HfTokenizer::Impl::load_vocab(const Json& json) {
   };
   for (const auto& [token, id] : model["vocab"].items()) add(token, id, 1);
   std::vector<AddedToken> added_tokens;
-  for (const auto& t : json.value("added_tokens", Json::array())) {
+  for (const auto& t : added_json) {
     AddedToken a{.content = t.at("content").get<std::string>(), .id = 0,
                  .special = t.value("special", false), .lstrip = t.value("lstrip", false),
                  .rstrip = t.value("rstrip", false)};

@@ -90,19 +90,27 @@ void MegatronDataset::check_index(const std::filesystem::path& idx_path) {
   if (width_ == 0)
     fail("{} has dtype code {}, not an integer type (1-5 or 8): {}", name, dtype_, kRemake);
   const auto sequences = load<std::uint64_t>(p + 18), documents = load<std::uint64_t>(p + 26);
-  // Division keeps a corrupt count from overflowing into a matching size.
-  const std::size_t body = idx.size() - kHeaderBytes;
-  if (sequences > body / 12 || documents > body / 8 ||
-      kHeaderBytes + 12 * sequences + 8 * documents != idx.size())
+  // The size the counts describe, in checked arithmetic: a corrupt count can be large enough
+  // that 12 * sequences wraps around to the file's own size.
+  std::uint64_t need = 0, sequence_bytes = 0, document_bytes = 0;
+  if (__builtin_mul_overflow(sequences, std::uint64_t{12}, &sequence_bytes) ||
+      __builtin_mul_overflow(documents, std::uint64_t{8}, &document_bytes) ||
+      __builtin_add_overflow(sequence_bytes, document_bytes, &need) ||
+      __builtin_add_overflow(need, std::uint64_t{kHeaderBytes}, &need))
+    fail("{} is corrupt: its counts of {} sequences and {} document entries overflow (they "
+         "would need more than 2^64 bytes; the file has {}): {}",
+         name, sequences, documents, idx.size(), kRemake);
+  if (need != idx.size())
     fail("{} is truncated or has trailing bytes: {} sequences and {} document entries need {} "
          "bytes, the file has {} (a multimodal index with sequence modes is not supported): {}",
-         name, sequences, documents, kHeaderBytes + 12 * sequences + 8 * documents, idx.size(),
-         kRemake);
+         name, sequences, documents, need, idx.size(), kRemake);
   if (documents < 1) fail("{} has an empty document index (it needs at least [0]): {}", name, kRemake);
   lengths_.resize(sequences);
   document_index_.resize(documents);
-  std::memcpy(lengths_.data(), p + kHeaderBytes, 4 * sequences);
   const unsigned char* pointers = p + kHeaderBytes + 4 * sequences;
+  // memcpy's pointers must be valid even for 0 bytes, and an empty vector's data() may be null
+  // (an index of 0 sequences has no lengths).
+  if (sequences > 0) std::memcpy(lengths_.data(), p + kHeaderBytes, 4 * sequences);
   std::memcpy(document_index_.data(), pointers + 8 * sequences, 8 * documents);
   std::int64_t offset = 0;
   for (std::size_t s = 0; s < sequences; ++s) {

@@ -19,4 +19,13 @@ void require_ids_below(const TokenSource& source, std::int64_t vocab_size, std::
          vocab_size, key);
 }
 
+void require_ids_below(std::span<const std::int32_t> ids, std::int64_t vocab_size,
+                       std::string_view what, std::string_view fix) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      fail("{} holds token id {} (at position {}), outside the model's vocabulary of {} "
+           "(model.vocab_size): {}",
+           what, ids[i], i, vocab_size, fix);
+}
+
 }  // namespace kintsugi::data

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,5 +33,12 @@ std::unique_ptr<TokenSource> open_token_source(const std::filesystem::path& path
 // kintsugi::Error naming the file, the id and its position when the source holds an id that
 // `vocab_size` (config key `key`) does not cover.
 void require_ids_below(const TokenSource& source, std::int64_t vocab_size, std::string_view key);
+
+// The same for ids made in memory (a prompt as a tokenizer encoded it): kintsugi::Error naming
+// `what`, the first id outside [0, vocab_size), its position and the vocabulary size, then
+// `fix`. An id outside the model's vocabulary would embed as a zero (or padding) row on every
+// backend without a word, so none reaches one.
+void require_ids_below(std::span<const std::int32_t> ids, std::int64_t vocab_size,
+                       std::string_view what, std::string_view fix);
 
 }  // namespace kintsugi::data

@@ -3,7 +3,9 @@
 // that share a weight-decay setting (none on biases and norm weights). Each segment names its
 // weights (the f32 master copy under mixed precision), its gradient and, under mixed precision,
 // the working copy to refresh. The first and second moments are one flat f32 buffer each,
-// cut into the segments' lengths.
+// cut into the segments' lengths. A step updates every segment in one multi-range op
+// (Backend::adamw_step_multi), or one op per segment with KINTSUGI_MULTI_TENSOR=0
+// (multi_tensor.hpp).
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
@@ -27,7 +29,7 @@ struct AdamWSegment {
 class AdamW {
  public:
   // The moments have the segments' element type (f32, or f64 for gradient checks).
-  AdamW(Backend& backend, std::vector<AdamWSegment> segments, AdamWConfig config);
+  AdamW(Backend& backend, const std::vector<AdamWSegment>& segments, AdamWConfig config);
   // One update with learning rate lr; gradients are multiplied by grad_scale first (clipping,
   // loss-scale removal).
   void step(double lr, double grad_scale);
@@ -44,8 +46,9 @@ class AdamW {
 
  private:
   Backend& backend_;
-  std::vector<AdamWSegment> segments_;
+  std::vector<AdamWRange> ranges_;  // the segments with their moments
   AdamWConfig config_;
+  DType dtype_ = DType::f32;  // of the weights and moments
   std::int64_t total_ = 0;
   Buffer m_, v_;
   std::int64_t steps_ = 0;

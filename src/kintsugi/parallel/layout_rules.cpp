@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/parallel/stage_partition.hpp"
@@ -20,6 +22,22 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& l) {
     return fmt::format("tp {}, pp {}, dp {}, virtual stages {} and micro-batch {} must all be at "
                        "least 1",
                        l.tp, l.pp, l.dp, l.virtual_stages, l.micro_batch);
+  // The pipeline schedule counts micro-batches per data-parallel rank in an int
+  // (PipelineShape), so a step holds at most INT_MAX of them.
+  constexpr std::int64_t kMaxMicroBatches = std::numeric_limits<int>::max();
+  std::int64_t sequences_per_round = 0;  // micro_batch x dp, checked: both may be huge
+  if (__builtin_mul_overflow(l.micro_batch, l.dp, &sequences_per_round) ||
+      l.global_batch % sequences_per_round != 0)
+    return fmt::format("train.global_batch = {} is not a multiple of train.micro_batch x dp = {} "
+                       "x {}: change train.global_batch, train.micro_batch or --dp",
+                       l.global_batch, l.micro_batch, l.dp);
+  if (l.global_batch / sequences_per_round > kMaxMicroBatches)
+    return fmt::format("train.global_batch = {} is too large: it makes {} micro-batches per "
+                       "data-parallel rank per step (global_batch / (micro_batch {} x dp {})), "
+                       "and a step takes at most {}; lower train.global_batch or raise "
+                       "train.micro_batch",
+                       l.global_batch, l.global_batch / sequences_per_round, l.micro_batch, l.dp,
+                       kMaxMicroBatches);
   // (A tensor grid splits heads and widths over its own dimensions: grid_problem.)
   const bool grid = !l.tensor_grid.empty();
   if (!grid && m.n_head % l.tp != 0)
@@ -35,10 +53,6 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& l) {
                        m.kv_heads(), l.tp, m.kv_heads());
   if (!grid && m.d_ff % l.tp != 0)
     return fmt::format("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, l.tp);
-  if (l.global_batch % (l.micro_batch * l.dp) != 0)
-    return fmt::format("train.global_batch = {} is not a multiple of train.micro_batch x dp = {} "
-                       "x {}: change train.global_batch, train.micro_batch or --dp",
-                       l.global_batch, l.micro_batch, l.dp);
   if (l.sequence_parallel && l.tp > 1 && (l.micro_batch * m.seq_len) % l.tp != 0)
     return fmt::format("sequence parallelism splits micro_batch x seq_len = {} token rows across "
                        "tp = {} ranks: make it divisible",

@@ -28,7 +28,9 @@ std::string_view name_of(PipeOp op) {
 
 void validate(PipelineSchedule schedule, const PipelineShape& s) {
   if (s.stages < 1 || s.virtual_stages < 1 || s.micro_batches < 1)
-    fail("pipeline stages, virtual stages and micro-batches must be at least 1");
+    fail("pipeline stages ({}), virtual stages ({}) and micro-batches per step ({}) must be at "
+         "least 1",
+         s.stages, s.virtual_stages, s.micro_batches);
   if (s.virtual_stages > 1 && schedule != PipelineSchedule::interleaved)
     fail("--virtual-stages {} needs --schedule interleaved", s.virtual_stages);
   if (s.virtual_stages > 1 && s.stages == 1)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kintsugi/core/host_io.hpp"
+#include "kintsugi/optim/multi_tensor.hpp"
 
 namespace kintsugi {
 
@@ -35,6 +36,7 @@ ShardedState::ShardedState(Backend& backend, ParamStore& params, const ShardingC
   params_storage_->initialize(seed);
   initialize_master(seed);
   build_optimizer(adamw);
+  build_norm_ranges();
 }
 
 Tensor ShardedState::master(std::int64_t a, std::int64_t n, std::int64_t owned) const {
@@ -83,7 +85,7 @@ void ShardedState::build_optimizer(const AdamWConfig& config) {
       segments.push_back(s);
     }
   });
-  adamw_ = std::make_unique<AdamW>(backend_, std::move(segments), config);
+  adamw_ = std::make_unique<AdamW>(backend_, segments, config);
 }
 
 void ShardedState::acquire(int u, bool grads) {
@@ -120,14 +122,21 @@ void ShardedState::finish_reduction() {
   params_storage_->drop_prefetched();
 }
 
-void ShardedState::grad_sum_squares(const Tensor& sum) const {
+void ShardedState::build_norm_ranges() {
   map_.for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
     const ParamEntry& e = params_.entry(i);
     if (e.spec.tied_copy || e.spec.duplicate || (e.spec.split_dim < 0 && tp_.rank() != 0)) return;
     // The alignment gap after the tensor holds no gradient.
     const std::int64_t valid = std::min(a + n, e.offset + e.local_shape.numel()) - a;
-    if (valid > 0) backend_.sum_squares(grads_->grads(a, valid, owned), sum);
+    if (valid > 0) norm_ranges_.push_back(grads_->grads(a, valid, owned));
   });
+}
+
+void ShardedState::grad_sum_squares(const Tensor& sum) const {
+  // One range per parameter, not merged with its neighbours: the sum keeps the order (and the
+  // bits) of one sum_squares per parameter, whichever path takes it.
+  if (multi_tensor_ops()) return backend_.sum_squares_multi(norm_ranges_, sum);
+  for (const Tensor& g : norm_ranges_) backend_.sum_squares(g, sum);
 }
 
 void ShardedState::optimizer_step(double lr, double grad_scale) {

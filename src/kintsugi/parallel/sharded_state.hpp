@@ -99,6 +99,7 @@ class ShardedState final : public UnitObserver {
  private:
   void initialize_master(std::uint64_t seed);
   void build_optimizer(const AdamWConfig& adamw);
+  void build_norm_ranges();
   // The f32 master weights of an updated range (mixed precision).
   Tensor master(std::int64_t a, std::int64_t n, std::int64_t owned) const;
   void reduce_partial_grads(int unit);
@@ -116,6 +117,7 @@ class ShardedState final : public UnitObserver {
   std::unique_ptr<GradStorage> grads_;
   Buffer master_;  // mixed precision: f32 master weights of the updated ranges
   std::unique_ptr<AdamW> adamw_;
+  std::vector<Tensor> norm_ranges_;  // the gradient elements grad_sum_squares counts
 };
 
 }  // namespace kintsugi

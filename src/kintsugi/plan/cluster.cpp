@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,9 +60,54 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
   if (!v)
     fail("{}: missing key `{}` ({}): add it, for example `{} = ...` under its [section]", source,
          path, meaning, path.substr(path.rfind('.') + 1));
-  if (auto d = v.value<double>()) return *d;
+  if (auto d = v.value<double>()) {
+    // NaN passes every range check (each comparison is false) and inf makes a step take 0 us:
+    // neither describes a device.
+    if (!std::isfinite(*d))
+      fail("{}: `{}` = {} must be a finite number ({})", source, path, *d, meaning);
+    return *d;
+  }
   fail("{}: `{}` must be a number ({}), got {}", source, path, meaning,
        v.node()->is_string() ? "a string" : "another type");
+}
+
+// Every key a spec may have, by section ("" : the top level). A key that is not one of them (a
+// typo such as `bandwith_gbs`) would otherwise be ignored while the spec silently kept a value
+// the author meant to change.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
+      {"", {"name", "node", "device", "gemm", "intra_node", "inter_node", "package", "host",
+            "attention"}},
+      {"node", {"devices"}},
+      {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
+                  "peak_tflops_fp16", "memory_bandwidth_gbs"}},
+      {"gemm", {"max_efficiency", "half_dim"}},
+      {"intra_node", {"bandwidth_gbs", "latency_us"}},
+      {"inter_node", {"bandwidth_gbs", "latency_us"}},
+      {"package", {"devices", "bandwidth_gbs", "latency_us"}},
+      {"host", {"step_overhead_ms"}},
+      {"attention", {"tflops"}},
+  };
+  return keys;
+}
+
+void refuse_unknown_keys(const toml::table& t, const std::string& source) {
+  for (const auto& [section, names] : known_keys()) {
+    const toml::table* table = section.empty() ? &t : t[section].as_table();
+    if (!section.empty() && t.contains(section) && !table)
+      fail("{}: `{}` must be a [{}] section", source, section, section);
+    if (!table) continue;
+    for (const auto& [key, value] : *table) {
+      const std::string name(key.str());
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        fail("{}: unknown key `{}{}`: the known keys{} are {}", source,
+             section.empty() ? "" : section + ".", name,
+             section.empty() ? " at the top level" : " of [" + section + "]",
+             fmt::join(names, ", "));
+    }
+  }
+  if (t.contains("name") && !t["name"].is_string())
+    fail("{}: `name` must be a string", source);
 }
 
 // The optional sections: [package] (a link tier inside the node), [host] and [attention].
@@ -104,6 +150,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
   } catch (const toml::parse_error& e) {
     fail("{}: not valid TOML: {} (line {})", source, e.description(), e.source().begin.line);
   }
+  refuse_unknown_keys(t, source);
   ClusterSpec c;
   c.source = source;
   c.name = t["name"].value_or(std::string(fs::path(source).stem()));

@@ -9,6 +9,13 @@ namespace kintsugi {
 
 Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& runs) {
   if (runs.empty()) fail("refitting the cost model needs at least one measured layout");
+  // A step time that is not a positive finite number (a run whose metrics held none) would
+  // make the factors, and the spec written from them, NaN or infinite.
+  for (const Measured& r : runs)
+    if (!std::isfinite(r.seconds) || r.seconds <= 0 || !std::isfinite(r.predicted.time.total()))
+      fail("refitting the cost model needs measured and predicted step times that are positive "
+           "finite numbers, got {} s measured against {} s predicted: nothing is refit",
+           r.seconds, r.predicted.time.total());
   double cc = 0, cm = 0, mm = 0, ct = 0, mt = 0;
   for (const Measured& r : runs) {
     const TimePrediction& t = r.predicted.time;
@@ -50,6 +57,15 @@ Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& run
     link->latency_us *= out.comm_factor;
   }
   c.source = cluster.source + " (refit to measured steps)";
+  // What `tune` writes must load again: every field finite and in range (parse_cluster's
+  // checks), never a spec that plans 0 us steps.
+  try {
+    parse_cluster(to_toml(c), c.source);
+  } catch (const Error& e) {
+    fail("the refit of {} is not a usable cluster spec (compute x {}, links x {}): {}; nothing "
+         "is refit",
+         cluster.source, out.compute_factor, out.comm_factor, e.what());
+  }
   out.cluster = c;
   return out;
 }

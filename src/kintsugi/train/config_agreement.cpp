@@ -76,8 +76,9 @@ std::string first_difference(const std::string& mine, const std::string& theirs)
   return "the configurations differ";  // same keys and values in another order: not expected
 }
 
-void agree_on_config(Communicator& world, const RunConfig& config, const TrainInputs& inputs) {
-  const std::string mine = config_fingerprint(config, inputs);
+void agree_on_config(Communicator& world, const RunConfig& config, const TrainInputs& inputs,
+                     const std::string& flags) {
+  const std::string mine = flags + config_fingerprint(config, inputs);
   const std::vector<std::string> all = world.host_gather(mine, 0);
   std::string error;
   if (world.rank() == 0) {

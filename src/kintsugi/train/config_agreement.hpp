@@ -19,7 +19,9 @@ std::string config_fingerprint(const RunConfig& config, const TrainInputs& input
 std::string first_difference(const std::string& mine, const std::string& theirs);
 
 // Collective over `world`: a mismatch is reported once (rank 0), naming the first differing key
-// and the ranks that differ, and every rank throws AlreadyReported.
-void agree_on_config(Communicator& world, const RunConfig& config, const TrainInputs& inputs);
+// and the ranks that differ, and every rank throws AlreadyReported. `flags`: more lines
+// "key = value" compared first (the command's own flags, such as where it writes).
+void agree_on_config(Communicator& world, const RunConfig& config, const TrainInputs& inputs,
+                     const std::string& flags = "");
 
 }  // namespace kintsugi

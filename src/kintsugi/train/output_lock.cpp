@@ -34,7 +34,17 @@ std::string holder_of(int fd) {
 
 }  // namespace
 
-OutputLock::OutputLock(const fs::path& dir) {
+OutputLock::OutputLock(const fs::path& dir, const fs::path& metrics) {
+  try {
+    lock_dir(dir);
+    if (!metrics.empty()) lock_metrics(metrics);
+  } catch (...) {  // no destructor runs: what was locked is released here
+    for (const int fd : fds_) ::close(fd);
+    throw;
+  }
+}
+
+void OutputLock::lock_dir(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     fail("--out {} is a file, not a directory: choose another --out", dir.string());
@@ -42,28 +52,52 @@ OutputLock::OutputLock(const fs::path& dir) {
   if (ec)
     fail("--out {} cannot be created ({}): choose another --out", dir.string(), ec.message());
   const fs::path path = dir / ".lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
     fail("cannot open {} to lock --out {}: {}", path.string(), dir.string(), std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  fds_.push_back(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
-    const std::string holder = error == EWOULDBLOCK ? holder_of(fd_) : "";
-    ::close(fd_);
-    fd_ = -1;
     if (error == EWOULDBLOCK)
       fail("--out {} is in use by another training run ({}): wait for it to end, stop it, or "
            "choose another --out",
-           dir.string(), holder);
+           dir.string(), holder_of(fd));
     fail("cannot lock {}: {}", path.string(), std::strerror(error));
   }
   const std::string me = "host " + host_name() + " pid " + std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 ||
-      ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
     fail("cannot write {}: {}", path.string(), std::strerror(errno));
 }
 
+// The metrics file itself is locked. The holder's name cannot go into it (its lines are the
+// run's), so a refusal names the file only.
+void OutputLock::lock_metrics(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
+    if (fs::is_directory(path, ec))
+      fail("--metrics {} is a directory: name the file to write, e.g. {}", path.string(),
+           (path / "metrics.jsonl").string());
+    return;
+  }
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail("cannot open the metrics file {}: {}: choose another --metrics/--out", path.string(),
+         std::strerror(errno));
+  fds_.push_back(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error == EWOULDBLOCK)
+      fail("--metrics {} is in use by another training run, which writes its metrics there: "
+           "wait for it to end, stop it, or choose another --metrics",
+           path.string());
+    fail("cannot lock the metrics file {}: {}", path.string(), std::strerror(error));
+  }
+}
+
 OutputLock::~OutputLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
+  for (const int fd : fds_) ::close(fd);  // releases the locks
 }
 
 }  // namespace kintsugi

@@ -36,13 +36,17 @@ void refuse_to_start_over(const fs::path& out_dir, const fs::path& metrics_path)
 }
 
 void remove_previous_run(const fs::path& out_dir, const fs::path& metrics_path) {
-  for (const fs::path& p : {out_dir / "checkpoints", out_dir / "model", metrics_path,
-                            out_dir / "loss.svg", out_dir / "run.json"}) {
+  for (const fs::path& p : {out_dir / "checkpoints", out_dir / "model", out_dir / "loss.svg",
+                            out_dir / "run.json"}) {
     std::error_code ec;
-    if (p == metrics_path && fs::exists(p, ec) && !fs::is_regular_file(p, ec)) continue;
     fs::remove_all(p, ec);
     if (ec) fail("--overwrite: cannot remove {}: {}", p.string(), ec.message());
   }
+  // Emptied, not removed: this run holds its lock on that file (OutputLock), which a new file
+  // of the same name would not carry. A pipe or device is left alone.
+  std::error_code ignored, ec;
+  if (fs::is_regular_file(metrics_path, ignored)) fs::resize_file(metrics_path, 0, ec);
+  if (ec) fail("--overwrite: cannot empty {}: {}", metrics_path.string(), ec.message());
 }
 
 }  // namespace kintsugi

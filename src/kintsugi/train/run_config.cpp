@@ -4,10 +4,17 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <toml++/toml.h>
 #include <variant>
 
@@ -243,6 +250,35 @@ void insert_value(toml::table& table, const std::string& name, const Target& tar
       target);
 }
 
+// A --set value that is written as a number but that TOML cannot hold: an integer beyond 64
+// bits or a float beyond a double's range. Refused here with the range, since taken as a string
+// it would be answered "must be integer" (or "float"), which it is.
+void refuse_out_of_range_number(const std::string& text, const std::string& value) {
+  static const std::regex integer("[+-]?[0-9][0-9_]*");
+  static const std::regex floating("[+-]?[0-9][0-9_]*(\\.[0-9_]+)?([eE][+-]?[0-9_]+)?");
+  std::string digits = value;
+  std::erase(digits, '_');
+  if (std::regex_match(value, integer)) {
+    std::int64_t parsed = 0;
+    const char* begin = digits.c_str() + (digits[0] == '+');
+    if (std::from_chars(begin, digits.c_str() + digits.size(), parsed).ec ==
+        std::errc::result_out_of_range)
+      fail("--set {}: {} is out of range: integers run from {} to {}", text, value,
+           std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+    return;
+  }
+  if (!std::regex_match(value, floating)) return;
+  errno = 0;
+  const double parsed = std::strtod(digits.c_str(), nullptr);
+  if (std::isinf(parsed))
+    fail("--set {}: {} is out of range: not a finite number (a float's magnitude is at most {:g})",
+         text, value, std::numeric_limits<double>::max());
+  if (errno == ERANGE && parsed == 0)
+    fail("--set {}: {} is out of range: too small for a float (the smallest magnitude is {:g}); "
+         "write 0 for zero",
+         text, value, std::numeric_limits<double>::denorm_min());
+}
+
 // "train.lr=3e-4" -> table["train"]["lr"] = 3e-4. Values are parsed as TOML; what does not
 // parse (a bare path) is taken as a string.
 void apply_override(toml::table& root, const std::string& text) {
@@ -258,6 +294,7 @@ void apply_override(toml::table& root, const std::string& text) {
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
+    refuse_out_of_range_number(text, value);
     parsed.insert_or_assign("v", value);
   }
   if (!root.contains(section)) root.insert(section, toml::table{});
@@ -356,8 +393,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
+  validate(config);  // first: naming the model counts its parameters, which divides by n_head
   if (!same_shape(config.model, preset_model)) config.model.name = custom_model_name(config.model);
-  validate(config);
   return config;
 }
 
@@ -492,6 +529,68 @@ void resolve_layout(RunConfig& c, int world) {
   }
 }
 
+namespace {
+
+// toml++ (as Debian builds it) writes a float with 17 significant digits, so 0.55 reads back as
+// 0.55000000000000004 in a written config. Each float of the text is rewritten as the shortest
+// decimal that reads back to the same double (std::to_chars), so a written file shows the
+// numbers a user typed. Strings and comments are left alone; integers are not floats.
+std::string with_shortest_floats(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  const auto starts_value = [&](std::size_t at) {
+    if (at == 0) return false;
+    std::size_t j = at;
+    while (j > 0 && text[j - 1] == ' ') --j;
+    return j > 0 && (text[j - 1] == '=' || text[j - 1] == '[' || text[j - 1] == ',');
+  };
+  while (i < text.size()) {
+    const char ch = text[i];
+    if (ch == '"' || ch == '\'') {  // a string, copied whole (basic strings have escapes)
+      std::size_t j = i + 1;
+      while (j < text.size() && text[j] != ch) j += (ch == '"' && text[j] == '\\') ? 2 : 1;
+      j = std::min(j + 1, text.size());
+      out.append(text, i, j - i);
+      i = j;
+      continue;
+    }
+    if (ch == '#') {  // a comment, to the end of its line
+      const std::size_t j = std::min(text.find('\n', i), text.size());
+      out.append(text, i, j - i);
+      i = j;
+      continue;
+    }
+    if ((std::isdigit(static_cast<unsigned char>(ch)) || ch == '-' || ch == '+') &&
+        starts_value(i)) {
+      std::size_t j = i;
+      while (j < text.size() && std::string_view("0123456789.eE+-").find(text[j]) != std::string_view::npos)
+        ++j;
+      const std::string_view token(text.data() + i, j - i);
+      double v = 0;
+      const char* first = token.data() + (token.front() == '+' ? 1 : 0);
+      const auto parsed = std::from_chars(first, token.data() + token.size(), v);
+      if (token.find_first_of(".eE") != std::string_view::npos && parsed.ec == std::errc() &&
+          parsed.ptr == token.data() + token.size()) {
+        char buf[64];
+        const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+        std::string shortest(buf, r.ptr);
+        if (shortest.find_first_of(".e") == std::string::npos) shortest += ".0";
+        out += shortest;
+      } else {
+        out.append(token);
+      }
+      i = j;
+      continue;
+    }
+    out += ch;
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string run_config_toml(const RunConfig& config) {
   RunConfig c = config;
   toml::table root;
@@ -515,7 +614,7 @@ std::string run_config_toml(const RunConfig& config) {
   }
   std::ostringstream out;
   out << toml::toml_formatter(root);
-  return out.str() + "\n";
+  return with_shortest_floats(out.str()) + "\n";
 }
 
 std::vector<ConfigKeyDoc> run_config_keys() {

@@ -10,6 +10,10 @@ namespace {
 
 data::BatchSampler::Source open_source(const std::string& path, double weight, const char* key,
                                        const RunConfig& config) {
+  if (path.empty())
+    fail("{} is empty: name a token file or Megatron dataset (`kintsugi data tokenize` makes "
+         "one)",
+         key);
   std::shared_ptr<const data::TokenSource> tokens = data::open_token_source(path);
   data::require_ids_below(*tokens, config.model.vocab_size, key);
   return {std::move(tokens), weight};

@@ -184,12 +184,14 @@ class TrainingRun {
         std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
       std::optional<StepMetrics> m = train_step(step);
       if (!m) {  // stopped in the middle of the step: the last completed one is saved
-        if (steps_done_ > start_step_ && saved_step_ != steps_done_) save_checkpoint(steps_done_);
+        if (steps_done_ > start_step_ && saved_step_ != steps_done_)
+          save_on_stop(steps_done_, last_val_loss_);
         stopped(steps_done_);
         break;
       }
       report(*m);
       steps_done_ = m->step;
+      last_val_loss_ = m->val_loss;
       if (checkpoint_or_stop(*m)) break;
     }
     finish();
@@ -211,6 +213,9 @@ class TrainingRun {
           ckpt.manifest.at("layout").value("precision", "") == name_of(Precision::fp16))
         model_.loss_scaler().restore(ckpt.progress.loss_scaler);
       start_step_ = ckpt.progress.step;
+      // Recorded since checkpoints carry it; before, the run's own batch is the best guess.
+      tokens_before_ = ckpt.progress.tokens_seen >= 0 ? ckpt.progress.tokens_seen
+                                                      : start_step_ * tokens_per_step_;
       KINTSUGI_ASSERT(start_step_ <= tc_.steps);  // `kintsugi train` refuses such a checkpoint
       for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
     } else if (options_.init_weights) {
@@ -246,10 +251,11 @@ class TrainingRun {
                backend_->name(),
                describe_numerics(config_));
     fmt::print(log_,
-               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batches of {} "
+               "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batch{} of {} "
                "per data-parallel rank | {:.3f} GFLOP/step (model FLOPs)\n",
                describe_layout(config_, place_, model_), tc_.global_batch, mc.seq_len,
-               tokens_per_step_, micro_batches_, tc_.micro_batch, flops_per_step_ / 1e9);
+               tokens_per_step_, micro_batches_, micro_batches_ == 1 ? "" : "es", tc_.micro_batch,
+               flops_per_step_ / 1e9);
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
@@ -290,6 +296,11 @@ class TrainingRun {
   }
 
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
+  // Training tokens of steps 1..step: the resumed steps at the batch they had, this run's at its.
+  std::int64_t tokens_seen_after(std::int64_t step) const {
+    return tokens_before_ + (step - start_step_) * tokens_per_step_;
+  }
+
   void count_dataset_tokens(std::int64_t step) {
     dataset_tokens_.resize(data_.train.num_sources());
     for (std::int64_t i = 0; i < tc_.global_batch; ++i)
@@ -371,7 +382,7 @@ class TrainingRun {
       m.memory_peak[k] = memory_.peak(static_cast<MemoryKind>(k));
     }
     m.activations_in_flight = model_.peak_in_flight();
-    m.tokens_seen = m.step * tokens_per_step_;
+    m.tokens_seen = tokens_seen_after(m.step);
     m.elapsed_seconds = run_clock_.seconds();
     curve_.train.emplace_back(m.step, m.loss);
     if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
@@ -404,8 +415,13 @@ class TrainingRun {
   bool checkpoint_or_stop(const StepMetrics& m) {
     const bool stop = job_asked_to_stop(place_, !write_error_.empty());
     const bool due = tc_.save_every > 0 && (m.step % tc_.save_every == 0 || m.step == tc_.steps);
-    if (due && !stop) refuse_diverged(m);
-    if (stop || due) save_checkpoint(m.step);
+    if (stop) {
+      save_on_stop(m.step, m.val_loss);
+    } else if (due) {
+      // An evaluation cut short by a signal that came meanwhile leaves the quick check.
+      refuse_diverged(m.step, m.val_loss ? m.val_loss : evaluate());
+      save_checkpoint(m.step, tc_.keep_checkpoints);
+    }
     if (!write_error_.empty())
       fail("{}; stopped after step {} (saved {})", write_error_, m.step,
            summary_.last_train_checkpoint);
@@ -420,39 +436,63 @@ class TrainingRun {
     return !std::isfinite(val) || (val > uniform && val > 1.5 * best_val_);
   }
 
-  // Before a scheduled save: the weights about to be saved are those after this step's update,
-  // which its training loss has not seen, so their validation loss decides (this step's, or
-  // measured now). A diverged state is never saved, so `latest` and the newest checkpoints
-  // that pruning keeps are sound ones. (A save on a stop signal skips this evaluation, to be
-  // quick; the save itself still refuses values that are not finite.)
-  void refuse_diverged(const StepMetrics& m) {
+  // Before every save: the weights about to be saved are those after step `step`'s update,
+  // which its training loss has not seen, so their validation loss decides: `val` (the step's
+  // own evaluation, or one measured for the save), else the quick one below. A diverged state
+  // is never saved, so `latest` and the newest checkpoints that pruning keeps are sound ones.
+  void refuse_diverged(std::int64_t step, std::optional<double> val) {
     if (!data_.val) return;  // without validation data only the save's finite checks remain
-    const std::optional<double> val = m.val_loss ? m.val_loss : evaluate();
-    if (!val || !diverged(*val)) return;
+    if (!val) val = quick_validation_loss();
+    if (!diverged(*val)) return;
     std::string last = summary_.last_train_checkpoint;
     if (last.empty() && options_.resume) last = options_.resume->dir.string();
     agree_on_error(topology_ ? &topology_->world() : nullptr,
                    fmt::format("the run diverged: after step {} the validation loss is {:.4g} "
                                "(best {:.4g}, a uniform guess {:.4g}); step {} was not saved; "
                                "{}: lower train.lr or raise train.warmup_steps",
-                               m.step, *val, best_val_,
-                               std::log(static_cast<double>(config_.model.vocab_size)), m.step,
+                               step, *val, best_val_,
+                               std::log(static_cast<double>(config_.model.vocab_size)), step,
                                last.empty() ? "no checkpoint was saved" : "resume from " + last));
   }
 
-  // A training checkpoint of the state after `step` (the weights and optimizer state now).
-  void save_checkpoint(std::int64_t step) {
+  // The validation loss of one micro-batch per data-parallel rank, which no stop signal cuts
+  // short: the check of a save on a stop signal (a launcher gives the job seconds, not an
+  // evaluation's worth) and of one whose evaluation a signal ended. A diverged state's loss is
+  // far above both bounds of diverged(), so a small sample tells it apart.
+  double quick_validation_loss() {
+    stop_checks_ = 0;  // no micro-batch looks for a stop signal
+    const int delay =
+        test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
+    const auto loss = mean_window_loss(model_, place_, *data_.val, place_.dp_size * tc_.micro_batch,
+                                       tc_.micro_batch, [delay] { sleep_ms(delay); });
+    KINTSUGI_ASSERT(loss.has_value());
+    return *loss;
+  }
+
+  // The save when the job is asked to stop: the same checks as a scheduled save, with the
+  // quick validation loss when the step has none of its own. It prunes nothing: the
+  // checkpoints before it stay until the next scheduled save, whose evaluation vouches for its
+  // state with the whole validation sample (docs/checkpoints.md).
+  void save_on_stop(std::int64_t step, std::optional<double> val) {
+    refuse_diverged(step, val);
+    save_checkpoint(step, 0);
+  }
+
+  // A training checkpoint of the state after `step` (the weights and optimizer state now),
+  // keeping the newest `keep` checkpoints (0: all).
+  void save_checkpoint(std::int64_t step, std::int64_t keep) {
     const TrainProgress progress{.step = step,
                                  .optimizer_steps = model_.state(0).optimizer().steps_taken(),
                                  .loss_scaler = model_.loss_scaler().state(),
-                                 .seed = tc_.seed};
+                                 .seed = tc_.seed,
+                                 .tokens_seen = tokens_seen_after(step)};
     nlohmann::json layout = layout_json(config_, place_);
     layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
     Stopwatch clock;
     saved_step_ = step;
     summary_.last_train_checkpoint =
         save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
-                              rank_state(model_, place_), tc_.keep_checkpoints)
+                              rank_state(model_, place_), keep)
             .string();
     if (place_.chief)
       fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -544,8 +584,10 @@ class TrainingRun {
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
+  std::int64_t tokens_before_ = 0;  // tokens of the steps a resumed checkpoint had done
   std::vector<std::int64_t> dataset_tokens_;  // training tokens drawn from each dataset
   std::int64_t saved_step_ = -1;
+  std::optional<double> last_val_loss_;  // of step steps_done_, when it was evaluated
   double best_val_ = 0;  // the lowest sound validation loss of this run
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs

@@ -11,6 +11,7 @@
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/linear_gelu.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/multi_tensor.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 #include "kintsugi/core/cpu_info.hpp"
 
@@ -441,6 +442,11 @@ class CpuBackend final : public Backend {
       typed(kind, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
     add_to_scalar(sum, result);
   }
+  void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) override {
+    for (const Tensor& x : xs) kind_of({&x});
+    KINTSUGI_ASSERT(sum.dtype == DType::f64 && sum.numel() == 1);
+    cpu::sum_squares_multi(xs, sum.as<double>(), partials_);
+  }
   void convert(const Tensor& src, const Tensor& dst) override {
     KINTSUGI_ASSERT(src.numel() == dst.numel());
     if (src.dtype == dst.dtype) return copy(src, dst);
@@ -458,13 +464,8 @@ class CpuBackend final : public Backend {
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h, const Tensor* working_copy) override {
     const std::int64_t n = param.numel();
-    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
-    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
-    const Kind kind = kind_of({&param, &grad, &m, &v, working_copy});
+    const Kind kind = check_adamw(param, grad, m, v, working_copy);
     if (kind == Kind::mixed || working_copy) {
-      if (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32)
-        fail("mixed-precision AdamW keeps param (the master copy), m and v in f32, not {}/{}/{}",
-             name_of(param.dtype), name_of(m.dtype), name_of(v.dtype));
       const OptionalAny wc(working_copy);
       return cpu::mixed::adamw_step(param.as<float>(), AnyPtr(grad), m.as<float>(),
                                     v.as<float>(), wc.ptr, n, h);
@@ -473,8 +474,26 @@ class CpuBackend final : public Backend {
       cpu::adamw_step(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, h);
     });
   }
+  void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override {
+    for (const AdamWRange& r : ranges)
+      check_adamw(r.param, r.grad, r.m, r.v, r.working_copy.empty() ? nullptr : &r.working_copy);
+    cpu::adamw_step_multi(ranges, h);
+  }
 
  private:
+  // adamw_step's lengths and types: which kernel it takes.
+  static Kind check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m,
+                          const Tensor& v, const Tensor* working_copy) {
+    const std::int64_t n = param.numel();
+    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
+    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
+    const Kind kind = kind_of({&param, &grad, &m, &v, working_copy});
+    if ((kind == Kind::mixed || working_copy) &&
+        (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32))
+      fail("mixed-precision AdamW keeps param (the master copy), m and v in f32, not {}/{}/{}",
+           name_of(param.dtype), name_of(m.dtype), name_of(v.dtype));
+    return kind;
+  }
   static void add_to_scalar(const Tensor& scalar, double value) {
     KINTSUGI_ASSERT(scalar.dtype == DType::f64 && scalar.numel() == 1);
     *scalar.as<double>() += value;
@@ -491,7 +510,7 @@ class CpuBackend final : public Backend {
   cpu::ThreadWorkspace workspace_;  // per-thread rows and blocks
   cpu::GemmWorkspace gemm_;         // mixed-precision GEMM operands and results
   cpu::GrowBuffer index_;           // embedding rows grouped by token
-  cpu::GrowBuffer partials_;        // sum_squares chunk sums
+  cpu::GrowBuffer partials_;        // sum_squares(_multi) chunk sums
   cpu::GrowBuffer losses_;          // cross_entropy_finish: each row's loss, summed in order
 };
 

@@ -13,23 +13,8 @@ namespace kintsugi::cpu {
 
 namespace {
 
-constexpr std::int64_t kSumChunk = 1 << 16;  // sum_squares: fixed chunks, summed in order
-constexpr std::int64_t kStage = 2048;        // mixed precision: elements staged at a time
-
-// AdamW's constants and per-element update, shared by the f32 kernel and the mixed one so that
-// a master copy updated beside a working copy is bit for bit the f32 result.
-template <class T>
-struct AdamWConstants {
-  T b1, b2, gs, eps, decay, step_size, inv_sqrt_bc2;
-  explicit AdamWConstants(const AdamWHyper& h)
-      : b1(static_cast<T>(h.beta1)),
-        b2(static_cast<T>(h.beta2)),
-        gs(static_cast<T>(h.grad_scale)),
-        eps(static_cast<T>(h.eps)),
-        decay(static_cast<T>(1.0 - h.lr * h.weight_decay)),
-        step_size(static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, double(h.step))))),
-        inv_sqrt_bc2(static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(h.step))))) {}
-};
+constexpr std::int64_t kSumChunk = kSumSquaresChunk;
+constexpr std::int64_t kStage = kAdamWChunk;  // mixed precision: elements staged at a time
 
 template <class T>
 inline void adamw_element(T& param, T grad, T& m, T& v, const AdamWConstants<T>& k) {
@@ -67,37 +52,52 @@ void scale(T* x, std::int64_t n, double factor) {
 }
 
 template <class T>
+double sum_squares_chunk(const T* x, std::int64_t n) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t i = 0; i < n; ++i) acc += x[i] * x[i];
+  return acc;
+}
+
+template <class T>
 double sum_squares(const T* x, std::int64_t n) {
   // Fixed-size chunks summed in chunk order: the result does not depend on the thread count.
   constexpr std::int64_t kChunk = kSumChunk;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<std::size_t>(chunks));
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const T* p = x + c * kChunk;
-    const std::int64_t len = std::min(kChunk, n - c * kChunk);
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (std::int64_t i = 0; i < len; ++i) acc += p[i] * p[i];
-    partial[c] = acc;
-  }
+  for (std::int64_t c = 0; c < chunks; ++c)
+    partial[c] = sum_squares_chunk(x + c * kChunk, std::min(kChunk, n - c * kChunk));
   double total = 0;
   for (double p : partial) total += p;
   return total;
 }
 
 template <class T>
+void adamw_chunk(T* param, const T* grad, T* m, T* v, std::int64_t n,
+                 const AdamWConstants<T>& k) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) adamw_element(param[i], grad[i], m[i], v[i], k);
+}
+
+template <class T>
 void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWHyper& h) {
   const AdamWConstants<T> k(h);
-#pragma omp parallel for simd schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) adamw_element(param[i], grad[i], m[i], v[i], k);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
+    const std::int64_t len = std::min(kStage, n - i0);
+    adamw_chunk(param + i0, grad + i0, m + i0, v + i0, len, k);
+  }
 }
 
 #define KINTSUGI_INSTANTIATE(T)                                           \
   template void add<T>(const T*, const T*, T*, std::int64_t);             \
   template void add_bias<T>(T*, const T*, std::int64_t, std::int64_t);    \
   template void scale<T>(T*, std::int64_t, double);                       \
+  template double sum_squares_chunk<T>(const T*, std::int64_t);           \
   template double sum_squares<T>(const T*, std::int64_t);                 \
+  template void adamw_chunk<T>(T*, const T*, T*, T*, std::int64_t,        \
+                               const AdamWConstants<T>&);                 \
   template void adamw_step<T>(T*, const T*, T*, T*, std::int64_t, const AdamWHyper&);
 KINTSUGI_INSTANTIATE(float)
 KINTSUGI_INSTANTIATE(double)
@@ -149,48 +149,53 @@ void scale(AnyPtr x, std::int64_t n, double factor) {
   }
 }
 
+double sum_squares_chunk(AnyPtr x, std::int64_t begin, std::int64_t end) {
+  float acc = 0, xs[kStage];
+  for (std::int64_t i0 = begin; i0 < end; i0 += kStage) {
+    const std::int64_t len = std::min(kStage, end - i0);
+    const float* p = read_f32(x.at(i0), len, xs);
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t i = 0; i < len; ++i) acc += p[i] * p[i];
+  }
+  return acc;
+}
+
 double sum_squares(AnyPtr x, std::int64_t n, GrowBuffer& partial_buffer) {
   // The f32 kernel's chunks, each summed in f32 over its staged pieces in order.
   const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
   double* partial = partial_buffer.get_as<double>(chunks);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t end = std::min(n, (c + 1) * kSumChunk);
-    float acc = 0, xs[kStage];
-    for (std::int64_t i0 = c * kSumChunk; i0 < end; i0 += kStage) {
-      const std::int64_t len = std::min(kStage, end - i0);
-      const float* p = read_f32(x.at(i0), len, xs);
-#pragma omp simd reduction(+ : acc)
-      for (std::int64_t i = 0; i < len; ++i) acc += p[i] * p[i];
-    }
-    partial[c] = acc;
-  }
+  for (std::int64_t c = 0; c < chunks; ++c)
+    partial[c] = sum_squares_chunk(x, c * kSumChunk, std::min(n, (c + 1) * kSumChunk));
   double total = 0;
   for (std::int64_t c = 0; c < chunks; ++c) total += partial[c];
   return total;
+}
+
+void adamw_chunk(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
+                 std::int64_t i0, std::int64_t len, const AdamWConstants<float>& k) {
+  float gs[kStage];
+  const float* g = read_f32(grad.at(i0), len, gs);
+  float* p = param + i0;
+  float* mc = m + i0;
+  float* vc = v + i0;
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) adamw_element(p[i], g[i], mc[i], vc[i], k);
+  if (working_copy) {  // rounded while the updated chunk is still in cache
+    const AnyPtr wc = working_copy->at(i0);
+    if (wc.is_f32())
+      std::memcpy(wc.f32(), p, len * sizeof(float));
+    else
+      narrow(p, wc.dtype, wc.half(), len);
+  }
 }
 
 void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
                 std::int64_t n, const AdamWHyper& h) {
   const AdamWConstants<float> k(h);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
-    const std::int64_t len = std::min(kStage, n - i0);
-    float gs[kStage];
-    const float* g = read_f32(grad.at(i0), len, gs);
-    float* p = param + i0;
-    float* mc = m + i0;
-    float* vc = v + i0;
-#pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) adamw_element(p[i], g[i], mc[i], vc[i], k);
-    if (working_copy) {  // rounded while the updated chunk is still in cache
-      const AnyPtr wc = working_copy->at(i0);
-      if (wc.is_f32())
-        std::memcpy(wc.f32(), p, len * sizeof(float));
-      else
-        narrow(p, wc.dtype, wc.half(), len);
-    }
-  }
+  for (std::int64_t i0 = 0; i0 < n; i0 += kStage)
+    adamw_chunk(param, grad, m, v, working_copy, i0, std::min(kStage, n - i0), k);
 }
 
 }  // namespace mixed

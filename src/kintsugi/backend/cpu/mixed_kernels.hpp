@@ -8,6 +8,7 @@
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/backend/cpu/gemm_mixed.hpp"
+#include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/staging.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 
@@ -83,5 +84,10 @@ double sum_squares(AnyPtr x, std::int64_t n, GrowBuffer& partial);
 // param, m and v are f32; grad any; working_copy (optional, any) receives param rounded.
 void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
                 std::int64_t n, const AdamWHyper& h);
+// Their serial pieces (kernels.hpp): the sum of squares of elements [begin, end) of one
+// kSumSquaresChunk chunk, in f32; AdamW on elements [i0, i0 + len) with len <= kAdamWChunk.
+double sum_squares_chunk(AnyPtr x, std::int64_t begin, std::int64_t end);
+void adamw_chunk(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
+                 std::int64_t i0, std::int64_t len, const AdamWConstants<float>& k);
 
 }  // namespace kintsugi::cpu::mixed

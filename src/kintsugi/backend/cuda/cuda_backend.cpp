@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <vector>
 
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/cuda_check.hpp"
 #include "kintsugi/backend/cuda/device_allocator.hpp"
+#include "kintsugi/backend/cuda/device_tables.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
 #include "kintsugi/backend/cuda/kernels.hpp"
 #include "kintsugi/backend/cuda/stream_timeline.hpp"
@@ -63,6 +65,7 @@ class CudaBackend final : public Backend {
         stream_(context_.stream()),
         gemm_(cuda::device_allocator(), memory),
         scratch_(cuda::device_allocator(), memory),
+        tables_(cuda::device_allocator(), memory),
         timeline_(stream_) {
     register_allocator(cuda::device_allocator());
   }
@@ -334,26 +337,43 @@ class CudaBackend final : public Backend {
                       scratch(cuda::sum_squares_scratch_bytes(x.numel())), stream_);
   }
 
+  void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) override {
+    KINTSUGI_ASSERT(sum.dtype == DType::f64 && sum.device == Device::cuda);
+    std::vector<Ref> refs;
+    for (const Tensor& x : xs) {
+      check_types({&x});
+      refs.push_back(ref(x));
+    }
+    const auto count = static_cast<std::int64_t>(refs.size());
+    const cuda::Scratch partials =
+        scratch(cuda::sum_squares_multi_scratch_bytes(refs.data(), count));
+    if (!cuda::sum_squares_multi(refs.data(), count, static_cast<double*>(sum.data), tables_,
+                                 partials, stream_))
+      for (const Tensor& x : xs) sum_squares(x, sum);  // a mix of types: range by range
+  }
+
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h, const Tensor* working_copy) override {
-    const std::int64_t n = param.numel();
-    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
-    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
-    check_types({&param, &grad, &m, &v, working_copy});
-    const bool f64 = param.dtype == DType::f64;
-    if (!f64 && (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32))
-      fail("AdamW keeps param (the master copy), m and v in f32, not {}/{}/{}",
-           name_of(param.dtype), name_of(m.dtype), name_of(v.dtype));
-    // The CPU backend's constants (backend/cpu/elementwise.cpp), computed the same way.
-    const cuda::AdamWConstants k{
-        .b1 = h.beta1,
-        .b2 = h.beta2,
-        .grad_scale = h.grad_scale,
-        .eps = h.eps,
-        .decay = 1.0 - h.lr * h.weight_decay,
-        .step_size = h.lr / (1.0 - std::pow(h.beta1, double(h.step))),
-        .inv_sqrt_bc2 = 1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(h.step)))};
-    cuda::adamw_step(ref(param), ref(grad), ref(m), ref(v), ref(working_copy), n, k, stream_);
+    check_adamw(param, grad, m, v, working_copy);
+    cuda::adamw_step(ref(param), ref(grad), ref(m), ref(v), ref(working_copy), param.numel(),
+                     adamw_constants(h, h.weight_decay), stream_);
+  }
+  void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override {
+    std::vector<cuda::AdamWRangeRef> refs;
+    for (const AdamWRange& r : ranges) {
+      const Tensor* copy = r.working_copy.empty() ? nullptr : &r.working_copy;
+      check_adamw(r.param, r.grad, r.m, r.v, copy);
+      refs.push_back({ref(r.param), ref(r.grad), ref(r.m), ref(r.v), ref(copy), r.decay});
+    }
+    if (cuda::adamw_step_multi(refs.data(), static_cast<std::int64_t>(refs.size()),
+                               adamw_constants(h, h.weight_decay), adamw_constants(h, 0.0),
+                               tables_, stream_))
+      return;
+    for (const AdamWRange& r : ranges) {  // a mix of types: range by range
+      AdamWHyper hr = h;
+      hr.weight_decay = r.decay ? h.weight_decay : 0.0;
+      adamw_step(r.param, r.grad, r.m, r.v, hr, r.working_copy.empty() ? nullptr : &r.working_copy);
+    }
   }
 
  private:
@@ -367,11 +387,33 @@ class CudaBackend final : public Backend {
       fail("the CUDA attention kernels take heads of up to 256 dimensions, not {}", s.head_dim);
   }
   cuda::Scratch scratch(std::size_t bytes) { return scratch_.get(bytes); }
+  static void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m,
+                          const Tensor& v, const Tensor* working_copy) {
+    const std::int64_t n = param.numel();
+    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
+    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
+    check_types({&param, &grad, &m, &v, working_copy});
+    const bool f64 = param.dtype == DType::f64;
+    if (!f64 && (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32))
+      fail("AdamW keeps param (the master copy), m and v in f32, not {}/{}/{}",
+           name_of(param.dtype), name_of(m.dtype), name_of(v.dtype));
+  }
+  // The CPU backend's constants (backend/cpu/kernels.hpp), computed the same way.
+  static cuda::AdamWConstants adamw_constants(const AdamWHyper& h, double weight_decay) {
+    return {.b1 = h.beta1,
+            .b2 = h.beta2,
+            .grad_scale = h.grad_scale,
+            .eps = h.eps,
+            .decay = 1.0 - h.lr * weight_decay,
+            .step_size = h.lr / (1.0 - std::pow(h.beta1, double(h.step))),
+            .inv_sqrt_bc2 = 1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(h.step)))};
+  }
 
   cuda::Context& context_;
   cudaStream_t stream_;
   cuda::Gemm gemm_;
   cuda::DeviceScratch scratch_;  // per-op scratch (partial sums, sort buffers, row losses)
+  cuda::DeviceTables tables_;    // the multi-range ops' tables of ranges
   cuda::StreamTimeline timeline_;  // traces: when the stream ran the traced spans
 };
 

@@ -1,7 +1,8 @@
 // Elementwise kernels: additions, scaling, type conversion, GELU, SwiGLU, rotary embeddings and
-// the fused AdamW update. Each thread handles whole elements (grid-stride loops over runs of 8),
-// reading them before writing, so outputs may alias inputs element for element (GELU's dx = dy,
-// SwiGLU's dgate = dy, add's out = b). The formulas are the CPU kernels' (backend/cpu/*.cpp), in
+// the fused AdamW update (one range, or many in one launch). Each thread handles whole elements
+// (grid-stride loops over runs of 8, or a block's slice of a range), reading them before
+// writing, so outputs may alias inputs element for element (GELU's dx = dy, SwiGLU's
+// dgate = dy, add's out = b). The formulas are the CPU kernels' (backend/cpu/*.cpp), in
 // f32 (f64 for f64 tensors).
 //
 // Every kernel is a template over its tensors' accessors (device_math.cuh): Typed<T> for the
@@ -10,6 +11,7 @@
 // GELU backward takes 32 registers and no stack instead of 72 and a 32-byte frame, add 29-32
 // instead of 70, AdamW 60-64 instead of 155 (ptxas -v, sm_90).
 #include "kintsugi/backend/cuda/device_math.cuh"
+#include "kintsugi/backend/cuda/multi_tensor.cuh"
 
 namespace kintsugi::cuda {
 
@@ -32,9 +34,10 @@ template <class... R>
 struct RefCount<Refs<R...>> {
   static constexpr int value = sizeof...(R);
 };
-inline Refs<> refs() { return {}; }
+// Built on the host for map_kernel's arguments, on the device by adamw_multi_kernel.
+__host__ __device__ inline Refs<> refs() { return {}; }
 template <class H, class... T>
-Refs<H, T...> refs(H head, T... rest) {
+__host__ __device__ Refs<H, T...> refs(H head, T... rest) {
   return {head, refs(rest...)};
 }
 template <class... R>
@@ -78,14 +81,17 @@ __device__ __forceinline__ void store_each(const Refs<R...>& r, std::int64_t i,
   }
 }
 
-// y = op(x) element by element: whole runs of 8 elements through load8/store8 when every
-// tensor is aligned16 (`vec`), the rest one by one. A thread reads all of its elements before it
-// writes any, so outputs may alias inputs element for element.
+// y = op(x) on elements [begin, end) of the tensors, this thread taking the runs and elements
+// first, first + step, ...: whole runs of 8 elements through load8/store8 when every tensor is
+// aligned16 (`vec`; begin a multiple of 8), the rest one by one. A thread reads all of its
+// elements before it writes any, so outputs may alias inputs element for element.
 template <class Acc, class In, class Out, class Op>
-__global__ void map_kernel(In in, Out out, std::int64_t n, bool vec, Op op) {
+__device__ __forceinline__ void map_range(const In& in, const Out& out, std::int64_t begin,
+                                          std::int64_t end, bool vec, std::int64_t first,
+                                          std::int64_t step, const Op& op) {
   constexpr int N = RefCount<In>::value, M = RefCount<Out>::value;
-  const std::int64_t whole = vec ? n / 8 * 8 : 0;
-  for (std::int64_t c = global_index() * 8; c < whole; c += global_stride() * 8) {
+  const std::int64_t whole = vec ? begin + (end - begin) / 8 * 8 : begin;
+  for (std::int64_t c = begin + first * 8; c < whole; c += step * 8) {
     Acc x[N][8], y[M][8];
     load8_each<0>(in, c, x);
 #pragma unroll
@@ -99,12 +105,18 @@ __global__ void map_kernel(In in, Out out, std::int64_t n, bool vec, Op op) {
     }
     store8_each<0>(out, c, y);
   }
-  for (std::int64_t i = whole + global_index(); i < n; i += global_stride()) {
+  for (std::int64_t i = whole + first; i < end; i += step) {
     Acc xi[N], yi[M];
     load_each<0>(in, i, xi);
     op(xi, yi);
     store_each<0>(out, i, yi);
   }
+}
+
+// y = op(x) on n elements, grid-stride.
+template <class Acc, class In, class Out, class Op>
+__global__ void map_kernel(In in, Out out, std::int64_t n, bool vec, Op op) {
+  map_range<Acc>(in, out, 0, n, vec, global_index(), global_stride(), op);
 }
 
 template <class Acc>
@@ -188,6 +200,33 @@ struct AdamWOp {
     y[3] = p;
   }
 };
+
+// ---- AdamW over many ranges (kernels.hpp, "many flat ranges"). Each block updates a slice of
+// kAdamWPerBlock elements of one range, as map_kernel would (runs of 8 from the range's start
+// when all its tensors are aligned16), with the constants of its range's decay setting.
+constexpr std::int64_t kAdamWPerBlock = 8192;  // 4 runs of 8 per thread of 256
+
+struct AdamWEntry {  // 64 bytes, no padding (multi_tensor.cuh)
+  void *param, *grad, *m, *v, *working_copy;
+  std::int64_t n, first_block;
+  std::int32_t decay, vec;
+};
+
+template <class P, class G, class W>
+__global__ void adamw_multi_kernel(Table<AdamWEntry> table, AdamWConstants decay,
+                                   AdamWConstants plain) {
+  using Acc = acc_t<P>;
+  const std::int64_t block = blockIdx.x;
+  const AdamWEntry e = entry_of_block(table, block);
+  const std::int64_t begin = (block - e.first_block) * kAdamWPerBlock;
+  const std::int64_t end = smaller(begin + kAdamWPerBlock, e.n);
+  const Typed<P> param{static_cast<P*>(e.param), e.n}, m{static_cast<P*>(e.m), e.n},
+      v{static_cast<P*>(e.v), e.n};
+  const Typed<G> grad{static_cast<G*>(e.grad), e.n};
+  const Typed<W> copy{static_cast<W*>(e.working_copy), e.working_copy ? e.n : 0};
+  map_range<Acc>(refs(param, grad, m, v), refs(m, v, param, copy), begin, end, e.vec != 0,
+                 threadIdx.x, blockDim.x, AdamWOp<Acc>{e.decay ? decay : plain});
+}
 
 template <class Acc, class In, class Out, class Op>
 void launch_map_as(const char* name, const In& in, const Out& out, std::int64_t n, Op op,
@@ -407,6 +446,42 @@ void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_
     return;
   launch_map<AdamWOp>("adamw", refs(param, grad, m, v), refs(m, v, param, working_copy), n,
                       all_f64({param, grad, m, v}), stream, k);
+}
+
+bool adamw_step_multi(const AdamWRangeRef* ranges, std::int64_t count,
+                      const AdamWConstants& decay, const AdamWConstants& plain,
+                      TableCache& tables, cudaStream_t stream) {
+  if (count <= 0) return true;
+  // One kernel takes one mix of types: every range's (param, m, v), grad and working copy.
+  const AdamWRangeRef& a = ranges[0];
+  Ref copy;
+  for (std::int64_t i = 0; i < count && !copy.data; ++i) copy = ranges[i].working_copy;
+  std::vector<AdamWEntry> entries;
+  std::int64_t blocks = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const AdamWRangeRef& r = ranges[i];
+    const DType p = a.param.dtype;
+    if (r.param.dtype != p || r.m.dtype != p || r.v.dtype != p || r.grad.dtype != a.grad.dtype ||
+        (r.working_copy.data && r.working_copy.dtype != copy.dtype))
+      return false;
+    const std::int64_t n = r.param.count;
+    if (n <= 0) continue;
+    entries.push_back(AdamWEntry{
+        r.param.data, r.grad.data, r.m.data, r.v.data, r.working_copy.data, n, blocks,
+        r.decay ? 1 : 0, aligned16({r.param, r.grad, r.m, r.v, r.working_copy}) ? 1 : 0});
+    blocks += blocks_for(n, kAdamWPerBlock);
+  }
+  if (entries.empty()) return true;
+  return run_typed(AdamWTypes{}, {{a.param, a.m, a.v}, {a.grad}, {copy}}, [&](auto combo) {
+    using P = type_at<0, decltype(combo)>;
+    using G = type_at<1, decltype(combo)>;
+    using W = type_at<2, decltype(combo)>;
+    auto* kernel = adamw_multi_kernel<P, G, W>;
+    const Table<AdamWEntry> table = upload(entries, tables);
+    KINTSUGI_CUDA_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, table, decay,
+                         plain);
+    check_launch("adamw_multi_kernel", stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

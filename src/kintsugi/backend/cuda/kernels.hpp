@@ -68,6 +68,45 @@ void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_
 // Partial sums (one f64 per block) of the squares of x, then sum[0] += their sum.
 std::size_t sum_squares_scratch_bytes(std::int64_t n);
 void sum_squares(Ref x, std::int64_t n, double* sum, Scratch scratch, cudaStream_t stream);
+
+// ---- many flat ranges in a few launches (Backend::adamw_step_multi, sum_squares_multi): a
+// model's optimizer step and gradient norm, hundreds of ranges of 768 elements to 40 million,
+// which one launch per range left launch-bound (docs/gpu.md). A table of the ranges (a few dozen
+// bytes each) is built on the host at every call and handed to `tables`, which uploads it the
+// first time and finds it again on the next call with the same ranges (the optimizer's are fixed
+// for a run). Each block takes a fixed slice of one range, found by binary search in the table,
+// so a launch covers every range whatever their lengths, and each range's elements are computed
+// as the single-range kernel computes them (the same bits). Both functions launch nothing and
+// return false when the ranges' element types are not one of the typed kernels' mixes, or
+// typed kernels are off (typed_kernels.hpp): the caller then takes the single-range kernels
+// range by range.
+
+// Device copies of host tables, kept while calls ask for the same contents (device_tables.hpp).
+class TableCache {
+ public:
+  // A device copy of bytes [host, host + bytes), valid until the next call.
+  virtual const void* device_copy(const void* host, std::size_t bytes) = 0;
+
+ protected:
+  ~TableCache() = default;
+};
+
+// adamw_step on each range (param, m and v of one type, grad of one type, working copies of one
+// type or absent), with the constants `decay` where the range's decay is set, `plain` elsewhere.
+struct AdamWRangeRef {
+  Ref param, grad, m, v, working_copy;  // working_copy.data null: none
+  bool decay = false;
+};
+bool adamw_step_multi(const AdamWRangeRef* ranges, std::int64_t count,
+                      const AdamWConstants& decay, const AdamWConstants& plain,
+                      TableCache& tables, cudaStream_t stream);
+// sum[0] += the sum of squares of each x (xs of one type, x.count elements each) in turn, as
+// sum_squares would add them: every range's partial sums in one launch, each range's total in
+// a second (one block per range, as sum_squares' second stage), and the totals added to sum[0]
+// in order by a third.
+std::size_t sum_squares_multi_scratch_bytes(const Ref* xs, std::int64_t count);
+bool sum_squares_multi(const Ref* xs, std::int64_t count, double* sum, TableCache& tables,
+                       Scratch scratch, cudaStream_t stream);
 // out[c] (+)= sum over rows of in[r, c], rows summed in a fixed partition and order.
 std::size_t column_sums_scratch_bytes(std::int64_t rows, std::int64_t cols);
 void column_sums(Ref in, Ref out, std::int64_t rows, std::int64_t cols, bool accumulate,
