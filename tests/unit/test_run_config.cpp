@@ -290,7 +290,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2",
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
-      "metrics.peak_gflops=123", "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
+      "parallel.tensor_grid=[2, 1, 1]", "metrics.peak_gflops=123",
+      "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
       "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
   const RunConfig c = load_run_config("", every_key);
   const auto set = key_values(run_config_toml(c));
@@ -305,7 +306,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   const std::set<std::string> layout_keys = {
       "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",
       "parallel.layers_per_stage", "parallel.sequence_parallel", "parallel.zero", "parallel.hsdp",
-      "train.micro_batch", "train.recompute"};
+      "parallel.tensor_grid", "train.micro_batch", "train.recompute"};
   const fs::path file =
       fs::temp_directory_path() / ("kintsugi-layout-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << layout_config_toml(c, layout);

@@ -199,13 +199,18 @@ void check_pieces(const fs::path& dir, const json& m, const std::vector<std::uin
         piece.at("offset").get<std::uint64_t>() + count * kValuesPerElement * sizeof(float) > sizes[file])
       fail("{}: a piece of {} lies outside its shard file", dir.string(), name);
     const int split = piece.at("split_dim").get<int>();
+    // A 3D tensor grid's weight pieces start at a column too (3D tensor parallelism).
+    const auto cols_begin = piece.value("cols_begin", std::int64_t{0});
     if (slice.size() != stored.size() || stored.empty() || stored.size() > 2 || begin < 0 ||
         count < 0 || begin + count > numel_of(slice) || split >= static_cast<int>(stored.size()) ||
+        cols_begin < 0 || (cols_begin > 0 && (split != 0 || slice.size() != 2)) ||
         (slice.size() == 2 &&
          (split == 1 ? piece.at("split_begin").get<std::int64_t>() + slice[1] > stored[1]
-                     : slice[1] != stored[1])))
+                     : cols_begin + slice[1] > stored[1] ||
+                           (cols_begin == 0 && split != 0 && slice[1] != stored[1]))))
       fail("{}: a piece of {} has an impossible shape", dir.string(), name);
-    const SliceMap map(slice, split, piece.at("split_begin").get<std::int64_t>(), stored);
+    const SliceMap map(slice, split, piece.at("split_begin").get<std::int64_t>(), stored,
+                       cols_begin);
     auto& cov = covered[name];
     for (std::int64_t j = 0; j < count; ++j) {
       const std::int64_t g = map(begin + j);

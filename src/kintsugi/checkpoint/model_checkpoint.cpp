@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -49,24 +50,43 @@ std::vector<float> stored_values(const ParamStore& params, int i, const TensorPa
   // Mixed-precision models store their 16-bit working weights widened to f32.
   std::vector<float> local = read_values(params.param(i));
   std::vector<float> whole = local;
-  if (e.spec.split_dim >= 0) {
-    whole.resize(local.size() * tp.size());
-    const auto n = static_cast<std::int64_t>(local.size());
-    tp.group()->all_gather(Tensor{local.data(), DType::f32, Shape{n}},
-                           Tensor{whole.data(), DType::f32, Shape{n * tp.size()}});
-  }
   const Shape& G = e.spec.global_shape;
   const std::int64_t n = stored_shape(e).numel();
-  if (e.spec.split_dim != 1) {
+  if (e.spec.split_dim < 0) {
     whole.resize(static_cast<std::size_t>(n));  // without padding rows
     return whole;
   }
-  // Gathered as [rank][row][column of the shard]: interleave the shards' columns.
+  // Every rank's piece with where it starts (row, column), gathered as
+  // [rank][row begin, column begin, piece...]: pieces are equal-sized boxes, and a piece that
+  // several ranks hold (a 3D grid's replicas) is placed once per holder, with the same values.
+  const auto piece = static_cast<std::int64_t>(local.size()), stride = piece + 2;
+  const std::int64_t row_begin = e.spec.split_dim == 0 ? e.spec.split_begin : 0;
+  const std::int64_t col_begin = e.spec.split_dim == 1   ? e.spec.split_begin
+                                 : e.spec.cols_extent > 0 ? e.spec.cols_begin
+                                                          : 0;
+  // Offsets below 2^24 are exact in f32.
+  KINTSUGI_ASSERT(row_begin < (1 << 24) && col_begin < (1 << 24));
+  std::vector<float> mine(static_cast<std::size_t>(stride));
+  mine[0] = static_cast<float>(row_begin);
+  mine[1] = static_cast<float>(col_begin);
+  std::copy(local.begin(), local.end(), mine.begin() + 2);
+  std::vector<float> all = mine;
+  if (tp.size() > 1) {
+    all.resize(static_cast<std::size_t>(stride * tp.size()));
+    tp.group()->all_gather(Tensor{mine.data(), DType::f32, Shape{stride}},
+                           Tensor{all.data(), DType::f32, Shape{stride * tp.size()}});
+  }
+  const std::int64_t cols = G.rank == 2 ? G[1] : 1;
+  const std::int64_t local_cols = e.local_shape.rank == 2 ? e.local_shape[1] : 1;
   std::vector<float> out(static_cast<std::size_t>(n));
-  const std::int64_t rows = G[0], cols = G[1], shard = cols / tp.size();
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = whole[(c / shard) * rows * shard + r * shard + c % shard];
+  for (int r = 0; r < tp.size(); ++r) {
+    const float* p = all.data() + r * stride;
+    const auto r0 = static_cast<std::int64_t>(p[0]), c0 = static_cast<std::int64_t>(p[1]);
+    for (std::int64_t k = 0; k < piece; ++k) {
+      const std::int64_t g = (r0 + k / local_cols) * cols + c0 + k % local_cols;
+      if (g < n) out[g] = p[2 + k];  // rows past n are vocabulary padding
+    }
+  }
   return out;
 }
 
@@ -295,6 +315,7 @@ void load_model(const fs::path& dir, ParamStore& params) {
       std::int64_t r = e / cols, c = e % cols;
       if (entry.spec.split_dim == 0) r += entry.spec.split_begin;
       if (entry.spec.split_dim == 1) c += entry.spec.split_begin;
+      if (entry.spec.cols_extent > 0) c += entry.spec.cols_begin;  // a 3D grid's weight block
       const std::int64_t g = r * global_cols + c;
       local[e] = g < n ? values[g] : 0.0f;
     }

@@ -83,8 +83,9 @@ json write_shard(const fs::path& path, const RankState& rank, std::string& unsou
     const ParamStore& params = *rank.params[c];
     for (const auto& p : rank.states[c]->state_pieces()) {
       const ParamSpec& spec = params.entry(p.param).spec;
-      // The tied copy equals its original; a replicated tensor is the same on every tp rank.
-      if (spec.tied_copy || (spec.split_dim < 0 && rank.tp_rank != 0)) continue;
+      // The tied copy equals its original; a replicated tensor is the same on every tp rank, and
+      // a 3D grid's duplicate the same as the piece its first holder writes.
+      if (spec.tied_copy || spec.duplicate || (spec.split_dim < 0 && rank.tp_rank != 0)) continue;
       for (int q = 0; q < kValuesPerElement; ++q) {
         const Tensor* t = q == 0 ? &p.weights : q == 1 ? &p.m : &p.v;
         if (t->dtype != DType::f32)
@@ -100,6 +101,7 @@ json write_shard(const fs::path& path, const RankState& rank, std::string& unsou
                         {"slice_shape", dims_of(params.entry(p.param).local_shape)},
                         {"split_dim", spec.split_dim},
                         {"split_begin", spec.split_dim >= 0 ? spec.split_begin : 0},
+                        {"cols_begin", spec.cols_extent > 0 ? spec.cols_begin : 0},
                         {"begin", p.begin},
                         {"count", p.count},
                         {"offset", offset}});
@@ -146,7 +148,7 @@ class TensorAssembler {
       if (!in) fail("cannot read the data of {} from {}", name, info_.dir.string());
       const SliceMap map(piece.at("slice_shape").get<std::vector<std::int64_t>>(),
                          piece.at("split_dim").get<int>(), piece.at("split_begin").get<std::int64_t>(),
-                         stored);
+                         stored, piece.value("cols_begin", std::int64_t{0}));
       for (std::int64_t j = 0; j < count; ++j) {
         const std::int64_t g = map(begin + j);
         if (g < 0) continue;

@@ -34,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string checkpoint, init_from, config, data, schedule, precision, device;
+  std::string checkpoint, init_from, config, data, schedule, precision, device, tensor_grid;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
   std::int64_t windows = 0, micro_batch = 1;
@@ -78,6 +78,7 @@ RunConfig eval_config(const Args& args, int world) {
   if (args.dp) o.push_back(fmt::format("parallel.dp={}", *args.dp));
   if (args.pp) o.push_back(fmt::format("parallel.pp={}", *args.pp));
   if (args.sequence_parallel) o.push_back("parallel.sequence_parallel=true");
+  if (!args.tensor_grid.empty()) o.push_back(tensor_grid_override(args.tensor_grid));
   if (!args.schedule.empty()) o.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
   if (args.virtual_stages)
     o.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
@@ -93,7 +94,11 @@ RunConfig eval_config(const Args& args, int world) {
     config.model = model_config_from_json(manifest.at("model"), what);
   }
   ParallelConfig& p = config.parallel;
-  const std::int64_t dp = p.dp > 0 ? p.dp : std::max<std::int64_t>(1, world / (p.tp * p.pp));
+  // A tensor grid implies tp (resolve_layout checks them).
+  const std::int64_t tp = p.tensor_grid.empty()
+                              ? p.tp
+                              : p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
+  const std::int64_t dp = p.dp > 0 ? p.dp : std::max<std::int64_t>(1, world / (tp * p.pp));
   config.train.micro_batch = args.micro_batch;
   config.train.global_batch = args.micro_batch * dp * p.pp;
   resolve_layout(config, world);
@@ -231,6 +236,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--virtual-stages", args->virtual_stages, "Model chunks per pipeline rank");
   cmd->add_option("--zero", args->zero, "ZeRO stage 0-3 (3 shards the weights)");
   cmd->add_option("--hsdp", args->hsdp, "Hybrid sharding group size");
+  cmd->add_option("--tensor-grid", args->tensor_grid,
+                  "3D tensor parallelism: X,Y,Z ranks per grid dimension (implies --tp)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
   cmd->add_option("--precision", args->precision, "fp32 (default), bf16 or fp16");

@@ -3,6 +3,7 @@
 // cores among its ranks and run the command's body on each rank, under MPI over the world
 // communicator and the config's layout, where one rank's failure ends the job.
 #include <functional>
+#include <string>
 
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
@@ -10,6 +11,9 @@
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi::cli {
+
+// --tensor-grid X,Y,Z (train, eval) as the config override parallel.tensor_grid = [X, Y, Z].
+std::string tensor_grid_override(const std::string& text);
 
 // `threads` (0: all cores, shared out among the node's ranks when OMP_NUM_THREADS is not set).
 void set_rank_threads(int threads, const MpiRuntime* mpi);

@@ -2,6 +2,8 @@
 // an MPI job (mpirun / srun).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -32,6 +34,7 @@ struct Args {
       device, tensorboard;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
+  std::string tensor_grid;
   bool sequence_parallel = false, help_config = false, overwrite = false;
 };
 
@@ -42,6 +45,7 @@ std::vector<std::string> flag_overrides(const Args& args) {
   if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
   if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
   if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
+  if (!args.tensor_grid.empty()) overrides.push_back(tensor_grid_override(args.tensor_grid));
   if (!args.schedule.empty())
     overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
   if (args.virtual_stages)
@@ -233,6 +237,9 @@ void add_train_command(CLI::App& app) {
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
+  cmd->add_option("--tensor-grid", args->tensor_grid,
+                  "3D tensor parallelism (AxoNN): X,Y,Z ranks per grid dimension, X*Y*Z = tp "
+                  "(implies --tp; parallel.tensor_grid)");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");
   cmd->callback([args] {
     if (args->help_config) {

@@ -107,6 +107,12 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   first.pp = 0;
   embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
                              coords_.pp == 0 ? 0 : 1, "embedding");
+  if (layout.grid) {
+    if (layout.grid->size() != tp_->size())
+      fail("tensor grid {} x {} x {} = {} ranks, but tp = {}", layout.grid->x, layout.grid->y,
+           layout.grid->z, layout.grid->size(), tp_->size());
+    grid_ = std::make_unique<TensorGrid>(*tp_, *layout.grid);
+  }
   if (layout.hsdp > 0) {
     const int k = layout.hsdp, r = coords_.dp;
     shard_ = dp_->split(r / k, r % k, "shard");
@@ -118,6 +124,9 @@ std::vector<Communicator*> Topology::groups() const {
   std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get()};
   for (Communicator* c : {embedding_.get(), shard_.get(), replica_.get()})
     if (c) g.push_back(c);
+  if (grid_)
+    for (Communicator* c : {&grid_->x(), &grid_->y(), &grid_->z(), &grid_->plane()})
+      g.push_back(c);
   return g;
 }
 

@@ -6,10 +6,12 @@
 // point-to-point transfers are the traffic that can best cross nodes).
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
+#include "kintsugi/comm/tensor_grid.hpp"
 
 namespace kintsugi {
 
@@ -17,6 +19,8 @@ struct ParallelLayout {
   int tp = 1, dp = 1, pp = 1;
   std::string order = "tp-dp-pp";
   int hsdp = 0;  // hybrid sharding: data-parallel shard groups of this many ranks (0: none)
+  // 3D tensor parallelism: the tensor-parallel group as a grid (x y z = tp; comm/tensor_grid.hpp)
+  std::optional<GridShape> grid;
 };
 
 enum class Dim : int { tp = 0, dp = 1, pp = 2 };
@@ -65,6 +69,8 @@ class Topology {
   // and the ranks holding the same shard in the other copies; null without hybrid sharding.
   Communicator* shard() const { return shard_.get(); }
   Communicator* replica() const { return replica_.get(); }
+  // 3D tensor parallelism: the tensor-parallel group's grid; null without a grid.
+  const TensorGrid* grid() const { return grid_.get(); }
   // Every group this rank belongs to, for byte accounting.
   std::vector<Communicator*> groups() const;
 
@@ -72,6 +78,7 @@ class Topology {
   LayoutMap map_;
   RankCoords coords_;
   std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_, shard_, replica_;
+  std::unique_ptr<TensorGrid> grid_;
 };
 
 std::string_view name_of(Dim d);

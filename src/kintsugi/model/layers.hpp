@@ -8,6 +8,7 @@
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/model/param_store.hpp"
+#include "kintsugi/comm/tensor_grid.hpp"
 #include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
@@ -21,6 +22,12 @@ struct LayerContext {
   ParamStore& params;
   DType dtype;
   TensorParallel tp;
+  // 3D tensor parallelism (model/grid_linear.hpp): the blocks' linear layers use this grid and
+  // `tp` is its xy plane (embeddings, LM head and loss); null otherwise.
+  const TensorGrid* grid = nullptr;
+  // Ranks the attention heads and MLP columns are split over: the grid's y, or tp.
+  int head_split() const { return grid ? grid->shape().y : tp.size(); }
+  int head_rank() const { return grid ? grid->coords().y : tp.rank(); }
   DType statistics() const { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 };
 

@@ -6,13 +6,13 @@ namespace kintsugi {
 
 ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
                        std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-                       ChunkSpec spec, ActivationPool* shared)
+                       ChunkSpec spec, ActivationPool* shared, const TensorGrid* grid)
     : config_((validate(config), config)),
       spec_(spec),
       batch_(micro_batch),
       seq_(seq),
       params_(storage.unit_multiple),
-      ctx_{backend, params_, storage.compute, tp} {
+      ctx_{backend, params_, storage.compute, tp, grid} {
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);
@@ -41,6 +41,9 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     head_unit_ = params_.units();
     params_.end_unit("head");
   }
+  // Everything but the grid layers' weights is replicated over the grid's z ranks, which see
+  // different sequences.
+  if (grid) params_.mark_replicated_over_depth(grid->coords().z);
   if (storage.allocate) params_.allocate_full(backend, storage.compute, storage.grad);
   else params_.set_storage(storage.compute, storage.grad, backend.device());
   grad_.assign(slots, {});
@@ -52,6 +55,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
                                        workspace_);
     for (auto& g : grad_) g = c.take(dtype, {local, config.d_model});
   });
+  TransformerBlock::fill_workspace(ctx_, rows, workspace_);
   tokens_.assign(slots, {});
   targets_.assign(slots, {});
   doc_start_.assign(slots, {});

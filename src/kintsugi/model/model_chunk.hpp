@@ -48,10 +48,12 @@ class ModelChunk {
   // micro_batch x seq tokens per forward; seq <= config.seq_len. The chunk is split across `tp`
   // (a single rank by default); the caller has validated that it divides the model.
   // Activations live in `slots` slots of the chunk's own, or with `shared` in the slots of the
-  // rank's pool (as many), which its other chunks use too (activation_pool.hpp).
+  // rank's pool (as many), which its other chunks use too (activation_pool.hpp). With `grid`
+  // (3D tensor parallelism) the blocks' linear layers are split over it, `tp` is its xy plane
+  // and micro_batch this z's share of the sequences (model/grid_linear.hpp).
   ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
              std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-             ChunkSpec spec, ActivationPool* shared = nullptr);
+             ChunkSpec spec, ActivationPool* shared = nullptr, const TensorGrid* grid = nullptr);
   virtual ~ModelChunk() = default;
 
   const ModelConfig& config() const { return config_; }

@@ -19,6 +19,10 @@ int ParamStore::add(ParamSpec spec) {
   KINTSUGI_ASSERT(param_base_.empty());  // registration is over once units are bound
   ParamEntry e;
   e.local_shape = spec.global_shape;
+  if (spec.cols_extent > 0) {
+    KINTSUGI_ASSERT(spec.split_dim == 0 && spec.global_shape.rank == 2);
+    e.local_shape.dims[1] = spec.cols_extent;
+  }
   if (spec.split_dim >= 0) {
     e.local_shape.dims[spec.split_dim] = spec.split_extent;
   } else {
@@ -130,7 +134,8 @@ struct Initializer {
       std::int64_t global_row = 0;
       for (int d = 0; d < last; ++d) global_row = global_row * G[d] + coords[d];
       const bool padding = s.valid_rows >= 0 && last > 0 && coords[0] >= s.valid_rows;
-      const std::int64_t g0 = global_row * G[last] + (s.split_dim == last ? s.split_begin : 0);
+      const std::int64_t g0 = global_row * G[last] + (s.split_dim == last ? s.split_begin : 0) +
+                              (s.cols_extent > 0 ? s.cols_begin : 0);
       for (std::int64_t k = std::max<std::int64_t>(0, from - r * len);
            k < std::min(len, to - r * len); ++k) {
         const std::int64_t g = g0 + k;
@@ -159,6 +164,15 @@ void ParamStore::initialize(std::uint64_t seed) {
   std::vector<float> values(static_cast<std::size_t>(total_));
   initial_values(seed, 0, total_, values.data());
   write_values(values.data(), params());  // f64 (gradient checks) keeps the f32 draws exactly
+}
+
+void ParamStore::mark_replicated_over_depth(int z_rank) {
+  KINTSUGI_ASSERT(param_base_.empty());
+  for (ParamEntry& e : entries_) {
+    if (e.spec.cols_extent > 0) continue;  // a grid weight: sharded over z
+    e.spec.depth_partial_grad = true;
+    e.spec.duplicate = e.spec.duplicate || z_rank != 0;
+  }
 }
 
 void ParamStore::begin_step() { std::fill(written_.begin(), written_.end(), 0); }

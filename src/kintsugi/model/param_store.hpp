@@ -25,6 +25,17 @@ struct ParamSpec {
   int split_dim = -1;
   std::int64_t split_begin = 0;
   std::int64_t split_extent = 0;
+  // 3D tensor parallelism (comm/tensor_grid.hpp, docs/parallelism.md): a weight block split
+  // along dimension 0 (split_dim 0) and also along dimension 1: this rank holds columns
+  // [cols_begin, cols_begin + cols_extent) (cols_extent 0: all columns).
+  std::int64_t cols_begin = 0;
+  std::int64_t cols_extent = 0;
+  // Another tensor-parallel rank holds the same piece (a grid replicates it over some of its
+  // dimensions); only the rank with this false counts it in the gradient norm and checkpoints.
+  bool duplicate = false;
+  // Replicated over the grid's z ranks, which see different token rows: the gradient is a
+  // partial sum over them, all-reduced over z once per step.
+  bool depth_partial_grad = false;
   // Rows at or beyond this index of dimension 0 are padding (vocabulary padding): initialized
   // to zero and excluded from parameter counts. -1 when there is none.
   std::int64_t valid_rows = -1;
@@ -101,6 +112,9 @@ class ParamStore {
   void begin_step();
   void reset_written(int unit);
   bool accumulate_grad(int i);  // returns whether to accumulate, and marks it written
+  // 3D tensor parallelism: marks every parameter not sharded over the grid's z as replicated
+  // over z (depth_partial_grad), and a duplicate on z ranks other than 0. Before storage.
+  void mark_replicated_over_depth(int z_rank);
   void zero_unwritten_grads(Backend& backend);
 
  private:

@@ -17,6 +17,7 @@
 // place, and writes the parameter gradients.
 #include <array>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "kintsugi/model/activation_pool.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
+#include "kintsugi/model/grid_linear.hpp"
 #include "kintsugi/model/layers.hpp"
 
 namespace kintsugi {
@@ -65,6 +67,7 @@ struct BlockWorkspace {
   Tensor d_up;         // [rows, d_ff / tp] (SwiGLU only)
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y
+  GridWorkspace grid;           // 3D tensor parallelism only
 };
 
 class TransformerBlock {
@@ -78,6 +81,9 @@ class TransformerBlock {
   static void layout_workspace(Carver& c, const LayerContext& ctx, const ModelConfig& config,
                                std::int64_t batch, std::int64_t seq, Recompute recompute,
                                BlockWorkspace& ws);
+  // After the workspace is allocated: what it holds from the start (3D tensor parallelism's
+  // row indices).
+  static void fill_workspace(const LayerContext& ctx, std::int64_t rows, const BlockWorkspace& ws);
 
   // x, y: [local rows, d] (the residual stream).
   void forward(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws);
@@ -93,15 +99,25 @@ class TransformerBlock {
   void set_documents(int slot, const Tensor& doc_start);
 
  private:
+  // 3D tensor parallelism (ctx.grid): the same block with grid layers (model/grid_linear.hpp).
+  void forward_grid(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws);
+  void backward_grid(int slot, const Tensor& x, const Tensor& d_residual, const BlockWorkspace& ws);
+
   LayerContext& ctx_;
   ModelConfig config_;
+  // Each linear layer is a Linear (1D tensor parallelism or none) or, with a grid, a GridLinear.
   LayerNorm ln1_;
-  Linear qkv_;
-  Linear proj_;
-  LayerNorm ln2_;
-  Linear fc_;
+  std::optional<Linear> qkv_;
+  std::optional<GridLinear> grid_qkv_;
+  std::optional<Linear> proj_;
+  std::optional<GridLinear> grid_proj_;
+  std::optional<LayerNorm> ln2_;  // constructed after attention's layers: registration order
+  std::optional<Linear> fc_;
+  std::optional<GridLinear> grid_fc_;
   std::unique_ptr<Linear> up_;  // SwiGLU's up projection (Llama)
-  Linear fc2_;
+  std::optional<GridLinear> grid_up_;
+  std::optional<Linear> fc2_;
+  std::optional<GridLinear> grid_fc2_;
   // A norm's output over all token rows: the saved tensor itself, or with sequence
   // parallelism the workspace it is gathered into.
   const Tensor& full_rows(const Tensor& local, const BlockWorkspace& ws) const;

@@ -38,18 +38,20 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& l) {
                        "train.micro_batch",
                        l.global_batch, l.global_batch / sequences_per_round, l.micro_batch, l.dp,
                        kMaxMicroBatches);
-  if (m.n_head % l.tp != 0)
+  // (A tensor grid splits heads and widths over its own dimensions: grid_problem.)
+  const bool grid = !l.tensor_grid.empty();
+  if (!grid && m.n_head % l.tp != 0)
     return fmt::format("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank "
                        "needs whole heads; change --tp",
                        m.n_head, l.tp);
   // Grouped-query attention: each rank takes whole groups (its kv heads with their query heads);
   // replicating kv heads across ranks is not supported.
-  if (m.kv_heads() % l.tp != 0)
+  if (!grid && m.kv_heads() % l.tp != 0)
     return fmt::format("model.n_kv_head = {} is not divisible by tp = {}: each tensor-parallel "
                        "rank needs whole key/value heads with their groups of query heads; use a "
                        "tp that divides {}",
                        m.kv_heads(), l.tp, m.kv_heads());
-  if (m.d_ff % l.tp != 0)
+  if (!grid && m.d_ff % l.tp != 0)
     return fmt::format("model.d_ff = {} is not divisible by tp = {}: change --tp", m.d_ff, l.tp);
   if (l.sequence_parallel && l.tp > 1 && (l.micro_batch * m.seq_len) % l.tp != 0)
     return fmt::format("sequence parallelism splits micro_batch x seq_len = {} token rows across "
@@ -75,9 +77,47 @@ std::string sharding_problem(const LayoutSpec& l) {
   return "";
 }
 
+// 3D tensor parallelism (docs/parallelism.md): what the grid must divide, and what it does not
+// support yet.
+std::string grid_problem(const ModelConfig& m, const LayoutSpec& l) {
+  const auto& g = l.tensor_grid;
+  if (g.empty()) return "";
+  const std::string grid = fmt::format("--tensor-grid {},{},{}", g[0], g[1], g[2]);
+  const std::int64_t gx = g[0], gy = g[1], gz = g[2];
+  if (gx * gy * gz != l.tp)
+    return fmt::format("{} has {} ranks but tp = {}", grid, gx * gy * gz, l.tp);
+  if (l.sequence_parallel)
+    return fmt::format("{} with --sequence-parallel: 3D tensor parallelism already splits the "
+                       "token rows over z, and sequence parallelism is defined for 1D tensor "
+                       "parallelism only; drop one of them",
+                       grid);
+  // Heads (whole groups of query heads around their kv head) and MLP columns split over y; the
+  // model width over x (entry layers' inputs, exit layers' outputs); each weight block's rows
+  // over z (qkv and fc: rows per y; proj and fc2: rows per x); sequences over z.
+  const std::int64_t qkv = (m.n_head + 2 * m.kv_heads()) * m.head_dim();
+  if (m.n_head % gy != 0 || m.kv_heads() % gy != 0)
+    return fmt::format("{}: model.n_head = {} (and its {} key/value heads) must be divisible by "
+                       "the grid's y = {}: each y rank holds whole heads",
+                       grid, m.n_head, m.kv_heads(), gy);
+  if (m.d_ff % gy != 0 || m.d_model % gx != 0)
+    return fmt::format("{}: model.d_ff = {} must be divisible by y = {} and model.d_model = {} "
+                       "by x = {}",
+                       grid, m.d_ff, gy, m.d_model, gx);
+  if (qkv / gy % gz != 0 || m.d_ff / gy % gz != 0 || m.d_model / gx % gz != 0)
+    return fmt::format("{}: each weight block's rows are sharded over z = {}: it must divide "
+                       "qkv width / y = {}, d_ff / y = {} and d_model / x = {}",
+                       grid, gz, qkv / gy, m.d_ff / gy, m.d_model / gx);
+  if (l.micro_batch % gz != 0)
+    return fmt::format("{}: the grid's z = {} ranks each take a share of every micro-batch's "
+                       "sequences: train.micro_batch = {} must be a multiple of {}",
+                       grid, gz, l.micro_batch, gz);
+  return "";
+}
+
 }  // namespace
 
 std::string layout_problem(const ModelConfig& m, const LayoutSpec& l) {
+  if (auto p = grid_problem(m, l); !p.empty()) return p;
   if (auto p = shape_problem(m, l); !p.empty()) return p;
   if (auto p = sharding_problem(l); !p.empty()) return p;
   try {

@@ -29,6 +29,8 @@ struct LayoutSpec {
   bool sequence_parallel = false;
   std::vector<std::int64_t> layers_per_stage;  // empty: balanced by cost
   std::string order = "tp-dp-pp";
+  // 3D tensor parallelism: [x, y, z] with x y z = tp (empty: 1D; comm/tensor_grid.hpp)
+  std::vector<std::int64_t> tensor_grid;
   std::int64_t global_batch = 1, micro_batch = 1;  // sequences per step and per micro-batch
 };
 

@@ -22,6 +22,7 @@ ShardedState::ShardedState(Backend& backend, ParamStore& params, const ShardingC
       tp_(tp),
       shard_(group_of_several(config.shard)),
       replica_(group_of_several(config.replica)),
+      depth_(group_of_several(config.depth)),
       mixed_(low_precision(params.param_dtype())),
       map_(params, config.stage, shard_ ? shard_->size() : 1, shard_ ? shard_->rank() : 0),
       pool_(backend),
@@ -94,16 +95,20 @@ void ShardedState::acquire(int u, bool grads) {
 
 void ShardedState::release(int u) { params_storage_->release(u); }
 
-void ShardedState::reduce_sequence_parallel(int u) {
-  if (!tp_.sequence_parallel()) return;
+void ShardedState::reduce_partial_grads(int u) {
   const ParamUnit& unit = params_.unit(u);
-  for (int i = unit.first_param; i < unit.end_param; ++i)
-    if (params_.entry(i).spec.sequence_parallel_grad) tp_.group()->all_reduce(params_.grad(i));
+  for (int i = unit.first_param; i < unit.end_param; ++i) {
+    const ParamSpec& spec = params_.entry(i).spec;
+    if (tp_.sequence_parallel() && spec.sequence_parallel_grad)
+      tp_.group()->all_reduce(params_.grad(i));
+    // 3D tensor parallelism: each z rank's gradient comes from its own token rows.
+    if (depth_ && spec.depth_partial_grad) depth_->all_reduce(params_.grad(i));
+  }
 }
 
 void ShardedState::grads_final(int u, bool last) {
   if (!last && !grads_->reduces_every_micro_batch()) return;
-  reduce_sequence_parallel(u);
+  reduce_partial_grads(u);
   grads_->reduce(u);
 }
 
@@ -120,7 +125,7 @@ void ShardedState::finish_reduction() {
 void ShardedState::build_norm_ranges() {
   map_.for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
     const ParamEntry& e = params_.entry(i);
-    if (e.spec.tied_copy || (e.spec.split_dim < 0 && tp_.rank() != 0)) return;
+    if (e.spec.tied_copy || e.spec.duplicate || (e.spec.split_dim < 0 && tp_.rank() != 0)) return;
     // The alignment gap after the tensor holds no gradient.
     const std::int64_t valid = std::min(a + n, e.offset + e.local_shape.numel()) - a;
     if (valid > 0) norm_ranges_.push_back(grads_->grads(a, valid, owned));

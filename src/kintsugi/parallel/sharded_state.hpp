@@ -39,6 +39,9 @@ struct ShardingConfig {
   Communicator* shard = nullptr;    // the group sharding the state (null or size 1: none)
   Communicator* replica = nullptr;  // HSDP: the same shard on other groups (null: none)
   std::size_t bucket_bytes = 25 << 20;  // stage 0: units are all-reduced in buckets of this
+  // 3D tensor parallelism: the grid's z ranks, over which parameters marked
+  // depth_partial_grad have partial gradients (null or size 1: none).
+  Communicator* depth = nullptr;
 };
 
 class ShardedState final : public UnitObserver {
@@ -61,7 +64,8 @@ class ShardedState final : public UnitObserver {
   // Waits for every reduction of the step; the (sharded) gradient is then complete.
   void finish_reduction();
   // Adds to sum (f64 [1] on the device) the squares of the reduced gradient elements this rank
-  // holds and counts (replicated parameters on tp rank 0 only, tied copies never); norm_group()
+  // holds and counts (replicated parameters on tp rank 0 only, duplicates and tied copies
+  // never); norm_group()
   // then sums the ranks.
   void grad_sum_squares(const Tensor& sum) const;
   Communicator* norm_group() const { return stage() >= ZeroStage::optimizer ? shard_ : nullptr; }
@@ -98,13 +102,14 @@ class ShardedState final : public UnitObserver {
   void build_norm_ranges();
   // The f32 master weights of an updated range (mixed precision).
   Tensor master(std::int64_t a, std::int64_t n, std::int64_t owned) const;
-  void reduce_sequence_parallel(int unit);
+  void reduce_partial_grads(int unit);
 
   Backend& backend_;
   ParamStore& params_;
   TensorParallel tp_;
   Communicator* shard_;
   Communicator* replica_;
+  Communicator* depth_;
   bool mixed_;
   ShardMap map_;
   StagingPool pool_;  // outlives the storages, which hand their buffers back to it

@@ -14,6 +14,49 @@ double ring_all_gather_bytes(double bytes, std::int64_t n) {
   return n <= 1 ? 0.0 : double(n - 1) / n * bytes;
 }
 
+namespace {
+
+// 3D tensor parallelism's terms (comm_volume.hpp).
+void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
+                    const StepShape& s, std::map<std::string, double>& out) {
+  const std::int64_t gx = grid[0], gy = grid[1], gz = grid[2], plane = gx * gy;
+  const double a = static_cast<double>(s.activation_element_bytes);
+  const double pb = static_cast<double>(s.param_element_bytes);
+  const double eb = static_cast<double>(s.element_bytes);
+  const double rows = static_cast<double>(s.micro_batch / gz * s.seq);
+  const double mb = static_cast<double>(s.micro_batches);
+  const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
+  const double d = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
+  const double qkv = static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim());
+  const double fc_layers = m.gated_mlp() ? 2 : 1;  // SwiGLU: gate and up
+  const double block = (qkv + d + (fc_layers + 1) * f) * d / static_cast<double>(plane);
+  const double x = static_cast<double>(gx), y = static_cast<double>(gy);
+  // Full recomputation reruns each block's forward, and its collectives, in backward.
+  const double forwards = s.recompute_full ? 2 : 1;
+  out["grid_z.all_gather"] = mb * blocks * (forwards + 1) * ring_all_gather_bytes(block * pb, gz);
+  out["grid_z.reduce_scatter"] = mb * blocks * ring_reduce_scatter_bytes(block * eb, gz);
+  // Replicated parameters' partial gradients: once per step, or every micro-batch when ZeRO-2/3
+  // reduces each micro-batch's gradient.
+  out["grid_z.all_reduce"] =
+      (s.zero >= 2 ? mb : 1.0) *
+      ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
+  out["grid_x.all_reduce"] =
+      mb * blocks *
+      ring_all_reduce_bytes(rows * (forwards * (qkv + fc_layers * f) + d + f) / y * a, gx);
+  out["grid_x.all_gather"] =
+      mb * blocks * (2 * forwards + 2) * ring_all_gather_bytes(rows * d * a, gx);
+  out["grid_y.all_reduce"] =
+      mb * blocks * (2 * forwards + 2) * ring_all_reduce_bytes(rows * d / x * a, gy);
+  // The embedding's lookup (forward) and the head's input gradient (backward), and the loss's
+  // three numbers per row, over the plane.
+  const double boundaries = (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
+  const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;
+  out["grid_xy.all_reduce"] =
+      mb * ring_all_reduce_bytes(boundaries * rows * d * a + loss_stats, plane);
+}
+
+}  // namespace
+
 std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLayout& l,
                                               const StepShape& s) {
   std::map<std::string, double> out;
@@ -22,7 +65,9 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
   const double activation = rows * m.d_model * s.activation_element_bytes;  // one R x d tensor
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
-  if (l.tp > 1) {
+  if (!l.tensor_grid.empty()) {
+    add_grid_bytes(m, l.tensor_grid, s, out);
+  } else if (l.tp > 1) {
     // Forward: the embedding and each block's two halves leave a region; backward: the
     // gradients entering each block's two halves and the head enter one.
     const double boundaries = (s.recompute_full ? 6.0 : 4.0) * blocks + (s.embedding ? 1 : 0) +
@@ -60,7 +105,11 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLa
       out["replica.all_reduce"] = ring_all_reduce_bytes(grads / s.shards, s.replicas);
   }
   if (s.pipeline_sends > 0) {
-    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp : activation;
+    // A stage sends its rows: a 1/tp slice with sequence parallelism, this z's sequences with
+    // a tensor grid.
+    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp
+                         : !l.tensor_grid.empty()        ? activation / l.tensor_grid[2]
+                                                         : activation;
     out["pp.send"] = mb * s.pipeline_sends * local;
   }
   if (s.tied_embedding_elements > 0)

@@ -17,7 +17,25 @@
 // parameters' partial gradients per step. Data parallelism all-reduces the gradient buffer once per step. Pipeline
 // parallelism sends one activation (R/t x d with sequence parallelism) per stage boundary and
 // micro-batch each way, and sums the two copies of the tied embedding once per step.
+//
+// 3D tensor parallelism on a Gx x Gy x Gz grid (docs/parallelism.md, "3D tensor parallelism";
+// Singh et al., arXiv 2305.13525), per micro-batch with R = micro_batch seq / Gz rows per rank
+// and per block, whose weight blocks W_qkv, W_proj, W_fc (SwiGLU: W_gate and W_up), W_fc2 together
+// hold B = (qkv + d + (k + 1) d_ff) d / (Gx Gy) elements (k = 2 with SwiGLU, else 1):
+//   grid_z   all-gather of every block before its forward and again before its backward
+//            (2 B parameter elements), reduce-scatter of its gradient (B gradient elements)
+//   grid_x   forward: all-reduce of the entry layers' outputs, R (qkv + k d_ff) / Gy, and
+//            all-gather of the exit layers' output slices back to whole rows (2 R d gathered);
+//            backward: all-reduce of the exit layers' input gradients R (d + d_ff) / Gy and
+//            all-gather of the entry layers' input gradients (2 R d gathered)
+//   grid_y   forward: all-reduce of the exit layers' outputs (2 R d / Gx); backward: of the entry
+//            layers' input gradients (2 R d / Gx)
+//   grid_xy  the vocabulary-parallel embedding and loss over the Gx Gy plane, as 1D tensor
+//            parallelism's embedding, head and loss terms over R rows
+// and once per step grid_z all-reduces the gradients of everything replicated over z (the
+// parameters other than the weight blocks). Full recomputation repeats the forward terms.
 #include <cstdint>
+#include <vector>
 #include <map>
 #include <string>
 
@@ -28,6 +46,7 @@ namespace kintsugi {
 struct CommLayout {
   std::int64_t tp = 1, dp = 1;
   bool sequence_parallel = false;
+  std::vector<std::int64_t> tensor_grid;  // [x, y, z] with 3D tensor parallelism, else empty
 };
 
 struct StepShape {
@@ -35,6 +54,7 @@ struct StepShape {
   std::int64_t micro_batches = 1;       // per data-parallel rank per step
   std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffers
   std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
+  std::int64_t depth_grad_elements = 0;  // 3D tensor parallelism: replicated over the grid's z
   std::int64_t element_bytes = 4;             // a gradient element
   std::int64_t activation_element_bytes = 4;  // an activation element (the compute type)
   std::int64_t statistic_bytes = 4;           // loss statistics (f32; f64 in checks)

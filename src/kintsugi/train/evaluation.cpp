@@ -32,8 +32,10 @@ std::optional<double> mean_window_loss(StageModel& model, const Place& place,
         // Forwards past this rank's share (ZeRO-3 lockstep) read window 0; their loss is dropped.
         const std::int64_t b =
             k < mine ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
-        for (std::int64_t i = 0; i < mb; ++i)
-          data.eval_window(b * mb + i, windows, tokens + i * T, targets + i * T);
+        // 3D tensor parallelism: this z rank's share of the micro-batch's windows.
+        const std::int64_t share = mb / place.depth_size, first = place.depth_rank * share;
+        for (std::int64_t i = 0; i < share; ++i)
+          data.eval_window(b * mb + first + i, windows, tokens + i * T, targets + i * T);
         if (on_batch) on_batch();
       },
       mine, shared, lockstep);

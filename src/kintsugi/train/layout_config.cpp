@@ -32,6 +32,7 @@ std::string layout_config_toml(const RunConfig& base, const Layout& l) {
   p.sequence_parallel = l.sequence_parallel;
   p.zero = l.zero;
   p.hsdp = l.hsdp;
+  p.tensor_grid.clear();  // the planner's layouts use 1D tensor parallelism
   if (p.pp != base.parallel.pp) p.layers_per_stage.clear();  // one entry per stage
   c.train.micro_batch = l.micro_batch;
   c.train.recompute = l.recompute;

@@ -15,6 +15,10 @@ struct Place {
   Communicator* shard = nullptr;      // hybrid sharding: shard group and replica group
   Communicator* replica = nullptr;
   int dp_rank = 0, dp_size = 1, pp_rank = 0, pp_size = 1, world = 1;
+  // 3D tensor parallelism: the tensor-parallel group's grid (null without one), and this rank's
+  // z, which picks its share of every micro-batch's sequences (depth_size shares).
+  const TensorGrid* grid = nullptr;
+  int depth_rank = 0, depth_size = 1;
   bool chief = true;  // speaks for the job: logs, metrics, checkpoint
 
   Place() = default;
@@ -30,6 +34,11 @@ struct Place {
     embedding = t->embedding();
     shard = t->shard();
     replica = t->replica();
+    grid = t->grid();
+    if (grid) {
+      depth_rank = grid->coords().z;
+      depth_size = grid->shape().z;
+    }
     world = t->world().size();
     chief = t->world().rank() == 0;
   }

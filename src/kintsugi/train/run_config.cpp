@@ -124,6 +124,9 @@ std::vector<Key> keys_of(RunConfig& c) {
        "model chunks per pipeline rank (interleaved schedule)"},
       {"parallel.layers_per_stage", &c.parallel.layers_per_stage,
        "blocks of each pipeline stage, e.g. [5, 4, 3] (default []: balanced by cost)"},
+      {"parallel.tensor_grid", &c.parallel.tensor_grid,
+       "3D tensor parallelism (AxoNN): [x, y, z] with x y z = tp, e.g. [2, 2, 1] (default []: "
+       "1D Megatron tensor parallelism over tp ranks)"},
       {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
        "split norms and residuals along the sequence across tensor-parallel ranks"},
       {"parallel.order", &c.parallel.order,
@@ -446,6 +449,12 @@ void validate(const RunConfig& c) {
   if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
   if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
   if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
+  if (!p.tensor_grid.empty() &&
+      (p.tensor_grid.size() != 3 ||
+       std::any_of(p.tensor_grid.begin(), p.tensor_grid.end(), [](auto n) { return n < 1; })))
+    fail("parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], not {} "
+         "entries; --tensor-grid 2,2,1 for example",
+         p.tensor_grid.size());
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
@@ -480,11 +489,22 @@ LayoutSpec layout_spec(const RunConfig& c) {
           .zero = p.zero, .hsdp = p.hsdp,
           .sequence_parallel = p.sequence_parallel,
           .layers_per_stage = p.layers_per_stage, .order = p.order,
+          .tensor_grid = p.tensor_grid,
           .global_batch = c.train.global_batch, .micro_batch = c.train.micro_batch};
 }
 
 void resolve_layout(RunConfig& c, int world) {
   ParallelConfig& p = c.parallel;
+  if (!p.tensor_grid.empty()) {
+    // The grid implies tp; a tp given as well must agree.
+    const std::int64_t product = p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
+    if (p.tp != 1 && p.tp != product)
+      fail("--tensor-grid {},{},{} has {} rank{} but --tp is {}: drop --tp (the grid implies "
+           "it) or make them agree",
+           p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2], product, product == 1 ? "" : "s",
+           p.tp);
+    p.tp = product;
+  }
   if (p.dp == 0) {
     if (world % (p.tp * p.pp) != 0)
       fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
@@ -498,6 +518,15 @@ void resolve_layout(RunConfig& c, int world) {
          world, p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world / (p.tp * p.pp), p.tp * p.dp * p.pp);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
+  if (!p.tensor_grid.empty()) {
+    // What 3D tensor parallelism does not support yet (docs/parallelism.md).
+    const std::string grid = fmt::format("--tensor-grid {},{},{}", p.tensor_grid[0],
+                                         p.tensor_grid[1], p.tensor_grid[2]);
+    auto refuse = [&](const std::string& what) {
+      fail("{}: {} with 3D tensor parallelism is not supported yet", grid, what);
+    };
+    if (c.train.device != Device::cpu) refuse("train.device = \"cuda\"");
+  }
 }
 
 namespace {

@@ -75,6 +75,8 @@ struct ParallelConfig {
   double bucket_mib = 25;          // data-parallel gradient bucket size
   ZeroStage zero = ZeroStage::none;
   std::int64_t hsdp = 0;           // shard groups of this many data-parallel ranks (0: all)
+  // 3D tensor parallelism: [x, y, z], x y z = tp (empty: Megatron's 1D tensor parallelism)
+  std::vector<std::int64_t> tensor_grid;
 };
 
 struct MetricsConfig {

@@ -34,6 +34,9 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
                                  p.tp, p.dp, p.pp,
                                  p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
                                  p.order);
+  if (!p.tensor_grid.empty())
+    text += fmt::format(", tensor grid {} x {} x {}", p.tensor_grid[0], p.tensor_grid[1],
+                        p.tensor_grid[2]);
   if (p.pp > 1)
     text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
                         p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
@@ -60,6 +63,7 @@ nlohmann::json layout_json(const RunConfig& c, const Place& place) {
           {"schedule", name_of(p.schedule)},
           {"virtual_stages", p.virtual_stages},
           {"sequence_parallel", p.sequence_parallel},
+          {"tensor_grid", p.tensor_grid},
           {"precision", name_of(c.train.precision)}};
 }
 
@@ -88,13 +92,15 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
     for (int e = 0; e < p.size(); ++e) {
       const ParamEntry& entry = p.entry(e);
       if (entry.spec.sequence_parallel_grad) shape.sp_grad_elements += entry.local_shape.numel();
+      if (entry.spec.depth_partial_grad) shape.depth_grad_elements += entry.local_shape.numel();
       if (chunks > 1 && c.model.tied_embeddings() && entry.spec.name == "embedding.token.weight")
         shape.tied_embedding_elements += entry.local_shape.numel();
     }
   }
   return step_comm_bytes(c.model,
                          {.tp = c.parallel.tp, .dp = c.parallel.dp,
-                          .sequence_parallel = c.parallel.sequence_parallel},
+                          .sequence_parallel = c.parallel.sequence_parallel,
+                          .tensor_grid = c.parallel.tensor_grid},
                          shape);
 }
 
@@ -116,9 +122,13 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     state.parameters += s.parameters;
     state.gradients += s.gradients;
     state.optimizer_state += s.optimizer_state;
-    const ActivationShape shape{.micro_batch = c.train.micro_batch,
+    // 3D tensor parallelism: a rank holds its z's share of the sequences, whole rows of the
+    // residual stream and norms, and its y's heads and MLP columns (docs/parallelism.md) -- the
+    // 1D formula with tp = y on micro_batch / z sequences.
+    const auto& grid = c.parallel.tensor_grid;
+    const ActivationShape shape{.micro_batch = c.train.micro_batch / (grid.empty() ? 1 : grid[2]),
                                 .seq = c.model.seq_len,
-                                .tp = c.parallel.tp,
+                                .tp = grid.empty() ? c.parallel.tp : grid[1],
                                 .sequence_parallel = c.parallel.sequence_parallel,
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),

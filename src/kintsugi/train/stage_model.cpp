@@ -29,7 +29,13 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
       .stage = zero,
       .shard = sharded && place.shard ? place.shard : place.dp,
       .replica = sharded ? place.replica : nullptr,
-      .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0)};
+      .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0),
+      .depth = place.grid ? &place.grid->z() : nullptr};
+  // 3D tensor parallelism: the chunks' embedding, head and loss are vocabulary-parallel over
+  // the grid's xy plane, and each z rank runs its share of a micro-batch's sequences.
+  const TensorParallel chunk_tp =
+      place.grid ? TensorParallel(place.grid->plane(), false) : place.tp;
+  const std::int64_t chunk_batch = c.train.micro_batch / place.depth_size;
   const int shards = sharding.shard ? sharding.shard->size() : 1;
   // Mixed precision: weights and activations in 16 bits; gradients accumulated in f32 unless
   // train.grad_precision = "param". fp16 needs loss scaling to keep small gradients.
@@ -53,9 +59,9 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                .allocate = false,
                                .unit_multiple = 16 * (sharded ? shards : 1),
                                .recompute = c.train.recompute};
-    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, c.train.micro_batch,
-                                                   m.seq_len, slots, place.tp, spec,
-                                                   activation_pool_.get()));
+    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, chunk_batch, m.seq_len,
+                                                   slots, chunk_tp, spec,
+                                                   activation_pool_.get(), place.grid));
     ModelChunk& model = *chunks_.back();
     states_.push_back(std::make_unique<ShardedState>(
         backend, model.params(), sharding, place.tp,
@@ -89,7 +95,9 @@ void StageModel::release_all_params() {
 }
 
 double StageModel::sum_over_job(double v) const {
-  for (Communicator* g : {place_.pp, place_.dp})
+  // The grid's z ranks score different sequences; its xy ranks the same ones.
+  Communicator* depth = place_.grid && place_.depth_size > 1 ? &place_.grid->z() : nullptr;
+  for (Communicator* g : {place_.pp, place_.dp, depth})
     if (g) v = g->host_all_reduce(v);
   return v;
 }

@@ -315,13 +315,16 @@ class TrainingRun {
     tracer_.start(traced, backend_->timeline());
     const auto bytes_before = bytes_sent(topology_);
     const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
+    // 3D tensor parallelism: z rank k runs sequences [k mb / z, (k + 1) mb / z) of each
+    // micro-batch (docs/parallelism.md).
+    const std::int64_t share = mb / place_.depth_size, share_begin = place_.depth_rank * share;
     Stopwatch clock;
     const double lr = schedule_.at(step);
     stop_checks_ = micro_batches_;
     const int delay = test_delay_.first == "train" ? test_delay_.second : 0;
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
-          data_.train.sample(step, first_sequence + k * mb, mb, tokens, targets);
+          data_.train.sample(step, first_sequence + k * mb + share_begin, share, tokens, targets);
           sleep_ms(delay);
         },
         micro_batches_, 1.0 / static_cast<double>(tokens_per_step_), lr, tc_.grad_clip);
