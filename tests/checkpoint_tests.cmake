@@ -164,6 +164,16 @@ foreach(phase train eval)
   set_tests_properties(ckpt.stop_mid_${phase}_pp2_under_mpirun PROPERTIES
                        PROCESSORS 2 TIMEOUT 180 ENVIRONMENT SEQUENCES=8)
 endforeach()
+# Pre-emption as schedulers signal, three times 0.2 s apart: USR1 to mpirun (passed on at once),
+# TERM to scripts/preemptible.sh or to its process group (turned into USR1) all end in a saved,
+# resumable step and exit 0; TERM to mpirun itself saves nothing (Open MPI exits on the second
+# one), and in every case no rank outlives mpirun (docs/checkpoints.md).
+foreach(case usr1_mpirun term_wrapper term_group term_bare)
+  add_test(NAME ckpt.preempt_${case}
+           COMMAND ${CKPT}/preempt_under_mpirun.sh $<TARGET_FILE:kintsugi>
+                   ${PROJECT_SOURCE_DIR}/scripts/preemptible.sh ${CKPT_OUT} ${case} ${MICRO_RUN})
+  set_tests_properties(ckpt.preempt_${case} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+endforeach()
 # One writer per --out: a second job is refused, naming the first one's host and pid.
 add_test(NAME ckpt.second_writer_refused
          COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})

@@ -70,6 +70,17 @@ endfunction()
 mpi_stall_test(tp2_dp2 3 --tp 2 --dp 2)
 mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
 
+# A rank stopped while the job starts, before MPI_Init or between it and the node split, ends the
+# job after KINTSUGI_STARTUP_TIMEOUT_S (5 s here) with one message; without the startup deadline
+# the job hangs forever (comm/mpi/startup_deadline.hpp).
+foreach(where init split)
+  add_test(NAME mpi.stopped_at_start_ends_job_${where}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_stopped_at_start_ends_job.sh
+                   $<TARGET_FILE:kintsugi> ${MPI_OUT} ${where} ${MICRO_RUN})
+  set_tests_properties(mpi.stopped_at_start_ends_job_${where} PROPERTIES PROCESSORS 2
+                                                                         TIMEOUT 180)
+endforeach()
+
 # A certain deadlock (every rank waiting for an operation that no waiting rank has posted) ends
 # the job within seconds, not after comm.timeout_s (600 s by default), with one message naming
 # what every rank waits for; ranks that wait in different operations while one computes are not

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Pre-emption through the launcher: SIGTERM to mpirun in the middle of a step (PHASE train) or
-# of an evaluation (PHASE eval) of 8 s. Open MPI 4 passes the TERM on to the ranks about a
-# second later and kills them odls_base_sigkill_timeout seconds after that (3 here, 1 by
-# default); the ranks must notice at the next micro-batch, save the last completed step and
-# exit within that time. The checkpoint must be of the last step in metrics.jsonl and resume
+# of an evaluation (PHASE eval) of 8 s. Open MPI 4 passes the TERM on to the ranks
+# odls_base_sigkill_timeout seconds later and kills them as long again after that (3 here, 1 by
+# default; docs/checkpoints.md); the ranks must notice at the next micro-batch, save the last
+# completed step and exit within that time. The checkpoint must be of the last step in metrics.jsonl and resume
 # bit for bit like a run that never stopped. Micro-batches are slowed to 1 s
-# (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 6 s left
-# when the launcher kills (a run that looks at the signal only between steps loses it all).
+# (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 4 s left
+# when the TERM reaches the ranks and 1 s when the launcher kills (a run that looks at the
+# signal only between steps loses it all).
 # With a pipeline the stages drain the interrupted program (docs/checkpoints.md).
 # Usage: stop_mid_step.sh KINTSUGI CHECK_RUN OUT_DIR PHASE RANKS [flags...]
 # SEQUENCES (environment): sequences per step or evaluation, 8 x RANKS unless set (8 per

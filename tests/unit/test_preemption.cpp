@@ -1,6 +1,6 @@
-// Stop signals and the output directory's lock (docs/checkpoints.md): SIGTERM only ever asks to
-// stop, however often it comes; a second SIGINT ends the process at once with a message; a
-// second run cannot take an output directory another holds.
+// Stop signals and the output directory's lock (docs/checkpoints.md): SIGTERM (and SIGUSR1/2)
+// only ever asks to stop, however often it comes; a second SIGINT ends the process at once with
+// a message; a second run cannot take an output directory another holds.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -37,6 +37,21 @@ TEST(Preemption, RepeatedSigtermOnlyAsksToStop) {
   EXPECT_TRUE(stop_requested());
   std::raise(SIGINT);  // a first interrupt after them is still a request
   EXPECT_TRUE(stop_requested());
+}
+
+// SIGUSR1 and SIGUSR2 are what mpirun passes on to the ranks at once (docs/checkpoints.md): each
+// asks to stop, repeated ones included, and none ends the process (their default action would).
+TEST(PreemptionDeathTest, SigusrAsksToStop) {
+  for (int signal : {SIGUSR1, SIGUSR2})
+    EXPECT_EXIT(
+        {
+          install_stop_handlers();
+          if (stop_requested()) std::_Exit(3);
+          for (int k = 0; k < 3; ++k) std::raise(signal);
+          std::_Exit(stop_requested() ? 0 : 4);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << "signal " << signal;
 }
 
 TEST(PreemptionDeathTest, SecondSigintEndsAtOnceWithAMessage) {

@@ -27,12 +27,14 @@ void install_stop_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  // Both signals are blocked while the handler runs, so the SIGINT count cannot race.
-  sigaddset(&action.sa_mask, SIGTERM);
-  sigaddset(&action.sa_mask, SIGINT);
+  // SIGUSR1 and SIGUSR2 are what Open MPI's mpirun passes on to every rank at once and without
+  // killing them afterwards (it answers TERM and INT with its own kill sequence), so they are
+  // the way to pre-empt a job under mpirun (docs/checkpoints.md). All four are blocked while
+  // the handler runs, so the SIGINT count cannot race.
+  const int signals[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
+  for (int s : signals) sigaddset(&action.sa_mask, s);
   action.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  for (int s : signals) sigaction(s, &action, nullptr);
 }
 
 bool stop_requested() { return g_stop != 0; }

@@ -10,6 +10,7 @@
 #include "kintsugi/comm/mpi/host_staging.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/mpi/mpi_types.hpp"
+#include "kintsugi/comm/mpi/startup_deadline.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -315,9 +316,13 @@ void MpiCommunicator::barrier() {
 std::shared_ptr<Communicator> make_mpi_world(const CommOptions& options) {
   if (!MpiRuntime::initialized())
     fail("the MPI communicator needs MPI: start kintsugi under mpirun or srun");
+  // Both duplications of the world block until every rank has arrived; the stall watch that
+  // bounds every later wait is what they build (startup_deadline.hpp).
+  const StartupDeadline deadline("the creation of the world communicator (MPI_Comm_dup)",
+                                 options.timeout_s);
   auto watch = std::make_shared<StallWatch>(options.timeout_s, options.deadlock_check_s);
   MPI_Comm control = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &control);  // right after start-up: everyone is there
+  MPI_Comm_dup(MPI_COMM_WORLD, &control);
   return std::make_shared<MpiCommunicator>("world", control, std::move(watch));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "kintsugi/comm/mpi/startup_deadline.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -15,8 +16,15 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // which kintsugi ran itself before) measured up to 2-3x faster on large buffers here
   // (docs/benchmarks.md); ask for it unless the environment chose. Other MPIs ignore this.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+  // Every call here waits for all ranks and none has a timeout of its own: a rank stopped now
+  // would hang the job before comm.timeout_s is known (startup_deadline.hpp).
+  const double timeout_s = startup_timeout_s();
+  test_stop_at_start("init");
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  {
+    const StartupDeadline deadline("MPI initialisation (MPI_Init_thread)", timeout_s);
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  }
   if (provided < MPI_THREAD_MULTIPLE)
     fail("this MPI library does not support MPI_THREAD_MULTIPLE, which kintsugi needs: use an "
          "MPI built with thread support (Open MPI and MPICH are)");
@@ -24,8 +32,13 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  test_stop_at_start("split");
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  {
+    const StartupDeadline deadline("the split of the job by node (MPI_Comm_split_type)",
+                                   timeout_s);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  }
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);

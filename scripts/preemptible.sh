@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs a launcher (mpirun ...) so that a stop signal to it always ends in the pre-emption save
+# (docs/checkpoints.md, "Pre-emption under mpirun"):
+#
+#   scripts/preemptible.sh mpirun -np 8 kintsugi train --config ... --out runs/x
+#
+# Open MPI's mpirun answers SIGTERM/SIGINT with its own kill sequence: the ranks get TERM only
+# odls_base_sigkill_timeout seconds later and KILL as long again after that, and a second
+# TERM/INT within that time makes mpirun exit at once, forwarding nothing (the ranks are then
+# ended by Open MPI about a second later, unsaved). SIGUSR1 and SIGUSR2 it passes on to every
+# rank at once and kills nobody; kintsugi takes them like TERM: it saves the last completed step
+# and exits 0. So this wrapper turns every TERM, INT, HUP, USR1 or USR2 it receives into one
+# SIGUSR1 to the launcher, however often they come, and runs the launcher in a process group of
+# its own, so that a signal to the wrapper's group (Ctrl-C at a terminal, `kill -- -PGID`)
+# reaches the launcher only through it. It exits with the launcher's status.
+#
+# A scheduler's KILL after its grace period still ends everything: give it time for the save
+# (docs/checkpoints.md, "Give the save time").
+set -u
+if (($# == 0)); then
+  echo "usage: $0 LAUNCHER [ARGS...]   (e.g. $0 mpirun -np 8 kintsugi train ...)" >&2
+  exit 2
+fi
+set -m  # job control: the launcher below gets a process group of its own
+"$@" &
+launcher=$!
+set +m
+forward() { kill -USR1 "$launcher" 2>/dev/null; }
+trap forward TERM INT HUP USR1 USR2
+# `wait` returns early when a trapped signal arrives; wait again until the launcher is gone.
+while :; do
+  wait "$launcher"
+  status=$?
+  kill -0 "$launcher" 2>/dev/null || break
+done
+exit "$status"
