@@ -9,8 +9,10 @@
 # TERM/INT within that time makes mpirun exit at once, forwarding nothing (the ranks are then
 # ended by Open MPI about a second later, unsaved). SIGUSR1 and SIGUSR2 it passes on to every
 # rank at once and kills nobody; kintsugi takes them like TERM: it saves the last completed step
-# and exits 0. So this wrapper turns every TERM, INT, HUP, USR1 or USR2 it receives into one
-# SIGUSR1 to the launcher, however often they come, and runs the launcher in a process group of
+# and exits 0. So this wrapper turns the first TERM, INT, HUP, USR1 or USR2 it receives into one
+# SIGUSR1 to the launcher and swallows the ones after it (one is all kintsugi needs, and an mpirun
+# that is already ending dies of a further USR1: seen as status 138 when three TERMs came 0.2 s
+# apart on a loaded machine), and runs the launcher in a process group of
 # its own, so that a signal to the wrapper's group (Ctrl-C at a terminal, `kill -- -PGID`)
 # reaches the launcher only through it. It exits with the launcher's status.
 #
@@ -25,7 +27,12 @@ set -m  # job control: the launcher below gets a process group of its own
 "$@" &
 launcher=$!
 set +m
-forward() { kill -USR1 "$launcher" 2>/dev/null; }
+forwarded=0
+forward() {
+  ((forwarded)) && return
+  forwarded=1
+  kill -USR1 "$launcher" 2>/dev/null
+}
 trap forward TERM INT HUP USR1 USR2
 # `wait` returns early when a trapped signal arrives; wait again until the launcher is gone.
 while :; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pre-emption under mpirun as schedulers signal (docs/checkpoints.md, "Pre-emption under
 # mpirun"): three signals 0.2 s apart, the way a scheduler or an impatient person repeats them.
-#   usr1_mpirun   SIGUSR1 to mpirun, which passes each on to every rank at once
+#   usr1_mpirun   one SIGUSR1 to mpirun, which passes it on to every rank at once
 #   term_wrapper  SIGTERM to scripts/preemptible.sh, which runs mpirun and turns it into USR1
 #   term_group    SIGTERM to the wrapper's whole process group (mpirun's is its own)
 # Each must end with every rank's pre-emption save: exit 0, a checkpoint of the last completed
@@ -53,9 +53,10 @@ launcher=$top
 ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
 [[ -n "$ranks" ]] || fail "no rank process under mpirun $launcher"
 
-for _ in 1 2 3; do
+for round in 1 2 3; do
   case "$case" in
-    usr1_mpirun) kill -USR1 "$top" ;;
+    # One USR1 is the recipe: an mpirun already ending after the ranks' save dies of another.
+    usr1_mpirun) ((round == 1)) && kill -USR1 "$top" ;;
     term_bare | term_wrapper) kill -TERM "$top" ;;
     term_group) kill -TERM -- "-$top" ;;  # the session leader's group id is its pid
   esac
