@@ -6,11 +6,13 @@
 // mismatch.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
@@ -91,6 +93,17 @@ void sixteen_bit(Communicator& world) {
   world.all_reduce(view(h, DType::f16));
   expect(bf16_to_float(b[6]) == 1.5f * float(n * (n + 1) / 2), "all_reduce bf16", r);
   expect(f16_to_float(h[6]) == 0.25f * float(n * (n - 1) / 2), "all_reduce f16", r);
+  // reduce-scatter of 16-bit values: chunk c of rank q holds 0.5 (q + 1) (c + 1)
+  std::vector<std::uint16_t> bs(5 * n), hs(5 * n), bo(5), ho(5);
+  for (int i = 0; i < 5 * n; ++i) {
+    bs[i] = float_to_bf16(0.5f * float((r + 1) * (i / 5 + 1)));
+    hs[i] = float_to_f16(0.5f * float((r + 1) * (i / 5 + 1)));
+  }
+  world.reduce_scatter(view(bs, DType::bf16), view(bo, DType::bf16));
+  world.reduce_scatter(view(hs, DType::f16), view(ho, DType::f16));
+  const float want = 0.5f * float(n * (n + 1) / 2) * float(r + 1);
+  expect(bf16_to_float(bo[4]) == want, "reduce_scatter bf16", r);
+  expect(f16_to_float(ho[4]) == want, "reduce_scatter f16", r);
   std::vector<std::uint16_t> hm(3, float_to_f16(-float(r)));
   world.all_reduce(view(hm, DType::f16), ReduceOp::max);
   expect(f16_to_float(hm[0]) == 0.0f, "all_reduce f16 max", r);
@@ -152,6 +165,36 @@ void identical_results(Communicator& world) {
                       -world.host_all_reduce(-h, ReduceOp::max) == h;
     expect(same, fmt::format("all_reduce of {} floats differs between ranks", size), r);
   }
+}
+
+// kintsugi's reduce-scatter adds the ranks' chunks in rank order (chunk_sum.hpp): every rank can
+// recompute its chunk's sum from the other ranks' seeds and must get the same bits. The library's
+// own call (KINTSUGI_MPI_REDUCE_SCATTER=library) promises no order: only the values are checked.
+void reduce_scatter_in_rank_order(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  const char* way = std::getenv("KINTSUGI_MPI_REDUCE_SCATTER");
+  const bool rank_order = !way || std::string(way) != "library";
+  const int chunk = 4099;
+  auto values = [&](int q) {
+    std::mt19937 rng(99 + q);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(static_cast<std::size_t>(chunk) * n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  std::vector<float> in = values(r), out(static_cast<std::size_t>(chunk));
+  world.reduce_scatter(view(in), view(out));
+  bool exact = true, close = true;
+  std::vector<std::vector<float>> all;
+  for (int q = 0; q < n; ++q) all.push_back(values(q));
+  for (int i = 0; i < chunk; ++i) {
+    float sum = 0.0f;
+    for (int q = 0; q < n; ++q) sum = q == 0 ? all[q][r * chunk + i] : sum + all[q][r * chunk + i];
+    exact &= out[static_cast<std::size_t>(i)] == sum;
+    close &= std::abs(out[static_cast<std::size_t>(i)] - sum) <= 1e-5f * (1.0f + std::abs(sum));
+  }
+  expect(close, "reduce_scatter of random floats", r);
+  if (rank_order) expect(exact, "reduce_scatter adds the ranks' chunks in rank order", r);
 }
 
 void control_plane(Communicator& world) {
@@ -241,6 +284,7 @@ int main(int argc, char** argv) {
     in_place(*world);
     transfers_in_order(*world);
     identical_results(*world);
+    reduce_scatter_in_rank_order(*world);
     control_plane(*world);
     device_tensors(*world);
     // sub-groups from a topology: tp groups of size 1 when n is odd

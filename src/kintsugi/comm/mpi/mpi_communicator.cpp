@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <cstdlib>
 #include <numeric>
+#include <string_view>
 
+#include "kintsugi/comm/mpi/chunk_sum.hpp"
 #include "kintsugi/comm/mpi/host_staging.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
 #include "kintsugi/comm/mpi/mpi_types.hpp"
@@ -160,27 +163,86 @@ CommHandle MpiCommunicator::start_all_reduce(const Tensor& device_t, ReduceOp op
   }, done});
 }
 
+// How a reduce-scatter runs (docs/benchmarks.md, "Collectives: the communicator vs the library
+// called directly"): by default each rank sends every other rank that rank's chunk in one
+// MPI_Ialltoallv, exactly the (n-1)/n of the buffer a reduce-scatter must move, and adds the
+// chunks it receives in rank order (chunk_sum.hpp). Open MPI 4.1's non-blocking
+// MPI_Ireduce_scatter_block reduces the whole buffer to one rank and scatters it from there,
+// and measured 2.4x slower at 64 MiB on two ranks, slower than an all-reduce of the same
+// buffer. KINTSUGI_MPI_REDUCE_SCATTER=library restores the library's call.
+static bool reduce_scatter_by_alltoall() {
+  static const bool alltoall = [] {
+    const char* v = std::getenv("KINTSUGI_MPI_REDUCE_SCATTER");
+    if (!v || !*v || std::string_view(v) == "alltoall") return true;
+    if (std::string_view(v) == "library") return false;
+    fail("KINTSUGI_MPI_REDUCE_SCATTER={}: expected alltoall (the default) or library", v);
+  }();
+  return alltoall;
+}
+
 CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& device_in,
                                                  const Tensor& device_out) {
   const auto [in, in_done] = stage(device_in, true, false);
   const auto [out, out_done] = stage(device_out, false, true);
-  // In place over `in`: MPI leaves this rank's reduced chunk at its start; then it moves to out.
-  auto move_out = then([in, out] {
-    if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
-  }, then(in_done, out_done));
+  const auto done = then(in_done, out_done);
   if (size() == 1) {
-    move_out();
+    if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
+    if (done) done();
     return {};
   }
   const int count = int_count(out.numel(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(in.dtype);
-  const MPI_Op mop = mpi_op(ReduceOp::sum, in.dtype);
+  const int n = size(), me = rank();
+  if (!reduce_scatter_by_alltoall() || in.numel() > INT_MAX) {
+    // The library's own call, in place over `in`: it leaves this rank's reduced chunk at its
+    // start, which then moves to out. (Displacements of the all-to-all are ints: a buffer of
+    // more than INT_MAX elements takes this way too.)
+    const MPI_Op mop = mpi_op(ReduceOp::sum, in.dtype);
+    auto move_out = then([in, out] {
+      if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
+    }, done);
+    return progress_->submit({label("reduce_scatter", in.bytes()), [=, this] {
+      std::vector<MPI_Request> r(1);
+      check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, in.data, count, type, mop, data_, &r[0]),
+            "MPI_Ireduce_scatter_block");
+      return r;
+    }, move_out});
+  }
+  // Rank r's chunk of `in` goes to rank r; the other ranks' copies of ours land in `received`
+  // (one slot per other rank, in rank order). The counts must live until the call completes.
+  struct Exchange {
+    std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+    std::unique_ptr<std::byte[]> received;
+  };
+  auto x = std::make_shared<Exchange>();
+  const auto slots = static_cast<std::size_t>(n);
+  x->send_counts.assign(slots, count);
+  x->send_counts[static_cast<std::size_t>(me)] = 0;
+  x->recv_counts = x->send_counts;
+  x->send_displs.resize(slots);
+  x->recv_displs.resize(slots);
+  for (int r = 0; r < n; ++r) {
+    x->send_displs[static_cast<std::size_t>(r)] = r * count;
+    x->recv_displs[static_cast<std::size_t>(r)] = (r < me ? r : std::max(r - 1, 0)) * count;
+  }
+  x->received = std::make_unique_for_overwrite<std::byte[]>(
+      static_cast<std::size_t>(n - 1) * out.bytes());
+  auto add_up = then([in, out, x, n, me] {
+    const std::size_t es = size_of(in.dtype);
+    std::vector<const void*> sources;
+    for (int r = 0; r < n; ++r)
+      sources.push_back(r == me ? static_cast<const std::byte*>(in.data) + me * out.bytes()
+                                : x->received.get() + x->recv_displs[static_cast<std::size_t>(r)] * es);
+    sum_chunks(in.dtype, sources, out.data, out.numel());
+  }, done);
   return progress_->submit({label("reduce_scatter", in.bytes()), [=, this] {
     std::vector<MPI_Request> r(1);
-    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, in.data, count, type, mop, data_, &r[0]),
-          "MPI_Ireduce_scatter_block");
+    check(MPI_Ialltoallv(in.data, x->send_counts.data(), x->send_displs.data(), type,
+                         x->received.get(), x->recv_counts.data(), x->recv_displs.data(), type,
+                         data_, &r[0]),
+          "MPI_Ialltoallv");
     return r;
-  }, move_out});
+  }, add_up});
 }
 
 CommHandle MpiCommunicator::start_all_gather(const Tensor& device_in,

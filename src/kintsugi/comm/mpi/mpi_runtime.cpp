@@ -2,12 +2,45 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <cstdlib>
+#include <string_view>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "kintsugi/comm/mpi/startup_deadline.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
+
+namespace {
+
+// The MPI library allocates a temporary as large as the buffer for many collectives (Open MPI's
+// non-blocking all-reduce, reduce-scatter and all-to-all among them) and frees it when the call
+// completes. glibc serves blocks over 32 MiB, and every block of a thread's own arena, from
+// memory it returns to the system on free, so the next call faults every page in again: on the
+// machine in docs/benchmarks.md a fault costs about 13 us a page, and a 64 MiB all-reduce took
+// 200 ms instead of 13 ("Collectives: the communicator vs the library called directly"). Like
+// the caching allocators of training frameworks, keep freed memory in the process: one arena
+// (the progress threads' temporaries come back to the heap that served them), no mmap'd blocks,
+// no trimming. A training process's footprint is its peak anyway. KINTSUGI_KEEP_FREED_MEMORY=0,
+// or any of glibc's own MALLOC_* settings in the environment, leaves malloc as configured.
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  const char* keep = std::getenv("KINTSUGI_KEEP_FREED_MEMORY");
+  if (keep && std::string_view(keep) == "0") return;
+  for (const char* own : {"MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                          "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"})
+    if (std::getenv(own)) return;
+  mallopt(M_ARENA_MAX, 1);
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+}
+
+}  // namespace
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Open MPI runs every non-blocking collective through its libnbc component, whose all-reduce
@@ -16,6 +49,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // which kintsugi ran itself before) measured up to 2-3x faster on large buffers here
   // (docs/benchmarks.md); ask for it unless the environment chose. Other MPIs ignore this.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+  keep_freed_memory();  // before MPI starts its threads
   // Every call here waits for all ranks and none has a timeout of its own: a rank stopped now
   // would hang the job before comm.timeout_s is known (startup_deadline.hpp).
   const double timeout_s = startup_timeout_s();
