@@ -105,6 +105,10 @@ target_link_libraries(collectives_test PRIVATE kintsugi_lib)
 target_include_directories(collectives_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME mpi.collectives_3_ranks
          COMMAND ${MPIRUN} -np 3 --oversubscribe --bind-to none $<TARGET_FILE:collectives_test>)
+add_test(NAME mpi.collectives_2_ranks
+         COMMAND ${MPIRUN} -np 2 --oversubscribe --bind-to none $<TARGET_FILE:collectives_test>)
+set_tests_properties(mpi.collectives_2_ranks PROPERTIES PROCESSORS 2 TIMEOUT 120
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 # The same on 4 ranks with the library's own reduce-scatter (the way kintsugi no longer takes by
 # default, kept selectable: comm/mpi/mpi_communicator.cpp).
 add_test(NAME mpi.collectives_4_ranks_library_reduce_scatter

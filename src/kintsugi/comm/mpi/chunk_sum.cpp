@@ -16,6 +16,13 @@ constexpr std::int64_t kBlock = 2048;
 
 template <class T>
 void sum_plain(std::span<const void* const> sources, void* out, std::int64_t count) {
+  if (sources.size() == 2) {  // two ranks: one pass, element for element (alias-safe)
+    const T* a = static_cast<const T*>(sources[0]);
+    const T* b = static_cast<const T*>(sources[1]);
+    T* o = static_cast<T*>(out);
+    for (std::int64_t i = 0; i < count; ++i) o[i] = a[i] + b[i];
+    return;
+  }
   std::array<T, kBlock> acc;
   for (std::int64_t base = 0; base < count; base += kBlock) {
     const std::int64_t n = std::min(kBlock, count - base);
