@@ -1,9 +1,10 @@
 #pragma once
 // The Communicator over MPI. Tensors in host memory go to MPI as they are; tensors on a device
 // are staged through host memory (host_staging.hpp). The data plane calls the library's own
-// non-blocking collectives (MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather,
-// MPI_Ibcast) and transfers (MPI_Isend/MPI_Irecv) on the group's progress thread, so the MPI
-// library picks its algorithm (shared memory inside a node, trees or rings across nodes). The
+// non-blocking collectives (MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast; reduce-scatter as one
+// MPI_Ialltoallv and a rank-order sum, mpi_communicator.cpp) and transfers (MPI_Isend/MPI_Irecv)
+// on the group's progress thread, so the MPI library picks its algorithm (shared memory inside
+// a node, trees or rings across nodes). The
 // control plane runs blocking on the caller's thread over a second MPI communicator of the same
 // group, so the two planes never interleave their orders. Transfers on both planes use one tag:
 // MPI keeps messages between two ranks in order, which pairs them by posting order as the
