@@ -329,3 +329,17 @@ add_test(NAME cli.error.plan_device_not_local
 add_test(NAME cli.plan_device_cpu_is_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_device_cpu.sh ${KINTSUGI_BIN} ${TINY})
 set_tests_properties(cli.plan_device_cpu_is_local PROPERTIES FIXTURES_REQUIRED local_links)
+
+# A run given by flags alone: no --config, every key from --set or its default; the output goes
+# to runs/<model.preset>.
+add_test(NAME cli.train_without_config
+         COMMAND bash -c "rm -rf runs/gpt-tiny && \"$0\" train --set model.preset=gpt-tiny \
+--set data.train=$1/data/brown/train.bin --set data.val=$1/data/brown/val.bin \
+--set data.tokenizer=$1/data/gpt2-tokenizer --set train.steps=2 --set train.eval_every=0 \
+--set train.global_batch=2 --set train.micro_batch=1 --set train.save_checkpoint=false \
+&& test -s runs/gpt-tiny/metrics.jsonl && echo made runs/gpt-tiny"
+                 ${KINTSUGI_BIN} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.train_without_config PROPERTIES
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     PASS_REGULAR_EXPRESSION "made runs/gpt-tiny" TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -38,6 +38,20 @@ struct Args {
   bool sequence_parallel = false, help_config = false, overwrite = false;
 };
 
+// runs/<config name>; without a config file (every key from --set, the flags and the defaults)
+// runs/<model preset>, or runs/train when no preset is set either.
+std::string default_out_dir(const Args& args) {
+  if (!args.config.empty()) return "runs/" + std::filesystem::path(args.config).stem().string();
+  std::string preset;
+  for (const std::string& o : args.overrides)  // the last one wins, as in the config
+    if (o.rfind("model.preset=", 0) == 0) preset = o.substr(13);
+  std::erase(preset, '"');
+  std::erase(preset, '\'');
+  const bool usable = !preset.empty() && preset.find('/') == std::string::npos && preset != "." &&
+                      preset != "..";
+  return "runs/" + (usable ? preset : std::string("train"));
+}
+
 // The command-line flags as config overrides, after the --set ones (so that flags win).
 std::vector<std::string> flag_overrides(const Args& args) {
   std::vector<std::string> overrides = args.overrides;
@@ -103,14 +117,11 @@ void run(const Args& args) {
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
-  const std::string out_dir =
-      args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
-    if (args.config.empty())
-      fail("train needs --config FILE.toml (for example configs/gpt-tiny.toml)");
     config = load_run_config(args.config, flag_overrides(args));
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
@@ -181,12 +192,14 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("train", "Train a model from a TOML config (under mpirun/srun "
                                           "for several ranks)");
-  cmd->add_option("--config,-c", args->config, "Run config (TOML), e.g. configs/gpt-tiny.toml");
+  cmd->add_option("--config,-c", args->config,
+                  "Run config (TOML), e.g. configs/gpt-tiny.toml; without it every key is its "
+                  "default unless --set or a flag gives it");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.lr=3e-4 (repeatable)");
   cmd->add_option("--out", args->out,
                   "Output directory for metrics.jsonl, loss.svg and model/ "
-                  "(default: runs/<config name>)");
+                  "(default: runs/<config name>, or runs/<model.preset> without --config)");
   cmd->add_option("--metrics", args->metrics,
                   "Write one JSON object per step to this file (default: <out>/metrics.jsonl)");
   cmd->add_option("--tensorboard", args->tensorboard,
