@@ -173,6 +173,7 @@ void run(const Args& args) {
   options.resume = std::move(resume);
   options.init_weights = std::move(init_weights);
   options.init_from = args.init_from;
+  options.ranks_per_node = mpi ? mpi->local_size() : 1;
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   run_on_ranks(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -259,8 +260,21 @@ class TrainingRun {
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
-    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
-               place_.world, place_.world == 1 ? "" : "s", peak_->source);
+    // On the CPU the ranks of a node share its cores: a rank's measured rate (one rank alone
+    // on the machine, at its thread count) counts only for the share of the cores it has.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    const double wanted = static_cast<double>(options_.ranks_per_node) * compute_threads();
+    core_share_ = tc_.device == Device::cpu ? std::min(1.0, cores / wanted) : 1.0;
+    peak_total_gflops_ = peak_->gflops * place_.world * core_share_;
+    if (core_share_ < 1.0)
+      fmt::print(log_,
+                 "MFU peak: {:.1f} GFLOP/s per rank x {} ranks x {:.2f} ({} ranks x {} thread{} "
+                 "share {:.0f} cores on this node), {}\n",
+                 peak_->gflops, place_.world, core_share_, options_.ranks_per_node,
+                 compute_threads(), compute_threads() == 1 ? "" : "s", cores, peak_->source);
+    else
+      fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
+                 place_.world, place_.world == 1 ? "" : "s", peak_->source);
     const auto comm = expected_comm_bytes(config_, place_, model_);
     if (!comm.empty()) {
       std::string text;
@@ -351,8 +365,8 @@ class TrainingRun {
     m.tokens_per_s = static_cast<double>(tokens_per_step_) / seconds;
     m.model_tflops = flops_per_step_ / seconds / 1e12;
     if (peak_) {
-      m.mfu = flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
-      m.hfu = hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+      m.mfu = flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
+      m.hfu = hardware_flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
     count_dataset_tokens(step);
@@ -530,7 +544,7 @@ class TrainingRun {
     summary_.steps = steps_done_;
     if (peak_)
       summary_.mfu = summary_.tokens_per_s / static_cast<double>(tokens_per_step_) *
-                     flops_per_step_ / (peak_->gflops * 1e9 * place_.world);
+                     flops_per_step_ / (peak_total_gflops_ * 1e9);
     if (tc_.save_checkpoint && !summary_.stopped) {
       // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
       model_.acquire_all_params();
@@ -579,6 +593,7 @@ class TrainingRun {
   const fs::path out_;
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
+  double core_share_ = 1.0, peak_total_gflops_ = 0;  // rank 0: the job's MFU peak
   std::optional<MetricsWriter> metrics_;
   std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
   TrainSummary summary_;

@@ -32,6 +32,9 @@ struct TrainOptions {
   // file they came from.
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
   std::string init_from;
+  // Ranks of this job on this rank's node: on the CPU they share its cores, and the MFU peak
+  // counts the cores the job has, not one full rate per rank.
+  int ranks_per_node = 1;
 };
 
 struct TrainSummary {
