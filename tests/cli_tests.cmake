@@ -343,3 +343,22 @@ set_tests_properties(cli.train_without_config PROPERTIES
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
                      PASS_REGULAR_EXPRESSION "made runs/gpt-tiny" TIMEOUT 120
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# What a save cut short leaves (a ".partial" directory: a second Ctrl-C, a kill) is removed,
+# with a note, by the run that resumes; the newest complete checkpoint is the one resumed.
+add_test(NAME cli.resume_removes_interrupted_save
+         COMMAND bash -c "set -e; out=resume-partial; common=\"--config $1/configs/gpt-tiny.toml \
+--set data.train=$1/data/brown/train.bin --set data.val=$1/data/brown/val.bin \
+--set data.tokenizer=$1/data/gpt2-tokenizer --set model.d_model=64 --set model.seq_len=32 \
+--set train.global_batch=2 --set train.micro_batch=1 --set train.eval_every=0 \
+--set train.save_every=2 --set train.save_checkpoint=false --out $out\"; \
+\"$0\" train $common --set train.steps=2 --overwrite >/dev/null; \
+mkdir -p $out/checkpoints/step-00000004.partial/rank-0; \
+\"$0\" train $common --set train.steps=3 --resume auto | tee $out.log; \
+test ! -e $out/checkpoints/step-00000004.partial && grep -q 'resuming\\|step 3' $out.log \
+&& echo partial gone"
+                 ${KINTSUGI_BIN} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.resume_removes_interrupted_save PROPERTIES
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "removed .*step-00000004.partial: a checkpoint save that was interrupted.*partial gone")

@@ -106,6 +106,19 @@ void start_over(Communicator* world, const std::string& out_dir,
   agree_on_error(world, error);
 }
 
+// --resume: rank 0 (holding the output's lock, so no save is in progress) removes what a save
+// cut short left, a ".partial" directory, and says so; a failure to remove one only costs disk.
+void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
+  if (world && world->rank() != 0) return;
+  const std::filesystem::path root = std::filesystem::path(out_dir) / "checkpoints";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) return;
+  for (const std::string& name : remove_interrupted_saves(root))
+    fmt::print("removed {}/{}: a checkpoint save that was interrupted (its step resumes from the "
+               "last complete checkpoint)\n",
+               root.string(), name);
+}
+
 void run(const Args& args) {
   std::unique_ptr<MpiRuntime> mpi;
   if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
@@ -182,6 +195,8 @@ void run(const Args& args) {
         // Under MPI the ranks have agreed on the config and the flags by now (below).
         if (args.overwrite)
           start_over(topology ? &topology->world() : nullptr, out_dir, metrics_path);
+        if (!args.resume.empty())
+          clear_interrupted_saves(topology ? &topology->world() : nullptr, out_dir);
         train(config, std::move(*inputs), options, std::cout, topology);
       },
       [&](Communicator& world) { agree_on_config(world, config, *inputs, flags); });
