@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -563,12 +565,24 @@ class TrainingRun {
         data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
                                 summary_.last_val_loss)
                   : "no validation data";
+    // The tracked peak counts kintsugi's tensors (docs/metrics.md, "Memory categories"); on the
+    // CPU the process also holds its code, the MPI library's and OpenBLAS's buffers and what
+    // malloc keeps, which the resident-set peak includes.
+    std::string rss;
+    if (tc_.device == Device::cpu) {
+      rusage usage{};
+      if (getrusage(RUSAGE_SELF, &usage) == 0)
+        rss = fmt::format(" (tensors; process peak RSS {}: also code, MPI and BLAS buffers, "
+                          "freed memory malloc keeps)",
+                          format_bytes(static_cast<std::size_t>(usage.ru_maxrss) * 1024));
+    }
     fmt::print(log_,
                "done: {} step{} in {} | loss {:.4f} -> {:.4f} | {} | "
-               "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
+               "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank{}\n",
                steps_done_ - start_step_, steps_done_ - start_step_ == 1 ? "" : "s",
                format_duration(run_clock_.seconds()), summary_.first_loss, summary_.last_loss,
-               val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()));
+               val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()),
+               rss);
     fmt::print(log_, "wrote {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
                options_.trace_path.empty() ? "" : " and " + options_.trace_path,
