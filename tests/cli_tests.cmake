@@ -289,9 +289,15 @@ add_test(NAME cli.plan_scaling
 add_test(NAME cli.error.plan_scaling_one_count
          COMMAND ${EXPECT_ERROR} "--scaling needs at least two node counts"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --scaling strong --nodes 4)
-add_test(NAME cli.error.plan_ranks_not_local
-         COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
+# --ranks on a spec file (tune's refit of the local cluster, a preset): its own devices per node
+# are accepted, another count is refused with the ways on.
+add_test(NAME cli.error.plan_ranks_not_the_specs
+         COMMAND ${EXPECT_ERROR} "--ranks 4: cluster gaudi2 has 8 devices per node"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)
+add_test(NAME cli.plan_ranks_of_the_spec
+         COMMAND ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 8 --top 1)
+set_tests_properties(cli.plan_ranks_of_the_spec PROPERTIES
+                     PASS_REGULAR_EXPRESSION "1 x 8 = 8 devices of gaudi2")
 
 # --device cuda: without the CUDA backend built, a clear error naming the option that adds it;
 # with it but without a GPU, the context's "no CUDA device is visible".
