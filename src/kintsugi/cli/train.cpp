@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
-#include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/hf_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -20,6 +20,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/train/config_agreement.hpp"
+#include "kintsugi/train/hf_init.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -129,13 +130,19 @@ void run(const Args& args) {
   RunConfig config;
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
-  std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
+  std::shared_ptr<const HfWeights> init_weights;
+  std::vector<std::string> init_notes;
   const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
     config = load_run_config(args.config, flag_overrides(args));
+    // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
+    std::optional<HfModel> hf;
+    if (std::error_code ec; std::filesystem::is_directory(args.init_from, ec))
+      hf = adopt_hf_folder(config, args.init_from, given_keys(args.config, flag_overrides(args)),
+                           init_notes);
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
     const unsigned cores = std::thread::hardware_concurrency();
@@ -167,8 +174,8 @@ void run(const Args& args) {
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs.
     if (!args.init_from.empty() && !resume)
-      init_weights = std::make_shared<const std::map<std::string, NamedTensor>>(
-          read_hf_weights(args.init_from, config.model));
+      init_weights = std::make_shared<const HfWeights>(args.init_from, config.model,
+                                                       hf && hf->head_from_embedding);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -176,8 +183,10 @@ void run(const Args& args) {
                  error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
   const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
 
-  if (!mpi || mpi->world_rank() == 0)
+  if (!mpi || mpi->world_rank() == 0) {
+    for (const std::string& note : init_notes) fmt::print("{}\n", note);
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
+  }
 
   set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
 
@@ -260,8 +269,10 @@ void add_train_command(CLI::App& app) {
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");
   cmd->add_option("--init-from", args->init_from,
-                  "Start from the weights of a Hugging Face .safetensors file (e.g. a "
-                  "pretrained GPT-2, or `kintsugi export` output) instead of random ones");
+                  "Start from Hugging Face weights instead of random ones: a .safetensors file "
+                  "(model shape from the config), or a model folder (config.json, "
+                  "model.safetensors or its sharded index, tokenizer.json), e.g. a downloaded "
+                  "pretrained model or `kintsugi export` output");
   cmd->add_option("--save-every", args->save_every,
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,

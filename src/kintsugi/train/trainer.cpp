@@ -226,7 +226,7 @@ class TrainingRun {
       // agree on the verdict so that one of them reports a mismatch.
       std::string error;
       try {
-        set_weights(*options_.init_weights, rank_state(model_, place_), options_.init_from);
+        options_.init_weights->set(rank_state(model_, place_));
       } catch (const Error& e) {
         error = e.what();
       }
