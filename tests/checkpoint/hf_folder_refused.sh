@@ -7,7 +7,7 @@ kind="$1" pattern="$2" kintsugi="$3" out="$4" data="$5"
 shift 5
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-dir="$out/hf_refused_$kind"
+dir="$out/hf_refused_$kind${RANKS:+_ranks$RANKS}"
 rm -rf "$dir" && mkdir -p "$dir/folder"
 python3 "$here/make_hf_folder.py" "$dir/folder" "$dir/single.safetensors" llama 3 bf16 gqa
 cp "$data/gpt2-tokenizer/"* "$dir/folder/"
