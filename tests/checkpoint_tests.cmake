@@ -175,7 +175,7 @@ function(hf_folder_refused_test kind pattern)
   add_test(NAME ckpt.hf_folder_refused.${kind}
            COMMAND ${CKPT}/hf_folder_refused.sh ${kind} ${pattern} $<TARGET_FILE:kintsugi>
                    ${CKPT_OUT} ${MPI_DATA} ${ARGN})
-  set_tests_properties(ckpt.hf_folder_refused.${kind} PROPERTIES TIMEOUT 60)
+  set_tests_properties(ckpt.hf_folder_refused.${kind} PROPERTIES TIMEOUT 120)
 endfunction()
 hf_folder_refused_test(missing_shard "model-00002-of-00003.safetensors is missing: .*index.json names it")
 hf_folder_refused_test(truncated_shard
@@ -201,7 +201,7 @@ add_test(NAME ckpt.hf_folder_refused.missing_shard_under_mpirun
                  ${CKPT}/hf_folder_refused.sh missing_shard "model-00002-of-00003.safetensors is missing"
                  $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA} --tp 2)
 set_tests_properties(ckpt.hf_folder_refused.missing_shard_under_mpirun PROPERTIES PROCESSORS 2
-                                                                                  TIMEOUT 60)
+                                                                                  TIMEOUT 120)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})

@@ -10,6 +10,7 @@ Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
   FAMILY gpt2 (tied head, learned positions) or llama (untied head unless `tied`: no lm_head;
   `gqa`: 2 key/value heads for 4 query heads); `noprefix`: GPT2Model's names (h.0..., no
   "transformer.")."""
+import array
 import json
 import random
 import struct
@@ -23,16 +24,18 @@ V, D, L, H, P = 50257, 32, 2, 4, 64
 KV = 2 if "gqa" in flags else H
 HD = D // H
 FF = 64
+GRID = [k / 256 for k in range(-127, 128)]
 
 
 def matrix(*shape, centre=0.0):
-    """Values k / 256 (|k| < 128) around `centre`: on bfloat16's grid (8 significant bits)."""
+    """Values k / 256 (|k| < 128), or 1 + k / 128 (|k| < 16) around `centre`: on bfloat16's
+    grid (8 significant bits)."""
     n = 1
     for s in shape:
         n *= s
     if centre:
-        return shape, [centre + rng.randrange(-15, 16) / 128 for _ in range(n)]
-    return shape, [rng.randrange(-127, 128) / 256 for _ in range(n)]
+        return shape, [centre + k / 128 for k in rng.choices(range(-15, 16), k=n)]
+    return shape, rng.choices(GRID, k=n)
 
 
 tensors = {}  # name -> (shape, values), in the order a model's state dict has them
@@ -92,11 +95,17 @@ else:
 
 
 def encode(values, dt):
-    raw = struct.pack(f"<{len(values)}f", *values)
+    raw = array.array("f", values)
+    if sys.byteorder != "little":
+        raw.byteswap()
+    raw = raw.tobytes()
     if dt == "F32":
         return raw
     # The upper halves of the float32 words: exact, since every value is on bfloat16's grid.
-    return b"".join(raw[k + 2:k + 4] for k in range(0, len(raw), 4))
+    half = bytearray(len(raw) // 2)
+    half[0::2] = raw[2::4]
+    half[1::2] = raw[3::4]
+    return bytes(half)
 
 
 def write(path, names, dtype_of):

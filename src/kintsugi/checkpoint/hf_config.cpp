@@ -166,6 +166,21 @@ HfModel llama(Fields& f, const json& j, const std::string& source) {
   f.require("attention_bias", false, "kintsugi's Llama attention has no biases");
   f.require("mlp_bias", false, "kintsugi's Llama MLP has no biases");
   f.refuse("rope_scaling", "kintsugi's RoPE has no scaling: rope_theta only");
+  // transformers 5 writes rope_theta (and any scaling) inside rope_parameters.
+  if (f.has("rope_parameters")) {
+    const json& r = f.at("rope_parameters");
+    if (!r.is_object()) fail("{}: rope_parameters = {} is not an object", source, r.dump());
+    for (const auto& [k, v] : r.items()) {
+      if (k == "rope_theta" && v.is_number()) {
+        m.rope_theta = v.get<double>();
+      } else if (k != "rope_type" || v != "default") {
+        fail("{}: rope_parameters.{} = {} is not supported (kintsugi's RoPE has no scaling: "
+             "rope_theta only)",
+             source, k, v.dump());
+      }
+    }
+  }
+  f.mark("rope_parameters");
   f.integer("pretraining_tp", 1);  // how Meta split the matmuls: the same function
   h.head_from_embedding = f.boolean("tie_word_embeddings", false);
   if (h.head_from_embedding)
