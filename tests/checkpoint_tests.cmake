@@ -162,7 +162,7 @@ endforeach()
 function(hf_folder_test name)
   add_test(NAME ckpt.hf_folder_${name}
            COMMAND ${CKPT}/hf_folder.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
-                   ${CKPT_OUT} hf_folder_${name} ${MPI_DATA} ${ARGN})
+                   ${CKPT_OUT} ${MPI_DATA} hf_folder_${name} ${ARGN})
   set_tests_properties(ckpt.hf_folder_${name} PROPERTIES PROCESSORS 2 TIMEOUT 300)
 endfunction()
 hf_folder_test(llama_gqa_bf16_3_shards llama 3 bf16 gqa)

@@ -211,8 +211,12 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     EXPECT_EQ(h.model.d_ff, c.d_ff);
     EXPECT_EQ(h.model.vocab_size, c.vocab_size);
     EXPECT_EQ(h.model.norm_eps, c.norm_eps);
-    if (c.is_llama()) EXPECT_EQ(h.model.rope_theta, c.rope_theta);
-    if (!c.is_bloom()) EXPECT_EQ(h.model.seq_len, c.seq_len);
+    if (c.is_llama()) {
+      EXPECT_EQ(h.model.rope_theta, c.rope_theta);
+    }
+    if (!c.is_bloom()) {
+      EXPECT_EQ(h.model.seq_len, c.seq_len);
+    }
     EXPECT_FALSE(h.head_from_embedding);
   }
   // What would change the arithmetic is refused, naming the field.
