@@ -227,6 +227,13 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   nlohmann::json j = hf_config(llama);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   EXPECT_TRUE(refused(j, "rope_scaling"));
+  // transformers 5 writes RoPE's parameters as one object: its theta is read, scaling refused.
+  j = hf_config(llama);
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 123.0}};
+  EXPECT_EQ(model_from_hf_config(j, "config.json").model.rope_theta, 123.0);
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 123.0}, {"factor", 2.0}};
+  EXPECT_TRUE(refused(j, "rope_parameters."));
   j = hf_config(llama);
   j["num_key_value_heads"] = 3;
   EXPECT_TRUE(refused(j, "num_key_value_heads = 3 does not divide"));
