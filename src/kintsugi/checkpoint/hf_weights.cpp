@@ -4,12 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/mapped_file.hpp"
 
@@ -167,13 +169,30 @@ void HfWeights::set(const RankState& rank) const {
       if (p.weights.dtype != DType::f32) fail("initial weights need float32 parameters");
       const std::int64_t rows = stored[0], cols = stored.size() == 2 ? stored[1] : 1;
       const SliceMap map(e);
+      // The parts' data and element decoding, looked up once per piece, not per element.
+      struct Part {
+        const unsigned char* data;
+        DType dtype;
+      };
+      std::vector<Part> parts;
+      for (const Located& l : s.parts)
+        parts.push_back({data_of(l), l.entry.dtype == "F32"    ? DType::f32
+                                     : l.entry.dtype == "BF16" ? DType::bf16
+                                                               : DType::f16});
       std::vector<float>& w = values[c].emplace_back(static_cast<std::size_t>(p.count));
       for (std::int64_t j = 0; j < p.count; ++j) {
         const std::int64_t g = map(p.begin + j);
         if (g < 0) continue;  // a vocabulary padding row
         const HfElement at = hf_element(s.conversion, config_, rows, cols, g);
+        const Part& part = parts[at.part];
+        if (part.dtype == DType::f32) {
+          std::memcpy(&w[j], part.data + 4 * at.index, 4);
+        } else {
+          std::uint16_t h;
+          std::memcpy(&h, part.data + 2 * at.index, 2);
+          w[j] = part.dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+        }
         const Located& l = s.parts[at.part];
-        w[j] = safetensors_value(data_of(l), l.entry.dtype, at.index);
         // Non-finite weights would make the first step non-finite, and the run would blame
         // train.lr.
         if (!std::isfinite(w[j]))
