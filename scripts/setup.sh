@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
   libutf8proc-dev                 # Unicode normalization (NFC/NFKC) of tokenizer.json files
   libgtest-dev libbenchmark-dev
+  slurmctld slurmd slurm-client   # a one-node Slurm cluster for the test slurm.jobs (docs/slurm.md)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libtcmalloc-minimal4)
