@@ -10,6 +10,8 @@
 #   limit    `scancel --batch --signal=USR1` (what `--signal=B:USR1@120` sends at the time
 #            limit): the script passes it on, the ranks save and the script requeues itself;
 #            the second start resumes and ends bit for bit equal too
+#   cancel   a plain `scancel`: the ranks save the last completed step and the job ends
+#            CANCELLED for good (the script must not requeue it)
 #   array    `sbatch --array=0-1` of two 2-rank runs, each in its own --out (array-<task>),
 #            with seeds 1234 + task: task 0 equals the serial run, task 1 differs from it
 # Every Slurm command runs under `timeout`, the daemons are killed on exit, and the whole test
@@ -172,6 +174,25 @@ preempt() {  # NAME HOW
           ((stopped < steps)) || fail "$name: the job trained to the end before the signal"
           timeout 10 scontrol requeue "$job" || fail "scontrol requeue $job failed" ;;
     limit) timeout 10 scancel --batch --signal=USR1 "$job" || fail "scancel --batch failed" ;;
+    cancel) timeout 10 scancel "$job" || fail "scancel failed"
+            s=$(wait_job "$job" 60)
+            [[ "$s" == CANCELLED ]] || { cat "$runs/$name.out"; fail "$name: the cancelled job ended $s"; }
+            # The ranks save within Slurm's KillWait; then the script must not requeue: its
+            # requeue would follow srun's end at once, so 5 s after the save it would show.
+            local start=$SECONDS
+            until grep -q "^wrote .*metrics.jsonl" "$runs/$name.out" 2>/dev/null || ((SECONDS - start > 60)); do sleep 0.2; done
+            sleep 5
+            cat "$runs/$name.out"
+            grep -q "stopped by a signal after step" "$runs/$name.out" || fail "$name: the ranks did not save"
+            stopped=$(lines "$dir/metrics.jsonl")
+            test -f "$dir/checkpoints/step-$(printf %08d "$stopped")/manifest.json" ||
+              fail "$name: no checkpoint of step $stopped"
+            s=$(job_state "$job")
+            [[ "$s" == CANCELLED ]] || fail "$name: the job is $s after scancel, not CANCELLED"
+            timeout 10 scontrol show job "$job" | grep -q "Restarts=0" || fail "$name: the job was requeued"
+            grep -q "start 1 on" "$runs/$name.out" && fail "$name: the job started again"
+            echo "ok ($name): scancel saved step $stopped and ended the job for good"
+            return ;;
   esac
   # The job runs again (after the cred_expire delay): until it has added the remaining steps.
   until_step "$dir/metrics.jsonl" "$steps" 120 || { cat "$runs/$name.out"; fail "$name: not finished 120 s after the signal"; }
@@ -187,6 +208,7 @@ preempt() {  # NAME HOW
 }
 preempt requeue term
 preempt limit limit
+preempt cancel cancel
 
 # A job array: two runs, each its own output directory and seed.
 job=$(timeout 10 sbatch --parsable --array=0-1 -n 2 --ntasks-per-node=2 -o "$runs/array-%a.out" \
