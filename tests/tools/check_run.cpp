@@ -24,6 +24,7 @@
 // Prints what it compared; exits 1 on any mismatch.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,7 @@ int comm(const fs::path& run) {
   int failures = 0;
   const auto steps = read_lines(run / "metrics.jsonl");
   for (const auto& m : steps) {
+    if (!m.contains("loss")) continue;  // the step-0 evaluation: no training step, no traffic
     const json measured = m.value("comm_bytes_sent", json::object());
     std::map<std::string, double> seen;
     for (const auto& [key, value] : measured.items()) seen[key] = value.get<double>();
@@ -200,10 +202,13 @@ int comm(const fs::path& run) {
       }
     }
   }
+  const auto first = std::find_if(steps.begin(), steps.end(),
+                                  [](const json& m) { return m.contains("loss"); });
   for (const auto& [key, expected] : theory)
     fmt::print("{:<22} theory {:>12.0f} bytes/step; measured at step 1: {}\n", key, expected,
-               steps.empty() ? 0.0
-                             : steps.front().value("comm_bytes_sent", json::object()).value(key, 0.0));
+               first == steps.end()
+                   ? 0.0
+                   : first->value("comm_bytes_sent", json::object()).value(key, 0.0));
   return failures ? 1 : 0;
 }
 
