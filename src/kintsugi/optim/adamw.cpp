@@ -1,6 +1,5 @@
 #include "kintsugi/optim/adamw.hpp"
 
-#include "kintsugi/optim/lion.hpp"
 #include "kintsugi/optim/multi_tensor.hpp"
 
 namespace kintsugi {
@@ -49,20 +48,6 @@ Tensor AdamW::moment(int which, std::int64_t offset, std::int64_t n) const {
 void AdamW::refresh_working_copies() {
   for (const AdamWRange& r : ranges_)
     if (!r.working_copy.empty()) backend_.convert(r.param, r.working_copy);
-}
-
-std::unique_ptr<Optimizer> make_optimizer(Backend& backend,
-                                          const std::vector<OptimizerSegment>& segments,
-                                          const OptimizerConfig& c) {
-  switch (c.kind) {
-    case OptimizerKind::lion:
-      return std::make_unique<Lion>(backend, segments, c);
-    case OptimizerKind::adamw:
-      break;
-  }
-  return std::make_unique<AdamW>(
-      backend, segments,
-      AdamWConfig{.beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay});
 }
 
 }  // namespace kintsugi
