@@ -34,10 +34,10 @@ TEST(Lion, MatchesTheFormulaAndSkipsDecayWhereAsked) {
     opt->step(lr, 0.5);
     for (int which = 0; which < 2; ++which) {  // element 1 of w and of b
       const double g = 0.5 * grads[step - 1] * 2;
-      const double c = 0.9 * m[which] + 0.1 * g;
+      const double c = 0.9 * m[which] + (1 - 0.9) * g;  // the kernel's arithmetic
       const double decay = which == 0 ? 0.5 : 0.0;
       ref_p[which] = ref_p[which] * (1 - lr * decay) - lr * sign(c);
-      m[which] = 0.99 * m[which] + 0.01 * g;
+      m[which] = 0.99 * m[which] + (1 - 0.99) * g;
     }
     EXPECT_DOUBLE_EQ(w[1], ref_p[0]) << step;
     EXPECT_DOUBLE_EQ(b[1], ref_p[1]) << step;

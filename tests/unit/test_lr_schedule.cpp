@@ -6,6 +6,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
+#include "kintsugi/train/resume_notes.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi {
@@ -104,7 +105,7 @@ TEST(LrSchedule, ChosenByConfigAndCheckedUpFront) {
   EXPECT_EQ(s.shape, LrShape::wsd);
   EXPECT_EQ(s.decay_start(), 90);
   EXPECT_DOUBLE_EQ(s.at(89), c.train.lr);
-  EXPECT_NE(run_config_toml(c).find("lr_schedule = \"wsd\""), std::string::npos);
+  EXPECT_NE(run_config_toml(c).find("lr_schedule = 'wsd'"), std::string::npos);
   EXPECT_NE(error_of({"train.lr_schedule=\"cosin\""})
                 .find("train.lr_schedule = \"cosin\": use \"cosine\", \"linear\", \"constant\", "
                       "\"inverse_sqrt\" or \"wsd\""),
@@ -115,6 +116,23 @@ TEST(LrSchedule, ChosenByConfigAndCheckedUpFront) {
               std::string::npos)
         << bad;
   EXPECT_EQ(error_of({"train.lr_decay_fraction=1"}), "");
+}
+
+// A resume that switches the schedule (to decay a wsd run, say) says so, with both rates.
+TEST(LrSchedule, AResumeThatChangesTheShapeSaysSo) {
+  const RunConfig cosine = load_run_config("", {"train.steps=100"});
+  const RunConfig wsd = load_run_config("", {"train.steps=100", "train.lr_schedule=\"wsd\""});
+  const nlohmann::json saved = {{"lr_schedule", lr_schedule_json(cosine.train)}};
+  const auto notes = schedule_change_notes(saved, wsd.train, 50);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("train.lr_schedule \"cosine\" -> \"wsd\""), std::string::npos)
+      << notes[0];
+  EXPECT_TRUE(schedule_change_notes(saved, cosine.train, 50).empty());
+  // A checkpoint from before the schedule had a name followed the cosine: no change.
+  nlohmann::json old = saved;
+  old["lr_schedule"].erase("lr_schedule");
+  old["lr_schedule"].erase("lr_decay_fraction");
+  EXPECT_TRUE(schedule_change_notes(old, cosine.train, 50).empty());
 }
 
 // The validation set is a number of windows, whatever the micro-batch; the deprecated
