@@ -71,6 +71,7 @@ print("| option | parameters | gradients | optimizer | model state | activations
 print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 for name in names:
     steps = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
+    steps = [x for x in steps if "loss" in x]  # not the step-0 evaluation
     desc = json.load(open(f"{out}/{name}/run.json"))
     theory = desc["memory_bytes_theory"]
     peak = steps[-1]["memory_peak_bytes"]

@@ -51,6 +51,7 @@ print("| layout | ranks | ms/step | tokens/s | bytes sent per step and rank (mea
 print("|---|---:|---:|---:|---|---|")
 for name in ["serial", "dp2", "tp2", "tp2_sp"]:
     steps = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
+    steps = [x for x in steps if "loss" in x]  # not the step-0 evaluation
     desc = json.load(open(f"{out}/{name}/run.json"))
     timed = steps[2:] or steps
     ms = statistics.median(s["step_ms"] for s in timed)

@@ -24,7 +24,7 @@ KINTSUGI_TEST_SLOW_MICRO_BATCHES=train:500 "$kintsugi" train "$@" --set train.lr
   --resume auto --out "$dir/run" >"$dir/stopped.log" 2>"$dir/stopped.err" &
 pid=$!
 for _ in $(seq 600); do  # until step 3 is done
-  (($(wc -l <"$dir/run/metrics.jsonl") >= 3)) && break
+  (($(grep -c '"loss":' "$dir/run/metrics.jsonl" || true) >= 3)) && break
   sleep 0.1
 done
 kill -TERM "$pid"

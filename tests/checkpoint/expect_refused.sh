@@ -5,7 +5,8 @@
 #   (RANKS > 1: under mpirun, where the ranks agree and one of them prints the line)
 #   KIND: corrupt (a flipped bit), truncated, no-shard (a shard file removed), no-piece (a piece
 #         dropped from the manifest), no-manifest,
-#         other-model (flags describe another model), past-the-end (flags end training before
+#         other-model (flags describe another model), other-optimizer (flags name another
+#         train.optimizer), past-the-end (flags end training before
 #         the checkpoint's step), manifest (EDIT="key.path=JSON" sets that manifest field)
 set -euo pipefail
 kind="$1" pattern="$2" kintsugi="$3" good="$4" out="$5"
@@ -28,7 +29,7 @@ m = json.load(open(p)); *path, last = key.split("."); d = m
 for k in path: d = d[k]
 d[last] = json.loads(value); json.dump(m, open(p, "w"))' "$bad/manifest.json" "$EDIT"
     ;;
-  other-model | past-the-end) ;;
+  other-model | other-optimizer | past-the-end) ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -16,10 +16,10 @@ KINTSUGI_TEST_SLOW_MICRO_BATCHES=train:100 "$kintsugi" train "$@" --set train.st
 first=$!
 trap 'kill -KILL $first 2>/dev/null' EXIT
 for _ in $(seq 600); do
-  [[ -s "$dir/run/metrics.jsonl" ]] && break
+  grep -qs '"loss":' "$dir/run/metrics.jsonl" && break
   sleep 0.1
 done
-[[ -s "$dir/run/metrics.jsonl" ]] || die "the first run trained no step: $(cat "$dir/first.log")"
+grep -qs '"loss":' "$dir/run/metrics.jsonl" || die "the first run trained no step: $(cat "$dir/first.log")"
 before=$(md5sum <"$dir/run/run.json")
 
 mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" train "$@" --dp 2 --out "$dir/run" \

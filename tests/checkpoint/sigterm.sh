@@ -27,7 +27,7 @@ else
 fi
 pid=$!
 for _ in $(seq 600); do  # until it has trained two steps
-  [[ -f "$dir/run/metrics.jsonl" ]] && (($(wc -l <"$dir/run/metrics.jsonl") >= 2)) && break
+  [[ -f "$dir/run/metrics.jsonl" ]] && (($(grep -c '"loss":' "$dir/run/metrics.jsonl" || true) >= 2)) && break
   sleep 0.1
 done
 if ((ranks == 1)); then target=$pid; else target=$(pgrep -P "$pid" | tail -1); fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `kintsugi eval` equals train's validation loss for the same windows: a run's last val_loss
-# (train.eval_batches x train.micro_batch = WINDOWS windows of its validation file) against
+# (train.eval_sequences = WINDOWS windows of its validation file) against
 # eval of its saved model and of its last training checkpoint, as one process and under mpirun
 # in other layouts; then every window of the file, in text.
 # Usage: eval.sh KINTSUGI RUN_DIR VAL_FILE WINDOWS TOKENIZER_DIR (VAL_FILE.txt next to VAL_FILE.bin)

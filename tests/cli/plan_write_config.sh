@@ -9,4 +9,4 @@ rm -rf "$out" && mkdir -p "$out"
 grep -q '^\[parallel\]' "$out/best.toml"
 OMP_NUM_THREADS=1 "$bin" train --config "$out/best.toml" --set train.steps=1 \
   --set train.warmup_steps=1 --set train.save_checkpoint=false --out "$out/run"
-test "$(wc -l < "$out/run/metrics.jsonl")" -eq 1
+test "$(grep -c '"loss":' "$out/run/metrics.jsonl" || true)" -eq 1

@@ -1,4 +1,4 @@
-// The CUDA backend's embeddings, cross-entropy, elementwise ops, reductions and AdamW against the
+// The CUDA backend's embeddings, cross-entropy, elementwise ops, reductions, AdamW and Lion against the
 // CPU backend in f64, and the determinism of its backward reductions.
 #include "device_testing.hpp"
 
@@ -267,6 +267,30 @@ TEST_P(CudaMisc, AdamW) {
       if (working) {
         std::copy_n(param.cpu.as<double>(), n, copy.cpu.as<double>());
         expect_near(copy, "working copy " + at);
+      }
+    }
+}
+
+// Lion in every type mix it takes (f32 master weights and moment with a gradient in f32 or the
+// weights' 16-bit type, a working copy or none; all f64), ragged lengths, poisoned outputs.
+TEST_P(CudaMisc, Lion) {
+  const Types t = GetParam();
+  const DType master = t.act == DType::f64 ? DType::f64 : DType::f32;
+  for (std::int64_t n : {1, 1000, 70001})
+    for (bool working : {false, true}) {
+      if (working && master == DType::f64) continue;
+      Pair param = input(master, {n}), grad = input(t.stat, {n}), m = input(master, {n}, 0.1);
+      Pair copy = output(t.act, {n});
+      const LionHyper h{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1,
+                        .grad_scale = 0.5};
+      gpu().lion_step(param.gpu, grad.gpu, m.gpu, h, working ? &copy.gpu : nullptr);
+      cpu().lion_step(param.cpu, grad.cpu, m.cpu, h, nullptr);
+      const std::string at = std::to_string(n) + (working ? " with working copy" : "");
+      expect_near(param, "lion param " + at);
+      expect_near(m, "lion m " + at);
+      if (working) {
+        std::copy_n(param.cpu.as<double>(), n, copy.cpu.as<double>());
+        expect_near(copy, "lion working copy " + at);
       }
     }
 }

@@ -28,7 +28,7 @@ fail() {
 # Wait for the run to reach step 2, then stop the rank: a child of mpirun whose environment
 # names its world rank.
 for ((i = 0; i < 600; ++i)); do
-  [[ -f "$out/$name/metrics.jsonl" ]] && (($(wc -l <"$out/$name/metrics.jsonl") >= 2)) && break
+  [[ -f "$out/$name/metrics.jsonl" ]] && (($(grep -c '"loss":' "$out/$name/metrics.jsonl" || true) >= 2)) && break
   kill -0 "$launcher" 2>/dev/null || fail "the job ended before a rank could be stopped"
   sleep 0.2
 done

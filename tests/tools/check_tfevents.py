@@ -104,6 +104,8 @@ def events(path):
 
 # Tag -> where its value is in a metrics.jsonl line (docs/metrics.md).
 def expected_scalars(line):
+    if "loss" not in line:  # the step-0 evaluation: its validation loss only
+        return {"val/loss": line["val_loss"]}
     out = {
         "train/loss": line["loss"], "train/lr": line["lr"], "train/grad_norm": line["grad_norm"],
         "train/tokens_seen": line["tokens_seen"], "perf/step_ms": line["step_ms"],
@@ -145,6 +147,8 @@ def main():
                 f"step {line['step']} {tag}: {got} in the event file, {value} in metrics.jsonl"
             checked += 1
     assert any("val/loss" in e["scalars"] for e in steps), "validation loss logged"
+    assert lines[0]["step"] == 0 and "loss" not in lines[0] and "val_loss" in lines[0], \
+        "the validation loss before training is step 0, without a training loss"
     print(f"{files[0]}: {len(evs)} records, CRCs good, {checked} scalars match {metrics}")
 
 

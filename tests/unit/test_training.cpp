@@ -39,9 +39,15 @@ TEST(Training, TinyGptLearnsBrownCorpus) {
   EXPECT_NEAR(s.first_val_loss, std::log(50257.0), 0.3) << log.str();
   EXPECT_LT(s.last_val_loss, s.first_val_loss - 2.5) << log.str();
 
-  // One JSON object per step with the documented keys.
+  // The validation loss before training as step 0, without a training loss; then one JSON
+  // object per step with the documented keys.
   std::ifstream metrics(s.metrics_path);
   std::string line;
+  ASSERT_TRUE(std::getline(metrics, line));
+  const auto initial = nlohmann::json::parse(line);
+  EXPECT_EQ(initial.at("step").get<int>(), 0);
+  EXPECT_FALSE(initial.contains("loss")) << line;
+  EXPECT_DOUBLE_EQ(initial.at("val_loss").get<double>(), s.first_val_loss);
   int lines = 0, with_val = 0;
   while (std::getline(metrics, line)) {
     auto j = nlohmann::json::parse(line);
@@ -54,6 +60,10 @@ TEST(Training, TinyGptLearnsBrownCorpus) {
   EXPECT_EQ(lines, 40);
   EXPECT_EQ(with_val, 2);
   EXPECT_GT(fs::file_size(s.plot_path), 1000u);
+  // The schedule's picture beside it: the default cosine, one point per step.
+  std::ifstream lr_svg(out.path() / "lr.svg");
+  const std::string lr_text((std::istreambuf_iterator<char>(lr_svg)), {});
+  EXPECT_NE(lr_text.find("cosine schedule, 40 steps"), std::string::npos) << lr_text;
 
   // The checkpoint holds the trained weights: evaluating them again gives the final val loss.
   MemoryTracker memory;
@@ -94,7 +104,30 @@ TEST(Training, BlendWithoutValidationCountsTokensPerDataset) {
   }
   EXPECT_EQ(step, 3);
   EXPECT_GT(expected_a, expected_b);  // 3:1 over 3 steps of 16 sequences, almost surely
+  // The loss picture names the blend, not its first dataset.
+  std::ifstream svg(s.plot_path);
+  const std::string picture((std::istreambuf_iterator<char>(svg)), {});
+  EXPECT_NE(picture.find(a + " 75% + " + b + " 25%"), std::string::npos) << picture.substr(0, 600);
   fs::remove_all(out);
+}
+
+// The validation set is train.eval_sequences windows whatever the micro-batch: two runs that
+// differ only in it (one with a padded last micro-batch) measure the same validation loss.
+TEST(Training, ValidationLossDoesNotDependOnTheMicroBatch) {
+  std::vector<double> losses;
+  for (const char* mb : {"1", "4"}) {
+    const ScratchDir out(std::string("eval-micro-batch-") + mb);
+    const RunConfig config =
+        tiny_config({"train.steps=1", "train.warmup_steps=1", "train.eval_sequences=6",
+                     std::string("train.micro_batch=") + mb, "train.save_checkpoint=false"});
+    std::ostringstream log;
+    const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
+    losses.push_back(s.first_val_loss);
+    losses.push_back(s.last_val_loss);
+  }
+  EXPECT_NEAR(losses[0], losses[2], 1e-6 * losses[0]);  // before training: the same weights
+  EXPECT_NEAR(losses[1], losses[3], 1e-5 * losses[1]);  // after one step of the same batch
+  EXPECT_NE(losses[0], losses[1]);
 }
 
 }  // namespace

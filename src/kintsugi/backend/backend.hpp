@@ -70,6 +70,13 @@ struct AdamWRange {
   bool decay = false;
 };
 
+// Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"): one moment and
+// the sign of an interpolation as the update; decoupled weight decay as AdamW's.
+struct LionHyper {
+  double lr = 0, beta1 = 0.9, beta2 = 0.99, weight_decay = 0;
+  double grad_scale = 1;  // applied to the gradient first (clipping, loss-scale removal)
+};
+
 class Backend {
  public:
   explicit Backend(MemoryTracker& memory) : memory_(memory) {}
@@ -239,6 +246,13 @@ class Backend {
   // parameters alternate decayed weights with biases and norm weights; optim/adamw.cpp). The
   // ranges' tensors do not overlap, so they may be updated in any order.
   virtual void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) = 0;
+  // One Lion step over matching flat ranges, with g = grad x grad_scale:
+  //   c = beta1 m + (1 - beta1) g;  param = param (1 - lr wd) - lr sign(c);
+  //   m = beta2 m + (1 - beta2) g
+  // (sign(0) = 0). param and m are f32 (or both f64); with mixed precision `param` is the
+  // master copy and working_copy (bf16/f16, same length) receives the updated weights rounded.
+  virtual void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                         const LionHyper& h, const Tensor* working_copy = nullptr) = 0;
 
  private:
   MemoryTracker& memory_;

@@ -18,6 +18,11 @@ double adamw_bytes(const Tensor& param, const Tensor& grad, const Tensor& m, con
                    const Tensor* working_copy) {
   return 2 * (bytes(param) + bytes(m) + bytes(v)) + bytes(grad) + bytes(working_copy);
 }
+// Lion: param and m read and written; grad read; the working copy written.
+double lion_bytes(const Tensor& param, const Tensor& grad, const Tensor& m,
+                  const Tensor* working_copy) {
+  return 2 * (bytes(param) + bytes(m)) + bytes(grad) + bytes(working_copy);
+}
 // The rows x columns of a matrix (a vector's one dimension).
 Shape matrix(const Tensor& t) { return t.shape.rank <= 1 ? t.shape : Shape{rows(t), cols(t)}; }
 OpCall op_call(const char* name, double flops, double moved, const Tensor& main) {
@@ -284,6 +289,12 @@ void ForwardingBackend::adamw_step_multi(std::span<const AdamWRange> ranges,
   const DType dtype = ranges.empty() ? DType::f32 : ranges.front().param.dtype;
   around(OpCall{"adamw_multi", 0, moved, Shape{n}, dtype},
          [&] { inner_.adamw_step_multi(ranges, h); });
+}
+
+void ForwardingBackend::lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                                  const LionHyper& h, const Tensor* working_copy) {
+  around(op_call("lion", 0, lion_bytes(param, grad, m, working_copy), param),
+         [&] { inner_.lion_step(param, grad, m, h, working_copy); });
 }
 
 }  // namespace kintsugi

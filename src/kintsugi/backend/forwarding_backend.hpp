@@ -96,6 +96,8 @@ class ForwardingBackend : public Backend {
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h, const Tensor* working_copy) override;
   void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override;
+  void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m, const LionHyper& h,
+                 const Tensor* working_copy) override;
 
  protected:
   // Runs one op of the inner backend (run()), described by `call`.

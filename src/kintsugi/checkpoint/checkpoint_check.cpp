@@ -74,6 +74,11 @@ json read_manifest(const fs::path& dir) {
   if (version != 1 && version != kVersion)
     fail("{} has format version {}, this kintsugi reads versions 1 to {}", path.string(),
          j.value("version", 0), kVersion);
+  if (j.contains("optimizer") && (!j.at("optimizer").is_string() ||
+                                  (manifest_optimizer(j) != "adamw" && manifest_optimizer(j) != "lion")))
+    fail("{} holds the state of optimizer {}, which this kintsugi does not know (\"adamw\" or "
+         "\"lion\")",
+         path.string(), j.at("optimizer").dump());
   return j;
 }
 
@@ -135,18 +140,21 @@ void refuse_non_finite(const fs::path& dir, const json& m, int rank, int world) 
     if (fresh)
       it->second.open(dir / m.at("files")[file].at("name").get<std::string>(), std::ios::binary);
     const auto count = piece.at("count").get<std::size_t>();
-    values.resize(count * kValuesPerElement);
+    values.resize(count * static_cast<std::size_t>(values_per_element(m)));
     it->second.seekg(piece.at("offset").get<std::streamoff>());
     it->second.read(reinterpret_cast<char*>(values.data()),
                     static_cast<std::streamsize>(values.size() * sizeof(float)));
     if (!it->second) fail("cannot read the shard files of {}", dir.string());
     for (std::size_t k = 0; k < values.size(); ++k) {
       const float x = values[k];
+      // AdamW's second moment is a mean of squares: never negative. Lion's one moment may be.
       if (std::isfinite(x) && (k < 2 * count || x >= 0)) continue;
       static const char* const kinds[] = {"weight", "first moment", "second moment"};
+      const bool lion = values_per_element(m) == 2;
       fail("{} holds {} as a {} of tensor {}: it was saved from a diverged run; resume from an "
            "earlier checkpoint",
-           dir.string(), x, kinds[k / count], piece.at("tensor").get<std::string>());
+           dir.string(), x, lion && k >= count ? "moment" : kinds[k / count],
+           piece.at("tensor").get<std::string>());
     }
   }
 }
@@ -196,7 +204,8 @@ void check_pieces(const fs::path& dir, const json& m, const std::vector<std::uin
     const auto slice = piece.at("slice_shape").get<std::vector<std::int64_t>>();
     const auto stored = tensors.at(name).at("shape").get<std::vector<std::int64_t>>();
     if (file >= sizes.size() ||
-        piece.at("offset").get<std::uint64_t>() + count * kValuesPerElement * sizeof(float) > sizes[file])
+        piece.at("offset").get<std::uint64_t>() + count * values_per_element(m) * sizeof(float) >
+            sizes[file])
       fail("{}: a piece of {} lies outside its shard file", dir.string(), name);
     const int split = piece.at("split_dim").get<int>();
     // A 3D tensor grid's weight pieces start at a column too (3D tensor parallelism).

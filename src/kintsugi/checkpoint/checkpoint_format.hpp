@@ -13,8 +13,17 @@ constexpr const char* kFormat = "kintsugi-train-checkpoint";
 // manifests (no checksum) are still read.
 constexpr int kVersion = 2;
 constexpr const char* kManifestChecksum = "manifest_xxh3";
-// A piece of n elements is n weights, then n first moments, then n second moments (float32).
-constexpr int kValuesPerElement = 3;
+// A piece of n elements is n weights, then the optimizer's moments of the same elements
+// (float32): AdamW's n first and n second moments, or Lion's n moments. The manifest's
+// "optimizer" names which ("adamw" when absent: checkpoints written before Lion).
+inline std::string manifest_optimizer(const nlohmann::json& manifest) {
+  return manifest.value("optimizer", std::string("adamw"));
+}
+// Values stored per element: the weight and each moment.
+inline int values_per_element(const std::string& optimizer) { return optimizer == "lion" ? 2 : 3; }
+inline int values_per_element(const nlohmann::json& manifest) {
+  return values_per_element(manifest_optimizer(manifest));
+}
 
 std::string hex(std::uint64_t h);  // 16 lowercase hex digits
 // XXH3-64 of a whole file (kintsugi::Error when it cannot be read).

@@ -56,7 +56,7 @@ void test_die_in_save(int rank, std::int64_t step) {
 }
 
 // The first value of a piece's weights (q 0) or moments (1, 2) that no run could resume from:
-// not finite, or a negative second moment. Empty if none.
+// not finite, or a negative second moment (AdamW's; Lion has only a first). Empty if none.
 std::string unsound_value(const std::vector<std::byte>& bytes, int q, const std::string& tensor) {
   const std::size_t n = bytes.size() / sizeof(float);
   for (std::size_t k = 0; k < n; ++k) {
@@ -86,7 +86,8 @@ json write_shard(const fs::path& path, const RankState& rank, std::string& unsou
       // The tied copy equals its original; a replicated tensor is the same on every tp rank, and
       // a 3D grid's duplicate the same as the piece its first holder writes.
       if (spec.tied_copy || spec.duplicate || (spec.split_dim < 0 && rank.tp_rank != 0)) continue;
-      for (int q = 0; q < kValuesPerElement; ++q) {
+      const int values = 1 + rank.states[c]->optimizer().moments();
+      for (int q = 0; q < values; ++q) {
         const Tensor* t = q == 0 ? &p.weights : q == 1 ? &p.m : &p.v;
         if (t->dtype != DType::f32)
           fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
@@ -106,7 +107,7 @@ json write_shard(const fs::path& path, const RankState& rank, std::string& unsou
                         {"count", p.count},
                         {"offset", offset}});
       tensors[spec.name] = {{"shape", stored_shape(spec)}};
-      offset += static_cast<std::uint64_t>(p.count) * kValuesPerElement * sizeof(float);
+      offset += static_cast<std::uint64_t>(p.count) * values * sizeof(float);
     }
   }
   const std::uint64_t checksum = XXH3_64bits_digest(hash);
@@ -128,19 +129,20 @@ class TensorAssembler {
       by_tensor_[pieces[k].at("tensor").get<std::string>()].push_back(k);
   }
 
-  // values[0..2]: weights, first and second moments of the stored tensor (moments only when
-  // `moments`).
+  // values[0..]: weights and the optimizer's moments of the stored tensor (moments only when
+  // `moments`): AdamW's first and second, or Lion's one.
   void read(const std::string& name, bool moments, std::array<std::vector<float>, 3>& values) {
+    const int stored_values = values_per_element(info_.manifest);
     const json& entry = info_.manifest.at("tensors").at(name);
     const auto stored = entry.at("shape").get<std::vector<std::int64_t>>();
     const std::size_t n = static_cast<std::size_t>(numel_of(stored));
-    for (int q = 0; q < (moments ? 3 : 1); ++q) values[q].assign(n, 0.0f);
+    for (int q = 0; q < (moments ? stored_values : 1); ++q) values[q].assign(n, 0.0f);
     std::vector<float> buffer;
     for (std::size_t k : by_tensor_.at(name)) {
       const json& piece = info_.manifest.at("pieces")[k];
       const std::int64_t count = piece.at("count").get<std::int64_t>();
       const std::int64_t begin = piece.at("begin").get<std::int64_t>();
-      buffer.resize(static_cast<std::size_t>(count) * kValuesPerElement);
+      buffer.resize(static_cast<std::size_t>(count) * values_per_element(info_.manifest));
       std::ifstream& in = stream(piece.at("file").get<std::size_t>());
       in.seekg(piece.at("offset").get<std::streamoff>());
       in.read(reinterpret_cast<char*>(buffer.data()),
@@ -152,7 +154,8 @@ class TensorAssembler {
       for (std::int64_t j = 0; j < count; ++j) {
         const std::int64_t g = map(begin + j);
         if (g < 0) continue;
-        for (int q = 0; q < (moments ? 3 : 1); ++q) values[q][g] = buffer[q * count + j];
+        for (int q = 0; q < (moments ? stored_values : 1); ++q)
+          values[q][g] = buffer[q * count + j];
       }
     }
   }
@@ -223,6 +226,9 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"format", kFormat},
         {"version", kVersion},
         {"step", progress.step},
+        {"optimizer", std::string(name_of(rank.states.empty()
+                                              ? OptimizerKind::adamw
+                                              : rank.states.front()->optimizer().kind()))},
         {"optimizer_steps", progress.optimizer_steps},
         {"tokens_seen", progress.tokens_seen},
         {"loss_scaler",
@@ -257,6 +263,13 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
 
 void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
   const json& tensors = info.manifest.at("tensors");
+  // The moments are the optimizer's own: a run resumes with the optimizer that saved them.
+  const std::string saved = manifest_optimizer(info.manifest);
+  for (const ShardedState* s : rank.states)
+    if (name_of(s->optimizer().kind()) != saved)
+      fail("{} holds {} optimizer state, but this run uses train.optimizer = \"{}\": resume "
+           "with train.optimizer = \"{}\"",
+           info.dir.string(), saved, name_of(s->optimizer().kind()), saved);
   // Everything this rank needs must be there, in the right shape, before any value changes.
   std::vector<std::vector<ShardedState::StatePiece>> pieces;
   for (std::size_t c = 0; c < rank.states.size(); ++c) {
@@ -270,7 +283,7 @@ void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
         fail("{}: tensor {} has shape {} but the model expects {}", info.dir.string(), spec.name,
              json(stored).dump(), json(stored_shape(spec)).dump());
       for (const Tensor* t : {&p.weights, &p.m, &p.v})
-        if (t->dtype != DType::f32)
+        if (!t->empty() && t->dtype != DType::f32)
           fail("checkpoints hold float32 training state, not {} ({})", name_of(t->dtype), spec.name);
     }
   }
@@ -288,7 +301,7 @@ void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
       const SliceMap map(e);
       const Tensor* dst[3] = {&p.weights, &p.m, &p.v};
       std::vector<float> piece(static_cast<std::size_t>(p.count));
-      for (int q = 0; q < 3; ++q) {
+      for (int q = 0; q < values_per_element(saved); ++q) {
         for (std::int64_t j = 0; j < p.count; ++j) {
           const std::int64_t g = map(p.begin + j);
           piece[j] = g < 0 ? 0.0f : values[q][g];

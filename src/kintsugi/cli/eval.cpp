@@ -223,7 +223,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--windows", args->windows,
                   "Evaluate this many windows of seq_len tokens, spread evenly over the file "
                   "(0: every window, none overlapping; at most that many; train's validation uses "
-                  "train.eval_batches x train.micro_batch)")
+                  "train.eval_sequences)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--micro-batch", args->micro_batch, "Windows per forward")

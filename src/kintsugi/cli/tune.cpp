@@ -46,8 +46,11 @@ double measured_step_seconds(const fs::path& metrics) {
                 (metrics.parent_path() / "log.txt").string());
   std::vector<double> ms;
   std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) ms.push_back(nlohmann::json::parse(line).at("step_ms").get<double>());
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("step_ms")) ms.push_back(j.at("step_ms").get<double>());  // not step 0's eval
+  }
   if (ms.size() < 2)
     fail("{} has {} steps; tune needs at least 2 (--steps)", metrics.string(), ms.size());
   ms.erase(ms.begin());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
+#include "kintsugi/optim/optimizer.hpp"
 
 namespace kintsugi {
 
@@ -19,30 +20,19 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
-struct AdamWSegment {
-  Tensor param;         // updated in place
-  Tensor grad;
-  Tensor working_copy;  // empty, or the low-precision weights to write after the update
-  bool decay = false;
-};
+using AdamWSegment = OptimizerSegment;
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   // The moments have the segments' element type (f32, or f64 for gradient checks).
   AdamW(Backend& backend, const std::vector<AdamWSegment>& segments, AdamWConfig config);
-  // One update with learning rate lr; gradients are multiplied by grad_scale first (clipping,
-  // loss-scale removal).
-  void step(double lr, double grad_scale);
-  std::int64_t steps_taken() const { return steps_; }
-  std::int64_t numel() const { return total_; }
-
-  // Checkpoints. The first (which = 0) or second (1) moment of elements [offset, offset + n)
-  // of the state, counted across the segments in order.
-  Tensor moment(int which, std::int64_t offset, std::int64_t n) const;
-  // Resuming: the bias correction continues from the saved step count, and the working copies
-  // are rounded again from the restored weights (as step() would have left them).
-  void set_steps_taken(std::int64_t steps) { steps_ = steps; }
-  void refresh_working_copies();
+  void step(double lr, double grad_scale) override;
+  std::int64_t numel() const override { return total_; }
+  OptimizerKind kind() const override { return OptimizerKind::adamw; }
+  int moments() const override { return 2; }
+  // The first (which = 0) or second (1) moment.
+  Tensor moment(int which, std::int64_t offset, std::int64_t n) const override;
+  void refresh_working_copies() override;
 
  private:
   Backend& backend_;
@@ -51,7 +41,6 @@ class AdamW {
   DType dtype_ = DType::f32;  // of the weights and moments
   std::int64_t total_ = 0;
   Buffer m_, v_;
-  std::int64_t steps_ = 0;
 };
 
 }  // namespace kintsugi

@@ -16,7 +16,8 @@ Communicator* group_of_several(Communicator* c) { return c && c->size() > 1 ? c 
 }  // namespace
 
 ShardedState::ShardedState(Backend& backend, ParamStore& params, const ShardingConfig& config,
-                           const TensorParallel& tp, const AdamWConfig& adamw, std::uint64_t seed)
+                           const TensorParallel& tp, const OptimizerConfig& optimizer,
+                           std::uint64_t seed)
     : backend_(backend),
       params_(params),
       tp_(tp),
@@ -35,7 +36,7 @@ ShardedState::ShardedState(Backend& backend, ParamStore& params, const ShardingC
   }
   params_storage_->initialize(seed);
   initialize_master(seed);
-  build_optimizer(adamw);
+  build_optimizer(optimizer);
   build_norm_ranges();
 }
 
@@ -55,10 +56,10 @@ void ShardedState::initialize_master(std::uint64_t seed) {
   });
 }
 
-void ShardedState::build_optimizer(const AdamWConfig& config) {
-  std::vector<AdamWSegment> segments;
+void ShardedState::build_optimizer(const OptimizerConfig& config) {
+  std::vector<OptimizerSegment> segments;
   map_.for_each_updated_range([&](int i, std::int64_t a, std::int64_t n, std::int64_t owned) {
-    AdamWSegment s;
+    OptimizerSegment s;
     s.decay = params_.entry(i).spec.weight_decay;
     const Tensor weights = params_storage_->weights(a, n, owned);
     s.grad = grads_->grads(a, n, owned);
@@ -77,7 +78,7 @@ void ShardedState::build_optimizer(const AdamWConfig& config) {
     if (!segments.empty() && segments.back().decay == s.decay &&
         follows(segments.back().param, s.param) && follows(segments.back().grad, s.grad) &&
         (!mixed_ || follows(segments.back().working_copy, s.working_copy))) {
-      AdamWSegment& prev = segments.back();
+      OptimizerSegment& prev = segments.back();
       prev.param.shape = Shape{prev.param.numel() + n};
       prev.grad.shape = Shape{prev.grad.numel() + n};
       if (mixed_) prev.working_copy.shape = Shape{prev.working_copy.numel() + n};
@@ -85,7 +86,7 @@ void ShardedState::build_optimizer(const AdamWConfig& config) {
       segments.push_back(s);
     }
   });
-  adamw_ = std::make_unique<AdamW>(backend_, segments, config);
+  optimizer_ = make_optimizer(backend_, segments, config);
 }
 
 void ShardedState::acquire(int u, bool grads) {
@@ -140,7 +141,7 @@ void ShardedState::grad_sum_squares(const Tensor& sum) const {
 }
 
 void ShardedState::optimizer_step(double lr, double grad_scale) {
-  adamw_->step(lr, grad_scale);
+  optimizer_->step(lr, grad_scale);
   params_storage_->gather_updated();
 }
 
@@ -167,11 +168,12 @@ std::vector<ShardedState::StatePiece> ShardedState::state_pieces() const {
                      .count = valid,
                      .weights = mixed_ ? master(a, valid, owned)
                                        : params_storage_->weights(a, valid, owned),
-                     .m = adamw_->moment(0, state_offset, valid),
-                     .v = adamw_->moment(1, state_offset, valid)});
+                     .m = optimizer_->moment(0, state_offset, valid),
+                     .v = optimizer_->moments() > 1 ? optimizer_->moment(1, state_offset, valid)
+                                                    : Tensor{}});
     state_offset += n;
   });
-  KINTSUGI_ASSERT(state_offset == adamw_->numel());
+  KINTSUGI_ASSERT(state_offset == optimizer_->numel());
   return out;
 }
 
@@ -181,7 +183,7 @@ bool ShardedState::writes_state() const {
 }
 
 void ShardedState::refresh_weights() {
-  adamw_->refresh_working_copies();
+  optimizer_->refresh_working_copies();
   params_storage_->gather_updated();
 }
 

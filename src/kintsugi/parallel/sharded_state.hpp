@@ -4,7 +4,7 @@
 //
 //   stage 0  everything replicated; gradients all-reduced in buckets during the last
 //            micro-batch's backward
-//   stage 1  optimizer state (AdamW moments, f32 master weights) sharded: gradients are
+//   stage 1  optimizer state (AdamW's or Lion's moments, f32 master weights) sharded: gradients are
 //            reduce-scattered, each rank updates its shard, parameters are all-gathered
 //   stage 2  gradients sharded too: every micro-batch's gradient of a layer is reduce-scattered
 //            as soon as the layer's backward finishes and accumulated into the rank's shard
@@ -26,7 +26,7 @@
 #include "kintsugi/comm/tensor_parallel.hpp"
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/model/unit_observer.hpp"
-#include "kintsugi/optim/adamw.hpp"
+#include "kintsugi/optim/optimizer.hpp"
 #include "kintsugi/parallel/grad_storage.hpp"
 #include "kintsugi/parallel/param_storage.hpp"
 #include "kintsugi/parallel/shard_map.hpp"
@@ -50,7 +50,7 @@ class ShardedState final : public UnitObserver {
   // initializes weights from `seed` and builds the optimizer. Mixed precision (parameter type
   // bf16/f16) keeps f32 master weights in the optimizer state.
   ShardedState(Backend& backend, ParamStore& params, const ShardingConfig& config,
-               const TensorParallel& tp, const AdamWConfig& adamw, std::uint64_t seed);
+               const TensorParallel& tp, const OptimizerConfig& optimizer, std::uint64_t seed);
 
   void acquire(int unit, bool grads) override;
   void release(int unit) override;
@@ -79,7 +79,8 @@ class ShardedState final : public UnitObserver {
   // Checkpoints. The elements whose optimizer state this rank updates (ZeRO: its shard of
   // every unit; otherwise all of them), cut per parameter: `begin` and `count` are elements of
   // the parameter's local (tensor-parallel) tensor, and the views are f32 weights (the master
-  // copy under mixed precision), first and second moments.
+  // copy under mixed precision) and the optimizer's moments (AdamW: first and second; Lion: its
+  // one moment, and v empty).
   struct StatePiece {
     int param = 0;
     std::int64_t begin = 0, count = 0;
@@ -89,8 +90,8 @@ class ShardedState final : public UnitObserver {
   // Whether this rank's pieces are the ones to save: data-parallel replicas hold the same
   // values (stage 0: every rank; HSDP: every replica group), so only the first one writes.
   bool writes_state() const;
-  AdamW& optimizer() { return *adamw_; }
-  const AdamW& optimizer() const { return *adamw_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
   // After a resume overwrote the pieces' weights: round the working copies (mixed precision)
   // and gather the parameter buffers that hold other ranks' shards (stages 1-2), as
   // optimizer_step leaves them.
@@ -98,7 +99,7 @@ class ShardedState final : public UnitObserver {
 
  private:
   void initialize_master(std::uint64_t seed);
-  void build_optimizer(const AdamWConfig& adamw);
+  void build_optimizer(const OptimizerConfig& config);
   void build_norm_ranges();
   // The f32 master weights of an updated range (mixed precision).
   Tensor master(std::int64_t a, std::int64_t n, std::int64_t owned) const;
@@ -116,7 +117,7 @@ class ShardedState final : public UnitObserver {
   std::unique_ptr<ParamStorage> params_storage_;
   std::unique_ptr<GradStorage> grads_;
   Buffer master_;  // mixed precision: f32 master weights of the updated ranges
-  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::vector<Tensor> norm_ranges_;  // the gradient elements grad_sum_squares counts
 };
 

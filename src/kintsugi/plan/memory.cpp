@@ -5,9 +5,9 @@
 namespace kintsugi {
 
 StateBytes model_state_bytes(double p, int stage, std::int64_t shards, std::int64_t pb,
-                             std::int64_t gb, bool mixed) {
+                             std::int64_t gb, bool mixed, int moments) {
   const double n = static_cast<double>(shards);
-  const double optimizer = p * (8.0 + (mixed ? 4.0 : 0.0));
+  const double optimizer = p * (4.0 * moments + (mixed ? 4.0 : 0.0));
   return {.parameters = p * pb / (stage >= 3 ? n : 1.0),
           .gradients = p * gb / (stage >= 2 ? n : 1.0),
           .optimizer_state = optimizer / (stage >= 1 ? n : 1.0)};

@@ -5,8 +5,9 @@
 // Model state (ZeRO, Rajbhandari et al.), for P parameter elements on the rank sharded over N:
 //   parameters  P x pb       (stage 3: / N)       pb = bytes of a parameter element
 //   gradients   P x gb       (stages 2-3: / N)    gb = bytes of a gradient element
-//   optimizer   P x (8 + 4 m) / N at stages 1-3, P x (8 + 4 m) at stage 0
-//               (AdamW's two f32 moments; m = 1 with mixed precision for the f32 master weights)
+//   optimizer   P x (4 k + 4 m) / N at stages 1-3, P x (4 k + 4 m) at stage 0
+//               (k f32 moments: AdamW's two, Lion's one; m = 1 with mixed precision for the
+//               f32 master weights)
 // With bf16 weights and bf16 gradients that is the ZeRO paper's 16P, 4P + 12P/N, 2P + 14P/N
 // and 16P/N; kintsugi's default keeps gradients in f32 (fp32 gradient accumulation): 18P,
 // 6P + 12P/N, 2P + 16P/N, 18P/N. In fp32: 16P, 8P + 8P/N, 4P + 12P/N, 16P/N.
@@ -40,7 +41,8 @@ struct StateBytes {
 };
 
 StateBytes model_state_bytes(double elements, int zero_stage, std::int64_t shards,
-                             std::int64_t param_bytes, std::int64_t grad_bytes, bool mixed);
+                             std::int64_t param_bytes, std::int64_t grad_bytes, bool mixed,
+                             int moments = 2);
 
 struct ActivationShape {
   std::int64_t micro_batch = 1, seq = 1;

@@ -20,8 +20,10 @@ std::optional<double> mean_window_loss(StageModel& model, const Place& place,
                                        const data::BatchSampler& data, std::int64_t windows,
                                        std::int64_t micro_batch,
                                        const std::function<void()>& on_batch) {
-  KINTSUGI_ASSERT(windows > 0 && micro_batch > 0 && windows % micro_batch == 0);
-  const std::int64_t T = data.seq_len(), mb = micro_batch, batches = windows / mb;
+  KINTSUGI_ASSERT(windows > 0 && micro_batch > 0);
+  // The last micro-batch may be partly empty: its slots past `windows` have no targets (loss 0),
+  // so the windows, not the micro-batch, decide what is measured (docs/metrics.md).
+  const std::int64_t T = data.seq_len(), mb = micro_batch, batches = (windows + mb - 1) / mb;
   // Round-robin: rank r has batches r, r + dp, ...; every rank has `shared` of them (possibly
   // none), the first batches % dp ranks one more.
   const int mine = static_cast<int>((batches - place.dp_rank + place.dp_size - 1) / place.dp_size);
@@ -34,8 +36,15 @@ std::optional<double> mean_window_loss(StageModel& model, const Place& place,
             k < mine ? place.dp_rank + static_cast<std::int64_t>(k) * place.dp_size : 0;
         // 3D tensor parallelism: this z rank's share of the micro-batch's windows.
         const std::int64_t share = mb / place.depth_size, first = place.depth_rank * share;
-        for (std::int64_t i = 0; i < share; ++i)
-          data.eval_window(b * mb + first + i, windows, tokens + i * T, targets + i * T);
+        for (std::int64_t i = 0; i < share; ++i) {
+          const std::int64_t w = b * mb + first + i;
+          if (w < windows) {
+            data.eval_window(w, windows, tokens + i * T, targets + i * T);
+          } else {
+            std::fill(tokens + i * T, tokens + (i + 1) * T, 0);
+            std::fill(targets + i * T, targets + (i + 1) * T, -1);  // ignored: no loss
+          }
+        }
         if (on_batch) on_batch();
       },
       mine, shared, lockstep);

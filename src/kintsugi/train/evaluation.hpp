@@ -20,7 +20,8 @@ RankState rank_state(StageModel& model, const Place& place);
 
 // Mean loss per token over `windows` evenly spread windows of `data` (BatchSampler::eval_window),
 // in micro-batches of `micro_batch` windows shared out round-robin across the data-parallel
-// ranks; windows must be a multiple of micro_batch. Every rank of the job calls it and gets the
+// ranks; the last micro-batch's slots past `windows` are padding that adds no loss, so the
+// result does not depend on micro_batch beyond rounding. Every rank of the job calls it and gets the
 // job's result, or nullopt when the model's stop check ended the evaluation early
 // (StageModel::set_stop_check). `on_batch` runs after each micro-batch is sampled.
 std::optional<double> mean_window_loss(StageModel& model, const Place& place,

@@ -11,8 +11,8 @@
 
 namespace kintsugi {
 
-// The schedule the run follows (train.steps, and lr, min_lr, warmup_steps and decay_steps as
-// lr_schedule_of resolves them) as JSON, for the checkpoint manifest's "layout" ("lr_schedule").
+// The schedule the run follows (train.steps, and lr, min_lr, warmup_steps, decay_steps, the
+// shape and wsd's decay fraction as lr_schedule_of resolves them) as JSON, for the checkpoint manifest's "layout" ("lr_schedule").
 nlohmann::json lr_schedule_json(const TrainConfig& train);
 
 // One log line per changed key and the learning rate at `step` under both schedules, when the

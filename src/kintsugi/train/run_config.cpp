@@ -28,7 +28,7 @@ namespace {
 // A key's field. Enumerations are TOML strings holding one of their names (parse_choice).
 using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*,
                             Device*, Precision*, GradPrecision*, Recompute*, PipelineSchedule*,
-                            Family*, ZeroStage*, CommBackend*>;
+                            Family*, ZeroStage*, CommBackend*, LrShape*, OptimizerKind*>;
 
 struct Key {
   std::string path;
@@ -76,21 +76,41 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.micro_batch", &c.train.micro_batch,
        "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
       {"train.lr", &c.train.lr, "peak learning rate"},
-      {"train.min_lr", &c.train.min_lr, "learning rate at the end of the cosine decay"},
+      {"train.lr_schedule", &c.train.lr_schedule,
+       "learning rate after the warm-up: \"cosine\" (to min_lr at decay_steps), \"linear\" (a "
+       "straight line to min_lr at decay_steps), \"constant\" (lr), \"inverse_sqrt\" (lr "
+       "sqrt(warmup_steps / n) at step n, at least min_lr) or \"wsd\" (warmup-stable-decay: lr, "
+       "then a straight line to min_lr over the last lr_decay_fraction of decay_steps)"},
+      {"train.min_lr", &c.train.min_lr,
+       "learning rate at the end of the decay (cosine, linear, wsd) and the floor of "
+       "inverse_sqrt"},
       {"train.warmup_steps", &c.train.warmup_steps,
        "linear warm-up steps (with decay_steps unset, at most train.steps)"},
       {"train.decay_steps", &c.train.decay_steps,
-       "step at which the cosine decay reaches min_lr (0: train.steps)"},
+       "step at which the decay reaches min_lr (cosine, linear, wsd; 0: train.steps)"},
+      {"train.lr_decay_fraction", &c.train.lr_decay_fraction,
+       "wsd: the last fraction of decay_steps over which the learning rate decays, in (0, 1]"},
+      {"train.optimizer", &c.train.optimizer,
+       "\"adamw\" (two moments per weight) or \"lion\" (one moment, sign updates: half AdamW's "
+       "optimizer state; wants an lr 3-10x lower and a weight_decay as much higher); sharded by "
+       "parallel.zero alike"},
       {"train.weight_decay", &c.train.weight_decay,
-       "AdamW decoupled weight decay (not applied to biases and norm weights)"},
-      {"train.beta1", &c.train.beta1, "AdamW beta1"},
-      {"train.beta2", &c.train.beta2, "AdamW beta2"},
-      {"train.eps", &c.train.eps, "AdamW epsilon"},
+       "decoupled weight decay of AdamW and Lion (not applied to biases and norm weights)"},
+      {"train.beta1", &c.train.beta1,
+       "AdamW's first-moment decay; Lion's interpolation weight of the update"},
+      {"train.beta2", &c.train.beta2,
+       "AdamW's second-moment decay; Lion's moment decay (the Lion paper uses 0.99)"},
+      {"train.eps", &c.train.eps, "AdamW epsilon (Lion has none)"},
       {"train.grad_clip", &c.train.grad_clip, "clip the global gradient norm to this (0: off)"},
       {"train.seed", &c.train.seed, "seed of initialization and batch sampling"},
       {"train.eval_every", &c.train.eval_every,
        "validation loss every this many steps (0: only after the last step)"},
-      {"train.eval_batches", &c.train.eval_batches, "validation micro-batches per evaluation"},
+      {"train.eval_sequences", &c.train.eval_sequences,
+       "validation windows (of model.seq_len tokens, spread evenly over data.val) per "
+       "evaluation; the same set whatever the layout and micro-batch"},
+      {"train.eval_batches", &c.train.eval_batches,
+       "deprecated: eval_batches x micro_batch validation windows, which change with the "
+       "micro-batch (0: use eval_sequences)"},
       {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
       {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
       {"train.device", &c.train.device,
@@ -365,6 +385,13 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
            e.description());
     }
   }
+  // A --set of either validation-size key replaces the other one from the file (an old script's
+  // train.eval_batches over a config of eval_sequences); both from one source conflict (below).
+  for (const auto& o : overrides)
+    for (const auto& [given, replaced] : {std::pair{"train.eval_batches=", "eval_sequences"},
+                                         std::pair{"train.eval_sequences=", "eval_batches"}})
+      if (o.rfind(given, 0) == 0)
+        if (auto* train = root["train"].as_table()) train->erase(replaced);
   for (const auto& o : overrides) apply_override(root, o);
 
   RunConfig config;
@@ -393,6 +420,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
              full);
     }
   }
+  if (root["train"]["eval_sequences"] && config.train.eval_batches > 0)
+    fail("{}: train.eval_sequences and the deprecated train.eval_batches are both set: keep "
+         "train.eval_sequences only",
+         src);
   validate(config);  // first: naming the model counts its parameters, which divides by n_head
   if (!same_shape(config.model, preset_model)) config.model.name = custom_model_name(config.model);
   return config;
@@ -432,7 +463,15 @@ void validate(const RunConfig& c) {
   if (t.save_every < 0) fail("train.save_every = {} must not be negative (0: no checkpoints)", t.save_every);
   if (t.keep_checkpoints < 0)
     fail("train.keep_checkpoints = {} must not be negative (0: keep all)", t.keep_checkpoints);
-  positive("eval_batches", t.eval_batches);
+  positive("eval_sequences", t.eval_sequences);
+  if (t.eval_batches < 0)
+    fail("train.eval_batches = {} must not be negative (it is deprecated: set "
+         "train.eval_sequences)",
+         t.eval_batches);
+  if (!(t.lr_decay_fraction > 0 && t.lr_decay_fraction <= 1))
+    fail("train.lr_decay_fraction = {} must lie in (0, 1]: the share of train.decay_steps the "
+         "wsd schedule spends decaying",
+         t.lr_decay_fraction);
   if (t.threads < 0) fail("train.threads = {} must not be negative (0: all cores)", t.threads);
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
   positive("loss_scale", t.loss_scale);
@@ -469,7 +508,11 @@ void validate(const RunConfig& c) {
 LrSchedule lr_schedule_of(const TrainConfig& t) {
   const std::int64_t decay = t.decay_steps > 0 ? t.decay_steps : t.steps;
   return {.max_lr = t.lr, .min_lr = t.min_lr, .warmup_steps = std::min(t.warmup_steps, decay),
-          .decay_steps = decay};
+          .decay_steps = decay, .shape = t.lr_schedule, .decay_fraction = t.lr_decay_fraction};
+}
+
+std::int64_t eval_sequences_of(const TrainConfig& t) {
+  return t.eval_batches > 0 ? t.eval_batches * t.micro_batch : t.eval_sequences;
 }
 
 std::vector<std::string> config_notes(const RunConfig& c) {
@@ -479,6 +522,12 @@ std::vector<std::string> config_notes(const RunConfig& c) {
     notes.push_back(fmt::format("note: train.warmup_steps = {} is longer than the run "
                                 "(train.steps = {}): warming up over {} steps instead",
                                 c.train.warmup_steps, c.train.steps, s.warmup_steps));
+  if (c.train.eval_batches > 0)
+    notes.push_back(fmt::format("note: train.eval_batches is deprecated: it validates on "
+                                "eval_batches {} x micro_batch {} = {} windows, a set that changes "
+                                "with the micro-batch; set train.eval_sequences = {} instead",
+                                c.train.eval_batches, c.train.micro_batch,
+                                eval_sequences_of(c.train), eval_sequences_of(c.train)));
   return notes;
 }
 
@@ -593,6 +642,9 @@ std::string with_shortest_floats(const std::string& text) {
 
 std::string run_config_toml(const RunConfig& config) {
   RunConfig c = config;
+  // The deprecated key is written as the number of windows it meant.
+  c.train.eval_sequences = eval_sequences_of(c.train);
+  c.train.eval_batches = 0;
   toml::table root;
   const auto presets = model_preset_names();
   if (std::find(presets.begin(), presets.end(), c.model.name) != presets.end())

@@ -13,6 +13,7 @@
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/transformer_block.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
+#include "kintsugi/optim/optimizer.hpp"
 #include "kintsugi/parallel/layout_rules.hpp"
 
 namespace kintsugi {
@@ -43,6 +44,9 @@ struct TrainConfig {
   double min_lr = 6e-5;
   std::int64_t warmup_steps = 10;
   std::int64_t decay_steps = 0;  // 0: train.steps (lr_schedule_of)
+  LrShape lr_schedule = LrShape::cosine;
+  double lr_decay_fraction = 0.2;  // wsd: the share of decay_steps spent decaying
+  OptimizerKind optimizer = OptimizerKind::adamw;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -50,7 +54,8 @@ struct TrainConfig {
   double grad_clip = 1.0;
   std::int64_t seed = 1234;
   std::int64_t eval_every = 50;  // 0: only at the end
-  std::int64_t eval_batches = 8;
+  std::int64_t eval_sequences = 16;  // validation windows per evaluation (eval_sequences_of)
+  std::int64_t eval_batches = 0;     // deprecated: > 0 means eval_batches x micro_batch windows
   std::int64_t log_every = 1;
   std::int64_t threads = 0;  // 0: all cores
   Device device = Device::cpu;
@@ -119,6 +124,9 @@ LayoutSpec layout_spec(const RunConfig& config);
 // decays to the last step, and a warm-up longer than such a run is shortened to it (only keys the
 // user set can conflict, and validate() refuses those).
 LrSchedule lr_schedule_of(const TrainConfig& train);
+// Validation windows per evaluation: train.eval_sequences, or the deprecated
+// train.eval_batches x train.micro_batch where eval_batches is set.
+std::int64_t eval_sequences_of(const TrainConfig& train);
 // What lr_schedule_of changed that the user should hear about, as log lines (none: nothing).
 std::vector<std::string> config_notes(const RunConfig& config);
 

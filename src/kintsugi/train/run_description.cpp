@@ -21,6 +21,8 @@ std::string describe_numerics(const RunConfig& c) {
                        t.grad_precision == GradPrecision::param ? name_of(t.precision) : "f32");
   if (t.precision == Precision::fp16) text += fmt::format(", loss scale {:g} dynamic", t.loss_scale);
   if (t.recompute != Recompute::none) text += fmt::format(", recompute {}", t.recompute);
+  if (t.optimizer != OptimizerKind::adamw) text += fmt::format(", {} optimizer", t.optimizer);
+  if (t.lr_schedule != LrShape::cosine) text += fmt::format(", {} lr schedule", t.lr_schedule);
   return text;
 }
 
@@ -118,7 +120,8 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     const StateBytes s = model_state_bytes(
         static_cast<double>(p.numel()), stage_number(c.parallel.zero), layout.shards(),
         static_cast<std::int64_t>(size_of(p.param_dtype())),
-        static_cast<std::int64_t>(size_of(p.grad_dtype())), is_mixed(c.train.precision));
+        static_cast<std::int64_t>(size_of(p.grad_dtype())), is_mixed(c.train.precision),
+        c.train.optimizer == OptimizerKind::lion ? 1 : 2);
     state.parameters += s.parameters;
     state.gradients += s.gradients;
     state.optimizer_state += s.optimizer_state;

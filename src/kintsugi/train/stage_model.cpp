@@ -65,8 +65,9 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
     ModelChunk& model = *chunks_.back();
     states_.push_back(std::make_unique<ShardedState>(
         backend, model.params(), sharding, place.tp,
-        AdamWConfig{.beta1 = c.train.beta1, .beta2 = c.train.beta2, .eps = c.train.eps,
-                    .weight_decay = c.train.weight_decay},
+        OptimizerConfig{.kind = c.train.optimizer, .beta1 = c.train.beta1,
+                        .beta2 = c.train.beta2, .eps = c.train.eps,
+                        .weight_decay = c.train.weight_decay},
         static_cast<std::uint64_t>(c.train.seed)));
     model.set_observer(states_.back().get());
     // The tied token table's two copies (first and last stage) are summed before the

@@ -130,9 +130,15 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t keep_through_
   if (!out_) fail("cannot write the metrics file {}: check the directory exists and is writable", path);
 }
 
-void MetricsWriter::write(const StepMetrics& m) {
+void MetricsWriter::write(const StepMetrics& m) { write_line(to_json(m).dump()); }
+
+void MetricsWriter::write_initial_evaluation(double val_loss) {
+  write_line(nlohmann::json{{"step", 0}, {"val_loss", val_loss}, {"tokens_seen", 0}}.dump());
+}
+
+void MetricsWriter::write_line(const std::string& line) {
   errno = 0;
-  out_ << to_json(m).dump() << '\n';
+  out_ << line << '\n';
   out_.flush();
   if (!out_)
     fail("cannot write the metrics file {} ({}): free space or choose another --metrics/--out",

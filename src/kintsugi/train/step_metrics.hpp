@@ -60,8 +60,14 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path, std::int64_t keep_through_step = -1);
   // One line, flushed; a failed write (a full disk) is an Error naming the file.
   void write(const StepMetrics& m);
+  // The validation loss before the first step: {"step": 0, "val_loss": x, "tokens_seen": 0},
+  // with no "loss" key (no training step was taken), so readers of the training loss and
+  // counters of lines that have one are not misled (docs/metrics.md).
+  void write_initial_evaluation(double val_loss);
 
  private:
+  void write_line(const std::string& line);
+
   std::string path_;
   std::ofstream out_;
 };

@@ -158,7 +158,7 @@ class TrainingRun {
     summary_.metrics_path =
         options.metrics_path.empty() ? (out_ / "metrics.jsonl").string() : options.metrics_path;
     summary_.plot_path = (out_ / "loss.svg").string();
-    curve_.title = fmt::format("{} on {}", config_.model.name, config_.data.train);
+    curve_.title = fmt::format("{} on {}", config_.model.name, describe_training_data(config_.data));
     // A stop signal is looked at before every micro-batch every rank runs, not only between
     // steps: a launcher gives a stopped job seconds, not a step's worth (docs/checkpoints.md).
     model_.set_stop_check([this](int mb) { return mb < stop_checks_; });
@@ -178,6 +178,7 @@ class TrainingRun {
       curve_.val.emplace_back(start_step_, *initial);
       summary_.first_val_loss = summary_.last_val_loss = *initial;
       if (place_.chief) fmt::print(log_, "step {} | val loss {:.4f}\n", start_step_, *initial);
+      if (start_step_ == 0) record_initial_evaluation(*initial);
     }
     steps_done_ = start_step_;
     const auto kill_at = test_kill_point();
@@ -301,14 +302,17 @@ class TrainingRun {
     }
   }
 
-  // Validation loss per token: eval_batches micro-batches of evenly spread windows, shared out
-  // round-robin across the data-parallel ranks; none when a stop signal ended it.
+  // Validation loss per token: eval_sequences_of evenly spread windows (the same set whatever
+  // the layout), in micro-batches shared out round-robin across the data-parallel ranks; none
+  // when a stop signal ended it.
   std::optional<double> evaluate() {
-    stop_checks_ = static_cast<int>(tc_.eval_batches / place_.dp_size);  // every rank has these
+    const std::int64_t windows = eval_sequences_of(tc_);
+    const std::int64_t batches = (windows + tc_.micro_batch - 1) / tc_.micro_batch;
+    stop_checks_ = static_cast<int>(batches / place_.dp_size);  // every rank has these
     const int delay =
         test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
-    return mean_window_loss(model_, place_, *data_.val, tc_.eval_batches * tc_.micro_batch,
-                            tc_.micro_batch, [delay] { sleep_ms(delay); });
+    return mean_window_loss(model_, place_, *data_.val, windows, tc_.micro_batch,
+                            [delay] { sleep_ms(delay); });
   }
 
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
@@ -380,6 +384,18 @@ class TrainingRun {
       write_trace(options_.trace_path, tracer_, place_);
     }
     return m;
+  }
+
+  // The validation loss before any training, as step 0 of metrics.jsonl and TensorBoard (a
+  // resumed run's first evaluation repeats the checkpoint step's, which is there already).
+  void record_initial_evaluation(double val_loss) {
+    if (!place_.chief) return;
+    try {
+      metrics_->write_initial_evaluation(val_loss);
+      if (tensorboard_) tensorboard_->write_scalars(0, {{"val/loss", val_loss}});
+    } catch (const Error& e) {  // the first step's report ends the job with the message
+      write_error_ = e.what();
+    }
   }
 
   // Evaluation when due, memory, the loss curve, throughput, the metrics line and the log.
@@ -561,6 +577,10 @@ class TrainingRun {
     if (!summary_.checkpoint_dir.empty()) save_tokenizer(summary_.checkpoint_dir);
     if (options_.resume) add_earlier_steps(curve_, summary_.metrics_path, start_step_);
     write_loss_svg(summary_.plot_path, curve_);
+    const std::string lr_plot = (out_ / "lr.svg").string();
+    write_lr_svg(lr_plot, schedule_, tc_.steps,
+                 fmt::format("learning rate: {} schedule, {} steps", name_of(schedule_.shape),
+                             tc_.steps));
     const std::string val =
         data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
                                 summary_.last_val_loss)
@@ -583,7 +603,8 @@ class TrainingRun {
                format_duration(run_clock_.seconds()), summary_.first_loss, summary_.last_loss,
                val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()),
                rss);
-    fmt::print(log_, "wrote {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
+    fmt::print(log_, "wrote {}, {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
+               lr_plot,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
                options_.trace_path.empty() ? "" : " and " + options_.trace_path,
                tensorboard_ ? " and " + tensorboard_->path() : "");

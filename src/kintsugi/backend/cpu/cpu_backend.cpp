@@ -9,6 +9,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/backend/cpu/gemm_mixed.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
+#include "kintsugi/backend/cpu/lion.hpp"
 #include "kintsugi/backend/cpu/linear_gelu.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/multi_tensor.hpp"
@@ -478,6 +479,21 @@ class CpuBackend final : public Backend {
     for (const AdamWRange& r : ranges)
       check_adamw(r.param, r.grad, r.m, r.v, r.working_copy.empty() ? nullptr : &r.working_copy);
     cpu::adamw_step_multi(ranges, h);
+  }
+  void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m, const LionHyper& h,
+                 const Tensor* working_copy) override {
+    const std::int64_t n = param.numel();
+    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n);
+    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
+    const Kind kind = kind_of({&param, &grad, &m, working_copy});
+    if (kind == Kind::mixed || working_copy) {
+      if (param.dtype != DType::f32 || m.dtype != DType::f32)
+        fail("mixed-precision Lion keeps param (the master copy) and m in f32, not {}/{}",
+             name_of(param.dtype), name_of(m.dtype));
+      const OptionalAny wc(working_copy);
+      return cpu::mixed::lion_step(param.as<float>(), AnyPtr(grad), m.as<float>(), wc.ptr, n, h);
+    }
+    typed(kind, [&]<class T>() { cpu::lion_step(param.as<T>(), grad.as<T>(), m.as<T>(), n, h); });
   }
 
  private:

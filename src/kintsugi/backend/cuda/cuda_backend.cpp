@@ -376,6 +376,24 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m, const LionHyper& h,
+                 const Tensor* working_copy) override {
+    const std::int64_t n = param.numel();
+    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n);
+    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
+    check_types({&param, &grad, &m, working_copy});
+    if (param.dtype != DType::f64 && (param.dtype != DType::f32 || m.dtype != DType::f32))
+      fail("Lion keeps param (the master copy) and m in f32, not {}/{}", name_of(param.dtype),
+           name_of(m.dtype));
+    cuda::lion_step(ref(param), ref(grad), ref(m), ref(working_copy), n,
+                    {.b1 = h.beta1,
+                     .b2 = h.beta2,
+                     .grad_scale = h.grad_scale,
+                     .lr = h.lr,
+                     .decay = 1.0 - h.lr * h.weight_decay},
+                    stream_);
+  }
+
  private:
   static void check(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                     const Tensor& lse) {

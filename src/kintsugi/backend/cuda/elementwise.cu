@@ -201,6 +201,23 @@ struct AdamWOp {
   }
 };
 
+// (param, grad, m) -> (m, param, working copy): Lion (backend.hpp), in the CPU kernel's order
+// of operations (backend/cpu/lion.cpp).
+template <class Acc>
+struct LionOp {
+  LionConstants k;
+  __device__ void operator()(const Acc (&x)[3], Acc (&y)[3]) const {
+    const Acc b1 = static_cast<Acc>(k.b1), b2 = static_cast<Acc>(k.b2);
+    const Acc g = x[1] * static_cast<Acc>(k.grad_scale);
+    const Acc c = b1 * x[2] + (Acc(1) - b1) * g;
+    const Acc sign = static_cast<Acc>((c > Acc(0)) - (c < Acc(0)));  // sign(0) = 0
+    const Acc p = x[0] * static_cast<Acc>(k.decay) - static_cast<Acc>(k.lr) * sign;
+    y[0] = b2 * x[2] + (Acc(1) - b2) * g;
+    y[1] = p;
+    y[2] = p;
+  }
+};
+
 // ---- AdamW over many ranges (kernels.hpp, "many flat ranges"). Each block updates a slice of
 // kAdamWPerBlock elements of one range, as map_kernel would (runs of 8 from the range's start
 // when all its tensors are aligned16), with the constants of its range's decay setting.
@@ -446,6 +463,23 @@ void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_
     return;
   launch_map<AdamWOp>("adamw", refs(param, grad, m, v), refs(m, v, param, working_copy), n,
                       all_f64({param, grad, m, v}), stream, k);
+}
+
+void lion_step(Ref param, Ref grad, Ref m, Ref working_copy, std::int64_t n,
+               const LionConstants& k, cudaStream_t stream) {
+  if (n <= 0) return;
+  // AdamW's type combinations: Lion keeps its weights and moment as AdamW does.
+  if (run_typed(AdamWTypes{}, {{param, m}, {grad}, {working_copy}}, [&](auto combo) {
+        using P = type_at<0, decltype(combo)>;
+        using G = type_at<1, decltype(combo)>;
+        using W = type_at<2, decltype(combo)>;
+        launch_map_as<acc_t<P>>("lion", refs(typed<P>(param), typed<G>(grad), typed<P>(m)),
+                                refs(typed<P>(m), typed<P>(param), typed<W>(working_copy)), n,
+                                LionOp<acc_t<P>>{k}, stream);
+      }))
+    return;
+  launch_map<LionOp>("lion", refs(param, grad, m), refs(m, param, working_copy), n,
+                     all_f64({param, grad, m}), stream, k);
 }
 
 bool adamw_step_multi(const AdamWRangeRef* ranges, std::int64_t count,

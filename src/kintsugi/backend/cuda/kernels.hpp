@@ -64,6 +64,15 @@ struct AdamWConstants {
 void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_t n,
                 const AdamWConstants& k, cudaStream_t stream);
 
+// ---- Lion over a flat range (Backend::lion_step): param and m f32 (or both f64); grad any
+// type; working_copy (data null when absent) receives the updated param rounded. The constants
+// are the CPU backend's (backend/cpu/lion.cpp), from the host.
+struct LionConstants {
+  double b1, b2, grad_scale, lr, decay;
+};
+void lion_step(Ref param, Ref grad, Ref m, Ref working_copy, std::int64_t n,
+               const LionConstants& k, cudaStream_t stream);
+
 // ---- reductions
 // Partial sums (one f64 per block) of the squares of x, then sum[0] += their sum.
 std::size_t sum_squares_scratch_bytes(std::int64_t n);
