@@ -26,6 +26,7 @@ DeviceInfo device_info(const Backend& backend) {
       // The backend exists, so the process's GPU context does: these are its device's figures.
       info.memory_bytes = static_cast<double>(cuda::Context::get().total_memory());
       info.visible_devices = cuda::device_count();
+      info.pci_bus_id = cuda::Context::get().pci_bus_id();
       return info;
 #else
       break;  // no CUDA backend can exist in this build
