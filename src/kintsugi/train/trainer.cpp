@@ -348,7 +348,7 @@ class TrainingRun {
     // The step's global batch (a ramp-up's, train/batch_rampup.hpp) split as the full one is.
     const std::int64_t batch = batches_.batch(step), rank_batch = batch / place_.dp_size;
     const int micro_batches = static_cast<int>(rank_batch / tc_.micro_batch);
-    const std::int64_t tokens = batch * config_.model.seq_len;
+    const std::int64_t step_tokens = batch * config_.model.seq_len;
     const std::int64_t first_sequence = place_.dp_rank * rank_batch, mb = tc_.micro_batch;
     // 3D tensor parallelism: z rank k runs sequences [k mb / z, (k + 1) mb / z) of each
     // micro-batch (docs/parallelism.md).
@@ -363,14 +363,14 @@ class TrainingRun {
           data_.train.sample(step, first_sequence + k * mb + share_begin, share, tokens, targets);
           sleep_ms(delay);
         },
-        micro_batches, 1.0 / static_cast<double>(tokens), lr, tc_.grad_clip);
+        micro_batches, 1.0 / static_cast<double>(step_tokens), lr, tc_.grad_clip);
     if (model_.interrupted()) return std::nullopt;
     const double seconds = clock.seconds();
     const std::optional<double> joules = energy_->end();  // collective, like the loss's sum
 
     StepMetrics m;
     m.step = step + 1;
-    m.loss = result.loss_sum / static_cast<double>(tokens);
+    m.loss = result.loss_sum / static_cast<double>(step_tokens);
     m.global_batch = batch;
     m.lr = lr;
     m.grad_norm = result.grad_norm;
@@ -387,17 +387,17 @@ class TrainingRun {
            m.step);
     m.step_seconds = seconds;
     // FLOPs scale with the step's tokens (a ramp-up's smaller batches do less work).
-    const double share = static_cast<double>(batch) / static_cast<double>(tc_.global_batch);
-    m.tokens_per_s = static_cast<double>(tokens) / seconds;
-    m.model_tflops = share * flops_per_step_ / seconds / 1e12;
+    const double of_full = static_cast<double>(batch) / static_cast<double>(tc_.global_batch);
+    m.tokens_per_s = static_cast<double>(step_tokens) / seconds;
+    m.model_tflops = of_full * flops_per_step_ / seconds / 1e12;
     if (peak_) {
-      m.mfu = share * flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
-      m.hfu = share * hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+      m.mfu = of_full * flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+      m.hfu = of_full * hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
     if (joules) {
       m.energy_j = *joules;
-      m.joules_per_token = *joules / static_cast<double>(tokens);
+      m.joules_per_token = *joules / static_cast<double>(step_tokens);
     }
     count_dataset_tokens(step);
     for (std::size_t k = 0; k < dataset_tokens_.size(); ++k)
