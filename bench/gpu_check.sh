@@ -218,7 +218,7 @@ try:
 except OSError:
     pass
 print(f"MFU: model FLOPs (6N + 12 L T d per token) over a dense bf16 peak of {peak:.0f} TFLOP/s\n")
-print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB | J/token (NVML) | vs compiled | vs eager |")
+print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB | mJ/token (NVML) | vs compiled | vs eager |")
 print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 models = [(c.split(":")[0], int(c.split(":")[1])) for c in (out / "models.txt").read_text().split()]
 variants = (out / "variants.txt").read_text().split()
@@ -246,7 +246,7 @@ for model, batch in models:
         tflops = r.get("tflops", r.get("gflops", 0) / 1e3)
         ratio = lambda peer: f"{r['ms_per_step'] / peer['ms_per_step']:.2f}" if peer else ""
         # Measured energy (docs/energy.md): kintsugi's NVML counter, the peer's through pynvml.
-        energy = (f"{r['joules_per_token'] * 1e3:.3f} mJ" if "joules_per_token" in r
+        energy = (f"{r['joules_per_token'] * 1e3:.3f}" if "joules_per_token" in r
                   else "unmeasured")
         if "energy_source" in r and "joules_per_token" not in r:
             unmeasured_energy.add(r["energy_source"])
@@ -255,7 +255,7 @@ for model, batch in models:
               f"{r['peak_memory_bytes'] / 2**30:.1f} | {energy} | {ratio(compiled)} | "
               f"{ratio(eager)} |")
 print("\n(vs compiled, vs eager: kintsugi's step time over the peer's, same run; below 1 is faster."
-      " J/token: NVML's total-energy counter read around each timed step, their sum over the"
+      " mJ/token: NVML's total-energy counter read around each timed step, their sum over the"
       " step's tokens; unmeasured where no counter was read)\n")
 for why in sorted(unmeasured_energy):
     print(f"- energy unmeasured: {why}")

@@ -185,7 +185,7 @@ class EnergyCounter:
         try:
             import pynvml
         except ImportError:
-            self.why_not = "no energy: pynvml (nvidia-ml-py) is not installed"
+            self.why_not = "pynvml (nvidia-ml-py) is not installed for the PyTorch peer"
             return
         try:
             pynvml.nvmlInit()
@@ -199,7 +199,7 @@ class EnergyCounter:
             self.read()
             self.source = f"NVML {pynvml.nvmlDeviceGetName(self.handle)} (pynvml)"
         except Exception as e:  # no counter (pre-Volta), no permission, no driver library
-            self.handle, self.why_not = None, f"no energy: NVML failed ({e})"
+            self.handle, self.why_not = None, f"NVML through pynvml failed ({e})"
 
     def read(self) -> float:
         return self.pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) * 1e-3

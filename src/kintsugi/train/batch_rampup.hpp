@@ -7,9 +7,8 @@
 //   n = (G - start) / increment                 increments (start + n increment = G exactly)
 //   batch(c) = G                                 if c >= samples
 //            = start + floor(c n / samples) increment   otherwise
-// This is Megatron-LM's RampupBatchsizeNumMicroBatchesCalculator (megatron/core/
-// num_microbatches_calculator.py), with its floating-point floor(c / (samples / n)) computed in
-// exact integers, so that every rank, a resumed run and the serial oracle agree on every step's
+// This is Megatron-LM's RampupBatchsizeNumMicroBatchesCalculator, with its floating-point
+// floor(c / (samples / n)) computed in exact integers, so that every rank, a resumed run and the serial oracle agree on every step's
 // batch. Each step's batch is split as the full one is: batch / dp sequences per data-parallel
 // rank, in batch / (dp micro_batch) accumulated micro-batches; every batch of the ramp must
 // divide so (resolve_layout refuses the config otherwise). The data of step s is sequences
