@@ -27,3 +27,11 @@ add_test(NAME rampup.error_does_not_reach_global_batch
          COMMAND ${EXPECT_ERROR} "train.batch_rampup: train.global_batch 8 - start 3 = 5 is not a multiple of the increment 2"
                  $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --set "train.batch_rampup=[3,2,24]"
                  --out ${MPI_OUT}/rampup/refused)
+
+# Measured energy through the trainer on a fake RAPL package (docs/energy.md): metrics.jsonl and
+# TensorBoard keys, and ranks sharing one package counting it once.
+add_test(NAME energy.fake_rapl_serial_and_dp2
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/rampup/energy_fake_rapl.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT} ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tfevents.py ${MICRO_RUN}
+                 --set train.eval_every=2)
+set_tests_properties(energy.fake_rapl_serial_and_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 300)
