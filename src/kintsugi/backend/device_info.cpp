@@ -26,13 +26,20 @@ DeviceInfo device_info(const Backend& backend) {
       // The backend exists, so the process's GPU context does: these are its device's figures.
       info.memory_bytes = static_cast<double>(cuda::Context::get().total_memory());
       info.visible_devices = cuda::device_count();
-      info.pci_bus_id = cuda::Context::get().pci_bus_id();
       return info;
 #else
       break;  // no CUDA backend can exist in this build
 #endif
   }
   KINTSUGI_ASSERT(false);
+}
+
+std::string pci_bus_id(const Backend& backend) {
+#ifdef KINTSUGI_WITH_CUDA
+  if (backend.device() == Device::cuda) return cuda::Context::get().pci_bus_id();
+#endif
+  (void)backend;
+  return "";
 }
 
 }  // namespace kintsugi

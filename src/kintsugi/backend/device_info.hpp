@@ -13,9 +13,13 @@ struct DeviceInfo {
   std::string name;          // Backend::hardware()
   double memory_bytes = 0;   // the device's total memory (the CPU's: the machine's)
   int visible_devices = 0;   // GPUs visible to this process; 1 for the CPU
-  std::string pci_bus_id;    // the GPU's ("0000:19:00.0"), for NVML's energy counter; "" on the CPU
 };
 
 DeviceInfo device_info(const Backend& backend);
+
+// The PCI bus id of the backend's GPU ("0000:19:00.0"), by which NVML finds its energy counter
+// (docs/energy.md); "" for the CPU, for a GPU without one and in a build without CUDA (the
+// CUDA emulator's backend included).
+std::string pci_bus_id(const Backend& backend);
 
 }  // namespace kintsugi

@@ -19,10 +19,11 @@ OpenedCounter open_device_counter(const Backend& backend) {
     const char* root = std::getenv("KINTSUGI_TEST_POWERCAP_ROOT");
     return root ? open_rapl(root) : open_rapl();
   }
-  const DeviceInfo info = device_info(backend);
-  if (info.pci_bus_id.empty())
-    return {nullptr, fmt::format("no energy counter: {} has no PCI bus id for NVML", info.name)};
-  return open_nvml(info.pci_bus_id);
+  const std::string pci = pci_bus_id(backend);
+  if (pci.empty())
+    return {nullptr, fmt::format("no energy counter: {} has no PCI bus id for NVML",
+                                 backend.hardware())};
+  return open_nvml(pci);
 }
 
 JobEnergy::JobEnergy(const Backend& backend, const Topology* topology) : topology_(topology) {
