@@ -102,6 +102,10 @@ if ! wanted transformers; then
 elif "$python" -c 'import transformers' 2>/dev/null && [[ -f "$here/data/brown/llama2/val.bin" ]]; then
   run transformers_check env PYTHON="$python" bash "$here/bench/transformers_check.sh" \
     "$kintsugi" "$out/transformers"
+  # Model folders both ways: kintsugi's sharded export read by transformers, transformers'
+  # save_pretrained shards read by `kintsugi train --init-from FOLDER` (docs/checkpoints.md).
+  run transformers_folder_check env PYTHON="$python" bash \
+    "$here/bench/transformers_folder_check.sh" "$kintsugi" "$check_run" "$out/transformers"
 else
   echo "transformers check skipped: no transformers in $python or no data/ (scripts/fetch_data.sh)" \
     >"$out/transformers_check.log"
@@ -215,6 +219,12 @@ if g:
 try:
     print("transformers loads the exports: " +
           "; ".join((out / "transformers_check.log").read_text().strip().splitlines()[-3:]) + "\n")
+except OSError:
+    pass
+try:
+    print("Hugging Face model folders: " +
+          "; ".join((out / "transformers_folder_check.log").read_text().strip().splitlines()[-3:])
+          + "\n")
 except OSError:
     pass
 print(f"MFU: model FLOPs (6N + 12 L T d per token) over a dense bf16 peak of {peak:.0f} TFLOP/s\n")

@@ -75,9 +75,9 @@ for program in kintsugi kintsugi_gpu_tests check_run mpirun mpiexec orted; do
 done
 
 cp "$repo/bench/gpu_check.sh" "$repo/bench/gpu_layouts.sh" "$repo/bench/transformers_check.sh" \
-  "$root/bench/"
+  "$repo/bench/transformers_folder_check.sh" "$root/bench/"
 cp "$repo/bench/pytorch/gpt2_step_cuda.py" "$repo/bench/pytorch/transformers_load.py" \
-  "$root/bench/pytorch/"
+  "$repo/bench/pytorch/transformers_save_sharded.py" "$root/bench/pytorch/"
 # The transformers check trains tiny models on Brown: the configs, and the fetched token files
 # and tokenizers when this checkout has them (scripts/fetch_data.sh).
 cp -r "$repo/configs" "$root/"

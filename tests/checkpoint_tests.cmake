@@ -127,7 +127,7 @@ set_tests_properties(ckpt.export_import PROPERTIES FIXTURES_SETUP hf_export)
 # by one, under mpirun.
 add_test(NAME ckpt.init_from_wrong_shape_under_mpirun
          COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
-                 "mlp.fc.weight has shape \\[512, 64\\] \\(in our layout\\) but the model expects \\[256, 64\\]"
+                 "mlp.c_fc.weight has shape \\[64, 512\\] but the model expects \\[64, 256\\]"
                  ${MPIRUN} -q -np 2 --oversubscribe $<TARGET_FILE:kintsugi> train ${MICRO_RUN}
                  --set model.d_ff=256 --tp 2
                  --init-from ${CKPT_OUT}/export_import/hf/model.safetensors
@@ -143,6 +143,65 @@ add_test(NAME ckpt.init_from_nan_refused
                  $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --init-from ${CKPT_OUT}/nan.safetensors
                  --out ${CKPT_OUT}/init_from_nan)
 set_tests_properties(ckpt.init_from_nan_refused PROPERTIES FIXTURES_REQUIRED hf_export TIMEOUT 60)
+# Hugging Face model folders (docs/checkpoints.md): the exporter's sharded layout (from each
+# family's run) and hand-made folders (shards and index, bf16, f32 and both, tied and untied
+# heads, GQA, GPT2Model's names) start a run with --init-from FOLDER where the same weights as
+# one file start, serially and on tp 2 and pp 2, the model's shape taken from config.json.
+foreach(family gpt2 llama bloom)
+  if(family STREQUAL gpt2)
+    set(run ${MICRO_RUN})
+  else()
+    string(TOUPPER ${family} upper)
+    set(run ${${upper}_RUN})
+  endif()
+  add_test(NAME ckpt.hf_folder_export_${family}
+           COMMAND ${CKPT}/hf_folder_export.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} hf_folder_export_${family} 200KB ${run})
+  set_tests_properties(ckpt.hf_folder_export_${family} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+endforeach()
+function(hf_folder_test name)
+  add_test(NAME ckpt.hf_folder_${name}
+           COMMAND ${CKPT}/hf_folder.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${MPI_DATA} hf_folder_${name} ${ARGN})
+  set_tests_properties(ckpt.hf_folder_${name} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+endfunction()
+hf_folder_test(llama_gqa_bf16_3_shards llama 3 bf16 gqa)
+hf_folder_test(llama_tied_f32_2_shards llama 2 f32 tied)
+hf_folder_test(llama_mixed_4_shards llama 4 mixed)
+hf_folder_test(gpt2_bf16_2_shards_no_prefix gpt2 2 bf16 noprefix)
+hf_folder_test(gpt2_f32_one_file gpt2 1 f32)
+# Damaged or unsupported folders: one line naming the problem, exit 1, nothing trained.
+function(hf_folder_refused_test kind pattern)
+  add_test(NAME ckpt.hf_folder_refused.${kind}
+           COMMAND ${CKPT}/hf_folder_refused.sh ${kind} ${pattern} $<TARGET_FILE:kintsugi>
+                   ${CKPT_OUT} ${MPI_DATA} ${ARGN})
+  set_tests_properties(ckpt.hf_folder_refused.${kind} PROPERTIES TIMEOUT 120)
+endfunction()
+hf_folder_refused_test(missing_shard "model-00002-of-00003.safetensors is missing: .*index.json names it")
+hf_folder_refused_test(truncated_shard
+                       "model-00003-of-00003.safetensors is truncated or corrupt: tensor lm_head.weight")
+hf_folder_refused_test(index_names_missing_tensor
+                       "names tensor model.layers.0.mlp.up_proj.bias in model-00002-of-00003.safetensors, which does not hold it")
+hf_folder_refused_test(index_omits_tensor
+                       "holds tensor model.norm.weight, which model.safetensors.index.json does not name")
+hf_folder_refused_test(shape_mismatch
+                       "mlp.gate_proj.weight has shape \\[64, 32\\] but the model expects \\[48, 32\\]")
+hf_folder_refused_test(rope_scaling "config.json: rope_scaling = .* is not supported")
+hf_folder_refused_test(activation "config.json: hidden_act = \"gelu\" is not supported")
+hf_folder_refused_test(attention_bias "config.json: attention_bias = true is not supported")
+hf_folder_refused_test(unknown_field "config.json: field sliding_window is not one kintsugi knows")
+hf_folder_refused_test(other_family "config.json: model_type = \"mistral\" is not supported")
+hf_folder_refused_test(contradicts_config
+                       "model.d_ff = 128 contradicts .*config.json \\(intermediate_size gives 64\\)"
+                       --set model.d_ff=128)
+hf_folder_refused_test(sentencepiece_only
+                       "holds tokenizer.model \\(SentencePiece\\) but no tokenizer.json")
+add_test(NAME ckpt.hf_folder_refused.missing_shard_under_mpirun
+         COMMAND ${CMAKE_COMMAND} -E env RANKS=2
+                 ${CKPT}/hf_folder_refused.sh missing_shard "model-00002-of-00003.safetensors is missing"
+                 $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA} --tp 2)
+set_tests_properties(ckpt.hf_folder_refused.missing_shard_under_mpirun PROPERTIES PROCESSORS 2
+                                                                                  TIMEOUT 120)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})

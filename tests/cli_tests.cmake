@@ -289,9 +289,15 @@ add_test(NAME cli.plan_scaling
 add_test(NAME cli.error.plan_scaling_one_count
          COMMAND ${EXPECT_ERROR} "--scaling needs at least two node counts"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --scaling strong --nodes 4)
-add_test(NAME cli.error.plan_ranks_not_local
-         COMMAND ${EXPECT_ERROR} "--ranks sets the local cluster's ranks"
+# --ranks on a spec file (tune's refit of the local cluster, a preset): its own devices per node
+# are accepted, another count is refused with the ways on.
+add_test(NAME cli.error.plan_ranks_not_the_specs
+         COMMAND ${EXPECT_ERROR} "--ranks 4: cluster gaudi2 has 8 devices per node"
                  ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 4)
+add_test(NAME cli.plan_ranks_of_the_spec
+         COMMAND ${KINTSUGI_BIN} plan --model gpt-tiny --cluster gaudi2 --ranks 8 --top 1)
+set_tests_properties(cli.plan_ranks_of_the_spec PROPERTIES
+                     PASS_REGULAR_EXPRESSION "1 x 8 = 8 devices of gaudi2")
 
 # --device cuda: without the CUDA backend built, a clear error naming the option that adds it;
 # with it but without a GPU, the context's "no CUDA device is visible".
@@ -329,3 +335,36 @@ add_test(NAME cli.error.plan_device_not_local
 add_test(NAME cli.plan_device_cpu_is_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_device_cpu.sh ${KINTSUGI_BIN} ${TINY})
 set_tests_properties(cli.plan_device_cpu_is_local PROPERTIES FIXTURES_REQUIRED local_links)
+
+# A run given by flags alone: no --config, every key from --set or its default; the output goes
+# to runs/<model.preset>.
+add_test(NAME cli.train_without_config
+         COMMAND bash -c "rm -rf runs/gpt-tiny && \"$0\" train --set model.preset=gpt-tiny \
+--set data.train=$1/data/brown/train.bin --set data.val=$1/data/brown/val.bin \
+--set data.tokenizer=$1/data/gpt2-tokenizer --set train.steps=2 --set train.eval_every=0 \
+--set train.global_batch=2 --set train.micro_batch=1 --set train.save_checkpoint=false \
+&& test -s runs/gpt-tiny/metrics.jsonl && echo made runs/gpt-tiny"
+                 ${KINTSUGI_BIN} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.train_without_config PROPERTIES
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     PASS_REGULAR_EXPRESSION "made runs/gpt-tiny" TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# What a save cut short leaves (a ".partial" directory: a second Ctrl-C, a kill) is removed,
+# with a note, by the run that resumes; the newest complete checkpoint is the one resumed.
+add_test(NAME cli.resume_removes_interrupted_save
+         COMMAND bash -c "set -e; out=resume-partial; common=\"--config $1/configs/gpt-tiny.toml \
+--set data.train=$1/data/brown/train.bin --set data.val=$1/data/brown/val.bin \
+--set data.tokenizer=$1/data/gpt2-tokenizer --set model.d_model=64 --set model.seq_len=32 \
+--set train.global_batch=2 --set train.micro_batch=1 --set train.eval_every=0 \
+--set train.save_every=2 --set train.save_checkpoint=false --out $out\"; \
+\"$0\" train $common --set train.steps=2 --overwrite >/dev/null; \
+mkdir -p $out/checkpoints/step-00000004.partial/rank-0; \
+\"$0\" train $common --set train.steps=3 --resume auto | tee $out.log; \
+test ! -e $out/checkpoints/step-00000004.partial && grep -q 'resuming\\|step 3' $out.log \
+&& echo partial gone"
+                 ${KINTSUGI_BIN} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.resume_removes_interrupted_save PROPERTIES
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "removed .*step-00000004.partial: a checkpoint save that was interrupted.*partial gone")

@@ -516,3 +516,13 @@ add_test(NAME mpi.ranks_with_different_configs_refused
                  -np 1 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --dp 2 --set train.lr=2e-3
                  --out ${MPI_OUT}/different_configs)
 set_tests_properties(mpi.ranks_with_different_configs_refused PROPERTIES PROCESSORS 2 TIMEOUT 60)
+
+# Ranks sharing a node's cores: 2 ranks of as many threads as the machine has cores ask for
+# twice its cores, so the MFU peak counts half of each rank's measured rate.
+cmake_host_system_information(RESULT KINTSUGI_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+add_test(NAME mpi.mfu_peak_counts_shared_cores
+         COMMAND ${MPI_ENV} ${MPIRUN} -q -np 2 --oversubscribe --bind-to none
+                 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --dp 2 --set train.steps=2
+                 --set train.threads=${KINTSUGI_TEST_CORES} --out ${MPI_OUT}/mfu_shared --overwrite)
+set_tests_properties(mpi.mfu_peak_counts_shared_cores PROPERTIES PROCESSORS 2 TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "x 2 ranks x 0\\.50 \\(2 ranks x ${KINTSUGI_TEST_CORES} thread")

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
+#include "kintsugi/checkpoint/hf_config.hpp"
 #include "kintsugi/checkpoint/hf_layout.hpp"
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
@@ -151,6 +152,115 @@ TEST(HfLayout, NamesCoverTheModelAndPrefixesAreOptional) {
   EXPECT_EQ(hf_tensors(bloom).size(), 3u + 12u * bloom.n_layer + 2u);
   bloom.d_ff = 3 * bloom.d_model;
   EXPECT_NE(error_of([&] { hf_tensors(bloom); }).find("MLP of 4 x hidden"), std::string::npos);
+}
+
+// A rank reads its slice element by element (hf_weights.cpp): hf_element must put every element
+// of ours where the whole-tensor conversion to_hf puts it, for every tensor of every family
+// (GPT-2's transposed, regrouped qkv; Llama's q, k, v parts with grouped-query attention).
+TEST(HfLayout, ElementByElementMatchesWholeTensorConversion) {
+  ModelConfig llama = model_preset("llama-tiny");
+  llama.n_layer = 1;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.d_model = 32;
+  llama.d_ff = 48;
+  llama.vocab_size = 37;
+  ModelConfig bloom = model_preset("bloom-tiny");
+  bloom.n_layer = 1;
+  bloom.vocab_size = 37;
+  ModelConfig g = gpt(4);
+  g.vocab_size = 37;
+  g.seq_len = 8;
+  for (const ModelConfig& c : {g, llama, bloom}) {
+    std::map<std::string, std::vector<const HfTensor*>> parts;
+    const auto table = hf_tensors(c);
+    for (const HfTensor& t : table) parts[t.ours].push_back(&t);
+    for (const auto& [ours_name, hf] : parts) {
+      const std::vector<std::int64_t> shape = our_shape(ours_name, c);
+      const std::int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
+      NamedTensor ours{shape, std::vector<float>(rows * cols)};
+      for (std::size_t k = 0; k < ours.values.size(); ++k) ours.values[k] = static_cast<float>(k);
+      std::vector<NamedTensor> theirs;
+      for (const HfTensor* t : hf) {
+        theirs.push_back(to_hf(*t, c, ours));
+        EXPECT_EQ(theirs.back().shape, hf_shape(t->conversion, c, shape)) << t->theirs;
+      }
+      for (std::int64_t k = 0; k < rows * cols; ++k) {
+        const HfElement at = hf_element(hf[0]->conversion, c, rows, cols, k);
+        ASSERT_LT(at.part, static_cast<int>(theirs.size())) << ours_name;
+        ASSERT_LT(at.index, static_cast<std::int64_t>(theirs[at.part].values.size()));
+        ASSERT_EQ(theirs[at.part].values[at.index], static_cast<float>(k))
+            << ours_name << " element " << k;
+      }
+    }
+  }
+}
+
+// The config.json the exporter writes reads back to the same model, for every family.
+TEST(HfConfig, ExportedConfigReadsBack) {
+  ModelConfig llama = model_preset("llama-tiny");
+  llama.n_kv_head = 2;
+  llama.rope_theta = 500000;
+  for (const ModelConfig& c : {model_preset("gpt-tiny"), llama, model_preset("bloom-tiny")}) {
+    const HfModel h = model_from_hf_config(hf_config(c), "config.json");
+    EXPECT_EQ(h.model.family, c.family);
+    EXPECT_EQ(h.model.n_layer, c.n_layer);
+    EXPECT_EQ(h.model.d_model, c.d_model);
+    EXPECT_EQ(h.model.n_head, c.n_head);
+    EXPECT_EQ(h.model.kv_heads(), c.kv_heads());
+    EXPECT_EQ(h.model.d_ff, c.d_ff);
+    EXPECT_EQ(h.model.vocab_size, c.vocab_size);
+    EXPECT_EQ(h.model.norm_eps, c.norm_eps);
+    if (c.is_llama()) {
+      EXPECT_EQ(h.model.rope_theta, c.rope_theta);
+    }
+    if (!c.is_bloom()) {
+      EXPECT_EQ(h.model.seq_len, c.seq_len);
+    }
+    EXPECT_FALSE(h.head_from_embedding);
+  }
+  // What would change the arithmetic is refused, naming the field.
+  auto refused = [](nlohmann::json j, const std::string& field) {
+    return error_of([&] { model_from_hf_config(j, "config.json"); }).find(field) !=
+           std::string::npos;
+  };
+  nlohmann::json j = hf_config(llama);
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_TRUE(refused(j, "rope_scaling"));
+  // transformers 5 writes RoPE's parameters as one object: its theta is read, scaling refused.
+  j = hf_config(llama);
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 123.0}};
+  EXPECT_EQ(model_from_hf_config(j, "config.json").model.rope_theta, 123.0);
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 123.0}, {"factor", 2.0}};
+  EXPECT_TRUE(refused(j, "rope_parameters."));
+  j = hf_config(llama);
+  j["num_key_value_heads"] = 3;
+  EXPECT_TRUE(refused(j, "num_key_value_heads = 3 does not divide"));
+  j = hf_config(model_preset("gpt-tiny"));
+  j["activation_function"] = "relu";
+  EXPECT_TRUE(refused(j, "activation_function"));
+  j = hf_config(model_preset("gpt-tiny"));
+  j["n_head"] = 2.5;
+  EXPECT_TRUE(refused(j, "n_head = 2.5 is not a positive integer"));
+}
+
+// Headers alone: byte ranges in the file, nothing read.
+TEST(Safetensors, HeaderLocatesTensors) {
+  const ScratchDir scratch("safetensors-header");
+  const fs::path file = scratch.path() / "x.safetensors";
+  write_safetensors(file, {{"a", {{2}, {1, 2}}}, {"b", {{3}, {3, 4, 5}}}});
+  const auto header = read_safetensors_header(file);
+  ASSERT_EQ(header.size(), 2u);
+  const SafetensorsEntry& b = header.at("b");
+  EXPECT_EQ(b.dtype, "F32");
+  EXPECT_EQ(b.end - b.begin, 12u);
+  EXPECT_EQ(b.end, fs::file_size(file));  // "b" follows "a": the last bytes of the file
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(b.begin));
+  unsigned char raw[12];
+  in.read(reinterpret_cast<char*>(raw), 12);
+  EXPECT_EQ(safetensors_value(raw, "F32", 2), 5.0f);
 }
 
 TEST(SliceMap, ColumnAndRowSlicesAndPaddingRows) {

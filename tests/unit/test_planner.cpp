@@ -197,6 +197,41 @@ TEST(Cluster, MeasuredAttentionRateTimesTheAttentionCore) {
   EXPECT_THROW(parse_cluster(text, "x"), Error);
 }
 
+// A link's measured collective rates ([intra_node] all_reduce_gbs, ...) time those collectives
+// only: a ZeRO-2 layout's data-parallel time scales with the reduce-scatter rate, not the
+// all-reduce one; rates survive to_toml; zero, negative or non-finite rates are refused.
+TEST(Cluster, MeasuredCollectiveRatesTimeTheirCollectives) {
+  ClusterSpec c = preset("dgx-a100-80gb");
+  c.devices_per_node = 2;
+  c.intra_node.latency_us = 0;  // bandwidth terms only
+  const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
+  const Layout zero2{.dp = 2, .micro_batch = 4, .zero = ZeroStage::gradients};
+  const Layout plain{.dp = 2, .micro_batch = 4};
+  const Prediction base2 = predict(w, c, zero2), base0 = predict(w, c, plain);
+  ClusterSpec slow_rs = c;
+  slow_rs.intra_node.reduce_scatter_gbs = c.intra_node.bandwidth_gbs / 4;
+  EXPECT_GT(predict(w, slow_rs, zero2).time.dp, base2.time.dp);
+  EXPECT_DOUBLE_EQ(predict(w, slow_rs, plain).time.dp, base0.time.dp);  // all-reduces only
+  ClusterSpec slow_ar = c;
+  slow_ar.intra_node.all_reduce_gbs = c.intra_node.bandwidth_gbs / 4;
+  EXPECT_GT(predict(w, slow_ar, plain).time.dp, base0.time.dp);
+  // Equal to the link's bandwidth: the same prediction as without the rates.
+  ClusterSpec same = c;
+  same.intra_node.all_reduce_gbs = same.intra_node.reduce_scatter_gbs =
+      same.intra_node.all_gather_gbs = c.intra_node.bandwidth_gbs;
+  EXPECT_DOUBLE_EQ(predict(w, same, zero2).time.total(), base2.time.total());
+  const ClusterSpec again = parse_cluster(to_toml(slow_rs), "again");
+  EXPECT_DOUBLE_EQ(again.intra_node.reduce_scatter_gbs, slow_rs.intra_node.reduce_scatter_gbs);
+  EXPECT_DOUBLE_EQ(again.intra_node.all_reduce_gbs, 0.0);
+  EXPECT_EQ(to_toml(c).find("reduce_scatter_gbs"), std::string::npos);  // absent stays absent
+  for (const char* bad : {"0", "-1", "nan", "inf"}) {
+    std::string text = to_toml(slow_rs);
+    const auto at = text.find("reduce_scatter_gbs = ");
+    text.replace(at, text.find('\n', at) - at, std::string("reduce_scatter_gbs = ") + bad);
+    EXPECT_THROW(parse_cluster(text, "x"), Error) << bad;
+  }
+}
+
 TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const double h = c.gemm_half_dim;

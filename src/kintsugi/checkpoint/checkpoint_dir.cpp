@@ -75,12 +75,25 @@ void update_latest(const fs::path& root, const fs::path& dir) {
   latest.commit();
 }
 
-void prune_checkpoints(const fs::path& root, std::int64_t keep, const fs::path& current) {
+std::vector<std::string> remove_interrupted_saves(const fs::path& root) {
+  std::vector<std::string> removed;
   std::error_code ec;
+  std::vector<fs::path> partial;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() > 8 && name.ends_with(kPartial)) fs::remove_all(entry.path(), ec);
+    if (name.size() > 8 && name.ends_with(kPartial)) partial.push_back(entry.path());
   }
+  for (const fs::path& p : partial) {
+    std::error_code remove_ec;
+    fs::remove_all(p, remove_ec);
+    if (!remove_ec) removed.push_back(p.filename().string());
+  }
+  return removed;
+}
+
+void prune_checkpoints(const fs::path& root, std::int64_t keep, const fs::path& current) {
+  std::error_code ec;
+  remove_interrupted_saves(root);
   if (keep <= 0) return;
   std::vector<fs::path> others;  // oldest first
   for (const auto& [step, dir] : complete_checkpoints(root))

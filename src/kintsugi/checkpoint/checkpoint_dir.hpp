@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kintsugi {
 
@@ -28,6 +29,11 @@ std::filesystem::path partial_path(const std::filesystem::path& final_path);
 // otherwise the highest step-N directory with a manifest. Empty when there is none.
 // kintsugi::Error when `latest` names something that is not an entry of root.
 std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& root);
+
+// Removes the ".partial" directories under root that an interrupted save left (a save cut by a
+// second Ctrl-C or a kill) and returns their names. Only a run holding the output directory's
+// lock may call it: then no save is in progress.
+std::vector<std::string> remove_interrupted_saves(const std::filesystem::path& root);
 
 // Makes `latest` name `dir` (temporary file, sync, rename).
 void update_latest(const std::filesystem::path& root, const std::filesystem::path& dir);

@@ -34,9 +34,84 @@ nlohmann::json read_manifest_json(const fs::path& dir) {
   }
 }
 
+std::string index_name(const fs::path& out) { return out.filename().string() + ".index.json"; }
+
+// The shard files an earlier export's index names (none: no index, or not readable).
+std::vector<fs::path> indexed_shards(const fs::path& index) {
+  std::vector<fs::path> files;
+  std::ifstream in(index);
+  if (!in) return files;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    std::set<std::string> names;
+    for (const auto& [_, file] : j.at("weight_map").items()) names.insert(file.get<std::string>());
+    for (const auto& name : names)
+      if (name.find('/') == std::string::npos) files.push_back(index.parent_path() / name);
+  } catch (const nlohmann::json::exception&) {
+  }
+  return files;
+}
+
 }  // namespace
 
-ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
+void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTensor>& tensors,
+                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes) {
+  const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  const fs::path index = dir / index_name(out);
+  std::uint64_t total = 0;
+  for (const auto& [_, t] : tensors) total += t.values.size() * sizeof(float);
+  // What an earlier export into the same folder left that a loader would take instead of the
+  // new files (transformers prefers model.safetensors to an index).
+  std::vector<fs::path> stale = indexed_shards(index);
+  if (max_shard_bytes == 0 || total <= max_shard_bytes) {
+    write_safetensors(out, tensors, {{"format", "pt"}});
+    std::error_code ec;
+    fs::remove(index, ec);
+    for (const fs::path& f : stale)
+      if (f != out) fs::remove(f, ec);
+    return;
+  }
+  // As transformers' save_pretrained: tensors in order, a new shard when the next would pass
+  // the limit (a tensor larger than the limit gets a shard of its own).
+  std::vector<std::vector<std::string>> shards(1);
+  std::uint64_t bytes = 0;
+  for (const std::string& name : order) {
+    const std::uint64_t size = tensors.at(name).values.size() * sizeof(float);
+    if (!shards.back().empty() && bytes + size > max_shard_bytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(name);
+    bytes += size;
+  }
+  const std::string stem = out.stem().string();
+  nlohmann::json weight_map = nlohmann::json::object();
+  std::vector<fs::path> written;
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const std::string file =
+        fmt::format("{}-{:05}-of-{:05}.safetensors", stem, k + 1, shards.size());
+    std::map<std::string, NamedTensor> part;
+    for (const std::string& name : shards[k]) {
+      part[name] = tensors.at(name);
+      weight_map[name] = file;
+    }
+    write_safetensors(dir / file, part, {{"format", "pt"}});
+    written.push_back(dir / file);
+  }
+  // The index last: until it is in place, no loader sees a half-written set of shards.
+  data::AtomicFile index_file(index);
+  index_file.write(nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}
+                       .dump(2) +
+                   "\n");
+  index_file.commit();
+  std::error_code ec;
+  fs::remove(out, ec);
+  for (const fs::path& f : stale)
+    if (std::find(written.begin(), written.end(), f) == written.end()) fs::remove(f, ec);
+}
+
+ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out,
+                      std::uint64_t max_shard_bytes) {
   const nlohmann::json manifest = read_manifest_json(checkpoint);
   const std::string what = (checkpoint / "manifest.json").string();
   if (!manifest.contains("model")) fail("{} has no model configuration", what);
@@ -57,12 +132,14 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out) {
     }
   }
   std::map<std::string, NamedTensor> theirs;
+  std::vector<std::string> order;  // the table's: a model's layers stay together in shards
   for (const HfTensor& t : table) {  // a fused qkv may feed three of theirs
     auto it = ours.find(t.ours);
     if (it == ours.end()) fail("{} has no tensor {}", checkpoint.string(), t.ours);
     theirs[t.theirs] = to_hf(t, config, it->second);
+    order.push_back(t.theirs);
   }
-  write_safetensors(out, theirs, {{"format", "pt"}});
+  write_hf_weights(out, theirs, order, max_shard_bytes);
   data::AtomicFile json_file(out.parent_path() / "config.json");
   json_file.write(hf_config(config).dump(2) + "\n");
   json_file.commit();

@@ -216,6 +216,58 @@ std::string hf_base_name(const std::string& name) {
   return name;
 }
 
+HfElement hf_element(HfConversion c, const ModelConfig& config, std::int64_t rows,
+                     std::int64_t cols, std::int64_t g) {
+  const std::int64_t r = g / cols, col = g % cols;
+  switch (c) {
+    case HfConversion::none: return {0, g};
+    case HfConversion::transpose: return {0, col * rows + r};
+    case HfConversion::fused_qkv: return {0, fused_row(config, r)};
+    case HfConversion::fused_qkv_weight: return {0, col * rows + fused_row(config, r)};
+    case HfConversion::qkv_q:
+    case HfConversion::qkv_k:
+    case HfConversion::qkv_v: {
+      const std::int64_t f = fused_row(config, r);
+      const std::int64_t q = config.n_head * config.head_dim();
+      const std::int64_t kv = config.kv_heads() * config.head_dim();
+      if (f < q) return {0, f * cols + col};
+      if (f < q + kv) return {1, (f - q) * cols + col};
+      return {2, (f - q - kv) * cols + col};
+    }
+  }
+  return {0, g};
+}
+
+std::vector<std::int64_t> hf_shape(HfConversion c, const ModelConfig& config,
+                                   const std::vector<std::int64_t>& ours) {
+  switch (c) {
+    case HfConversion::transpose:
+    case HfConversion::fused_qkv_weight: return {ours.at(1), ours.at(0)};
+    case HfConversion::qkv_q:
+    case HfConversion::qkv_k:
+    case HfConversion::qkv_v: {
+      const RowRange r = qkv_part_rows(c, config);
+      return {r.end - r.begin, ours.at(1)};
+    }
+    default: return ours;
+  }
+}
+
+std::vector<std::int64_t> our_shape(const std::string& name, const ModelConfig& c) {
+  const std::int64_t d = c.d_model, qkv = (c.n_head + 2 * c.kv_heads()) * c.head_dim();
+  const std::int64_t attn = c.n_head * c.head_dim();
+  auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
+  if (name == "embedding.token.weight" || name == "head.weight") return {c.vocab_size, d};
+  if (name == "embedding.position.weight") return {c.seq_len, d};
+  if (ends("attn.qkv.weight")) return {qkv, d};
+  if (ends("attn.qkv.bias")) return {qkv};
+  if (ends("attn.proj.weight")) return {d, attn};
+  if (ends("mlp.fc.weight") || ends("mlp.gate.weight") || ends("mlp.up.weight")) return {c.d_ff, d};
+  if (ends("mlp.fc.bias")) return {c.d_ff};
+  if (ends("mlp.fc2.weight") || ends("mlp.down.weight")) return {d, c.d_ff};
+  return {d};  // norms' weights and biases, the projections' output biases
+}
+
 NamedTensor to_hf(const HfTensor& t, const ModelConfig& c, const NamedTensor& ours) {
   switch (t.conversion) {
     case HfConversion::none: return ours;

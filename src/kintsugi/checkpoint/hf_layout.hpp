@@ -51,6 +51,23 @@ nlohmann::json hf_config(const ModelConfig& config);
 // GPT2LMHeadModel, "h.0..." from GPT2Model): the name without it.
 std::string hf_base_name(const std::string& name);
 
+// Element by element, for reading only a rank's slice (hf_weights.hpp): where element `g`
+// (row-major) of our tensor of stored shape [rows, cols] (cols 1 for a vector) lies in theirs
+// under conversion `c`. `part` is 0 except for a qkv part's source: 0, 1, 2 for the q, k, v
+// tensors of Llama's q_proj, k_proj and v_proj (then `c` is any of the three qkv parts).
+struct HfElement {
+  int part = 0;
+  std::int64_t index = 0;
+};
+HfElement hf_element(HfConversion c, const ModelConfig& config, std::int64_t rows,
+                     std::int64_t cols, std::int64_t g);
+// The shape of their tensor converted from ours of stored shape `ours` (for a qkv part, the
+// part's own rows).
+std::vector<std::int64_t> hf_shape(HfConversion c, const ModelConfig& config,
+                                   const std::vector<std::int64_t>& ours);
+// The stored shape of our tensor `name` (without vocabulary padding) for `config`.
+std::vector<std::int64_t> our_shape(const std::string& name, const ModelConfig& config);
+
 // Converts a whole tensor (our stored shape, without vocabulary padding) to theirs and back.
 // from_hf of a qkv part is the whole fused tensor (q | k | v order) converted back; the import
 // assembles it from the three parts first.

@@ -62,7 +62,7 @@ void write_safetensors(const fs::path& path, const std::map<std::string, NamedTe
   out.commit();
 }
 
-std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
+std::map<std::string, SafetensorsEntry> read_safetensors_header(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}", path.string());
   std::error_code ec;
@@ -86,40 +86,29 @@ std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
   if (!header.is_object()) fail("{} has a corrupt safetensors header", path.string());
   const std::uint64_t data_begin = 8 + length, data_bytes = size - data_begin;
 
-  std::map<std::string, NamedTensor> out;
+  std::map<std::string, SafetensorsEntry> out;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-  std::vector<char> raw;
   for (const auto& [name, t] : header.items()) {
     if (name == "__metadata__") continue;
     try {
-      const std::string dtype = t.at("dtype").get<std::string>();
-      const auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+      SafetensorsEntry e;
+      e.dtype = t.at("dtype").get<std::string>();
+      e.shape = t.at("shape").get<std::vector<std::int64_t>>();
       const auto offsets = t.at("data_offsets").get<std::vector<std::uint64_t>>();
-      const std::size_t element = dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
+      const std::size_t element = dtype_size(e.dtype);
       if (element == 0)
-        fail("{}: tensor {} has dtype {}; F32, F16 and BF16 can be read", path.string(), name, dtype);
-      const std::int64_t n = element_count(path, name, shape, element);
+        fail("{}: tensor {} has dtype {}; F32, F16 and BF16 can be read", path.string(), name,
+             e.dtype);
+      const std::int64_t n = element_count(path, name, e.shape, element);
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_bytes)
         fail("{} is truncated or corrupt: tensor {} lies outside the file", path.string(), name);
       if (offsets[1] - offsets[0] != static_cast<std::uint64_t>(n) * element)
         fail("{} is corrupt: tensor {} has {} bytes for shape {}", path.string(), name,
              offsets[1] - offsets[0], t.at("shape").dump());
       ranges.emplace_back(offsets[0], offsets[1]);
-      raw.resize(offsets[1] - offsets[0]);
-      in.seekg(static_cast<std::streamoff>(data_begin + offsets[0]));
-      in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-      if (!in) fail("cannot read tensor {} from {}", name, path.string());
-      NamedTensor nt{shape, std::vector<float>(static_cast<std::size_t>(n))};
-      for (std::int64_t k = 0; k < n; ++k) {
-        if (element == 4) {
-          std::memcpy(&nt.values[k], raw.data() + 4 * k, 4);
-        } else {
-          std::uint16_t h;
-          std::memcpy(&h, raw.data() + 2 * k, 2);
-          nt.values[k] = dtype == "BF16" ? bf16_to_float(h) : f16_to_float(h);
-        }
-      }
-      out[name] = std::move(nt);
+      e.begin = data_begin + offsets[0];
+      e.end = data_begin + offsets[1];
+      out[name] = std::move(e);
     } catch (const json::exception& e) {
       fail("{}: the header entry of {} is malformed: {}", path.string(), name, e.what());
     }
@@ -128,6 +117,40 @@ std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
   for (std::size_t k = 1; k < ranges.size(); ++k)
     if (ranges[k].first < ranges[k - 1].second)
       fail("{} is corrupt: tensors overlap in the data", path.string());
+  return out;
+}
+
+std::size_t dtype_size(const std::string& dtype) {
+  return dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
+}
+
+float safetensors_value(const unsigned char* data, const std::string& dtype, std::int64_t k) {
+  if (dtype == "F32") {
+    float x;
+    std::memcpy(&x, data + 4 * k, 4);
+    return x;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, data + 2 * k, 2);
+  return dtype == "BF16" ? bf16_to_float(h) : f16_to_float(h);
+}
+
+std::map<std::string, NamedTensor> read_safetensors(const fs::path& path) {
+  const auto header = read_safetensors_header(path);  // checked before any data is read
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read {}", path.string());
+  std::map<std::string, NamedTensor> out;
+  std::vector<unsigned char> raw;
+  for (const auto& [name, e] : header) {
+    raw.resize(e.end - e.begin);
+    in.seekg(static_cast<std::streamoff>(e.begin));
+    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+    if (!in) fail("cannot read tensor {} from {}", name, path.string());
+    const std::int64_t n = static_cast<std::int64_t>(raw.size() / dtype_size(e.dtype));
+    NamedTensor nt{e.shape, std::vector<float>(static_cast<std::size_t>(n))};
+    for (std::int64_t k = 0; k < n; ++k) nt.values[k] = safetensors_value(raw.data(), e.dtype, k);
+    out[name] = std::move(nt);
+  }
   return out;
 }
 

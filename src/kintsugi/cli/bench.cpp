@@ -291,9 +291,18 @@ void add_comm(CLI::App& bench) {
       fail("bench comm measures links between ranks: run it as `mpirun -np 2 kintsugi bench comm`");
     MpiRuntime mpi(nullptr, nullptr);
     auto world = make_world_communicator();
-    const LocalLinks links = measure_local_links(*world);
+    LocalLinks links = measure_local_links(*world);
     const auto collectives = time_collectives(*world);
     if (world->rank() != 0) return;
+    // The planner's per-collective rates: the largest buffer timed (64 MiB; the sweep
+    // ascends), where the per-message latency no longer counts.
+    for (const auto& c : collectives) {
+      double* rate = c.op == CommOp::all_reduce       ? &links.all_reduce_gbs
+                     : c.op == CommOp::reduce_scatter ? &links.reduce_scatter_gbs
+                     : c.op == CommOp::all_gather     ? &links.all_gather_gbs
+                                                      : nullptr;
+      if (rate) *rate = c.bus_gbs;
+    }
     store_local_links(links);
     if (*json) {
       nlohmann::json timings = nlohmann::json::array();
@@ -310,9 +319,11 @@ void add_comm(CLI::App& bench) {
       return;
     }
     fmt::print("{} ranks ({}): latency {:.1f} us, bandwidth {:.2f} GB/s between ranks 0 and 1; "
-               "memory copy {:.1f} GB/s; cached for `kintsugi plan --cluster local`\n",
+               "memory copy {:.1f} GB/s; all-reduce {:.2f}, reduce-scatter {:.2f}, all-gather "
+               "{:.2f} bus GB/s on 64 MiB; cached for `kintsugi plan --cluster local`\n",
                world->size(), links.cpu, links.latency_us, links.bandwidth_gbs,
-               links.memory_bandwidth_gbs);
+               links.memory_bandwidth_gbs, links.all_reduce_gbs, links.reduce_scatter_gbs,
+               links.all_gather_gbs);
     fmt::print("\n{:<16} {:>10} {:>12} {:>14}\n", "collective (f32)", "bytes", "median us",
                "bus GB/s");
     for (const auto& c : collectives)

@@ -9,7 +9,19 @@ namespace kintsugi::cli {
 
 ChosenCluster choose_cluster(const std::string& name, Device device, std::int64_t ranks,
                              const Workload& w) {
-  if (name != "local" || device == Device::cpu) return {load_cluster(name, ranks), {}};
+  if (name != "local") {
+    ClusterSpec spec = load_cluster(name);
+    // --ranks names the local cluster's rank count. A spec file (such as the one `tune` refits
+    // from the local cluster) fixes its devices per node: the same count is the plan it was
+    // made for, another one would need peaks the spec does not have.
+    if (ranks > 0 && ranks != spec.devices_per_node)
+      fail("--ranks {}: cluster {} has {} devices per node (its peaks are per device of that "
+           "node): plan it with --ranks {} or --nodes N, or refit a spec for {} ranks "
+           "(`kintsugi tune --ranks {}`)",
+           ranks, spec.name, spec.devices_per_node, spec.devices_per_node, ranks, ranks);
+    return {std::move(spec), {}};
+  }
+  if (device == Device::cpu) return {load_cluster(name, ranks), {}};
   const LocalDeviceOptions options{
       .ranks = ranks,
       .precision = w.precision,

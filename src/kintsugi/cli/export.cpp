@@ -2,7 +2,9 @@
 // config.json next to it, so that transformers (or any safetensors reader) opens the model.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
+#include <map>
 
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/cli/commands.hpp"
@@ -11,9 +13,33 @@
 
 namespace kintsugi::cli {
 
+namespace {
+// "2GB" (10^9, as transformers reads it), "1GiB" (2^30), "500MB", "64KiB", or bytes.
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t end = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::map<std::string, double> units = {
+      {"", 1},        {"B", 1},           {"KB", 1e3},        {"MB", 1e6},
+      {"GB", 1e9},    {"TB", 1e12},       {"KIB", 1024.0},    {"MIB", 1048576.0},
+      {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  const auto it = units.find(unit);
+  if (end == 0 || it == units.end() || !(number * it->second >= 1) ||
+      number * it->second > 9e18)
+    fail("--max-shard-size {}: expected a size such as 2GB, 500MB or 1GiB", text);
+  return static_cast<std::uint64_t>(number * it->second);
+}
+}  // namespace
+
 void add_export_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, out, tokenizer;
+    std::string checkpoint, out, tokenizer, max_shard_size;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -28,8 +54,13 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer to write next to the weights: tokenizer.json (or its directory) or "
                   "GPT-2's directory (default: the one saved with the model, if any)");
+  cmd->add_option("--max-shard-size", args->max_shard_size,
+                  "Write shards of at most this size (e.g. 2GB, 500MB, 1GiB) and "
+                  "model.safetensors.index.json, as transformers' save_pretrained does, when the "
+                  "weights are larger (default: one file)");
   cmd->callback([args] {
     const std::filesystem::path out = args->out;
+    const std::uint64_t max_shard = args->max_shard_size.empty() ? 0 : parse_size(args->max_shard_size);
     if (out.extension() != ".safetensors")
       fail("--out {} must end in .safetensors", args->out);
     const std::string tokenizer_path = !args->tokenizer.empty() ? args->tokenizer
@@ -39,8 +70,10 @@ void add_export_command(CLI::App& app) {
     // Loaded before anything is written, so that a bad --tokenizer leaves no half export.
     const auto tokenizer =
         tokenizer_path.empty() ? nullptr : data::load_tokenizer(tokenizer_path);
-    const ModelConfig config = export_hf(args->checkpoint, out);
-    fmt::print("wrote {} and {} ({} model, {} layers, d {})\n", out.string(),
+    const ModelConfig config = export_hf(args->checkpoint, out, max_shard);
+    const std::filesystem::path index = out.string() + ".index.json";
+    fmt::print("wrote {} and {} ({} model, {} layers, d {})\n",
+               std::filesystem::exists(index) ? index.string() + " with its shards" : out.string(),
                (out.parent_path() / "config.json").string(), name_of(config.family), config.n_layer,
                config.d_model);
     if (tokenizer) {

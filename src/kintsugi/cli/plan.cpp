@@ -49,8 +49,6 @@ struct Args {
 // precision are the search's (run_plan), each defaulting to the config's.
 RunConfig base_config(const Args& a) {
   RunConfig c;
-  if (a.ranks > 0 && a.cluster != "local")
-    fail("--ranks sets the local cluster's ranks; for --cluster {} use --nodes", a.cluster);
   if (!a.device.empty() && a.cluster != "local")
     fail("--device picks the local cluster's devices; --cluster {} says what its devices are",
          a.cluster);

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
-#include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/hf_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -20,6 +20,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/train/config_agreement.hpp"
+#include "kintsugi/train/hf_init.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -37,6 +38,20 @@ struct Args {
   std::string tensor_grid;
   bool sequence_parallel = false, help_config = false, overwrite = false;
 };
+
+// runs/<config name>; without a config file (every key from --set, the flags and the defaults)
+// runs/<model preset>, or runs/train when no preset is set either.
+std::string default_out_dir(const Args& args) {
+  if (!args.config.empty()) return "runs/" + std::filesystem::path(args.config).stem().string();
+  std::string preset;
+  for (const std::string& o : args.overrides)  // the last one wins, as in the config
+    if (o.rfind("model.preset=", 0) == 0) preset = o.substr(13);
+  std::erase(preset, '"');
+  std::erase(preset, '\'');
+  const bool usable = !preset.empty() && preset.find('/') == std::string::npos && preset != "." &&
+                      preset != "..";
+  return "runs/" + (usable ? preset : std::string("train"));
+}
 
 // The command-line flags as config overrides, after the --set ones (so that flags win).
 std::vector<std::string> flag_overrides(const Args& args) {
@@ -92,6 +107,19 @@ void start_over(Communicator* world, const std::string& out_dir,
   agree_on_error(world, error);
 }
 
+// --resume: rank 0 (holding the output's lock, so no save is in progress) removes what a save
+// cut short left, a ".partial" directory, and says so; a failure to remove one only costs disk.
+void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
+  if (world && world->rank() != 0) return;
+  const std::filesystem::path root = std::filesystem::path(out_dir) / "checkpoints";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) return;
+  for (const std::string& name : remove_interrupted_saves(root))
+    fmt::print("removed {}/{}: a checkpoint save that was interrupted (its step resumes from the "
+               "last complete checkpoint)\n",
+               root.string(), name);
+}
+
 void run(const Args& args) {
   std::unique_ptr<MpiRuntime> mpi;
   if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
@@ -102,16 +130,19 @@ void run(const Args& args) {
   RunConfig config;
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
-  std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
-  const std::string out_dir =
-      args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  std::shared_ptr<const HfWeights> init_weights;
+  std::vector<std::string> init_notes;
+  const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
-    if (args.config.empty())
-      fail("train needs --config FILE.toml (for example configs/gpt-tiny.toml)");
     config = load_run_config(args.config, flag_overrides(args));
+    // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
+    std::optional<HfModel> hf;
+    if (std::error_code ec; std::filesystem::is_directory(args.init_from, ec))
+      hf = adopt_hf_folder(config, args.init_from, given_keys(args.config, flag_overrides(args)),
+                           init_notes);
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
     const unsigned cores = std::thread::hardware_concurrency();
@@ -143,8 +174,8 @@ void run(const Args& args) {
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs.
     if (!args.init_from.empty() && !resume)
-      init_weights = std::make_shared<const std::map<std::string, NamedTensor>>(
-          read_hf_weights(args.init_from, config.model));
+      init_weights = std::make_shared<const HfWeights>(args.init_from, config.model,
+                                                       hf && hf->head_from_embedding);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -152,8 +183,10 @@ void run(const Args& args) {
                  error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
   const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
 
-  if (!mpi || mpi->world_rank() == 0)
+  if (!mpi || mpi->world_rank() == 0) {
+    for (const std::string& note : init_notes) fmt::print("{}\n", note);
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
+  }
 
   set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
 
@@ -162,6 +195,7 @@ void run(const Args& args) {
   options.resume = std::move(resume);
   options.init_weights = std::move(init_weights);
   options.init_from = args.init_from;
+  options.ranks_per_node = mpi ? mpi->local_size() : 1;
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   run_on_ranks(
@@ -170,6 +204,8 @@ void run(const Args& args) {
         // Under MPI the ranks have agreed on the config and the flags by now (below).
         if (args.overwrite)
           start_over(topology ? &topology->world() : nullptr, out_dir, metrics_path);
+        if (!args.resume.empty())
+          clear_interrupted_saves(topology ? &topology->world() : nullptr, out_dir);
         train(config, std::move(*inputs), options, std::cout, topology);
       },
       [&](Communicator& world) { agree_on_config(world, config, *inputs, flags); });
@@ -181,12 +217,14 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("train", "Train a model from a TOML config (under mpirun/srun "
                                           "for several ranks)");
-  cmd->add_option("--config,-c", args->config, "Run config (TOML), e.g. configs/gpt-tiny.toml");
+  cmd->add_option("--config,-c", args->config,
+                  "Run config (TOML), e.g. configs/gpt-tiny.toml; without it every key is its "
+                  "default unless --set or a flag gives it");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.lr=3e-4 (repeatable)");
   cmd->add_option("--out", args->out,
                   "Output directory for metrics.jsonl, loss.svg and model/ "
-                  "(default: runs/<config name>)");
+                  "(default: runs/<config name>, or runs/<model.preset> without --config)");
   cmd->add_option("--metrics", args->metrics,
                   "Write one JSON object per step to this file (default: <out>/metrics.jsonl)");
   cmd->add_option("--tensorboard", args->tensorboard,
@@ -231,8 +269,10 @@ void add_train_command(CLI::App& app) {
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");
   cmd->add_option("--init-from", args->init_from,
-                  "Start from the weights of a Hugging Face .safetensors file (e.g. a "
-                  "pretrained GPT-2, or `kintsugi export` output) instead of random ones");
+                  "Start from Hugging Face weights instead of random ones: a .safetensors file "
+                  "(model shape from the config), or a model folder (config.json, "
+                  "model.safetensors or its sharded index, tokenizer.json), e.g. a downloaded "
+                  "pretrained model or `kintsugi export` output");
   cmd->add_option("--save-every", args->save_every,
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,

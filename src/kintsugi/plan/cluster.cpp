@@ -31,6 +31,14 @@ double ClusterSpec::gemm_efficiency(double m, double n, double k) const {
   return gemm_max_efficiency * m / (m + h) * n / (n + h) * k / (k + h);
 }
 
+double LinkSpec::rate_gbs(LinkUse use) const {
+  const double measured = use == LinkUse::all_reduce       ? all_reduce_gbs
+                          : use == LinkUse::reduce_scatter ? reduce_scatter_gbs
+                          : use == LinkUse::all_gather     ? all_gather_gbs
+                                                           : 0.0;
+  return measured > 0 ? measured : bandwidth_gbs;
+}
+
 const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
   int tier = 0;  // 0: one package, 1: one node, 2: several nodes
   for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -82,8 +90,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
       {"gemm", {"max_efficiency", "half_dim"}},
-      {"intra_node", {"bandwidth_gbs", "latency_us"}},
-      {"inter_node", {"bandwidth_gbs", "latency_us"}},
+      {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
+                      "all_gather_gbs"}},
+      {"inter_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
+                      "all_gather_gbs"}},
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
       {"host", {"step_overhead_ms"}},
       {"attention", {"tflops"}},
@@ -114,6 +124,20 @@ void refuse_unknown_keys(const toml::table& t, const std::string& source) {
 // The optional sections: [package] (a link tier inside the node), [host], [attention] and
 // [power].
 void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
+  // Measured collective rates of a link (LinkSpec): each optional, each > 0 when given.
+  for (auto [section, link] : {std::pair{"intra_node", &c.intra_node},
+                               std::pair{"inter_node", &c.inter_node}})
+    for (auto [key, field] : {std::pair{"all_reduce_gbs", &link->all_reduce_gbs},
+                              std::pair{"reduce_scatter_gbs", &link->reduce_scatter_gbs},
+                              std::pair{"all_gather_gbs", &link->all_gather_gbs}}) {
+      const std::string path = fmt::format("{}.{}", section, key);
+      if (!t.at_path(path)) continue;
+      *field = number_at(t, path, source, "measured bus GB/s of that collective");
+      if (!(*field > 0) || !std::isfinite(*field))
+        fail("{}: `{}` = {} must be a finite number > 0 (leave it out to use "
+             "`{}.bandwidth_gbs`)",
+             source, path, *field, section);
+    }
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
     c.package.bandwidth_gbs =
@@ -257,17 +281,31 @@ ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
   return parse_cluster(text.str(), path.string());
 }
 
+namespace {
+
+std::string collective_rates_toml(const LinkSpec& link) {
+  std::string out;
+  for (auto [key, value] : {std::pair{"all_reduce_gbs", link.all_reduce_gbs},
+                            std::pair{"reduce_scatter_gbs", link.reduce_scatter_gbs},
+                            std::pair{"all_gather_gbs", link.all_gather_gbs}})
+    if (value > 0) out += fmt::format("{} = {}\n", key, value);
+  return out;
+}
+
+}  // namespace
+
 std::string to_toml(const ClusterSpec& c) {
   return fmt::format(
       "name = \"{}\"\n\n[node]\ndevices = {}\n\n[device]\nmemory_gb = {}\nreserved_gb = {}\n"
       "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
       "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
-      "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n\n[inter_node]\nbandwidth_gbs = {}\n"
-      "latency_us = {}\n",
+      "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}\n[inter_node]\nbandwidth_gbs = {}\n"
+      "latency_us = {}\n{}",
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
-      c.inter_node.bandwidth_gbs, c.inter_node.latency_us) +
+      collective_rates_toml(c.intra_node), c.inter_node.bandwidth_gbs, c.inter_node.latency_us,
+      collective_rates_toml(c.inter_node)) +
          (c.devices_per_package > 0
               ? fmt::format("\n[package]\ndevices = {}\nbandwidth_gbs = {}\nlatency_us = {}\n",
                             c.devices_per_package, c.package.bandwidth_gbs,

@@ -16,9 +16,17 @@
 
 namespace kintsugi {
 
+// What a link carries, for the rate it runs at.
+enum class LinkUse { transfer, all_reduce, reduce_scatter, all_gather };
+
 struct LinkSpec {
   double bandwidth_gbs = 0;  // GB/s (1e9 bytes) each device can send over the link
   double latency_us = 0;     // per message
+  // Optional: the bus bandwidth a collective was measured to reach over this link (the bytes
+  // each device must send over the time, as `kintsugi bench comm` reports it), where the
+  // communication library runs it at another rate than its transfers; 0: bandwidth_gbs.
+  double all_reduce_gbs = 0, reduce_scatter_gbs = 0, all_gather_gbs = 0;
+  double rate_gbs(LinkUse use) const;
 };
 
 struct ClusterSpec {

@@ -153,9 +153,19 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
 
 double precision_bytes(Precision precision) { return static_cast<double>(element_bytes(precision)); }
 
-// Seconds for a ring collective sending `bytes` per rank over `steps` latency-bound hops.
-double link_seconds(double bytes, double steps, const LinkSpec& link) {
-  return bytes / (link.bandwidth_gbs * 1e9) + steps * link.latency_us * 1e-6;
+// Seconds for a ring collective sending `bytes` per rank over `steps` latency-bound hops, at
+// the rate the link runs that collective (LinkSpec::rate_gbs).
+double link_seconds(double bytes, double steps, const LinkSpec& link,
+                    LinkUse use = LinkUse::transfer) {
+  return bytes / (link.rate_gbs(use) * 1e9) + steps * link.latency_us * 1e-6;
+}
+
+// Seconds to send the bytes of several collectives, without their latency.
+double bytes_seconds(const LinkSpec& link, std::initializer_list<std::pair<double, LinkUse>> parts) {
+  double seconds = 0;
+  for (const auto& [bytes, use] : parts)
+    if (bytes > 0) seconds += bytes / (link.rate_gbs(use) * 1e9);
+  return seconds;
 }
 
 bool group_crosses_nodes(const LayoutMap& map, Dim d, std::int64_t per_node) {
@@ -361,15 +371,20 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
   const std::string group = l.replicas() > 1 ? "shard" : "dp";
   const LinkSpec& link = l.replicas() > 1 ? c.shard_link : c.dp_link;
   const double hops = 2.0 * static_cast<double>(n - 1);
-  const double reduce_bytes = get(group + ".all_reduce") + get(group + ".reduce_scatter");
   const double reductions = l.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
-  const double each = link_seconds(reduce_bytes / reductions, buckets * hops, link);
+  const double each = bytes_seconds(link, {{get(group + ".all_reduce") / reductions,
+                                            LinkUse::all_reduce},
+                                           {get(group + ".reduce_scatter") / reductions,
+                                            LinkUse::reduce_scatter}}) +
+                      link_seconds(0, buckets * hops, link);
   double seconds = reductions * std::max(each - window, each / buckets);
   const double gathers =
       l.zero >= ZeroStage::parameters ? c.mbs * (2.0 * share.blocks + 1) : buckets;
-  seconds += link_seconds(get(group + ".all_gather"), gathers * static_cast<double>(n - 1), link);
+  seconds += link_seconds(get(group + ".all_gather"), gathers * static_cast<double>(n - 1), link,
+                          LinkUse::all_gather);
   if (l.replicas() > 1)
-    seconds += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), c.dp_link);
+    seconds += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), c.dp_link,
+                            LinkUse::all_reduce);
   return seconds;
 }
 
@@ -387,13 +402,17 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
   // With sequence parallelism backward also gathers each block's two norm outputs again.
   const double boundaries = (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) +
                             (share.head ? 1 : 0) + (c.l.sequence_parallel ? 2.0 * share.blocks : 0);
-  const double tp_bytes = get("tp.all_reduce") + get("tp.all_gather") + get("tp.reduce_scatter");
   const double tp_step =
-      l.tp > 1 ? link_seconds(tp_bytes, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link) : 0.0;
+      l.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
+                                           {get("tp.all_gather"), LinkUse::all_gather},
+                                           {get("tp.reduce_scatter"), LinkUse::reduce_scatter}}) +
+                     link_seconds(0, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link)
+               : 0.0;
   // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum.
   const double pp_step =
       link_seconds(get("pp.send"), c.mbs * shape.pipeline_sends, c.pp_link) +
-      link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0, c.pp_link);
+      link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0, c.pp_link,
+                   LinkUse::all_reduce);
   // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic,
   // and the gradient norm's read of the gradient.
   const double shard = share.elements / static_cast<double>(l.shards());

@@ -89,8 +89,14 @@ std::optional<LocalLinks> cached_local_links() {
   try {
     const auto j = nlohmann::json::parse(in);
     if (j.at("cpu").get<std::string>() != cpu_model_name()) return std::nullopt;
-    return LocalLinks{j.at("latency_us").get<double>(), j.at("bandwidth_gbs").get<double>(),
-                      j.at("memory_bandwidth_gbs").get<double>(), j.at("cpu").get<std::string>()};
+    LocalLinks l{j.at("latency_us").get<double>(), j.at("bandwidth_gbs").get<double>(),
+                 j.at("memory_bandwidth_gbs").get<double>(), j.at("cpu").get<std::string>()};
+    // Caches written before the collectives were timed have no rates: the link's bandwidth
+    // stands in for them.
+    l.all_reduce_gbs = j.value("all_reduce_gbs", 0.0);
+    l.reduce_scatter_gbs = j.value("reduce_scatter_gbs", 0.0);
+    l.all_gather_gbs = j.value("all_gather_gbs", 0.0);
+    return l;
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is only a cache
   }
@@ -104,6 +110,9 @@ void store_local_links(const LocalLinks& measured) {
     l.latency_us = std::min(l.latency_us, old->latency_us);
     l.bandwidth_gbs = std::max(l.bandwidth_gbs, old->bandwidth_gbs);
     l.memory_bandwidth_gbs = std::max(l.memory_bandwidth_gbs, old->memory_bandwidth_gbs);
+    l.all_reduce_gbs = std::max(l.all_reduce_gbs, old->all_reduce_gbs);
+    l.reduce_scatter_gbs = std::max(l.reduce_scatter_gbs, old->reduce_scatter_gbs);
+    l.all_gather_gbs = std::max(l.all_gather_gbs, old->all_gather_gbs);
   }
   std::error_code ec;
   fs::create_directories(local_links_file().parent_path(), ec);
@@ -111,6 +120,9 @@ void store_local_links(const LocalLinks& measured) {
   std::ofstream(tmp) << nlohmann::json{{"latency_us", l.latency_us},
                                        {"bandwidth_gbs", l.bandwidth_gbs},
                                        {"memory_bandwidth_gbs", l.memory_bandwidth_gbs},
+                                       {"all_reduce_gbs", l.all_reduce_gbs},
+                                       {"reduce_scatter_gbs", l.reduce_scatter_gbs},
+                                       {"all_gather_gbs", l.all_gather_gbs},
                                        {"cpu", l.cpu}}
                             .dump(2)
                      << "\n";
@@ -150,6 +162,9 @@ ClusterSpec local_cluster(std::int64_t ranks) {
   c.gemm_max_efficiency = 1.0;
   c.gemm_half_dim = 32;
   c.intra_node = {links->bandwidth_gbs, links->latency_us};
+  c.intra_node.all_reduce_gbs = links->all_reduce_gbs;
+  c.intra_node.reduce_scatter_gbs = links->reduce_scatter_gbs;
+  c.intra_node.all_gather_gbs = links->all_gather_gbs;
   c.inter_node = c.intra_node;  // one node
   return c;
 }

@@ -54,6 +54,8 @@ Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& run
   c.attention_tflops /= out.compute_factor;
   for (LinkSpec* link : {&c.intra_node, &c.inter_node, &c.package}) {
     link->bandwidth_gbs /= out.comm_factor;
+    for (double* rate : {&link->all_reduce_gbs, &link->reduce_scatter_gbs, &link->all_gather_gbs})
+      *rate /= out.comm_factor;  // 0 (not measured) stays 0
     link->latency_us *= out.comm_factor;
   }
   c.source = cluster.source + " (refit to measured steps)";

@@ -16,7 +16,7 @@ extern "C" void on_stop_signal(int signal) {
   // Only async-signal-safe calls here: write(2) and _exit(2).
   static const char message[] =
       "kintsugi: second interrupt: stopping now without finishing the checkpoint (the last "
-      "complete one stays the one to resume)\n";
+      "complete one stays the one to resume; --resume removes the unfinished .partial one)\n";
   const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
   (void)ignored;
   ::_exit(128 + SIGINT);

@@ -649,4 +649,16 @@ std::vector<ConfigKeyDoc> run_config_keys() {
   return docs;
 }
 
+std::set<std::string> given_keys(const std::string& path,
+                                 const std::vector<std::string>& overrides) {
+  toml::table root;
+  if (!path.empty()) root = toml::parse_file(path);  // load_run_config has checked it
+  for (const auto& o : overrides) apply_override(root, o);
+  std::set<std::string> keys;
+  for (const auto& [section, value] : root)
+    if (const auto* table = value.as_table())
+      for (const auto& [key, _] : *table) keys.insert(fmt::format("{}.{}", section.str(), key.str()));
+  return keys;
+}
+
 }  // namespace kintsugi

@@ -3,6 +3,7 @@
 // declared once in run_config.cpp with its documentation; unknown keys are errors (a typo must
 // never silently fall back to a default). docs/config.md lists them all.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,9 @@ struct RunConfig {
 
 // Reads `path` (empty: defaults only), applies overrides "section.key=value", validates.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// The keys ("section.key") that the file and the overrides give explicitly, defaults aside (for
+// a model that comes from elsewhere: hf_init.hpp). Call after load_run_config has accepted them.
+std::set<std::string> given_keys(const std::string& path, const std::vector<std::string>& overrides);
 // Every key of `config` as TOML that load_run_config reads back to the same config.
 std::string run_config_toml(const RunConfig& config);
 void validate(const RunConfig& config);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -233,7 +236,7 @@ class TrainingRun {
       // agree on the verdict so that one of them reports a mismatch.
       std::string error;
       try {
-        set_weights(*options_.init_weights, rank_state(model_, place_), options_.init_from);
+        options_.init_weights->set(rank_state(model_, place_));
       } catch (const Error& e) {
         error = e.what();
       }
@@ -271,8 +274,21 @@ class TrainingRun {
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
-    fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
-               place_.world, place_.world == 1 ? "" : "s", peak_->source);
+    // On the CPU the ranks of a node share its cores: a rank's measured rate (one rank alone
+    // on the machine, at its thread count) counts only for the share of the cores it has.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    const double wanted = static_cast<double>(options_.ranks_per_node) * compute_threads();
+    core_share_ = tc_.device == Device::cpu ? std::min(1.0, cores / wanted) : 1.0;
+    peak_total_gflops_ = peak_->gflops * place_.world * core_share_;
+    if (core_share_ < 1.0)
+      fmt::print(log_,
+                 "MFU peak: {:.1f} GFLOP/s per rank x {} ranks x {:.2f} ({} ranks x {} thread{} "
+                 "share {:.0f} cores on this node), {}\n",
+                 peak_->gflops, place_.world, core_share_, options_.ranks_per_node,
+                 compute_threads(), compute_threads() == 1 ? "" : "s", cores, peak_->source);
+    else
+      fmt::print(log_, "MFU peak: {:.1f} GFLOP/s per rank x {} rank{}, {}\n", peak_->gflops,
+                 place_.world, place_.world == 1 ? "" : "s", peak_->source);
     const auto comm = expected_comm_bytes(config_, place_, model_);
     if (!comm.empty()) {
       std::string text;
@@ -391,8 +407,8 @@ class TrainingRun {
     m.tokens_per_s = static_cast<double>(step_tokens) / seconds;
     m.model_tflops = of_full * flops_per_step_ / seconds / 1e12;
     if (peak_) {
-      m.mfu = of_full * flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
-      m.hfu = of_full * hardware_flops_per_step_ / seconds / (peak_->gflops * 1e9 * place_.world);
+      m.mfu = of_full * flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
+      m.hfu = of_full * hardware_flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
     if (joules) {
@@ -575,7 +591,7 @@ class TrainingRun {
     summary_.steps = steps_done_;
     if (peak_)
       summary_.mfu = summary_.tokens_per_s / static_cast<double>(tokens_per_step_) *
-                     flops_per_step_ / (peak_->gflops * 1e9 * place_.world);
+                     flops_per_step_ / (peak_total_gflops_ * 1e9);
     if (tc_.save_checkpoint && !summary_.stopped) {
       // ZeRO-3 gathers weights from the whole data-parallel group, so every rank takes part.
       model_.acquire_all_params();
@@ -594,12 +610,24 @@ class TrainingRun {
         data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
                                 summary_.last_val_loss)
                   : "no validation data";
+    // The tracked peak counts kintsugi's tensors (docs/metrics.md, "Memory categories"); on the
+    // CPU the process also holds its code, the MPI library's and OpenBLAS's buffers and what
+    // malloc keeps, which the resident-set peak includes.
+    std::string rss;
+    if (tc_.device == Device::cpu) {
+      rusage usage{};
+      if (getrusage(RUSAGE_SELF, &usage) == 0)
+        rss = fmt::format(" (tensors; process peak RSS {}: also code, MPI and BLAS buffers, "
+                          "freed memory malloc keeps)",
+                          format_bytes(static_cast<std::size_t>(usage.ru_maxrss) * 1024));
+    }
     fmt::print(log_,
                "done: {} step{} in {} | loss {:.4f} -> {:.4f} | {} | "
-               "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank\n",
+               "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank{}\n",
                steps_done_ - start_step_, steps_done_ - start_step_ == 1 ? "" : "s",
                format_duration(run_clock_.seconds()), summary_.first_loss, summary_.last_loss,
-               val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()));
+               val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()),
+               rss);
     fmt::print(log_, "wrote {} and {}{}{}{}\n", summary_.metrics_path, summary_.plot_path,
                summary_.checkpoint_dir.empty() ? "" : " and " + summary_.checkpoint_dir,
                options_.trace_path.empty() ? "" : " and " + options_.trace_path,
@@ -625,6 +653,7 @@ class TrainingRun {
   const fs::path out_;
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
+  double core_share_ = 1.0, peak_total_gflops_ = 0;  // rank 0: the job's MFU peak
   std::optional<MetricsWriter> metrics_;
   std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
   std::optional<JobEnergy> energy_;  // measured joules per step, where a counter is readable

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "kintsugi/checkpoint/safetensors.hpp"
+#include "kintsugi/checkpoint/hf_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 
 #include "kintsugi/comm/topology.hpp"
@@ -28,10 +28,13 @@ struct TrainOptions {
   // A checked training checkpoint to continue from (inspect_checkpoint; every rank passes the
   // same one): the run goes on at its step with its weights, optimizer and loss-scaler state.
   std::optional<CheckpointInfo> resume;
-  // Otherwise, initial weights (hf_io.hpp read_hf_weights) instead of random ones, and the
-  // file they came from.
-  std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
+  // Otherwise, initial weights (hf_weights.hpp: each rank reads its own pieces) instead of
+  // random ones, and the file or folder they came from.
+  std::shared_ptr<const HfWeights> init_weights;
   std::string init_from;
+  // Ranks of this job on this rank's node: on the CPU they share its cores, and the MFU peak
+  // counts the cores the job has, not one full rate per rank.
+  int ranks_per_node = 1;
 };
 
 struct TrainSummary {

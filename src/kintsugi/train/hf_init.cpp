@@ -1,0 +1,101 @@
+#include "kintsugi/train/hf_init.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <functional>
+
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/data/tokenizer.hpp"
+
+namespace kintsugi {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Our model keys the folder decides, and how to read each as text.
+const std::vector<std::pair<std::string, std::function<std::string(const ModelConfig&)>>>&
+shape_keys() {
+  static const std::vector<std::pair<std::string, std::function<std::string(const ModelConfig&)>>>
+      keys = {
+          {"model.family", [](const ModelConfig& m) { return std::string(name_of(m.family)); }},
+          {"model.n_layer", [](const ModelConfig& m) { return fmt::format("{}", m.n_layer); }},
+          {"model.d_model", [](const ModelConfig& m) { return fmt::format("{}", m.d_model); }},
+          {"model.n_head", [](const ModelConfig& m) { return fmt::format("{}", m.n_head); }},
+          {"model.n_kv_head", [](const ModelConfig& m) { return fmt::format("{}", m.kv_heads()); }},
+          {"model.d_ff", [](const ModelConfig& m) { return fmt::format("{}", m.d_ff); }},
+          {"model.vocab_size", [](const ModelConfig& m) { return fmt::format("{}", m.vocab_size); }},
+          {"model.norm_eps", [](const ModelConfig& m) { return fmt::format("{}", m.norm_eps); }},
+          {"model.rope_theta", [](const ModelConfig& m) { return fmt::format("{}", m.rope_theta); }},
+      };
+  return keys;
+}
+
+}  // namespace
+
+HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
+                        const std::set<std::string>& given, std::vector<std::string>& notes) {
+  const fs::path json_path = folder / "config.json";
+  std::ifstream in(json_path);
+  if (!in)
+    fail("--init-from {} is a folder without config.json: a Hugging Face model folder has one "
+         "(or pass the .safetensors file itself, with the model's shape in the run's config)",
+         folder.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is corrupt (not valid JSON: {})", json_path.string(), e.what());
+  }
+  HfModel hf = model_from_hf_config(j, json_path.string());
+  ModelConfig& m = hf.model;
+
+  const ModelConfig& user = config.model;
+  for (const auto& [key, text] : shape_keys()) {
+    if (!given.count(key) || text(user) == text(m)) continue;
+    // Keys a family does not use (rope_theta of GPT-2) do not contradict anything.
+    if (key == "model.rope_theta" && !m.is_llama()) continue;
+    fail("{} = {} contradicts {} ({} gives {}): remove {} from the run's config (the folder "
+         "gives the model's shape)",
+         key, text(user), json_path.string(), hf.field_of(key), text(m), key);
+  }
+  if (given.count("model.seq_len")) {
+    if (m.learned_positions() && user.seq_len > hf.max_positions)
+      fail("model.seq_len = {} is longer than {}'s position table ({} = {})", user.seq_len,
+           json_path.string(), hf.field_of("model.seq_len"), hf.max_positions);
+    m.seq_len = user.seq_len;
+  } else {
+    notes.push_back(fmt::format("model.seq_len = {} from {} (set model.seq_len to train on "
+                                "shorter windows)",
+                                m.seq_len, json_path.string()));
+  }
+  m.vocab_pad_multiple = user.vocab_pad_multiple;
+  if (given.count("model.init_std")) m.init_std = user.init_std;
+  m.name = folder.filename().empty() ? folder.parent_path().filename().string()
+                                     : folder.filename().string();
+  config.model = m;
+
+  // The folder's tokenizer, unless the user names one.
+  if (!given.count("data.tokenizer")) {
+    if (data::has_tokenizer_files(folder)) {
+      config.data.tokenizer = folder.string();
+    } else if (fs::exists(folder / "tokenizer.model")) {
+      fail("{} holds tokenizer.model (SentencePiece) but no tokenizer.json: kintsugi reads "
+           "tokenizer.json only; write one (transformers' AutoTokenizer.from_pretrained(folder)"
+           ".save_pretrained(folder) does) or set data.tokenizer",
+           folder.string());
+    } else {
+      fail("{} holds no tokenizer (tokenizer.json): set data.tokenizer to the model's tokenizer",
+           folder.string());
+    }
+  } else if (data::has_tokenizer_files(folder)) {
+    notes.push_back(fmt::format("data.tokenizer = {} is given: the tokenizer of {} is not used",
+                                config.data.tokenizer, folder.string()));
+  }
+  validate(config);
+  for (std::string& note : hf.notes) notes.push_back(std::move(note));
+  return hf;
+}
+
+}  // namespace kintsugi

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Writes a Hugging Face model folder by hand, as transformers' save_pretrained lays one out,
+without kintsugi's exporter or any Python package: config.json, the weights in SHARDS files
+model-0000K-of-0000N.safetensors with model.safetensors.index.json (SHARDS 1: model.safetensors),
+in DTYPE (f32, bf16, or mixed: tensors alternate), and the same weights as one float32 file
+FILE for --init-from FILE. Every value lies on bfloat16's grid, so the bf16 shards and the
+float32 file hold the same numbers.
+
+Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
+  FAMILY gpt2 (tied head, learned positions) or llama (untied head unless `tied`: no lm_head;
+  `gqa`: 2 key/value heads for 4 query heads); `noprefix`: GPT2Model's names (h.0..., no
+  "transformer.")."""
+import array
+import json
+import random
+import struct
+import sys
+
+folder, single, family, shards, dtype = sys.argv[1:6]
+shards = int(shards)
+flags = set(sys.argv[6:])
+rng = random.Random(20261126)
+V, D, L, H, P = 50257, 32, 2, 4, 64
+KV = 2 if "gqa" in flags else H
+HD = D // H
+FF = 64
+GRID = [k / 256 for k in range(-127, 128)]
+
+
+def matrix(*shape, centre=0.0):
+    """Values k / 256 (|k| < 128), or 1 + k / 128 (|k| < 16) around `centre`: on bfloat16's
+    grid (8 significant bits)."""
+    n = 1
+    for s in shape:
+        n *= s
+    if centre:
+        return shape, [centre + k / 128 for k in rng.choices(range(-15, 16), k=n)]
+    return shape, rng.choices(GRID, k=n)
+
+
+tensors = {}  # name -> (shape, values), in the order a model's state dict has them
+if family == "gpt2":
+    pre = "" if "noprefix" in flags else "transformer."
+    tensors[pre + "wte.weight"] = matrix(V, D)
+    tensors[pre + "wpe.weight"] = matrix(P, D)
+    for i in range(L):
+        b = f"{pre}h.{i}."
+        tensors[b + "ln_1.weight"] = matrix(D, centre=1.0)
+        tensors[b + "ln_1.bias"] = matrix(D)
+        tensors[b + "attn.c_attn.weight"] = matrix(D, 3 * D)
+        tensors[b + "attn.c_attn.bias"] = matrix(3 * D)
+        tensors[b + "attn.c_proj.weight"] = matrix(D, D)
+        tensors[b + "attn.c_proj.bias"] = matrix(D)
+        tensors[b + "ln_2.weight"] = matrix(D, centre=1.0)
+        tensors[b + "ln_2.bias"] = matrix(D)
+        tensors[b + "mlp.c_fc.weight"] = matrix(D, 4 * D)
+        tensors[b + "mlp.c_fc.bias"] = matrix(4 * D)
+        tensors[b + "mlp.c_proj.weight"] = matrix(4 * D, D)
+        tensors[b + "mlp.c_proj.bias"] = matrix(D)
+    tensors[pre + "ln_f.weight"] = matrix(D, centre=1.0)
+    tensors[pre + "ln_f.bias"] = matrix(D)
+    config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V,
+              "n_positions": P, "n_ctx": P, "n_embd": D, "n_layer": L, "n_head": H,
+              "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+              "initializer_range": 0.02, "resid_pdrop": 0.1, "embd_pdrop": 0.1,
+              "attn_pdrop": 0.1, "summary_type": "cls_index", "summary_use_proj": True,
+              "bos_token_id": 50256, "eos_token_id": 50256, "use_cache": True,
+              "task_specific_params": {"text-generation": {"do_sample": True}},
+              "torch_dtype": "float32", "transformers_version": "4.46.0"}
+else:
+    tensors["model.embed_tokens.weight"] = matrix(V, D)
+    for i in range(L):
+        b = f"model.layers.{i}."
+        tensors[b + "input_layernorm.weight"] = matrix(D, centre=1.0)
+        tensors[b + "self_attn.q_proj.weight"] = matrix(H * HD, D)
+        tensors[b + "self_attn.k_proj.weight"] = matrix(KV * HD, D)
+        tensors[b + "self_attn.v_proj.weight"] = matrix(KV * HD, D)
+        tensors[b + "self_attn.o_proj.weight"] = matrix(D, H * HD)
+        tensors[b + "post_attention_layernorm.weight"] = matrix(D, centre=1.0)
+        tensors[b + "mlp.gate_proj.weight"] = matrix(FF, D)
+        tensors[b + "mlp.up_proj.weight"] = matrix(FF, D)
+        tensors[b + "mlp.down_proj.weight"] = matrix(D, FF)
+    tensors["model.norm.weight"] = matrix(D, centre=1.0)
+    tied = "tied" in flags
+    if not tied:
+        tensors["lm_head.weight"] = matrix(V, D)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V,
+              "hidden_size": D, "intermediate_size": FF, "num_hidden_layers": L,
+              "num_attention_heads": H, "num_key_value_heads": KV, "max_position_embeddings": P,
+              "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
+              "attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False,
+              "pretraining_tp": 1, "rope_scaling": None, "tie_word_embeddings": tied,
+              "bos_token_id": 50256, "eos_token_id": 50256, "initializer_range": 0.02,
+              "use_cache": True, "torch_dtype": "bfloat16", "transformers_version": "4.46.0"}
+
+
+def encode(values, dt):
+    raw = array.array("f", values)
+    if sys.byteorder != "little":
+        raw.byteswap()
+    raw = raw.tobytes()
+    if dt == "F32":
+        return raw
+    # The upper halves of the float32 words: exact, since every value is on bfloat16's grid.
+    half = bytearray(len(raw) // 2)
+    half[0::2] = raw[2::4]
+    half[1::2] = raw[3::4]
+    return bytes(half)
+
+
+def write(path, names, dtype_of):
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in names:
+        shape, values = tensors[name]
+        blob = encode(values, dtype_of(name))
+        header[name] = {"dtype": dtype_of(name), "shape": list(shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return offset
+
+
+names = list(tensors)
+order = {n: k for k, n in enumerate(names)}
+
+
+def folder_dtype(name):
+    if dtype == "mixed":
+        return "BF16" if order[name] % 2 else "F32"
+    return "BF16" if dtype == "bf16" else "F32"
+
+
+with open(f"{folder}/config.json", "w") as f:
+    json.dump(config, f, indent=2)
+if shards == 1:
+    write(f"{folder}/model.safetensors", names, folder_dtype)
+else:
+    # Contiguous runs of tensors, the embedding alone in the first shard (as a size limit would).
+    rest = names[1:]
+    per = -(-len(rest) // (shards - 1))
+    groups = [names[:1]] + [rest[k:k + per] for k in range(0, len(rest), per)]
+    assert len(groups) == shards, (len(groups), shards)
+    weight_map, total = {}, 0
+    for k, group in enumerate(groups):
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        total += write(f"{folder}/{file}", group, folder_dtype)
+        weight_map.update({n: file for n in group})
+    with open(f"{folder}/model.safetensors.index.json", "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+# The single float32 file: the same weights; a tied Llama's head written out as its copy.
+if family == "llama" and "tied" in flags:
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    names.append("lm_head.weight")
+write(single, names, lambda name: "F32")
