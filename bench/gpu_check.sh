@@ -5,7 +5,10 @@
 # (B=32, T=1024) and GPT-2 1.5B (B=8, T=1024) training steps in bf16, each side by side with the
 # PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go,
 # with Llama- and BLOOM-style presets of similar sizes, a repeat of the 124M run that must give
-# the same bits, and the planner's prediction of the two GPT-2 steps.
+# the same bits, and the planner's prediction of the two GPT-2 steps. Every step row gives the
+# measured joules per token where NVML's energy counter was read (kintsugi's own, dlopen'ed;
+# the peer's through pynvml when installed), `unmeasured` and the reason otherwise
+# (docs/energy.md).
 # Logs, JSON results and results.md (the table, printed last) go to $OUT (default
 # ./gpu_check_out). Runs from an unpacked bundle (scripts/bundle.sh) or from a source tree with
 # a CUDA build (KINTSUGI_BUILD, default build-cuda/ then build/).
@@ -225,14 +228,15 @@ try:
 except OSError:
     pass
 print(f"MFU: model FLOPs (6N + 12 L T d per token) over a dense bf16 peak of {peak:.0f} TFLOP/s\n")
-print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB | vs compiled | vs eager |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| model | B x T | implementation | ms/step | tokens/s | TFLOP/s | MFU | peak memory GiB | mJ/token (NVML) | vs compiled | vs eager |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 models = [(c.split(":")[0], int(c.split(":")[1])) for c in (out / "models.txt").read_text().split()]
 variants = (out / "variants.txt").read_text().split()
 try:
     baseline = (out / "baseline.txt").read_text().strip()
 except OSError:
     baseline = None
+unmeasured_energy = set()  # why a row has no J/token, once each
 for model, batch in models:
     tag = f"{model}_b{batch}"
     rows = [("kintsugi (bf16)", f"kintsugi_{tag}"), ("kintsugi, second run", f"repeat_{tag}")]
@@ -247,14 +251,26 @@ for model, batch in models:
         r = load(name)
         if not r:
             if (out / f"{name}.rc").exists():
-                print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | | | |")
+                print(f"| {model} | {batch} x 1024 | {impl} | failed: {name}.log | | | | | | | |")
             continue
         tflops = r.get("tflops", r.get("gflops", 0) / 1e3)
         ratio = lambda peer: f"{r['ms_per_step'] / peer['ms_per_step']:.2f}" if peer else ""
+        # Measured energy (docs/energy.md): kintsugi's NVML counter, the peer's through pynvml.
+        energy = (f"{r['joules_per_token'] * 1e3:.3f}" if "joules_per_token" in r
+                  else "unmeasured")
+        if "energy_source" in r and "joules_per_token" not in r:
+            unmeasured_energy.add(r["energy_source"])
         print(f"| {model} | {batch} x 1024 | {impl} | {r['ms_per_step']:.1f} | "
               f"{r['tokens_per_s']:.0f} | {tflops:.1f} | {100 * tflops / peak:.1f}% | "
-              f"{r['peak_memory_bytes'] / 2**30:.1f} | {ratio(compiled)} | {ratio(eager)} |")
-print("\n(vs compiled, vs eager: kintsugi's step time over the peer's, same run; below 1 is faster)\n")
+              f"{r['peak_memory_bytes'] / 2**30:.1f} | {energy} | {ratio(compiled)} | "
+              f"{ratio(eager)} |")
+print("\n(vs compiled, vs eager: kintsugi's step time over the peer's, same run; below 1 is faster."
+      " mJ/token: NVML's total-energy counter read around each timed step, their sum over the"
+      " step's tokens; unmeasured where no counter was read)\n")
+for why in sorted(unmeasured_energy):
+    print(f"- energy unmeasured: {why}")
+if unmeasured_energy:
+    print()
 
 # Determinism: the second run of the same benchmark gives the same losses and gradient norms.
 for model, batch in models:

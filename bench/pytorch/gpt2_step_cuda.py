@@ -21,6 +21,11 @@ Hopper; enable_gqa for grouped heads), and for BLOOM an additive ALiBi mask (whi
 flash kernel: PyTorch then runs its memory-efficient kernel). Weights are fp32 (autocast runs the GEMMs in bf16 with fp32 accumulation); AdamW is
 torch.optim.AdamW(fused=True). --compile wraps the model in torch.compile.
 
+Energy: where pynvml (nvidia-ml-py) imports, NVML's total-energy counter of the GPU is read
+around each timed step (after its synchronize), as `kintsugi bench step` reads it; the JSON gains
+joules_per_step (their sum over their count), joules_per_token and power_w, and energy_source
+says what was read or why nothing was (docs/energy.md).
+
     python3 bench/pytorch/gpt2_step_cuda.py --model gpt2 --batch 32 --seq 1024 --compile --json
 """
 
@@ -172,6 +177,34 @@ class Model(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
 
+class EnergyCounter:
+    """NVML's total-energy counter (millijoules) of this process's GPU, or why there is none."""
+
+    def __init__(self):
+        self.handle, self.why_not = None, ""
+        try:
+            import pynvml
+        except ImportError:
+            self.why_not = "pynvml (nvidia-ml-py) is not installed for the PyTorch peer"
+            return
+        try:
+            pynvml.nvmlInit()
+            # The NVML index of the CUDA device, whatever CUDA_VISIBLE_DEVICES renumbered.
+            try:
+                index = torch.cuda._get_nvml_device_index(torch.cuda.current_device())
+            except Exception:
+                index = torch.cuda.current_device()
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.pynvml = pynvml
+            self.read()
+            self.source = f"NVML {pynvml.nvmlDeviceGetName(self.handle)} (pynvml)"
+        except Exception as e:  # no counter (pre-Volta), no permission, no driver library
+            self.handle, self.why_not = None, f"NVML through pynvml failed ({e})"
+
+    def read(self) -> float:
+        return self.pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) * 1e-3
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="gpt2", choices=sorted(PRESETS))
@@ -219,12 +252,16 @@ def main() -> int:
         step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    times = []
+    times, joules = [], 0.0
+    energy = EnergyCounter()
     for _ in range(args.steps):
+        before = energy.read() if energy.handle else 0.0
         t0 = time.perf_counter()
         loss = step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if energy.handle:
+            joules += energy.read() - before
 
     med = statistics.median(times)
     tokens = args.batch * args.seq
@@ -240,6 +277,11 @@ def main() -> int:
         "mfu": flops / (args.peak_tflops * 1e12), "peak_tflops": args.peak_tflops,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(), "loss_last": loss.item(),
     }
+    result["energy_source"] = energy.source if energy.handle else energy.why_not
+    if energy.handle:
+        result["joules_per_step"] = joules / args.steps
+        result["joules_per_token"] = joules / args.steps / tokens
+        result["power_w"] = joules / sum(times)
     if args.json:
         print(json.dumps(result))
     else:

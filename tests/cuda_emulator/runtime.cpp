@@ -114,6 +114,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int) {
   return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetPCIBusId(char*, int, int) { return cudaErrorInvalidValue; }
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   static char token;
   *stream = reinterpret_cast<cudaStream_t>(&token);

@@ -111,9 +111,12 @@ def expected_scalars(line):
         "train/tokens_seen": line["tokens_seen"], "perf/step_ms": line["step_ms"],
         "perf/tokens_per_s": line["tokens_per_s"], "perf/model_tflops": line["model_tflops"],
         "perf/mfu": line["mfu"], "perf/hfu": line["hfu"],
+        "train/global_batch": line["global_batch"],
     }
     for key, tag in (("val_loss", "val/loss"), ("loss_scale", "train/loss_scale"),
-                     ("bubble", "perf/bubble")):
+                     ("bubble", "perf/bubble"), ("energy_j", "energy/step_j"),
+                     ("joules_per_token", "energy/joules_per_token"),
+                     ("power_w", "energy/power_w")):
         if key in line:
             out[tag] = line[key]
     for kind, b in line["memory_bytes"].items():

@@ -280,6 +280,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.init_std=0.01", "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",
+      "train.batch_rampup=[6, 6, 100]", "train.batch_lr_rule=\"sqrt\"",
       "train.lr=1e-3", "train.min_lr=1e-5", "train.warmup_steps=5", "train.decay_steps=40",
       "train.weight_decay=0.05", "train.beta1=0.8", "train.beta2=0.99", "train.eps=1e-6",
       "train.grad_clip=0.5", "train.seed=7", "train.eval_every=5", "train.eval_sequences=6",

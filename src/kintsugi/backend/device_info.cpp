@@ -34,4 +34,12 @@ DeviceInfo device_info(const Backend& backend) {
   KINTSUGI_ASSERT(false);
 }
 
+std::string pci_bus_id(const Backend& backend) {
+#ifdef KINTSUGI_WITH_CUDA
+  if (backend.device() == Device::cuda) return cuda::Context::get().pci_bus_id();
+#endif
+  (void)backend;
+  return "";
+}
+
 }  // namespace kintsugi

@@ -17,4 +17,9 @@ struct DeviceInfo {
 
 DeviceInfo device_info(const Backend& backend);
 
+// The PCI bus id of the backend's GPU ("0000:19:00.0"), by which NVML finds its energy counter
+// (docs/energy.md); "" for the CPU, for a GPU without one and in a build without CUDA (the
+// CUDA emulator's backend included).
+std::string pci_bus_id(const Backend& backend);
+
 }  // namespace kintsugi

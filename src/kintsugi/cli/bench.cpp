@@ -248,6 +248,12 @@ void add_step(CLI::App& bench) {
                        {"losses", r.losses},
                        {"grad_norms", r.grad_norms}};
       if (args->profile) j["profile"] = profile_json(r, ceilings, args->steps);
+      j["energy_source"] = r.energy_source;
+      if (r.joules_per_step) {
+        j["joules_per_step"] = *r.joules_per_step;
+        j["joules_per_token"] = *r.joules_per_step / static_cast<double>(args->batch * args->seq);
+        j["power_w"] = *r.joules_per_step / mean_seconds(r.step_seconds);
+      }
       fmt::print("{}\n", j.dump());
       return;
     }
@@ -258,6 +264,13 @@ void add_step(CLI::App& bench) {
     fmt::print("{:>12.1f} {:>12.0f} {:>10.1f} {:>13.1f}%\n", r.median_seconds * 1e3,
                r.tokens_per_s, r.gflops, 100 * fraction);
     fmt::print("GEMM rate {:.1f} GFLOP/s: {}\n", gemm.gflops, gemm.source);
+    if (r.joules_per_step)
+      fmt::print("energy {:.4g} J/step, {:.4g} J/token, {:.0f} W (mean of the timed steps; {})\n",
+                 *r.joules_per_step,
+                 *r.joules_per_step / static_cast<double>(args->batch * args->seq),
+                 *r.joules_per_step / mean_seconds(r.step_seconds), r.energy_source);
+    else
+      fmt::print("{}\n", r.energy_source);
     if (args->profile) {
       print_profile_header(r, ceilings, args->steps);
       print_profile_kinds(r, args->steps);

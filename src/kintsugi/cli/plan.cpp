@@ -16,6 +16,8 @@
 #include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/plan/campaign.hpp"
+#include "kintsugi/plan/critical_batch.hpp"
+#include "kintsugi/plan/rampup_suggestion.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
@@ -36,6 +38,8 @@ struct Args {
               grad_accum;
   std::int64_t ranks = 0, seq = 0, max_global_batch = 0, max_nodes = 0;
   double tokens = 0, tokens_per_param = 0;
+  double critical_batch_loss = 0;  // 0: no critical-batch limit (plan/critical_batch.hpp)
+  double rampup_tokens = 0;        // 0: no ramp-up suggested (plan/rampup_suggestion.hpp)
   std::size_t top = 10;
   bool json = false, memory = false, tp_across_nodes = false;
 };
@@ -275,13 +279,64 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
   }
 }
 
-void run_plan(const Args& a) {
-  if (a.memory) return print_memory(a);
+// --critical-batch-loss: the critical batch of the fit (plan/critical_batch.hpp) joins
+// --max-global-batch as a limit of the search (the smaller of the two); a note says what it is.
+struct BatchLimit {
+  std::int64_t sequences = 0;  // 0: none from the critical batch
+  double tokens = 0;
+};
+
+BatchLimit critical_batch_limit(Args& a, std::int64_t seq_len) {
+  if (a.critical_batch_loss <= 0) return {};
+  const CriticalBatchFit fit;
+  const BatchLimit limit{critical_batch_sequences(a.critical_batch_loss, seq_len, fit),
+                         critical_batch_tokens(a.critical_batch_loss, fit)};
+  if (a.max_global_batch == 0 || limit.sequences < a.max_global_batch)
+    a.max_global_batch = limit.sequences;
+  return limit;
+}
+
+std::string critical_batch_note(const Args& a, const BatchLimit& limit, std::int64_t seq_len) {
+  const CriticalBatchFit fit;
+  return fmt::format("critical batch at loss {} nats/token: B_crit = {:.3g} / L^(1/{}) = {:.4g} "
+                     "tokens = {} sequences of {} (Kaplan et al. 2020, Eq. 1.4; losses on "
+                     "WebText2 with GPT-2's tokenizer): global batches above {} are left out",
+                     a.critical_batch_loss, fit.b_star_tokens, fit.alpha_b, limit.tokens,
+                     limit.sequences, seq_len, a.max_global_batch);
+}
+
+// --rampup-tokens: a batch ramp-up for the best layout (plan/rampup_suggestion.hpp).
+std::optional<RampupSuggestion> rampup_for(const Args& a, const Candidate& best) {
+  if (a.rampup_tokens <= 0) return std::nullopt;
+  return suggest_rampup(best.workload.model, best.prediction.layout, best.workload.global_batch,
+                        a.rampup_tokens);
+}
+
+std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double ramp_tokens) {
+  const std::int64_t seq = best.workload.model.seq_len;
+  return fmt::format("train.batch_rampup = [{}, {}, {}]: global batch {} ({} tokens) -> {} by {} "
+                     "over the first {:.3g} tokens. GPT-3's recipe (Brown et al. 2020, App. B): "
+                     "from 32K tokens, linear over the first 4-12B; the start is the smallest "
+                     "batch at or above 32K tokens in steps of {} sequences, which this layout "
+                     "splits (dp x micro-batch{})",
+                     r.start, r.increment, r.samples, r.start, r.start * seq,
+                     best.workload.global_batch, r.increment, ramp_tokens, r.increment,
+                     r.increment == best.prediction.layout.dp * best.prediction.layout.micro_batch
+                         ? ""
+                         : " x pp: the schedule's rounds");
+}
+
+void run_plan(const Args& given) {
+  if (given.memory) return print_memory(given);
+  Args a = given;
+  if (a.critical_batch_loss < 0 || a.rampup_tokens < 0)
+    fail("--critical-batch-loss and --rampup-tokens must be positive numbers");
   // Checked before any work: a directory here would be reported written and hold nothing.
   if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
     fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
          a.write_config, a.write_config);
   const RunConfig base = base_config(a);
+  const BatchLimit critical = critical_batch_limit(a, base.model.seq_len);
   const Axes axes = axes_of(a, base);
   const SearchSpace space = space_of(a);
   const Objective objective =
@@ -362,6 +417,15 @@ void run_plan(const Args& a) {
       for (Precision p : axes.precision) j["precision"].push_back(std::string(name_of(p)));
     }
     if (tokens > 0) j["campaign"] = campaign_assumptions_json(base.model, first.model.seq_len, tokens, cluster);
+    if (critical.sequences > 0)
+      j["critical_batch"] = {{"loss", a.critical_batch_loss},
+                             {"tokens", critical.tokens},
+                             {"sequences", critical.sequences},
+                             {"max_global_batch", a.max_global_batch},
+                             {"source", "Kaplan et al. 2020, Eq. 1.4"}};
+    if (!candidates.empty())
+      if (const auto r = rampup_for(a, candidates.front()))
+        j["batch_rampup"] = {r->start, r->increment, r->samples};
     if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
     for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i)
       j["layouts"].push_back(to_json(candidates[i], cluster, report));
@@ -403,6 +467,8 @@ void run_plan(const Args& a) {
                  precisions);
     }
     print_notes(chosen.notes);
+    if (critical.sequences > 0)
+      fmt::print("note: {}\n", critical_batch_note(a, critical, first.model.seq_len));
     // Only a run described by flags alone takes the default; a config's value is the run's,
     // whether or not it equals the default.
     if (a.global_batch.empty() && a.grad_accum.empty() && a.config.empty())
@@ -429,6 +495,14 @@ void run_plan(const Args& a) {
                  front.size(), cluster.has_power() ? " and energy per token" : "");
       print_candidate_table(on_front, on_front.size(), cluster, report, front);
     }
+    if (!candidates.empty() && a.rampup_tokens > 0) {
+      const auto r = rampup_for(a, candidates.front());
+      fmt::print("\nbatch ramp-up for #1: {}\n",
+                 r ? rampup_text(*r, candidates.front(), a.rampup_tokens)
+                   : fmt::format("none: global batch {} leaves no room below it for a ramp "
+                                 "from 32K tokens in steps the layout can split",
+                                 candidates.front().workload.global_batch));
+    }
     if (candidates.empty() && !too_big.empty()) {
       fmt::print("none fits; the smallest, predicted anyway:\n");
       print_candidate_table(too_big, a.top, cluster, report);
@@ -452,6 +526,10 @@ void run_plan(const Args& a) {
     RunConfig c = base;
     c.train.global_batch = best.workload.global_batch;
     c.train.precision = best.workload.precision;
+    if (const auto r = rampup_for(a, best)) {
+      c.train.batch_rampup = {r->start, r->increment, r->samples};
+      c.train.batch_lr_rule = "none";
+    }
     data::write_text_file(a.write_config, layout_config_toml(c, best.prediction.layout));
     if (!a.json)
       fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
@@ -508,6 +586,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--max-global-batch", a->max_global_batch,
                   "Largest global batch the search may use (convergence; 0: no limit)");
   cmd->add_option("--max-nodes", a->max_nodes, "Most nodes the search may use (0: no limit)");
+  cmd->add_option("--critical-batch-loss", a->critical_batch_loss,
+                  "Also limit the global batch to the critical batch at this loss (nats/token): "
+                  "B_crit = 2e8 / L^(1/0.21) tokens (Kaplan et al. 2020; docs/planner.md)");
+  cmd->add_option("--rampup-tokens", a->rampup_tokens,
+                  "Suggest a batch ramp-up for the best layout from 32K tokens over this many "
+                  "tokens (GPT-3 ramped over 4e9-12e9; written by --write-config)");
   cmd->add_option("--tokens", a->tokens,
                   "Token budget of the campaign (e.g. 3.5e12): days, device- and node-hours, "
                   "model FLOPs and energy per layout");

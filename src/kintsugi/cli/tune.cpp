@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/cli/cluster_choice.hpp"
@@ -59,6 +61,28 @@ double measured_step_seconds(const fs::path& metrics) {
   return (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3;
 }
 
+// Measured power per device of a run: the median over its steps, the first left out, of the
+// job's joules per second (metrics.jsonl's energy_j, train/job_energy.hpp) over its `devices`;
+// none when the run measured no energy.
+std::optional<double> measured_watts_per_device(const fs::path& metrics, std::int64_t devices) {
+  std::ifstream in(metrics);
+  std::vector<double> watts;
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    if (std::exchange(first, false)) continue;
+    if (!j.contains("energy_j")) return std::nullopt;
+    watts.push_back(j.at("energy_j").get<double>() / (j.at("step_ms").get<double>() / 1e3) /
+                    static_cast<double>(devices));
+  }
+  if (watts.empty()) return std::nullopt;
+  std::sort(watts.begin(), watts.end());
+  const std::size_t n = watts.size();
+  return n % 2 ? watts[n / 2] : 0.5 * (watts[n / 2 - 1] + watts[n / 2]);
+}
+
 // A directory under --out (or --out itself), made now: fails naming --out when `dir` cannot be
 // one.
 void make_directory(const fs::path& dir) {
@@ -69,7 +93,12 @@ void make_directory(const fs::path& dir) {
   if (ec) fail("--out {} cannot be created ({}): choose another --out", dir.string(), ec.message());
 }
 
-double run_layout(const Args& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
+struct LayoutRun {
+  double seconds = 0;
+  std::optional<double> watts_per_device;
+};
+
+LayoutRun run_layout(const Args& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
   make_directory(dir);
   const fs::path config = dir / "run.toml";
   std::ofstream(config) << layout_config_toml(base, l);
@@ -80,7 +109,8 @@ double run_layout(const Args& a, const RunConfig& base, const Layout& l, const f
       (dir / "log.txt").string());
   if (std::system(command.c_str()) != 0)
     fail("the run of {} failed: {} (see {})", describe(l), command, (dir / "log.txt").string());
-  return measured_step_seconds(dir / "metrics.jsonl");
+  return {measured_step_seconds(dir / "metrics.jsonl"),
+          measured_watts_per_device(dir / "metrics.jsonl", l.world())};
 }
 
 double error_percent(double predicted, double measured) {
@@ -141,15 +171,21 @@ void run_tune(const Args& a) {
       chosen.push_back(p);
   }
   std::vector<Measured> runs;
+  std::vector<double> watts;  // per device, of the runs that measured energy
   for (std::size_t i = 0; i < chosen.size(); ++i) {
     const fs::path dir = fs::path(a.out) / fmt::format("layout-{}", i + 1);
     if (!a.json)
       fmt::print("running {} ({} steps on {} ranks, {})...\n", describe(chosen[i].layout),
                  a.steps, world, name_of(device));
     std::fflush(stdout);
-    runs.push_back({chosen[i], run_layout(a, base, chosen[i].layout, dir)});
+    const LayoutRun run = run_layout(a, base, chosen[i].layout, dir);
+    runs.push_back({chosen[i], run.seconds});
+    if (run.watts_per_device) watts.push_back(*run.watts_per_device);
   }
-  const Refit refit = refit_cluster(cluster, runs);
+  Refit refit = refit_cluster(cluster, runs);
+  // [power] from measured energy only when every run measured it (docs/energy.md); else kept.
+  const bool power_refit = !watts.empty() && watts.size() == runs.size();
+  if (power_refit) refit.cluster = refit_power(refit.cluster, watts);
   std::ofstream(fs::path(a.out) / "cluster-refit.toml")
       << "# Refit by `kintsugi tune` from measured steps; use with --cluster <this file>\n"
       << to_toml(refit.cluster);
@@ -165,9 +201,14 @@ void run_tune(const Args& a) {
                         {"compute_factor", refit.compute_factor},
                         {"comm_factor", refit.comm_factor},
                         {"comm_fitted", refit.comm_fitted},
+                        {"power_refit", power_refit},
                         {"best", best},
                         {"refit_cluster", (fs::path(a.out) / "cluster-refit.toml").string()},
                         {"layouts", nlohmann::json::array()}};
+    if (power_refit) {
+      j["active_watts"] = refit.cluster.active_watts;
+      j["measured_watts_per_device"] = watts;
+    }
     for (std::size_t i = 0; i < runs.size(); ++i)
       j["layouts"].push_back({{"layout", describe(runs[i].predicted.layout)},
                               {"predicted_s", runs[i].predicted.time.total()},
@@ -187,6 +228,15 @@ void run_tune(const Args& a) {
   fmt::print("\nrefit: compute x {:.3f} (gemm.max_efficiency {:.3f} -> {:.3f}), links x {:.3f}{}\n",
              refit.compute_factor, cluster.gemm_max_efficiency, refit.cluster.gemm_max_efficiency,
              refit.comm_factor, refit.comm_fitted ? "" : " (not separable from compute: kept)");
+  if (power_refit)
+    fmt::print("power: {:.1f} W per device measured (mean of the runs' medians{}): "
+               "power.active_watts {} -> {:.1f}\n",
+               refit.cluster.active_watts, watts.size() > 1 ? "" : ", one run",
+               cluster.has_power() ? fmt::format("{:.1f}", cluster.active_watts) : "unset",
+               refit.cluster.active_watts);
+  else
+    fmt::print("power: not refit ({}): the runs' metrics hold no measured energy (docs/energy.md)\n",
+               cluster.has_power() ? "power.active_watts kept" : "the spec has no [power]");
   fmt::print("best measured: {}: measured {:.1f} ms, predicted {:.1f} ms before the refit, "
              "{:.1f} ms after\nrefit cluster written to {}\n",
              describe(runs[best].predicted.layout), runs[best].seconds * 1e3,

@@ -72,4 +72,20 @@ Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& run
   return out;
 }
 
+ClusterSpec refit_power(const ClusterSpec& cluster, const std::vector<double>& watts_per_device) {
+  if (watts_per_device.empty()) fail("no measured power to refit [power] from");
+  double sum = 0;
+  for (double w : watts_per_device) {
+    if (!(w > 0) || !std::isfinite(w))
+      fail("a measured power of {} W per device is not a finite positive number: [power] is "
+           "not refit",
+           w);
+    sum += w;
+  }
+  ClusterSpec c = cluster;
+  c.active_watts = sum / static_cast<double>(watts_per_device.size());
+  if (c.idle_watts > c.active_watts) c.idle_watts = 0;
+  return c;
+}
+
 }  // namespace kintsugi

@@ -29,4 +29,11 @@ struct Refit {
 
 Refit refit_cluster(const ClusterSpec& cluster, const std::vector<Measured>& runs);
 
+// The cluster's [power] refit to measured power (docs/energy.md): active_watts becomes the mean
+// of `watts_per_device` (each measured run's median over its steps of the job's joules per
+// second over its devices); idle_watts stays where it is at most the new active_watts and is
+// dropped otherwise (a datasheet idle above a measured step's draw describes another device).
+// kintsugi::Error on an empty list or a value that is not a finite positive number.
+ClusterSpec refit_power(const ClusterSpec& cluster, const std::vector<double>& watts_per_device);
+
 }  // namespace kintsugi

@@ -48,4 +48,42 @@ std::vector<std::string> schedule_change_notes(const nlohmann::json& saved_layou
   return notes;
 }
 
+nlohmann::json batch_rampup_json(const TrainConfig& t, const BatchSchedule& batches,
+                                 std::int64_t step) {
+  const BatchRampup& r = batches.ramp();
+  return {{"start", r.start},
+          {"increment", r.increment},
+          {"samples", r.samples},
+          {"global_batch", t.global_batch},
+          {"lr_rule", t.batch_lr_rule},
+          {"samples_consumed", batches.consumed_before(step)}};
+}
+
+std::vector<std::string> rampup_resume_notes(const nlohmann::json& saved_layout,
+                                             const BatchSchedule& batches, std::int64_t step) {
+  std::vector<std::string> notes;
+  if (!batches.ramped() && !saved_layout.contains("batch_rampup")) return notes;
+  const std::int64_t consumed = batches.consumed_before(step);
+  if (consumed != batches.replayed_consumed_at_start())
+    notes.push_back(fmt::format(
+        "note: the checkpoint's run consumed {} sequences in its {} steps, this config's batches "
+        "would have consumed {}: the batch ramp-up continues from the checkpoint's {}",
+        consumed, step, batches.replayed_consumed_at_start(), consumed));
+  if (!batches.ramped()) {
+    notes.push_back("note: the checkpoint's run ramped its batch up; this run does not "
+                    "(train.batch_rampup = []): every step takes train.global_batch");
+    return notes;
+  }
+  const std::int64_t full = batches.first_full_step();
+  if (step >= batches.steps()) return notes;  // nothing left to train
+  notes.push_back(
+      step >= full
+          ? fmt::format("batch ramp-up: done before step {} ({} sequences consumed)", step + 1,
+                        consumed)
+          : fmt::format("batch ramp-up: {} sequences consumed, step {} takes {} sequences; the "
+                        "full batch of {} from step {}",
+                        consumed, step + 1, batches.batch(step), batches.max_batch(), full + 1));
+  return notes;
+}
+
 }  // namespace kintsugi

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kintsugi/train/batch_rampup.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi {
@@ -20,5 +21,19 @@ nlohmann::json lr_schedule_json(const TrainConfig& train);
 // otherwise (also for checkpoints that predate the record).
 std::vector<std::string> schedule_change_notes(const nlohmann::json& saved_layout,
                                                const TrainConfig& now, std::int64_t step);
+
+// A batch ramp-up's record for the checkpoint manifest's "layout" ("batch_rampup"): the ramp
+// [start, increment, samples], the global batch, the learning-rate rule, and the sequences
+// consumed by steps 1..step ("samples_consumed"; the progress record's tokens_seen over seq_len).
+nlohmann::json batch_rampup_json(const TrainConfig& train, const BatchSchedule& batches,
+                                 std::int64_t step);
+
+// Log lines for a resume into a ramp-up (`batches`, continued at `step`): where the ramp stands
+// (the batch of the next step), and a note when the checkpoint's run consumed another count of
+// sequences than this config's ramp would have by then (the ramp continues from the
+// checkpoint's count, as Megatron-LM's calculator does from its consumed samples). None
+// without a ramp.
+std::vector<std::string> rampup_resume_notes(const nlohmann::json& saved_layout,
+                                             const BatchSchedule& batches, std::int64_t step);
 
 }  // namespace kintsugi

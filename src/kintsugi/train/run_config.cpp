@@ -20,6 +20,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/train/batch_rampup.hpp"
 
 namespace kintsugi {
 
@@ -75,6 +76,14 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.global_batch", &c.train.global_batch, "sequences per optimizer step"},
       {"train.micro_batch", &c.train.micro_batch,
        "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
+      {"train.batch_rampup", &c.train.batch_rampup,
+       "batch-size ramp-up [start, increment, samples] (Megatron-LM's --rampup-batch-size): the "
+       "global batch starts at `start` and grows by `increment` every samples / ((global_batch "
+       "- start) / increment) consumed sequences until global_batch; every batch on the way "
+       "must be a multiple of micro_batch x dp (default []: none; docs/config.md)"},
+      {"train.batch_lr_rule", &c.train.batch_lr_rule,
+       "learning rate during the ramp-up: \"none\" (the schedule's), \"sqrt\" or \"linear\" "
+       "(the schedule's times (batch / global_batch)^(1/2) or ^1; docs/config.md)"},
       {"train.lr", &c.train.lr, "peak learning rate"},
       {"train.lr_schedule", &c.train.lr_schedule,
        "learning rate after the warm-up: \"cosine\" (to min_lr at decay_steps), \"linear\" (a "
@@ -446,6 +455,11 @@ void validate(const RunConfig& c) {
   if (t.global_batch % t.micro_batch != 0)
     fail("train.global_batch = {} is not a multiple of train.micro_batch = {}: change one of them",
          t.global_batch, t.micro_batch);
+  batch_rampup_of(t);  // its own checks
+  if (batch_lr_rule_of(t.batch_lr_rule) != BatchLrRule::none && t.batch_rampup.empty())
+    fail("train.batch_lr_rule = \"{}\" scales the learning rate with a ramped batch: it needs "
+         "train.batch_rampup",
+         t.batch_lr_rule);
   if (t.min_lr < 0 || t.min_lr > t.lr)
     fail("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr);
   if (t.warmup_steps < 0) fail("train.warmup_steps = {} must not be negative", t.warmup_steps);
@@ -567,6 +581,13 @@ void resolve_layout(RunConfig& c, int world) {
          world, p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world / (p.tp * p.pp), p.tp * p.dp * p.pp);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
+  // Every batch of a ramp-up is split over the same layout (train/batch_rampup.hpp).
+  for (std::int64_t batch : ramp_batches(batch_rampup_of(c.train), c.train.global_batch)) {
+    LayoutSpec spec = layout_spec(c);
+    spec.global_batch = batch;
+    if (const std::string problem = layout_problem(c.model, spec); !problem.empty())
+      fail("train.batch_rampup passes through a global batch of {}: {}", batch, problem);
+  }
   if (!p.tensor_grid.empty()) {
     // What 3D tensor parallelism does not support yet (docs/parallelism.md).
     const std::string grid = fmt::format("--tensor-grid {},{},{}", p.tensor_grid[0],

@@ -40,6 +40,10 @@ struct TrainConfig {
   std::int64_t steps = 100;
   std::int64_t global_batch = 16;  // sequences per optimizer step
   std::int64_t micro_batch = 2;    // sequences per forward/backward
+  // Batch-size ramp-up [start, increment, samples] (empty: none) and the learning-rate rule
+  // tied to the ramped batch: "none", "sqrt" or "linear" (train/batch_rampup.hpp).
+  std::vector<std::int64_t> batch_rampup;
+  std::string batch_lr_rule = "none";
   double lr = 6e-4;
   double min_lr = 6e-5;
   std::int64_t warmup_steps = 10;

@@ -8,6 +8,7 @@
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/train/job_energy.hpp"
 #include "kintsugi/train/stage_model.hpp"
 
 namespace kintsugi {
@@ -68,6 +69,10 @@ StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfi
   };
   const double scale = 1.0 / static_cast<double>(batch * seq);
   StepBenchmarkResult result;
+  OpenedCounter energy = open_device_counter(device_backend);
+  result.energy_source = energy.counter ? energy.counter->describe() : energy.why_not;
+  double joules = 0;  // of the timed unprofiled steps
+  bool energy_ok = energy.counter != nullptr;
   // The unprofiled steps' losses and gradient norms are kept (`record`).
   const auto timed_step = [&](bool record) {
     Stopwatch clock;
@@ -83,7 +88,13 @@ StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfi
 
   for (int s = 0; s < warmup + steps; ++s) {
     profiler.set_enabled(false);
+    const std::optional<double> before = energy_ok ? energy.counter->joules() : std::nullopt;
     const double plain = timed_step(true);
+    if (energy_ok && s >= warmup) {
+      const std::optional<double> after = energy.counter->joules();
+      energy_ok = before && after;
+      if (energy_ok) joules += *after - *before;
+    }
     if (s >= warmup) result.step_seconds.push_back(plain);
     if (!profile) continue;
     // Warm-up steps are profiled too: the timeline creates its events in the first.
@@ -99,6 +110,8 @@ StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfi
   result.tokens_per_s = batch * seq / result.median_seconds;
   result.gflops = model_flops_per_token(config, seq) * batch * seq / result.median_seconds / 1e9;
   result.peak_memory_bytes = device_backend.memory().peak_total();
+  if (energy_ok) result.joules_per_step = joules / static_cast<double>(steps);
+  else if (energy.counter) result.energy_source += ": a read failed, no energy reported";
   if (profile) {
     result.profile_events = profiler.uses_events();
     result.profile_marks = profiler.marks();

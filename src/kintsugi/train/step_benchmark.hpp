@@ -3,6 +3,7 @@
 // tokens: the engine's throughput without data loading or logging.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct StepBenchmarkResult {
   // Every unprofiled step's (warm-up included) mean token loss and gradient norm, in order: two
   // runs of the same benchmark must give the same bits (bench/gpu_check.sh compares them).
   std::vector<double> losses, grad_norms;
+  // Measured energy of the timed unprofiled steps (train/job_energy.hpp): their joules summed
+  // over their count, and what was measured, or why nothing was (energy_source then says so).
+  std::optional<double> joules_per_step;
+  std::string energy_source;
 };
 
 // With `profile`, every backend op of the profiled steps is timed (ProfilingBackend: with the

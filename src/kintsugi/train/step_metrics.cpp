@@ -25,6 +25,8 @@ nlohmann::json to_json(const StepMetrics& m) {
                       {"step_ms", m.step_seconds * 1e3},
                       {"elapsed_s", m.elapsed_seconds},
                       {"tokens_seen", m.tokens_seen},
+                      {"samples_seen", m.samples_seen},
+                      {"global_batch", m.global_batch},
                       {"tokens_per_s", m.tokens_per_s},
                       {"model_tflops", m.model_tflops},
                       {"mfu", m.mfu},
@@ -38,6 +40,11 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
   if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
+  if (m.energy_j) {
+    j["energy_j"] = *m.energy_j;
+    j["joules_per_token"] = *m.joules_per_token;
+    j["power_w"] = *m.energy_j / m.step_seconds;
+  }
   return j;
 }
 
@@ -47,6 +54,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
       {"train/lr", m.lr},
       {"train/grad_norm", m.grad_norm},
       {"train/tokens_seen", static_cast<double>(m.tokens_seen)},
+      {"train/global_batch", static_cast<double>(m.global_batch)},
       {"perf/step_ms", m.step_seconds * 1e3},
       {"perf/tokens_per_s", m.tokens_per_s},
       {"perf/model_tflops", m.model_tflops},
@@ -55,6 +63,11 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   if (m.val_loss) s.emplace_back("val/loss", *m.val_loss);
   if (m.loss_scale) s.emplace_back("train/loss_scale", *m.loss_scale);
   if (m.bubble) s.emplace_back("perf/bubble", *m.bubble);
+  if (m.energy_j) {
+    s.emplace_back("energy/step_j", *m.energy_j);
+    s.emplace_back("energy/joules_per_token", *m.joules_per_token);
+    s.emplace_back("energy/power_w", *m.energy_j / m.step_seconds);
+  }
   for (int k = 0; k < kMemoryKinds; ++k) {
     const std::string kind(name_of(static_cast<MemoryKind>(k)));
     s.emplace_back("memory/" + kind + "_bytes", static_cast<double>(m.memory_current[k]));
@@ -101,6 +114,9 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   if (m.loss_scale) line += fmt::format(" | scale {:g}", *m.loss_scale);
   if (m.skipped) line += " | skipped: gradient overflow";
   if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
+  if (m.energy_j)
+    line += fmt::format(" | {:.4g} J ({:.3g} J/token, {:.0f} W)", *m.energy_j,
+                        *m.joules_per_token, *m.energy_j / m.step_seconds);
   if (!m.comm_bytes.empty()) {
     std::uint64_t total = 0;
     for (const auto& [_, b] : m.comm_bytes) total += b;

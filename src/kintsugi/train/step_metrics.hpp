@@ -23,6 +23,8 @@ struct StepMetrics {
   double step_seconds = 0;
   double elapsed_seconds = 0;    // since the run (or this resumed part of it) started
   std::int64_t tokens_seen = 0;  // training tokens of every step so far, resumed ones included
+  std::int64_t samples_seen = 0;  // training sequences likewise (tokens_seen / seq_len)
+  std::int64_t global_batch = 0;  // sequences of this step (a batch ramp-up's, else the config's)
   double tokens_per_s = 0;
   double model_tflops = 0;  // achieved model TFLOP/s (plan/flops.hpp)
   double mfu = 0;           // model_tflops / peak
@@ -40,6 +42,10 @@ struct StepMetrics {
   // activations it held at once.
   std::optional<double> bubble;
   int activations_in_flight = 0;
+  // Measured energy of the step, the job's devices summed (train/job_energy.hpp): joules, and
+  // joules per training token; none where no counter is readable.
+  std::optional<double> energy_j;
+  std::optional<double> joules_per_token;
   // Training tokens drawn from each dataset so far, by path (a blend of data.train).
   std::map<std::string, std::int64_t> dataset_tokens;
 };

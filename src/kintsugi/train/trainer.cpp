@@ -28,7 +28,9 @@
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
+#include "kintsugi/train/batch_rampup.hpp"
 #include "kintsugi/train/evaluation.hpp"
+#include "kintsugi/train/job_energy.hpp"
 #include "kintsugi/train/loss_plot.hpp"
 #include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/resume_notes.hpp"
@@ -142,10 +144,11 @@ class TrainingRun {
         place_(topology, config_.parallel.sequence_parallel),
         backend_(make_backend(tc_.device, memory_)),
         model_(*backend_, config_, place_, tracer_),
-        rank_batch_(tc_.global_batch / place_.dp_size),
-        micro_batches_(static_cast<int>(rank_batch_ / tc_.micro_batch)),
+        micro_batches_(static_cast<int>(tc_.global_batch / place_.dp_size / tc_.micro_batch)),
         tokens_per_step_(tc_.global_batch * config_.model.seq_len),
         schedule_(lr_schedule_of(tc_)),
+        lr_rule_(batch_lr_rule_of(tc_.batch_lr_rule)),
+        batches_(tc_),
         out_(options.out_dir) {
     const double tokens = static_cast<double>(tokens_per_step_);
     flops_per_step_ = model_flops_per_token(config_.model, config_.model.seq_len) * tokens;
@@ -166,6 +169,7 @@ class TrainingRun {
 
   TrainSummary run() {
     restore();
+    energy_.emplace(*backend_, topology_);  // collective: every rank opens its counter
     announce();
     if (data_.val) {
       const auto initial = evaluate();
@@ -217,10 +221,16 @@ class TrainingRun {
           ckpt.manifest.at("layout").value("precision", "") == name_of(Precision::fp16))
         model_.loss_scaler().restore(ckpt.progress.loss_scaler);
       start_step_ = ckpt.progress.step;
-      // Recorded since checkpoints carry it; before, the run's own batch is the best guess.
-      tokens_before_ = ckpt.progress.tokens_seen >= 0 ? ckpt.progress.tokens_seen
-                                                      : start_step_ * tokens_per_step_;
       KINTSUGI_ASSERT(start_step_ <= tc_.steps);  // `kintsugi train` refuses such a checkpoint
+      // Recorded since checkpoints carry it; before, the run's own batches are the best guess.
+      // A ramp-up continues from the sequences the checkpoint's run consumed
+      // (train/batch_rampup.hpp): its tokens_seen over the sequence length, exact.
+      const std::int64_t seq = config_.model.seq_len;
+      const bool recorded = ckpt.progress.tokens_seen >= 0 && ckpt.progress.tokens_seen % seq == 0;
+      batches_ = BatchSchedule(tc_, start_step_, recorded ? ckpt.progress.tokens_seen / seq : -1);
+      for (const std::string& note : rampup_resume_notes(ckpt.manifest.at("layout"), batches_,
+                                                          start_step_))
+        resume_notes_.push_back(note);
       for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
     } else if (options_.init_weights) {
       // Shapes are checked against this rank's parameters, before any is written; the ranks
@@ -260,6 +270,8 @@ class TrainingRun {
                describe_layout(config_, place_, model_), tc_.global_batch, mc.seq_len,
                tokens_per_step_, micro_batches_, micro_batches_ == 1 ? "" : "es", tc_.micro_batch,
                flops_per_step_ / 1e9);
+    if (batches_.ramped()) fmt::print(log_, "{}\n", describe_rampup());
+    fmt::print(log_, "{}\n", energy_->description());  // once: what is measured, or why not
     fmt::print(log_, "data: train {} | val {}\n", describe_data(data_.train),
                data_.val ? describe_data(*data_.val)
                          : std::string("none (no data.val: evaluation skipped)"));
@@ -299,6 +311,7 @@ class TrainingRun {
                  layout.value("zero", 0), load_seconds_);
       for (const std::string& note : schedule_change_notes(layout, tc_, start_step_))
         fmt::print(log_, "{}\n", note);
+      for (const std::string& note : resume_notes_) fmt::print(log_, "{}\n", note);
     }
   }
 
@@ -318,12 +331,30 @@ class TrainingRun {
   // Adds the tokens of step `step`'s global batch to the dataset each sequence came from.
   // Training tokens of steps 1..step: the resumed steps at the batch they had, this run's at its.
   std::int64_t tokens_seen_after(std::int64_t step) const {
-    return tokens_before_ + (step - start_step_) * tokens_per_step_;
+    return batches_.consumed_before(step) * config_.model.seq_len;
+  }
+
+  // The ramp-up's log line: its batches, the steps at which each starts (as this run takes them)
+  // and the learning-rate rule.
+  std::string describe_rampup() const {
+    const BatchRampup& r = batches_.ramp();
+    std::string steps;
+    for (std::int64_t s = 0; s < tc_.steps; ++s)
+      if (s == 0 || batches_.batch(s) != batches_.batch(s - 1))
+        steps += fmt::format("{}{} from step {}", steps.empty() ? "" : ", ", batches_.batch(s),
+                             s + 1);
+    return fmt::format("batch ramp-up: {} -> {} sequences by {} over {} samples ({}) | "
+                       "learning rate {}",
+                       r.start, tc_.global_batch, r.increment, r.samples, steps,
+                       lr_rule_ == BatchLrRule::none
+                           ? std::string("as scheduled")
+                           : fmt::format("x (batch / {})^{}", tc_.global_batch,
+                                         lr_rule_ == BatchLrRule::sqrt ? "1/2" : "1"));
   }
 
   void count_dataset_tokens(std::int64_t step) {
     dataset_tokens_.resize(data_.train.num_sources());
-    for (std::int64_t i = 0; i < tc_.global_batch; ++i)
+    for (std::int64_t i = 0; i < batches_.batch(step); ++i)
       dataset_tokens_[data_.train.source_of(step, i)] += config_.model.seq_len;
   }
 
@@ -334,26 +365,33 @@ class TrainingRun {
     if (traced && topology_) topology_->world().barrier();  // one time origin for all ranks
     tracer_.start(traced, backend_->timeline());
     const auto bytes_before = bytes_sent(topology_);
-    const std::int64_t first_sequence = place_.dp_rank * rank_batch_, mb = tc_.micro_batch;
+    // The step's global batch (a ramp-up's, train/batch_rampup.hpp) split as the full one is.
+    const std::int64_t batch = batches_.batch(step), rank_batch = batch / place_.dp_size;
+    const int micro_batches = static_cast<int>(rank_batch / tc_.micro_batch);
+    const std::int64_t step_tokens = batch * config_.model.seq_len;
+    const std::int64_t first_sequence = place_.dp_rank * rank_batch, mb = tc_.micro_batch;
     // 3D tensor parallelism: z rank k runs sequences [k mb / z, (k + 1) mb / z) of each
     // micro-batch (docs/parallelism.md).
     const std::int64_t share = mb / place_.depth_size, share_begin = place_.depth_rank * share;
+    energy_->begin();
     Stopwatch clock;
-    const double lr = schedule_.at(step);
-    stop_checks_ = micro_batches_;
+    const double lr = schedule_.at(step) * batch_lr_factor(lr_rule_, batch, tc_.global_batch);
+    stop_checks_ = micro_batches;
     const int delay = test_delay_.first == "train" ? test_delay_.second : 0;
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           data_.train.sample(step, first_sequence + k * mb + share_begin, share, tokens, targets);
           sleep_ms(delay);
         },
-        micro_batches_, 1.0 / static_cast<double>(tokens_per_step_), lr, tc_.grad_clip);
+        micro_batches, 1.0 / static_cast<double>(step_tokens), lr, tc_.grad_clip);
     if (model_.interrupted()) return std::nullopt;
     const double seconds = clock.seconds();
+    const std::optional<double> joules = energy_->end();  // collective, like the loss's sum
 
     StepMetrics m;
     m.step = step + 1;
-    m.loss = result.loss_sum / static_cast<double>(tokens_per_step_);
+    m.loss = result.loss_sum / static_cast<double>(step_tokens);
+    m.global_batch = batch;
     m.lr = lr;
     m.grad_norm = result.grad_norm;
     if (model_.loss_scaler().enabled()) {
@@ -368,13 +406,19 @@ class TrainingRun {
       fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps", m.loss,
            m.step);
     m.step_seconds = seconds;
-    m.tokens_per_s = static_cast<double>(tokens_per_step_) / seconds;
-    m.model_tflops = flops_per_step_ / seconds / 1e12;
+    // FLOPs scale with the step's tokens (a ramp-up's smaller batches do less work).
+    const double of_full = static_cast<double>(batch) / static_cast<double>(tc_.global_batch);
+    m.tokens_per_s = static_cast<double>(step_tokens) / seconds;
+    m.model_tflops = of_full * flops_per_step_ / seconds / 1e12;
     if (peak_) {
-      m.mfu = flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
-      m.hfu = hardware_flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
+      m.mfu = of_full * flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
+      m.hfu = of_full * hardware_flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
+    if (joules) {
+      m.energy_j = *joules;
+      m.joules_per_token = *joules / static_cast<double>(step_tokens);
+    }
     count_dataset_tokens(step);
     for (std::size_t k = 0; k < dataset_tokens_.size(); ++k)
       m.dataset_tokens[data_.train.tokens(k).path().string()] += dataset_tokens_[k];
@@ -415,6 +459,7 @@ class TrainingRun {
     }
     m.activations_in_flight = model_.peak_in_flight();
     m.tokens_seen = tokens_seen_after(m.step);
+    m.samples_seen = batches_.consumed_before(m.step);
     m.elapsed_seconds = run_clock_.seconds();
     curve_.train.emplace_back(m.step, m.loss);
     if (m.step == start_step_ + 1) summary_.first_loss = m.loss;
@@ -423,9 +468,8 @@ class TrainingRun {
     const std::int64_t steps = tc_.steps - start_step_;
     if (m.step > start_step_ + 1 || steps == 1) {
       timed_seconds_ += m.step_seconds;
-      summary_.tokens_per_s = static_cast<double>(tokens_per_step_) *
-                              static_cast<double>(steps == 1 ? 1 : m.step - start_step_ - 1) /
-                              timed_seconds_;
+      timed_tokens_ += static_cast<double>(m.global_batch * config_.model.seq_len);
+      summary_.tokens_per_s = timed_tokens_ / timed_seconds_;
     }
     if (!place_.chief) return;
     try {
@@ -520,6 +564,7 @@ class TrainingRun {
                                  .tokens_seen = tokens_seen_after(step)};
     nlohmann::json layout = layout_json(config_, place_);
     layout["lr_schedule"] = lr_schedule_json(tc_);  // a resumed run says what it changes
+    if (batches_.ramped()) layout["batch_rampup"] = batch_rampup_json(tc_, batches_, step);
     Stopwatch clock;
     saved_step_ = step;
     summary_.last_train_checkpoint =
@@ -621,20 +666,22 @@ class TrainingRun {
   std::unique_ptr<Backend> backend_;
   Tracer tracer_;
   StageModel model_;
-  const std::int64_t rank_batch_;  // sequences of this data-parallel rank per step
-  const int micro_batches_;
-  const std::int64_t tokens_per_step_;
+  const int micro_batches_;              // per data-parallel rank, at the full global batch
+  const std::int64_t tokens_per_step_;  // at the full global batch
   const LrSchedule schedule_;
+  const BatchLrRule lr_rule_;
+  BatchSchedule batches_;  // every step's global batch (a ramp-up's); set again on resume
   const fs::path out_;
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
   double core_share_ = 1.0, peak_total_gflops_ = 0;  // rank 0: the job's MFU peak
   std::optional<MetricsWriter> metrics_;
   std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
+  std::optional<JobEnergy> energy_;  // measured joules per step, where a counter is readable
   TrainSummary summary_;
   LossCurve curve_;
   std::int64_t start_step_ = 0, steps_done_ = 0;
-  std::int64_t tokens_before_ = 0;  // tokens of the steps a resumed checkpoint had done
+  std::vector<std::string> resume_notes_;  // what the log says about a resumed ramp-up
   std::vector<std::int64_t> dataset_tokens_;  // training tokens drawn from each dataset
   std::int64_t saved_step_ = -1;
   std::optional<double> last_val_loss_;  // of step steps_done_, when it was evaluated
@@ -642,7 +689,7 @@ class TrainingRun {
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
   const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
-  double load_seconds_ = 0, timed_seconds_ = 0;
+  double load_seconds_ = 0, timed_seconds_ = 0, timed_tokens_ = 0;
   Stopwatch run_clock_;
 };
 

@@ -61,6 +61,8 @@ cudaError_t cudaGetLastError();
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int device);
+// The emulated device has no PCI address: NVML finds no GPU for it (docs/energy.md).
+cudaError_t cudaDeviceGetPCIBusId(char* pci_bus_id, int len, int device);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 // Events: the work before a record has run when it returns, so an event holds the host time of

@@ -42,6 +42,9 @@ Context::Context() {
   total_memory_ = props.totalGlobalMem;
   compute_capability_ = props.major * 10 + props.minor;
   multiprocessors_ = props.multiProcessorCount;
+  char pci[32] = {};
+  if (cudaDeviceGetPCIBusId(pci, sizeof pci, device_) == cudaSuccess) pci_bus_id_ = pci;
+  else cudaGetLastError();  // no id: no energy counter (docs/energy.md), not an error
   if (compute_capability_ < KINTSUGI_CUDA_MIN_ARCH)
     fail(
         "GPU {} has compute capability {}.{}, but this kintsugi was built for {}.{} and newer: "

@@ -29,13 +29,15 @@ class Context {
   std::size_t total_memory() const { return total_memory_; }
   int compute_capability() const { return compute_capability_; }
   int multiprocessors() const { return multiprocessors_; }
+  // "0000:19:00.0": how NVML finds this device whatever CUDA_VISIBLE_DEVICES renumbered.
+  const std::string& pci_bus_id() const { return pci_bus_id_; }
 
  private:
   Context();
   int device_ = 0, compute_capability_ = 0, multiprocessors_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t blas_ = nullptr;
-  std::string name_;
+  std::string name_, pci_bus_id_;
   std::size_t total_memory_ = 0;
 };
 

@@ -1,0 +1,84 @@
+#include "kintsugi/train/job_energy.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "kintsugi/backend/device_info.hpp"
+
+namespace kintsugi {
+
+OpenedCounter open_device_counter(const Backend& backend) {
+  if (const char* v = std::getenv("KINTSUGI_ENERGY"); v && std::strcmp(v, "0") == 0)
+    return {nullptr, "KINTSUGI_ENERGY=0 turns the energy counters off"};
+  // KINTSUGI_TEST_POWERCAP_ROOT: a fake powercap tree in place of /sys/class/powercap (the
+  // energy tests, on machines without RAPL).
+  if (backend.device() == Device::cpu) {
+    const char* root = std::getenv("KINTSUGI_TEST_POWERCAP_ROOT");
+    return root ? open_rapl(root) : open_rapl();
+  }
+  const std::string pci = pci_bus_id(backend);
+  if (pci.empty())
+    return {nullptr, fmt::format("no energy counter: {} has no PCI bus id for NVML",
+                                 backend.hardware())};
+  return open_nvml(pci);
+}
+
+JobEnergy::JobEnergy(const Backend& backend, const Topology* topology) : topology_(topology) {
+  OpenedCounter opened = open_device_counter(backend);
+  counter_ = std::move(opened.counter);
+  Communicator* world = topology ? &topology->world() : nullptr;
+  const int ranks = world ? world->size() : 1;
+  const double have = world ? world->host_all_reduce(counter_ ? 1.0 : 0.0) : (counter_ ? 1.0 : 0.0);
+  if (have < ranks) {
+    description_ = counter_ ? fmt::format("energy not measured: {} of {} ranks have no energy "
+                                          "counter (every rank needs one)",
+                                          ranks - static_cast<int>(have), ranks)
+                            : "energy not measured: " + opened.why_not;
+    counter_.reset();
+    return;
+  }
+  // Rank 0 learns which ranks read the same hardware and gives each piece one reader.
+  std::vector<double> weights(static_cast<std::size_t>(ranks), 0.0);
+  const std::vector<std::string> identities =
+      world ? world->host_gather(counter_->identity(), 0)
+            : std::vector<std::string>{counter_->identity()};
+  int distinct = 0;
+  if (!world || world->rank() == 0) {
+    std::map<std::string, int> first;
+    for (int r = 0; r < ranks; ++r)
+      if (first.emplace(identities[static_cast<std::size_t>(r)], r).second) {
+        weights[static_cast<std::size_t>(r)] = 1;
+        ++distinct;
+      }
+  }
+  if (world) world->host_all_reduce(weights, ReduceOp::sum);
+  weight_ = weights[static_cast<std::size_t>(world ? world->rank() : 0)];
+  measured_ = true;
+  description_ = fmt::format("energy: {} (rank 0's){}", counter_->describe(),
+                             ranks > 1 ? fmt::format(", {} counter{} over {} ranks summed",
+                                                     distinct, distinct == 1 ? "" : "s", ranks)
+                                       : "");
+}
+
+void JobEnergy::begin() {
+  if (!measured_) return;
+  before_ = counter_->joules().value_or(-1);
+}
+
+std::optional<double> JobEnergy::end() {
+  if (!measured_) return std::nullopt;
+  const std::optional<double> now = counter_->joules();
+  const bool ok = now && before_ >= 0;
+  std::vector<double> v = {ok ? weight_ * (*now - before_) : 0.0, ok ? 0.0 : 1.0};
+  if (topology_) topology_->world().host_all_reduce(v, ReduceOp::sum);
+  if (v[1] > 0) {  // a counter failed somewhere: stop reporting rather than under-count
+    measured_ = false;
+    return std::nullopt;
+  }
+  return v[0];
+}
+
+}  // namespace kintsugi

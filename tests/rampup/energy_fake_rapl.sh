@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Measured energy end to end on a fake RAPL package (docs/energy.md): a writer advances
+# energy_uj at 100 W of wall time (renamed into place, as sysfs never shows a half-written
+# value); a serial run and a 2-rank run on this one "package" must report energy_j, power_w and
+# joules_per_token in metrics.jsonl and TensorBoard, with power near 100 W: the two ranks
+# read the same package and count it once (200 W would be a double count). Each micro-batch is
+# made 80 ms longer (KINTSUGI_TEST_SLOW_MICRO_BATCHES) so that a step outlasts the writer's
+# update period many times.
+# Usage: energy_fake_rapl.sh KINTSUGI OUT_DIR CHECK_TFEVENTS [common flags...]
+set -euo pipefail
+kintsugi="$1" out="$2" tfevents="$3"
+shift 3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+dir="$out/energy"
+rm -rf "$dir"
+zone="$dir/powercap/intel-rapl:0"
+mkdir -p "$zone"
+echo package-0 >"$zone/name"
+echo 262143328850 >"$zone/max_energy_range_uj"
+echo 0 >"$zone/energy_uj"
+start=$(date +%s%N)
+(
+  while :; do  # microjoules at 100 W: (ns since start) / 10
+    echo $((($(date +%s%N) - start) / 10)) >"$zone/energy_uj.tmp"
+    mv "$zone/energy_uj.tmp" "$zone/energy_uj"
+    sleep 0.005
+  done
+) &
+writer=$!
+trap 'kill $writer 2>/dev/null' EXIT
+export KINTSUGI_TEST_POWERCAP_ROOT="$dir/powercap" KINTSUGI_TEST_SLOW_MICRO_BATCHES=train:80
+"$kintsugi" train "$@" --tensorboard "$dir/serial/tb" --out "$dir/serial" >"$dir/serial.log"
+mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" train "$@" --dp 2 \
+  --out "$dir/dp2" >"$dir/dp2.log"
+grep -q "^energy: RAPL package-0 (rank 0's)$" "$dir/serial.log"
+grep -q "^energy: RAPL package-0 (rank 0's), 1 counter over 2 ranks summed$" "$dir/dp2.log"
+python3 "$tfevents" "$dir/serial/tb" "$dir/serial/metrics.jsonl"
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+for run in ("serial", "dp2"):
+    lines = [json.loads(l) for l in open(f"{d}/{run}/metrics.jsonl") if l.strip()]
+    for r in lines:
+        tokens = r["global_batch"] * (r["tokens_seen"] // r["samples_seen"])
+        assert abs(r["joules_per_token"] * tokens - r["energy_j"]) <= 1e-9 * r["energy_j"], r
+        assert abs(r["power_w"] * r["step_ms"] / 1e3 - r["energy_j"]) <= 1e-9 * r["energy_j"], r
+    # Over all steps: each reading may lag the writer by one of its updates (a few ms, more on
+    # a busy machine); the sum over steps of ~0.7 s each averages that out.
+    power = sum(r["energy_j"] for r in lines) / sum(r["step_ms"] / 1e3 for r in lines)
+    print(f"{run}: {power:.1f} W over {len(lines)} steps (the fake package: 100 W)")
+    if not 70 < power < 130:
+        sys.exit(f"{run}: measured {power:.1f} W of a 100 W fake package")
+PY
