@@ -160,3 +160,22 @@ add_test(NAME mpi.grid_eval_2x1x2
                  ${MPI_OUT}/serial_mb2/model ${MPI_DATA}/brown/val.bin 2,1,2 4)
 set_tests_properties(mpi.grid_eval_2x1x2 PROPERTIES FIXTURES_REQUIRED serial_mb2_run
                                                     PROCESSORS 4 TIMEOUT 120)
+
+# Validation with fewer evaluation micro-batches than data-parallel ranks under a grid
+# (train.eval_batches 1 over dp 2: a rank with no share; 3: shares that differ), as the 1D
+# layouts do in mpi_tests.cmake: every rank runs the same grid collectives whatever its share,
+# and the validation loss is the serial run's over the same windows; a hang fails within
+# comm.timeout_s.
+mpi_eval_test(grid_2x1x1_dp2 4 "1;3" --tensor-grid 2,1,1 --dp 2)
+mpi_eval_test(grid_1x2x1_dp2 4 "1" --tensor-grid 1,2,1 --dp 2)
+
+# Overlap of the grid's collectives with computation (parallel.tensor_grid_overlap) is
+# bit-identical to the blocking path and visible in the Chrome trace (tests/mpi/grid_overlap.sh).
+foreach(case "2x2x1;--tensor-grid;2,2,1" "1x2x2;--tensor-grid;1,2,2;--set;train.micro_batch=2")
+  list(POP_FRONT case name)
+  add_test(NAME mpi.grid_overlap_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/grid_overlap.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} grid_overlap_${name} 4 ${MICRO_RUN}
+                   ${case})
+  set_tests_properties(mpi.grid_overlap_${name} PROPERTIES PROCESSORS 4 TIMEOUT 300)
+endforeach()

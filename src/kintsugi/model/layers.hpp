@@ -10,6 +10,7 @@
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/comm/tensor_grid.hpp"
 #include "kintsugi/comm/tensor_parallel.hpp"
+#include "kintsugi/core/trace.hpp"
 
 namespace kintsugi {
 
@@ -25,6 +26,10 @@ struct LayerContext {
   // 3D tensor parallelism (model/grid_linear.hpp): the blocks' linear layers use this grid and
   // `tp` is its xy plane (embeddings, LM head and loss); null otherwise.
   const TensorGrid* grid = nullptr;
+  // With a grid: overlap its collectives with computation (parallel.tensor_grid_overlap), and
+  // where a traced step records them (null: nowhere).
+  bool grid_overlap = false;
+  Tracer* tracer = nullptr;
   // Ranks the attention heads and MLP columns are split over: the grid's y, or tp.
   int head_split() const { return grid ? grid->shape().y : tp.size(); }
   int head_rank() const { return grid ? grid->coords().y : tp.rank(); }

@@ -28,6 +28,9 @@ struct ChunkSpec {
   // Document attention (data.document_attention) when >= 0: the id that ends a document.
   // Attention does not cross it and positions restart after it (set_documents).
   std::int32_t document_end_id = -1;
+  // 3D tensor parallelism: overlap the grid's collectives with computation
+  // (parallel.tensor_grid_overlap; model/grid_linear.hpp).
+  bool grid_overlap = true;
 };
 
 // Element types and storage of a chunk. Activations and parameters use the compute type;
@@ -104,6 +107,8 @@ class ModelChunk {
 
   // Told which parameter units forward and backward use, and when gradients are final.
   void set_observer(UnitObserver* observer) { observer_ = observer; }
+  // Where the grid layers record their collectives and GEMMs during a traced step.
+  void set_tracer(Tracer* tracer) { ctx_.tracer = tracer; }
 
  protected:
   LmHead& head() { return *head_; }

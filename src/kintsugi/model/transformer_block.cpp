@@ -149,10 +149,15 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
       block = std::max(block, GridLinear::block_elements(g, in, out, role));
     const DType gt = ctx.params.grad_dtype();
     GridWorkspace& gw = ws.grid;
-    gw.weight = gz > 1 ? c.take(dt, {block}) : Tensor{};
-    gw.dweight = gz > 1 ? c.take(gt, {block}) : Tensor{};
-    gw.dshard = gz > 1 ? c.take(gt, {block / gz}) : Tensor{};
-    gw.dbias = gz > 1 ? c.take(gt, {std::max(qkv_width(config), config.d_ff)}) : Tensor{};
+    // Overlap keeps a second copy of each: one layer's block computes while the next one's is
+    // gathered, and one layer's gradient is reduce-scattered while the next one's is computed.
+    const int copies = gz == 1 ? 0 : ctx.grid_overlap ? 2 : 1;
+    for (int k = 0; k < copies; ++k) {
+      gw.weight[k] = c.take(dt, {block});
+      gw.dweight[k] = c.take(gt, {block});
+      gw.dshard[k] = c.take(gt, {block / gz});
+      gw.dbias[k] = c.take(gt, {std::max(qkv_width(config), config.d_ff)});
+    }
     gw.d_act = c.take(dt, {rows, config.d_ff / t});
     if (gx > 1) {
       gw.in = c.take(dt, {rows, d / gx});
@@ -321,20 +326,20 @@ void TransformerBlock::forward_grid(int slot, const Tensor& x, const Tensor& y,
   };
   // Attention half: qkv's output holds this y's heads, replicated over x.
   ln1_.forward(x, s.ln1, s.ln1_mean, s.ln1_rstd);
-  grid_qkv_->forward(slice(s.ln1), s.qkv, g);
+  grid_qkv_->forward(slice(s.ln1), s.qkv, g, &*grid_proj_);
   const AttentionShape shape = this->shape(slot);
   if (config_.is_llama()) be.rope(shape, s.qkv, config_.rope_theta, false);
   be.attention_forward(shape, s.qkv, s.attn, s.lse);
   const Tensor attn_out = cols.whole() ? s.mid : g.out;
-  grid_proj_->forward(s.attn, attn_out, g);
+  grid_proj_->forward(s.attn, attn_out, g, &*grid_fc_);
   cols.gather(attn_out, s.mid, g);
   be.add(x, s.mid, s.mid);
   // MLP half: fc's output holds this y's columns; the GELU (SwiGLU) runs on them where they are.
   ln2_->forward(s.mid, s.ln2, s.ln2_mean, s.ln2_rstd);
   const Tensor in2 = slice(s.ln2);
-  grid_fc_->forward(in2, s.fc, g);
+  grid_fc_->forward(in2, s.fc, g, grid_up_ ? &*grid_up_ : &*grid_fc2_);
   if (grid_up_) {
-    grid_up_->forward(in2, s.up, g);
+    grid_up_->forward(in2, s.up, g, &*grid_fc2_);
     be.swiglu_forward(s.fc, s.up, s.act);
   } else {
     be.gelu_forward(s.fc, s.act);
@@ -360,26 +365,30 @@ void TransformerBlock::backward_grid(int slot, const Tensor& x, const Tensor& d_
   const Tensor d_in = cols.whole() ? ws.d_norm_full : g.d_in;
   const AttentionShape shape = this->shape(slot);
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
-  grid_fc2_->backward(slice(d_residual, g.d_out), s.act, &g.d_act, g);
+  grid_fc2_->backward(slice(d_residual, g.d_out), s.act, &g.d_act, g, false, true, &*grid_fc_);
   const Tensor in2 = slice(s.ln2, g.in);
   if (grid_up_) {
     // The input gradient of gate and up, summed before its one reduction over y.
     be.swiglu_backward(s.fc, s.up, g.d_act, ws.d_fc, ws.d_up);
-    grid_fc_->backward(ws.d_fc, in2, &d_in, g, false, false);
-    grid_up_->backward(ws.d_up, in2, &d_in, g, true);
+    grid_fc_->backward(ws.d_fc, in2, &d_in, g, false, false, &*grid_up_);
+    grid_up_->backward(ws.d_up, in2, &d_in, g, true, true, &*grid_proj_);
   } else {
     be.gelu_backward(s.fc, g.d_act, ws.d_fc);
-    grid_fc_->backward(ws.d_fc, in2, &d_in, g);
+    grid_fc_->backward(ws.d_fc, in2, &d_in, g, false, true, &*grid_proj_);
   }
   cols.gather(d_in, ws.d_norm_full, g);
   ln2_->backward(ws.d_norm_full, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
-  grid_proj_->backward(slice(d_residual, g.d_out), s.attn, &ws.d_attn, g);
+  grid_proj_->backward(slice(d_residual, g.d_out), s.attn, &ws.d_attn, g, false, true,
+                      &*grid_qkv_);
   be.attention_backward(shape, s.qkv, s.attn, s.lse, ws.d_attn, ws.d_qkv);
   if (config_.is_llama()) be.rope(shape, ws.d_qkv, config_.rope_theta, true);
   grid_qkv_->backward(ws.d_qkv, slice(s.ln1, g.in), &d_in, g);
   cols.gather(d_in, ws.d_norm_full, g);
   ln1_.backward(ws.d_norm_full, x, s.ln1_mean, s.ln1_rstd, d_residual);
+  // The last weight-gradient reduce-scatters ran on while the x gather and the norm computed;
+  // the block's gradients are final once they end (model/grid_linear.hpp).
+  GridLinear::flush(ctx_, g);
 }
 
 }  // namespace kintsugi

@@ -156,6 +156,9 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"parallel.tensor_grid", &c.parallel.tensor_grid,
        "3D tensor parallelism (AxoNN): [x, y, z] with x y z = tp, e.g. [2, 2, 1] (default []: "
        "1D Megatron tensor parallelism over tp ranks)"},
+      {"parallel.tensor_grid_overlap", &c.parallel.tensor_grid_overlap,
+       "3D tensor parallelism: prefetch weight all-gathers and overlap backward's all-reduces "
+       "and weight-gradient reduce-scatters with computation (false: blocking; same results)"},
       {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
        "split norms and residuals along the sequence across tensor-parallel ranks"},
       {"parallel.order", &c.parallel.order,

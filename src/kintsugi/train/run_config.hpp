@@ -87,6 +87,9 @@ struct ParallelConfig {
   std::int64_t hsdp = 0;           // shard groups of this many data-parallel ranks (0: all)
   // 3D tensor parallelism: [x, y, z], x y z = tp (empty: Megatron's 1D tensor parallelism)
   std::vector<std::int64_t> tensor_grid;
+  // 3D tensor parallelism: overlap the grid's collectives with computation (false: each one
+  // blocks where it is issued; the same bits either way)
+  bool tensor_grid_overlap = true;
 };
 
 struct MetricsConfig {

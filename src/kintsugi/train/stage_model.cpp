@@ -53,7 +53,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
                          .head = g == p * v - 1,
-                         .document_end_id = end_of_document};
+                         .document_end_id = end_of_document,
+                         .grid_overlap = c.parallel.tensor_grid_overlap};
     const ChunkStorage storage{.compute = compute,
                                .grad = grad,
                                .allocate = false,
@@ -70,6 +71,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                         .weight_decay = c.train.weight_decay},
         static_cast<std::uint64_t>(c.train.seed)));
     model.set_observer(states_.back().get());
+    model.set_tracer(&tracer);
     // The tied token table's two copies (first and last stage) are summed before the
     // data-parallel reduction of their units (untied families, Llama, have no second copy).
     const int tied = model.params().find("embedding.token.weight");
