@@ -12,6 +12,7 @@
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -23,6 +24,7 @@
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "kintsugi/train/tokenizer_check.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
@@ -35,7 +37,8 @@ struct Args {
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
   std::string tensor_grid;
-  bool sequence_parallel = false, help_config = false, overwrite = false;
+  bool sequence_parallel = false, help_config = false, overwrite = false,
+       allow_tokenizer_mismatch = false;
 };
 
 // The command-line flags as config overrides, after the --set ones (so that flags win).
@@ -103,6 +106,8 @@ void run(const Args& args) {
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
+  data::TokenizerIdentity tokenizer;  // of the data (tokenizer_identity.hpp)
+  std::vector<std::string> tokenizer_notes;
   const std::string out_dir =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
@@ -123,6 +128,8 @@ void run(const Args& args) {
       fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
            args.trace);
     inputs.emplace(open_inputs(config));
+    tokenizer = data_tokenizer({&inputs->train, inputs->val ? &*inputs->val : nullptr},
+                               config.data, args.allow_tokenizer_mismatch, tokenizer_notes);
     // The metrics file is locked with --out: it may lie outside it.
     if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
     if (args.overwrite && !args.resume.empty())
@@ -131,6 +138,14 @@ void run(const Args& args) {
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    std::string warning;
+    if (resume) {
+      data::check_same_tokenizer(
+          resume->dir.string(),
+          data::identity_from_json(resume->manifest, (resume->dir / "manifest.json").string()),
+          "this run's data", tokenizer, args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty()) tokenizer_notes.push_back(warning);
+    }
     if (resume && resume->progress.seed != config.train.seed && (!mpi || mpi->world_rank() == 0))
       fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
                  "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
@@ -141,8 +156,16 @@ void run(const Args& args) {
            resume->dir.string(), resume->progress.step, config.train.steps);
     if (!resume && args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
-    // A resumed run has its own weights; --init-from only starts runs.
-    if (!args.init_from.empty() && !resume)
+    // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
+    // training checkpoint gives its weights only (fine-tuning: step 0, new optimizer state).
+    if (!args.init_from.empty() && !resume && is_kintsugi_checkpoint(args.init_from)) {
+      KintsugiWeights w = read_kintsugi_weights(args.init_from, config.model);
+      data::check_same_tokenizer(args.init_from, w.tokenizer, "this run's data", tokenizer,
+                                 args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty()) tokenizer_notes.push_back(warning);
+      init_weights =
+          std::make_shared<const std::map<std::string, NamedTensor>>(std::move(w.tensors));
+    } else if (!args.init_from.empty() && !resume)
       init_weights = std::make_shared<const std::map<std::string, NamedTensor>>(
           read_hf_weights(args.init_from, config.model));
   } catch (const Error& e) {
@@ -152,8 +175,10 @@ void run(const Args& args) {
                  error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
   const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
 
-  if (!mpi || mpi->world_rank() == 0)
+  if (!mpi || mpi->world_rank() == 0) {
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
+    for (const std::string& note : tokenizer_notes) fmt::print("{}\n", note);
+  }
 
   set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
 
@@ -162,6 +187,7 @@ void run(const Args& args) {
   options.resume = std::move(resume);
   options.init_weights = std::move(init_weights);
   options.init_from = args.init_from;
+  options.tokenizer = data::to_json(tokenizer);
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   run_on_ranks(
@@ -231,8 +257,13 @@ void add_train_command(CLI::App& app) {
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");
   cmd->add_option("--init-from", args->init_from,
-                  "Start from the weights of a Hugging Face .safetensors file (e.g. a "
+                  "Start from the weights of a kintsugi run (<out>/model or a training "
+                  "checkpoint <out>/checkpoints/step-N: weights only, step 0, new optimizer "
+                  "state and schedule) or of a Hugging Face .safetensors file (e.g. a "
                   "pretrained GPT-2, or `kintsugi export` output) instead of random ones");
+  cmd->add_flag("--allow-tokenizer-mismatch", args->allow_tokenizer_mismatch,
+                "Train although the data files, data.tokenizer or the checkpoint name "
+                "different tokenizers (a warning instead of an error)");
   cmd->add_option("--save-every", args->save_every,
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,

@@ -270,7 +270,10 @@ class TrainingRun {
     }
     write_run_description(out_ / "run.json", config_, place_, model_);
     if (options_.init_weights && !options_.resume)
-      fmt::print(log_, "initial weights from {}\n", options_.init_from);
+      fmt::print(log_,
+                 "initial weights from {} (weights only: step 0, new optimizer state and "
+                 "learning-rate schedule)\n",
+                 options_.init_from);
     if (options_.resume) {
       const auto& layout = options_.resume->manifest.at("layout");
       fmt::print(log_,
@@ -492,7 +495,7 @@ class TrainingRun {
     saved_step_ = step;
     summary_.last_train_checkpoint =
         save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
-                              rank_state(model_, place_), keep)
+                              rank_state(model_, place_), keep, options_.tokenizer)
             .string();
     if (place_.chief)
       fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -537,7 +540,7 @@ class TrainingRun {
       if (place_.dp_rank == 0) {
         summary_.checkpoint_dir = (out_ / "model").string();
         save_model(summary_.checkpoint_dir, config_.model, model_.params(), steps_done_,
-                   place_.tp, place_.pp, model_.virtual_stages());
+                   place_.tp, place_.pp, model_.virtual_stages(), options_.tokenizer);
       }
       model_.release_all_params();
     }

@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -30,8 +31,13 @@ struct TrainOptions {
   std::optional<CheckpointInfo> resume;
   // Otherwise, initial weights (hf_io.hpp read_hf_weights) instead of random ones, and the
   // file they came from.
+  // Weights only (fine-tuning): the run starts at step 0 with zero optimizer state and the
+  // learning-rate schedule from its start.
   std::shared_ptr<const std::map<std::string, NamedTensor>> init_weights;
   std::string init_from;
+  // The identity of the data's tokenizer (data::to_json of a TokenizerIdentity; null: not
+  // known), recorded in model/ and every training checkpoint (tokenizer_identity.hpp).
+  nlohmann::json tokenizer;
 };
 
 struct TrainSummary {
