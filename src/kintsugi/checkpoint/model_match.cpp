@@ -10,7 +10,8 @@ namespace kintsugi {
 void check_loadable_model(const nlohmann::json& saved, const ModelConfig& ours,
                           const std::string& what, const std::string& fix) {
   std::string diff;
-  for (const auto& [key, value] : to_json(ours).items()) {
+  const nlohmann::json mine = to_json(ours);  // items() refers into it
+  for (const auto& [key, value] : mine.items()) {
     if (key == "name" || key == "vocab_pad_multiple" || key == "seq_len") continue;
     const nlohmann::json theirs = saved.contains(key) ? saved.at(key) : nlohmann::json();
     if (theirs != value)
