@@ -285,3 +285,34 @@ set_tests_properties(ckpt.tokens_seen_across_batch_change PROPERTIES TIMEOUT 300
 add_test(NAME ckpt.diverged_state_not_saved_on_stop
          COMMAND ${CKPT}/diverged_on_stop.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
 set_tests_properties(ckpt.diverged_state_not_saved_on_stop PROPERTIES TIMEOUT 120)
+
+# Fine-tuning from a kintsugi run (weights only: step 0, fresh optimizer and schedule): serial
+# from model/ against tp 2 x dp 2 (ZeRO-1) and pp 2 x dp 2 from the training checkpoint.
+add_test(NAME ckpt.finetune_from_model_tp2_dp2
+         COMMAND ${CKPT}/finetune.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                 ${CKPT_OUT}/finetune_tp2 "4 --tp 2 --dp 2 --zero 1" ${MICRO_RUN})
+add_test(NAME ckpt.finetune_from_model_pp2_dp2
+         COMMAND ${CKPT}/finetune.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                 ${CKPT_OUT}/finetune_pp2 "4 --pp 2 --dp 2" ${MICRO_RUN})
+set_tests_properties(ckpt.finetune_from_model_tp2_dp2 ckpt.finetune_from_model_pp2_dp2
+                     PROPERTIES PROCESSORS 4 TIMEOUT 300)
+# model.seq_len changed on resume and fine-tuning: RoPE and ALiBi any length, learned positions
+# shorter only (longer refused with the reason).
+foreach(family gpt2 llama bloom)
+  if(family STREQUAL "gpt2")
+    set(run ${MICRO_RUN})
+  else()
+    string(TOUPPER ${family} upper)
+    set(run ${${upper}_RUN})
+  endif()
+  add_test(NAME ckpt.seq_len_change_${family}
+           COMMAND ${CKPT}/seq_len_change.sh $<TARGET_FILE:kintsugi>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${family} ${run})
+  set_tests_properties(ckpt.seq_len_change_${family} PROPERTIES TIMEOUT 300)
+endforeach()
+# Token files and models carry their tokenizer's identity; train, generate, eval and
+# fine-tuning refuse a mismatch.
+add_test(NAME ckpt.tokenizer_identity
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenizer_identity.sh $<TARGET_FILE:kintsugi>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${MPI_DATA} ${MICRO_RUN})
+set_tests_properties(ckpt.tokenizer_identity PROPERTIES TIMEOUT 300)

@@ -70,16 +70,46 @@ TEST(TokenFile, LayoutMatchesTheSpec) {
   std::string bytes = read_bytes(dir.path / "t.bin");
   ASSERT_EQ(bytes.size(), 64u + 2 * tokens.size());
   EXPECT_EQ(bytes.substr(0, 8), "KTOKFILE");
-  EXPECT_EQ(le<std::uint32_t>(bytes, 8), 1u);    // version
+  EXPECT_EQ(le<std::uint32_t>(bytes, 8), 2u);    // version
   EXPECT_EQ(le<std::uint32_t>(bytes, 12), 64u);  // header size
   EXPECT_EQ(le<std::uint32_t>(bytes, 16), 2u);   // width
   EXPECT_EQ(le<std::uint32_t>(bytes, 20), 50257u);
   EXPECT_EQ(le<std::uint64_t>(bytes, 24), tokens.size());
   EXPECT_EQ(le<std::uint64_t>(bytes, 32), XXH3_64bits(bytes.data() + 64, bytes.size() - 64));
-  EXPECT_EQ(bytes.substr(40, 16), std::string(16, '\0'));
+  EXPECT_EQ(bytes.substr(40, 16), std::string(16, '\0'));  // no tokenizer given: 0
   EXPECT_EQ(le<std::uint64_t>(bytes, 56), XXH3_64bits(bytes.data(), 56));
   for (std::size_t i = 0; i < tokens.size(); ++i)
     EXPECT_EQ(le<std::uint16_t>(bytes, 64 + 2 * i), tokens[i]);
+}
+
+// The tokenizer's fingerprint sits at offset 40 and reads back; a version 1 file (the same
+// header, version 1, bytes 40..56 zero) still opens, with no fingerprint.
+TEST(TokenFile, RecordsTheTokenizerAndReadsVersion1) {
+  TempDir dir;
+  const std::vector<std::int32_t> tokens = {5, 6, 7};
+  write_token_file(dir.path / "t.bin", 300, tokens, 0x0123456789abcdefULL);
+  std::string bytes = read_bytes(dir.path / "t.bin");
+  EXPECT_EQ(le<std::uint64_t>(bytes, 40), 0x0123456789abcdefULL);
+  EXPECT_EQ(bytes.substr(48, 8), std::string(8, '\0'));
+  const auto file = TokenFile::open(dir.path / "t.bin");
+  EXPECT_EQ(file.tokenizer().vocab_size, 300);
+  EXPECT_EQ(file.tokenizer().fingerprint, 0x0123456789abcdefULL);
+  EXPECT_EQ(file.version(), 2u);
+
+  set_le<std::uint32_t>(bytes, 8, 1);
+  set_le<std::uint64_t>(bytes, 40, 0);
+  reseal_header(bytes);
+  write_bytes(dir.path / "v1.bin", bytes);
+  const auto old = TokenFile::open(dir.path / "v1.bin");
+  EXPECT_EQ(old.version(), 1u);
+  EXPECT_EQ(old.tokenizer().fingerprint, 0u);
+  EXPECT_EQ(old.tokenizer().vocab_size, 300);
+  EXPECT_EQ(all_tokens(old), tokens);
+  // Version 1 reserved bytes 40..56: a fingerprint there is damage, not data.
+  set_le<std::uint64_t>(bytes, 40, 7);
+  reseal_header(bytes);
+  write_bytes(dir.path / "v1bad.bin", bytes);
+  EXPECT_THROW(TokenFile::open(dir.path / "v1bad.bin"), kintsugi::Error);
 }
 
 TEST(TokenFile, RoundTripsNarrowAndWideTokens) {
@@ -165,8 +195,8 @@ TEST(TokenFile, DamagedFilesGiveClearErrors) {
       {"shorter than header", [](std::string& b) { b.resize(30); }, "truncated"},
       {"empty", [](std::string& b) { b.clear(); }, "truncated"},
       {"wrong magic", [](std::string& b) { b[0] = 'X'; }, "not a kintsugi token file"},
-      {"newer version", [](std::string& b) { set_le<std::uint32_t>(b, 8, 2); reseal_header(b); },
-       "format version 2"},
+      {"newer version", [](std::string& b) { set_le<std::uint32_t>(b, 8, 3); reseal_header(b); },
+       "format version 3"},
       {"flipped count", [](std::string& b) { b[24] ^= 1; }, "header checksum"},
       {"flipped payload", [](std::string& b) { b[64] ^= 1; }, "payload checksum"},
       {"width disagrees with vocab",

@@ -11,6 +11,7 @@
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
+#include "kintsugi/checkpoint/model_match.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
@@ -110,20 +111,6 @@ TrainProgress read_progress(const fs::path& dir, const json& m) {
   if (m.contains("tokens_seen") && !m.at("tokens_seen").is_null())
     p.tokens_seen = counter(dir, m, "tokens_seen", "tokens_seen", -1);
   return p;
-}
-
-// The model fields on which two configurations differ, e.g. "n_layer 2 (checkpoint) vs 4".
-// The preset's name and the vocabulary padding (stored tensors have none) may differ.
-std::string model_differences(const json& saved, const json& ours) {
-  std::string out;
-  for (const auto& [key, value] : ours.items()) {
-    if (key == "name" || key == "vocab_pad_multiple") continue;
-    const json theirs = saved.contains(key) ? saved.at(key) : json();
-    if (theirs != value)
-      out += fmt::format("{}{} {} (checkpoint) vs {}", out.empty() ? "" : ", ", key,
-                         theirs.dump(), value.dump());
-  }
-  return out;
 }
 
 // Values in this rank's share of the files (the share it checksummed): every weight and first
@@ -260,11 +247,9 @@ CheckpointInfo inspect_checkpoint(const fs::path& dir, const ModelConfig& model,
   CheckpointInfo info{dir, read_manifest(dir), {}};
   const json& m = info.manifest;
   try {
-    const std::string diff = model_differences(m.at("model"), to_json(model));
-    if (!diff.empty())
-      fail("{} was saved from a different model ({}): resume with the checkpoint's model.* "
-           "settings",
-           dir.string(), diff);
+    // model.seq_len may change where the family allows it (model_match.hpp).
+    check_loadable_model(m.at("model"), model, dir.string(),
+                         "resume with the checkpoint's model.* settings");
     info.progress = read_progress(dir, m);
 
     check_pieces(dir, m, check_files(dir, m, rank, world));

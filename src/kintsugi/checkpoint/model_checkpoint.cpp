@@ -154,7 +154,7 @@ std::vector<StoredTensor> receive_chunk(Communicator& pp, int from) {
 }
 
 void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64_t step,
-                      const std::vector<StoredTensor>& all) {
+                      const std::vector<StoredTensor>& all, const nlohmann::json& tokenizer) {
   const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -191,6 +191,7 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
                              {"data_bytes", offset},
                              {"data_xxh3", fmt::format("{:016x}", checksum)},
                              {"tensors", tensors}};
+  if (!tokenizer.is_null()) manifest["tokenizer"] = tokenizer;  // tokenizer_identity.hpp
   manifest[checkpoint_format::kManifestChecksum] = checkpoint_format::manifest_checksum(manifest);
   const fs::path manifest_path = tmp / "manifest.json";
   const std::string text = manifest.dump(2) + "\n";
@@ -210,7 +211,8 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
 
 void save_model(const fs::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
-                const TensorParallel& tp, Communicator* pp, int virtual_stages) {
+                const TensorParallel& tp, Communicator* pp, int virtual_stages,
+                const nlohmann::json& tokenizer) {
   const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
   std::vector<std::vector<StoredTensor>> local;
   for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
@@ -225,19 +227,20 @@ void save_model(const fs::path& dir, const ModelConfig& config,
     auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p);
     for (auto& t : part) all.push_back(std::move(t));
   }
-  write_checkpoint(dir, config, step, all);
+  write_checkpoint(dir, config, step, all, tokenizer);
 }
 
 void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
-                std::int64_t step) {
+                std::int64_t step, const nlohmann::json& tokenizer) {
   save_model(dir, config, std::vector<const ParamStore*>{&params}, step, TensorParallel{}, nullptr,
-             1);
+             1, tokenizer);
 }
 
 ModelCheckpointInfo read_model_info(const fs::path& dir) {
   const auto j = read_model_manifest(dir);
   return {model_config_from_json(j.at("model"), (dir / "manifest.json").string()),
-          j.value("step", std::int64_t{0})};
+          j.value("step", std::int64_t{0}),
+          data::identity_from_json(j, (dir / "manifest.json").string())};
 }
 
 namespace {

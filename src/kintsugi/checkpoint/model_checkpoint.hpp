@@ -11,31 +11,37 @@
 #include <filesystem>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/comm/communicator.hpp"
+#include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/comm/tensor_parallel.hpp"
 
 namespace kintsugi {
 
-// One process holding the whole model.
+// One process holding the whole model. `tokenizer`: the identity of the tokenizer its ids came
+// from (data::to_json; null: not known), kept in the manifest.
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
-                const ParamStore& params, std::int64_t step);
+                const ParamStore& params, std::int64_t step,
+                const nlohmann::json& tokenizer = nullptr);
 // A model spread over ranks: every rank of one data-parallel replica calls this with its
 // chunks (local chunk c is global chunk c x pp + stage). Tensor-parallel shards are gathered
 // into whole tensors, pipeline stages send theirs to the first stage, and tensor-parallel rank
 // 0 of the first stage writes the checkpoint.
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
-                const TensorParallel& tp, Communicator* pp, int virtual_stages);
+                const TensorParallel& tp, Communicator* pp, int virtual_stages,
+                const nlohmann::json& tokenizer = nullptr);
 
 struct ModelCheckpointInfo {
   ModelConfig config;
   std::int64_t step = 0;
+  data::TokenizerIdentity tokenizer;  // unknown for models saved before it was recorded
 };
 // Reads and checks the manifest only.
 ModelCheckpointInfo read_model_info(const std::filesystem::path& dir);

@@ -17,6 +17,7 @@
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
+#include "kintsugi/checkpoint/model_match.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
@@ -180,7 +181,7 @@ class TensorAssembler {
 
 fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, const json& layout,
                                const TrainProgress& progress, const RankState& rank,
-                               std::int64_t keep) {
+                               std::int64_t keep, const json& tokenizer) {
   const int me = rank.world ? rank.world->rank() : 0;
   const fs::path final_dir = checkpoint_path(root, progress.step);
   const fs::path tmp = partial_path(final_dir);
@@ -241,6 +242,7 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"tensors", tensors},
         {"files", files},
         {"pieces", pieces}};
+    if (!tokenizer.is_null()) manifest["tokenizer"] = tokenizer;  // tokenizer_identity.hpp
     manifest[kManifestChecksum] = manifest_checksum(manifest);
     data::AtomicFile out(tmp / "manifest.json");
     out.write(manifest.dump(1) + "\n");
@@ -279,7 +281,8 @@ void load_train_checkpoint(const CheckpointInfo& info, const RankState& rank) {
       if (!tensors.contains(spec.name))
         fail("{} has no tensor {}: it is a different model", info.dir.string(), spec.name);
       const auto stored = tensors.at(spec.name).at("shape").get<std::vector<std::int64_t>>();
-      if (stored != stored_shape(spec))
+      // A shorter context keeps the first rows of a learned position table (model_match.hpp).
+      if (!loadable_shape(spec.name, stored, stored_shape(spec)))
         fail("{}: tensor {} has shape {} but the model expects {}", info.dir.string(), spec.name,
              json(stored).dump(), json(stored_shape(spec)).dump());
       for (const Tensor* t : {&p.weights, &p.m, &p.v})

@@ -47,12 +47,14 @@ struct TrainProgress {
 };
 
 // Every rank calls this; writes <root>/step-N (partial name, synced, renamed), then rank 0
-// updates `latest` and keeps the newest `keep` checkpoints. `layout` is recorded for people.
-// Returns the checkpoint directory.
+// updates `latest` and keeps the newest `keep` checkpoints. `layout` is recorded for people,
+// `tokenizer` (data::to_json of the data's tokenizer; null: not known) for the commands that
+// check it. Returns the checkpoint directory.
 std::filesystem::path save_train_checkpoint(const std::filesystem::path& root,
                                             const ModelConfig& model, const nlohmann::json& layout,
                                             const TrainProgress& progress, const RankState& rank,
-                                            std::int64_t keep);
+                                            std::int64_t keep,
+                                            const nlohmann::json& tokenizer = nullptr);
 
 // A checked checkpoint: its manifest was read and found consistent with `model`; every piece
 // lies inside its file, the pieces cover every element of every tensor exactly once, the files

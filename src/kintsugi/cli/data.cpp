@@ -134,7 +134,9 @@ void add_tokenize(CLI::App& data) {
       const auto prefix = data::megatron_prefix(opt->out).string();
       written = prefix + ".bin and " + prefix + ".idx";
     } else {
-      data::TokenFileWriter writer(opt->out, tokenizer->vocab_size());
+      // The header records the tokenizer, so that a run with another one is refused
+      // (tokenizer_identity.hpp); Megatron's format has no place for it.
+      data::TokenFileWriter writer(opt->out, tokenizer->vocab_size(), tokenizer->fingerprint());
       stats = data::tokenize_corpus(*tokenizer, inputs, opt->corpus,
                                     [&](std::span<const std::int32_t> ids) { writer.append(ids); });
       refuse_empty();
@@ -165,8 +167,12 @@ void add_info(CLI::App& data) {
         continue;
       }
       auto file = data::TokenFile::open(path);
-      fmt::print("{}: {} tokens, vocab size {}, {} bytes per token, checksum {:016x}: valid\n",
-                 path, file.size(), file.vocab_size(), file.token_width(), file.checksum());
+      fmt::print("{}: {} tokens, vocab size {}, {} bytes per token, checksum {:016x}, tokenizer "
+                 "{}: valid\n",
+                 path, file.size(), file.vocab_size(), file.token_width(), file.checksum(),
+                 file.tokenizer().fingerprint != 0
+                     ? fmt::format("fingerprint {:016x}", file.tokenizer().fingerprint)
+                     : std::string("not recorded (format version 1)"));
     }
   });
 }

@@ -22,6 +22,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
+#include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/train/evaluation.hpp"
 #include "kintsugi/train/train_data.hpp"
@@ -39,7 +40,7 @@ struct Args {
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
   std::int64_t windows = 0, micro_batch = 1;
   int threads = 0;
-  bool sequence_parallel = false, json = false;
+  bool sequence_parallel = false, json = false, allow_tokenizer_mismatch = false;
 };
 
 // What the weights come from, read and checked on every rank before any model exists.
@@ -193,6 +194,16 @@ void run(const Args& args) {
     if (windows % mb != 0)
       fail("--windows {} is not a multiple of --micro-batch {}: change one of them", windows, mb);
     weights.emplace(read_weights(args, config, rank, world));
+    // The data's ids must be the ones the model was trained on (tokenizer_identity.hpp).
+    if (!args.checkpoint.empty()) {
+      std::string warning;
+      data::check_same_tokenizer(
+          args.checkpoint,
+          data::identity_from_json(read_manifest(args.checkpoint),
+                                   (fs::path(args.checkpoint) / "manifest.json").string()),
+          args.data, data->tokens().tokenizer(), args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty() && rank == 0) fmt::print("{}\n", warning);
+    }
   } catch (const Error& e) {
     error = e.what();
   }
@@ -246,6 +257,9 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  cmd->add_flag("--allow-tokenizer-mismatch", args->allow_tokenizer_mismatch,
+                "Evaluate although --data was made with another tokenizer than the checkpoint "
+                "records (a warning instead of an error)");
   cmd->callback([args] { run(*args); });
 }
 

@@ -20,6 +20,7 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/data/token_source.hpp"
 #include "kintsugi/data/tokenizer.hpp"
+#include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 
@@ -57,6 +58,7 @@ std::int32_t sample_token(std::vector<float>& logits, double temperature, int to
 struct Checkpoint {
   ModelConfig config;
   bool saved_model = false;
+  data::TokenizerIdentity tokenizer;  // as the manifest records it (may be unknown)
 };
 
 Checkpoint read_checkpoint_kind(const fs::path& dir) {
@@ -77,7 +79,8 @@ Checkpoint read_checkpoint_kind(const fs::path& dir) {
   if (manifest.is_discarded() || !manifest.contains("model"))
     fail("{}/manifest.json is corrupt: it names no model", dir.string());
   return {model_config_from_json(manifest.at("model"), (dir / "manifest.json").string()),
-          manifest.value("format", "") == "kintsugi-model"};
+          manifest.value("format", "") == "kintsugi-model",
+          data::identity_from_json(manifest, (dir / "manifest.json").string())};
 }
 
 void load_weights(const fs::path& dir, const Checkpoint& checkpoint, GptModel& model) {
@@ -143,7 +146,7 @@ void add_generate_command(CLI::App& app) {
     double temperature = 0.8;
     std::uint64_t seed = 0;
     std::string device = "cpu";
-    bool no_kv_cache = false;
+    bool no_kv_cache = false, allow_tokenizer_mismatch = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
@@ -153,7 +156,10 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
-                  "saved with the model, else data/gpt2-tokenizer)");
+                  "saved with the model; a training checkpoint carries none)");
+  cmd->add_flag("--allow-tokenizer-mismatch", args->allow_tokenizer_mismatch,
+                "Generate although --tokenizer is not the tokenizer the model records (a "
+                "warning instead of an error)");
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--tokens", args->tokens, "Tokens to generate")->check(CLI::Range(1, 100000));
   // Checked in the callback: one message for NaN (which passes a range check), inf and < 0.
@@ -177,10 +183,18 @@ void add_generate_command(CLI::App& app) {
       fail("--tokenizer {}: no such file or directory", args->tokenizer);
     // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
     const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
+    // The model's own tokenizer, or the one the user names: never a default one, whose ids
+    // would mean other text to this model (gibberish without an error).
+    if (args->tokenizer.empty() && !data::has_tokenizer_files(args->checkpoint))
+      fail("{} carries no tokenizer files{}: give the tokenizer it was trained with "
+           "(--tokenizer, e.g. the run's <out>/model or its data.tokenizer)",
+           args->checkpoint,
+           checkpoint.tokenizer.known()
+               ? fmt::format(" (it was trained on ids of a tokenizer of {})",
+                             checkpoint.tokenizer.describe())
+               : "");
     const auto tokenizer = data::load_tokenizer(
-        !args->tokenizer.empty()                      ? args->tokenizer
-        : data::has_tokenizer_files(args->checkpoint) ? args->checkpoint
-                                                      : "data/gpt2-tokenizer");
+        !args->tokenizer.empty() ? args->tokenizer : args->checkpoint);
     const ModelConfig& config = checkpoint.config;
     // The prompt as a document starts: after the specials the tokenizer puts before a text
     // (Llama: <s>); an empty context starts after an end of document.
@@ -195,6 +209,13 @@ void add_generate_command(CLI::App& app) {
         fmt::format("the prompt as {} encodes it", tokenizer->describe()),
         fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
                     args->checkpoint));
+    // The same vocabulary size is no proof: the tokenizer must be the one the model records.
+    std::string warning;
+    data::check_same_tokenizer(args->checkpoint, checkpoint.tokenizer,
+                               fmt::format("--tokenizer {}", args->tokenizer),
+                               data::identity_of(*tokenizer), args->allow_tokenizer_mismatch,
+                               &warning);
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
     const std::int64_t window = config.seq_len;

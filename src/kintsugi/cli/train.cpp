@@ -12,6 +12,7 @@
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/hf_weights.hpp"
+#include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -24,6 +25,7 @@
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "kintsugi/train/tokenizer_check.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
@@ -36,7 +38,8 @@ struct Args {
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
   std::string tensor_grid;
-  bool sequence_parallel = false, help_config = false, overwrite = false;
+  bool sequence_parallel = false, help_config = false, overwrite = false,
+       allow_tokenizer_mismatch = false;
 };
 
 // runs/<config name>; without a config file (every key from --set, the flags and the defaults)
@@ -131,7 +134,10 @@ void run(const Args& args) {
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
   std::shared_ptr<const HfWeights> init_weights;
+  std::shared_ptr<const std::map<std::string, NamedTensor>> init_tensors;
   std::vector<std::string> init_notes;
+  data::TokenizerIdentity tokenizer;  // of the data (tokenizer_identity.hpp)
+  std::vector<std::string> tokenizer_notes;
   const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
@@ -140,7 +146,8 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
-    if (std::error_code ec; std::filesystem::is_directory(args.init_from, ec))
+    if (std::error_code ec; std::filesystem::is_directory(args.init_from, ec) &&
+                            !is_kintsugi_checkpoint(args.init_from))
       hf = adopt_hf_folder(config, args.init_from, given_keys(args.config, flag_overrides(args)),
                            init_notes);
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
@@ -154,6 +161,8 @@ void run(const Args& args) {
       fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
            args.trace);
     inputs.emplace(open_inputs(config));
+    tokenizer = data_tokenizer({&inputs->train, inputs->val ? &*inputs->val : nullptr},
+                               config.data, args.allow_tokenizer_mismatch, tokenizer_notes);
     // The metrics file is locked with --out: it may lie outside it.
     if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
     if (args.overwrite && !args.resume.empty())
@@ -162,6 +171,14 @@ void run(const Args& args) {
     // Every rank checks the checkpoint (its share of the checksums) before any state exists.
     if (const auto dir = resolve_resume(args.resume, out_dir))
       resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
+    std::string warning;
+    if (resume) {
+      data::check_same_tokenizer(
+          resume->dir.string(),
+          data::identity_from_json(resume->manifest, (resume->dir / "manifest.json").string()),
+          "this run's data", tokenizer, args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty()) tokenizer_notes.push_back(warning);
+    }
     if (resume && resume->progress.seed != config.train.seed && (!mpi || mpi->world_rank() == 0))
       fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
                  "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
@@ -172,8 +189,17 @@ void run(const Args& args) {
            resume->dir.string(), resume->progress.step, config.train.steps);
     if (!resume && args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
-    // A resumed run has its own weights; --init-from only starts runs.
-    if (!args.init_from.empty() && !resume)
+    // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
+    // training checkpoint gives its weights only (fine-tuning: step 0, new optimizer state);
+    // anything else is a Hugging Face file or folder.
+    if (!args.init_from.empty() && !resume && is_kintsugi_checkpoint(args.init_from)) {
+      KintsugiWeights w = read_kintsugi_weights(args.init_from, config.model);
+      data::check_same_tokenizer(args.init_from, w.tokenizer, "this run's data", tokenizer,
+                                 args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty()) tokenizer_notes.push_back(warning);
+      init_tensors =
+          std::make_shared<const std::map<std::string, NamedTensor>>(std::move(w.tensors));
+    } else if (!args.init_from.empty() && !resume)
       init_weights = std::make_shared<const HfWeights>(args.init_from, config.model,
                                                        hf && hf->head_from_embedding);
   } catch (const Error& e) {
@@ -186,6 +212,7 @@ void run(const Args& args) {
   if (!mpi || mpi->world_rank() == 0) {
     for (const std::string& note : init_notes) fmt::print("{}\n", note);
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
+    for (const std::string& note : tokenizer_notes) fmt::print("{}\n", note);
   }
 
   set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
@@ -195,7 +222,9 @@ void run(const Args& args) {
   options.resume = std::move(resume);
   options.init_weights = std::move(init_weights);
   options.init_from = args.init_from;
+  options.init_tensors = std::move(init_tensors);
   options.ranks_per_node = mpi ? mpi->local_size() : 1;
+  options.tokenizer = data::to_json(tokenizer);
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   run_on_ranks(
@@ -269,10 +298,15 @@ void add_train_command(CLI::App& app) {
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");
   cmd->add_option("--init-from", args->init_from,
-                  "Start from Hugging Face weights instead of random ones: a .safetensors file "
-                  "(model shape from the config), or a model folder (config.json, "
-                  "model.safetensors or its sharded index, tokenizer.json), e.g. a downloaded "
-                  "pretrained model or `kintsugi export` output");
+                  "Start from other weights instead of random ones: a kintsugi run's <out>/model "
+                  "or training checkpoint <out>/checkpoints/step-N (weights only: step 0, new "
+                  "optimizer state and schedule), a Hugging Face .safetensors file (model shape "
+                  "from the config) or model folder (config.json, model.safetensors or its "
+                  "sharded index, tokenizer.json), e.g. a downloaded pretrained model or "
+                  "`kintsugi export` output");
+  cmd->add_flag("--allow-tokenizer-mismatch", args->allow_tokenizer_mismatch,
+                "Train although the data files, data.tokenizer or the checkpoint name "
+                "different tokenizers (a warning instead of an error)");
   cmd->add_option("--save-every", args->save_every,
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,

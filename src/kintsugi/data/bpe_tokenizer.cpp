@@ -1,6 +1,7 @@
 #include "kintsugi/data/bpe_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -219,6 +220,32 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& dir) {
 
 std::string BpeTokenizer::describe() const {
   return fmt::format("GPT-2 byte-level BPE from {} ({} ids)", impl_->dir.string(), vocab_size());
+}
+
+// The token bytes in id order (each after its length) and the merge lines without the
+// "#version" line and blank lines: encoder.json and vocab.json of the same vocabulary agree.
+std::uint64_t BpeTokenizer::fingerprint() const {
+  XXH3_state_t* state = XXH3_createState();
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  for (const std::string& bytes : impl_->token_bytes) {
+    const std::uint64_t n = bytes.size();
+    XXH3_64bits_update(state, &n, sizeof n);
+    XXH3_64bits_update(state, bytes.data(), bytes.size());
+  }
+  std::string_view rest = impl_->vocab_bpe;
+  for (bool first = true; !rest.empty(); first = false) {
+    const auto end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (first || line.empty()) continue;
+    XXH3_64bits_update(state, line.data(), line.size());
+    XXH3_64bits_update(state, "\n", 1);
+  }
+  const std::uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
 }
 
 void BpeTokenizer::save(const std::filesystem::path& dir) const {

@@ -46,6 +46,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string describe() const override;
   // vocab.json and merges.txt (the files' contents unchanged) and a tokenizer_config.json.
   void save(const std::filesystem::path& dir) const override;
+  std::uint64_t fingerprint() const override;
 
  private:
   struct Impl;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <deque>
 
@@ -61,6 +62,7 @@ struct HfWorkspace {
 struct HfTokenizer::Impl {
   std::filesystem::path path;
   std::string json_text, config_text;  // the files as read, for save()
+  std::uint64_t fingerprint = 0;       // of json_text as compact JSON (tokenizer.hpp)
   Vocab vocab;                         // model vocabulary and added tokens
   std::vector<std::string> id_to_token;
   std::vector<char> id_kind;  // 0: no token, 1: model token, 2: added token
@@ -195,6 +197,10 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::filesystem::path& json
   const std::string what = m->what();
   if (!json.is_object() || !json.contains("model"))
     fail("{} is not a Hugging Face tokenizer.json (no \"model\")", what);
+  {  // keys sorted, no whitespace: the same for any formatting of the same file
+    const std::string canonical = json.dump();
+    m->fingerprint = XXH3_64bits(canonical.data(), canonical.size());
+  }
   Json config = Json::object();
   const auto config_path = json_path.parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) config = parse_json_file(config_path, m->config_text);
@@ -262,6 +268,8 @@ std::string HfTokenizer::describe() const {
                      impl_->model->byte_level() ? "byte-level" : "SentencePiece-style",
                      vocab_size());
 }
+
+std::uint64_t HfTokenizer::fingerprint() const { return impl_->fingerprint; }
 
 void HfTokenizer::save(const std::filesystem::path& dir) const {
   write_text_file(dir / "tokenizer.json", impl_->json_text);

@@ -29,6 +29,7 @@ class HfTokenizer final : public Tokenizer {
   std::optional<std::int32_t> bos_id() const override;
   std::string describe() const override;
   void save(const std::filesystem::path& dir) const override;
+  std::uint64_t fingerprint() const override;
 
  private:
   struct Impl;

@@ -36,6 +36,7 @@ struct Header {
   std::uint32_t vocab_size = 0;
   std::uint64_t count = 0;
   std::uint64_t payload_checksum = 0;
+  std::uint64_t fingerprint = 0;  // version 2 on
 };
 
 template <class T> void put(unsigned char* at, T value) {
@@ -56,6 +57,7 @@ std::array<unsigned char, kTokenFileHeaderBytes> encode_header(const Header& h) 
   put(bytes.data() + 20, h.vocab_size);
   put(bytes.data() + 24, h.count);
   put(bytes.data() + 32, h.payload_checksum);
+  put(bytes.data() + 40, h.fingerprint);
   put(bytes.data() + kHeaderChecksumOffset, XXH3_64bits(bytes.data(), kHeaderChecksumOffset));
   return bytes;
 }
@@ -67,8 +69,8 @@ Header decode_header(const unsigned char* bytes, const std::filesystem::path& pa
     fail("{} is not a kintsugi token file (wrong magic bytes): {}", name, recreate(path));
   Header h;
   h.version = get<std::uint32_t>(bytes + 8);
-  if (h.version != kTokenFileVersion)
-    fail("{} has token-file format version {}, this kintsugi reads version {}: {}", name,
+  if (h.version != 1 && h.version != kTokenFileVersion)
+    fail("{} has token-file format version {}, this kintsugi reads versions 1 to {}: {}", name,
          h.version, kTokenFileVersion, recreate(path));
   if (get<std::uint64_t>(bytes + kHeaderChecksumOffset) !=
       XXH3_64bits(bytes, kHeaderChecksumOffset))
@@ -78,7 +80,9 @@ Header decode_header(const unsigned char* bytes, const std::filesystem::path& pa
   h.vocab_size = get<std::uint32_t>(bytes + 20);
   h.count = get<std::uint64_t>(bytes + 24);
   h.payload_checksum = get<std::uint64_t>(bytes + 32);
-  for (std::size_t i = 40; i < kHeaderChecksumOffset; ++i)
+  // Version 1 reserved bytes 40..56; version 2 keeps the tokenizer's fingerprint in 40..48.
+  if (h.version >= 2) h.fingerprint = get<std::uint64_t>(bytes + 40);
+  for (std::size_t i = h.version >= 2 ? 48 : 40; i < kHeaderChecksumOffset; ++i)
     if (bytes[i] != 0) fail("{} has non-zero reserved header bytes: {}", name, recreate(path));
   if (h.header_bytes != kTokenFileHeaderBytes || h.vocab_size == 0 ||
       h.vocab_size > 0x7FFFFFFFu || h.width != static_cast<std::uint32_t>(token_width_for(h.vocab_size)))
@@ -135,6 +139,8 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   file.vocab_size_ = static_cast<std::int32_t>(h.vocab_size);
   file.width_ = static_cast<int>(h.width);
   file.checksum_ = h.payload_checksum;
+  file.fingerprint_ = h.fingerprint;
+  file.version_ = h.version;
   // A checksum only proves the bytes are what the writer wrote; ids beyond the vocabulary
   // would index past the embedding table, so they are checked once here.
   const auto [largest, at] = h.width == 2 ? max_token<std::uint16_t>(payload, file.count_)
@@ -175,12 +181,14 @@ struct TokenFileWriter::Impl {
   ~Impl() { XXH3_freeState(hash); }
 };
 
-TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, std::int32_t vocab_size) {
+TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, std::int32_t vocab_size,
+                                 std::uint64_t fingerprint) {
   KINTSUGI_ASSERT(vocab_size > 0);
   impl_ = std::make_unique<Impl>(path);
   if (!impl_->hash) throw std::bad_alloc();
   XXH3_64bits_reset(impl_->hash);
   impl_->header.vocab_size = static_cast<std::uint32_t>(vocab_size);
+  impl_->header.fingerprint = fingerprint;
   impl_->header.width = static_cast<std::uint32_t>(token_width_for(vocab_size));
   // Placeholder; finish() writes the real header once count and checksum are known.
   std::array<unsigned char, kTokenFileHeaderBytes> zeros{};
@@ -220,8 +228,8 @@ void TokenFileWriter::finish() {
 }
 
 void write_token_file(const std::filesystem::path& path, std::int32_t vocab_size,
-                      std::span<const std::int32_t> tokens) {
-  TokenFileWriter writer(path, vocab_size);
+                      std::span<const std::int32_t> tokens, std::uint64_t fingerprint) {
+  TokenFileWriter writer(path, vocab_size, fingerprint);
   writer.append(tokens);
   writer.finish();
 }

@@ -4,13 +4,15 @@
 // Layout (all integers little-endian; spec and rationale in docs/data.md):
 //   offset size  field
 //        0    8  magic "KTOKFILE"
-//        8    4  format version (1)
+//        8    4  format version (2; version 1 files, without the fingerprint, are read too)
 //       12    4  header size in bytes (64)
 //       16    4  token width in bytes: 2 (uint16) if vocab_size <= 65536, else 4 (uint32)
 //       20    4  vocab size: every token is < this
 //       24    8  token count N
 //       32    8  XXH3-64 (seed 0) of the payload
-//       40   16  reserved, zero
+//       40    8  fingerprint of the tokenizer that made the ids (Tokenizer::fingerprint;
+//                  0: not recorded, as in every version 1 file)
+//       48    8  reserved, zero
 //       56    8  XXH3-64 (seed 0) of bytes [0, 56): the header validates itself
 //       64  N*w  the tokens
 // Files are written under a temporary name and renamed when complete; readers memory-map
@@ -22,12 +24,13 @@
 #include <string>
 
 #include "kintsugi/data/mapped_file.hpp"
+#include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/data/token_source.hpp"
 
 namespace kintsugi::data {
 
 inline constexpr std::size_t kTokenFileHeaderBytes = 64;
-inline constexpr std::uint32_t kTokenFileVersion = 1;
+inline constexpr std::uint32_t kTokenFileVersion = 2;
 
 // Bytes per token for a vocabulary: 2 when every id fits in uint16, else 4.
 int token_width_for(std::int64_t vocab_size);
@@ -42,6 +45,9 @@ class TokenFile final : public TokenSource {
   std::int32_t vocab_size() const { return vocab_size_; }
   int token_width() const { return width_; }
   std::uint64_t checksum() const { return checksum_; }  // of the payload
+  std::uint32_t version() const { return version_; }
+  // The header's vocabulary size and tokenizer fingerprint (0 in version 1 files).
+  TokenizerIdentity tokenizer() const override { return {vocab_size_, fingerprint_}; }
   const std::filesystem::path& path() const override { return path_; }
   std::int32_t max_id() const override { return max_id_; }
   std::int64_t max_id_position() const override { return max_id_position_; }
@@ -59,6 +65,8 @@ class TokenFile final : public TokenSource {
   std::int32_t vocab_size_ = 0;
   int width_ = 0;
   std::uint64_t checksum_ = 0;
+  std::uint64_t fingerprint_ = 0;
+  std::uint32_t version_ = 0;
   std::int32_t max_id_ = -1;
   std::int64_t max_id_position_ = -1;
 };
@@ -66,7 +74,9 @@ class TokenFile final : public TokenSource {
 // Streams tokens into a new token file. Nothing is visible at `path` until finish().
 class TokenFileWriter {
  public:
-  TokenFileWriter(const std::filesystem::path& path, std::int32_t vocab_size);
+  // `fingerprint`: the tokenizer's (0: not known, e.g. ids made without one).
+  TokenFileWriter(const std::filesystem::path& path, std::int32_t vocab_size,
+                  std::uint64_t fingerprint = 0);
   ~TokenFileWriter();
   TokenFileWriter(const TokenFileWriter&) = delete;
   TokenFileWriter& operator=(const TokenFileWriter&) = delete;
@@ -84,6 +94,6 @@ class TokenFileWriter {
 };
 
 void write_token_file(const std::filesystem::path& path, std::int32_t vocab_size,
-                      std::span<const std::int32_t> tokens);
+                      std::span<const std::int32_t> tokens, std::uint64_t fingerprint = 0);
 
 }  // namespace kintsugi::data

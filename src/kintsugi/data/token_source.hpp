@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "kintsugi/data/tokenizer_identity.hpp"
+
 namespace kintsugi::data {
 
 class TokenSource {
@@ -24,6 +26,8 @@ class TokenSource {
   virtual std::int64_t max_id_position() const = 0;
   // One line for logs: format and size.
   virtual std::string describe() const = 0;
+  // The tokenizer that made the ids, as far as the file records it (Megatron datasets: not).
+  virtual TokenizerIdentity tokenizer() const { return {}; }
 };
 
 // A Megatron dataset when `path` names its .idx or .bin (the other file next to it) or the

@@ -51,6 +51,11 @@ class Tokenizer {
   // Writes the files that reload this tokenizer here and with Hugging Face's AutoTokenizer into
   // `dir` (tokenizer.json + tokenizer_config.json, or GPT-2's vocab.json + merges.txt).
   virtual void save(const std::filesystem::path& dir) const = 0;
+  // XXH3-64 of what defines the ids, independent of file formatting: Hugging Face's
+  // tokenizer.json as compact JSON with sorted keys; GPT-2's token bytes in id order and its
+  // merge lines. A model's saved copy (save()) has the fingerprint of the files it came from
+  // (tokenizer_identity.hpp).
+  virtual std::uint64_t fingerprint() const = 0;
 };
 
 // `path` is a tokenizer.json file, or a directory holding tokenizer.json, or GPT-2's

@@ -232,12 +232,15 @@ class TrainingRun {
                                                           start_step_))
         resume_notes_.push_back(note);
       for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
-    } else if (options_.init_weights) {
+    } else if (options_.init_weights || options_.init_tensors) {
       // Shapes are checked against this rank's parameters, before any is written; the ranks
       // agree on the verdict so that one of them reports a mismatch.
       std::string error;
       try {
-        options_.init_weights->set(rank_state(model_, place_));
+        if (options_.init_weights)
+          options_.init_weights->set(rank_state(model_, place_));
+        else
+          set_weights(*options_.init_tensors, rank_state(model_, place_), options_.init_from);
       } catch (const Error& e) {
         error = e.what();
       }
@@ -298,8 +301,11 @@ class TrainingRun {
       fmt::print(log_, "communication per step of rank 0 (theory):{}\n", text);
     }
     write_run_description(out_ / "run.json", config_, place_, model_);
-    if (options_.init_weights && !options_.resume)
-      fmt::print(log_, "initial weights from {}\n", options_.init_from);
+    if ((options_.init_weights || options_.init_tensors) && !options_.resume)
+      fmt::print(log_,
+                 "initial weights from {} (weights only: step 0, new optimizer state and "
+                 "learning-rate schedule)\n",
+                 options_.init_from);
     if (options_.resume) {
       const auto& layout = options_.resume->manifest.at("layout");
       fmt::print(log_,
@@ -569,7 +575,7 @@ class TrainingRun {
     saved_step_ = step;
     summary_.last_train_checkpoint =
         save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
-                              rank_state(model_, place_), keep)
+                              rank_state(model_, place_), keep, options_.tokenizer)
             .string();
     if (place_.chief)
       fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -614,7 +620,7 @@ class TrainingRun {
       if (place_.dp_rank == 0) {
         summary_.checkpoint_dir = (out_ / "model").string();
         save_model(summary_.checkpoint_dir, config_.model, model_.params(), steps_done_,
-                   place_.tp, place_.pp, model_.virtual_stages());
+                   place_.tp, place_.pp, model_.virtual_stages(), options_.tokenizer);
       }
       model_.release_all_params();
     }

@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -28,13 +29,20 @@ struct TrainOptions {
   // A checked training checkpoint to continue from (inspect_checkpoint; every rank passes the
   // same one): the run goes on at its step with its weights, optimizer and loss-scaler state.
   std::optional<CheckpointInfo> resume;
-  // Otherwise, initial weights (hf_weights.hpp: each rank reads its own pieces) instead of
-  // random ones, and the file or folder they came from.
+  // Otherwise, initial weights instead of random ones, and the file or folder they came from:
+  // Hugging Face weights (hf_weights.hpp: each rank reads its own pieces), or a kintsugi run's
+  // model/ or training checkpoint (kintsugi_weights.hpp: whole tensors). Weights only
+  // (fine-tuning): the run starts at step 0 with zero optimizer state and the learning-rate
+  // schedule from its start.
   std::shared_ptr<const HfWeights> init_weights;
+  std::shared_ptr<const std::map<std::string, NamedTensor>> init_tensors;
   std::string init_from;
   // Ranks of this job on this rank's node: on the CPU they share its cores, and the MFU peak
   // counts the cores the job has, not one full rate per rank.
   int ranks_per_node = 1;
+  // The identity of the data's tokenizer (data::to_json of a TokenizerIdentity; null: not
+  // known), recorded in model/ and every training checkpoint (tokenizer_identity.hpp).
+  nlohmann::json tokenizer;
 };
 
 struct TrainSummary {
