@@ -22,8 +22,11 @@ mismatch="was made with the tokenizer of vocabulary 50257, fingerprint [0-9a-f]{
 "$kintsugi" train "${run[@]}" --set data.tokenizer="$data/llama2-tokenizer" --out "$dir/allowed" \
   --allow-tokenizer-mismatch >"$dir/allowed.log"
 grep -q "^warning: .*gpt2.bin was made with" "$dir/allowed.log"
-# Llama-tokenized data (a file without a fingerprint: its vocabulary size) under GPT-2's tokenizer.
-"$expect_error" "llama2/train.bin was made with the tokenizer of vocabulary 32000 but data.tokenizer .*gpt2-tokenizer with vocabulary 50257" \
+# Llama-tokenized data under GPT-2's tokenizer: refused by the vocabulary size alone when the file
+# predates fingerprints (version 1, fetched by an older checkout), with both fingerprints when
+# scripts/fetch_data.sh tokenized it with this one (version 2). Version 1 on its own:
+# the unit test TokenFile.RecordsTheTokenizerAndReadsVersion1.
+"$expect_error" "llama2/train.bin was made with the tokenizer of vocabulary 32000(, fingerprint [0-9a-f]{16})? but data.tokenizer .*gpt2-tokenizer with vocabulary 50257" \
   "$kintsugi" train "$@" --set data.train="$data/brown/llama2/train.bin" \
   --set data.val="$data/brown/llama2/val.bin" --set data.tokenizer="$data/gpt2-tokenizer" \
   --out "$dir/refused2"
@@ -33,9 +36,12 @@ grep -q '"xxh3"' "$dir/run/model/manifest.json"
 # without its tokenizer files is refused, not decoded with GPT-2's.
 "$expect_error" "run/model was made with the tokenizer of vocabulary 50257, fingerprint [0-9a-f]{16} but --tokenizer .*llama2-tokenizer with vocabulary 32000" \
   "$kintsugi" generate --checkpoint "$dir/run/model" --tokenizer "$data/llama2-tokenizer" --tokens 2
+# Allowed: a warning, then generation goes on; the 2-step model samples any of GPT-2's ids, which
+# Llama's tokenizer may not decode (an error after the warning), so only the warning is checked.
 "$kintsugi" generate --checkpoint "$dir/run/model" --tokenizer "$data/llama2-tokenizer" \
-  --tokens 2 --allow-tokenizer-mismatch >/dev/null 2>"$dir/allowed.err"
+  --tokens 2 --allow-tokenizer-mismatch >/dev/null 2>"$dir/allowed.err" || true
 grep -q "^warning: .*--allow-tokenizer-mismatch given" "$dir/allowed.err"
+! grep -q "was made with the tokenizer.*: their ids mean different text" "$dir/allowed.err"
 cp -r "$dir/run/model" "$dir/bare" && rm "$dir/bare/vocab.json" "$dir/bare/merges.txt"
 "$expect_error" "bare carries no tokenizer files \(it was trained on ids of a tokenizer of vocabulary 50257, fingerprint [0-9a-f]{16}\): give the tokenizer it was trained with" \
   "$kintsugi" generate --checkpoint "$dir/bare" --tokens 2

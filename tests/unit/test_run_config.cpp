@@ -292,7 +292,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2",
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
-      "parallel.tensor_grid=[2, 1, 1]", "metrics.peak_gflops=123",
+      "parallel.tensor_grid=[2, 1, 1]", "parallel.tensor_grid_overlap=false",
+      "metrics.peak_gflops=123",
       "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
       "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
   const RunConfig c = load_run_config("", every_key);
