@@ -40,6 +40,7 @@ import json, sys
 d = sys.argv[1]
 for run in ("serial", "dp2"):
     lines = [json.loads(l) for l in open(f"{d}/{run}/metrics.jsonl") if l.strip()]
+    lines = [r for r in lines if "loss" in r]  # steps (step 0 records only val_loss)
     for r in lines:
         tokens = r["global_batch"] * (r["tokens_seen"] // r["samples_seen"])
         assert abs(r["joules_per_token"] * tokens - r["energy_j"]) <= 1e-9 * r["energy_j"], r

@@ -38,7 +38,8 @@ d, ramp = sys.argv[1], [int(x) for x in sys.argv[2].split(",")]
 start, inc, samples = ramp
 
 def lines(run):
-    return [json.loads(l) for l in open(f"{d}/{run}/metrics.jsonl") if l.strip()]
+    records = [json.loads(l) for l in open(f"{d}/{run}/metrics.jsonl") if l.strip()]
+    return [r for r in records if "loss" in r]  # steps (step 0 records only val_loss)
 
 full = lines("serial")
 G = max(r["global_batch"] for r in full)
