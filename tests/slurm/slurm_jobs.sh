@@ -130,7 +130,8 @@ wait_job() {  # JOB SECONDS: until it has ended (left the queue or COMPLETED/FAI
   done
   echo "STUCK:$s"
 }
-lines() { [[ -f "$1" ]] && wc -l <"$1" || echo 0; }
+# Step records in a metrics file (the step-0 record carries only val_loss, no "loss").
+lines() { if [[ -f "$1" ]]; then grep -c '"loss":' "$1" || true; else echo 0; fi; }
 until_step() {  # METRICS N SECONDS
   local start=$SECONDS
   while ((SECONDS - start < $3)); do
