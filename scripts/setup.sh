@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config
+  ccache                          # rebuilds of unchanged sources are cache hits (build.sh)
   libopenblas-openmp-dev          # GEMM (OpenMP build: shares the thread pool with our kernels)
   libopenmpi-dev openmpi-bin      # ranks and collectives
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev

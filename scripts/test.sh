@@ -12,12 +12,18 @@ scripts/build.sh
 # CUDA backend and the NCCL communicator), so that a change that breaks the CUDA build fails
 # here; without a GPU it is tested through the CUDA emulator in the build above.
 if [[ -x /usr/local/cuda/bin/nvcc || -n "${CUDACXX:-}" ]]; then
+  # Only what the CUDA build compiles differently: the objects of the CUDA backend and the
+  # NCCL communicator, and the factories that offer them; the rest is the C++ the build above
+  # compiled, and nothing is linked here.
+  source "$repo/scripts/compiler_cache.sh"
   cmake -S "$repo" -B "$repo/build-cuda-check" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DKINTSUGI_CUDA=ON -DKINTSUGI_TESTS=OFF -DKINTSUGI_BENCH=OFF >/dev/null
-  targets=(kintsugi_backend_cuda)
-  grep -qs '^NCCL_LIBRARY:FILEPATH=/' "$repo/build-cuda-check/CMakeCache.txt" &&
-    targets+=(kintsugi_comm_nccl)
-  cmake --build "$repo/build-cuda-check" -j "$(nproc)" --target "${targets[@]}"
+    -DKINTSUGI_CUDA=ON -DKINTSUGI_TESTS=OFF -DKINTSUGI_BENCH=OFF "${compiler_cache_flags[@]}" \
+    >/dev/null
+  mapfile -t objects < <(ninja -C "$repo/build-cuda-check" -t targets all |
+    sed -n -e 's/^\(CMakeFiles\/kintsugi_\(backend_cuda\|comm_nccl\)\.dir\/[^:]*\.o\): .*/\1/p' \
+      -e 's/^\(CMakeFiles\/kintsugi_\(backend\|comm\)\.dir\/.*\/\(factory\|device_info\)\.cpp\.o\): .*/\1/p')
+  ((${#objects[@]} > 0)) || { echo "test.sh: no CUDA objects to build in build-cuda-check" >&2; exit 1; }
+  ninja -C "$repo/build-cuda-check" -j "$(nproc)" "${objects[@]}"
 fi
 scripts/fetch_data.sh build/kintsugi
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"

@@ -5,7 +5,8 @@
 # default; docs/checkpoints.md); the ranks must notice at the next micro-batch, save the last
 # completed step and exit within that time. The checkpoint must be of the last step in metrics.jsonl and resume
 # bit for bit like a run that never stopped. Micro-batches are slowed to 1 s
-# (KINTSUGI_TEST_SLOW_MICRO_BATCHES), so the interrupted step or evaluation has about 4 s left
+# (KINTSUGI_TEST_SLOW_MICRO_BATCHES; training's from step 2 on: step 1, which the test waits
+# for, runs at full speed), so the interrupted step or evaluation has about 4 s left
 # when the TERM reaches the ranks and 1 s when the launcher kills (a run that looks at the
 # signal only between steps loses it all).
 # With a pipeline the stages drain the interrupted program (docs/checkpoints.md).
@@ -23,14 +24,16 @@ die() { echo "FAIL: $*"; exit 1; }
 launch() { mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "$@"; }
 flags=("$@" --set train.decay_steps=20)
 # 8 micro-batches per rank per step (train) or per evaluation (eval): 8 s at 1 s each.
+delay="$phase:1000"
 if [[ "$phase" == train ]]; then
+  delay+=":2"
   slow=("${flags[@]}" --set train.global_batch=$sequences --set train.eval_every=0)
 else
   slow=("${flags[@]}" --set train.eval_every=2 --set train.eval_batches=$sequences)
 fi
 
 # Started directly (not through the launch function) so that $! is mpirun itself.
-KINTSUGI_TEST_SLOW_MICRO_BATCHES="$phase:1000" OMPI_MCA_odls_base_sigkill_timeout=3 \
+KINTSUGI_TEST_SLOW_MICRO_BATCHES="$delay" OMPI_MCA_odls_base_sigkill_timeout=3 \
   mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train "${slow[@]}" \
   --set train.steps=100000 --out "$dir/run" >"$dir/signalled.log" 2>&1 &
 pid=$!

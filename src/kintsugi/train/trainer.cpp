@@ -102,12 +102,22 @@ std::optional<std::pair<int, std::int64_t>> test_kill_point() {
 // KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training micro-batch
 // (or every one of the evaluations after the first step) take MS milliseconds longer: the
 // pre-emption tests use it for steps and evaluations that last seconds on a tiny model.
-std::pair<std::string, int> test_micro_batch_delay() {
+// "train:MS:FROM" slows the training micro-batches of steps FROM and later only (counted from
+// 1, as the log counts them), so a test that waits for a completed step before it signals
+// does not wait for a slow one.
+struct TestDelay {
+  std::string phase;
+  int ms = 0;
+  std::int64_t from_step = 0;
+};
+TestDelay test_micro_batch_delay() {
   const char* v = std::getenv("KINTSUGI_TEST_SLOW_MICRO_BATCHES");
   char phase[8] = {};
   int ms = 0;
-  if (v && std::sscanf(v, "%7[a-z]:%d", phase, &ms) == 2) return {phase, ms};
-  return {"", 0};
+  long long from = 0;
+  const int fields = v ? std::sscanf(v, "%7[a-z]:%d:%lld", phase, &ms, &from) : 0;
+  if (fields >= 2) return {phase, ms, fields == 3 ? from : 0};
+  return {};
 }
 
 void sleep_ms(int ms) {
@@ -329,7 +339,7 @@ class TrainingRun {
     const std::int64_t batches = (windows + tc_.micro_batch - 1) / tc_.micro_batch;
     stop_checks_ = static_cast<int>(batches / place_.dp_size);  // every rank has these
     const int delay =
-        test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
+        test_delay_.phase == "eval" && steps_done_ > start_step_ ? test_delay_.ms : 0;
     return mean_window_loss(model_, place_, *data_.val, windows, tc_.micro_batch,
                             [delay] { sleep_ms(delay); });
   }
@@ -383,7 +393,8 @@ class TrainingRun {
     Stopwatch clock;
     const double lr = schedule_.at(step) * batch_lr_factor(lr_rule_, batch, tc_.global_batch);
     stop_checks_ = micro_batches;
-    const int delay = test_delay_.first == "train" ? test_delay_.second : 0;
+    const int delay =
+        test_delay_.phase == "train" && step + 1 >= test_delay_.from_step ? test_delay_.ms : 0;
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           data_.train.sample(step, first_sequence + k * mb + share_begin, share, tokens, targets);
@@ -419,6 +430,19 @@ class TrainingRun {
     if (peak_) {
       m.mfu = of_full * flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
       m.hfu = of_full * hardware_flops_per_step_ / seconds / (peak_total_gflops_ * 1e9);
+      // Above 100% the peak is wrong, not the run: a rate measured while other work shared the
+      // cores under-reports the machine (docs/metrics.md, "MFU and the peak").
+      if (m.mfu > 1.0 && !peak_warned_) {
+        peak_warned_ = true;
+        const bool configured = config_.metrics.peak_gflops > 0;
+        fmt::print(log_,
+                   "note: MFU above 100%: this run does {:.1f} GFLOP/s, more than the peak it is "
+                   "divided by ({:.1f} GFLOP/s: {}); {}\n",
+                   m.model_tflops * 1e3, peak_total_gflops_, peak_->source,
+                   configured ? "raise metrics.peak_gflops"
+                              : "a rate measured while the machine was busy is too low: run "
+                                "`kintsugi bench gemm` on a quiet machine to measure it again");
+      }
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
     if (joules) {
@@ -544,7 +568,7 @@ class TrainingRun {
   double quick_validation_loss() {
     stop_checks_ = 0;  // no micro-batch looks for a stop signal
     const int delay =
-        test_delay_.first == "eval" && steps_done_ > start_step_ ? test_delay_.second : 0;
+        test_delay_.phase == "eval" && steps_done_ > start_step_ ? test_delay_.ms : 0;
     const auto loss = mean_window_loss(model_, place_, *data_.val, place_.dp_size * tc_.micro_batch,
                                        tc_.micro_batch, [delay] { sleep_ms(delay); });
     KINTSUGI_ASSERT(loss.has_value());
@@ -681,6 +705,7 @@ class TrainingRun {
   double flops_per_step_ = 0, hardware_flops_per_step_ = 0;
   std::optional<GemmRate> peak_;  // rank 0
   double core_share_ = 1.0, peak_total_gflops_ = 0;  // rank 0: the job's MFU peak
+  bool peak_warned_ = false;  // rank 0: said once that MFU exceeds 100%
   std::optional<MetricsWriter> metrics_;
   std::optional<TensorBoardWriter> tensorboard_;  // rank 0, with metrics.tensorboard_dir
   std::optional<JobEnergy> energy_;  // measured joules per step, where a counter is readable
@@ -694,7 +719,7 @@ class TrainingRun {
   double best_val_ = 0;  // the lowest sound validation loss of this run
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
-  const std::pair<std::string, int> test_delay_ = test_micro_batch_delay();
+  const TestDelay test_delay_ = test_micro_batch_delay();
   double load_seconds_ = 0, timed_seconds_ = 0, timed_tokens_ = 0;
   Stopwatch run_clock_;
 };
