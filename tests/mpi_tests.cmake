@@ -188,6 +188,8 @@ mpi_layout_test(dp2_zero2 2 --dp 2 --set parallel.zero=2)
 mpi_layout_test(dp2_zero3 2 --dp 2 --set parallel.zero=3)
 mpi_layout_test(dp4_zero3_hsdp2 4 --dp 4 --set parallel.zero=3 --set parallel.hsdp=2)
 mpi_layout_test(dp4_zero1_hsdp2 4 --dp 4 --set parallel.zero=1 --set parallel.hsdp=2)
+# One shard as wide as the data-parallel group: plain ZeRO-2, its bytes counted on dp.
+mpi_layout_test(dp2_zero2_hsdp2 2 --dp 2 --zero 2 --hsdp 2)
 mpi_layout_test(tp2_dp2_zero3 4 --tp 2 --dp 2 --set parallel.zero=3)
 mpi_layout_test(tp2_dp2_sp_zero2 4 --tp 2 --dp 2 --sequence-parallel --set parallel.zero=2)
 mpi_layout_test(pp2_dp2_zero1 4 --pp 2 --dp 2 --set parallel.zero=1)

@@ -113,7 +113,10 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
            layout.grid->z, layout.grid->size(), tp_->size());
     grid_ = std::make_unique<TensorGrid>(*tp_, *layout.grid);
   }
-  if (layout.hsdp > 0) {
+  // Hybrid sharding's two groups; with hsdp = dp there is one shard and no replica to reduce
+  // over, which is plain ZeRO over the data-parallel group (so its bytes are the dp group's, as
+  // the planner counts them: plan/comm_volume.cpp).
+  if (layout.hsdp > 0 && layout.hsdp < dp_->size()) {
     const int k = layout.hsdp, r = coords_.dp;
     shard_ = dp_->split(r / k, r % k, "shard");
     replica_ = dp_->split(r % k, r / k, "replica");
