@@ -46,7 +46,7 @@ void write_svg_file(const std::string& path, const std::string& svg, const std::
   }
 }
 
-void write_line_plot(const std::string& path, const LinePlot& p) {
+void write_line_plot(const std::string& path, const LinePlot& p, const std::string& what) {
   constexpr double W = 800, H = 480, L = 70, R = 20, T = 40, B = 50;
   double x_lo = 1e300, x_hi = -1e300, lo = 1e300, hi = -1e300;
   std::set<double> xs;
@@ -107,14 +107,14 @@ void write_line_plot(const std::string& path, const LinePlot& p) {
     for (auto [px, py] : s.points) pts += fmt::format("{:.1f},{:.1f} ", x(px), y(py));
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"{} points=\"{}\"/>\n",
                        s.color, s.dashed ? " stroke-dasharray=\"6,4\"" : "", pts);
-    for (auto [px, py] : s.points)
+    for (auto [px, py] : s.dots ? s.points : decltype(s.points){})
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", x(px), y(py),
                          s.color);
     svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", L + 12,
                        T + 18 + 16 * legend++, s.color, svg_escape(s.label));
   }
   svg += "</svg>\n";
-  write_svg_file(path, svg, "plot");
+  write_svg_file(path, svg, what);
 }
 
 }  // namespace kintsugi

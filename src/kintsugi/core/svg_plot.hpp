@@ -1,7 +1,7 @@
 #pragma once
-// Standalone SVG pictures: the helpers the training's loss plot (train/loss_plot.hpp) and the
-// planner's scaling plot (`kintsugi plan --scaling`) share, and a line plot of named series.
-// Opens in any browser.
+// Standalone SVG pictures: a line plot of named series, which the training's loss and
+// learning-rate plots (train/loss_plot.hpp) and the planner's scaling plot (`kintsugi plan
+// --scaling`) draw, and its helpers. Opens in any browser.
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +19,7 @@ struct PlotSeries {
   std::string label, color;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
   bool dashed = false;
+  bool dots = true;  // a dot at each point (measurements); off for dense curves
 };
 
 struct LinePlot {
@@ -27,6 +28,8 @@ struct LinePlot {
   bool log2_x = false;  // x on a base-2 logarithmic axis, ticked at the points' x values
 };
 
-void write_line_plot(const std::string& path, const LinePlot& plot);
+// A failure to write is an Error naming `what` ("loss plot") and the path.
+void write_line_plot(const std::string& path, const LinePlot& plot,
+                     const std::string& what = "plot");
 
 }  // namespace kintsugi

@@ -13,65 +13,13 @@
 namespace kintsugi {
 
 void write_loss_svg(const std::string& path, const LossCurve& c) {
-  constexpr double W = 800, H = 480, L = 70, R = 20, T = 40, B = 50;
-  std::int64_t max_step = 1;
-  double lo = 1e300, hi = -1e300;
-  for (const auto* series : {&c.train, &c.val})
-    for (auto [s, v] : *series) {
-      max_step = std::max(max_step, s);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-  if (lo > hi) lo = 0, hi = 1;
-  if (hi - lo < 1e-9) hi = lo + 1;
-  const double pad = 0.05 * (hi - lo);
-  lo -= pad;
-  hi += pad;
-  auto x = [&](double s) { return L + (W - L - R) * s / max_step; };
-  auto y = [&](double v) { return T + (H - T - B) * (hi - v) / (hi - lo); };
-
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n",
-      W, H, L, svg_escape(c.title));
-  const double ys = svg_tick_step(hi - lo, 6);
-  for (double v = std::ceil(lo / ys) * ys; v <= hi; v += ys)
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
-        L, W - R, y(v), y(v), L - 6, y(v) + 4, v);
-  const double xs = std::max(1.0, svg_tick_step(static_cast<double>(max_step), 8));
-  for (double s = 0; s <= max_step; s += xs)
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n",
-        x(s), x(s), T, H - B, x(s), H - B + 16, s);
-  svg += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n"
-      "<text transform=\"translate(18,{}) rotate(-90)\" text-anchor=\"middle\">loss (nats/token)"
-      "</text>\n",
-      L, T, W - L - R, H - T - B, (L + W - R) / 2, H - 12, (T + H - B) / 2);
-  auto polyline = [&](const auto& series, const char* color, bool dots) {
-    if (series.empty()) return;
-    std::string pts;
-    for (auto [s, v] : series) pts += fmt::format("{:.1f},{:.1f} ", x(s), y(v));
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
-                       color, pts);
-    if (dots)
-      for (auto [s, v] : series)
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", x(s), y(v),
-                           color);
-  };
-  polyline(c.train, "#1f77b4", false);
-  polyline(c.val, "#d62728", true);
-  svg += fmt::format(
-      "<text x=\"{0}\" y=\"{1}\" fill=\"#1f77b4\">train loss</text>"
-      "<text x=\"{0}\" y=\"{2}\" fill=\"#d62728\">validation loss</text>\n</svg>\n",
-      W - R - 120, T + 18, T + 34);
-
-  write_svg_file(path, svg, "loss plot");
+  PlotSeries train{.label = "train loss", .color = "#1f77b4", .dots = false};
+  for (auto [step, loss] : c.train) train.points.emplace_back(static_cast<double>(step), loss);
+  PlotSeries val{.label = "validation loss", .color = "#d62728"};
+  for (auto [step, loss] : c.val) val.points.emplace_back(static_cast<double>(step), loss);
+  write_line_plot(path, LinePlot{.title = c.title, .x_label = "step",
+                                 .y_label = "loss (nats/token)", .series = {train, val}},
+                  "loss plot");
 }
 
 std::string describe_training_data(const DataConfig& data) {
@@ -98,11 +46,13 @@ void write_lr_svg(const std::string& path, const LrSchedule& schedule, std::int6
     if (s >= 1 && s <= steps) at.push_back(s);
   std::sort(at.begin(), at.end());
   at.erase(std::unique(at.begin(), at.end()), at.end());
-  PlotSeries lr{.label = fmt::format("{} schedule", name_of(schedule.shape)), .color = "#2ca02c"};
+  PlotSeries lr{.label = fmt::format("{} schedule", name_of(schedule.shape)), .color = "#2ca02c",
+                .dots = false};
   for (std::int64_t s : at)
     lr.points.emplace_back(static_cast<double>(s), schedule.at(s - 1));
   write_line_plot(path, LinePlot{.title = title, .x_label = "step", .y_label = "learning rate",
-                                 .series = {lr}});
+                                 .series = {lr}},
+                  "learning-rate plot");
 }
 
 void add_earlier_steps(LossCurve& curve, const std::string& metrics_path,
