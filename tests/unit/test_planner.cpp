@@ -232,6 +232,72 @@ TEST(Cluster, MeasuredCollectiveRatesTimeTheirCollectives) {
   }
 }
 
+// An all-to-all node ([intra_node] topology = "all-to-all", Gaudi2: 3 of its 21 scale-up ports
+// per peer) gives a group inside it only the links among its members, (k - 1) / (devices - 1)
+// of the bandwidth and of any measured collective rate, and a pipeline transfer one peer's
+// share; a switched node gives every group all of it. The topology survives to_toml, and a
+// value other than the two is refused naming the key.
+TEST(Cluster, AllToAllNodeGivesAGroupOnlyItsMembersLinks) {
+  const ClusterSpec g = preset("gaudi2");
+  ASSERT_TRUE(g.intra_node_all_to_all);
+  const double all = g.intra_node.bandwidth_gbs;
+  EXPECT_DOUBLE_EQ(g.group_link({0, 1, 2, 3, 4, 5, 6, 7}).bandwidth_gbs, all);
+  EXPECT_DOUBLE_EQ(g.group_link({0, 1, 2, 3}).bandwidth_gbs, all * 3 / 7);
+  EXPECT_DOUBLE_EQ(g.group_link({4, 5}).bandwidth_gbs, all / 7);
+  EXPECT_DOUBLE_EQ(g.node_link(false, 2).bandwidth_gbs, all / 7);
+  EXPECT_DOUBLE_EQ(g.group_link({0, 8}).bandwidth_gbs, g.inter_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(g.node_link(true, 2).bandwidth_gbs, g.inter_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(g.group_link({0, 1, 2, 3}).latency_us, g.intra_node.latency_us);
+  ClusterSpec measured = g;
+  measured.intra_node.all_reduce_gbs = 210;
+  EXPECT_DOUBLE_EQ(measured.group_link({0, 1, 2, 3}).rate_gbs(LinkUse::all_reduce), 90);
+  const ClusterSpec a = preset("dgx-a100-80gb");
+  EXPECT_FALSE(a.intra_node_all_to_all);
+  EXPECT_DOUBLE_EQ(a.group_link({0, 1, 2, 3}).bandwidth_gbs, a.intra_node.bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(a.node_link(false, 2).bandwidth_gbs, a.intra_node.bandwidth_gbs);
+  EXPECT_TRUE(parse_cluster(to_toml(g), "again").intra_node_all_to_all);
+  EXPECT_FALSE(parse_cluster(to_toml(a), "again").intra_node_all_to_all);
+  std::string text = to_toml(g);
+  text.replace(text.find("\"all-to-all\""), 12, "\"ring\"");
+  try {
+    parse_cluster(text, "x");
+    FAIL() << "topology = \"ring\" was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("`intra_node.topology`"), std::string::npos) << e.what();
+  }
+  // A tp 4 layout's collectives take 7/3 of their switched time (latency aside).
+  const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 8};
+  const Layout l{.tp = 4, .dp = 2, .micro_batch = 4};
+  ClusterSpec quiet = g;
+  quiet.intra_node.latency_us = quiet.inter_node.latency_us = 0;
+  ClusterSpec switched = quiet;
+  switched.intra_node_all_to_all = false;
+  EXPECT_NEAR(predict(w, quiet, l).time.tp / predict(w, switched, l).time.tp, 7.0 / 3.0, 1e-9);
+}
+
+// DeepSpeed's pipeline engine (PipelineP2p::blocking) waits for each receive as well as each
+// send: as many tensors of the same size, so twice the transfer time, and each of the bubble's
+// (p - 1) slots carries a micro-batch's transfers. Without a pipeline nothing changes.
+TEST(CostModel, BlockingPipelineTransfersCountReceivesAndFillTheBubble) {
+  const ClusterSpec c = preset("dgx-a100-80gb");
+  Workload w{.model = model_preset("llama-7b"), .global_batch = 32};  // untied: no embedding sum
+  w.model.seq_len = 2048;
+  const Layout l{.tp = 8, .pp = 2, .micro_batch = 1};  // the stages on two nodes
+  const Prediction async = predict(w, c, l);
+  w.p2p = PipelineP2p::blocking;
+  const Prediction blocking = predict(w, c, l);
+  ASSERT_GT(async.time.pp, 0);
+  EXPECT_DOUBLE_EQ(blocking.time.pp, 2 * async.time.pp);
+  // 1F1B: bubble = (p - 1) / m of the micro-batches' time; m = 32.
+  EXPECT_NEAR(blocking.time.bubble - async.time.bubble, 2 * async.time.pp / 32.0, 1e-12);
+  EXPECT_DOUBLE_EQ(blocking.time.compute, async.time.compute);
+  EXPECT_DOUBLE_EQ(blocking.time.tp, async.time.tp);
+  const Layout flat{.tp = 8, .dp = 2, .micro_batch = 1};
+  Workload plain = w;
+  plain.p2p = PipelineP2p::async;
+  EXPECT_DOUBLE_EQ(predict(w, c, flat).time.total(), predict(plain, c, flat).time.total());
+}
+
 TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const double h = c.gemm_half_dim;

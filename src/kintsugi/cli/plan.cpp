@@ -31,7 +31,7 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", grad_precision, write_config;
-  std::string attention, device, objective, scaling, plot;
+  std::string attention, pipeline_p2p, device, objective, scaling, plot;
   std::vector<std::string> overrides, schedule, recompute, sp, precision;
   // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
   std::string nodes = "1", global_batch, tp, pp, dp, micro_batch, zero, virtual_stages, hsdp,
@@ -344,6 +344,8 @@ void run_plan(const Args& given) {
   Workload first = workload_of(base);
   if (!a.attention.empty())
     first.attention = parse_name<AttentionKernel>(a.attention, "--attention");
+  if (!a.pipeline_p2p.empty())
+    first.p2p = parse_name<PipelineP2p>(a.pipeline_p2p, "--pipeline-p2p");
   const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
@@ -649,6 +651,11 @@ void add_plan_command(CLI::App& app) {
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "
                   "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")
       ->check(CLI::IsMember({"flash", "materialized"}));
+  cmd->add_option("--pipeline-p2p", a->pipeline_p2p,
+                  "Pipeline transfers of the predicted run: async (kintsugi's, default: receives "
+                  "overlap compute) or blocking (DeepSpeed's pipeline engine: every send and "
+                  "receive in turn)")
+      ->check(CLI::IsMember({"async", "blocking"}));
   cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Also try tensor parallelism across nodes");
   cmd->callback([a] { run_plan(*a); });
 }

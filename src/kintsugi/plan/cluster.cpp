@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 #include <toml++/toml.h>
@@ -39,7 +40,21 @@ double LinkSpec::rate_gbs(LinkUse use) const {
   return measured > 0 ? measured : bandwidth_gbs;
 }
 
-const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
+LinkSpec ClusterSpec::node_link(bool crosses_nodes, std::int64_t members) const {
+  if (crosses_nodes) return inter_node;
+  if (!intra_node_all_to_all || devices_per_node < 2) return intra_node;
+  // Direct links only: the members reach each other over (members - 1) of the node's
+  // (devices - 1) equal links (docs/planner.md, "Cluster specs").
+  const std::int64_t k = std::clamp<std::int64_t>(members, 2, devices_per_node);
+  const double share = static_cast<double>(k - 1) / static_cast<double>(devices_per_node - 1);
+  LinkSpec l = intra_node;
+  for (double* rate :
+       {&l.bandwidth_gbs, &l.all_reduce_gbs, &l.reduce_scatter_gbs, &l.all_gather_gbs})
+    *rate *= share;
+  return l;
+}
+
+LinkSpec ClusterSpec::group_link(const std::vector<int>& devices) const {
   int tier = 0;  // 0: one package, 1: one node, 2: several nodes
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const int a = devices[i], b = devices[(i + 1) % devices.size()];
@@ -48,7 +63,7 @@ const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
       tier = std::max(tier, 1);
   }
   if (tier == 0 && devices_per_package > 0) return package;
-  return tier == 2 ? inter_node : intra_node;
+  return node_link(tier == 2, static_cast<std::int64_t>(devices.size()));
 }
 
 namespace {
@@ -91,7 +106,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
       {"gemm", {"max_efficiency", "half_dim"}},
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
-                      "all_gather_gbs"}},
+                      "all_gather_gbs", "topology"}},
       {"inter_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs"}},
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
@@ -138,6 +153,15 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
              "`{}.bandwidth_gbs`)",
              source, path, *field, section);
     }
+  if (const auto topology = t.at_path("intra_node.topology")) {
+    const std::optional<std::string> name = topology.value<std::string>();
+    if (!name || (*name != "switch" && *name != "all-to-all"))
+      fail("{}: `intra_node.topology` must be \"switch\" (every pair in a node at the whole "
+           "bandwidth, the default) or \"all-to-all\" (direct links, split evenly over the other "
+           "devices)",
+           source);
+    c.intra_node_all_to_all = *name == "all-to-all";
+  }
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
     c.package.bandwidth_gbs =
@@ -283,8 +307,8 @@ ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
 
 namespace {
 
-std::string collective_rates_toml(const LinkSpec& link) {
-  std::string out;
+std::string collective_rates_toml(const LinkSpec& link, bool all_to_all = false) {
+  std::string out = all_to_all ? "topology = \"all-to-all\"\n" : "";
   for (auto [key, value] : {std::pair{"all_reduce_gbs", link.all_reduce_gbs},
                             std::pair{"reduce_scatter_gbs", link.reduce_scatter_gbs},
                             std::pair{"all_gather_gbs", link.all_gather_gbs}})
@@ -304,7 +328,8 @@ std::string to_toml(const ClusterSpec& c) {
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
-      collective_rates_toml(c.intra_node), c.inter_node.bandwidth_gbs, c.inter_node.latency_us,
+      collective_rates_toml(c.intra_node, c.intra_node_all_to_all), c.inter_node.bandwidth_gbs,
+      c.inter_node.latency_us,
       collective_rates_toml(c.inter_node)) +
          (c.devices_per_package > 0
               ? fmt::format("\n[package]\ndevices = {}\nbandwidth_gbs = {}\nlatency_us = {}\n",
