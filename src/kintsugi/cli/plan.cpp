@@ -22,6 +22,7 @@
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/plan/scaling.hpp"
+#include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/plan/value_list.hpp"
 
@@ -394,6 +395,22 @@ void run_plan(const Args& given) {
   const std::vector<std::size_t> front =
       several ? pareto_front(candidates, cluster) : std::vector<std::size_t>{};
   const ReportOptions report{.tokens = tokens, .several = several};
+  // A cluster `tune` refit carries its error on the steps it measured: the layouts predicted
+  // within it of the best cannot be ordered by the model (plan/refit.hpp) and tie with it.
+  std::size_t ties = 0;
+  if (cluster.refit_layouts > 0 && objective == Objective::step && !several)
+    while (ties + 1 < candidates.size() &&
+           within_refit_error(candidates.front().prediction.time.total(),
+                              candidates[ties + 1].prediction.time.total(), cluster.refit_error))
+      ++ties;
+  const std::string tie_note =
+      ties == 0 ? ""
+                : fmt::format("#1-#{} tie: their predictions are within the refit's error of "
+                              "#1's (+-{:.1f}%, [refit] of {}, from {} measured layouts), so the "
+                              "model cannot order them; measure them to choose (kintsugi tune "
+                              "runs the top layouts)",
+                              ties + 1, 100 * cluster.refit_error, cluster.source,
+                              cluster.refit_layouts);
 
   if (a.json) {
     nlohmann::json j = {{"model", base.model.name},
@@ -429,8 +446,14 @@ void run_plan(const Args& given) {
       if (const auto r = rampup_for(a, candidates.front()))
         j["batch_rampup"] = {r->start, r->increment, r->samples};
     if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
-    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i)
+    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i) {
       j["layouts"].push_back(to_json(candidates[i], cluster, report));
+      if (cluster.refit_layouts > 0) j["layouts"].back()["ties_with_best"] = i <= ties;
+    }
+    if (cluster.refit_layouts > 0) {
+      j["refit_error"] = cluster.refit_error;
+      j["ties_with_best"] = ties;  // the layouts after #1 that tie with it
+    }
     if (several) {
       j["pareto_front"] = nlohmann::json::array();
       for (std::size_t i : front) {
@@ -489,6 +512,7 @@ void run_plan(const Args& given) {
                              ? fmt::format(", ranked by {}", name_of(objective))
                              : std::string());
     if (!candidates.empty()) print_candidate_table(candidates, a.top, cluster, report);
+    if (!tie_note.empty()) fmt::print("\nnote: {}\n", tie_note);
     if (several && !candidates.empty()) {
       std::vector<Candidate> on_front;
       for (std::size_t i : front) on_front.push_back(candidates[i]);
@@ -534,8 +558,9 @@ void run_plan(const Args& given) {
     }
     data::write_text_file(a.write_config, layout_config_toml(c, best.prediction.layout));
     if (!a.json)
-      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
-                 a.write_config, best.prediction.layout.world(), a.write_config);
+      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {}){}\n",
+                 a.write_config, best.prediction.layout.world(), a.write_config,
+                 ties > 0 ? fmt::format("; #2-#{} tie with it (note above)", ties + 1) : "");
   }
 }
 

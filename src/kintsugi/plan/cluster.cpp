@@ -100,7 +100,7 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
 const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
       {"", {"name", "node", "device", "gemm", "intra_node", "inter_node", "package", "host",
-            "attention", "power"}},
+            "attention", "power", "refit"}},
       {"node", {"devices"}},
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
@@ -113,6 +113,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
       {"host", {"step_overhead_ms"}},
       {"attention", {"tflops"}},
       {"power", {"active_watts", "idle_watts"}},
+      {"refit", {"error", "layouts"}},
   };
   return keys;
 }
@@ -136,8 +137,8 @@ void refuse_unknown_keys(const toml::table& t, const std::string& source) {
     fail("{}: `name` must be a string", source);
 }
 
-// The optional sections: [package] (a link tier inside the node), [host], [attention] and
-// [power].
+// The optional sections: [package] (a link tier inside the node), [host], [attention],
+// [power] and [refit].
 void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
   // Measured collective rates of a link (LinkSpec): each optional, each > 0 when given.
   for (auto [section, link] : {std::pair{"intra_node", &c.intra_node},
@@ -188,6 +189,16 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
       fail("{}: `attention.tflops` = {} must be > 0 (leave [attention] out to run attention as "
            "GEMMs)",
            source, c.attention_tflops);
+  }
+  if (t.contains("refit")) {
+    c.refit_error = number_at(t, "refit.error", source,
+                              "the refit's relative error on its measured steps");
+    const double layouts = number_at(t, "refit.layouts", source, "layouts the refit measured");
+    if (c.refit_error < 0)
+      fail("{}: `refit.error` = {} must be >= 0", source, c.refit_error);
+    if (layouts < 1 || layouts != static_cast<double>(static_cast<std::int64_t>(layouts)))
+      fail("{}: `refit.layouts` = {} must be a whole number >= 1", source, layouts);
+    c.refit_layouts = static_cast<std::int64_t>(layouts);
   }
   if (t.contains("power")) {
     c.active_watts = number_at(t, "power.active_watts", source,
@@ -346,7 +357,10 @@ std::string to_toml(const ClusterSpec& c) {
                               (c.idle_watts > 0
                                    ? fmt::format("idle_watts = {}\n", c.idle_watts)
                                    : std::string())
-                        : std::string());
+                        : std::string()) +
+         (c.refit_layouts > 0 ? fmt::format("\n[refit]\nerror = {}\nlayouts = {}\n",
+                                            c.refit_error, c.refit_layouts)
+                              : std::string());
 }
 
 }  // namespace kintsugi

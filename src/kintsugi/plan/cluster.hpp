@@ -63,6 +63,11 @@ struct ClusterSpec {
   // is unknown (never printed as 0).
   double active_watts = 0, idle_watts = 0;
   bool has_power() const { return active_watts > 0; }
+  // [refit]: written by `kintsugi tune` (plan/refit.hpp): the refit's error (every measured
+  // step within a factor 1 +- refit_error of its prediction) and the layouts it measured; 0:
+  // not a refit. Predictions closer than that error cannot be ordered: `plan` says they tie.
+  double refit_error = 0;
+  std::int64_t refit_layouts = 0;
 
   double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;

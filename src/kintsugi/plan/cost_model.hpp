@@ -78,6 +78,7 @@ struct Layout {
   std::int64_t hsdp = 0;  // with ZeRO: shard within groups of this many dp ranks (0: all)
   Recompute recompute = Recompute::none;
   bool sequence_parallel = false;
+  bool operator==(const Layout&) const = default;
   std::int64_t world() const { return tp * pp * dp; }
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (micro_batch * dp);
