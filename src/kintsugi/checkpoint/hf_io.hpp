@@ -55,13 +55,6 @@ void write_hf_weights(const std::filesystem::path& out,
                       const std::vector<std::string>& order, std::uint64_t max_shard_bytes,
                       DType dtype = DType::f32);
 
-// Reads a safetensors file with Hugging Face names into our tensors (name -> whole tensor in
-// our layout, without vocabulary padding), checked against `config`: every tensor present
-// that the conversion needs (a longer position table is cut to model.seq_len); set_weights
-// checks every shape against the model's parameters. kintsugi::Error otherwise.
-std::map<std::string, NamedTensor> read_hf_weights(const std::filesystem::path& path,
-                                                   const ModelConfig& config);
-
 // Sets this rank's weights (any layout) from whole tensors, after checking every shape; the
 // optimizer state stays zero. `source` names the tensors' file in messages.
 void set_weights(const std::map<std::string, NamedTensor>& tensors, const RankState& rank,
