@@ -452,7 +452,7 @@ void run_plan(const Args& given) {
     }
     if (cluster.refit_layouts > 0) {
       j["refit_error"] = cluster.refit_error;
-      j["ties_with_best"] = ties;  // the layouts after #1 that tie with it
+      j["tied_with_best"] = ties;  // how many layouts after #1 tie with it
     }
     if (several) {
       j["pareto_front"] = nlohmann::json::array();
