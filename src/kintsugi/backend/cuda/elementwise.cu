@@ -182,18 +182,26 @@ struct SwigluBackwardOp {
   }
 };
 
-// (param, grad, m, v) -> (m, v, param, working copy).
+// a * b + c rounded once, written out where bits must not depend on how the compiler contracts
+// a product and a sum (which differs between kernels that inline the same operator).
+__device__ __forceinline__ float fma_acc(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double fma_acc(double a, double b, double c) { return fma(a, b, c); }
+
+// (param, grad, m, v) -> (m, v, param, working copy). Every product-and-sum is an explicit fused
+// multiply-add, so the single-range and the many-range kernels, which inline this operator in
+// different code, give the same bits (the compiler contracted them differently in f64).
 template <class Acc>
 struct AdamWOp {
   AdamWConstants k;
   __device__ void operator()(const Acc (&x)[4], Acc (&y)[4]) const {
     const Acc b1 = static_cast<Acc>(k.b1), b2 = static_cast<Acc>(k.b2);
     const Acc g = x[1] * static_cast<Acc>(k.grad_scale);
-    const Acc mi = b1 * x[2] + (Acc(1) - b1) * g;
-    const Acc vi = b2 * x[3] + (Acc(1) - b2) * g * g;
-    const Acc p = x[0] * static_cast<Acc>(k.decay) -
-                  static_cast<Acc>(k.step_size) * mi /
-                      (sqrt_acc(vi) * static_cast<Acc>(k.inv_sqrt_bc2) + static_cast<Acc>(k.eps));
+    const Acc mi = fma_acc(b1, x[2], (Acc(1) - b1) * g);
+    const Acc vi = fma_acc(b2, x[3], (Acc(1) - b2) * g * g);
+    const Acc denominator =
+        fma_acc(sqrt_acc(vi), static_cast<Acc>(k.inv_sqrt_bc2), static_cast<Acc>(k.eps));
+    const Acc p = fma_acc(x[0], static_cast<Acc>(k.decay),
+                          -(static_cast<Acc>(k.step_size) * mi / denominator));
     y[0] = mi;
     y[1] = vi;
     y[2] = p;
