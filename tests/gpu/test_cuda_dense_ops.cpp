@@ -366,6 +366,32 @@ TEST_P(CudaDense, AttentionBackwardRepeatsBitForBit) {
   }
 }
 
+// The more_blocks variant (kernels compiled for more resident blocks per SM) computes what the
+// two-kernel backward computes, in the same order: the same bits, at head sizes 64 and 32 (it
+// applies up to 64), with grouped-query heads and ALiBi.
+TEST_P(CudaDense, AttentionBackwardMoreBlocksSameBits) {
+  const Types t = GetParam();
+  if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
+  cuda::attn_tc::Variant two_kernels, more_blocks;
+  more_blocks.more_blocks_dkdv = more_blocks.more_blocks_dq = true;
+  for (const AttentionShape& s : {AttentionShape{2, 150, 4, 2, 64, 0, 0},
+                                  AttentionShape{1, 130, 2, 2, 32, 2, 0}}) {
+    const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    Pair qkv = input(t.act, {rows, width}), dout = input(t.act, {rows, s.heads * s.head_dim});
+    Pair out = output(t.act, {rows, s.heads * s.head_dim});
+    Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
+    gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
+    std::vector<std::vector<double>> runs;
+    for (const cuda::attn_tc::Variant& v : {two_kernels, more_blocks}) {
+      const VariantScope scope(v);
+      Pair dqkv = output(t.act, {rows, width});
+      gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+      runs.push_back(OpTest::fetch(dqkv.gpu));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << describe(s);
+  }
+}
+
 // Document attention: each row sees only its own document's keys (ends inside a 32-query
 // tile, across tiles, at the first and the last row) and RoPE restarts at each document.
 TEST_P(CudaDense, AttentionWithDocuments) {

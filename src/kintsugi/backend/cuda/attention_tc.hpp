@@ -35,6 +35,12 @@ struct Variant {
   // larger calls go through it in slices of (sequence, kv head) units. 256 MiB holds 120 of
   // GPT-2 124M's 384 units at B = 32, T = 1024 (2.1 MiB each): 4 slices of 96.
   std::size_t fused_scratch_cap = std::size_t{256} << 20;
+  // KINTSUGI_ATTN_BWD_MORE_BLOCKS=1 (with tile_masks, the two-kernel backward, head sizes up to
+  // 64): the dK/dV and dQ kernels compiled for 3 and 4 resident blocks per SM instead of the 2
+  // and 3 their registers allow (213 and 151 per thread at bf16, head size 64; capped at 168 and
+  // 128, ptxas spills 40-108 bytes per thread); "dkdv" or "dq": that kernel only. Same
+  // arithmetic, so the same bits. Opt-in until a GPU has timed it (docs/gpu.md).
+  bool more_blocks_dkdv = false, more_blocks_dq = false;
 };
 Variant variant();
 void set_variant(const Variant& v);  // tests: both paths in one process

@@ -161,8 +161,12 @@ __device__ __forceinline__ void key_rows(const KeyRows& a, float (&dk)[HD / 8][4
   }
 }
 
-template <class E, int HD, bool kTileMasks, bool kFused>
-__global__ void __launch_bounds__(kBlockThreads)
+// Blocks per SM the two backward kernels ask ptxas for in the more_blocks variant
+// (attention_tc.hpp); 0: unspecified, ptxas's own choice.
+constexpr int kMoreBlocksDkdv = 3, kMoreBlocksDq = 4;
+
+template <class E, int HD, bool kTileMasks, bool kFused, int kMinBlocks = 0>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
                 Scales scale, std::int64_t k_tiles, Tuning tune, Ref partial,
                 std::int64_t unit_begin, std::int64_t units) {
@@ -337,8 +341,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-template <class E, int HD, bool kTileMasks>
-__global__ void __launch_bounds__(kBlockThreads)
+template <class E, int HD, bool kTileMasks, int kMinBlocks = 0>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     dq_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv, Scales scale,
               std::int64_t q_tiles, Tuning tune) {
   constexpr int kLd = row_stride(HD), kDimTiles = HD / 8;
@@ -515,6 +519,13 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
   }
 
   auto* dkdv = v.tile_masks ? dkdv_kernel<E, HD, true, false> : dkdv_kernel<E, HD, false, false>;
+  auto* dq = v.tile_masks ? dq_kernel<E, HD, true> : dq_kernel<E, HD, false>;
+  // The more_blocks variant: head sizes up to 64 (larger ones hold more accumulators than the
+  // capped registers would keep without heavy spills).
+  if constexpr (HD <= 64) {
+    if (v.more_blocks_dkdv && v.tile_masks) dkdv = dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv>;
+    if (v.more_blocks_dq && v.tile_masks) dq = dq_kernel<E, HD, true, kMoreBlocksDq>;
+  }
   const std::size_t shared = dkdv_shared(HD, false);
   allow_shared(dkdv, shared, "cudaFuncSetAttribute (tensor-core attention dK/dV shared memory)");
   KINTSUGI_CUDA_LAUNCH(dkdv, static_cast<unsigned>(units * tiles), kBlockThreads, shared, stream,
@@ -522,7 +533,6 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
   check_launch("tensor-core attention dkdv_kernel", stream);
 
   const std::size_t dq_shared = 6 * tile_bytes(HD);
-  auto* dq = v.tile_masks ? dq_kernel<E, HD, true> : dq_kernel<E, HD, false>;
   allow_shared(dq, dq_shared, "cudaFuncSetAttribute (tensor-core attention dQ shared memory)");
   KINTSUGI_CUDA_LAUNCH(dq, static_cast<unsigned>(s.batch * s.heads * tiles), kBlockThreads,
                        dq_shared, stream, s, qkv, lse, dout, delta, dqkv, scale, tiles, tune);

@@ -24,6 +24,10 @@ Variant& current() {
     r.skip_masked = on("KINTSUGI_ATTN_SKIP_MASKED");
     r.heavy_first = on("KINTSUGI_ATTN_HEAVY_FIRST");
     r.fused_backward = on("KINTSUGI_ATTN_BWD_FUSED", false);
+    if (const char* more = std::getenv("KINTSUGI_ATTN_BWD_MORE_BLOCKS")) {
+      r.more_blocks_dkdv = !std::strcmp(more, "1") || !std::strcmp(more, "dkdv");
+      r.more_blocks_dq = !std::strcmp(more, "1") || !std::strcmp(more, "dq");
+    }
     if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
       r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
     return r;
