@@ -149,7 +149,8 @@ for mode in kintsugi repeat variants baseline profile cuda_core eager compiled; 
       repeat) run "repeat_${model}_b$batch" "$kintsugi" "${step[@]}" --json; continue ;;
       variants)
         for v in ${GPU_CHECK_VARIANTS:-}; do
-          run "variant_${v%%=*}_${model}_b$batch" env "$v" "$kintsugi" "${step[@]}" --json
+          # Named by the assignment (the same variable may come with several values).
+          run "variant_${v/=/_}_${model}_b$batch" env "$v" "$kintsugi" "${step[@]}" --json
         done
         continue ;;
       profile) run "kintsugi_${model}_b${batch}_profile" "$kintsugi" "${step[@]}" --profile; continue ;;
@@ -242,7 +243,7 @@ unmeasured_energy = set()  # why a row has no J/token, once each
 for model, batch in models:
     tag = f"{model}_b{batch}"
     rows = [("kintsugi (bf16)", f"kintsugi_{tag}"), ("kintsugi, second run", f"repeat_{tag}")]
-    rows += [(f"kintsugi, {v}", f"variant_{v.split('=')[0]}_{tag}") for v in variants]
+    rows += [(f"kintsugi, {v}", f"variant_{v.replace('=', '_', 1)}_{tag}") for v in variants]
     if baseline:
         rows.append((f"kintsugi baseline ({baseline})", f"baseline_{tag}"))
     rows += [("kintsugi, CUDA-core attention", f"kintsugi_cuda_core_{tag}"),
