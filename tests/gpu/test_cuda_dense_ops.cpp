@@ -366,13 +366,14 @@ TEST_P(CudaDense, AttentionBackwardRepeatsBitForBit) {
   }
 }
 
-// The more_blocks variant (kernels compiled for more resident blocks per SM) computes what the
+// The more_blocks variants (kernels compiled for more resident blocks per SM) compute what the
 // two-kernel backward computes, in the same order: the same bits, at head sizes 64 and 32 (it
 // applies up to 64), with grouped-query heads and ALiBi.
 TEST_P(CudaDense, AttentionBackwardMoreBlocksSameBits) {
   const Types t = GetParam();
   if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
   cuda::attn_tc::Variant two_kernels, more_blocks;
+  two_kernels.more_blocks_dkdv = two_kernels.more_blocks_dq = false;
   more_blocks.more_blocks_dkdv = more_blocks.more_blocks_dq = true;
   for (const AttentionShape& s : {AttentionShape{2, 150, 4, 2, 64, 0, 0},
                                   AttentionShape{1, 130, 2, 2, 32, 2, 0}}) {

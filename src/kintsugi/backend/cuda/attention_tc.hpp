@@ -35,12 +35,13 @@ struct Variant {
   // larger calls go through it in slices of (sequence, kv head) units. 256 MiB holds 120 of
   // GPT-2 124M's 384 units at B = 32, T = 1024 (2.1 MiB each): 4 slices of 96.
   std::size_t fused_scratch_cap = std::size_t{256} << 20;
-  // KINTSUGI_ATTN_BWD_MORE_BLOCKS=1 (with tile_masks, the two-kernel backward, head sizes up to
-  // 64): the dK/dV and dQ kernels compiled for 3 and 4 resident blocks per SM instead of the 2
-  // and 3 their registers allow (213 and 151 per thread at bf16, head size 64; capped at 168 and
-  // 128, ptxas spills 40-108 bytes per thread); "dkdv" or "dq": that kernel only. Same
-  // arithmetic, so the same bits. Opt-in until a GPU has timed it (docs/gpu.md).
-  bool more_blocks_dkdv = false, more_blocks_dq = false;
+  // KINTSUGI_ATTN_BWD_MORE_BLOCKS (with tile_masks, the two-kernel backward, head sizes up to
+  // 64): the dK/dV kernel compiled for 3 resident blocks per SM instead of the 2 its registers
+  // allow (213 per thread at bf16, head size 64; capped at 168, ptxas spills 40-100 bytes), the
+  // default ("dkdv"); "dq" the dQ kernel for 4 instead of 3 (151 registers capped at 128), "1"
+  // both, "0" neither. Same arithmetic, so the same bits. On an H200 the GPT-2 124M step took
+  // 75.0 ms with neither, 73.1 with dK/dV's, 74.8 with dQ's, 73.2 with both (docs/gpu.md).
+  bool more_blocks_dkdv = true, more_blocks_dq = false;
 };
 Variant variant();
 void set_variant(const Variant& v);  // tests: both paths in one process

@@ -27,7 +27,7 @@ Variant& current() {
     if (const char* more = std::getenv("KINTSUGI_ATTN_BWD_MORE_BLOCKS")) {
       r.more_blocks_dkdv = !std::strcmp(more, "1") || !std::strcmp(more, "dkdv");
       r.more_blocks_dq = !std::strcmp(more, "1") || !std::strcmp(more, "dq");
-    }
+    }  // unset: the default, dK/dV's only
     if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
       r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
     return r;
