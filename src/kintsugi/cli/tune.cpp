@@ -66,9 +66,9 @@ StepTimes measured_step_seconds(const fs::path& metrics) {
   return {(n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3, relative_spread(ms)};
 }
 
-// Measured power per device of a run: the median over its steps, the first left out, of the
-// job's joules per second (metrics.jsonl's energy_j, train/job_energy.hpp) over its `devices`;
-// none when the run measured no energy.
+// Measured power per device of a run: the median over its records that carry energy, the first
+// left out, of the job's joules per second (metrics.jsonl's energy_j over the energy_s it
+// covers, train/job_energy.hpp) over its `devices`; none when the run measured no energy.
 std::optional<double> measured_watts_per_device(const fs::path& metrics, std::int64_t devices) {
   std::ifstream in(metrics);
   std::vector<double> watts;
@@ -77,9 +77,9 @@ std::optional<double> measured_watts_per_device(const fs::path& metrics, std::in
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const auto j = nlohmann::json::parse(line);
-    if (std::exchange(first, false)) continue;
-    if (!j.contains("energy_j")) return std::nullopt;
-    watts.push_back(j.at("energy_j").get<double>() / (j.at("step_ms").get<double>() / 1e3) /
+    if (!j.contains("energy_j")) continue;     // step 0's record, or no counter advanced
+    if (std::exchange(first, false)) continue;  // the first span: the warm-up
+    watts.push_back(j.at("energy_j").get<double>() / j.at("energy_s").get<double>() /
                     static_cast<double>(devices));
   }
   if (watts.empty()) return std::nullopt;

@@ -64,21 +64,30 @@ JobEnergy::JobEnergy(const Backend& backend, const Topology* topology) : topolog
 }
 
 void JobEnergy::begin() {
-  if (!measured_) return;
-  before_ = counter_->joules().value_or(-1);
+  if (!measured_ || last_ >= 0) return;
+  last_ = counter_->joules().value_or(-1);
+  span_clock_.restart();
 }
 
-std::optional<double> JobEnergy::end() {
+std::optional<EnergySpan> JobEnergy::end(std::int64_t step_tokens) {
   if (!measured_) return std::nullopt;
   const std::optional<double> now = counter_->joules();
-  const bool ok = now && before_ >= 0;
-  std::vector<double> v = {ok ? weight_ * (*now - before_) : 0.0, ok ? 0.0 : 1.0};
+  const bool ok = now && last_ >= 0;
+  std::vector<double> v = {ok ? weight_ * (*now - last_) : 0.0, ok ? 0.0 : 1.0};
+  if (ok) last_ = *now;
   if (topology_) topology_->world().host_all_reduce(v, ReduceOp::sum);
   if (v[1] > 0) {  // a counter failed somewhere: stop reporting rather than under-count
     measured_ = false;
     return std::nullopt;
   }
-  return v[0];
+  span_.joules += v[0];
+  span_.tokens += step_tokens;
+  if (!(span_.joules > 0)) return std::nullopt;  // no counter has advanced since the last span
+  EnergySpan done = span_;
+  done.seconds = span_clock_.seconds();
+  span_ = EnergySpan{};
+  span_clock_.restart();
+  return done;
 }
 
 }  // namespace kintsugi

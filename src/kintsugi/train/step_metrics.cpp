@@ -42,8 +42,9 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
+    j["energy_s"] = *m.energy_seconds;
     j["joules_per_token"] = *m.joules_per_token;
-    j["power_w"] = *m.energy_j / m.step_seconds;
+    j["power_w"] = *m.energy_j / *m.energy_seconds;
   }
   return j;
 }
@@ -66,7 +67,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   if (m.energy_j) {
     s.emplace_back("energy/step_j", *m.energy_j);
     s.emplace_back("energy/joules_per_token", *m.joules_per_token);
-    s.emplace_back("energy/power_w", *m.energy_j / m.step_seconds);
+    s.emplace_back("energy/power_w", *m.energy_j / *m.energy_seconds);
   }
   for (int k = 0; k < kMemoryKinds; ++k) {
     const std::string kind(name_of(static_cast<MemoryKind>(k)));
@@ -116,7 +117,7 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
   if (m.energy_j)
     line += fmt::format(" | {:.4g} J ({:.3g} J/token, {:.0f} W)", *m.energy_j,
-                        *m.joules_per_token, *m.energy_j / m.step_seconds);
+                        *m.joules_per_token, *m.energy_j / *m.energy_seconds);
   if (!m.comm_bytes.empty()) {
     std::uint64_t total = 0;
     for (const auto& [_, b] : m.comm_bytes) total += b;

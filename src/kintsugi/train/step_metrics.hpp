@@ -42,9 +42,12 @@ struct StepMetrics {
   // activations it held at once.
   std::optional<double> bubble;
   int activations_in_flight = 0;
-  // Measured energy of the step, the job's devices summed (train/job_energy.hpp): joules, and
-  // joules per training token; none where no counter is readable.
+  // Measured energy, the job's devices summed (train/job_energy.hpp): the joules since the last
+  // step that carried any (this step's, where the counters advance faster than steps end), the
+  // seconds they cover, and joules per training token over the steps they cover; none where no
+  // counter is readable or none has advanced since.
   std::optional<double> energy_j;
+  std::optional<double> energy_seconds;
   std::optional<double> joules_per_token;
   // Training tokens drawn from each dataset so far, by path (a blend of data.train).
   std::map<std::string, std::int64_t> dataset_tokens;

@@ -386,7 +386,7 @@ class TrainingRun {
     // 3D tensor parallelism: z rank k runs sequences [k mb / z, (k + 1) mb / z) of each
     // micro-batch (docs/parallelism.md).
     const std::int64_t share = mb / place_.depth_size, share_begin = place_.depth_rank * share;
-    energy_->begin();
+    energy_->begin();  // the first step's: the first span of the job's energy starts here
     Stopwatch clock;
     const double lr = schedule_.at(step) * batch_lr_factor(lr_rule_, batch, tc_.global_batch);
     stop_checks_ = micro_batches;
@@ -400,7 +400,8 @@ class TrainingRun {
         micro_batches, 1.0 / static_cast<double>(step_tokens), lr, tc_.grad_clip);
     if (model_.interrupted()) return std::nullopt;
     const double seconds = clock.seconds();
-    const std::optional<double> joules = energy_->end();  // collective, like the loss's sum
+    // Collective, like the loss's sum.
+    const std::optional<EnergySpan> energy = energy_->end(step_tokens);
 
     StepMetrics m;
     m.step = step + 1;
@@ -442,9 +443,10 @@ class TrainingRun {
       }
     }
     m.comm_bytes = difference(bytes_sent(topology_), bytes_before);
-    if (joules) {
-      m.energy_j = *joules;
-      m.joules_per_token = *joules / static_cast<double>(step_tokens);
+    if (energy) {
+      m.energy_j = energy->joules;
+      m.energy_seconds = energy->seconds;
+      m.joules_per_token = energy->joules / static_cast<double>(energy->tokens);
     }
     count_dataset_tokens(step);
     for (std::size_t k = 0; k < dataset_tokens_.size(); ++k)
