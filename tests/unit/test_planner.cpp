@@ -319,7 +319,8 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
 TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   const ModelConfig m = micro_model();
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
-  const auto layouts = enumerate_layouts(w, 8, 8, {});
+  // 1D only: PlanGrid.SearchEnumeratesTheGridsTheRuntimeAccepts resolves the grids.
+  const auto layouts = enumerate_layouts(w, 8, 8, {.grids = false});
   ASSERT_GT(layouts.size(), 100u);
   RunConfig base;
   base.model = m;
@@ -368,7 +369,7 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
   w2.model.seq_len = 2048;
-  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {});
+  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {.grids = false});
   ASSERT_FALSE(r.ranked.empty());
   EXPECT_GT(r.enumerated, r.fitting);  // some layouts (tp 1, pp 1, no ZeRO) do not fit
   for (std::size_t i = 1; i < r.ranked.size(); ++i)
@@ -390,6 +391,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   study.recompute = {Recompute::full};
   study.sequence_parallel = {false};
   study.hsdp = {0};  // the study's Megatron-DeepSpeed had no hybrid sharding
+  study.grids = false;  // nor 3D tensor grids
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;
