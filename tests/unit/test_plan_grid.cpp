@@ -190,7 +190,6 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
     ASSERT_NO_THROW(resolve_layout(c, 4)) << describe(l);
     EXPECT_EQ(c.parallel.tensor_grid, l.tensor_grid);
   }
-  std::filesystem::remove(path);
   // Every factorization of 2 and 4 (the micro model's shapes allow them all).
   const std::set<std::vector<std::int64_t>> want = {
       {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {4, 1, 1}, {1, 4, 1}, {1, 1, 4},
@@ -206,6 +205,13 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
     overlaps.insert(l.grid_overlap);
   }
   EXPECT_EQ(overlaps.size(), 2u);
+  // --write-config's run config carries the grid and its overlap.
+  Layout off{.tp = 4, .micro_batch = 2, .tensor_grid = {2, 1, 2}, .grid_overlap = false};
+  std::ofstream(path) << layout_config_toml(base, off);
+  RunConfig c = load_run_config(path.string(), {});
+  EXPECT_EQ(c.parallel.tensor_grid, off.tensor_grid);
+  EXPECT_FALSE(c.parallel.tensor_grid_overlap);
+  std::filesystem::remove(path);
   SearchSpace one_d;
   one_d.grids = false;
   for (const Layout& l : enumerate_layouts(w, 4, 4, one_d)) EXPECT_TRUE(l.tensor_grid.empty());

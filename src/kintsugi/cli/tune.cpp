@@ -152,17 +152,19 @@ void run_tune(const Args& a) {
   // The ranks asked for, or the cluster's node.
   const std::int64_t world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(choice.notes);
-  const SearchResult found = search_layouts(w, cluster, world, {});
+  // The runtime refuses a tensor grid on cuda (docs/parallelism.md): its runs are 1D there.
+  const SearchResult found =
+      search_layouts(w, cluster, world, {.grids = device == Device::cpu});
   if (found.ranked.empty())
     fail("no layout of this model fits {} ranks with global batch {}", world, w.global_batch);
-  // The top k layouts of distinct shapes (tp, pp, dp, micro-batch, schedule, sp): variants
+  // The top k layouts of distinct shapes (tp, grid, pp, dp, micro-batch, schedule, sp): variants
   // that differ only in recomputation or ZeRO stage are often predicted equal and would
   // measure nearly the same step, telling the refit nothing new.
   std::vector<Prediction> chosen;
   auto same_shape = [](const Layout& x, const Layout& y) {
     return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
            x.schedule == y.schedule && x.virtual_stages == y.virtual_stages &&
-           x.sequence_parallel == y.sequence_parallel;
+           x.sequence_parallel == y.sequence_parallel && x.tensor_grid == y.tensor_grid;
   };
   for (const Prediction& p : found.ranked) {
     if (static_cast<std::int64_t>(chosen.size()) == a.top) break;
