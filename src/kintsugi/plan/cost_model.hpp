@@ -9,7 +9,9 @@
 // Step time of the slowest pipeline stage (docs/planner.md states every term):
 //   t_mb      = compute of one micro-batch (its hardware FLOPs / (peak x GEMM efficiency),
 //               plus the memory-bound kernels' traffic / memory bandwidth)
-//               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency)
+//               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency;
+//               with a tensor grid, what computation does not hide of each layer's collectives
+//               on its group's link: grid_cost.hpp)
 //   compute   = m t_mb's compute part, tp = m t_mb's collective part
 //   bubble    = bubble_fraction / (1 - bubble_fraction) x m t_mb = (p - 1) t_mb / v
 //   pp        = point-to-point activations and gradients, and the tied-embedding sum
