@@ -92,7 +92,9 @@ skip=" ${GPU_CHECK_SKIP//,/ } "
 wanted() { [[ "$skip" != *" $1 "* ]]; }
 
 wanted tests && run gpu_tests "$gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
-wanted layouts && run gpu_layouts bash "$here/bench/gpu_layouts.sh" "$kintsugi" "$check_run" "$out/layouts"
+# The layouts are some 30 short multi-rank runs (1D and 3D tensor parallelism): twice the limit.
+wanted layouts && limit=$((2 * limit)) run gpu_layouts bash "$here/bench/gpu_layouts.sh" \
+  "$kintsugi" "$check_run" "$out/layouts"
 wanted gemm && run gemm_bf16 "$kintsugi" bench gemm --device cuda --dtype bf16 --size 8192 --json
 
 # Exports loaded by transformers itself (AutoTokenizer, AutoModelForCausalLM): ids and loss

@@ -114,19 +114,19 @@ def bytes_per_parameter():
 
 GAUDI_LLAMA = ("--model llama-13b --cluster gaudi2 --nodes 8 --global-batch 256 --seq 2048 "
                "--tp 4 --pp 2 --dp 8 --micro-batch 1 --schedule 1f1b --zero 0 --recompute none "
-               "--sp off")
+               "--sp off --pipeline-p2p blocking")
 TR1_13B = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
            "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 "
            "--precision bf16")
 GAUDI_BLOOM = (TR1_13B + " --cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 "
                "--dp 16 --micro-batch 1 --schedule 1f1b --zero 0 --recompute none --sp off "
-               "--attention materialized")
+               "--attention materialized --pipeline-p2p blocking")
 FRONTIER_175B = ("--model gpt-175b --cluster frontier --nodes 8 --global-batch 640 --seq 2048 "
                  "--precision fp16 --tp 4 --pp 16 --dp 1 --micro-batch 1 --schedule 1f1b "
-                 "--recompute full --sp off")
+                 "--recompute full --sp off --pipeline-p2p blocking")
 FRONTIER_1T = ("--model gpt-1t --cluster frontier --nodes 64 --global-batch 1600 --seq 2048 "
                "--precision fp16 --tp 8 --pp 64 --dp 1 --micro-batch 1 --schedule 1f1b "
-               "--recompute full --sp off")
+               "--recompute full --sp off --pipeline-p2p blocking")
 A100 = ("--cluster dgx-a100-80gb --seq 2048 --tp 8 --dp 1 --micro-batch 1 --recompute selective "
         "--sp on --attention materialized")
 A100_22B = "--model gpt-22b --nodes 1 --global-batch 4 --pp 1 " + A100
@@ -368,8 +368,9 @@ def frontier_ranking():
     best_words = (f"TP {bl['tp']}, PP {bl['pp']}, {bl['schedule']}, ZeRO-{bl['zero']} with "
                   f"hybrid sharding over {bl['hsdp']}, " + ("sp" if bl["sequence_parallel"] else
                                                             "no sp"))
-    yield (f"**{r} of {study['fitting']}** fitting ({pct(slower)} slower than the first, "
-           f"TP {first['layout']['tp']} PP {first['layout']['pp']}) | {rf} of "
+    behind = (f" ({pct(slower)} slower than the first, TP {first['layout']['tp']} "
+              f"PP {first['layout']['pp']})" if r > 1 else "")
+    yield (f"**{r} of {study['fitting']}** fitting{behind} | {rf} of "
            f"{thousands(full['fitting'])} (the best, {best_words}, is predicted "
            f"{speedup:.2f}x faster) | {pct(x['mfu'])} / {pct(x['hfu'])} | {gb(x)} GB |")
     study1t = plan(f"{F1T} {STUDY_SPACE}")
@@ -388,7 +389,7 @@ def frontier_ranking():
 # ---- docs/planner.md, "Frontier: strong scaling" -----------------------------------------
 
 SCALING = ("--seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b --recompute full "
-           "--sp off --zero 1 --hsdp 0")
+           "--sp off --zero 1 --hsdp 0 --pipeline-p2p blocking")
 
 
 def scaling_points(command, cwd=None):
@@ -476,12 +477,12 @@ def table_v():
 # ---- docs/planner.md, "The Frontier study's energy estimates" ---------------------------
 
 ENERGY = ("--cluster frontier --seq 2048 --precision fp16 --schedule 1f1b --recompute full "
-          "--sp off --hsdp 0 --tokens-per-param 20")
+          "--sp off --hsdp 0 --pipeline-p2p blocking --tokens-per-param 20")
 BLOOM = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
          "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 --precision bf16 "
          "--cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 --dp 16 --micro-batch 1 "
          "--schedule 1f1b --zero 0 --recompute none --sp off --attention materialized "
-         "--tokens 3.15e11")
+         "--pipeline-p2p blocking --tokens 3.15e11")
 
 
 def joules(j):

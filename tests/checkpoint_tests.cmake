@@ -120,8 +120,13 @@ add_test(NAME ckpt.export_import_llama
 add_test(NAME ckpt.export_import_bloom
          COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                  ${CKPT_OUT} export_import_bloom ${BLOOM_RUN})
+# A bf16 run: model/ exports its bf16 working weights as BF16, the training checkpoint its f32
+# master weights as F32 (or, with --dtype bf16, rounded to model/'s bytes).
+add_test(NAME ckpt.export_bf16
+         COMMAND ${CKPT}/export_bf16.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                 ${CKPT_OUT} export_bf16 ${MICRO_RUN})
 set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
-                     PROPERTIES TIMEOUT 300)
+                     ckpt.export_bf16 PROPERTIES TIMEOUT 300)
 set_tests_properties(ckpt.export_import PROPERTIES FIXTURES_SETUP hf_export)
 # A file whose shapes do not fit the model (another MLP width): refused on every rank, reported
 # by one, under mpirun.

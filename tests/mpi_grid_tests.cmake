@@ -115,8 +115,6 @@ grid_refused_serial(tp_disagrees "--tensor-grid 1,1,1 has 1 rank but --tp is 2"
                     ${GRID_TINY} --tensor-grid 1,1,1 --tp 2)
 grid_refused_serial(sequence_parallel "with --sequence-parallel: 3D tensor parallelism"
                     ${GRID_TINY} --tensor-grid 1,1,1 --sequence-parallel)
-grid_refused_serial(cuda "train.device = .cuda. with 3D tensor parallelism is not supported"
-                    ${GRID_TINY} --tensor-grid 1,1,1 --device cuda)
 
 # Training checkpoints of a grid (pieces split in both dimensions of a weight: "cols_begin"):
 # resumed in the same grid bit for bit, resharded to the serial layout, from the serial layout,

@@ -463,12 +463,19 @@ add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
 set_tests_properties(mpi.error.kv_heads_not_divisible_by_tp PROPERTIES PROCESSORS 2 TIMEOUT 60)
 
 # `kintsugi tune`: the planner's best 3 layouts of the micro GPT on 4 local ranks, 3 steps each,
-# measured and refit (docs/planner.md).
+# measured and refit (docs/planner.md); plan -> tune -> plan closes: the plan on the refit
+# cluster ranks first the layout measured fastest, or says they tie (mpi.plan_after_tune runs
+# that plan).
 add_test(NAME mpi.tune
          COMMAND ${MPI_ENV} OMP_NUM_THREADS=1 $<TARGET_FILE:kintsugi> tune ${MICRO_RUN} --ranks 4 --top 3 --steps 3
                  --out ${MPI_OUT}/tune)
-set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links PROCESSORS 4 TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+")
+set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links FIXTURES_SETUP tuned
+                     PROCESSORS 4 TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+.*refit plan: #1 [^:]+: (the measured fastest|ties with the measured fastest)")
+add_test(NAME mpi.plan_after_tune
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_after_tune.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/tune ${MICRO_RUN})
+set_tests_properties(mpi.plan_after_tune PROPERTIES FIXTURES_REQUIRED tuned TIMEOUT 60)
 
 # `tune --device cpu`: the runs train on the CPU (the device tune reports) with the CPU's local
 # cluster, as without the flag; one layout, 2 steps, to keep it short.

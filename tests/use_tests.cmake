@@ -31,6 +31,8 @@ add_test(NAME use.help_shows_defaults COMMAND ${KINTSUGI_BIN} generate --help)
 set_tests_properties(use.help_shows_defaults PROPERTIES PASS_REGULAR_EXPRESSION
                      "--tokens [^\n]*=100.*--temperature [^\n]*=0.8")
 
+# eval --init-from takes what train --init-from takes: a Hugging Face file and folder, the run's
+# model/ and its training checkpoint.
 add_test(NAME use.eval_init_from
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval_init_from.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/export_import/a ${CKPT_OUT}/export_import/hf/model.safetensors

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Checks an exported safetensors file against the kintsugi model checkpoint it came from, with a
 reader written from the format's specification (not kintsugi's code): header, metadata, names,
-shapes, and every value under Hugging Face's layout for the model's family:
+shapes, the tensors' type (F32, BF16 or F16, one for the file, config.json's torch_dtype naming
+it), and every value under Hugging Face's layout for the model's family, exactly (a 16-bit value
+widened to float32 must equal the checkpoint's value: an export of a bf16 run's bf16 weights
+rounds nothing):
   GPT2LMHeadModel   Conv1D weights are [in, out]; c_attn packs q | k | v over all heads
                     (kintsugi packs per head: its query heads, key, value)
   LlamaForCausalLM  nn.Linear [out, in]; q_proj, k_proj, v_proj are separate tensors
@@ -23,21 +26,39 @@ def read_safetensors(path):
     assert (8 + n) % 8 == 0, "data must start 8-byte aligned"
     body = data[8 + n :]
     meta = header.pop("__metadata__", {})
-    tensors, end = {}, 0
+    tensors, end, dtypes = {}, 0, set()
     for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        assert t["dtype"] == "F32", name
+        dtype = t["dtype"]
+        assert dtype in SIZE, (name, dtype)
+        dtypes.add(dtype)
         b, e = t["data_offsets"]
         assert b == end, f"{name}: gap or overlap at {b}"
         count = 1
         for d in t["shape"]:
             count *= d
-        assert e - b == 4 * count, name
-        values = array.array("f")
-        values.frombytes(body[b:e])
-        tensors[name] = (t["shape"], values)
+        assert e - b == SIZE[dtype] * count, name
+        tensors[name] = (t["shape"], decode(body[b:e], dtype, count))
         end = e
     assert end == len(body), "trailing bytes after the last tensor"
-    return meta, tensors
+    assert len(dtypes) == 1, f"one type per export, not {dtypes}"
+    return meta, tensors, dtypes.pop()
+
+
+SIZE = {"F32": 4, "BF16": 2, "F16": 2}
+TORCH_DTYPE = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+
+def decode(raw, dtype, count):
+    """Little-endian values widened to float32 (exact for BF16 and F16)."""
+    if dtype == "F16":
+        return array.array("f", struct.unpack(f"<{count}e", raw))
+    if dtype == "BF16":  # the high half of a float32: two zero bytes below each value
+        wide = bytearray(4 * count)
+        wide[2::4], wide[3::4] = raw[0::2], raw[1::2]
+        raw = bytes(wide)
+    values = array.array("f")
+    values.frombytes(raw)
+    return values
 
 
 def read_kintsugi(model_dir):
@@ -52,10 +73,11 @@ def read_kintsugi(model_dir):
 
 
 def main():
-    meta, hf = read_safetensors(sys.argv[1])
+    meta, hf, dtype = read_safetensors(sys.argv[1])
     model, ours = read_kintsugi(sys.argv[2])
     config = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "config.json")))
     assert meta.get("format") == "pt", meta
+    assert config["torch_dtype"] == TORCH_DTYPE[dtype], (config["torch_dtype"], dtype)
     family = model.get("family", "gpt2")
     d, heads, layers = model["d_model"], model["n_head"], model["n_layer"]
     kv = model.get("n_kv_head", 0) or heads
@@ -152,7 +174,7 @@ def main():
     else:
         raise AssertionError(f"unknown family {family}")
     assert checked == len(hf) == total, (checked, len(hf), total)
-    print(f"ok: {checked} tensors match under Hugging Face {family} names and layout")
+    print(f"ok: {checked} {dtype} tensors match under Hugging Face {family} names and layout")
 
 
 if __name__ == "__main__":

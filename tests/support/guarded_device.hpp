@@ -4,6 +4,7 @@
 // one of the allocator's copies). Any other access -- a checkpoint writer dereferencing a
 // parameter, a communicator handing device memory to MPI -- crashes the test. Thread-safe: a
 // communicator's progress thread copies staged buffers back while the main thread computes.
+// GuardedBackend runs the CPU backend's kernels on that memory.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,9 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 
+#include "kintsugi/backend/forwarding_backend.hpp"
 #include "kintsugi/core/allocator.hpp"
 
 namespace kintsugi::testing {
@@ -79,6 +82,23 @@ class GuardedAllocator final : public Allocator {
   mutable std::recursive_mutex mutex_;
   std::map<void*, std::size_t> blocks_;
   bool open_ = false;
+};
+
+// The CPU backend's kernels on the guarded memory: memory opens for each op only.
+class GuardedBackend final : public ForwardingBackend {
+ public:
+  GuardedBackend(Backend& cpu, GuardedAllocator& memory)
+      : ForwardingBackend(cpu), memory_(memory) {}
+  Device device() const override { return Device::cuda; }
+  Allocator& allocator() override { return memory_; }
+
+ protected:
+  void around(const OpCall&, const std::function<void()>& run) override {
+    memory_.while_open(run);
+  }
+
+ private:
+  GuardedAllocator& memory_;
 };
 
 }  // namespace kintsugi::testing

@@ -9,7 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kintsugi/checkpoint/checkpoint_format.hpp"
+#include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "scratch_dir.hpp"
@@ -197,6 +200,64 @@ TEST_F(Checkpoint, DataFileOutsideTheDirectoryIsRefused) {
     ADD_FAILURE() << "read_model_tensors followed ../outside.bin";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+// A bf16 model's saved weights are its bf16 working weights: the manifest says so, and an
+// export writes them as BF16 (torch_dtype bfloat16), each value as it is (docs/checkpoints.md
+// "Which weights an export holds"). A manifest that records bf16 weights its data does not hold
+// is refused rather than rounded a second time.
+TEST_F(Checkpoint, Bf16WeightsExportAsTheyAreAndAMislabelledModelIsRefused) {
+  GptModel bf16(*backend, small(), DType::bf16, 1, 4);
+  bf16.params().initialize(5);
+  const fs::path model = scratch.path() / "bf16";
+  save_model(model, small(), bf16.params(), 3);
+  EXPECT_EQ(read_model_info(model).weights_dtype, DType::bf16);
+  EXPECT_EQ(read_model_info(dir).weights_dtype, DType::f32);
+
+  const fs::path out = scratch.path() / "hf" / "model.safetensors";
+  fs::create_directories(out.parent_path());
+  const HfExport e = export_hf(model, out);
+  EXPECT_EQ(e.dtype, DType::bf16);
+  EXPECT_TRUE(e.saved_model);
+  EXPECT_EQ(e.rounded, 0);
+  const auto header = read_safetensors_header(out);
+  for (const auto& [name, entry] : header) EXPECT_EQ(entry.dtype, "BF16") << name;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(out.parent_path() / "config.json"))["torch_dtype"],
+            "bfloat16");
+  const auto saved = read_model_tensors(model);
+  const auto hf = read_safetensors(out);
+  EXPECT_EQ(hf.at("transformer.wte.weight").values, saved.at("embedding.token.weight").values);
+  EXPECT_EQ(hf.at("transformer.ln_f.weight").values, saved.at("final_norm.weight").values);
+  // Asked for f32: the same values, widened.
+  const HfExport wide = export_hf(model, out, 0, DType::f32);
+  EXPECT_EQ(wide.dtype, DType::f32);
+  EXPECT_EQ(read_safetensors_header(out).at("transformer.wte.weight").dtype, "F32");
+  EXPECT_EQ(read_safetensors(out).at("transformer.wte.weight").values,
+            saved.at("embedding.token.weight").values);
+
+  // The f32 model relabelled bf16 (and re-signed, as an edit that knows the checksum would be).
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  m["weights_dtype"] = "bf16";
+  m["manifest_xxh3"] = checkpoint_format::manifest_checksum(m);
+  std::ofstream(dir / "manifest.json") << m.dump(2);
+  try {
+    export_hf(dir, out);
+    ADD_FAILURE() << "an f32 model labelled bf16 was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("records bf16 weights, but tensor"), std::string::npos)
+        << e.what();
+  }
+  m["weights_dtype"] = "f8";
+  m["manifest_xxh3"] = checkpoint_format::manifest_checksum(m);
+  std::ofstream(dir / "manifest.json") << m.dump(2);
+  try {
+    read_model_info(dir);
+    ADD_FAILURE() << "weights_dtype f8 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weights_dtype \"f8\" is not f32, bf16 or f16"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <vector>
 
-#include "kintsugi/backend/forwarding_backend.hpp"
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
@@ -27,23 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::GuardedAllocator;
-
-// The CPU backend's kernels on the guarded memory: memory opens for each op only.
-class GuardedBackend final : public ForwardingBackend {
- public:
-  GuardedBackend(Backend& cpu, GuardedAllocator& memory)
-      : ForwardingBackend(cpu), memory_(memory) {}
-  Device device() const override { return Device::cuda; }
-  Allocator& allocator() override { return memory_; }
-
- protected:
-  void around(const OpCall&, const std::function<void()>& run) override {
-    memory_.while_open(run);
-  }
-
- private:
-  GuardedAllocator& memory_;
-};
+using testing::GuardedBackend;
 
 class DeviceSeams : public ::testing::Test {
  protected:

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,10 @@
 
 #include "kintsugi/checkpoint/hf_layout.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
@@ -55,16 +58,18 @@ std::vector<fs::path> indexed_shards(const fs::path& index) {
 }  // namespace
 
 void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTensor>& tensors,
-                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes) {
+                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes,
+                      DType dtype) {
   const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   const fs::path index = dir / index_name(out);
+  const std::size_t element = size_of(dtype);
   std::uint64_t total = 0;
-  for (const auto& [_, t] : tensors) total += t.values.size() * sizeof(float);
+  for (const auto& [_, t] : tensors) total += t.values.size() * element;
   // What an earlier export into the same folder left that a loader would take instead of the
   // new files (transformers prefers model.safetensors to an index).
   std::vector<fs::path> stale = indexed_shards(index);
   if (max_shard_bytes == 0 || total <= max_shard_bytes) {
-    write_safetensors(out, tensors, {{"format", "pt"}});
+    write_safetensors(out, tensors, {{"format", "pt"}}, dtype);
     std::error_code ec;
     fs::remove(index, ec);
     for (const fs::path& f : stale)
@@ -76,7 +81,7 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
   std::vector<std::vector<std::string>> shards(1);
   std::uint64_t bytes = 0;
   for (const std::string& name : order) {
-    const std::uint64_t size = tensors.at(name).values.size() * sizeof(float);
+    const std::uint64_t size = tensors.at(name).values.size() * element;
     if (!shards.back().empty() && bytes + size > max_shard_bytes) {
       shards.emplace_back();
       bytes = 0;
@@ -95,7 +100,7 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
       part[name] = tensors.at(name);
       weight_map[name] = file;
     }
-    write_safetensors(dir / file, part, {{"format", "pt"}});
+    write_safetensors(dir / file, part, {{"format", "pt"}}, dtype);
     written.push_back(dir / file);
   }
   // The index last: until it is in place, no loader sees a half-written set of shards.
@@ -110,20 +115,60 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
     if (std::find(written.begin(), written.end(), f) == written.end()) fs::remove(f, ec);
 }
 
-ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out,
-                      std::uint64_t max_shard_bytes) {
+namespace {
+
+// How many values of `t` rounding to `dtype` changes; a finite value that would not stay finite
+// (past f16's 65504) is refused, naming the tensor.
+std::int64_t count_rounded(const std::string& name, const NamedTensor& t, DType dtype) {
+  if (dtype == DType::f32) return 0;
+  std::int64_t changed = 0;
+  for (std::size_t k = 0; k < t.values.size(); ++k) {
+    const float x = t.values[k];
+    const float y = dtype == DType::bf16 ? bf16_to_float(float_to_bf16(x))
+                                         : f16_to_float(float_to_f16(x));
+    if (std::isfinite(x) && !std::isfinite(y))
+      fail("tensor {} holds {} at element {}, which {} cannot hold: export as f32 (--dtype f32)",
+           name, x, k, name_of(dtype));
+    if (std::bit_cast<std::uint32_t>(x) != std::bit_cast<std::uint32_t>(y)) ++changed;
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::string torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+    default: fail("export writes f32, bf16 or f16, not {}", name_of(dtype));
+  }
+}
+
+HfExport export_hf(const fs::path& checkpoint, const fs::path& out, std::uint64_t max_shard_bytes,
+                   std::optional<DType> dtype) {
   const nlohmann::json manifest = read_manifest_json(checkpoint);
   const std::string what = (checkpoint / "manifest.json").string();
   if (!manifest.contains("model")) fail("{} has no model configuration", what);
-  const ModelConfig config = model_config_from_json(manifest.at("model"), what);
+  HfExport e;
+  e.config = model_config_from_json(manifest.at("model"), what);
+  const ModelConfig& config = e.config;
   const auto table = hf_tensors(config);  // refuses families without a table
 
   // Whole tensors, from either kind of checkpoint (both check sizes and checksums first).
   std::map<std::string, NamedTensor> ours;
-  if (manifest.value("format", "") == "kintsugi-model") {
+  e.saved_model = manifest.value("format", "") == model_manifest::kFormat;
+  if (e.saved_model) {
+    const nlohmann::json checked = model_manifest::read_model_manifest(checkpoint);
+    e.source_dtype = model_manifest::weights_dtype(checked);
+    e.step = checked.value("step", std::int64_t{0});
     ours = read_model_tensors(checkpoint);
   } else {
     const CheckpointInfo info = inspect_checkpoint(checkpoint, config);
+    e.source_dtype = DType::f32;  // the master weights, whatever the run computed in
+    e.step = info.progress.step;
+    if (info.manifest.contains("layout"))
+      e.run_precision = info.manifest.at("layout").value("precision", "");
     for (const HfTensor& t : table) {
       if (ours.count(t.ours)) continue;  // Llama's qkv feeds three of theirs: read it once
       NamedTensor nt;
@@ -131,6 +176,7 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out,
       ours[t.ours] = std::move(nt);
     }
   }
+  e.dtype = dtype.value_or(e.source_dtype);
   std::map<std::string, NamedTensor> theirs;
   std::vector<std::string> order;  // the table's: a model's layers stay together in shards
   for (const HfTensor& t : table) {  // a fused qkv may feed three of theirs
@@ -139,93 +185,44 @@ ModelConfig export_hf(const fs::path& checkpoint, const fs::path& out,
     theirs[t.theirs] = to_hf(t, config, it->second);
     order.push_back(t.theirs);
   }
-  write_hf_weights(out, theirs, order, max_shard_bytes);
+  for (const auto& [name, t] : theirs) {
+    const std::int64_t rounded = count_rounded(name, t, e.dtype);
+    // A saved model's 16-bit weights are written as they are: were one of them not of its
+    // recorded type, the export would round it again.
+    if (rounded > 0 && e.dtype == e.source_dtype)
+      fail("{} is damaged: it records {} weights, but tensor {} holds {} values that are not {}",
+           what, name_of(e.source_dtype), name, rounded, name_of(e.dtype));
+    e.rounded += rounded;
+    e.elements += static_cast<std::int64_t>(t.values.size());
+  }
+  write_hf_weights(out, theirs, order, max_shard_bytes, e.dtype);
+  nlohmann::json hf = hf_config(config);
+  hf["torch_dtype"] = torch_dtype_name(e.dtype);
   data::AtomicFile json_file(out.parent_path() / "config.json");
-  json_file.write(hf_config(config).dump(2) + "\n");
+  json_file.write(hf.dump(2) + "\n");
   json_file.commit();
-  return config;
+  return e;
 }
 
-namespace {
-// Non-finite weights would make the first step non-finite, and the run would blame train.lr.
-void refuse_non_finite(const fs::path& path, const std::string& name,
-                       const std::vector<float>& values) {
-  const auto bad =
-      std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
-  if (bad != values.end())
-    fail("{}: tensor {} holds {} at element {}: the file is damaged or was saved from a diverged "
-         "run",
-         path.string(), name, *bad, bad - values.begin());
-}
-}  // namespace
-
-std::map<std::string, NamedTensor> read_hf_weights(const fs::path& path, const ModelConfig& config) {
-  const auto table = hf_tensors(config);
-  auto file = read_safetensors(path);
-  // Index by name without the model class's prefix.
-  std::map<std::string, NamedTensor*> by_base;
-  for (auto& [name, t] : file) by_base[hf_base_name(name)] = &t;
-
-  std::map<std::string, NamedTensor> out;
-  std::map<std::string, std::pair<HfTensor, NamedTensor>> assembled;  // qkv from its parts
-  std::set<std::string> used;
-  for (const HfTensor& t : table) {
-    const std::string base = hf_base_name(t.theirs);
-    auto it = by_base.find(base);
-    if (it == by_base.end())
-      fail("{} has no tensor {}: it is not a {} model of this shape (model.family, model.*)",
-           path.string(), t.theirs, name_of(config.family));
-    used.insert(base);
-    NamedTensor theirs = *it->second;
-    refuse_non_finite(path, t.theirs, theirs.values);
-    // A pretrained position table may be longer than this run's context: keep its first rows.
-    if (t.ours == "embedding.position.weight" && theirs.shape.size() == 2 &&
-        theirs.shape[0] > config.seq_len) {
-      theirs.values.resize(static_cast<std::size_t>(config.seq_len * theirs.shape[1]));
-      theirs.shape[0] = config.seq_len;
-    }
-    // Shapes are checked against the model's parameters in set_weights; here only what the
-    // conversion itself needs.
-    if (is_qkv_part(t.conversion)) {  // rows of a fused qkv in q | k | v order
-      const RowRange r = qkv_part_rows(t.conversion, config);
-      const std::int64_t qkv = (config.n_head + 2 * config.kv_heads()) * config.head_dim();
-      if (theirs.shape.size() != 2 || theirs.shape[0] != r.end - r.begin)
-        fail("{}: {} has shape [{}], not [{}, hidden size] (model.* must match the file's "
-             "config.json)",
-             path.string(), t.theirs, fmt::join(theirs.shape, ", "), r.end - r.begin);
-      auto [it2, fresh] = assembled.try_emplace(
-          t.ours, t, NamedTensor{{qkv, theirs.shape[1]}, std::vector<float>(qkv * theirs.shape[1])});
-      NamedTensor& whole = it2->second.second;
-      if (whole.shape[1] != theirs.shape[1])
-        fail("{}: {} has {} columns, the other attention projections {}", path.string(), t.theirs,
-             theirs.shape[1], whole.shape[1]);
-      std::copy(theirs.values.begin(), theirs.values.end(),
-                whole.values.begin() + r.begin * whole.shape[1]);
-      continue;
-    }
-    const bool matrix = t.conversion == HfConversion::transpose ||
-                        t.conversion == HfConversion::fused_qkv_weight;
-    const std::int64_t qkv = (config.n_head + 2 * config.kv_heads()) * config.head_dim();
-    const bool fused = t.conversion == HfConversion::fused_qkv ||
-                       t.conversion == HfConversion::fused_qkv_weight;
-    if ((matrix && theirs.shape.size() != 2) ||
-        (fused && theirs.shape.back() != qkv))
-      fail("{}: {} has shape [{}], which does not fit the model (model.* must match the file's "
-           "config.json)",
-           path.string(), t.theirs, fmt::join(theirs.shape, ", "));
-    out[t.ours] = from_hf(t, config, theirs);
-  }
-  for (const auto& [ours, part] : assembled) out[ours] = from_hf(part.first, config, part.second);
-  // Buffers and tied copies that carry no weights of their own may be present; anything else
-  // means the file holds a different model.
-  for (const auto& [base, t] : by_base) {
-    if (used.count(base) || base == "lm_head.weight" || base.ends_with("attn.bias") ||
-        base.ends_with("attn.masked_bias") || base.ends_with("rotary_emb.inv_freq"))
-      continue;
-    fail("{} holds {}, which a {} model of this config does not have", path.string(), base,
-         name_of(config.family));
-  }
-  return out;
+std::string describe_export(const HfExport& e, const fs::path& checkpoint) {
+  const std::string weights =
+      e.saved_model
+          ? fmt::format("the {} {}weights of the saved model {} (step {})", name_of(e.source_dtype),
+                        e.source_dtype == DType::f32 ? "" : "working ", checkpoint.string(), e.step)
+          : fmt::format("the f32 master weights of the training checkpoint {} (step {}{})",
+                        checkpoint.string(), e.step,
+                        e.run_precision.empty() ? "" : ", a " + e.run_precision + " run");
+  std::string how;
+  if (e.dtype == e.source_dtype)
+    how = ", exactly";
+  else if (size_of(e.dtype) > size_of(e.source_dtype))
+    how = fmt::format(", widened to {} exactly", name_of(e.dtype));
+  else
+    how = fmt::format(", rounded to {} (nearest even, as a mixed-precision run rounds its working "
+                      "weights; {} of {} values changed)",
+                      name_of(e.dtype), e.rounded, e.elements);
+  return fmt::format("{} tensors (torch_dtype {}): {}{}", name_of(e.dtype), torch_dtype_name(e.dtype),
+                     weights, how);
 }
 
 void set_weights(const std::map<std::string, NamedTensor>& tensors, const RankState& rank,

@@ -4,38 +4,56 @@
 #include <filesystem>
 #include <map>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
+#include "kintsugi/core/dtype.hpp"
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
 
+// What an export wrote and from what (docs/checkpoints.md "Which weights an export holds").
+struct HfExport {
+  ModelConfig config;
+  DType dtype = DType::f32;         // of the tensors written (config.json's torch_dtype)
+  bool saved_model = false;         // read from a saved model (model/), else a training checkpoint
+  DType source_dtype = DType::f32;  // of the weights read: model/'s weights_dtype; f32 masters
+  std::string run_precision;        // the precision of the run that wrote a training checkpoint
+  std::int64_t step = 0;
+  std::int64_t elements = 0, rounded = 0;  // values written, and those rounding changed
+};
+
 // Writes the weights of a checkpoint (a training checkpoint step-N, or the model/ directory
 // a run saves) to `out` (.safetensors) with Hugging Face names and layout, and config.json
-// next to it. Returns the model's configuration. With `max_shard_bytes` > 0 and more weights
-// than that, the sharded layout instead (write_hf_weights).
-ModelConfig export_hf(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
-                      std::uint64_t max_shard_bytes = 0);
+// next to it, as `dtype` (default: the type of the weights read, so nothing is rounded: a
+// saved model's weights_dtype, the f32 master weights of a training checkpoint). A narrower
+// type rounds to nearest even, as a mixed-precision run rounds its working weights from its
+// master weights; a value that would not stay finite is refused. With `max_shard_bytes` > 0
+// and more bytes than that, the sharded layout instead (write_hf_weights).
+HfExport export_hf(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
+                   std::uint64_t max_shard_bytes = 0, std::optional<DType> dtype = std::nullopt);
+
+// One line for the log: what the files hold and where it came from, e.g. "bf16 tensors
+// (torch_dtype bfloat16): the bf16 working weights of the saved model runs/x/model (step 40),
+// exactly".
+std::string describe_export(const HfExport& e, const std::filesystem::path& checkpoint);
+
+// config.json's torch_dtype for the tensors' type ("float32", "bfloat16", "float16").
+std::string torch_dtype_name(DType dtype);
 
 // Writes `tensors` as `out` (one file), or, when `max_shard_bytes` > 0 and they hold more bytes
 // than that, as transformers' save_pretrained shards them: <stem>-0000K-of-0000N.safetensors of
 // at most that many bytes each (a larger tensor alone), tensors kept in `order`, and
 // <out>.index.json naming each tensor's shard, written last. Files of an earlier export to the
 // same place that a loader would read instead (the single file, an index and its shards) are
-// removed.
+// removed. `dtype`: as write_safetensors.
 void write_hf_weights(const std::filesystem::path& out,
                       const std::map<std::string, NamedTensor>& tensors,
-                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes);
-
-// Reads a safetensors file with Hugging Face names into our tensors (name -> whole tensor in
-// our layout, without vocabulary padding), checked against `config`: every tensor present
-// that the conversion needs (a longer position table is cut to model.seq_len); set_weights
-// checks every shape against the model's parameters. kintsugi::Error otherwise.
-std::map<std::string, NamedTensor> read_hf_weights(const std::filesystem::path& path,
-                                                   const ModelConfig& config);
+                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes,
+                      DType dtype = DType::f32);
 
 // Sets this rank's weights (any layout) from whole tensors, after checking every shape; the
 // optimizer state stays zero. `source` names the tensors' file in messages.

@@ -154,7 +154,8 @@ std::vector<StoredTensor> receive_chunk(Communicator& pp, int from) {
 }
 
 void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64_t step,
-                      const std::vector<StoredTensor>& all, const nlohmann::json& tokenizer) {
+                      const std::vector<StoredTensor>& all, DType weights,
+                      const nlohmann::json& tokenizer) {
   const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -187,6 +188,7 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
                              {"version", kVersion},
                              {"step", step},
                              {"model", to_json(config)},
+                             {"weights_dtype", std::string(name_of(weights))},
                              {"data_file", "params.bin"},
                              {"data_bytes", offset},
                              {"data_xxh3", fmt::format("{:016x}", checksum)},
@@ -214,6 +216,12 @@ void save_model(const fs::path& dir, const ModelConfig& config,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
                 const nlohmann::json& tokenizer) {
   const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
+  // The type of the weights saved (docs/checkpoints.md "Which weights an export holds"): a
+  // mixed-precision run's 16-bit working weights, widened to f32 exactly in params.bin.
+  DType held = DType::f32;
+  for (const ParamStore* c : chunks)
+    if (c->size() > 0) held = c->param(0).dtype;
+  const DType weights = held == DType::bf16 || held == DType::f16 ? held : DType::f32;
   std::vector<std::vector<StoredTensor>> local;
   for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
   if (tp.rank() != 0) return;  // its shards went into tp rank 0's tensors
@@ -227,7 +235,7 @@ void save_model(const fs::path& dir, const ModelConfig& config,
     auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p);
     for (auto& t : part) all.push_back(std::move(t));
   }
-  write_checkpoint(dir, config, step, all, tokenizer);
+  write_checkpoint(dir, config, step, all, weights, tokenizer);
 }
 
 void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
@@ -240,7 +248,8 @@ ModelCheckpointInfo read_model_info(const fs::path& dir) {
   const auto j = read_model_manifest(dir);
   return {model_config_from_json(j.at("model"), (dir / "manifest.json").string()),
           j.value("step", std::int64_t{0}),
-          data::identity_from_json(j, (dir / "manifest.json").string())};
+          data::identity_from_json(j, (dir / "manifest.json").string()),
+          model_manifest::weights_dtype(j)};
 }
 
 namespace {

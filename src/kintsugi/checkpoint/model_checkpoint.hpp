@@ -3,6 +3,9 @@
 // tensor's name, global shape and byte range, the XXH3-64 checksum of the data, and its own
 // checksum) and params.bin (the tensors back to back, float32, little-endian, without
 // vocabulary padding). Tensors are stored whole, as in a serial run, so any layout can read them.
+// The weights are the model's own: a mixed-precision run's bf16 or f16 working weights (widened
+// to f32 exactly; the manifest's weights_dtype says which), not its f32 master weights, which
+// training checkpoints hold.
 //
 // Writing goes to a temporary directory that replaces the target only when complete; reading
 // checks the manifest (model_manifest.hpp: shapes and byte ranges against the model and the data
@@ -42,6 +45,7 @@ struct ModelCheckpointInfo {
   ModelConfig config;
   std::int64_t step = 0;
   data::TokenizerIdentity tokenizer;  // unknown for models saved before it was recorded
+  DType weights_dtype = DType::f32;    // model_manifest.hpp weights_dtype
 };
 // Reads and checks the manifest only.
 ModelCheckpointInfo read_model_info(const std::filesystem::path& dir);

@@ -133,6 +133,12 @@ json read_model_manifest(const fs::path& dir) {
            "names its own files only)",
            what, data_file);
     check_tensors(what, m);
+    if (m.contains("weights_dtype")) {
+      if (!m.at("weights_dtype").is_string())
+        fail("{} is damaged: weights_dtype {} is not f32, bf16 or f16", what,
+             m.at("weights_dtype").dump());
+      weights_dtype_from_name(m.at("weights_dtype").get<std::string>(), what);
+    }
     if (version == 1) {
       warn_unsigned(dir, what);
       return m;
@@ -148,6 +154,19 @@ json read_model_manifest(const fs::path& dir) {
     fail("{} is malformed: {}", what, e.what());
   }
   return m;
+}
+
+DType weights_dtype_from_name(const std::string& name, const std::string& what) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    if (name == name_of(t)) return t;
+  fail("{} is damaged: weights_dtype \"{}\" is not f32, bf16 or f16", what, name);
+}
+
+DType weights_dtype(const json& manifest) {
+  return manifest.contains("weights_dtype")
+             ? weights_dtype_from_name(manifest.at("weights_dtype").get<std::string>(),
+                                       "the model manifest")
+             : DType::f32;
 }
 
 }  // namespace kintsugi::model_manifest

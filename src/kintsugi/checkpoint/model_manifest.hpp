@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kintsugi/core/dtype.hpp"
+
 namespace kintsugi::model_manifest {
 
 constexpr const char* kFormat = "kintsugi-model";
@@ -19,5 +21,13 @@ constexpr int kVersion = 2;
 // offset 0 to data_bytes; and last its checksum. kintsugi::Error naming the file otherwise.
 // The data file's size and checksum are checked where it is read.
 nlohmann::json read_model_manifest(const std::filesystem::path& dir);
+
+// The type the saved weights have (the manifest's "weights_dtype"): a mixed-precision run saves
+// its bf16 or f16 working weights, which params.bin holds widened to f32, exactly; an f32 run
+// its f32 weights. Absent (models saved before it was recorded): f32, which is what params.bin
+// holds. Of a manifest read_model_manifest accepted.
+DType weights_dtype(const nlohmann::json& manifest);
+// "f32", "bf16" or "f16" for the manifest, and back (kintsugi::Error naming `what` otherwise).
+DType weights_dtype_from_name(const std::string& name, const std::string& what);
 
 }  // namespace kintsugi::model_manifest

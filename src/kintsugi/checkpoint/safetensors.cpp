@@ -36,8 +36,19 @@ std::int64_t element_count(const fs::path& path, const std::string& name,
 }
 }  // namespace
 
+std::string safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    default: fail("safetensors export writes f32, bf16 or f16, not {}", name_of(dtype));
+  }
+}
+
 void write_safetensors(const fs::path& path, const std::map<std::string, NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, DType dtype) {
+  const std::string type = safetensors_dtype(dtype);
+  const std::size_t element = size_of(dtype);
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
@@ -45,8 +56,8 @@ void write_safetensors(const fs::path& path, const std::map<std::string, NamedTe
     std::int64_t n = 1;
     for (auto d : t.shape) n *= d;
     KINTSUGI_ASSERT(n == static_cast<std::int64_t>(t.values.size()));
-    const std::uint64_t bytes = t.values.size() * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const std::uint64_t bytes = t.values.size() * element;
+    header[name] = {{"dtype", type}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -58,7 +69,17 @@ void write_safetensors(const fs::path& path, const std::map<std::string, NamedTe
   data::AtomicFile out(path);
   out.write(prefix, 8);
   out.write(text);
-  for (const auto& [name, t] : tensors) out.write(t.values.data(), t.values.size() * sizeof(float));
+  std::vector<std::uint16_t> half;
+  for (const auto& [name, t] : tensors) {
+    if (dtype == DType::f32) {
+      out.write(t.values.data(), t.values.size() * sizeof(float));
+      continue;
+    }
+    half.resize(t.values.size());
+    for (std::size_t k = 0; k < half.size(); ++k)
+      half[k] = dtype == DType::bf16 ? float_to_bf16(t.values[k]) : float_to_f16(t.values[k]);
+    out.write(half.data(), half.size() * sizeof(std::uint16_t));
+  }
   out.commit();
 }
 

@@ -2,12 +2,14 @@
 // The safetensors format (Hugging Face): an 8-byte little-endian header length, a JSON header
 // mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (byte offsets
 // into the data that follows; an optional "__metadata__" of strings), then the raw
-// little-endian data. We write float32; we read F32, F16 and BF16 (widened to float32).
+// little-endian data. We write F32, BF16 or F16 and read all three (widened to float32).
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "kintsugi/core/dtype.hpp"
 
 namespace kintsugi {
 
@@ -16,10 +18,16 @@ struct NamedTensor {
   std::vector<float> values;
 };
 
-// Writes `tensors` (float32, in name order) atomically (temporary file + rename).
+// Writes `tensors` (in name order) atomically (temporary file + rename) as `dtype`: F32, or BF16
+// or F16 rounded to nearest even (core/half.hpp, the rounding the optimizer gives 16-bit
+// working weights: a value already of that type is written exactly).
 void write_safetensors(const std::filesystem::path& path,
                        const std::map<std::string, NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       DType dtype = DType::f32);
+
+// The header's name of a dtype the writer takes ("F32", "BF16", "F16").
+std::string safetensors_dtype(DType dtype);
 
 // One tensor of a file, located by its header but not read: its dtype ("F32", "F16" or
 // "BF16"), shape, and the absolute byte range [begin, end) of its data in the file.

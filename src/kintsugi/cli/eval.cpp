@@ -24,7 +24,9 @@
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/model/config_json.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/train/evaluation.hpp"
+#include "kintsugi/train/init_weights.hpp"
 #include "kintsugi/train/train_data.hpp"
 #include "kintsugi/train/run_config.hpp"
 
@@ -45,9 +47,17 @@ struct Args {
 
 // What the weights come from, read and checked on every rank before any model exists.
 struct Weights {
-  std::optional<CheckpointInfo> train_checkpoint;                  // step-N: loaded per rank
-  std::optional<std::map<std::string, NamedTensor>> whole_tensors;  // model/ or safetensors
+  std::optional<CheckpointInfo> train_checkpoint;                  // --checkpoint step-N
+  std::optional<std::map<std::string, NamedTensor>> whole_tensors;  // --checkpoint model/
+  std::optional<InitialWeights> init;  // --init-from: what train --init-from takes
   std::string source;
+};
+
+// The job's config and, for --init-from a Hugging Face folder, what its config.json says.
+struct EvalSetup {
+  RunConfig config;
+  std::optional<HfModel> hf;
+  std::vector<std::string> notes;  // for the log (rank 0)
 };
 
 // The manifest of a checkpoint directory: a training checkpoint or a saved model.
@@ -65,15 +75,22 @@ nlohmann::json read_manifest(const fs::path& dir) {
   }
 }
 
-// The job's config: the model from the checkpoint (or --config for --init-from), the layout
-// from the flags, and a batch of one micro-batch per data-parallel rank and stage (only its
-// micro-batch size matters here).
-RunConfig eval_config(const Args& args, int world) {
+// The job's config: the model from the checkpoint, from --init-from's (a kintsugi run's
+// manifest without --config, a Hugging Face folder's config.json) or from --config (a
+// .safetensors file), the layout from the flags, and a batch of one micro-batch per
+// data-parallel rank and stage (only its micro-batch size matters here).
+EvalSetup eval_config(const Args& args, int world) {
   if (args.checkpoint.empty() == args.init_from.empty())
     fail("eval needs either --checkpoint DIR (a training checkpoint or a saved model) or "
-         "--init-from FILE.safetensors (with --config FILE.toml for the model's shape)");
-  if (!args.init_from.empty() && args.config.empty())
-    fail("--init-from {} needs --config FILE.toml for the model's shape", args.init_from);
+         "--init-from PATH (what train --init-from takes: a kintsugi run's model/ or "
+         "checkpoints/step-N, a Hugging Face model folder, or a .safetensors file with --config "
+         "FILE.toml for the model's shape)");
+  std::error_code ec;
+  const bool init_dir = !args.init_from.empty() && fs::is_directory(args.init_from, ec);
+  if (!args.init_from.empty() && !init_dir && args.config.empty())
+    fail("--init-from {} needs --config FILE.toml for the model's shape (a Hugging Face model "
+         "folder or a kintsugi run's directory carries its own)",
+         args.init_from);
   std::vector<std::string> o = args.overrides;
   if (args.tp) o.push_back(fmt::format("parallel.tp={}", *args.tp));
   if (args.dp) o.push_back(fmt::format("parallel.dp={}", *args.dp));
@@ -87,10 +104,21 @@ RunConfig eval_config(const Args& args, int world) {
   if (args.hsdp) o.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
   if (!args.device.empty()) o.push_back(fmt::format("train.device=\"{}\"", args.device));
   if (!args.precision.empty()) o.push_back(fmt::format("train.precision=\"{}\"", args.precision));
-  RunConfig config = load_run_config(args.config, o);
-  if (!args.checkpoint.empty()) {
-    const std::string what = (fs::path(args.checkpoint) / "manifest.json").string();
-    const nlohmann::json manifest = read_manifest(args.checkpoint);
+  EvalSetup setup;
+  RunConfig& config = setup.config;
+  config = load_run_config(args.config, o);
+  // The same first step as train's --init-from (train/init_weights.hpp): a Hugging Face folder
+  // gives the model's shape.
+  if (!args.init_from.empty())
+    setup.hf = adopt_init_model(config, args.init_from, given_keys(args.config, o), setup.notes);
+  // A kintsugi run's directory, like --checkpoint, gives its model unless --config does (then
+  // that model must be the saved one, but for model.seq_len: kintsugi_weights.hpp).
+  const std::string from = !args.checkpoint.empty() ? args.checkpoint
+                           : init_dir && !setup.hf && args.config.empty() ? args.init_from
+                                                                           : "";
+  if (!from.empty()) {
+    const std::string what = (fs::path(from) / "manifest.json").string();
+    const nlohmann::json manifest = read_manifest(from);
     if (!manifest.contains("model")) fail("{} has no model configuration", what);
     config.model = model_config_from_json(manifest.at("model"), what);
   }
@@ -103,14 +131,28 @@ RunConfig eval_config(const Args& args, int world) {
   config.train.micro_batch = args.micro_batch;
   config.train.global_batch = args.micro_batch * dp * p.pp;
   resolve_layout(config, world);
-  return config;
+  return setup;
 }
 
-Weights read_weights(const Args& args, const RunConfig& config, int rank, int world) {
+// The weights, checked; the tokenizer they record (or a Hugging Face folder's) against the
+// data's.
+Weights read_weights(const Args& args, EvalSetup& setup, const data::TokenizerIdentity& data_ids,
+                     int rank, int world) {
+  const RunConfig& config = setup.config;
   Weights w;
   w.source = args.checkpoint.empty() ? args.init_from : args.checkpoint;
   if (!args.init_from.empty()) {
-    w.whole_tensors = read_hf_weights(args.init_from, config.model);
+    // A folder's tokenizer is the model's (adopt_hf_folder made it data.tokenizer): the data's
+    // ids must be its.
+    if (setup.hf && data::has_tokenizer_files(args.init_from)) {
+      std::string warning;
+      data::check_same_tokenizer(
+          args.init_from, data::identity_of(*data::load_tokenizer(args.init_from)), args.data,
+          data_ids, args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty()) setup.notes.push_back(warning);
+    }
+    w.init.emplace(args.init_from, config.model, setup.hf, args.data, data_ids,
+                   args.allow_tokenizer_mismatch, setup.notes);
   } else if (read_manifest(args.checkpoint).value("format", "") == "kintsugi-model") {
     w.whole_tensors = read_model_tensors(args.checkpoint);
   } else {
@@ -133,7 +175,10 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
   } else {
     std::string error;  // shapes are checked on every rank; one of them reports a mismatch
     try {
-      set_weights(*weights.whole_tensors, rank_state(model, place), weights.source);
+      if (weights.init)
+        weights.init->set(rank_state(model, place));
+      else
+        set_weights(*weights.whole_tensors, rank_state(model, place), weights.source);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -171,13 +216,14 @@ void run(const Args& args) {
   const int world = mpi ? mpi->world_size() : 1, rank = mpi ? mpi->world_rank() : 0;
 
   // Setup: every rank reads and checks the same inputs and reaches the same verdict.
-  RunConfig config;
+  EvalSetup setup;
+  const RunConfig& config = setup.config;
   std::optional<data::BatchSampler> data;
   std::optional<Weights> weights;
   std::int64_t windows = 0;
   std::string error;
   try {
-    config = eval_config(args, world);
+    setup = eval_config(args, world);
     data.emplace(open_one_dataset(args.data, "--data", config));
     const std::int64_t mb = config.train.micro_batch;
     const std::int64_t disjoint = data->max_disjoint_eval_windows();
@@ -193,7 +239,7 @@ void run(const Args& args) {
            mb, config.model.seq_len);
     if (windows % mb != 0)
       fail("--windows {} is not a multiple of --micro-batch {}: change one of them", windows, mb);
-    weights.emplace(read_weights(args, config, rank, world));
+    weights.emplace(read_weights(args, setup, data->tokens().tokenizer(), rank, world));
     // The data's ids must be the ones the model was trained on (tokenizer_identity.hpp).
     if (!args.checkpoint.empty()) {
       std::string warning;
@@ -208,6 +254,8 @@ void run(const Args& args) {
     error = e.what();
   }
   agree_on_setup(mpi.get(), error, error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
+  if (rank == 0)  // beside --json's object, not in it
+    for (const std::string& note : setup.notes) fmt::print(args.json ? stderr : stdout, "{}\n", note);
 
   set_rank_threads(args.threads, mpi.get());
   run_on_ranks(config, mpi.get(), [&](const Topology* topology) {
@@ -225,9 +273,14 @@ void add_eval_command(CLI::App& app) {
                   "A training checkpoint (<out>/checkpoints/step-N) or a saved model "
                   "(<out>/model)");
   cmd->add_option("--init-from", args->init_from,
-                  "Or a Hugging Face .safetensors file (needs --config for the model's shape)");
+                  "Or the weights train --init-from takes: a kintsugi run's <out>/model or "
+                  "<out>/checkpoints/step-N (its model, or --config's with another "
+                  "model.seq_len), a Hugging Face model folder (config.json, model.safetensors "
+                  "or its sharded index, tokenizer.json) or one .safetensors file (needs "
+                  "--config for the model's shape)");
   cmd->add_option("--config,-c", args->config,
-                  "Run config (TOML) for --init-from's model shape, and data/comm settings");
+                  "Run config (TOML): the model's shape for a .safetensors --init-from, and "
+                  "data/comm settings");
   cmd->add_option("--set", args->overrides, "Override a config key (repeatable)");
   cmd->add_option("--data", args->data, "Token file (.bin from `kintsugi data tokenize`)")
       ->required();

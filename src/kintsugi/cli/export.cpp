@@ -5,8 +5,10 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "kintsugi/checkpoint/hf_io.hpp"
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/tokenizer.hpp"
@@ -39,7 +41,7 @@ std::uint64_t parse_size(const std::string& text) {
 
 void add_export_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, out, tokenizer, max_shard_size;
+    std::string checkpoint, out, tokenizer, max_shard_size, dtype;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -58,6 +60,12 @@ void add_export_command(CLI::App& app) {
                   "Write shards of at most this size (e.g. 2GB, 500MB, 1GiB) and "
                   "model.safetensors.index.json, as transformers' save_pretrained does, when the "
                   "weights are larger (default: one file)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Tensor type to write: f32, bf16 or f16 (default: the weights' own, rounded "
+                  "nowhere: a saved model's weights_dtype, e.g. a bf16 run's bf16 working "
+                  "weights; a training checkpoint's f32 master weights); a narrower type rounds "
+                  "to nearest even, as the run rounds its working weights")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->callback([args] {
     const std::filesystem::path out = args->out;
     const std::uint64_t max_shard = args->max_shard_size.empty() ? 0 : parse_size(args->max_shard_size);
@@ -70,12 +78,17 @@ void add_export_command(CLI::App& app) {
     // Loaded before anything is written, so that a bad --tokenizer leaves no half export.
     const auto tokenizer =
         tokenizer_path.empty() ? nullptr : data::load_tokenizer(tokenizer_path);
-    const ModelConfig config = export_hf(args->checkpoint, out, max_shard);
+    const std::optional<DType> dtype =
+        args->dtype.empty()
+            ? std::nullopt
+            : std::optional(model_manifest::weights_dtype_from_name(args->dtype, "--dtype"));
+    const HfExport e = export_hf(args->checkpoint, out, max_shard, dtype);
+    const ModelConfig& config = e.config;
     const std::filesystem::path index = out.string() + ".index.json";
-    fmt::print("wrote {} and {} ({} model, {} layers, d {})\n",
+    fmt::print("wrote {} and {} ({} model, {} layers, d {}): {}\n",
                std::filesystem::exists(index) ? index.string() + " with its shards" : out.string(),
                (out.parent_path() / "config.json").string(), name_of(config.family), config.n_layer,
-               config.d_model);
+               config.d_model, describe_export(e, args->checkpoint));
     if (tokenizer) {
       tokenizer->save(out.parent_path().empty() ? "." : out.parent_path());
       fmt::print("wrote the tokenizer next to it: {}\n", tokenizer->describe());

@@ -22,6 +22,7 @@
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/plan/scaling.hpp"
+#include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/plan/value_list.hpp"
 
@@ -31,7 +32,7 @@ namespace {
 
 struct Args {
   std::string model, config, cluster = "local", grad_precision, write_config;
-  std::string attention, device, objective, scaling, plot;
+  std::string attention, pipeline_p2p, device, objective, scaling, plot;
   std::vector<std::string> overrides, schedule, recompute, sp, precision, tensor_grid,
       grid_overlap;
   // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
@@ -387,6 +388,8 @@ void run_plan(const Args& given) {
   Workload first = workload_of(base);
   if (!a.attention.empty())
     first.attention = parse_name<AttentionKernel>(a.attention, "--attention");
+  if (!a.pipeline_p2p.empty())
+    first.p2p = parse_name<PipelineP2p>(a.pipeline_p2p, "--pipeline-p2p");
   const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
@@ -445,6 +448,22 @@ void run_plan(const Args& given) {
   const std::vector<std::size_t> front =
       several ? pareto_front(candidates, cluster) : std::vector<std::size_t>{};
   const ReportOptions report{.tokens = tokens, .several = several};
+  // A cluster `tune` refit carries its error on the steps it measured: the layouts predicted
+  // within it of the best cannot be ordered by the model (plan/refit.hpp) and tie with it.
+  std::size_t ties = 0;
+  if (cluster.refit_layouts > 0 && objective == Objective::step && !several)
+    while (ties + 1 < candidates.size() &&
+           within_refit_error(candidates.front().prediction.time.total(),
+                              candidates[ties + 1].prediction.time.total(), cluster.refit_error))
+      ++ties;
+  const std::string tie_note =
+      ties == 0 ? ""
+                : fmt::format("#1-#{} tie: their predictions are within the refit's error of "
+                              "#1's (+-{:.1f}%, [refit] of {}, from {} measured layouts), so the "
+                              "model cannot order them; measure them to choose (kintsugi tune "
+                              "runs the top layouts)",
+                              ties + 1, 100 * cluster.refit_error, cluster.source,
+                              cluster.refit_layouts);
 
   if (a.json) {
     nlohmann::json j = {{"model", base.model.name},
@@ -480,8 +499,14 @@ void run_plan(const Args& given) {
       if (const auto r = rampup_for(a, candidates.front()))
         j["batch_rampup"] = {r->start, r->increment, r->samples};
     if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
-    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i)
+    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i) {
       j["layouts"].push_back(to_json(candidates[i], cluster, report));
+      if (cluster.refit_layouts > 0) j["layouts"].back()["ties_with_best"] = i <= ties;
+    }
+    if (cluster.refit_layouts > 0) {
+      j["refit_error"] = cluster.refit_error;
+      j["tied_with_best"] = ties;  // how many layouts after #1 tie with it
+    }
     if (several) {
       j["pareto_front"] = nlohmann::json::array();
       for (std::size_t i : front) {
@@ -540,6 +565,7 @@ void run_plan(const Args& given) {
                              ? fmt::format(", ranked by {}", name_of(objective))
                              : std::string());
     if (!candidates.empty()) print_candidate_table(candidates, a.top, cluster, report);
+    if (!tie_note.empty()) fmt::print("\nnote: {}\n", tie_note);
     if (several && !candidates.empty()) {
       std::vector<Candidate> on_front;
       for (std::size_t i : front) on_front.push_back(candidates[i]);
@@ -585,8 +611,9 @@ void run_plan(const Args& given) {
     }
     data::write_text_file(a.write_config, layout_config_toml(c, best.prediction.layout));
     if (!a.json)
-      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {})\n",
-                 a.write_config, best.prediction.layout.world(), a.write_config);
+      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {}){}\n",
+                 a.write_config, best.prediction.layout.world(), a.write_config,
+                 ties > 0 ? fmt::format("; #2-#{} tie with it (note above)", ties + 1) : "");
   }
 }
 
@@ -712,6 +739,11 @@ void add_plan_command(CLI::App& app) {
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "
                   "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")
       ->check(CLI::IsMember({"flash", "materialized"}));
+  cmd->add_option("--pipeline-p2p", a->pipeline_p2p,
+                  "Pipeline transfers of the predicted run: async (kintsugi's, default: receives "
+                  "overlap compute) or blocking (DeepSpeed's pipeline engine: every send and "
+                  "receive in turn)")
+      ->check(CLI::IsMember({"async", "blocking"}));
   cmd->add_flag("--tp-across-nodes", a->tp_across_nodes,
                 "Also try tensor parallelism (1D and grids) across nodes");
   cmd->callback([a] { run_plan(*a); });

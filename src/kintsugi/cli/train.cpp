@@ -11,8 +11,6 @@
 #include <thread>
 
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
-#include "kintsugi/checkpoint/hf_weights.hpp"
-#include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -21,7 +19,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/train/config_agreement.hpp"
-#include "kintsugi/train/hf_init.hpp"
+#include "kintsugi/train/init_weights.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -133,8 +131,7 @@ void run(const Args& args) {
   RunConfig config;
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
-  std::shared_ptr<const HfWeights> init_weights;
-  std::shared_ptr<const std::map<std::string, NamedTensor>> init_tensors;
+  std::shared_ptr<const InitialWeights> init;
   std::vector<std::string> init_notes;
   data::TokenizerIdentity tokenizer;  // of the data (tokenizer_identity.hpp)
   std::vector<std::string> tokenizer_notes;
@@ -146,10 +143,9 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
-    if (std::error_code ec; std::filesystem::is_directory(args.init_from, ec) &&
-                            !is_kintsugi_checkpoint(args.init_from))
-      hf = adopt_hf_folder(config, args.init_from, given_keys(args.config, flag_overrides(args)),
-                           init_notes);
+    if (!args.init_from.empty())
+      hf = adopt_init_model(config, args.init_from, given_keys(args.config, flag_overrides(args)),
+                            init_notes);
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
     const unsigned cores = std::thread::hardware_concurrency();
@@ -191,17 +187,12 @@ void run(const Args& args) {
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
     // training checkpoint gives its weights only (fine-tuning: step 0, new optimizer state);
-    // anything else is a Hugging Face file or folder.
-    if (!args.init_from.empty() && !resume && is_kintsugi_checkpoint(args.init_from)) {
-      KintsugiWeights w = read_kintsugi_weights(args.init_from, config.model);
-      data::check_same_tokenizer(args.init_from, w.tokenizer, "this run's data", tokenizer,
-                                 args.allow_tokenizer_mismatch, &warning);
-      if (!warning.empty()) tokenizer_notes.push_back(warning);
-      init_tensors =
-          std::make_shared<const std::map<std::string, NamedTensor>>(std::move(w.tensors));
-    } else if (!args.init_from.empty() && !resume)
-      init_weights = std::make_shared<const HfWeights>(args.init_from, config.model,
-                                                       hf && hf->head_from_embedding);
+    // anything else is a Hugging Face file or folder (train/init_weights.hpp).
+    if (!args.init_from.empty() && !resume)
+      init = std::make_shared<const InitialWeights>(args.init_from, config.model, hf,
+                                                    "this run's data", tokenizer,
+                                                    args.allow_tokenizer_mismatch,
+                                                    tokenizer_notes);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -220,9 +211,7 @@ void run(const Args& args) {
   TrainOptions options;
   options.out_dir = out_dir;
   options.resume = std::move(resume);
-  options.init_weights = std::move(init_weights);
-  options.init_from = args.init_from;
-  options.init_tensors = std::move(init_tensors);
+  options.init = std::move(init);
   options.ranks_per_node = mpi ? mpi->local_size() : 1;
   options.tokenizer = data::to_json(tokenizer);
   options.metrics_path = args.metrics;

@@ -17,6 +17,7 @@
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"
@@ -41,8 +42,12 @@ std::string self_path() {
 }
 
 // Median step time of a run's metrics.jsonl, leaving out the first step (allocation, first
-// touches of memory, caches), as bench step does with its warm-up.
-double measured_step_seconds(const fs::path& metrics) {
+// touches of memory, caches), as bench step does with its warm-up, and the spread of the timed
+// steps (refit.hpp relative_spread).
+struct StepTimes {
+  double seconds = 0, spread = 0;
+};
+StepTimes measured_step_seconds(const fs::path& metrics) {
   std::ifstream in(metrics);
   if (!in) fail("{} was not written: the run failed (see {})", metrics.string(),
                 (metrics.parent_path() / "log.txt").string());
@@ -58,7 +63,7 @@ double measured_step_seconds(const fs::path& metrics) {
   ms.erase(ms.begin());
   std::sort(ms.begin(), ms.end());
   const std::size_t n = ms.size();
-  return (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3;
+  return {(n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1e3, relative_spread(ms)};
 }
 
 // Measured power per device of a run: the median over its steps, the first left out, of the
@@ -94,7 +99,7 @@ void make_directory(const fs::path& dir) {
 }
 
 struct LayoutRun {
-  double seconds = 0;
+  StepTimes steps;
   std::optional<double> watts_per_device;
 };
 
@@ -161,11 +166,6 @@ void run_tune(const Args& a) {
   // that differ only in recomputation or ZeRO stage are often predicted equal and would
   // measure nearly the same step, telling the refit nothing new.
   std::vector<Prediction> chosen;
-  auto same_shape = [](const Layout& x, const Layout& y) {
-    return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
-           x.schedule == y.schedule && x.virtual_stages == y.virtual_stages &&
-           x.sequence_parallel == y.sequence_parallel && x.tensor_grid == y.tensor_grid;
-  };
   for (const Prediction& p : found.ranked) {
     if (static_cast<std::int64_t>(chosen.size()) == a.top) break;
     if (std::none_of(chosen.begin(), chosen.end(),
@@ -174,17 +174,25 @@ void run_tune(const Args& a) {
   }
   std::vector<Measured> runs;
   std::vector<double> watts;  // per device, of the runs that measured energy
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    const fs::path dir = fs::path(a.out) / fmt::format("layout-{}", i + 1);
+  auto measure = [&](const Prediction& p, const char* why) {
+    const fs::path dir = fs::path(a.out) / fmt::format("layout-{}", runs.size() + 1);
     if (!a.json)
-      fmt::print("running {} ({} steps on {} ranks, {})...\n", describe(chosen[i].layout),
-                 a.steps, world, name_of(device));
+      fmt::print("running {} ({} steps on {} ranks, {}){}...\n", describe(p.layout), a.steps,
+                 world, name_of(device), why);
     std::fflush(stdout);
-    const LayoutRun run = run_layout(a, base, chosen[i].layout, dir);
-    runs.push_back({chosen[i], run.seconds});
+    const LayoutRun run = run_layout(a, base, p.layout, dir);
     if (run.watts_per_device) watts.push_back(*run.watts_per_device);
-  }
-  Refit refit = refit_cluster(cluster, runs);
+    return Measured{p, run.steps.seconds, run.steps.spread};
+  };
+  for (const Prediction& p : chosen) runs.push_back(measure(p, ""));
+  // Plan -> tune -> plan must close: when the refit ranks first a layout that was not measured
+  // and that does not tie with the measured fastest, that layout is measured too and the refit
+  // redone, at most --top more runs (plan/refit.hpp refit_until_closed).
+  const Tuned tuned = refit_until_closed(
+      cluster, w, world, runs,
+      [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top);
+  Refit refit = tuned.refit;
+  const RefitPlan& closure = tuned.plan;
   // [power] from measured energy only when every run measured it (docs/energy.md); else kept.
   const bool power_refit = !watts.empty() && watts.size() == runs.size();
   if (power_refit) refit.cluster = refit_power(refit.cluster, watts);
@@ -193,16 +201,31 @@ void run_tune(const Args& a) {
       << to_toml(refit.cluster);
   std::vector<Prediction> after;
   for (const Measured& r : runs) after.push_back(predict(w, refit.cluster, r.predicted.layout));
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < runs.size(); ++i)
-    if (runs[i].seconds < runs[best].seconds) best = i;
+  const std::size_t best = closure.fastest;
+  const bool top_is_best = closure.top_run == best;
+  const std::string closes =
+      top_is_best ? "the measured fastest"
+      : closure.ties
+          ? fmt::format("ties with the measured fastest, {} (predicted within the refit's "
+                        "error, +-{:.0f}%: the plan cannot order them)",
+                        describe(runs[best].predicted.layout), 100 * refit.cluster.refit_error)
+          : fmt::format("not measured, and predicted faster than the measured fastest, {}, "
+                        "by more than the refit's error (+-{:.0f}%), after {} more runs: a "
+                        "larger --top measures more layouts",
+                        describe(runs[best].predicted.layout), 100 * refit.cluster.refit_error,
+                        a.top);
 
-  if (a.json) {
+  // The report as JSON, printed with --json and always written next to the refit cluster.
+  {
     nlohmann::json j = {{"device", std::string(name_of(device))},
                         {"cluster_notes", choice.notes},
                         {"compute_factor", refit.compute_factor},
                         {"comm_factor", refit.comm_factor},
                         {"comm_fitted", refit.comm_fitted},
+                        {"refit_error", refit.cluster.refit_error},
+                        {"refit_plan_best", describe(closure.top.layout)},
+                        {"refit_plan_best_is_measured_best", top_is_best},
+                        {"refit_plan_ties_with_measured_best", closure.ties},
                         {"power_refit", power_refit},
                         {"best", best},
                         {"refit_cluster", (fs::path(a.out) / "cluster-refit.toml").string()},
@@ -215,21 +238,28 @@ void run_tune(const Args& a) {
       j["layouts"].push_back({{"layout", describe(runs[i].predicted.layout)},
                               {"predicted_s", runs[i].predicted.time.total()},
                               {"measured_s", runs[i].seconds},
+                              {"measured_spread", runs[i].noise},
                               {"refit_predicted_s", after[i].time.total()}});
-    fmt::print("{}\n", j.dump(2));
-    return;
+    data::write_text_file(fs::path(a.out) / "tune.json", j.dump(2) + "\n");
+    if (a.json) {
+      fmt::print("{}\n", j.dump(2));
+      return;
+    }
   }
-  fmt::print("\n{:>3} {:<40} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "#", "layout", "predicted",
-             "measured", "error", "refit pred.", "error");
+  fmt::print("\n{:>3} {:<40} {:>12} {:>12} {:>7} {:>8} {:>12} {:>8}\n", "#", "layout",
+             "predicted", "measured", "spread", "error", "refit pred.", "error");
   for (std::size_t i = 0; i < runs.size(); ++i)
-    fmt::print("{:>3} {:<40} {:>10.1f}ms {:>10.1f}ms {:>7.0f}% {:>10.1f}ms {:>7.0f}%\n", i + 1,
-               describe(runs[i].predicted.layout), runs[i].predicted.time.total() * 1e3,
-               runs[i].seconds * 1e3,
+    fmt::print("{:>3} {:<40} {:>10.1f}ms {:>10.1f}ms {:>6.0f}% {:>7.0f}% {:>10.1f}ms {:>7.0f}%\n",
+               i + 1, describe(runs[i].predicted.layout), runs[i].predicted.time.total() * 1e3,
+               runs[i].seconds * 1e3, 100 * runs[i].noise,
                error_percent(runs[i].predicted.time.total(), runs[i].seconds),
                after[i].time.total() * 1e3, error_percent(after[i].time.total(), runs[i].seconds));
-  fmt::print("\nrefit: compute x {:.3f} (gemm.max_efficiency {:.3f} -> {:.3f}), links x {:.3f}{}\n",
+  fmt::print("\nrefit: compute x {:.3f} (gemm.max_efficiency {:.3f} -> {:.3f}), links x {:.3f}{}; "
+             "error +-{:.1f}% (the largest of the refit's errors and the measurements' spreads)\n",
              refit.compute_factor, cluster.gemm_max_efficiency, refit.cluster.gemm_max_efficiency,
-             refit.comm_factor, refit.comm_fitted ? "" : " (not separable from compute: kept)");
+             refit.comm_factor,
+             refit.comm_fitted ? "" : " (kept: not separable from compute, or one factor is within the measurements' spread)",
+             100 * refit.cluster.refit_error);
   if (power_refit)
     fmt::print("power: {:.1f} W per device measured (mean of the runs' medians{}): "
                "power.active_watts {} -> {:.1f}\n",
@@ -240,10 +270,12 @@ void run_tune(const Args& a) {
     fmt::print("power: not refit ({}): the runs' metrics hold no measured energy (docs/energy.md)\n",
                cluster.has_power() ? "power.active_watts kept" : "the spec has no [power]");
   fmt::print("best measured: {}: measured {:.1f} ms, predicted {:.1f} ms before the refit, "
-             "{:.1f} ms after\nrefit cluster written to {}\n",
+             "{:.1f} ms after\nrefit plan: #1 {} ({:.1f} ms): {}\nrefit cluster written to {}\n",
              describe(runs[best].predicted.layout), runs[best].seconds * 1e3,
              runs[best].predicted.time.total() * 1e3, after[best].time.total() * 1e3,
+             describe(closure.top.layout), closure.top.time.total() * 1e3, closes,
              (fs::path(a.out) / "cluster-refit.toml").string());
+  fmt::print("report written to {}\n", (fs::path(a.out) / "tune.json").string());
 }
 
 }  // namespace

@@ -41,7 +41,21 @@ double LinkSpec::rate_gbs(LinkUse use) const {
   return measured > 0 ? measured : bandwidth_gbs;
 }
 
-const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
+LinkSpec ClusterSpec::node_link(bool crosses_nodes, std::int64_t members) const {
+  if (crosses_nodes) return inter_node;
+  if (!intra_node_all_to_all || devices_per_node < 2) return intra_node;
+  // Direct links only: the members reach each other over (members - 1) of the node's
+  // (devices - 1) equal links (docs/planner.md, "Cluster specs").
+  const std::int64_t k = std::clamp<std::int64_t>(members, 2, devices_per_node);
+  const double share = static_cast<double>(k - 1) / static_cast<double>(devices_per_node - 1);
+  LinkSpec l = intra_node;
+  for (double* rate :
+       {&l.bandwidth_gbs, &l.all_reduce_gbs, &l.reduce_scatter_gbs, &l.all_gather_gbs})
+    *rate *= share;
+  return l;
+}
+
+LinkSpec ClusterSpec::group_link(const std::vector<int>& devices) const {
   int tier = 0;  // 0: one package, 1: one node, 2: several nodes
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const int a = devices[i], b = devices[(i + 1) % devices.size()];
@@ -50,7 +64,7 @@ const LinkSpec& ClusterSpec::group_link(const std::vector<int>& devices) const {
       tier = std::max(tier, 1);
   }
   if (tier == 0 && devices_per_package > 0) return package;
-  return tier == 2 ? inter_node : intra_node;
+  return node_link(tier == 2, static_cast<std::int64_t>(devices.size()));
 }
 
 namespace {
@@ -65,8 +79,13 @@ LinkSpec scaled(LinkSpec link, double factor) {
 }  // namespace
 
 LinkSpec ClusterSpec::ring_link(const std::vector<int>& devices) const {
-  const LinkSpec& link = group_link(devices);
-  if (devices.size() < 2 || (!direct_links && !multi_rail) || &link == &package) return link;
+  const LinkSpec link = group_link(devices);
+  const bool one_package =
+      devices_per_package > 0 &&
+      std::all_of(devices.begin(), devices.end(), [&](int d) {
+        return d / devices_per_package == devices.front() / devices_per_package;
+      });
+  if (devices.size() < 2 || (!direct_links && !multi_rail) || one_package) return link;
   // The fewest members the ring has in any node it spans: its slowest node.
   std::map<std::int64_t, std::int64_t> per_node;
   for (int d : devices) ++per_node[d / devices_per_node];
@@ -127,19 +146,20 @@ double number_at(const toml::table& t, const std::string& path, const std::strin
 const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
       {"", {"name", "node", "device", "gemm", "intra_node", "inter_node", "package", "host",
-            "attention", "power"}},
+            "attention", "power", "refit"}},
       {"node", {"devices"}},
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
       {"gemm", {"max_efficiency", "half_dim"}},
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
-                      "all_gather_gbs", "direct_links"}},
+                      "all_gather_gbs", "topology", "direct_links"}},
       {"inter_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs", "multi_rail"}},
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
       {"host", {"step_overhead_ms"}},
       {"attention", {"tflops"}},
       {"power", {"active_watts", "idle_watts"}},
+      {"refit", {"error", "layouts"}},
   };
   return keys;
 }
@@ -163,8 +183,8 @@ void refuse_unknown_keys(const toml::table& t, const std::string& source) {
     fail("{}: `name` must be a string", source);
 }
 
-// The optional sections: [package] (a link tier inside the node), [host], [attention] and
-// [power].
+// The optional sections: [package] (a link tier inside the node), [host], [attention],
+// [power] and [refit].
 void parse_optional(const toml::table& t, const std::string& source, ClusterSpec& c) {
   // Measured collective rates of a link (LinkSpec): each optional, each > 0 when given.
   for (auto [section, link] : {std::pair{"intra_node", &c.intra_node},
@@ -188,6 +208,15 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
     const std::optional<bool> b = v.value_exact<bool>();
     if (!b) fail("{}: `{}` must be true or false", source, path);
     *field = *b;
+  }
+  if (const auto topology = t.at_path("intra_node.topology")) {
+    const std::optional<std::string> name = topology.value<std::string>();
+    if (!name || (*name != "switch" && *name != "all-to-all"))
+      fail("{}: `intra_node.topology` must be \"switch\" (every pair in a node at the whole "
+           "bandwidth, the default) or \"all-to-all\" (direct links, split evenly over the other "
+           "devices)",
+           source);
+    c.intra_node_all_to_all = *name == "all-to-all";
   }
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
@@ -215,6 +244,16 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
       fail("{}: `attention.tflops` = {} must be > 0 (leave [attention] out to run attention as "
            "GEMMs)",
            source, c.attention_tflops);
+  }
+  if (t.contains("refit")) {
+    c.refit_error = number_at(t, "refit.error", source,
+                              "the refit's relative error on its measured steps");
+    const double layouts = number_at(t, "refit.layouts", source, "layouts the refit measured");
+    if (c.refit_error < 0)
+      fail("{}: `refit.error` = {} must be >= 0", source, c.refit_error);
+    if (layouts < 1 || layouts != static_cast<double>(static_cast<std::int64_t>(layouts)))
+      fail("{}: `refit.layouts` = {} must be a whole number >= 1", source, layouts);
+    c.refit_layouts = static_cast<std::int64_t>(layouts);
   }
   if (t.contains("power")) {
     c.active_watts = number_at(t, "power.active_watts", source,
@@ -334,8 +373,8 @@ ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
 
 namespace {
 
-std::string collective_rates_toml(const LinkSpec& link) {
-  std::string out;
+std::string collective_rates_toml(const LinkSpec& link, bool all_to_all = false) {
+  std::string out = all_to_all ? "topology = \"all-to-all\"\n" : "";
   for (auto [key, value] : {std::pair{"all_reduce_gbs", link.all_reduce_gbs},
                             std::pair{"reduce_scatter_gbs", link.reduce_scatter_gbs},
                             std::pair{"all_gather_gbs", link.all_gather_gbs}})
@@ -355,8 +394,9 @@ std::string to_toml(const ClusterSpec& c) {
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
-      collective_rates_toml(c.intra_node), c.direct_links ? "direct_links = true\n" : "",
-      c.inter_node.bandwidth_gbs, c.inter_node.latency_us, collective_rates_toml(c.inter_node),
+      collective_rates_toml(c.intra_node, c.intra_node_all_to_all),
+      c.direct_links ? "direct_links = true\n" : "", c.inter_node.bandwidth_gbs,
+      c.inter_node.latency_us, collective_rates_toml(c.inter_node),
       c.multi_rail ? "multi_rail = true\n" : "") +
          (c.devices_per_package > 0
               ? fmt::format("\n[package]\ndevices = {}\nbandwidth_gbs = {}\nlatency_us = {}\n",
@@ -373,7 +413,10 @@ std::string to_toml(const ClusterSpec& c) {
                               (c.idle_watts > 0
                                    ? fmt::format("idle_watts = {}\n", c.idle_watts)
                                    : std::string())
-                        : std::string());
+                        : std::string()) +
+         (c.refit_layouts > 0 ? fmt::format("\n[refit]\nerror = {}\nlayouts = {}\n",
+                                            c.refit_error, c.refit_layouts)
+                              : std::string());
 }
 
 }  // namespace kintsugi

@@ -40,6 +40,12 @@ struct ClusterSpec {
   double gemm_max_efficiency = 0;
   double gemm_half_dim = 0;
   LinkSpec intra_node, inter_node;
+  // [intra_node] topology: "switch" (false, the default: any group or pair inside a node gets
+  // the whole intra_node bandwidth, as through NVSwitch) or "all-to-all" (true: the bandwidth is
+  // the sum of direct links to each of the node's other devices, split evenly, so a group of k
+  // devices can use only the links among them, (k - 1) / (devices_per_node - 1) of it; Gaudi2's
+  // 21 scale-up ports are 3 per peer).
+  bool intra_node_all_to_all = false;
   // Optional tier inside a node ([package]): groups of this many consecutive devices (a
   // Frontier MI250X's two GCDs) share a faster link than other pairs in the node; 0: none.
   std::int64_t devices_per_package = 0;
@@ -67,13 +73,20 @@ struct ClusterSpec {
   // is unknown (never printed as 0).
   double active_watts = 0, idle_watts = 0;
   bool has_power() const { return active_watts > 0; }
+  // [refit]: written by `kintsugi tune` (plan/refit.hpp): the refit's error (every measured
+  // step within a factor 1 +- refit_error of its prediction) and the layouts it measured; 0:
+  // not a refit. Predictions closer than that error cannot be ordered: `plan` says they tie.
+  double refit_error = 0;
+  std::int64_t refit_layouts = 0;
 
   double peak_tflops(Precision precision) const;
   double gemm_efficiency(double m, double n, double k) const;
-  const LinkSpec& link(bool crosses_nodes) const { return crosses_nodes ? inter_node : intra_node; }
+  // The link a group of `members` devices runs at when it crosses nodes (inter_node) or not
+  // (intra_node, its share of an all-to-all node's links); no package tier.
+  LinkSpec node_link(bool crosses_nodes, std::int64_t members) const;
   // The link a ring over these device indices runs at: the slowest between two neighbours
   // (inside a package, inside a node, or between nodes).
-  const LinkSpec& group_link(const std::vector<int>& devices) const;
+  LinkSpec group_link(const std::vector<int>& devices) const;
   // The same link with the rates the ring reaches where it sits (direct_links, multi_rail);
   // group_link's own when neither is set.
   LinkSpec ring_link(const std::vector<int>& devices) const;

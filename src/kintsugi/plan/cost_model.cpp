@@ -310,7 +310,8 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   // direct links or multi-rail NICs, at the rate its place in the nodes allows: ring_link).
   c.tp_link = cluster.ring_link(map.group(0, Dim::tp));
   c.dp_link = cluster.ring_link(map.group(0, Dim::dp));
-  c.pp_link = cluster.link(out.pp_crosses_nodes);
+  // A pipeline transfer goes between two devices (one link of an all-to-all node).
+  c.pp_link = cluster.node_link(out.pp_crosses_nodes, 2);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
   // node when whole groups fit one; the replicas of a shard span the data-parallel group.
   const std::int64_t group_ranks = l.tp * l.shards();
@@ -318,7 +319,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
                                  ? group_ranks > cluster.devices_per_node ||
                                        cluster.devices_per_node % group_ranks != 0
                                  : out.dp_crosses_nodes;
-  c.shard_link = cluster.link(shard_crosses);
+  c.shard_link = cluster.node_link(shard_crosses, group_ranks);
   // FLOPs per token (flops.hpp): hardware FLOPs are n_layer blocks and the head's 6 V h; a
   // rank computes its blocks (stage_partition's counts) and, on the last chunk, the head.
   const bool selective = l.recompute == Recompute::selective;
@@ -515,11 +516,15 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
                                              {get("tp.reduce_scatter"), LinkUse::reduce_scatter}}) +
                        link_seconds(0, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link)
                  : 0.0;
-  // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum.
+  // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum. A
+  // stage receives what its neighbours send it, as many tensors of the same size as it sends;
+  // blocking p2p puts those receives on its timeline as well.
+  const double transfers =
+      (c.w.p2p == PipelineP2p::blocking ? 2.0 : 1.0) *
+      link_seconds(get("pp.send"), c.mbs * shape.pipeline_sends, c.pp_link);
   const double pp_step =
-      link_seconds(get("pp.send"), c.mbs * shape.pipeline_sends, c.pp_link) +
-      link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0, c.pp_link,
-                   LinkUse::all_reduce);
+      transfers + link_seconds(get("embedding.all_reduce"), get("embedding.all_reduce") > 0 ? 2 : 0,
+                               c.pp_link, LinkUse::all_reduce);
   // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic,
   // and the gradient norm's read of the gradient.
   const double shard = share.elements / static_cast<double>(l.shards());
@@ -529,7 +534,11 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
   TimePrediction t;
   t.compute = c.mbs * compute_mb;
   t.tp = tp_step;
-  t.bubble = bubble_share / (1.0 - bubble_share) * c.mbs * (compute_mb + tp_step / c.mbs);
+  // Each slot of the fill and drain is one micro-batch's compute and collectives, and, when
+  // transfers block, its transfers.
+  const double blocked = c.w.p2p == PipelineP2p::blocking ? transfers : 0.0;
+  t.bubble =
+      bubble_share / (1.0 - bubble_share) * c.mbs * (compute_mb + (tp_step + blocked) / c.mbs);
   t.pp = pp_step;
   t.dp = dp_seconds(c, share, compute_mb, bytes);
   t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);

@@ -14,7 +14,8 @@
 //               on its group's link: grid_cost.hpp)
 //   compute   = m t_mb's compute part, tp = m t_mb's collective part
 //   bubble    = bubble_fraction / (1 - bubble_fraction) x m t_mb = (p - 1) t_mb / v
-//   pp        = point-to-point activations and gradients, and the tied-embedding sum
+//   pp        = point-to-point activations and gradients (a stage's sends; its receives too
+//               with blocking p2p, PipelineP2p), and the tied-embedding sum
 //   dp        = data-parallel / ZeRO traffic not hidden behind backward: gradient reductions
 //               overlap the last micro-batch's backward (the runtime reduces buckets as
 //               gradients become final), parameter all-gathers do not overlap
@@ -49,6 +50,20 @@ struct EnumNames<AttentionKernel> {
                                         std::pair{AttentionKernel::materialized, "materialized"}};
 };
 
+// How the pipeline's point-to-point transfers sit on a stage's timeline (docs/planner.md, "Step
+// time"). async (kintsugi's executor, parallel/pipeline_executor.cpp): receives are posted ahead
+// and overlap compute, a stage's sends are exposed. blocking (DeepSpeed's pipeline engine, used
+// by Megatron-DeepSpeed, whose p2p send and recv refuse async_op and call torch.distributed's
+// blocking send/recv, one instruction after another): every send and every receive of a stage
+// is on its timeline, twice the async time, and each fill and drain slot of the bubble carries a
+// micro-batch's transfers too.
+enum class PipelineP2p : std::uint8_t { async, blocking };
+template <>
+struct EnumNames<PipelineP2p> {
+  static constexpr std::array values = {std::pair{PipelineP2p::async, "async"},
+                                        std::pair{PipelineP2p::blocking, "blocking"}};
+};
+
 struct Workload {
   ModelConfig model;               // model.seq_len is the training sequence length
   std::int64_t global_batch = 1;   // sequences per optimizer step
@@ -56,6 +71,7 @@ struct Workload {
   GradPrecision grad_precision = GradPrecision::fp32;
   double bucket_mib = 25;          // data-parallel bucket (parallel.bucket_mib)
   AttentionKernel attention = AttentionKernel::flash;
+  PipelineP2p p2p = PipelineP2p::async;
 };
 
 struct Layout {
@@ -70,6 +86,7 @@ struct Layout {
   // and whether its collectives overlap computation (parallel.tensor_grid_overlap).
   std::vector<std::int64_t> tensor_grid;
   bool grid_overlap = true;
+  bool operator==(const Layout&) const = default;
   std::int64_t world() const { return tp * pp * dp; }
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (micro_batch * dp);

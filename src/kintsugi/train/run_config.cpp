@@ -591,15 +591,6 @@ void resolve_layout(RunConfig& c, int world) {
     if (const std::string problem = layout_problem(c.model, spec); !problem.empty())
       fail("train.batch_rampup passes through a global batch of {}: {}", batch, problem);
   }
-  if (!p.tensor_grid.empty()) {
-    // What 3D tensor parallelism does not support yet (docs/parallelism.md).
-    const std::string grid = fmt::format("--tensor-grid {},{},{}", p.tensor_grid[0],
-                                         p.tensor_grid[1], p.tensor_grid[2]);
-    auto refuse = [&](const std::string& what) {
-      fail("{}: {} with 3D tensor parallelism is not supported yet", grid, what);
-    };
-    if (c.train.device != Device::cpu) refuse("train.device = \"cuda\"");
-  }
 }
 
 namespace {

@@ -242,15 +242,12 @@ class TrainingRun {
                                                           start_step_))
         resume_notes_.push_back(note);
       for (std::int64_t step = 0; step < start_step_; ++step) count_dataset_tokens(step);
-    } else if (options_.init_weights || options_.init_tensors) {
+    } else if (options_.init) {
       // Shapes are checked against this rank's parameters, before any is written; the ranks
       // agree on the verdict so that one of them reports a mismatch.
       std::string error;
       try {
-        if (options_.init_weights)
-          options_.init_weights->set(rank_state(model_, place_));
-        else
-          set_weights(*options_.init_tensors, rank_state(model_, place_), options_.init_from);
+        options_.init->set(rank_state(model_, place_));
       } catch (const Error& e) {
         error = e.what();
       }
@@ -311,11 +308,11 @@ class TrainingRun {
       fmt::print(log_, "communication per step of rank 0 (theory):{}\n", text);
     }
     write_run_description(out_ / "run.json", config_, place_, model_);
-    if ((options_.init_weights || options_.init_tensors) && !options_.resume)
+    if (options_.init && !options_.resume)
       fmt::print(log_,
                  "initial weights from {} (weights only: step 0, new optimizer state and "
                  "learning-rate schedule)\n",
-                 options_.init_from);
+                 options_.init->source());
     if (options_.resume) {
       const auto& layout = options_.resume->manifest.at("layout");
       fmt::print(log_,

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "kintsugi/checkpoint/hf_weights.hpp"
+#include "kintsugi/train/init_weights.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 
 #include "kintsugi/comm/topology.hpp"
@@ -29,14 +29,11 @@ struct TrainOptions {
   // A checked training checkpoint to continue from (inspect_checkpoint; every rank passes the
   // same one): the run goes on at its step with its weights, optimizer and loss-scaler state.
   std::optional<CheckpointInfo> resume;
-  // Otherwise, initial weights instead of random ones, and the file or folder they came from:
-  // Hugging Face weights (hf_weights.hpp: each rank reads its own pieces), or a kintsugi run's
-  // model/ or training checkpoint (kintsugi_weights.hpp: whole tensors). Weights only
+  // Otherwise, initial weights instead of random ones (--init-from, init_weights.hpp: Hugging
+  // Face weights or a kintsugi run's model/ or training checkpoint). Weights only
   // (fine-tuning): the run starts at step 0 with zero optimizer state and the learning-rate
   // schedule from its start.
-  std::shared_ptr<const HfWeights> init_weights;
-  std::shared_ptr<const std::map<std::string, NamedTensor>> init_tensors;
-  std::string init_from;
+  std::shared_ptr<const InitialWeights> init;
   // Ranks of this job on this rank's node: on the CPU they share its cores, and the MFU peak
   // counts the cores the job has, not one full rate per rank.
   int ranks_per_node = 1;
