@@ -190,7 +190,8 @@ void run_tune(const Args& a) {
   // redone, at most --top more runs (plan/refit.hpp refit_until_closed).
   const Tuned tuned = refit_until_closed(
       cluster, w, world, runs,
-      [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top);
+      [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top,
+      {.grids = device == Device::cpu});
   Refit refit = tuned.refit;
   const RefitPlan& closure = tuned.plan;
   // [power] from measured energy only when every run measured it (docs/energy.md); else kept.
