@@ -129,7 +129,7 @@ TEST(PlanGrid, ABlocksElementsOnARank) {
 // of the ring per node across nodes.
 TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
   const ClusterSpec p = preset("perlmutter");
-  EXPECT_TRUE(p.direct_links && p.multi_rail);
+  EXPECT_TRUE(p.intra_node_all_to_all && p.multi_rail);
   EXPECT_DOUBLE_EQ(p.ring_link({0, 1}).bandwidth_gbs, 75);        // measured 76
   EXPECT_DOUBLE_EQ(p.ring_link({0, 2}).bandwidth_gbs, 75);
   EXPECT_DOUBLE_EQ(p.ring_link({0, 1, 2, 3}).bandwidth_gbs, 225);  // 225
@@ -137,14 +137,16 @@ TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
   EXPECT_DOUBLE_EQ(p.ring_link({0, 2, 4, 6}).bandwidth_gbs, 40);   // 40
   EXPECT_DOUBLE_EQ(p.ring_link({0, 1, 2, 3, 4, 5, 6, 7}).bandwidth_gbs, 80);  // 80
   EXPECT_DOUBLE_EQ(p.ring_link({0, 4}).latency_us, p.inter_node.latency_us);
-  // The flags survive to_toml; without them a ring runs at group_link's rate.
+  // A pipeline transfer inside the node takes one peer's links (node_link of two devices).
+  EXPECT_DOUBLE_EQ(p.node_link(false, 2).bandwidth_gbs, 75);
+  // The shapes survive to_toml; without them a ring runs at group_link's rate.
   const ClusterSpec again = parse_cluster(to_toml(p), "again");
-  EXPECT_TRUE(again.direct_links && again.multi_rail);
+  EXPECT_TRUE(again.intra_node_all_to_all && again.multi_rail);
   const ClusterSpec f = preset("frontier");
   for (const std::vector<int>& ring : {std::vector<int>{0, 1}, {0, 1, 2, 3}, {0, 8}, {0, 1, 8, 9}})
     EXPECT_DOUBLE_EQ(f.ring_link(ring).bandwidth_gbs, f.group_link(ring).bandwidth_gbs);
   std::string text = to_toml(p);
-  text.replace(text.find("direct_links = true"), 19, "direct_links = 1");
+  text.replace(text.find("multi_rail = true"), 17, "multi_rail = 1");
   EXPECT_THROW(parse_cluster(text, "x"), Error);
 }
 

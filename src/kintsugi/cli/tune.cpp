@@ -157,9 +157,9 @@ void run_tune(const Args& a) {
   // The ranks asked for, or the cluster's node.
   const std::int64_t world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(choice.notes);
-  // The runtime refuses a tensor grid on cuda (docs/parallelism.md): its runs are 1D there.
-  const SearchResult found =
-      search_layouts(w, cluster, world, {.grids = device == Device::cpu});
+  // Grids run on both devices (docs/parallelism.md), so tune measures them like 1D layouts.
+  const SearchSpace space{};
+  const SearchResult found = search_layouts(w, cluster, world, space);
   if (found.ranked.empty())
     fail("no layout of this model fits {} ranks with global batch {}", world, w.global_batch);
   // The top k layouts of distinct shapes (tp, grid, pp, dp, micro-batch, schedule, sp): variants
@@ -191,7 +191,7 @@ void run_tune(const Args& a) {
   const Tuned tuned = refit_until_closed(
       cluster, w, world, runs,
       [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top,
-      {.grids = device == Device::cpu});
+      space);
   Refit refit = tuned.refit;
   const RefitPlan& closure = tuned.plan;
   // [power] from measured energy only when every run measured it (docs/energy.md); else kept.

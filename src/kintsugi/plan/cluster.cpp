@@ -80,29 +80,18 @@ LinkSpec scaled(LinkSpec link, double factor) {
 
 LinkSpec ClusterSpec::ring_link(const std::vector<int>& devices) const {
   const LinkSpec link = group_link(devices);
-  const bool one_package =
-      devices_per_package > 0 &&
-      std::all_of(devices.begin(), devices.end(), [&](int d) {
-        return d / devices_per_package == devices.front() / devices_per_package;
-      });
-  if (devices.size() < 2 || (!direct_links && !multi_rail) || one_package) return link;
+  if (devices.size() < 2 || !multi_rail) return link;
   // The fewest members the ring has in any node it spans: its slowest node.
   std::map<std::int64_t, std::int64_t> per_node;
   for (int d : devices) ++per_node[d / devices_per_node];
+  if (per_node.size() == 1) return link;
   std::int64_t members = static_cast<std::int64_t>(devices.size());
   for (const auto& [node, n] : per_node) members = std::min(members, n);
-  // A ring over m devices of one node (direct links: m - 1 of the node's n - 1 links each).
-  auto inside = [&](std::int64_t m) {
-    return direct_links && devices_per_node > 1
-               ? scaled(intra_node, static_cast<double>(m - 1) /
-                                        static_cast<double>(devices_per_node - 1))
-               : intra_node;
-  };
-  if (per_node.size() == 1) return inside(members);
-  if (!multi_rail || members == 1) return inter_node;
-  // One channel per member's NIC share, bounded by the members' ring inside the node.
+  if (members == 1) return link;
+  // One channel per member's NIC share, bounded by the members' ring inside the node (an
+  // all-to-all node's share of its links: node_link).
   const LinkSpec rails = scaled(inter_node, static_cast<double>(members));
-  const LinkSpec node = inside(members);
+  const LinkSpec node = node_link(false, members);
   LinkSpec out = rails;
   for (auto [r, n] : {std::pair{&out.bandwidth_gbs, node.bandwidth_gbs},
                       std::pair{&out.all_reduce_gbs, node.rate_gbs(LinkUse::all_reduce)},
@@ -152,7 +141,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
                   "peak_tflops_fp16", "memory_bandwidth_gbs"}},
       {"gemm", {"max_efficiency", "half_dim"}},
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
-                      "all_gather_gbs", "topology", "direct_links"}},
+                      "all_gather_gbs", "topology"}},
       {"inter_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs", "multi_rail"}},
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
@@ -200,14 +189,11 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
              "`{}.bandwidth_gbs`)",
              source, path, *field, section);
     }
-  // The links' shapes (ClusterSpec::direct_links, multi_rail): optional booleans.
-  for (auto [path, field] : {std::pair{"intra_node.direct_links", &c.direct_links},
-                             std::pair{"inter_node.multi_rail", &c.multi_rail}}) {
-    const toml::node_view<const toml::node> v = t.at_path(path);
-    if (!v) continue;
+  // The NICs' shape (ClusterSpec::multi_rail): an optional boolean.
+  if (const auto v = t.at_path("inter_node.multi_rail")) {
     const std::optional<bool> b = v.value_exact<bool>();
-    if (!b) fail("{}: `{}` must be true or false", source, path);
-    *field = *b;
+    if (!b) fail("{}: `inter_node.multi_rail` must be true or false", source);
+    c.multi_rail = *b;
   }
   if (const auto topology = t.at_path("intra_node.topology")) {
     const std::optional<std::string> name = topology.value<std::string>();
@@ -389,13 +375,12 @@ std::string to_toml(const ClusterSpec& c) {
       "name = \"{}\"\n\n[node]\ndevices = {}\n\n[device]\nmemory_gb = {}\nreserved_gb = {}\n"
       "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
       "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
-      "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}{}\n[inter_node]\nbandwidth_gbs = {}\n"
+      "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}\n[inter_node]\nbandwidth_gbs = {}\n"
       "latency_us = {}\n{}{}",
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
-      collective_rates_toml(c.intra_node, c.intra_node_all_to_all),
-      c.direct_links ? "direct_links = true\n" : "", c.inter_node.bandwidth_gbs,
+      collective_rates_toml(c.intra_node, c.intra_node_all_to_all), c.inter_node.bandwidth_gbs,
       c.inter_node.latency_us, collective_rates_toml(c.inter_node),
       c.multi_rail ? "multi_rail = true\n" : "") +
          (c.devices_per_package > 0

@@ -50,16 +50,12 @@ struct ClusterSpec {
   // Frontier MI250X's two GCDs) share a faster link than other pairs in the node; 0: none.
   std::int64_t devices_per_package = 0;
   LinkSpec package;
-  // Optional shapes of the links (false unless the spec sets them, as perlmutter.toml does;
-  // docs/planner.md "Cluster specs"):
-  // direct_links ([intra_node] direct_links = true): the node's devices are joined pairwise,
-  // without a switch (Perlmutter's four A100s), so a ring over m of them uses m - 1 of each
-  // device's devices_per_node - 1 links and runs at (m - 1) / (devices_per_node - 1) of
-  // intra_node's rate; multi_rail ([inter_node] multi_rail = true): every device has its own
-  // share of the node's NICs and the communication library runs a ring's channels over all of
-  // them, so a ring with m devices in each node it spans runs at m times inter_node's rate (at
-  // most the rate of a ring over m devices inside a node).
-  bool direct_links = false, multi_rail = false;
+  // multi_rail ([inter_node] multi_rail = true; false unless the spec sets it, as
+  // perlmutter.toml does; docs/planner.md "Cluster specs"): every device has its own share of
+  // the node's NICs and the communication library runs a ring's channels over all of them, so a
+  // ring with m devices in each node it spans runs at m times inter_node's rate (at most the
+  // rate of a ring over m devices inside a node).
+  bool multi_rail = false;
   double step_overhead_ms = 0;  // [host]: host work per optimizer step outside the kernels
   // [attention]: the measured rate of the attention kernel in use (TFLOP/s of the attention
   // core, QK^T and PV forward and backward counted over the full s x s, as flops.hpp counts
@@ -87,8 +83,8 @@ struct ClusterSpec {
   // The link a ring over these device indices runs at: the slowest between two neighbours
   // (inside a package, inside a node, or between nodes).
   LinkSpec group_link(const std::vector<int>& devices) const;
-  // The same link with the rates the ring reaches where it sits (direct_links, multi_rail);
-  // group_link's own when neither is set.
+  // The same link with the rate a ring reaches across nodes with multi_rail; group_link's own
+  // otherwise (an all-to-all node's share already is).
   LinkSpec ring_link(const std::vector<int>& devices) const;
 };
 
