@@ -471,7 +471,7 @@ add_test(NAME mpi.tune
                  --out ${MPI_OUT}/tune)
 set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links FIXTURES_SETUP tuned
                      PROCESSORS 4 TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+.*refit plan: #1 [^:]+: (the measured fastest|ties with the measured fastest)")
+                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ (grid [0-9]+x[0-9]+x[0-9]+ )?pp [0-9]+ dp [0-9]+.*refit plan: #1 [^:]+: (the measured fastest|ties with the measured fastest)")
 add_test(NAME mpi.plan_after_tune
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_after_tune.sh $<TARGET_FILE:kintsugi>
                  ${MPI_OUT}/tune ${MICRO_RUN})

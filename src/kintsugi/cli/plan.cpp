@@ -394,14 +394,15 @@ void run_plan(const Args& given) {
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
   ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
-  // Training runs a tensor grid on the CPU only so far (it refuses train.device = "cuda":
-  // docs/parallelism.md), so grids join the search unasked only for this machine's CPUs; a
-  // cluster spec describes accelerators, and --tensor-grid asks for grids there.
-  const bool grids_train_here =
-      a.cluster == "local" && device == Device::cpu && base.train.device == Device::cpu;
-  if (space.grids && a.tensor_grid.empty() && !grids_train_here) {
+  // Grids train on both devices (docs/parallelism.md), so they join the search unasked for this
+  // machine and on a spec tune refit (tune measures grids like 1D layouts, so plan -> tune ->
+  // plan closes over the same space). On another cluster spec they are asked for with
+  // --tensor-grid: the grid's cost terms were compared with measured runs on this machine's
+  // CPUs only (docs/benchmarks.md), never on a cluster a spec describes.
+  const bool grids_measured = a.cluster == "local" || chosen.spec.refit_layouts > 0;
+  if (space.grids && a.tensor_grid.empty() && !grids_measured) {
     space.grids = false;
-    chosen.notes.push_back("3D tensor grids not searched: training runs them on CPUs only so far; "
+    chosen.notes.push_back("3D tensor grids not searched on a cluster spec unless asked: "
                            "--tensor-grid none any searches both (docs/planner.md)");
   }
   if (!a.scaling.empty()) return run_scaling(a, base, axes, space, first, chosen);
@@ -728,8 +729,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--tensor-grid", a->tensor_grid,
                   "Pin 3D tensor parallelism (docs/parallelism.md): none (1D only), any (grids "
                   "only) or grids X,Y,Z, one or several (--tensor-grid none any: both); a grid "
-                  "named may span nodes. Default: 1D, and on the local CPU cluster also every "
-                  "grid inside a node")
+                  "named may span nodes. Default: 1D, and on the local cluster (either device) "
+                  "or a spec tune refit also every grid inside a node")
       ->expected(1, -1);
   pin("--grid-overlap", a->grid_overlap,
       "Pin whether a grid's collectives overlap computation (parallel.tensor_grid_overlap): "

@@ -306,8 +306,9 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
   out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
-  // A ring runs at its slowest link: inside a package, the node, or between nodes (and, with
-  // direct links or multi-rail NICs, at the rate its place in the nodes allows: ring_link).
+  // A ring runs at its slowest link: inside a package, the node (an all-to-all node's share of
+  // it), or between nodes (with multi-rail NICs, at the rate its place in the nodes allows):
+  // ring_link.
   c.tp_link = cluster.ring_link(map.group(0, Dim::tp));
   c.dp_link = cluster.ring_link(map.group(0, Dim::dp));
   // A pipeline transfer goes between two devices (one link of an all-to-all node).
