@@ -549,8 +549,95 @@ def attention_block():
     yield f"with a per-thread scratch of {n} x T scores"
 
 
+# ---- docs/planner.md, "3D tensor parallelism" and "Perlmutter: AxoNN's 80B GPT" -------------
+
+GPT2_4_NODES = "--model gpt2 --cluster dgx-h100 --nodes 4 --global-batch 64"
+
+
+def grid_words(l):
+    """The docs' form of a layout with or without a grid: "grid 1x4x4, dp 64, mb 32, ZeRO-2
+    over 32, full" or "tp 4, pp 16, dp 16, mb 1, ZeRO-1 over 8, sp"."""
+    g = l["tensor_grid"]
+    words = [f"grid {g[0]}x{g[1]}x{g[2]}" if g else f"tp {l['tp']}"]
+    if l["pp"] > 1:
+        words.append(f"pp {l['pp']}")
+    words += [f"dp {l['dp']}", f"mb {l['micro_batch']}"]
+    if l["zero"]:
+        words.append(f"ZeRO-{l['zero']}" + (f" over {l['hsdp']}" if l["hsdp"] else ""))
+    if l["recompute"] != "none":
+        words.append(l["recompute"])
+    if l["sequence_parallel"]:
+        words.append("sp")
+    return ", ".join(words)
+
+
+def grid_preset_example():
+    grid = fastest(f"{GPT2_4_NODES} --tensor-grid any")
+    one_d = fastest(f"{GPT2_4_NODES} --tensor-grid none")
+    g = grid["layout"]["tensor_grid"]
+    yield (f"{g[0]}x{g[1]}x{g[2]} x dp {grid['layout']['dp']} predicted at "
+           f"{seconds(step(grid))} against the best 1D layout's {seconds(step(one_d))})")
+
+
+PERLMUTTER_80B = "--model gpt-80b --cluster perlmutter --nodes 256 --seq 2048 --global-batch"
+SPACES_80B = {"1d": "--tensor-grid none",
+              "1d_full": "--tensor-grid none --recompute full --sp off",
+              "3d": "--tensor-grid any --tp-across-nodes --pp 1",
+              "all": "--tensor-grid none any --tp-across-nodes"}
+
+
+def fastest(command):
+    """The first layout of `kintsugi plan COMMAND --json --top 1` (the large searches below
+    would print tens of thousands of layouts with plan()'s --top)."""
+    return json.loads(run(["plan"] + command.split() + ["--json", "--top", "1"]))["layouts"][0]
+
+
+def perlmutter_80b():
+    def best(batch):
+        # The search over everything only at the assumed batch: it takes the longest.
+        return {k: fastest(f"{PERLMUTTER_80B} {batch} {v}") for k, v in SPACES_80B.items()
+                if k != "all" or batch == 2048}
+    yield ("| global batch (sequences) | 1D, the planner's best | 1D, full recomputation, no sp | "
+           "3D x dp, no pipeline | 3D / 1D best | 3D / 1D full |")
+    rows = {}
+    for batch in (1024, 2048, 4096):
+        r = rows[batch] = best(batch)
+        if "all" in r and step(r["all"]) < step(r["1d"]):
+            raise RuntimeError(f"at {batch} the search over everything picks "
+                               f"{grid_words(r['all']['layout'])}, not the 1D best")
+        cells = [f"{grid_words(r[k]['layout'])}: {seconds(step(r[k]))}" for k in ("1d", "1d_full", "3d")]
+        yield (f"| {batch}{' (assumed)' if batch == 2048 else ''} | {' | '.join(cells)} | "
+               f"{step(r['3d']) / step(r['1d']):.2f} | {step(r['3d']) / step(r['1d_full']):.2f} |")
+    r = rows[2048]
+    yield f"At the assumed batch the best 3D layout takes {step(r['3d']) / step(r['1d']):.2f} times"
+    yield (f"without sequence parallelism the 3D layout is "
+           f"{pct(1 - step(r['3d']) / step(r['1d_full']), 0)} faster")
+    yield f"keeps {gb(r['1d'])} GB per GPU"
+    yield f"to fit 40 GB; the grid's z"
+    yield (f"its **tp** column, {r['3d']['step_seconds']['tp']:.1f} s of "
+           f"{step(r['3d']):.1f} s)")
+    three = r["3d"]
+    published_speedup = 1.26
+    ratio = step(r["1d"]) / step(three)
+    ratio_full = step(r["1d_full"]) / step(three)
+    yield (f"| 3D (AxoNN) against 1D (Megatron-LM): time of 1D / time of 3D | 1.26 | "
+           f"{ratio:.2f} (1D best), {ratio_full:.2f} (1D, full recomputation, no sp) | "
+           f"{signed_pct(ratio / published_speedup - 1, 0)}, "
+           f"{signed_pct(ratio_full / published_speedup - 1, 0)} |")
+    devices, peak = 1024, 312e12
+    yield (f"| AxoNN's share of the peak | 57% | {pct(three['mfu'])} MFU, {pct(three['hfu'])} HFU "
+           f"({grid_words(three['layout'])}) | {signed_pct(three['mfu'] / 0.57 - 1, 0)}, "
+           f"{signed_pct(three['hfu'] / 0.57 - 1, 0)} |")
+    yield (f"| AxoNN's PFLOP/s on 1,024 GPUs | 182 | {three['mfu'] * devices * peak / 1e15:.0f} "
+           f"(model), {three['hfu'] * devices * peak / 1e15:.0f} (hardware) | "
+           f"{signed_pct(three['mfu'] * devices * peak / 182e15 - 1, 0)}, "
+           f"{signed_pct(three['hfu'] * devices * peak / 182e15 - 1, 0)} |")
+
+
 CHECKS = [
     ("docs/planner.md", bytes_per_parameter),
+    ("docs/planner.md", grid_preset_example),
+    ("docs/planner.md", perlmutter_80b),
     ("docs/planner.md", published_runs),
     ("docs/planner.md", published_run_assumptions),
     ("docs/planner.md", one_gpu),

@@ -471,7 +471,7 @@ add_test(NAME mpi.tune
                  --out ${MPI_OUT}/tune)
 set_tests_properties(mpi.tune PROPERTIES FIXTURES_REQUIRED local_links FIXTURES_SETUP tuned
                      PROCESSORS 4 TIMEOUT 300
-                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ pp [0-9]+ dp [0-9]+.*refit plan: #1 [^:]+: (the measured fastest|ties with the measured fastest)")
+                     PASS_REGULAR_EXPRESSION "refit: compute x [0-9.]+.*best measured: tp [0-9]+ (grid [0-9]+x[0-9]+x[0-9]+ )?pp [0-9]+ dp [0-9]+.*refit plan: #1 [^:]+: (the measured fastest|ties with the measured fastest)")
 add_test(NAME mpi.plan_after_tune
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_after_tune.sh $<TARGET_FILE:kintsugi>
                  ${MPI_OUT}/tune ${MICRO_RUN})
@@ -489,18 +489,22 @@ set_tests_properties(mpi.tune_device_cpu PROPERTIES FIXTURES_REQUIRED local_link
 add_test(NAME mpi.plan_matches_runs
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
                  ${MPI_OUT} ${MICRO_RUN} --
-                 "dp2_tp2:4:--tp 2 --dp 2 --zero 0 --sp off --micro-batch 1 --recompute none"
-                 "tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
-                 "tp2_dp2_sp_zero2:4:--tp 2 --dp 2 --zero 2 --sp on --micro-batch 1 --recompute none"
+                 "dp2_tp2:4:--tp 2 --tensor-grid none --dp 2 --zero 0 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                 "tp2_dp2_sp_zero2:4:--tp 2 --tensor-grid none --dp 2 --zero 2 --sp on --micro-batch 1 --recompute none"
                  "pp2_1f1b:2:--pp 2 --schedule 1f1b --micro-batch 1 --recompute none"
                  "pp2_gpipe:2:--pp 2 --schedule gpipe --micro-batch 1 --recompute none"
                  "pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
                  "pp2_dp2_zero1:4:--pp 2 --dp 2 --zero 1 --schedule 1f1b --micro-batch 1 --recompute none"
-                 "tp2_pp2_dp2_sp:8:--tp 2 --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none"
+                 "tp2_pp2_dp2_sp:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none"
                  "dp4_zero3_hsdp2:4:--dp 4 --zero 3 --hsdp 2 --micro-batch 1 --recompute none"
-                 "dp4_zero1_hsdp2:4:--dp 4 --zero 1 --hsdp 2 --micro-batch 1 --recompute none")
+                 "dp4_zero1_hsdp2:4:--dp 4 --zero 1 --hsdp 2 --micro-batch 1 --recompute none"
+                 "grid_2x2x1:4:--tensor-grid 2,2,1 --micro-batch 1 --recompute none"
+                 "grid_1x2x2:4:--tensor-grid 1,2,2 --micro-batch 2 --recompute none"
+                 "grid_2x1x1_pp2:4:--tensor-grid 2,1,1 --pp 2 --schedule 1f1b --micro-batch 1 --recompute none"
+                 "grid_1x1x2_dp2_zero3:4:--tensor-grid 1,1,2 --dp 2 --zero 3 --micro-batch 2 --recompute none")
 set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
-                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp;mpi.dp4_zero3_hsdp2;mpi.dp4_zero1_hsdp2")
+                     DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp;mpi.dp4_zero3_hsdp2;mpi.dp4_zero1_hsdp2;mpi.grid_2x2x1;mpi.grid_1x2x2;mpi.grid_2x1x1_pp2;mpi.grid_1x1x2_dp2_zero3")
 foreach(family llama bloom)
   string(TOUPPER ${family} FAMILY)
   add_test(NAME mpi.plan_matches_runs_${family}
@@ -508,8 +512,8 @@ foreach(family llama bloom)
                    ${MPI_OUT} ${${FAMILY}_RUN} --
                    "${family}_serial:1:--micro-batch 1 --recompute none"
                    "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
-                   "${family}_tp2_dp2_zero3:4:--tp 2 --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
-                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --pp 2 --dp 2 --zero 1 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+                   "${family}_tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
+                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
   set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
                        DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
 endforeach()

@@ -2,7 +2,9 @@
 # The planner's memory prediction for the first pipeline stage equals what the multi-rank runs
 # recorded as their rank 0's theory (run.json's memory_bytes_theory, itself held to the
 # tracked bytes by check_run): parameters, gradients, optimizer state and activations, for
-# layouts with tp, pp, dp, sp and ZeRO.
+# layouts with tp, pp, dp, sp, ZeRO and 3D tensor grids; and the bytes the planner predicts
+# rank 0 sends per step, per group and collective, equal what its communicator counted in the
+# run's first training step (metrics.jsonl), within check_run comm's 64 bytes of rounding.
 # Usage: plan_matches_runs.sh KINTSUGI RUNS_DIR MICRO_RUN_ARGS... -- NAME:RANKS:"PLAN ARGS" ...
 set -euo pipefail
 bin="$1" runs="$2"
@@ -19,11 +21,17 @@ for spec in "$@"; do
   "$bin" plan "${micro[@]}" --cluster local --ranks "$ranks" --top 1 --json $args |
     python3 -c '
 import json, sys
-plan = json.load(sys.stdin)["layouts"][0]["memory_bytes_first_stage"]
+layout = json.load(sys.stdin)["layouts"][0]
+plan = layout["memory_bytes_first_stage"]
 run = json.load(open(sys.argv[1]))["memory_bytes_theory"]
 bad = {k: (plan[k], run[k]) for k in run if plan[k] != run[k]}
+steps = [json.loads(line) for line in open(sys.argv[3])]
+counted = next(s for s in steps if "loss" in s).get("comm_bytes_sent", {})
+predicted = layout["comm_bytes_per_step_first_stage"]
+bad.update({k: (predicted.get(k, 0), counted.get(k, 0)) for k in set(predicted) | set(counted)
+            if abs(predicted.get(k, 0) - counted.get(k, 0)) > 64})
 print(sys.argv[2], "matches" if not bad else f"differs (plan, run): {bad}")
 sys.exit(1 if bad else 0)
-' "$run" "$name" || status=1
+' "$run" "$name" "$runs/$name/metrics.jsonl" || status=1
 done
 exit $status

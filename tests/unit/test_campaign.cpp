@@ -242,6 +242,7 @@ TEST(Scaling, StrongAndWeakCurves) {
   s.sequence_parallel = {false};
   s.zero = {ZeroStage::optimizer};
   s.hsdp = {0};
+  s.grids = false;  // the study's 1D layout (plan searches no grid on a cluster spec unasked)
   const auto strong = scaling_curve(w, f, {128, 16}, s, Scaling::strong);  // sorted on the way
   ASSERT_EQ(strong.size(), 2u);
   EXPECT_EQ(strong[0].nodes, 16);

@@ -389,7 +389,8 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
 TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   const ModelConfig m = micro_model();
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
-  const auto layouts = enumerate_layouts(w, 8, 8, {});
+  // 1D only: PlanGrid.SearchEnumeratesTheGridsTheRuntimeAccepts resolves the grids.
+  const auto layouts = enumerate_layouts(w, 8, 8, {.grids = false});
   ASSERT_GT(layouts.size(), 100u);
   RunConfig base;
   base.model = m;
@@ -438,7 +439,7 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
   w2.model.seq_len = 2048;
-  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {});
+  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {.grids = false});
   ASSERT_FALSE(r.ranked.empty());
   EXPECT_GT(r.enumerated, r.fitting);  // some layouts (tp 1, pp 1, no ZeRO) do not fit
   for (std::size_t i = 1; i < r.ranked.size(); ++i)
@@ -460,6 +461,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   study.recompute = {Recompute::full};
   study.sequence_parallel = {false};
   study.hsdp = {0};  // the study's Megatron-DeepSpeed had no hybrid sharding
+  study.grids = false;  // nor 3D tensor grids
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;
@@ -632,17 +634,19 @@ TEST(Refit, TheLinksAreFittedToTheCollectivesThatSetLayoutsApart) {
     return Measured{p, predict(w, machine, p.layout).time.total()};
   };
   std::vector<Measured> runs;
-  for (const Prediction& p : search_layouts(w, spec, 4, {}).ranked) {
+  // 1D layouts only: the premise (recorded 1D measurements) says nothing of grids.
+  const SearchSpace one_d{.grids = false};
+  for (const Prediction& p : search_layouts(w, spec, 4, one_d).ranked) {
     if (runs.size() == 3) break;
     if (std::none_of(runs.begin(), runs.end(),
                      [&](const Measured& m) { return same_shape(m.predicted.layout, p.layout); }))
       runs.push_back(measure(p));
   }
-  const Prediction fastest = search_layouts(w, machine, 4, {}).ranked.front();
+  const Prediction fastest = search_layouts(w, machine, 4, one_d).ranked.front();
   // The premise: the plan's top 3 leave out the machine's fastest layout.
   for (const Measured& m : runs) ASSERT_FALSE(m.predicted.layout == fastest.layout);
 
-  const Tuned t = refit_until_closed(spec, w, 4, runs, measure, 3);
+  const Tuned t = refit_until_closed(spec, w, 4, runs, measure, 3, one_d);
   ASSERT_TRUE(t.refit.comm_fitted);
   EXPECT_NEAR(t.refit.comm_factor, factor, 1e-3 * factor);
   EXPECT_NEAR(t.refit.compute_factor, 1, 1e-3);

@@ -33,7 +33,8 @@ namespace {
 struct Args {
   std::string model, config, cluster = "local", grad_precision, write_config;
   std::string attention, pipeline_p2p, device, objective, scaling, plot;
-  std::vector<std::string> overrides, schedule, recompute, sp, precision;
+  std::vector<std::string> overrides, schedule, recompute, sp, precision, tensor_grid,
+      grid_overlap;
   // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
   std::string nodes = "1", global_batch, tp, pp, dp, micro_batch, zero, virtual_stages, hsdp,
               grad_accum;
@@ -137,6 +138,29 @@ Axes axes_of(const Args& a, const RunConfig& base) {
   return x;
 }
 
+// One --tensor-grid value X,Y,Z: three whole numbers of at least 1.
+std::vector<std::int64_t> parse_grid(const std::string& text) {
+  std::vector<std::int64_t> g;
+  bool ok = true;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string part =
+        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    ok = ok && !part.empty() && ec == std::errc{} && end == part.data() + part.size() &&
+         value >= 1;
+    g.push_back(value);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (!ok || g.size() != 3)
+    fail("--tensor-grid {} must be none, any or three whole numbers of at least 1, X,Y,Z (e.g. "
+         "2,2,1)",
+         text);
+  return g;
+}
+
 SearchSpace space_of(const Args& a) {
   SearchSpace space;
   auto values = [](const std::string& text, const char* flag, std::int64_t minimum) {
@@ -155,6 +179,25 @@ SearchSpace space_of(const Args& a) {
   for (const auto& v : a.recompute)
     space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
   for (const auto& v : a.sp) space.sequence_parallel.push_back(v == "on");
+  for (const auto& v : a.grid_overlap) space.grid_overlap.push_back(v == "on");
+  // --tensor-grid: `none` (1D tensor parallelism), `any` (every grid) or grids X,Y,Z; given,
+  // only what it names is searched.
+  if (!a.tensor_grid.empty()) {
+    space.one_d = space.grids = false;
+    bool any = false;
+    for (const auto& v : a.tensor_grid) {
+      if (v == "none") {
+        space.one_d = true;
+      } else if (v == "any") {
+        space.grids = any = true;
+      } else {
+        const std::vector<std::int64_t> g = parse_grid(v);
+        space.tensor_grid.push_back(g);
+        space.grids = true;
+      }
+    }
+    if (any) space.tensor_grid.clear();
+  }
   space.tp_across_nodes = a.tp_across_nodes;
   // A study's search space states micro-batch and gradient accumulation, not the global batch
   // (Table V of Dash et al.): the micro-batch must then be bounded by the list, not by 64.
@@ -339,7 +382,7 @@ void run_plan(const Args& given) {
   const RunConfig base = base_config(a);
   const BatchLimit critical = critical_batch_limit(a, base.model.seq_len);
   const Axes axes = axes_of(a, base);
-  const SearchSpace space = space_of(a);
+  SearchSpace space = space_of(a);
   const Objective objective =
       a.objective.empty() ? Objective::step : parse_name<Objective>(a.objective, "--objective");
   Workload first = workload_of(base);
@@ -350,7 +393,18 @@ void run_plan(const Args& given) {
   const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
-  const ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
+  ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
+  // Grids train on both devices (docs/parallelism.md), so they join the search unasked for this
+  // machine and on a spec tune refit (tune measures grids like 1D layouts, so plan -> tune ->
+  // plan closes over the same space). On another cluster spec they are asked for with
+  // --tensor-grid: the grid's cost terms were compared with measured runs on this machine's
+  // CPUs only (docs/benchmarks.md), never on a cluster a spec describes.
+  const bool grids_measured = a.cluster == "local" || chosen.spec.refit_layouts > 0;
+  if (space.grids && a.tensor_grid.empty() && !grids_measured) {
+    space.grids = false;
+    chosen.notes.push_back("3D tensor grids not searched on a cluster spec unless asked: "
+                           "--tensor-grid none any searches both (docs/planner.md)");
+  }
   if (!a.scaling.empty()) return run_scaling(a, base, axes, space, first, chosen);
   const ClusterSpec& cluster = chosen.spec;
   if (objective == Objective::energy && !cluster.has_power())
@@ -595,7 +649,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--config,-c", a->config, "Or a run config (TOML) for the model and batch");
   cmd->add_option("--set", a->overrides, "Override a --config key, e.g. --set model.n_layer=4");
   cmd->add_option("--cluster", a->cluster,
-                  "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, local, or a TOML file");
+                  "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, perlmutter, local, or a TOML file");
   cmd->add_option("--nodes", a->nodes,
                   "Nodes: one count, a list (12,16) or a range (8:64:x2, 8:64:8; "
                   "docs/planner.md)");
@@ -672,6 +726,16 @@ void add_plan_command(CLI::App& app) {
   pin("--recompute", a->recompute, "Pin recomputation: none, selective, full (one or a list)");
   pin("--sp", a->sp, "Pin sequence parallelism: on, off or on,off")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--tensor-grid", a->tensor_grid,
+                  "Pin 3D tensor parallelism (docs/parallelism.md): none (1D only), any (grids "
+                  "only) or grids X,Y,Z, one or several (--tensor-grid none any: both); a grid "
+                  "named may span nodes. Default: 1D, and on the local cluster (either device) "
+                  "or a spec tune refit also every grid inside a node")
+      ->expected(1, -1);
+  pin("--grid-overlap", a->grid_overlap,
+      "Pin whether a grid's collectives overlap computation (parallel.tensor_grid_overlap): "
+      "on (default), off or on,off")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--attention", a->attention,
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "
                   "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")
@@ -681,7 +745,8 @@ void add_plan_command(CLI::App& app) {
                   "overlap compute) or blocking (DeepSpeed's pipeline engine: every send and "
                   "receive in turn)")
       ->check(CLI::IsMember({"async", "blocking"}));
-  cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Also try tensor parallelism across nodes");
+  cmd->add_flag("--tp-across-nodes", a->tp_across_nodes,
+                "Also try tensor parallelism (1D and grids) across nodes");
   cmd->callback([a] { run_plan(*a); });
 }
 

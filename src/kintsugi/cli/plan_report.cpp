@@ -66,7 +66,8 @@ void print_candidate_table(const std::vector<Candidate>& rows, std::size_t top,
   }
   if (!ranks.empty()) return;  // the legend is the first table's
   fmt::print(
-      "\nlayout: tp/pp/dp ranks, mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved) "
+      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its "
+      "collectives not overlapped),\nmb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved) "
       "with vN model chunks per\nrank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N "
       "data-parallel ranks, replicated across groups;\nselective/full activation recomputation; "
       "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest\nstage. Times "
@@ -145,7 +146,10 @@ nlohmann::json to_json(const Prediction& p) {
         {"zero", stage_number(l.zero)},
         {"hsdp", l.hsdp},
         {"recompute", name_of(l.recompute)},
-        {"sequence_parallel", l.sequence_parallel}}},
+        {"sequence_parallel", l.sequence_parallel},
+        {"tensor_grid", l.tensor_grid.empty() ? nlohmann::json(nullptr)
+                                              : nlohmann::json(l.tensor_grid)},
+        {"tensor_grid_overlap", l.grid_overlap}}},
       {"memory_bytes",
        {{"parameters", p.memory.parameters}, {"gradients", p.memory.gradients},
         {"optimizer_state", p.memory.optimizer_state}, {"activations", p.memory.activations},
@@ -157,6 +161,7 @@ nlohmann::json to_json(const Prediction& p) {
         {"optimizer_state", p.first_stage_memory.optimizer_state},
         {"activations", p.first_stage_memory.activations},
         {"total", p.first_stage_memory.total()}}},
+      {"comm_bytes_per_step_first_stage", p.first_stage_comm_bytes},
       {"fits", p.fits},
       {"step_seconds",
        {{"compute", p.time.compute}, {"tp", p.time.tp}, {"pp", p.time.pp}, {"dp", p.time.dp},

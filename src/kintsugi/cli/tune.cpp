@@ -157,10 +157,12 @@ void run_tune(const Args& a) {
   // The ranks asked for, or the cluster's node.
   const std::int64_t world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(choice.notes);
-  const SearchResult found = search_layouts(w, cluster, world, {});
+  // Grids run on both devices (docs/parallelism.md), so tune measures them like 1D layouts.
+  const SearchSpace space{};
+  const SearchResult found = search_layouts(w, cluster, world, space);
   if (found.ranked.empty())
     fail("no layout of this model fits {} ranks with global batch {}", world, w.global_batch);
-  // The top k layouts of distinct shapes (tp, pp, dp, micro-batch, schedule, sp): variants
+  // The top k layouts of distinct shapes (tp, grid, pp, dp, micro-batch, schedule, sp): variants
   // that differ only in recomputation or ZeRO stage are often predicted equal and would
   // measure nearly the same step, telling the refit nothing new.
   std::vector<Prediction> chosen;
@@ -188,7 +190,8 @@ void run_tune(const Args& a) {
   // redone, at most --top more runs (plan/refit.hpp refit_until_closed).
   const Tuned tuned = refit_until_closed(
       cluster, w, world, runs,
-      [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top);
+      [&](const Prediction& p) { return measure(p, " (the refit ranks it first)"); }, a.top,
+      space);
   Refit refit = tuned.refit;
   const RefitPlan& closure = tuned.plan;
   // [power] from measured energy only when every run measured it (docs/energy.md); else kept.

@@ -96,6 +96,10 @@ const std::map<std::string, ModelConfig>& presets() {
              gpt("gpt-22b", 48, 6144, 48, 2048),
              gpt("gpt-175b", 96, 12288, 96, 2048),
              gpt("gpt-1t", 128, 25600, 128, 2048),
+             // AxoNN's "80B" GPT (Singh et al., arXiv 2305.13525 and 2502.08145), the shape in
+             // its authors' model table (github.com/axonn-ai/Megatron-AxoNN): 42 layers of
+             // 12288 with 96 heads, 76.7B parameters with GPT-2's vocabulary.
+             gpt("gpt-80b", 42, 12288, 96, 2048),
              // Megatron-Turing NLG's shape, Korthikanti et al.'s 530B row.
              gpt("gpt-530b", 105, 20480, 128, 2048),
              // The tiny versions use GPT-2's vocabulary: they train on the Brown corpus.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -68,6 +69,40 @@ LinkSpec ClusterSpec::group_link(const std::vector<int>& devices) const {
 
 namespace {
 
+LinkSpec scaled(LinkSpec link, double factor) {
+  for (double* rate : {&link.bandwidth_gbs, &link.all_reduce_gbs, &link.reduce_scatter_gbs,
+                       &link.all_gather_gbs})
+    *rate *= factor;
+  return link;
+}
+
+}  // namespace
+
+LinkSpec ClusterSpec::ring_link(const std::vector<int>& devices) const {
+  const LinkSpec link = group_link(devices);
+  if (devices.size() < 2 || !multi_rail) return link;
+  // The fewest members the ring has in any node it spans: its slowest node.
+  std::map<std::int64_t, std::int64_t> per_node;
+  for (int d : devices) ++per_node[d / devices_per_node];
+  if (per_node.size() == 1) return link;
+  std::int64_t members = static_cast<std::int64_t>(devices.size());
+  for (const auto& [node, n] : per_node) members = std::min(members, n);
+  if (members == 1) return link;
+  // One channel per member's NIC share, bounded by the members' ring inside the node (an
+  // all-to-all node's share of its links: node_link).
+  const LinkSpec rails = scaled(inter_node, static_cast<double>(members));
+  const LinkSpec node = node_link(false, members);
+  LinkSpec out = rails;
+  for (auto [r, n] : {std::pair{&out.bandwidth_gbs, node.bandwidth_gbs},
+                      std::pair{&out.all_reduce_gbs, node.rate_gbs(LinkUse::all_reduce)},
+                      std::pair{&out.reduce_scatter_gbs, node.rate_gbs(LinkUse::reduce_scatter)},
+                      std::pair{&out.all_gather_gbs, node.rate_gbs(LinkUse::all_gather)}})
+    if (*r > 0) *r = std::min(*r, n);
+  return out;
+}
+
+namespace {
+
 // One key of a spec: where it lives in the TOML, the field, its meaning and its lower bound.
 struct Key {
   const char* path;
@@ -108,7 +143,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs", "topology"}},
       {"inter_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
-                      "all_gather_gbs"}},
+                      "all_gather_gbs", "multi_rail"}},
       {"package", {"devices", "bandwidth_gbs", "latency_us"}},
       {"host", {"step_overhead_ms"}},
       {"attention", {"tflops"}},
@@ -154,6 +189,12 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
              "`{}.bandwidth_gbs`)",
              source, path, *field, section);
     }
+  // The NICs' shape (ClusterSpec::multi_rail): an optional boolean.
+  if (const auto v = t.at_path("inter_node.multi_rail")) {
+    const std::optional<bool> b = v.value_exact<bool>();
+    if (!b) fail("{}: `inter_node.multi_rail` must be true or false", source);
+    c.multi_rail = *b;
+  }
   if (const auto topology = t.at_path("intra_node.topology")) {
     const std::optional<std::string> name = topology.value<std::string>();
     if (!name || (*name != "switch" && *name != "all-to-all"))
@@ -272,7 +313,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
 }
 
 std::vector<std::string> cluster_preset_names() {
-  return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "local"};
+  return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "perlmutter", "local"};
 }
 
 namespace {
@@ -335,13 +376,13 @@ std::string to_toml(const ClusterSpec& c) {
       "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
       "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
       "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}\n[inter_node]\nbandwidth_gbs = {}\n"
-      "latency_us = {}\n{}",
+      "latency_us = {}\n{}{}",
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
       c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
       collective_rates_toml(c.intra_node, c.intra_node_all_to_all), c.inter_node.bandwidth_gbs,
-      c.inter_node.latency_us,
-      collective_rates_toml(c.inter_node)) +
+      c.inter_node.latency_us, collective_rates_toml(c.inter_node),
+      c.multi_rail ? "multi_rail = true\n" : "") +
          (c.devices_per_package > 0
               ? fmt::format("\n[package]\ndevices = {}\nbandwidth_gbs = {}\nlatency_us = {}\n",
                             c.devices_per_package, c.package.bandwidth_gbs,

@@ -50,6 +50,12 @@ struct ClusterSpec {
   // Frontier MI250X's two GCDs) share a faster link than other pairs in the node; 0: none.
   std::int64_t devices_per_package = 0;
   LinkSpec package;
+  // multi_rail ([inter_node] multi_rail = true; false unless the spec sets it, as
+  // perlmutter.toml does; docs/planner.md "Cluster specs"): every device has its own share of
+  // the node's NICs and the communication library runs a ring's channels over all of them, so a
+  // ring with m devices in each node it spans runs at m times inter_node's rate (at most the
+  // rate of a ring over m devices inside a node).
+  bool multi_rail = false;
   double step_overhead_ms = 0;  // [host]: host work per optimizer step outside the kernels
   // [attention]: the measured rate of the attention kernel in use (TFLOP/s of the attention
   // core, QK^T and PV forward and backward counted over the full s x s, as flops.hpp counts
@@ -77,14 +83,17 @@ struct ClusterSpec {
   // The link a ring over these device indices runs at: the slowest between two neighbours
   // (inside a package, inside a node, or between nodes).
   LinkSpec group_link(const std::vector<int>& devices) const;
+  // The same link with the rate a ring reaches across nodes with multi_rail; group_link's own
+  // otherwise (an all-to-all node's share already is).
+  LinkSpec ring_link(const std::vector<int>& devices) const;
 };
 
 // Parses a cluster spec; every missing or out-of-range key is an Error naming the key and the
 // file. `source` names the text in messages.
 ClusterSpec parse_cluster(const std::string& toml_text, const std::string& source);
-// A preset name ("dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2"), a path to a TOML file,
-// or "local" (this machine, from measurements, its cores shared by `local_ranks` ranks; 0: one
-// rank per core).
+// A preset name ("dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "perlmutter"), a path to
+// a TOML file, or "local" (this machine, from measurements, its cores shared by `local_ranks`
+// ranks; 0: one rank per core).
 ClusterSpec load_cluster(const std::string& name_or_path, std::int64_t local_ranks = 0);
 std::vector<std::string> cluster_preset_names();
 // The cluster spec as TOML (what `tune` writes after refitting).

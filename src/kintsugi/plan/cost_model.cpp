@@ -13,12 +13,17 @@
 #include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/plan/grid_cost.hpp"
 #include "kintsugi/plan/memory.hpp"
 
 namespace kintsugi {
 
 std::string describe(const Layout& l) {
-  std::string s = fmt::format("tp {} pp {} dp {} mb {}", l.tp, l.pp, l.dp, l.micro_batch);
+  std::string s = fmt::format("tp {}", l.tp);
+  if (!l.tensor_grid.empty())
+    s += fmt::format(" grid {}x{}x{}{}", l.tensor_grid[0], l.tensor_grid[1], l.tensor_grid[2],
+                     l.grid_overlap ? "" : " no-overlap");
+  s += fmt::format(" pp {} dp {} mb {}", l.pp, l.dp, l.micro_batch);
   if (l.pp > 1) s += fmt::format(" {}", name_of(l.schedule));
   if (l.virtual_stages > 1) s += fmt::format(" v{}", l.virtual_stages);
   if (l.zero > ZeroStage::none) s += fmt::format(" zero{}", stage_number(l.zero));
@@ -84,21 +89,35 @@ std::string layout_problem(const Workload& w, const Layout& l) {
                                   .schedule = l.schedule, .virtual_stages = l.virtual_stages,
                                   .zero = l.zero, .hsdp = l.hsdp,
                                   .sequence_parallel = l.sequence_parallel,
+                                  .tensor_grid = l.tensor_grid,
                                   .global_batch = w.global_batch, .micro_batch = l.micro_batch});
 }
 
 namespace {
 
 // Elements of one block's parameters on a tensor-parallel rank (flops.hpp's block_parameters:
-// the split part divided by tp, the replicated part whole), and the replicated part alone
-// (partial gradients under sequence parallelism).
+// the split part divided by tp, the replicated part whole), and those whose gradients are
+// partial sums: under sequence parallelism the two norms, which see only this rank's rows (the
+// row-parallel biases see the gathered gradient, whole: model/layers.cpp); with a tensor grid
+// everything replicated over its z, which sees only z's sequences (grid_cost.hpp).
 struct BlockElements {
-  double local = 0, replicated = 0;
+  double local = 0, partial = 0;
 };
 BlockElements block_elements(const ModelConfig& m, double tp) {
   const BlockParameters p = block_parameters(m);
-  return {p.split / tp + p.replicated, p.replicated};
+  return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m))};
 }
+BlockElements block_elements(const ModelConfig& m, const Layout& l) {
+  if (l.tensor_grid.empty()) return block_elements(m, static_cast<double>(l.tp));
+  const GridBlockElements g = grid_block_elements(m, l.tensor_grid);
+  return {g.local, g.depth_replicated};
+}
+// Ranks sharing the vocabulary (1D: the tp group; a grid: its xy plane) and sharing a
+// micro-batch's token rows (a grid's z splits its sequences).
+std::int64_t vocabulary_ranks(const Layout& l) {
+  return l.tensor_grid.empty() ? l.tp : l.tensor_grid[0] * l.tensor_grid[1];
+}
+std::int64_t row_shares(const Layout& l) { return l.tensor_grid.empty() ? 1 : l.tensor_grid[2]; }
 
 // What one pipeline rank holds and does.
 struct RankShare {
@@ -106,8 +125,10 @@ struct RankShare {
   bool embedding = false, head = false;
   int chunks = 0;
   double elements = 0;        // parameter elements (tp-local)
-  double replicated = 0;      // replicated under tp (sequence-parallel partial gradients)
+  double partial = 0;         // with partial gradients (BlockElements): sequence parallelism's
+                              // norms and positions, a grid's everything replicated over z
   double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
+                              // (on either end: both sum it once per step)
   double activation_bytes = 0;  // per slot: the largest chunk, with the rank's extras (the
                                 // chunks share their slots: model/activation_pool.hpp)
 };
@@ -116,10 +137,13 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   const ModelConfig& m = w.model;
   const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
   const StagePartition& part = cached_partition(m, p, v);
-  const double tp = static_cast<double>(l.tp), d = m.d_model;
-  const double table = static_cast<double>(m.padded_vocab(l.tp)) * d / tp;
+  const double d = m.d_model;
+  const std::int64_t vocab_ranks = vocabulary_ranks(l);
+  const double table =
+      static_cast<double>(m.padded_vocab(vocab_ranks)) * d / static_cast<double>(vocab_ranks);
   const double norm = static_cast<double>(norm_parameters(m));
-  const BlockElements block = block_elements(m, tp);
+  const bool grid = !l.tensor_grid.empty();
+  const BlockElements block = block_elements(m, l);
   RankShare r;
   r.chunks = v;
   std::int64_t most_blocks = 0;
@@ -131,19 +155,28 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
     r.embedding |= first;
     r.head |= last;
     r.elements += n * block.local;
-    r.replicated += n * block.replicated;
+    r.partial += n * block.partial;
+    // With a grid every parameter but the blocks' weight blocks is replicated over z, the
+    // token table (and head) included.
     if (first) {
       r.elements += table + (m.learned_positions() ? m.seq_len * d : 0.0) +
                     (m.embedding_norm() ? norm : 0.0);
-      r.replicated += (m.learned_positions() ? m.seq_len * d : 0.0) + (m.embedding_norm() ? norm : 0.0);
+      r.partial += (m.learned_positions() ? m.seq_len * d : 0.0) +
+                   (m.embedding_norm() ? norm : 0.0) + (grid ? table : 0.0);
+      if (m.tied_embeddings() && p * v > 1) r.tied_copy = table;
     }
     if (last) {
       r.elements += norm;
-      r.replicated += norm;
+      r.partial += norm;
       // Untied: the LM head's own matrix. Tied across several chunks: the last chunk keeps a
       // copy of the token table, summed with the first chunk's once per step.
-      if (!m.tied_embeddings()) r.elements += table;
-      else if (p * v > 1) r.elements += r.tied_copy = table;
+      if (!m.tied_embeddings()) {
+        r.elements += table;
+        if (grid) r.partial += table;
+      } else if (p * v > 1) {
+        r.elements += r.tied_copy = table;
+        if (grid) r.partial += table;
+      }
     }
     most_blocks = std::max(most_blocks, n);
   }
@@ -183,8 +216,10 @@ struct Efficiency {
 };
 // `attention`: the attention core's efficiency when a measured rate replaces the GEMM curve
 // for it (ClusterSpec::attention_tflops over the peak), else 0.
-Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double tp,
-                           double attention) {
+// `rows` are the rank's token rows; a grid (x, y; 1D: 1, tp) splits the entry layers' input
+// over x and output over y, the exit layers' the converse, and the heads over y.
+Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double x,
+                           double y, double vocab_ranks, double attention) {
   const double d = m.d_model, f = m.d_ff, qkv = static_cast<double>(qkv_width(m));
   const double s = static_cast<double>(m.seq_len), hd = static_cast<double>(m.head_dim());
   // The shapes of the block's products (their FLOPs, 2 m n k each, add up to flops.hpp's block
@@ -193,11 +228,11 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
     double m, n, k, count;
   };
   const Gemm gemms[] = {
-      {rows, qkv / tp, d, 1},                 // qkv
-      {rows, d, d / tp, 1},                   // attention output
-      {rows, f / tp, d, m.gated_mlp() ? 2.0 : 1.0},  // MLP up (and gate)
-      {rows, d, f / tp, 1},                   // MLP down
-      {s, s, hd, 2 * rows / s * m.n_head / tp},  // QK^T and PV per sequence and head
+      {rows, qkv / y, d / x, 1},                 // qkv
+      {rows, d / x, d / y, 1},                   // attention output
+      {rows, f / y, d / x, m.gated_mlp() ? 2.0 : 1.0},  // MLP up (and gate)
+      {rows, d / x, f / y, 1},                   // MLP down
+      {s, s, hd, 2 * rows / s * m.n_head / y},  // QK^T and PV per sequence and head
   };
   constexpr std::size_t kAttentionCore = 4;
   double flops = 0, seconds = 0;
@@ -208,7 +243,8 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
     seconds += work / (i == kAttentionCore && attention > 0 ? attention
                                                              : c.gemm_efficiency(g.m, g.n, g.k));
   }
-  const double vocab = static_cast<double>(m.padded_vocab(static_cast<std::int64_t>(tp))) / tp;
+  const double vocab =
+      static_cast<double>(m.padded_vocab(static_cast<std::int64_t>(vocab_ranks))) / vocab_ranks;
   return {flops / seconds, c.gemm_efficiency(rows, vocab, d)};
 }
 
@@ -227,8 +263,14 @@ struct Context {
   double pb = 0, gb = 0;         // bytes of a parameter/activation element and of a gradient
   bool mixed = false, full = false;
   double rows = 0, tp = 1;       // token rows of a micro-batch; tensor-parallel ranks
+  // Tensor grid (1D: grid false, x 1, y tp, z 1): its shape, the rank's token rows (rows / z),
+  // the ranks sharing the vocabulary (1D: tp; a grid: x y) and the links of its groups.
+  bool grid = false;
+  double gx = 1, gy = 1, gz = 1, local_rows = 0, vocab_ranks = 1;
+  GridLinks grid_links;
   LinkSpec tp_link, dp_link, pp_link, shard_link;
   double hw = 0, model_flops = 0, head_flops = 0, block_hw = 0;  // per token
+  double block_attention = 0;    // of block_hw: the attention core (split over heads only)
   double peak = 0;               // FLOP/s of one device at the workload's precision
   Efficiency eff;
   double backward_share = 0;     // backward's share of a micro-batch's compute
@@ -248,14 +290,27 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.full = l.recompute == Recompute::full;
   c.rows = static_cast<double>(l.micro_batch * m.seq_len);
   c.tp = static_cast<double>(l.tp);
+  c.grid = !l.tensor_grid.empty();
+  if (c.grid) {
+    c.gx = static_cast<double>(l.tensor_grid[0]);
+    c.gy = static_cast<double>(l.tensor_grid[1]);
+    c.gz = static_cast<double>(l.tensor_grid[2]);
+    c.grid_links = grid_links(cluster, l.tensor_grid);
+  } else {
+    c.gy = c.tp;
+  }
+  c.local_rows = c.rows / c.gz;
+  c.vocab_ranks = static_cast<double>(vocabulary_ranks(l));
   const LayoutMap map(static_cast<int>(l.world()),
                       {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp), .pp = c.p});
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
   out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
-  // A ring runs at its slowest link: inside a package, the node, or between nodes.
-  c.tp_link = cluster.group_link(map.group(0, Dim::tp));
-  c.dp_link = cluster.group_link(map.group(0, Dim::dp));
+  // A ring runs at its slowest link: inside a package, the node (an all-to-all node's share of
+  // it), or between nodes (with multi-rail NICs, at the rate its place in the nodes allows):
+  // ring_link.
+  c.tp_link = cluster.ring_link(map.group(0, Dim::tp));
+  c.dp_link = cluster.ring_link(map.group(0, Dim::dp));
   // A pipeline transfer goes between two devices (one link of an all-to-all node).
   c.pp_link = cluster.node_link(out.pp_crosses_nodes, 2);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
@@ -273,13 +328,19 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.model_flops = model_flops_per_token(m, m.seq_len);
   c.head_flops = lm_head_flops_per_token(m);
   c.block_hw = block_hardware_flops_per_token(m, m.seq_len, selective, c.full);
+  // QK^T and PV (12 s d per token, flops.hpp), and their forward again when recomputed.
+  c.block_attention = (12.0 + (selective || c.full ? 4.0 : 0.0)) *
+                      static_cast<double>(m.seq_len) * static_cast<double>(m.d_model);
   c.peak = cluster.peak_tflops(w.precision) * 1e12;
-  c.eff = gemm_efficiency(m, cluster, c.rows, c.tp,
+  c.eff = gemm_efficiency(m, cluster, c.local_rows, c.gx, c.gy, c.vocab_ranks,
                           cluster.attention_tflops > 0
                               ? cluster.attention_tflops / cluster.peak_tflops(w.precision)
                               : 0.0);
   c.backward_share = 1.0 - (c.model_flops / 3.0) / c.hw;
-  c.act = {.micro_batch = l.micro_batch, .seq = m.seq_len, .tp = l.tp,
+  // A grid's rank holds its z's sequences with its y's heads and MLP columns: the 1D shape
+  // with tp = y on micro_batch / z sequences (docs/parallelism.md).
+  c.act = {.micro_batch = l.micro_batch / row_shares(l), .seq = m.seq_len,
+           .tp = static_cast<std::int64_t>(c.gy),
            .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
            .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
   return c;
@@ -306,27 +367,34 @@ std::vector<int> candidate_ranks(const Context& c) {
 
 // Seconds of one micro-batch's forward and backward on this rank, without communication.
 double compute_seconds(const Context& c, const RankShare& share) {
-  const double block_seconds = share.blocks * c.block_hw * c.rows / c.tp / (c.peak * c.eff.block);
+  // The matrices are split over all tp ranks (a grid's x y z: its rows over z, the rest over
+  // x y), the attention core over the heads only (a grid's x ranks compute the same heads).
+  const double block_flops = (c.block_hw - c.block_attention) * c.rows / c.tp +
+                             c.block_attention * c.local_rows / c.gy;
+  const double block_seconds = share.blocks * block_flops / (c.peak * c.eff.block);
   const double head_seconds =
-      share.head ? c.head_flops * c.rows / c.tp / (c.peak * c.eff.head) : 0.0;
+      share.head ? c.head_flops * c.local_rows / c.vocab_ranks / (c.peak * c.eff.head) : 0.0;
   // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
   // activation byte a block saves is written in forward and read in backward, and its
   // gradient written and read (4 passes; 5 when full recomputation writes it again); the
   // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
   // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
-  const ActivationShape saved{.micro_batch = c.l.micro_batch, .seq = c.m.seq_len, .tp = c.l.tp,
-                              .sequence_parallel = c.l.sequence_parallel,
+  const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.m.seq_len,
+                              .tp = c.act.tp, .sequence_parallel = c.l.sequence_parallel,
                               .element_bytes = static_cast<std::int64_t>(c.pb)};
   double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
   if (c.w.attention == AttentionKernel::materialized) {
     // Scores, softmax and dropout of every head: written and read like a saved activation,
     // once more when recomputation reruns the attention core.
-    const double matrices = 5.0 * c.m.n_head / c.tp * c.l.micro_batch *
+    const double matrices = 5.0 * c.m.n_head / c.gy * c.act.micro_batch *
                             static_cast<double>(c.m.seq_len) * c.m.seq_len;
     block_traffic += (c.l.recompute == Recompute::none ? 4.0 : 5.0) * matrices;
   }
   const double logits_traffic =
-      share.head ? 5.0 * c.rows * static_cast<double>(c.m.padded_vocab(c.l.tp)) / c.tp * 4.0
+      share.head ? 5.0 * c.local_rows *
+                       static_cast<double>(
+                           c.m.padded_vocab(static_cast<std::int64_t>(c.vocab_ranks))) /
+                       c.vocab_ranks * 4.0
                  : 0.0;
   const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
                               (c.cluster.memory_bandwidth_gbs * 1e9);
@@ -338,7 +406,8 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
                                          StepShape& shape) {
   shape = layout_step_shape(c.w, c.l);
   shape.grad_elements = static_cast<std::int64_t>(share.elements);
-  shape.sp_grad_elements = static_cast<std::int64_t>(share.replicated);
+  (c.grid ? shape.depth_grad_elements : shape.sp_grad_elements) =
+      static_cast<std::int64_t>(share.partial);
   shape.blocks = share.blocks;
   shape.embedding = share.embedding;
   shape.head = share.head;
@@ -346,11 +415,13 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
   for (int k = 0; k < c.v; ++k) shape.pipeline_sends += pipeline_sends(k * c.p + rank, c.p * c.v);
   shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
   // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
-  const double block_local = share.blocks * block_elements(c.m, c.tp).local;
+  const double block_local = share.blocks * block_elements(c.m, c.l).local;
   shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
   shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
-  return step_comm_bytes(
-      c.m, {.tp = c.l.tp, .dp = c.l.dp, .sequence_parallel = c.l.sequence_parallel}, shape);
+  return step_comm_bytes(c.m,
+                         {.tp = c.l.tp, .dp = c.l.dp, .sequence_parallel = c.l.sequence_parallel,
+                          .tensor_grid = c.l.tensor_grid},
+                         shape);
 }
 
 // Data parallelism / ZeRO. Reductions go bucket by bucket while backward runs; what the last
@@ -389,12 +460,48 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
   return seconds;
 }
 
+// 3D tensor parallelism: the grid's communication per step that computation does not hide
+// (grid_cost.hpp): every block of every micro-batch, the embedding's and head's all-reduces and
+// the loss statistics over the xy plane, and the all-reduce over z of the gradients replicated
+// over z (once per step; every micro-batch under ZeRO-2/3).
+double grid_seconds(const Context& c, const RankShare& share, const StepShape& shape) {
+  const std::vector<GridLayer> layers =
+      grid_block_layers(c.m, c.l.tensor_grid, c.local_rows, c.pb, c.pb, c.gb);
+  std::vector<double> gemm;
+  for (const GridLayer& g : layers)
+    gemm.push_back(g.flops() /
+                   (c.peak * c.cluster.gemm_efficiency(g.gemm_m, g.gemm_n, g.gemm_k)));
+  // The attention core's forward on this rank: its z's sequences, its y's heads.
+  const double attention = 4.0 * static_cast<double>(c.m.seq_len) * c.m.d_model * c.local_rows /
+                           c.gy / (c.peak * c.eff.block);
+  const GridBlockComm block =
+      grid_block_comm_seconds(layers, gemm, attention, c.grid_links, c.l.grid_overlap);
+  const double per_block = block.forward * (c.full ? 2.0 : 1.0) + block.backward;
+  const GridLinks& g = c.grid_links;
+  const double boundaries = (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
+  const double plane_bytes = boundaries * c.local_rows * c.m.d_model * c.pb +
+                             (share.head ? 3.0 * c.local_rows * 4.0 : 0.0);
+  const std::int64_t plane = g.x * g.y;
+  const double per_micro_batch =
+      share.blocks * per_block +
+      (boundaries > 0 ? collective_seconds(ring_all_reduce_bytes(plane_bytes, plane), plane,
+                                           g.plane_link, LinkUse::all_reduce)
+                      : 0.0);
+  const double depth_reductions = shape.zero >= 2 ? static_cast<double>(c.mbs) : 1.0;
+  const double depth =
+      depth_reductions *
+      collective_seconds(ring_all_reduce_bytes(shape.depth_grad_elements * c.gb, g.z), g.z,
+                         g.z_link, LinkUse::all_reduce);
+  return c.mbs * per_micro_batch + depth;
+}
+
 // Seconds per optimizer step of this rank, by part.
-TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
+TimePrediction step_time(const Context& c, const RankShare& share, int rank,
+                         std::map<std::string, double>& bytes) {
   const Layout& l = c.l;
   const double compute_mb = compute_seconds(c, share);
   StepShape shape;
-  const auto bytes = comm_bytes(c, share, rank, shape);
+  bytes = comm_bytes(c, share, rank, shape);
   auto get = [&](const char* key) {
     auto it = bytes.find(key);
     return it == bytes.end() ? 0.0 : it->second;
@@ -404,11 +511,12 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
   const double boundaries = (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) +
                             (share.head ? 1 : 0) + (c.l.sequence_parallel ? 2.0 * share.blocks : 0);
   const double tp_step =
-      l.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
-                                           {get("tp.all_gather"), LinkUse::all_gather},
-                                           {get("tp.reduce_scatter"), LinkUse::reduce_scatter}}) +
-                     link_seconds(0, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link)
-               : 0.0;
+      c.grid     ? grid_seconds(c, share, shape)
+      : l.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
+                                             {get("tp.all_gather"), LinkUse::all_gather},
+                                             {get("tp.reduce_scatter"), LinkUse::reduce_scatter}}) +
+                       link_seconds(0, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link)
+                 : 0.0;
   // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum. A
   // stage receives what its neighbours send it, as many tensors of the same size as it sends;
   // blocking p2p puts those receives on its timeline as well.
@@ -439,6 +547,18 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank) {
   return t;
 }
 
+// A grid's scratch (model/grid_linear.hpp's GridWorkspace): its largest weight block gathered
+// over z (compute type) and that block's gradient before the reduce-scatter (gradient type),
+// twice each with overlap when z > 1.
+double grid_workspace_bytes(const Context& c) {
+  if (!c.grid || c.gz == 1) return 0.0;
+  double largest = 0;
+  for (const GridLayer& g : grid_block_layers(c.m, c.l.tensor_grid, c.local_rows, c.pb, c.pb,
+                                              c.gb))
+    largest = std::max(largest, g.gather + g.scatter);
+  return (c.l.grid_overlap ? 2.0 : 1.0) * largest;
+}
+
 // Bytes per device of this rank (memory.hpp: the trainer's memory_bytes_theory), plus the
 // buffers it leaves out.
 MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank) {
@@ -452,14 +572,19 @@ MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank)
   mem.optimizer_state = state.optimizer_state;
   mem.activations = slots_in_flight(l.schedule, c.p, c.v, static_cast<int>(c.mbs), rank) *
                     share.activation_bytes;
-  const double activation = c.rows * c.m.d_model * c.pb / (l.sequence_parallel ? c.tp : 1.0);
+  const double activation =
+      c.local_rows * c.m.d_model * c.pb / (l.sequence_parallel ? c.tp : 1.0);
   // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk (at
   // most 256 MiB of f32) and the activation gradient the backward carries.
   mem.communication =
       (c.p > 1 ? 4.0 * activation : 0.0) +
-      (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, c.tp).local * c.pb : 0.0) +
-      (share.head ? std::min(c.rows * c.m.padded_vocab(l.tp) / c.tp * 4.0, 268435456.0) : 0.0) +
-      2.0 * c.rows * c.m.d_model * 4.0;
+      (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, l).local * c.pb : 0.0) +
+      (share.head ? std::min(c.local_rows *
+                                 static_cast<double>(c.m.padded_vocab(vocabulary_ranks(l))) /
+                                 c.vocab_ranks * 4.0,
+                             268435456.0)
+                  : 0.0) +
+      2.0 * c.local_rows * c.m.d_model * 4.0 + grid_workspace_bytes(c);
   mem.reserved = c.cluster.reserved_gb * 1e9;
   return mem;
 }
@@ -474,14 +599,18 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   double slowest = -1;
   for (int rank : candidate_ranks(c)) {
     const RankShare share = rank_share(w, l, rank, c.act);
-    const TimePrediction t = step_time(c, share, rank);
+    std::map<std::string, double> bytes;
+    const TimePrediction t = step_time(c, share, rank, bytes);
     const MemoryPrediction mem = rank_memory(c, share, rank);
     if (t.total() > slowest) {
       slowest = t.total();
       out.time = t;
     }
     if (mem.total() > out.memory.total()) out.memory = mem;
-    if (rank == 0) out.first_stage_memory = mem;
+    if (rank == 0) {
+      out.first_stage_memory = mem;
+      out.first_stage_comm_bytes = std::move(bytes);
+    }
   }
   const ModelConfig& m = w.model;
   out.gemm_efficiency = (m.n_layer * c.block_hw + c.head_flops) /

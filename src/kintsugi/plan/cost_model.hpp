@@ -9,7 +9,9 @@
 // Step time of the slowest pipeline stage (docs/planner.md states every term):
 //   t_mb      = compute of one micro-batch (its hardware FLOPs / (peak x GEMM efficiency),
 //               plus the memory-bound kernels' traffic / memory bandwidth)
-//               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency)
+//               + its tensor-parallel collectives (bytes / bandwidth + ring steps x latency;
+//               with a tensor grid, what computation does not hide of each layer's collectives
+//               on its group's link: grid_cost.hpp)
 //   compute   = m t_mb's compute part, tp = m t_mb's collective part
 //   bubble    = bubble_fraction / (1 - bubble_fraction) x m t_mb = (p - 1) t_mb / v
 //   pp        = point-to-point activations and gradients (a stage's sends; its receives too
@@ -22,7 +24,9 @@
 //   step      = compute + tp + bubble + pp + dp + optimizer + host
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "kintsugi/core/enum_names.hpp"
 #include "kintsugi/core/precision.hpp"
@@ -78,6 +82,10 @@ struct Layout {
   std::int64_t hsdp = 0;  // with ZeRO: shard within groups of this many dp ranks (0: all)
   Recompute recompute = Recompute::none;
   bool sequence_parallel = false;
+  // 3D tensor parallelism: the tp ranks as an X x Y x Z grid (empty: 1D; docs/parallelism.md),
+  // and whether its collectives overlap computation (parallel.tensor_grid_overlap).
+  std::vector<std::int64_t> tensor_grid;
+  bool grid_overlap = true;
   bool operator==(const Layout&) const = default;
   std::int64_t world() const { return tp * pp * dp; }
   std::int64_t micro_batches(std::int64_t global_batch) const {
@@ -87,7 +95,9 @@ struct Layout {
   std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }
   std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
 };
-std::string describe(const Layout& l);  // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"
+// "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"; a grid: "tp 8 grid 2x2x2 pp 1 ..." (and
+// "no-overlap" when its collectives do not overlap computation).
+std::string describe(const Layout& l);
 
 struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
@@ -108,6 +118,9 @@ struct Prediction {
   Layout layout;
   MemoryPrediction memory;
   MemoryPrediction first_stage_memory;  // pipeline rank 0 (world rank 0, what run.json describes)
+  // Bytes world rank 0 sends per step, per group and collective (comm_volume.hpp: what
+  // run.json's comm_bytes_per_step_theory and the communicator's counters hold).
+  std::map<std::string, double> first_stage_comm_bytes;
   TimePrediction time;
   bool fits = false;
   double gemm_efficiency = 0;  // FLOP-weighted over the step's GEMMs

@@ -137,13 +137,13 @@ Refit refit_cluster(const ClusterSpec& cluster, const Workload& w,
 bool same_shape(const Layout& x, const Layout& y) {
   return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
          x.schedule == y.schedule && x.virtual_stages == y.virtual_stages &&
-         x.sequence_parallel == y.sequence_parallel;
+         x.sequence_parallel == y.sequence_parallel && x.tensor_grid == y.tensor_grid;
 }
 
 RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t world,
-                     const std::vector<Measured>& runs) {
+                     const std::vector<Measured>& runs, const SearchSpace& search) {
   KINTSUGI_ASSERT(!runs.empty());
-  const SearchResult plan = search_layouts(w, refit, world, {});
+  const SearchResult plan = search_layouts(w, refit, world, search);
   if (plan.ranked.empty())
     fail("no layout fits the refit cluster {} on {} ranks", refit.source, world);
   RefitPlan out{plan.ranked.front(), std::nullopt, 0, false};
@@ -160,14 +160,14 @@ RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t w
 Tuned refit_until_closed(const ClusterSpec& cluster, const Workload& w, std::int64_t world,
                          std::vector<Measured>& runs,
                          const std::function<Measured(const Prediction&)>& measure,
-                         std::int64_t extra) {
+                         std::int64_t extra, const SearchSpace& search) {
   Tuned t{refit_cluster(cluster, w, runs), {}};
-  t.plan = refit_plan(w, t.refit.cluster, world, runs);
+  t.plan = refit_plan(w, t.refit.cluster, world, runs, search);
   for (std::int64_t k = 0; k < extra && !t.plan.closes() && !t.plan.top_run; ++k) {
     // Measured with the original cluster's prediction, as the first runs were.
     runs.push_back(measure(predict(w, cluster, t.plan.top.layout)));
     t.refit = refit_cluster(cluster, w, runs);
-    t.plan = refit_plan(w, t.refit.cluster, world, runs);
+    t.plan = refit_plan(w, t.refit.cluster, world, runs, search);
   }
   return t;
 }

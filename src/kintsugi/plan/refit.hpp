@@ -32,6 +32,7 @@
 
 #include "kintsugi/plan/cluster.hpp"
 #include "kintsugi/plan/cost_model.hpp"
+#include "kintsugi/plan/search.hpp"
 
 namespace kintsugi {
 
@@ -75,8 +76,9 @@ struct RefitPlan {
   // two tie.
   bool closes() const { return top_run == fastest || ties; }
 };
+// `search` is the space searched (tune's: grids only where the device runs them).
 RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t world,
-                     const std::vector<Measured>& runs);
+                     const std::vector<Measured>& runs, const SearchSpace& search = {});
 
 // `tune`'s refit: refit_cluster, then, while the refit plan's #1 is a layout that was not
 // measured and that does not tie with the measured fastest, `measure` it (appended to `runs`)
@@ -89,7 +91,7 @@ struct Tuned {
 Tuned refit_until_closed(const ClusterSpec& cluster, const Workload& w, std::int64_t world,
                          std::vector<Measured>& runs,
                          const std::function<Measured(const Prediction&)>& measure,
-                         std::int64_t extra);
+                         std::int64_t extra, const SearchSpace& search = {});
 
 // The cluster's [power] refit to measured power (docs/energy.md): active_watts becomes the mean
 // of `watts_per_device` (each measured run's median over its steps of the job's joules per

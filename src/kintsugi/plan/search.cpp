@@ -18,15 +18,43 @@ bool allowed(const std::vector<T>& pins, const T& value) {
   return pins.empty() || std::find(pins.begin(), pins.end(), value) != pins.end();
 }
 
+// The tensor-parallel options of a search: each allowed tp as 1D (an empty grid) and as every
+// grid X x Y x Z = tp whose shape the model allows (parallel/layout_rules.hpp's grid rules,
+// asked with a micro-batch of Z sequences: the micro-batch is checked per layout).
+// Grids listed by name may span nodes (the user asked for them); the others keep to tp_max.
+std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> tensor_options(
+    const Workload& w, std::int64_t world, std::int64_t tp_max, const SearchSpace& s) {
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> out;
+  for (std::int64_t tp : divisors(world, world)) {
+    if (!allowed(s.tp, tp)) continue;
+    if (s.one_d && tp <= tp_max && w.model.n_head % tp == 0) out.push_back({tp, {}});
+    if (!s.grids || tp == 1 || (s.tensor_grid.empty() && tp > tp_max)) continue;
+    for (std::int64_t x = 1; x <= tp; ++x) {
+      if (tp % x != 0) continue;
+      for (std::int64_t y = 1; y <= tp / x; ++y) {
+        if (tp / x % y != 0) continue;
+        const std::vector<std::int64_t> grid = {x, y, tp / (x * y)};
+        if (!allowed(s.tensor_grid, grid)) continue;
+        const Layout probe{.tp = tp, .micro_batch = grid[2], .tensor_grid = grid};
+        Workload one = w;
+        one.global_batch = grid[2];
+        if (layout_problem(one, probe).empty()) out.push_back({tp, grid});
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
                                       std::int64_t devices_per_node, const SearchSpace& s) {
   const ModelConfig& m = w.model;
   std::vector<Layout> out;
+  const std::vector<bool> overlaps = s.grid_overlap.empty() ? std::vector<bool>{true}
+                                                             : s.grid_overlap;
   const std::int64_t tp_max = s.tp_across_nodes ? world : std::min(world, devices_per_node);
-  for (std::int64_t tp : divisors(world, tp_max)) {
-    if (!allowed(s.tp, tp) || m.n_head % tp != 0) continue;
+  for (const auto& [tp, grid] : tensor_options(w, world, tp_max, s)) {
     for (std::int64_t pp : divisors(world / tp, m.n_layer)) {
       const std::int64_t dp = world / (tp * pp);
       if (!allowed(s.pp, pp) || !allowed(s.dp, dp) || w.global_batch % dp != 0) continue;
@@ -58,12 +86,17 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
               if (!allowed(s.hsdp, hsdp)) continue;
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
                 if (!allowed(s.recompute, rc)) continue;
+                // Sequence parallelism is 1D's; a grid's z already splits the token rows.
                 for (bool sp : {false, true}) {
-                  if ((sp && tp == 1) || !allowed(s.sequence_parallel, sp)) continue;
-                  const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
-                                 .schedule = schedule, .virtual_stages = v, .zero = zero,
-                                 .hsdp = hsdp, .recompute = rc, .sequence_parallel = sp};
-                  if (layout_problem(w, l).empty()) out.push_back(l);
+                  if ((sp && (tp == 1 || !grid.empty())) || !allowed(s.sequence_parallel, sp))
+                    continue;
+                  for (bool overlap : grid.empty() ? std::vector<bool>{true} : overlaps) {
+                    const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
+                                   .schedule = schedule, .virtual_stages = v, .zero = zero,
+                                   .hsdp = hsdp, .recompute = rc, .sequence_parallel = sp,
+                                   .tensor_grid = grid, .grid_overlap = overlap};
+                    if (layout_problem(w, l).empty()) out.push_back(l);
+                  }
                 }
               }
             }

@@ -20,8 +20,15 @@ struct SearchSpace {
   std::vector<PipelineSchedule> schedule;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
+  // 3D tensor parallelism: whether 1D layouts and grid layouts are searched, and the grids
+  // allowed (empty: every X x Y x Z = tp the model's shapes allow, parallel/layout_rules.hpp),
+  // with their overlap (empty: on, the runtime's default).
+  bool one_d = true, grids = true;
+  std::vector<std::vector<std::int64_t>> tensor_grid;
+  std::vector<bool> grid_overlap;
   std::int64_t max_micro_batch = 64;
-  // Tensor parallelism stays inside a node (Megatron-LM's rule) unless this is set.
+  // Tensor parallelism, 1D or a grid, stays inside a node (Megatron-LM's rule) unless this is
+  // set.
   bool tp_across_nodes = false;
 };
 
@@ -32,7 +39,9 @@ struct SearchResult {
   std::vector<Prediction> too_big;   // the smallest-memory layouts that do not fit (up to 5)
 };
 
-// Every valid layout (layout_problem empty) within `space`.
+// Every valid layout (layout_problem empty) within `space`: for each tp, the 1D layout and every
+// grid X x Y x Z = tp (tp > 1) that the pins allow, each with every pp, dp, micro-batch,
+// schedule, ZeRO stage, hybrid sharding and recomputation (sequence parallelism with 1D only).
 std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
                                       std::int64_t devices_per_node, const SearchSpace& space);
 SearchResult search_layouts(const Workload& w, const ClusterSpec& cluster, std::int64_t world,

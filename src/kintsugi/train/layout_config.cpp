@@ -18,7 +18,8 @@ Layout layout_of(const RunConfig& c) {
   return {.tp = p.tp, .pp = p.pp, .dp = p.dp, .micro_batch = c.train.micro_batch,
           .schedule = p.schedule, .virtual_stages = p.virtual_stages,
           .zero = p.zero, .hsdp = p.hsdp, .recompute = c.train.recompute,
-          .sequence_parallel = p.sequence_parallel};
+          .sequence_parallel = p.sequence_parallel, .tensor_grid = p.tensor_grid,
+          .grid_overlap = p.tensor_grid_overlap};
 }
 
 std::string layout_config_toml(const RunConfig& base, const Layout& l) {
@@ -32,7 +33,10 @@ std::string layout_config_toml(const RunConfig& base, const Layout& l) {
   p.sequence_parallel = l.sequence_parallel;
   p.zero = l.zero;
   p.hsdp = l.hsdp;
-  p.tensor_grid.clear();  // the planner's layouts use 1D tensor parallelism
+  // A grid, with its overlap; a 1D layout clears the base's grid (and keeps its overlap
+  // setting, which only a grid reads).
+  p.tensor_grid = l.tensor_grid;
+  if (!l.tensor_grid.empty()) p.tensor_grid_overlap = l.grid_overlap;
   if (p.pp != base.parallel.pp) p.layers_per_stage.clear();  // one entry per stage
   c.train.micro_batch = l.micro_batch;
   c.train.recompute = l.recompute;
