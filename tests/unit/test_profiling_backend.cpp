@@ -159,7 +159,7 @@ TEST_F(Profile, HostClockWithoutATimeline) {
   profiler.layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, false);
   profiler.layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, true);
   profiler.end_step();
-  const OpProfile& p = profiler.by_shape().at("layernorm_backward 64x32 f32");
+  const OpProfile p = profiler.by_shape().at("layernorm_backward 64x32 f32");
   EXPECT_EQ(p.calls, 2);
   EXPECT_GT(p.seconds, 0);
   // dy x w mean rstd read, dx read and written (it accumulates), dw db written (and read too
@@ -177,7 +177,7 @@ TEST_F(Profile, CrossEntropyCountsTheValidColumns) {
   profiler.softmax_row_max(logits, 7, row_max);
   profiler.softmax_row_sum(logits, 7, row_max, targets, 0, row_sum, target, true);
   profiler.cross_entropy_finish(logits, 7, row_max, row_sum, target, targets, 0, loss, true, 1.0);
-  const OpProfile& p = profiler.by_shape().at("cross_entropy 4x10 f32");
+  const OpProfile p = profiler.by_shape().at("cross_entropy 4x10 f32");
   EXPECT_EQ(p.calls, 3);
   const double valid = 4 * 7 * 4, small = 16;
   EXPECT_DOUBLE_EQ(p.bytes, (valid + small) + (2 * valid + 4 * small) +
