@@ -366,15 +366,18 @@ TEST_P(CudaDense, AttentionBackwardRepeatsBitForBit) {
   }
 }
 
-// The more_blocks variants (kernels compiled for more resident blocks per SM) compute what the
-// two-kernel backward computes, in the same order: the same bits, at head sizes 64 and 32 (it
-// applies up to 64), with grouped-query heads and ALiBi.
+// The more_blocks variants (kernels compiled for more resident blocks per SM) and the dK/dV
+// kernel in two query passes compute what the two-kernel backward computes, in the same order:
+// the same bits, at head sizes 64 and 32 (they apply up to 64), with grouped-query heads and
+// ALiBi.
 TEST_P(CudaDense, AttentionBackwardMoreBlocksSameBits) {
   const Types t = GetParam();
   if (t.act != DType::bf16 && t.act != DType::f16) GTEST_SKIP() << "tensor-core kernels only";
-  cuda::attn_tc::Variant two_kernels, more_blocks;
+  cuda::attn_tc::Variant two_kernels, more_blocks, two_passes, two_passes_more_blocks;
   two_kernels.more_blocks_dkdv = two_kernels.more_blocks_dq = false;
   more_blocks.more_blocks_dkdv = more_blocks.more_blocks_dq = true;
+  two_passes.more_blocks_dkdv = false;
+  two_passes.dkdv_two_passes = two_passes_more_blocks.dkdv_two_passes = true;
   for (const AttentionShape& s : {AttentionShape{2, 150, 4, 2, 64, 0, 0},
                                   AttentionShape{1, 130, 2, 2, 32, 2, 0}}) {
     const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
@@ -383,13 +386,15 @@ TEST_P(CudaDense, AttentionBackwardMoreBlocksSameBits) {
     Pair lse = output(t.stat, {s.batch, s.heads, s.seq});
     gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
     std::vector<std::vector<double>> runs;
-    for (const cuda::attn_tc::Variant& v : {two_kernels, more_blocks}) {
+    for (const cuda::attn_tc::Variant& v :
+         {two_kernels, more_blocks, two_passes, two_passes_more_blocks}) {
       const VariantScope scope(v);
       Pair dqkv = output(t.act, {rows, width});
       gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
       runs.push_back(OpTest::fetch(dqkv.gpu));
     }
-    EXPECT_EQ(runs[0], runs[1]) << describe(s);
+    for (std::size_t r = 1; r < runs.size(); ++r)
+      EXPECT_EQ(runs[0], runs[r]) << describe(s) << ", variant " << r;
   }
 }
 

@@ -42,6 +42,13 @@ struct Variant {
   // both, "0" neither. Same arithmetic, so the same bits. On an H200 the GPT-2 124M step took
   // 75.0 ms with neither, 73.1 with dK/dV's, 74.8 with dQ's, 73.2 with both (docs/gpu.md).
   bool more_blocks_dkdv = true, more_blocks_dq = false;
+  // KINTSUGI_ATTN_BWD_DKDV_PASSES=2 (with tile_masks, the two-kernel backward, head sizes up to
+  // 64): the dK/dV kernel takes each 64-query tile in two passes of 32, as it does from head
+  // size 96 on: S^T and dP^T of 32 queries next to dK and dV instead of 64, 32 fewer f32
+  // registers per thread. At head size 64 with more_blocks_dkdv, ptxas fits the 168-register
+  // cap without spills (one pass: 64-100 bytes spilled). Same products in the same order, so
+  // the same bits. Off by default until timed on a GPU.
+  bool dkdv_two_passes = false;
 };
 Variant variant();
 void set_variant(const Variant& v);  // tests: both paths in one process

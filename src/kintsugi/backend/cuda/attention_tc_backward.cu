@@ -107,6 +107,16 @@ struct KeyRows {
   Blocks cols;  // the 16-query blocks some query of which sees a key of the warp
 };
 
+// What the exponent of P adds to the scaled score: ALiBi's bias (where the head has a slope)
+// minus the row's log-sum-exp, so that P = 2^fma(s, scale, bias) with every multiply-add
+// written out. Left to the compiler, s * scale - lse is fused or not depending on how it
+// unrolls and unswitches the loop around it, and the kernel's variants (query passes, blocks
+// per SM) would differ in the last bit.
+__device__ __forceinline__ float exponent_bias(const KeyRows& a, int r, int col) {
+  const float lse = a.lse_s[col];
+  return a.alibi ? fmaf(a.slope_log2, static_cast<float>(a.rel[r] - col), -lse) : -lse;
+}
+
 // Query blocks kBlock0..kBlock0+kBlocks-1 of it: P^T and dS^T, dV += P^T dO, dK += dS^T Q and,
 // fused, dS^T into shared memory. Each accumulator adds the blocks in ascending order whatever
 // kBlocks is, so passes of fewer blocks give the same bits.
@@ -138,11 +148,10 @@ __device__ __forceinline__ void key_rows(const KeyRows& a, float (&dk)[HD / 8][4
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int r = c / 2, col = acc_col(2 * kBlock0 + n, c);
-        float v = st[n][c] * a.scale_log2;
-        if (a.alibi) v += a.slope_log2 * static_cast<float>(a.rel[r] - col);
         const bool seen =
             a.full || (col >= a.lo[r] && col <= a.last && a.first_s[col] <= a.key[r]);
-        const float p = seen ? exp2_fast(v - a.lse_s[col]) : 0.f;
+        const float p = seen ? exp2_fast(fmaf(st[n][c], a.scale_log2, exponent_bias(a, r, col)))
+                             : 0.f;
         st[n][c] = p;
         dpt[n][c] = p * (dpt[n][c] - a.delta_s[col]);
       }
@@ -165,7 +174,8 @@ __device__ __forceinline__ void key_rows(const KeyRows& a, float (&dk)[HD / 8][4
 // (attention_tc.hpp); 0: unspecified, ptxas's own choice.
 constexpr int kMoreBlocksDkdv = 3, kMoreBlocksDq = 4;
 
-template <class E, int HD, bool kTileMasks, bool kFused, int kMinBlocks = 0>
+template <class E, int HD, bool kTileMasks, bool kFused, int kMinBlocks = 0,
+          bool kTwoPasses = false>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const float* delta, Ref dqkv,
                 Scales scale, std::int64_t k_tiles, Tuning tune, Ref partial,
@@ -291,8 +301,9 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
         a.slope_log2 = slope_log2;
         a.cols = cols;
         // Head sizes from 96 on take the queries in two passes of 32: S^T and dP^T of 64
-        // queries next to dK and dV (HD f32 each) would not fit in the registers.
-        constexpr int kPasses = HD >= 96 ? 2 : 1;
+        // queries next to dK and dV (HD f32 each) would not fit in the registers. Smaller
+        // ones do in the dkdv_two_passes variant (attention_tc.hpp).
+        constexpr int kPasses = HD >= 96 || kTwoPasses ? 2 : 1;
         key_rows<E, HD, kFused, 0, 4 / kPasses>(a, dk, dv);
         if constexpr (kPasses == 2) key_rows<E, HD, kFused, 2, 2>(a, dk, dv);
       }
@@ -413,10 +424,12 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const int r = c / 2, col = acc_col(nt, c);
-            float v = sc[nt][c] * scale.log2;
-            if (alibi) v += q.slope_log2 * static_cast<float>(col - lim.rel[r]);
+            // As exponent_bias: every multiply-add written out.
+            const float bias =
+                alibi ? fmaf(q.slope_log2, static_cast<float>(col - lim.rel[r]), -lse2[r])
+                      : -lse2[r];
             const bool seen = full || (col >= lim.lo[r] && col <= lim.hi[r]);
-            const float p = seen ? exp2_fast(v - lse2[r]) : 0.f;
+            const float p = seen ? exp2_fast(fmaf(sc[nt][c], scale.log2, bias)) : 0.f;
             sc[nt][c] = p * (dp[nt][c] - dlt[r]);
           }
       }
@@ -520,10 +533,13 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
 
   auto* dkdv = v.tile_masks ? dkdv_kernel<E, HD, true, false> : dkdv_kernel<E, HD, false, false>;
   auto* dq = v.tile_masks ? dq_kernel<E, HD, true> : dq_kernel<E, HD, false>;
-  // The more_blocks variant: head sizes up to 64 (larger ones hold more accumulators than the
+  // The more_blocks and dkdv_two_passes variants: head sizes up to 64 (larger ones hold more accumulators than the
   // capped registers would keep without heavy spills).
   if constexpr (HD <= 64) {
     if (v.more_blocks_dkdv && v.tile_masks) dkdv = dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv>;
+    if (v.dkdv_two_passes && v.tile_masks)
+      dkdv = v.more_blocks_dkdv ? dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv, true>
+                                : dkdv_kernel<E, HD, true, false, 0, true>;
     if (v.more_blocks_dq && v.tile_masks) dq = dq_kernel<E, HD, true, kMoreBlocksDq>;
   }
   const std::size_t shared = dkdv_shared(HD, false);

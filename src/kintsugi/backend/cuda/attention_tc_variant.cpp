@@ -28,6 +28,8 @@ Variant& current() {
       r.more_blocks_dkdv = !std::strcmp(more, "1") || !std::strcmp(more, "dkdv");
       r.more_blocks_dq = !std::strcmp(more, "1") || !std::strcmp(more, "dq");
     }  // unset: the default, dK/dV's only
+    if (const char* passes = std::getenv("KINTSUGI_ATTN_BWD_DKDV_PASSES"))
+      r.dkdv_two_passes = !std::strcmp(passes, "2");
     if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
       r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
     return r;
