@@ -11,6 +11,11 @@
 
 #include "cuda_runtime.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 // Switches stacks: saves the callee-saved registers and the stack pointer into *save, then
 // continues on `load` (a stack saved the same way, or a fresh one from init_stack).
 extern "C" void cuda_emu_switch(void** save, void* load);
@@ -46,6 +51,25 @@ namespace cuda_emu {
 
 namespace {
 
+// AddressSanitizer keeps a shadow of every stack and must be told when the code moves to
+// another one (scripts/sanitize.sh builds the emulator with it): before each switch, which
+// stack comes next; after it, that the move is done (which also gives the scheduler's own
+// stack, never allocated here, to the first switch that leaves it). Without a sanitizer, no-ops.
+void start_switch(void** fake_stack_save, const void* bottom, std::size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
+#else
+  (void)fake_stack_save, (void)bottom, (void)size;
+#endif
+}
+void finish_switch(void* fake_stack_save, const void** bottom_old, std::size_t* size_old) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, size_old);
+#else
+  (void)fake_stack_save, (void)bottom_old, (void)size_old;
+#endif
+}
+
 constexpr std::size_t kStackBytes = std::size_t{128} << 10;
 constexpr int kMaxThreads = 1024;
 
@@ -53,6 +77,7 @@ enum class Wait : std::uint8_t { running, block, warp, done };
 
 struct Fiber {
   void* sp = nullptr;
+  void* fake_stack = nullptr;  // AddressSanitizer's, while the fiber waits (start_switch)
   Wait wait = Wait::running;
   ThreadPlace place;
   unsigned mask = 0;
@@ -64,6 +89,8 @@ struct Fiber {
 struct Block {
   std::vector<Fiber> fibers;
   void* scheduler_sp = nullptr;
+  const void* scheduler_bottom = nullptr;  // the scheduler's stack (finish_switch)
+  std::size_t scheduler_size = 0;
   int current = -1;
   const std::function<void()>* body = nullptr;
   const char* kernel = "";
@@ -86,16 +113,22 @@ std::uint64_t launch_count = 0;
 }
 
 [[noreturn]] void fiber_main() {
+  finish_switch(nullptr, &active->scheduler_bottom, &active->scheduler_size);
   Fiber& self = active->fibers[active->current];
   (*active->body)();
   self.wait = Wait::done;
   ++active->done;
   ++active->warp_done[active->current / 32];
+  start_switch(nullptr, active->scheduler_bottom, active->scheduler_size);  // never resumed
   cuda_emu_switch(&self.sp, active->scheduler_sp);
   die("a finished thread was resumed");
 }
 
 void* init_stack(char* base) {
+  // A stack used before holds the shadow of frames that never returned (fiber_main's).
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(base, kStackBytes);
+#endif
   // A 16-byte aligned top; entering fiber_main through `ret` leaves rsp = 8 mod 16, as a call.
   // Tops are staggered by up to 4 KiB so the fibers' hot stack frames do not all map to the same
   // cache sets.
@@ -116,6 +149,13 @@ char* stack_of(int thread) {
     stacks = static_cast<char*>(p);
   }
   return stacks + kStackBytes * static_cast<std::size_t>(thread);
+}
+
+// A waiting fiber back to the scheduler, until it is run again.
+void to_scheduler(Fiber& f) {
+  start_switch(&f.fake_stack, active->scheduler_bottom, active->scheduler_size);
+  cuda_emu_switch(&f.sp, active->scheduler_sp);
+  finish_switch(f.fake_stack, &active->scheduler_bottom, &active->scheduler_size);
 }
 
 // A warp whose lanes all wait at a shuffle: every lane receives its source lane's value.
@@ -156,7 +196,10 @@ void run_block(Block& b, int threads, bool reverse) {
     const int n = static_cast<int>(runnable.size());
     for (int k = 0; k < n; ++k) {
       b.current = runnable[reverse ? n - 1 - k : k];
+      void* fake_stack = nullptr;
+      start_switch(&fake_stack, stack_of(b.current), kStackBytes);
       cuda_emu_switch(&b.scheduler_sp, b.fibers[b.current].sp);
+      finish_switch(fake_stack, nullptr, nullptr);
     }
     if (b.done == threads) return;
     next.clear();
@@ -253,7 +296,7 @@ void syncthreads() {
   Fiber& f = active->fibers[active->current];
   f.wait = Wait::block;
   ++active->at_barrier;
-  cuda_emu_switch(&f.sp, active->scheduler_sp);
+  to_scheduler(f);
 }
 
 std::uint64_t shuffle(unsigned mask, std::uint64_t bits, int source, bool xor_mode) {
@@ -264,7 +307,7 @@ std::uint64_t shuffle(unsigned mask, std::uint64_t bits, int source, bool xor_mo
   f.xor_mode = xor_mode;
   f.wait = Wait::warp;
   ++active->warp_waiting[active->current / 32];
-  cuda_emu_switch(&f.sp, active->scheduler_sp);
+  to_scheduler(f);
   return f.result;
 }
 
