@@ -5,7 +5,9 @@
 # (B=32, T=1024) and GPT-2 1.5B (B=8, T=1024) training steps in bf16, each side by side with the
 # PyTorch peer (bench/pytorch/gpt2_step_cuda.py, eager and torch.compile) run in the same go,
 # with Llama- and BLOOM-style presets of similar sizes, a repeat of the 124M run that must give
-# the same bits, and the planner's prediction of the two GPT-2 steps. Every step row gives the
+# the same bits, the planner's prediction of the two GPT-2 steps, and causal attention per
+# layer beside PyTorch's fused attention kernels (bench/pytorch/attention_peer.py: FlashAttention-2,
+# cuDNN, memory-efficient) on the same shapes. Every step row gives the
 # measured joules per token where NVML's energy counter was read (kintsugi's own, dlopen'ed;
 # the peer's through pynvml when installed), `unmeasured` and the reason otherwise
 # (docs/energy.md).
@@ -18,7 +20,7 @@
 #   GPU_CHECK_SKIP="layouts compiled"          parts left out: tests, layouts, gemm,
 #                                              transformers, kintsugi, repeat, variants,
 #                                              baseline, profile, cuda_core, eager, compiled,
-#                                              plan
+#                                              plan, attention
 #   GPU_CHECK_MODELS="gpt2:32 gpt2-xl:8"       model presets and batches (default: GPT-2 124M
 #                                              and 1.5B, Llama 125M and 1.1B, BLOOM 560M, 1b7)
 #   GPU_CHECK_COMPILED="gpt2 gpt2-xl"          the models torch.compile runs (minutes each)
@@ -170,6 +172,10 @@ for mode in kintsugi repeat variants baseline profile cuda_core eager compiled; 
   done
 done
 
+# PyTorch's fused attention kernels on the GPT-2 shapes (results.md sets them beside the
+# attention ops of kintsugi's `profile` run).
+wanted attention && run attention_peer "$python" "$here/bench/pytorch/attention_peer.py" --json
+
 # The planner's prediction for this GPU (`plan --cluster local --device cuda`) of the two GPT-2
 # steps above, one micro-batch of the whole batch, to set beside the measured step.
 if wanted plan; then
@@ -283,6 +289,40 @@ for model, batch in models:
         print(f"Determinism, {model} B={batch}: the second run's {len(b['losses'])} losses and "
               f"gradient norms are {'bit for bit the same' if same else 'DIFFERENT'} "
               f"(first loss {a['losses'][0]!r}, last {a['losses'][-1]!r})\n")
+
+# Attention per layer: kintsugi's ops as its profile timed them inside the 124M step (between
+# events, per call), PyTorch's SDPA backends alone on the same shape.
+import re
+peers = []
+try:
+    for line in (out / "attention_peer.log").read_text().splitlines():
+        if line.startswith("{"):
+            peers.append(json.loads(line))
+except (OSError, ValueError):
+    pass
+ours = {}
+try:
+    for line in (out / "kintsugi_gpt2_b32_profile.log").read_text().splitlines():
+        m = re.match(r"(attention_forward|attention_backward)\s+(\d+)\s+([\d.]+)\s", line)
+        if m and m.group(1) not in ours:
+            ours[m.group(1)] = float(m.group(3)) / int(m.group(2))
+except OSError:
+    pass
+if peers or ours:
+    print("Causal attention per layer, bf16 (ms; kintsugi's from its profile of the GPT-2 124M "
+          "step, per call; PyTorch's SDPA backends alone, median of repeats):\n")
+    print("| shape | implementation | forward ms | backward ms | forward + backward |")
+    print("|---|---|---:|---:|---:|")
+    if len(ours) == 2:
+        f, b = ours["attention_forward"], ours["attention_backward"]
+        print(f"| gpt2 B=32 | kintsugi | {f:.2f} | {b:.2f} | {f + b:.2f} |")
+    for r in peers:
+        if "error" in r:
+            print(f"| {r['shape']} | PyTorch {r['backend']} | refused: {r['error']} | | |")
+        else:
+            print(f"| {r['shape']} | PyTorch {r['backend']} | {r['forward_ms']:.2f} | "
+                  f"{r['backward_ms']:.2f} | {r['forward_ms'] + r['backward_ms']:.2f} |")
+    print()
 
 # The planner's prediction of the step beside the measured one.
 for model, batch in (("gpt2", 32), ("gpt2-xl", 8)):
