@@ -27,12 +27,16 @@ scripts/fetch_data.sh "$build/kintsugi"
 # UBSan: a stack trace with each report (the build already makes every report fatal).
 # LeakSanitizer stays on, with Open MPI's own allocations that it never frees at exit left out
 # (scripts/lsan_suppressions.txt): a leak in kintsugi's code still fails the test, MPI or not.
-# A suppression matches a library named in the allocation's stack, so the stack must reach one:
-# the default (frame-pointer) unwinder stops at the first frame of Open MPI's plugins, which are
-# built without frame pointers and unloaded (dlclose) before exit, leaving one "<unknown module>"
-# frame that nothing matches. fast_unwind_on_malloc=0 records every allocation's stack with the
-# DWARF unwinder instead, which walks on into libopen-pal and libmpi (about 1.4x slower tests).
+# A suppression matches a library named in the allocation's stack, so under mpirun the stack
+# must reach one: the default (frame-pointer) unwinder stops at the first frame of Open MPI's
+# plugins, which are built without frame pointers and unloaded (dlclose) before exit, leaving
+# one "<unknown module>" frame that nothing matches. Ranks started by mpirun therefore record
+# every allocation's stack with the DWARF unwinder (fast_unwind_on_malloc=0, handed to them
+# through Open MPI's mca_base_env_list), which walks on into libopen-pal and libmpi; processes
+# outside mpirun keep the fast one (the slow one made the planner's large searches run past
+# their tests' time limits).
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$repo/scripts/lsan_suppressions.txt:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0${OMPI_MCA_mca_base_env_list:+;$OMPI_MCA_mca_base_env_list}"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "$@"
