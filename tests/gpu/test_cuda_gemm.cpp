@@ -469,7 +469,9 @@ TEST_F(CudaGemmTuning, RefusedChoiceIsTunedAgain) {
 #ifdef KINTSUGI_GPU_TESTS_EMULATED
   EXPECT_EQ(later.tuning().loaded, 0);
   EXPECT_EQ(later.tuning().tuned, first.tuning().tuned);
-  for (const auto& e : stored()["algorithms"]) EXPECT_NE(e["algo"], std::string(128, '0'));
+  // Kept in a variable: a range-for over stored()["algorithms"] reads a temporary that is gone.
+  const nlohmann::json after = stored();
+  for (const auto& e : after["algorithms"]) EXPECT_NE(e["algo"], std::string(128, '0'));
 #endif
 }
 
