@@ -190,7 +190,7 @@ if wanted plan; then
 fi
 
 "$python" - "$out" "$peak" >"$out/results.md" <<'EOF'
-import json, pathlib, sys, xml.etree.ElementTree as ET
+import json, pathlib, re, sys, xml.etree.ElementTree as ET
 out, peak = pathlib.Path(sys.argv[1]), float(sys.argv[2])
 def load(name):
     """The JSON a step printed: its last one-line object, or a pretty-printed one (plan)."""
@@ -292,7 +292,6 @@ for model, batch in models:
 
 # Attention per layer: kintsugi's ops as its profile timed them inside the 124M step (between
 # events, per call), PyTorch's SDPA backends alone on the same shape.
-import re
 peers = []
 try:
     for line in (out / "attention_peer.log").read_text().splitlines():

@@ -46,8 +46,8 @@ install_npm_packages() {
   # --prefix keeps the packages out of the repository and any global node_modules.
   # --prefer-offline: the versions are pinned, so what npm's cache (~/.npm) holds is used without
   # asking the registry again (a slow registry made every fresh clone's install take minutes).
-  npm install --prefer-offline --no-save --no-audit --no-fund --loglevel=error --prefix "$npm_prefix" \
-    "${npm_packages[@]}" >/dev/null ||
+  npm install --prefer-offline --no-save --no-audit --no-fund --loglevel=error \
+    --prefix "$npm_prefix" "${npm_packages[@]}" >/dev/null ||
     die "npm install failed (is the npm registry reachable?)"
   npm_packages_installed=true
 }

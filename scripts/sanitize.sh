@@ -5,8 +5,10 @@
 # sanitized), the checkpoint, CLI and CUDA-emulator tests. A report fails its test with the
 # report in the test's output.
 #
-# It takes about three times the time of scripts/test.sh, too long for every CI run
-# (.ci/run): run it on a schedule (nightly) and before a release. Extra arguments go to CTest,
+# Its tests took 96 minutes on 2 cores in the first full run (scripts/test.sh's about 16; that
+# run unwound every process's allocations the slow way and waited 25 minutes on one test, see
+# below), too long for every CI run (.ci/run): run it on a schedule (nightly) and before a
+# release. Extra arguments go to CTest,
 # e.g. scripts/sanitize.sh -R '^[A-Z]' for the unit tests only.
 #
 # Usage: scripts/sanitize.sh [CTEST_ARGS...]

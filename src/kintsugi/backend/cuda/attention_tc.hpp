@@ -45,9 +45,10 @@ struct Variant {
   // KINTSUGI_ATTN_BWD_DKDV_PASSES=2 (with tile_masks, the two-kernel backward, head sizes up to
   // 64): the dK/dV kernel takes each 64-query tile in two passes of 32, as it does from head
   // size 96 on: S^T and dP^T of 32 queries next to dK and dV instead of 64, 32 fewer f32
-  // registers per thread. At head size 64 with more_blocks_dkdv, ptxas fits the 168-register
-  // cap without spills (one pass: 64-100 bytes spilled). Same products in the same order, so
-  // the same bits. Off by default until timed on a GPU.
+  // registers per thread: at head size 64 ptxas fits the 168-register cap of 3 blocks per SM
+  // without spills (one pass: 52 bytes stored, 84 loaded), so it is compiled for 3 blocks
+  // whatever more_blocks_dkdv says. Same products in the same order, so the same bits. Off by
+  // default until timed on a GPU.
   bool dkdv_two_passes = false;
 };
 Variant variant();

@@ -533,13 +533,13 @@ void launch(const AttnShape& s, Ref qkv, Ref lse, Ref dout, const float* delta, 
 
   auto* dkdv = v.tile_masks ? dkdv_kernel<E, HD, true, false> : dkdv_kernel<E, HD, false, false>;
   auto* dq = v.tile_masks ? dq_kernel<E, HD, true> : dq_kernel<E, HD, false>;
-  // The more_blocks and dkdv_two_passes variants: head sizes up to 64 (larger ones hold more accumulators than the
-  // capped registers would keep without heavy spills).
+  // The more_blocks and dkdv_two_passes variants: head sizes up to 64 (larger ones hold more
+  // accumulators than the capped registers would keep without heavy spills). The two-pass
+  // kernel is compiled for 3 blocks per SM either way: it fits them without spills.
   if constexpr (HD <= 64) {
     if (v.more_blocks_dkdv && v.tile_masks) dkdv = dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv>;
     if (v.dkdv_two_passes && v.tile_masks)
-      dkdv = v.more_blocks_dkdv ? dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv, true>
-                                : dkdv_kernel<E, HD, true, false, 0, true>;
+      dkdv = dkdv_kernel<E, HD, true, false, kMoreBlocksDkdv, true>;
     if (v.more_blocks_dq && v.tile_masks) dq = dq_kernel<E, HD, true, kMoreBlocksDq>;
   }
   const std::size_t shared = dkdv_shared(HD, false);
