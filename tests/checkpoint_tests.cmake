@@ -226,7 +226,7 @@ foreach(phase train eval)
            COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --pp 2 --dp 1)
   set_tests_properties(ckpt.stop_mid_${phase}_pp2_under_mpirun PROPERTIES
-                       PROCESSORS 2 TIMEOUT 180 ENVIRONMENT SEQUENCES=8)
+                       PROCESSORS 2 TIMEOUT 180 ENVIRONMENT SEQUENCES=24)
 endforeach()
 # Pre-emption as schedulers signal, three times 0.2 s apart: USR1 to mpirun (passed on at once),
 # TERM to scripts/preemptible.sh or to its process group (turned into USR1) all end in a saved,
