@@ -24,6 +24,17 @@ set_target_properties(kintsugi_backend_cuda PROPERTIES
   CUDA_RUNTIME_LIBRARY Static
   POSITION_INDEPENDENT_CODE ON)
 target_compile_definitions(kintsugi_backend_cuda PRIVATE KINTSUGI_CUDA_MIN_ARCH=${min_arch})
+# cuDNN's graph API for attention (attention_cudnn.hpp): its headers at build time only; the
+# library is opened at run time, so the program also runs where cuDNN is not installed.
+find_path(CUDNN_INCLUDE_DIR cudnn_graph.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+  /usr/include/x86_64-linux-gnu /usr/include)
+if(CUDNN_INCLUDE_DIR)
+  message(STATUS "cuDNN headers: ${CUDNN_INCLUDE_DIR}")
+  target_include_directories(kintsugi_backend_cuda PRIVATE ${CUDNN_INCLUDE_DIR})
+  target_compile_definitions(kintsugi_backend_cuda PRIVATE KINTSUGI_WITH_CUDNN=1)
+else()
+  message(STATUS "cuDNN headers not found: attention runs on kintsugi's kernels only")
+endif()
 # Host flags (-march=native, -Wall...) reach nvcc's host compiler, not nvcc itself.
 target_compile_options(kintsugi_backend_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wno-unused-parameter --expt-relaxed-constexpr>)

@@ -1,6 +1,7 @@
 // The CUDA backend's GEMMs, norms, activations, rotary embeddings and attention against the CPU
 // backend in f64, for every precision mix (Types) and several shapes, ragged ones included.
 #include "device_testing.hpp"
+#include "kintsugi/backend/cuda/attention_cudnn.hpp"
 #include "kintsugi/backend/cuda/attention_tc.hpp"
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
@@ -394,6 +395,46 @@ TEST_P(CudaDense, AttentionBackwardMoreBlocksSameBits) {
     for (std::size_t r = 1; r < runs.size(); ++r)
       EXPECT_EQ(runs[0], runs[r]) << describe(s) << ", variant " << r;
   }
+}
+
+// Attention on cuDNN's fused graphs (KINTSUGI_ATTN_CUDNN=1, attention_cudnn.hpp): every shape
+// it is offered is taken (a refusal fails here; cuDNN's reason is on stderr), its forward and
+// backward agree with the CPU in f64 within the type's tolerance, and a second run, with the
+// deterministic engines it is restricted to, gives the same bits.
+TEST_P(CudaDense, AttentionOnCudnn) {
+  const Types t = GetParam();
+  if ((t.act != DType::bf16 && t.act != DType::f16) || t.stat != DType::f32)
+    GTEST_SKIP() << "16-bit qkv with f32 statistics only";
+  std::string why;
+  if (!cuda::attn_cudnn::usable(&why)) GTEST_SKIP() << "cuDNN: " << why;
+  const cuda::attn_cudnn::Mode saved = cuda::attn_cudnn::mode();
+  cuda::attn_cudnn::set_mode(cuda::attn_cudnn::Mode::deterministic);
+  for (const AttentionShape& s : {AttentionShape{2, 256, 4, 4, 64, 0, 0},
+                                  AttentionShape{1, 192, 2, 2, 128, 0, 0},
+                                  AttentionShape{3, 70, 12, 12, 64, 0, 0}}) {
+    const std::int64_t rows = s.batch * s.seq, width = 3 * s.heads * s.head_dim;
+    cuda::AttnShape shape;
+    shape.batch = s.batch, shape.seq = s.seq, shape.heads = s.heads, shape.kv_heads = s.kv_heads;
+    shape.head_dim = s.head_dim;
+    const cuda::Ref qkv_type{nullptr, t.act, 0}, lse_type{nullptr, DType::f32, 0};
+    EXPECT_TRUE(cuda::attn_cudnn::takes_forward(shape, qkv_type, lse_type)) << describe(s);
+    EXPECT_TRUE(cuda::attn_cudnn::takes_backward(shape, qkv_type, lse_type)) << describe(s);
+    Pair qkv = input(t.act, {rows, width});
+    check_attention(*this, t, s, s, qkv, describe(s) + " (cuDNN)");
+    Pair dout = input(t.act, {rows, s.heads * s.head_dim});
+    std::vector<std::vector<double>> runs;
+    for (int run = 0; run < 2; ++run) {
+      Pair out = output(t.act, {rows, s.heads * s.head_dim});
+      Pair lse = output(t.stat, {s.batch, s.heads, s.seq}), dqkv = output(t.act, {rows, width});
+      gpu().attention_forward(s, qkv.gpu, out.gpu, lse.gpu);
+      gpu().attention_backward(s, qkv.gpu, out.gpu, lse.gpu, dout.gpu, dqkv.gpu);
+      runs.push_back(OpTest::fetch(out.gpu));
+      runs.push_back(OpTest::fetch(dqkv.gpu));
+    }
+    EXPECT_EQ(runs[0], runs[2]) << "forward, twice: " << describe(s);
+    EXPECT_EQ(runs[1], runs[3]) << "backward, twice: " << describe(s);
+  }
+  cuda::attn_cudnn::set_mode(saved);
 }
 
 // Document attention: each row sees only its own document's keys (ends inside a 32-query

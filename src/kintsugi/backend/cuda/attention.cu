@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
+#include "kintsugi/backend/cuda/attention_cudnn.hpp"
 #include "kintsugi/backend/cuda/attention_tc.hpp"
 
 namespace kintsugi::cuda {
@@ -143,6 +144,7 @@ void forward_t(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t strea
 
 void attention_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream) {
   if (s.batch * s.heads * s.seq <= 0) return;
+  if (attn_cudnn::takes_forward(s, qkv, lse)) return attn_cudnn::forward(s, qkv, out, lse, stream);
   if (attn_tc::takes(s, qkv)) return attn_tc::forward(s, qkv, out, lse, stream);
   if (all_f64({qkv, out, lse}))
     forward_t<double>(s, qkv, out, lse, stream);

@@ -10,9 +10,11 @@
 //      dQ_i = scale sum_j dS_ij K_j.
 // Each gradient element is written by exactly one thread after a fixed sequence of additions,
 // so backward is deterministic; grouped-query heads sum into dK and dV in head order.
+#include <algorithm>
 #include <cmath>
 
 #include "kintsugi/backend/cuda/attention_common.cuh"
+#include "kintsugi/backend/cuda/attention_cudnn.hpp"
 #include "kintsugi/backend/cuda/attention_tc.hpp"
 
 namespace kintsugi::cuda {
@@ -279,12 +281,16 @@ std::size_t delta_bytes(const AttnShape& s) {
 }  // namespace
 
 std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype) {
-  return delta_bytes(s) + (lse_dtype == DType::f64 ? 0 : attn_tc::backward_scratch_bytes(s));
+  if (lse_dtype == DType::f64) return delta_bytes(s);
+  return delta_bytes(s) +
+         std::max(attn_tc::backward_scratch_bytes(s), attn_cudnn::backward_scratch_bytes(s));
 }
 
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
                         Scratch scratch, cudaStream_t stream) {
   if (s.batch * s.heads * s.seq <= 0) return;
+  if (attn_cudnn::takes_backward(s, qkv, lse))
+    return attn_cudnn::backward(s, qkv, out, lse, dout, dqkv, scratch, stream);
   if (attn_tc::takes(s, qkv)) {
     auto* delta = static_cast<float*>(scratch.data);
     launch_delta(s, out, dout, delta, stream);
