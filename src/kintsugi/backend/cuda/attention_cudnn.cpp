@@ -3,8 +3,12 @@
 // keys after each query (two index generators and a comparison select the lowest float there),
 // takes the softmax through a row maximum and a row sum, writes lse = max + log(sum), and
 // multiplies P V; the backward recomputes P from lse, forms dV = P^T dO, dP = dO V^T,
-// dS = P (dP - rowsum(dO * O)) scale, dK = dS^T Q and dQ = dS K (accumulated in f32). Each graph
-// is built once per shape; cuDNN picks the engine (its heuristics' first that builds).
+// dS = P (dP - rowsum(dO * O)) scale, dK = dS^T Q and dQ = dS K. How dQ is formed decides
+// determinism: written straight into dqkv, cuDNN's Hopper engines keep dP in a workspace and sum
+// each dQ element in one place (its front end's "deterministic algorithm"); into an f32
+// accumulator followed by a copy (its default), they add partial sums atomically. Mode
+// deterministic builds the first, any the second. Each graph is built once per shape; cuDNN
+// picks the engine (its heuristics' first that builds).
 #include "kintsugi/backend/cuda/attention_cudnn.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "kintsugi/core/error.hpp"
 
@@ -49,6 +54,10 @@ Mode& current() {
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+std::size_t accumulator_bytes(const AttnShape& s) {
+  return sizeof(float) * static_cast<std::size_t>(s.batch * s.heads * s.seq * s.head_dim);
+}
+
 std::size_t sums_bytes(const AttnShape& s) {
   return aligned(sizeof(float) * static_cast<std::size_t>(s.batch * s.heads * s.seq));
 }
@@ -60,8 +69,7 @@ void set_mode(Mode m) { current() = m; }
 
 std::size_t backward_scratch_bytes(const AttnShape& s) {
   if (current() == Mode::off) return 0;
-  return sums_bytes(s) +
-         aligned(sizeof(float) * static_cast<std::size_t>(s.batch * s.heads * s.seq * s.head_dim));
+  return sums_bytes(s) + (current() == Mode::any ? aligned(accumulator_bytes(s)) : 0);
 }
 
 #if KINTSUGI_WITH_CUDNN
@@ -75,12 +83,12 @@ using Kind = cudnn::Graph::Kind;
 enum Uid : std::int64_t {
   kQ = 0, kKt = 1, kV = 2, kO = 3, kStats = 8, kScale = 5,
   // forward
-  kS = 4, kScaled = 6, kRow = 7, kCol = 9, kVisible = 10, kLowest = 11, kMasked = 12, kP = 13,
-  kMax = 14, kShifted = 15, kExp = 16, kSum = 17, kLogSum = 18,
+  kS = 4, kScaled = 6, kRow = 7, kCol = 9, kVisible = 10, kMaskValue = 11, kMasked = 12,
+  kP = 13, kMax = 14, kShifted = 15, kExp = 16, kSum = 17, kLogSum = 18,
   // backward (kVt is V^T, read through the same pointer as the forward's V)
   kVt = 2, kDoO = 4, kRowDot = 6, kOne = 7, kDo = 9, kDq = 10, kDk = 11, kDv = 12,
   kSoftmaxSum = 13, kBS = 14, kBScaled = 15, kBShifted = 16, kBRow = 17, kBCol = 18,
-  kBVisible = 19, kBLowest = 20, kBMasked = 21, kBP = 22, kPt = 23, kDp = 24, kDpMinus = 25,
+  kBVisible = 19, kBMaskValue = 20, kBMasked = 21, kBP = 22, kPt = 23, kDp = 24, kDpMinus = 25,
   kDpP = 26, kDs = 27, kDst = 28, kK = 29, kDqAcc = 30,
 };
 
@@ -109,24 +117,26 @@ const std::vector<std::int64_t> kOne4{1, 1, 1, 1};
 
 // f32 intermediates that never reach memory: [B, H, T, T] score matrices, [B, H, T, 1] rows.
 void score_temps(Graph& g, const Geometry& m, std::initializer_list<std::int64_t> uids) {
-  for (std::int64_t uid : uids) g.tensor(uid, CUDNN_DATA_FLOAT, m.btt(), m.scores(), Kind::virtual_);
+  for (std::int64_t uid : uids)
+    g.tensor(uid, CUDNN_DATA_FLOAT, m.btt(), m.scores(), Kind::virtual_);
 }
 void row_temps(Graph& g, const Geometry& m, std::initializer_list<std::int64_t> uids) {
-  for (std::int64_t uid : uids) g.tensor(uid, CUDNN_DATA_FLOAT, m.bt1(), m.rows(), Kind::virtual_);
+  for (std::int64_t uid : uids)
+    g.tensor(uid, CUDNN_DATA_FLOAT, m.bt1(), m.rows(), Kind::virtual_);
 }
 
-// The causal mask and the masked scores: x -> (row >= col ? x : lowest).
+// The causal mask and the masked scores: x -> (row >= col ? x : masked), `masked` by value.
 void causal_mask(Graph& g, const Geometry& m, std::int64_t x, std::int64_t row, std::int64_t col,
-                 std::int64_t visible, std::int64_t lowest, std::int64_t y) {
+                 std::int64_t visible, std::int64_t masked, std::int64_t y) {
   g.tensor(row, CUDNN_DATA_INT32, m.btt(), m.scores(), Kind::virtual_);
   g.tensor(col, CUDNN_DATA_INT32, m.btt(), m.scores(), Kind::virtual_);
   g.tensor(visible, CUDNN_DATA_BOOLEAN, m.btt(), m.scores(), Kind::virtual_);
-  g.tensor(lowest, CUDNN_DATA_FLOAT, kOne4, kOne4, Kind::by_value);
+  g.tensor(masked, CUDNN_DATA_FLOAT, kOne4, kOne4, Kind::by_value);
   score_temps(g, m, {y});
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, row, -1, -1, 2);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, col, -1, -1, 3);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, row, visible, col, -1, -1, CUDNN_DATA_BOOLEAN);
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, y, lowest, visible);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, y, masked, visible);
 }
 
 // What both graphs read: Q and K^T, V (forward) or V^T (backward) in qkv, O, lse, the scale.
@@ -150,7 +160,7 @@ Graph forward_graph(const Geometry& m) {
   g.tensor(kP, m.io, m.btt(), m.scores(), Kind::virtual_);
   g.matmul(kQ, kKt, kS);
   g.pointwise(CUDNN_POINTWISE_MUL, kS, kScaled, kScale);
-  causal_mask(g, m, kScaled, kRow, kCol, kVisible, kLowest, kMasked);
+  causal_mask(g, m, kScaled, kRow, kCol, kVisible, kMaskValue, kMasked);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, kMasked, kMax);
   g.pointwise(CUDNN_POINTWISE_SUB, kMasked, kShifted, kMax);
   g.pointwise(CUDNN_POINTWISE_EXP, kShifted, kExp);
@@ -162,7 +172,7 @@ Graph forward_graph(const Geometry& m) {
   return g;
 }
 
-Graph backward_graph(const Geometry& m) {
+Graph backward_graph(const Geometry& m, bool deterministic) {
   Graph g;
   inputs(g, m, true);
   g.tensor(kDo, m.io, m.btd(), m.o_bhtd());
@@ -171,7 +181,7 @@ Graph backward_graph(const Geometry& m) {
   g.tensor(kDk, m.io, m.btd(), m.qkv_bhtd());
   g.tensor(kDv, m.io, m.btd(), m.qkv_bhtd());
   g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, m.bt1(), m.rows());
-  g.tensor(kDqAcc, CUDNN_DATA_FLOAT, m.btd(), m.dense_bhtd());
+  if (!deterministic) g.tensor(kDqAcc, CUDNN_DATA_FLOAT, m.btd(), m.dense_bhtd());
   // rowsum(dO * O), the softmax's correction term
   g.tensor(kDoO, CUDNN_DATA_FLOAT, m.btd(), m.dense_bhtd(), Kind::virtual_);
   row_temps(g, m, {kRowDot});
@@ -183,7 +193,7 @@ Graph backward_graph(const Geometry& m) {
   g.matmul(kQ, kKt, kBS);
   g.pointwise(CUDNN_POINTWISE_MUL, kBS, kBScaled, kScale);
   g.pointwise(CUDNN_POINTWISE_SUB, kBScaled, kBShifted, kStats);
-  causal_mask(g, m, kBShifted, kBRow, kBCol, kBVisible, kBLowest, kBMasked);
+  causal_mask(g, m, kBShifted, kBRow, kBCol, kBVisible, kBMaskValue, kBMasked);
   g.pointwise(CUDNN_POINTWISE_EXP, kBMasked, kBP);
   // dV = P^T dO
   g.tensor(kPt, m.io, m.btt(), m.scores_t(), Kind::virtual_);
@@ -201,8 +211,12 @@ Graph backward_graph(const Geometry& m) {
   // dQ = dS K, accumulated in f32 and then rounded into dqkv
   g.tensor(kK, CUDNN_DATA_FLOAT, m.btd(), m.qkv_bhtd(), Kind::virtual_);
   g.reshape(kKt, kK);
-  g.matmul(kDs, kK, kDqAcc);
-  g.pointwise(CUDNN_POINTWISE_IDENTITY, kDqAcc, kDq);
+  if (deterministic) {
+    g.matmul(kDs, kK, kDq);
+  } else {
+    g.matmul(kDs, kK, kDqAcc);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, kDqAcc, kDq);
+  }
   return g;
 }
 
@@ -230,7 +244,8 @@ const cudnn::Plan* plan(bool backward, const AttnShape& s, const Ref& qkv, cudaS
     } else {
       try {
         const Geometry m = geometry(s, qkv);
-        Graph g = backward ? backward_graph(m) : forward_graph(m);
+        Graph g = backward ? backward_graph(m, current() == Mode::deterministic)
+                           : forward_graph(m);
         built = g.build(cudnn::handle(stream), current() == Mode::deterministic);
         std::fprintf(stderr, "attention %s: cuDNN %s, workspace %lld bytes (B %lld, H %lld, "
                      "T %lld, D %lld)\n", direction, built->engine.c_str(),
@@ -262,11 +277,15 @@ void* workspace(std::int64_t bytes) {
 unsigned char* bytes(const Ref& r) { return static_cast<unsigned char*>(r.data); }
 
 // The scores' scale, passed by value with the dropout correction (none: 1) and the value of
-// the masked scores (the lowest float: exp of it less the row's maximum is 0, never NaN).
+// the masked scores: -infinity from cuDNN 9.10 on, the lowest float before (what cuDNN's front
+// end passes; exp of either less the row's maximum is 0).
 float softmax_scale(const AttnShape& s) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
-constexpr float kLowestValue = std::numeric_limits<float>::lowest();
+float masked_value() {
+  return cudnn::version() >= 91000 ? -std::numeric_limits<float>::infinity()
+                                   : std::numeric_limits<float>::lowest();
+}
 
 }  // namespace
 
@@ -284,10 +303,10 @@ void forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream_t stream)
   const cudnn::Plan* p = plan(false, s, qkv, stream);
   if (!p) throw Error("attention: cuDNN has no plan for this forward");
   const std::size_t d = static_cast<std::size_t>(s.head_dim) * 2;  // bytes of one head's q
-  float scale = softmax_scale(s), lowest = kLowestValue;
-  cudnn::execute(cudnn::handle(stream), *p, {kQ, kKt, kV, kO, kStats, kScale, kLowest},
+  float scale = softmax_scale(s), masked = masked_value();
+  cudnn::execute(cudnn::handle(stream), *p, {kQ, kKt, kV, kO, kStats, kScale, kMaskValue},
                  {bytes(qkv), bytes(qkv) + d, bytes(qkv) + 2 * d, out.data, lse.data, &scale,
-                  &lowest},
+                  &masked},
                  workspace(p->workspace));
 }
 
@@ -298,20 +317,22 @@ void backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
   if (scratch.bytes < backward_scratch_bytes(s))
     throw Error(fmt::format("attention: cuDNN's backward needs {} bytes of scratch, given {}",
                             backward_scratch_bytes(s), scratch.bytes));
-  unsigned char* sums = static_cast<unsigned char*>(scratch.data);
-  unsigned char* accumulator = sums + sums_bytes(s);
-  const std::size_t accumulator_bytes =
-      sizeof(float) * static_cast<std::size_t>(s.batch * s.heads * s.seq * s.head_dim);
-  check(cudaMemsetAsync(accumulator, 0, accumulator_bytes, stream), "cudaMemsetAsync (dQ)");
   const std::size_t d = static_cast<std::size_t>(s.head_dim) * 2;
-  float scale = softmax_scale(s), one = 1.0f, lowest = kLowestValue;
-  cudnn::execute(cudnn::handle(stream), *p,
-                 {kQ, kKt, kVt, kO, kDo, kStats, kScale, kOne, kBLowest, kSoftmaxSum, kDqAcc,
-                  kDq, kDk, kDv},
-                 {bytes(qkv), bytes(qkv) + d, bytes(qkv) + 2 * d, out.data, dout.data, lse.data,
-                  &scale, &one, &lowest, sums, accumulator, bytes(dqkv), bytes(dqkv) + d,
-                  bytes(dqkv) + 2 * d},
-                 workspace(p->workspace));
+  float scale = softmax_scale(s), one = 1.0f, masked = masked_value();
+  unsigned char* sums = static_cast<unsigned char*>(scratch.data);
+  std::vector<std::int64_t> uids{kQ,   kKt,    kVt,      kO,          kDo, kStats, kScale,
+                                 kOne, kBMaskValue, kSoftmaxSum, kDq, kDk,    kDv};
+  std::vector<void*> pointers{bytes(qkv), bytes(qkv) + d, bytes(qkv) + 2 * d, out.data,
+                              dout.data,  lse.data,       &scale,             &one,
+                              &masked,    sums,           bytes(dqkv),        bytes(dqkv) + d,
+                              bytes(dqkv) + 2 * d};
+  if (current() == Mode::any) {  // the f32 dQ accumulator, zeroed (cuDNN before 9.6 needs it)
+    unsigned char* accumulator = sums + sums_bytes(s);
+    check(cudaMemsetAsync(accumulator, 0, accumulator_bytes(s), stream), "cudaMemsetAsync (dQ)");
+    uids.push_back(kDqAcc);
+    pointers.push_back(accumulator);
+  }
+  cudnn::execute(cudnn::handle(stream), *p, uids, pointers, workspace(p->workspace));
 }
 
 #else  // a build without cuDNN (or the CUDA emulator's): cuDNN never takes a call

@@ -119,6 +119,8 @@ bool available(std::string* why) {
   return h.problem.empty();
 }
 
+std::size_t version() { return api().version ? api().version() : 0; }
+
 cudnnHandle_t handle(cudaStream_t stream) {
   std::string why;
   if (!available(&why)) throw Error("cuDNN is not usable: " + why);

@@ -6,6 +6,7 @@
 // library). Built only with cuDNN's headers present (KINTSUGI_WITH_CUDNN).
 #include <cudnn_graph.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@ namespace kintsugi::cuda::cudnn {
 // Whether libcudnn.so.9 opened and a handle was created on the process's GPU; `why`, when not,
 // says what failed. Tried once per process.
 bool available(std::string* why = nullptr);
+// cuDNN's version (91400 for 9.14.0); 0 when the library did not load.
+std::size_t version();
 // The handle, with `stream` as its stream; throws kintsugi::Error when !available().
 cudnnHandle_t handle(cudaStream_t stream);
 
