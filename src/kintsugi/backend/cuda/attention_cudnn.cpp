@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
@@ -239,8 +240,10 @@ const cudnn::Plan* plan(bool backward, const AttnShape& s, const Ref& qkv, cudaS
     std::optional<cudnn::Plan> built;
     std::string why;
     if (!cudnn::available(&why)) {
-      std::fprintf(stderr, "attention: cuDNN is not usable (%s): kintsugi's kernels run\n",
-                   why.c_str());
+      static bool said = false;  // once, not once per shape
+      if (!std::exchange(said, true))
+        std::fprintf(stderr, "attention: cuDNN is not usable (%s): kintsugi's kernels run\n",
+                     why.c_str());
     } else {
       try {
         const Geometry m = geometry(s, qkv);
