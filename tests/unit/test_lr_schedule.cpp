@@ -1,5 +1,6 @@
 // Learning-rate schedules (optim/lr_schedule.hpp): each shape's values at the steps that define
 // it, and the config keys that choose it (train.lr_schedule, train.lr_decay_fraction).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,13 +30,33 @@ TEST(LrSchedule, EveryShapeWarmsUpLinearly) {
 }
 
 TEST(LrSchedule, Linear) {
-  const LrSchedule s = schedule(LrShape::linear);
-  EXPECT_DOUBLE_EQ(s.at(4), 1.0);
-  EXPECT_NEAR(s.at(9), 0.55, 1e-12);   // half way
-  EXPECT_NEAR(s.at(13), 0.19, 1e-12);  // 9/10 of the way
-  EXPECT_DOUBLE_EQ(s.at(14), 0.1);
+  const LrSchedule s = schedule(LrShape::linear);  // warm-up steps 0..3, decay steps 4..13
+  EXPECT_DOUBLE_EQ(s.at(3), 1.0);      // the warm-up's last step
+  EXPECT_NEAR(s.at(4), 0.91, 1e-12);   // 1/10 of the way
+  EXPECT_NEAR(s.at(8), 0.55, 1e-12);   // half way
+  EXPECT_DOUBLE_EQ(s.at(13), 0.1);     // the 14th step: decay_steps reached
   EXPECT_DOUBLE_EQ(s.at(1000), 0.1);
-  for (int i = 4; i < 14; ++i) EXPECT_NEAR(s.at(i) - s.at(i + 1), 0.09, 1e-12);  // a line
+  for (int i = 3; i < 13; ++i) EXPECT_NEAR(s.at(i) - s.at(i + 1), 0.09, 1e-12);  // a line
+}
+
+// The decaying shapes train the decay_steps-th step (0-based decay_steps - 1, a run's last step
+// when decay_steps is train.steps) at min_lr exactly, and every step before it above min_lr.
+// (They used to reach min_lr one step later, after a run's last step: it trained at
+// min_lr + (lr - min_lr) / decay_length, or nearly min_lr for the cosine.)
+TEST(LrSchedule, TheLastStepOfTheDecayTrainsAtMinLr) {
+  for (const LrShape shape : {LrShape::linear, LrShape::cosine, LrShape::wsd})
+    for (const auto& [warmup, decay] : {std::pair<std::int64_t, std::int64_t>{4, 14}, {0, 10},
+                                        {0, 1}, {1, 2}, {10, 100}, {3, 5}})
+      for (const double fraction : {0.01, 0.2, 1.0}) {
+        const LrSchedule s = schedule(shape, warmup, decay, fraction);
+        const std::string what = fmt::format("{} warmup {} decay {} fraction {}",
+                                             name_of(shape), warmup, decay, fraction);
+        EXPECT_EQ(s.at(decay - 1), 0.1) << what;
+        if (decay - 2 >= warmup) EXPECT_GT(s.at(decay - 2), 0.1) << what;
+        for (std::int64_t i = std::max<std::int64_t>(0, warmup - 1); i < decay; ++i)
+          EXPECT_GE(s.at(i), s.at(i + 1)) << what << " step " << i;
+        if (warmup > 0) EXPECT_EQ(s.at(warmup - 1), 1.0) << what;  // the warm-up's peak
+      }
 }
 
 TEST(LrSchedule, Constant) {
@@ -60,17 +81,16 @@ TEST(LrSchedule, InverseSquareRoot) {
 }
 
 // Warmup-stable-decay: max_lr until the last decay_fraction of decay_steps, then a straight
-// line to min_lr at decay_steps.
+// line to min_lr at the decay_steps-th step.
 TEST(LrSchedule, WarmupStableDecay) {
-  const LrSchedule s = schedule(LrShape::wsd, 2, 20, 0.25);  // decays over steps 15..20
+  const LrSchedule s = schedule(LrShape::wsd, 2, 20, 0.25);  // decays over steps 15..19
   EXPECT_EQ(s.decay_start(), 15);
   EXPECT_DOUBLE_EQ(s.at(0), 0.5);
   EXPECT_DOUBLE_EQ(s.at(2), 1.0);
-  EXPECT_DOUBLE_EQ(s.at(14), 1.0);  // stable
-  EXPECT_DOUBLE_EQ(s.at(15), 1.0);  // the decay starts from max_lr
-  EXPECT_NEAR(s.at(16), 0.82, 1e-12);
-  EXPECT_NEAR(s.at(19), 0.28, 1e-12);
-  EXPECT_DOUBLE_EQ(s.at(20), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(14), 1.0);  // the last stable step
+  EXPECT_NEAR(s.at(15), 0.82, 1e-12);
+  EXPECT_NEAR(s.at(18), 0.28, 1e-12);
+  EXPECT_DOUBLE_EQ(s.at(19), 0.1);  // the 20th step, the last of a 20-step run
   EXPECT_DOUBLE_EQ(s.at(500), 0.1);
   for (int i = 0; i < 30; ++i)
     if (i >= 2) EXPECT_GE(s.at(i), s.at(i + 1));
@@ -78,15 +98,17 @@ TEST(LrSchedule, WarmupStableDecay) {
   const LrSchedule all = schedule(LrShape::wsd, 4, 14, 1.0);
   EXPECT_EQ(all.decay_start(), 4);
   for (int i = 0; i < 20; ++i) EXPECT_DOUBLE_EQ(all.at(i), schedule(LrShape::linear).at(i));
+  // A fraction that rounds to no step still decays the last one.
+  EXPECT_EQ(schedule(LrShape::wsd, 0, 4, 0.1).decay_start(), 3);
 }
 
-// The cosine schedule is unchanged: the default.
+// The cosine is the default.
 TEST(LrSchedule, CosineIsTheDefault) {
   const RunConfig c = load_run_config("", {});
   EXPECT_EQ(c.train.lr_schedule, LrShape::cosine);
   const LrSchedule s = schedule(LrShape::cosine);
-  EXPECT_NEAR(s.at(9), 0.55, 1e-12);
-  EXPECT_DOUBLE_EQ(s.at(14), 0.1);
+  EXPECT_NEAR(s.at(8), 0.55, 1e-12);  // half way
+  EXPECT_DOUBLE_EQ(s.at(13), 0.1);
 }
 
 std::string error_of(const std::vector<std::string>& overrides) {

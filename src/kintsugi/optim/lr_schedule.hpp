@@ -13,6 +13,10 @@
 //                 2024, MiniCPM; Hagele et al. 2024). The stable phase needs no end fixed in
 //                 advance: a run can be extended and decayed from any checkpoint.
 //
+// Steps count as the warm-up and the logs count them, n = step + 1: the warm-up's n-th step
+// trains at max_lr n / warmup_steps, and the decaying shapes train their decay_steps-th step
+// (0-based decay_steps - 1: a run's last step when decay_steps = train.steps) at min_lr exactly.
+//
 // docs/config.md describes the keys that choose these (train.lr_schedule and friends).
 #include <array>
 #include <cstdint>
@@ -35,12 +39,13 @@ struct LrSchedule {
   double max_lr = 0;
   double min_lr = 0;
   std::int64_t warmup_steps = 0;
-  std::int64_t decay_steps = 0;  // step at which min_lr is reached (cosine, linear, wsd)
+  std::int64_t decay_steps = 0;  // the n-th step that trains at min_lr (cosine, linear, wsd)
   LrShape shape = LrShape::cosine;
   double decay_fraction = 0.2;  // wsd: the share of decay_steps spent decaying, in (0, 1]
 
   double at(std::int64_t step) const;  // step is 0-based
-  // wsd: the first step of the decay (max_lr before it); decay_steps for the other shapes.
+  // wsd: the first (0-based) step below max_lr, at least one step before decay_steps unless the
+  // warm-up takes them all; decay_steps for the other shapes.
   std::int64_t decay_start() const;
 };
 

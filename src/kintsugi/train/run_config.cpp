@@ -96,7 +96,8 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"train.warmup_steps", &c.train.warmup_steps,
        "linear warm-up steps (with decay_steps unset, at most train.steps)"},
       {"train.decay_steps", &c.train.decay_steps,
-       "step at which the decay reaches min_lr (cosine, linear, wsd; 0: train.steps)"},
+       "the step (counted from 1) that trains at min_lr: the end of the decay (cosine, "
+       "linear, wsd; 0: train.steps, the last step)"},
       {"train.lr_decay_fraction", &c.train.lr_decay_fraction,
        "wsd: the last fraction of decay_steps over which the learning rate decays, in (0, 1]"},
       {"train.optimizer", &c.train.optimizer,
