@@ -41,7 +41,8 @@ add_test(NAME cli.error.missing_config
                  ${KINTSUGI_BIN} train --config nope.toml)
 # --out must be a directory this run can create and lock (a file is not one).
 set(TINY_DATA --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin
-              --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin)
+              --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin
+              --set data.tokenizer=${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer)
 add_test(NAME cli.error.out_is_a_file
          COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
                  ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
@@ -219,6 +220,7 @@ add_test(NAME cli.plan_write_config
                  ${CMAKE_CURRENT_BINARY_DIR}/plan-write-config ${TINY}
                  --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin
                  --set data.val=${PROJECT_SOURCE_DIR}/data/brown/val.bin
+                 --set data.tokenizer=${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
                  --set model.n_layer=2 --set model.seq_len=32 --set train.global_batch=4
                  --set train.eval_every=0 --set train.eval_batches=1)
 set_tests_properties(cli.plan_write_config PROPERTIES FIXTURES_REQUIRED local_links)

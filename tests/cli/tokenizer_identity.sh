@@ -51,6 +51,6 @@ cp -r "$dir/run/model" "$dir/bare" && rm "$dir/bare/vocab.json" "$dir/bare/merge
 # Fine-tuning on data of another tokenizer (its vocabulary fits the model: no id check catches it).
 "$expect_error" "run/model was made with the tokenizer of vocabulary 50257, fingerprint [0-9a-f]{16} but this run's data with vocabulary 32000" \
   "$kintsugi" train "$@" --set data.train="$data/brown/llama2/train.bin" --set train.steps=1 \
-  --set data.val="$data/brown/llama2/val.bin" --set data.tokenizer=none \
+  --set data.val="$data/brown/llama2/val.bin" --set data.tokenizer="$data/llama2-tokenizer" \
   --init-from "$dir/run/model" --out "$dir/refused3"
 echo "tokenizer identity: every mismatch refused"

@@ -32,7 +32,7 @@ struct TempDir {
 };
 
 const Tokenizer& gpt2() {
-  static auto t = load_tokenizer(fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer");
+  static auto t = load_tokenizer(fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer", "--tokenizer");
   return *t;
 }
 

@@ -37,7 +37,7 @@ const Tokenizer* tokenizer(const std::string& name, std::string& error) {
   static std::map<std::string, std::string> errors;
   if (!loaded.count(name) && !errors.count(name)) {
     try {
-      loaded[name] = kintsugi::data::load_tokenizer(kData / name);
+      loaded[name] = kintsugi::data::load_tokenizer(kData / name, "--tokenizer");
     } catch (const kintsugi::Error& e) {
       errors[name] = std::string(e.what()) + "\n(run scripts/fetch_data.sh)";
     }
@@ -168,7 +168,7 @@ TEST(HfTokenizer, MatchesReferenceOnBrownCorpus) {
 }
 
 TEST(HfTokenizer, TinyFileCoversNormalizerFallbackAndMergeOrder) {
-  auto tok = kintsugi::data::load_tokenizer(kFixtures / "tiny_hf");
+  auto tok = kintsugi::data::load_tokenizer(kFixtures / "tiny_hf", "--tokenizer");
   const json cases = read_json(kFixtures / "tiny_hf_cases.json");
   ASSERT_GT(cases.size(), 10u);
   for (const auto& c : cases) {
@@ -211,7 +211,7 @@ TEST(HfTokenizer, Gpt2AsTokenizerJsonMatchesGpt2Files) {
       {"model", {{"type", "BPE"}, {"vocab", read_json(gpt2_dir / "encoder.json")}, {"merges", merges}}}};
   TempDir dir;
   dir.write("tokenizer.json", file.dump());
-  auto hf = kintsugi::data::load_tokenizer(dir.path);
+  auto hf = kintsugi::data::load_tokenizer(dir.path, "--tokenizer");
   EXPECT_EQ(hf->eos_id(), 50256);
   int compared = 0;
   for (const auto& c : read_json(kFixtures / "gpt2_cases.json")) {
@@ -243,17 +243,51 @@ TEST(HfTokenizer, UnsupportedFilesAreRefusedByName) {
   for (const auto& c : cases) {
     TempDir dir;
     dir.write("tokenizer.json", R"({"added_tokens": [], "model": )" + c.model + c.extra + "}");
-    const auto message = error_of([&] { kintsugi::data::load_tokenizer(dir.path); });
+    const auto message =
+        error_of([&] { kintsugi::data::load_tokenizer(dir.path, "--tokenizer"); });
     EXPECT_NE(message.find(c.expect), std::string::npos) << message;
     EXPECT_NE(message.find((dir.path / "tokenizer.json").string()), std::string::npos) << message;
   }
   TempDir dir;
   dir.write("tokenizer.json", "{not json");
-  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(dir.path); }).find("not valid JSON"),
+  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(dir.path, "--tokenizer"); })
+                .find("not valid JSON"),
             std::string::npos);
   TempDir empty;
-  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(empty.path); }).find("holds neither"),
+  EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(empty.path, "--tokenizer"); })
+                .find("holds neither"),
             std::string::npos);
+}
+
+// Two tokens with one id would decode alike and share an embedding row: refused, naming the
+// file and both tokens; an added token that repeats its vocabulary entry is the same token.
+TEST(HfTokenizer, TokensSharingAnIdAreRefused) {
+  struct Case {
+    std::string vocab, added, expect;
+  } cases[] = {
+      {R"({"a": 0, "b": 0, "</s>": 1})", "[]", "tokens \"a\" and \"b\" both have the id 0"},
+      {R"({"a": 0, "</s>": 1})", R"([{"id": 0, "content": "<x>", "special": true}])",
+       "tokens \"a\" and \"<x>\" both have the id 0"},
+      {R"({"a": 0, "</s>": 1})",
+       R"([{"id": 2, "content": "<x>"}, {"id": 2, "content": "<y>"}])",
+       "tokens \"<x>\" and \"<y>\" both have the id 2"},
+      {R"({"a": 0, "</s>": 1})", R"([{"id": 1, "content": "</s>", "special": true}])", ""},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    dir.write("tokenizer.json", R"({"added_tokens": )" + c.added +
+                                    R"(, "model": {"type": "BPE", "merges": [], "vocab": )" +
+                                    c.vocab + "}}");
+    const auto message =
+        error_of([&] { kintsugi::data::load_tokenizer(dir.path, "data.tokenizer"); });
+    if (c.expect.empty()) {
+      EXPECT_EQ(message, "(no error)");
+      continue;
+    }
+    EXPECT_NE(message.find(c.expect), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("data.tokenizer: " + (dir.path / "tokenizer.json").string(), 0), 0u)
+        << message;
+  }
 }
 
 TEST(HfTokenizer, DecodeRefusesIdsOutsideTheVocabulary) {
@@ -268,7 +302,7 @@ TEST(HfTokenizer, SavedFilesLoadBack) {
     REQUIRE_TOKENIZER(tok, name);
     TempDir dir;
     tok.save(dir.path);
-    auto again = kintsugi::data::load_tokenizer(dir.path);
+    auto again = kintsugi::data::load_tokenizer(dir.path, "--tokenizer");
     EXPECT_EQ(again->encode("Saved and loaded again: 123 日本"), tok.encode("Saved and loaded again: 123 日本"));
     EXPECT_EQ(again->eos_id(), tok.eos_id());
   }

@@ -240,7 +240,8 @@ TEST(TokenizerFiles, MissingFilesNameTheFileAndTheFix) {
   EXPECT_NE(message.find((dir.path / "encoder.json").string()), std::string::npos) << message;
   // A directory of the user's own: no advice to run the script that fetches the examples' data.
   EXPECT_EQ(message.find("fetch_data.sh"), std::string::npos) << message;
-  EXPECT_NE(message.find("point --tokenizer at"), std::string::npos) << message;
+  EXPECT_NE(message.find("name a directory with GPT-2's encoder.json"), std::string::npos)
+      << message;
 
   fs::copy(kFixtures / "tokenizer" / "tiny" / "encoder.json", dir.path / "encoder.json");
   message = error_of([&] { BpeTokenizer::load(dir.path); });
@@ -256,7 +257,7 @@ TEST(TokenizerFiles, CorruptFilesAreReported) {
   } cases[] = {
       {"{\"a\": 0,", "#version: 0.2\n", "not JSON"},
       {"[1, 2]", "#version: 0.2\n", "JSON object"},
-      {"{\"a\": 0, \"b\": 0}", "#version: 0.2\n", "without repeats"},
+      {"{\"a\": 0, \"b\": 0}", "#version: 0.2\n", "tokens \"a\" and \"b\" both have the id 0"},
       {"{\"a\": 0, \"<|endoftext|>\": 1}", "#version: 0.2\n", "no token for byte"},
       {encoder, "a b\n", "#version"},
       {encoder, "#version: 0.2\nq z\n", "line 2 merges tokens missing"},
@@ -342,6 +343,10 @@ TEST(TokenizerCli, BadInputIsAClearError) {
   }
   EXPECT_EQ(run_cli("encode --tokenizer '" + dir.path.string() + "'", dir.path / "in.txt",
                     dir.path / "out", dir.path / "err"), 1);
-  EXPECT_NE(slurp(dir.path / "err").find("point --tokenizer at one"), std::string::npos);
+  // The flag the path was given by, then what it lacks.
+  EXPECT_NE(slurp(dir.path / "err").find("--tokenizer: tokenizer directory " + dir.path.string() +
+                                         " holds neither"),
+            std::string::npos)
+      << slurp(dir.path / "err");
   EXPECT_EQ(slurp(dir.path / "err").find("fetch_data.sh"), std::string::npos);
 }

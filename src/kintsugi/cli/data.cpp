@@ -115,7 +115,7 @@ void add_tokenize(CLI::App& data) {
       outputs = {fs::path(prefix) += ".bin", fs::path(prefix) += ".idx"};
     }
     refuse_output_over_input(opt->out, outputs, files_read(inputs, opt->tokenizer));
-    const auto tokenizer = data::load_tokenizer(opt->tokenizer);
+    const auto tokenizer = data::load_tokenizer(opt->tokenizer, "--tokenizer");
     data::CorpusStats stats;
     std::string written;
     // Inputs without a document (an empty file, a JSONL file of no records) would make a token

@@ -52,7 +52,7 @@ void add_decode_command(CLI::App& app) {
                   "and vocab.bpe")
       ->capture_default_str();
   cmd->callback([tokenizer_dir] {
-    auto tokenizer = data::load_tokenizer(*tokenizer_dir);
+    auto tokenizer = data::load_tokenizer(*tokenizer_dir, "--tokenizer");
     auto ids = parse_ids(data::read_stdin(), tokenizer->vocab_size());
     std::string text = tokenizer->decode(ids);
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)

@@ -29,7 +29,7 @@ void add_encode_command(CLI::App& app) {
   cmd->add_flag("--no-specials", args->no_specials,
                 "Leave out the specials the post-processor adds around the text");
   cmd->callback([args] {
-    auto tokenizer = data::load_tokenizer(args->tokenizer);
+    auto tokenizer = data::load_tokenizer(args->tokenizer, "--tokenizer");
     std::string text = data::read_stdin();
     data::require_utf8(text, "stdin");
     std::vector<std::int32_t> ids;

@@ -146,9 +146,10 @@ Weights read_weights(const Args& args, EvalSetup& setup, const data::TokenizerId
     // ids must be its.
     if (setup.hf && data::has_tokenizer_files(args.init_from)) {
       std::string warning;
-      data::check_same_tokenizer(
-          args.init_from, data::identity_of(*data::load_tokenizer(args.init_from)), args.data,
-          data_ids, args.allow_tokenizer_mismatch, &warning);
+      const data::TokenizerIdentity folder =
+          data::identity_of(*data::load_tokenizer(args.init_from, "--init-from"));
+      data::check_same_tokenizer(args.init_from, folder, args.data, data_ids,
+                                 args.allow_tokenizer_mismatch, &warning);
       if (!warning.empty()) setup.notes.push_back(warning);
     }
     w.init.emplace(args.init_from, config.model, setup.hf, args.data, data_ids,
@@ -243,12 +244,21 @@ void run(const Args& args) {
     // The data's ids must be the ones the model was trained on (tokenizer_identity.hpp).
     if (!args.checkpoint.empty()) {
       std::string warning;
-      data::check_same_tokenizer(
-          args.checkpoint,
-          data::identity_from_json(read_manifest(args.checkpoint),
-                                   (fs::path(args.checkpoint) / "manifest.json").string()),
-          args.data, data->tokens().tokenizer(), args.allow_tokenizer_mismatch, &warning);
+      const data::TokenizerIdentity model_tokenizer = data::identity_from_json(
+          read_manifest(args.checkpoint), (fs::path(args.checkpoint) / "manifest.json").string());
+      data::check_same_tokenizer(args.checkpoint, model_tokenizer, args.data,
+                                 data->tokens().tokenizer(), args.allow_tokenizer_mismatch,
+                                 &warning);
       if (!warning.empty() && rank == 0) fmt::print("{}\n", warning);
+      // A --data that records no tokenizer (a Megatron dataset): its largest id at least.
+      const std::string model_what = fmt::format("--checkpoint {}", args.checkpoint);
+      data::check_ids_fit_tokenizer(data->tokens(), model_what, model_tokenizer,
+                                    args.allow_tokenizer_mismatch, &warning);
+      if (!warning.empty() && rank == 0) fmt::print("{}\n", warning);
+      if (std::string note =
+              data::unrecorded_tokenizer_note({&data->tokens()}, model_what, model_tokenizer);
+          !note.empty())
+        setup.notes.push_back(std::move(note));
     }
   } catch (const Error& e) {
     error = e.what();

@@ -77,7 +77,10 @@ void add_export_command(CLI::App& app) {
                                            : "";
     // Loaded before anything is written, so that a bad --tokenizer leaves no half export.
     const auto tokenizer =
-        tokenizer_path.empty() ? nullptr : data::load_tokenizer(tokenizer_path);
+        tokenizer_path.empty()
+            ? nullptr
+            : data::load_tokenizer(tokenizer_path,
+                                   args->tokenizer.empty() ? "--checkpoint" : "--tokenizer");
     const std::optional<DType> dtype =
         args->dtype.empty()
             ? std::nullopt

@@ -193,8 +193,9 @@ void add_generate_command(CLI::App& app) {
                ? fmt::format(" (it was trained on ids of a tokenizer of {})",
                              checkpoint.tokenizer.describe())
                : "");
-    const auto tokenizer = data::load_tokenizer(
-        !args->tokenizer.empty() ? args->tokenizer : args->checkpoint);
+    const auto tokenizer =
+        !args->tokenizer.empty() ? data::load_tokenizer(args->tokenizer, "--tokenizer")
+                                 : data::load_tokenizer(args->checkpoint, "--checkpoint");
     const ModelConfig& config = checkpoint.config;
     // The prompt as a document starts: after the specials the tokenizer puts before a text
     // (Llama: <s>); an empty context starts after an end of document.

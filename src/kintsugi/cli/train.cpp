@@ -143,9 +143,12 @@ void run(const Args& args) {
     config = load_run_config(args.config, flag_overrides(args));
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
+    const std::string named_tokenizer = config.data.tokenizer;
     if (!args.init_from.empty())
       hf = adopt_init_model(config, args.init_from, given_keys(args.config, flag_overrides(args)),
                             init_notes);
+    const std::string tokenizer_key =
+        config.data.tokenizer == named_tokenizer ? "data.tokenizer" : "--init-from";
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
     resolve_layout(config, world);
     const unsigned cores = std::thread::hardware_concurrency();
@@ -158,7 +161,8 @@ void run(const Args& args) {
            args.trace);
     inputs.emplace(open_inputs(config));
     tokenizer = data_tokenizer({&inputs->train, inputs->val ? &*inputs->val : nullptr},
-                               config.data, args.allow_tokenizer_mismatch, tokenizer_notes);
+                               config.data, tokenizer_key, args.allow_tokenizer_mismatch,
+                               tokenizer_notes);
     // The metrics file is locked with --out: it may lie outside it.
     if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
     if (args.overwrite && !args.resume.empty())

@@ -24,7 +24,7 @@ constexpr std::string_view kEndOfText = "<|endoftext|>";
 // What to do about a missing or bad GPT-2 file: fetch_data.sh only for the files it makes.
 std::string_view fetch_hint(const std::filesystem::path& path) {
   return hint_for(path, "run scripts/fetch_data.sh to (re)download it",
-                  "point --tokenizer at a directory with GPT-2's encoder.json and vocab.bpe");
+                  "name a directory with GPT-2's encoder.json and vocab.bpe");
 }
 
 // GPT-2's bytes_to_unicode(): the 188 printable Latin-1 bytes stand for themselves; the other
@@ -149,14 +149,19 @@ void BpeTokenizer::Impl::load_encoder(const std::filesystem::path& path,
   }
   if (!json.is_object() || json.empty()) corrupt(path, "expected a JSON object of token ids");
   token_bytes.assign(json.size(), {});
+  std::vector<std::string> token_of(json.size());  // id -> its symbols
   std::vector<bool> seen(json.size(), false);
   std::string bytes;
   for (const auto& [symbols, value] : json.items()) {
     if (!value.is_number_integer()) corrupt(path, "the id of \"{}\" is not an integer", symbols);
     auto id = value.get<std::int64_t>();
-    if (id < 0 || id >= static_cast<std::int64_t>(json.size()) || seen[id])
-      corrupt(path, "ids must be 0..{} without repeats, got {}", json.size() - 1, id);
+    if (id < 0 || id >= static_cast<std::int64_t>(json.size()))
+      corrupt(path, "the id of \"{}\" is {}: ids must be 0..{}", symbols, id, json.size() - 1);
+    if (seen[id])
+      corrupt(path, "tokens \"{}\" and \"{}\" both have the id {}: ids must be 0..{} without "
+              "repeats", token_of[id], symbols, id, json.size() - 1);
     seen[id] = true;
+    token_of[id] = symbols;
     if (!symbols_to_bytes(symbols, bytes))
       corrupt(path, "\"{}\" is not made of GPT-2 byte symbols", symbols);
     if (symbols == kEndOfText) eot = static_cast<std::int32_t>(id);

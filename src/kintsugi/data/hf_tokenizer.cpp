@@ -31,7 +31,7 @@ Json parse_json_file(const std::filesystem::path& path, std::string& text) {
   text = read_file(path, std::string(hint_for(path,
                                               "scripts/fetch_data.sh fetches the tokenizers the "
                                               "examples use",
-                                              "check the --tokenizer path")));
+                                              "check the path")));
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
@@ -108,9 +108,15 @@ void HfTokenizer::Impl::load_vocab(const Json& json) {
            "vocabulary from 0 (at most twice as many ids as tokens)",
            what(), Json(token).dump(), id_json.get<std::int64_t>(), tokens);
     const auto id = id_json.get<std::int32_t>();
-    vocab[token] = id;
     if (id >= static_cast<std::int32_t>(id_to_token.size()))
       id_to_token.resize(id + 1), id_kind.resize(id + 1, 0);
+    // One id, one token: two would decode alike and the second would take the first's
+    // embedding row. (An added token repeating its vocabulary entry is the same token.)
+    if (id_kind[id] != 0 && id_to_token[id] != token)
+      fail("{}: tokens {} and {} both have the id {}: every token needs its own id (a damaged "
+           "or hand-edited file)",
+           what(), Json(id_to_token[id]).dump(), Json(token).dump(), id);
+    vocab[token] = id;
     id_to_token[id] = token;
     id_kind[id] = kind;
     max_id = std::max(max_id, id);

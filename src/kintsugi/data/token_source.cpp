@@ -1,5 +1,10 @@
 #include "kintsugi/data/token_source.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/megatron_dataset.hpp"
 #include "kintsugi/data/token_file.hpp"
@@ -26,6 +31,51 @@ void require_ids_below(std::span<const std::int32_t> ids, std::int64_t vocab_siz
       fail("{} holds token id {} (at position {}), outside the model's vocabulary of {} "
            "(model.vocab_size): {}",
            what, ids[i], i, vocab_size, fix);
+}
+
+void check_ids_fit_tokenizer(const TokenSource& source, const std::string& tokenizer_what,
+                             const TokenizerIdentity& tokenizer, bool allow,
+                             std::string* warning) {
+  if (warning) warning->clear();
+  if (source.tokenizer().known() || tokenizer.vocab_size <= 0 ||
+      source.max_id() < tokenizer.vocab_size)
+    return;
+  const std::string text = fmt::format(
+      "{} holds token id {} (at position {}), outside the vocabulary of {} ({}): its ids were "
+      "made with another tokenizer",
+      source.path().string(), source.max_id(), source.max_id_position(), tokenizer_what,
+      tokenizer.describe());
+  if (!allow)
+    fail("{}; use the data's own tokenizer (or pass {} if the mismatch is deliberate)", text,
+         kAllowMismatchFlag);
+  if (warning) *warning = fmt::format("warning: {} ({} given)", text, kAllowMismatchFlag);
+}
+
+std::string unrecorded_tokenizer_note(const std::vector<const TokenSource*>& sources,
+                                      const std::string& tokenizer_what,
+                                      const TokenizerIdentity& tokenizer) {
+  std::vector<std::string> paths, ids;
+  for (const TokenSource* s : sources)
+    if (s && !s->tokenizer().known() &&
+        std::find(paths.begin(), paths.end(), s->path().string()) == paths.end()) {  // once each
+      paths.push_back(s->path().string());
+      ids.push_back(std::to_string(s->max_id()));
+    }
+  if (paths.empty()) return "";
+  const bool one = paths.size() == 1;
+  if (tokenizer.vocab_size <= 0)
+    return fmt::format("note: {} record{} no tokenizer (a Megatron dataset has no place for one) "
+                       "and {} records no vocabulary: which tokenizer made {} ids could not be "
+                       "checked",
+                       fmt::join(paths, ", "), one ? "s" : "", tokenizer_what,
+                       one ? "its" : "their");
+  return fmt::format(
+      "note: {} record{} no tokenizer (a Megatron dataset has no place for one): only {} ({}) "
+      "{} compared with the vocabulary of {} ({} ids); whether that tokenizer made {} ids could "
+      "not be checked",
+      fmt::join(paths, ", "), one ? "s" : "", one ? "its largest id" : "their largest ids",
+      fmt::join(ids, ", "), one ? "was" : "were", tokenizer_what, tokenizer.vocab_size,
+      one ? "its" : "their");
 }
 
 }  // namespace kintsugi::data

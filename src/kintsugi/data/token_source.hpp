@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kintsugi/data/tokenizer_identity.hpp"
 
@@ -44,5 +45,22 @@ void require_ids_below(const TokenSource& source, std::int64_t vocab_size, std::
 // backend without a word, so none reaches one.
 void require_ids_below(std::span<const std::int32_t> ids, std::int64_t vocab_size,
                        std::string_view what, std::string_view fix);
+
+// A source that records no tokenizer (a Megatron dataset: its files have no place for one)
+// cannot be compared by check_same_tokenizer; its largest id still proves that a tokenizer with
+// fewer ids did not make it. kintsugi::Error naming the file, the id and `tokenizer_what` (the
+// flag or key that named the tokenizer, and its path) when the id is outside the vocabulary
+// `tokenizer` records; with `allow`, the same text as a warning in `warning` (empty otherwise).
+// Nothing for a source that records its tokenizer or a tokenizer of unknown vocabulary.
+void check_ids_fit_tokenizer(const TokenSource& source, const std::string& tokenizer_what,
+                             const TokenizerIdentity& tokenizer, bool allow,
+                             std::string* warning = nullptr);
+
+// One note line for the sources among `sources` that record no tokenizer: what was compared
+// (their largest ids with the vocabulary of `tokenizer_what`) and what could not be (that this
+// tokenizer made the ids). Empty when every source records its tokenizer.
+std::string unrecorded_tokenizer_note(const std::vector<const TokenSource*>& sources,
+                                      const std::string& tokenizer_what,
+                                      const TokenizerIdentity& tokenizer);
 
 }  // namespace kintsugi::data

@@ -33,11 +33,12 @@ bool has_tokenizer_files(const fs::path& dir) {
          (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"));
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
+namespace {
+
+std::unique_ptr<Tokenizer> load_files(const fs::path& path) {
   if (fs::is_regular_file(path)) {
     if (path.extension() != ".json")
-      fail("tokenizer {} is neither a tokenizer.json nor a directory of tokenizer files",
-           path.string());
+      fail("{} is neither a tokenizer.json nor a directory of tokenizer files", path.string());
     return HfTokenizer::load(path);
   }
   if (fs::exists(path / "tokenizer.json")) return HfTokenizer::load(path / "tokenizer.json");
@@ -46,8 +47,21 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
          "vocab.bpe: {}",
          path.string(),
          hint_for(path, "run scripts/fetch_data.sh (it fetches the tokenizers the examples use)",
-                  "point --tokenizer at one"));
+                  "name a directory that holds them"));
   return std::make_unique<BpeTokenizer>(BpeTokenizer::load(path));
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path, std::string_view given_as) {
+  // An empty path would name the working directory's files ("" / "tokenizer.json").
+  if (path.empty())
+    fail("{} is empty: name a tokenizer.json (or its directory) or GPT-2's directory", given_as);
+  try {
+    return load_files(path);
+  } catch (const Error& e) {
+    fail("{}: {}", given_as, e.what());
+  }
 }
 
 }  // namespace kintsugi::data

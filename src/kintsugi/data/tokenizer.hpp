@@ -60,8 +60,10 @@ class Tokenizer {
 
 // `path` is a tokenizer.json file, or a directory holding tokenizer.json, or GPT-2's
 // encoder.json + vocab.bpe (or vocab.json + merges.txt, as exports write them). kintsugi::Error
-// naming the path and what it lacks otherwise.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
+// otherwise, "<given_as>: " and what is wrong with which file: `given_as` is the flag or key
+// the user gave the path as ("--tokenizer", "data.tokenizer", "--checkpoint").
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path,
+                                          std::string_view given_as);
 
 // Whether `dir` holds tokenizer files load_tokenizer() reads.
 bool has_tokenizer_files(const std::filesystem::path& dir);

@@ -11,12 +11,16 @@
 namespace kintsugi {
 
 // The identity of the tokenizer that made the data: every file's header (all must agree) and
-// data.tokenizer when it loads (it must agree too; it is the one saved with the model).
-// kintsugi::Error naming both sides of the first mismatch unless `allow`; `notes` gets the
-// warnings: a file that records no tokenizer (written before token files did; once per
-// command), and mismatches let through by `allow`.
+// data.tokenizer, which must load (it is the one saved with the model) and agree: a file that
+// records no tokenizer (a Megatron dataset) must hold no id beyond its vocabulary. `given_as`
+// names where data.tokenizer came from for messages ("data.tokenizer", or "--init-from" when a
+// Hugging Face folder gave it). kintsugi::Error naming both sides of the first mismatch unless
+// `allow`; `notes` gets the warnings: what could not be checked (a token file without a
+// fingerprint, written before token files kept one; a file without a tokenizer), and
+// mismatches let through by `allow`.
 data::TokenizerIdentity data_tokenizer(const std::vector<const data::BatchSampler*>& data,
-                                       const DataConfig& config, bool allow,
+                                       const DataConfig& config, const std::string& given_as,
+                                       bool allow,
                                        std::vector<std::string>& notes);
 
 }  // namespace kintsugi

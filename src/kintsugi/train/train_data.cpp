@@ -14,7 +14,12 @@ data::BatchSampler::Source open_source(const std::string& path, double weight, c
     fail("{} is empty: name a token file or Megatron dataset (`kintsugi data tokenize` makes "
          "one)",
          key);
-  std::shared_ptr<const data::TokenSource> tokens = data::open_token_source(path);
+  std::shared_ptr<const data::TokenSource> tokens;
+  try {  // the file's own message, after the key that named it
+    tokens = data::open_token_source(path);
+  } catch (const Error& e) {
+    fail("{}: {}", key, e.what());
+  }
   data::require_ids_below(*tokens, config.model.vocab_size, key);
   return {std::move(tokens), weight};
 }
@@ -68,7 +73,7 @@ std::int32_t document_end_id(const DataConfig& data) {
   if (!data.document_attention) return -1;
   if (data.eod_id >= 0) return static_cast<std::int32_t>(data.eod_id);
   try {
-    return data::load_tokenizer(data.tokenizer)->eos_id();
+    return data::load_tokenizer(data.tokenizer, "data.tokenizer")->eos_id();
   } catch (const Error& e) {
     fail("data.document_attention needs the end-of-document id: set data.eod_id, or "
          "data.tokenizer to the data's tokenizer ({})", e.what());
