@@ -44,3 +44,8 @@ add_test(NAME use.generate_from_either_checkpoint
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/generate_checkpoints.sh $<TARGET_FILE:kintsugi>
                  ${EXPECT_ERROR} ${USE_OUT}/generate ${MPI_DATA}/gpt2-tokenizer ${MICRO_RUN})
 set_tests_properties(use.generate_from_either_checkpoint PROPERTIES TIMEOUT 120)
+# generate on Llama 2's tokenizer: the words keep their spaces.
+add_test(NAME use.generate_sentencepiece_spaces
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/generate_spaces.sh $<TARGET_FILE:kintsugi>
+                 ${USE_OUT}/generate_spaces ${MPI_DATA} ${MICRO_RUN})
+set_tests_properties(use.generate_sentencepiece_spaces PROPERTIES TIMEOUT 120)

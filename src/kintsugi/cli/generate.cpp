@@ -18,6 +18,7 @@
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/data/text_stream.hpp"
 #include "kintsugi/data/token_source.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/tokenizer_identity.hpp"
@@ -227,17 +228,19 @@ void add_generate_command(CLI::App& app) {
     std::fflush(stdout);
     ContextWindow model_window(model, window, !args->no_kv_cache);
     std::vector<float> logits(config.vocab_size);
+    // Each token's text as it follows the prompt and the tokens before it
+    // (data/text_stream.hpp); without a prompt, the text of the generated ids alone.
+    data::TextStream text(*tokenizer, args->prompt.empty() ? std::vector<std::int32_t>{} : context);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < args->tokens; ++i) {
       model_window.next_logits(context, logits.data());
       const std::int32_t next =
           sample_token(logits, args->temperature, args->top_k, uniform_at(args->seed, 1, i));
       context.push_back(next);
-      const std::int32_t one[] = {next};
-      fmt::print("{}", tokenizer->decode(one));
+      fmt::print("{}", text.push(next));
       std::fflush(stdout);
     }
-    fmt::print("\n");
+    fmt::print("{}\n", text.flush());
     // On stderr, so the text on stdout stays just the text.
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
