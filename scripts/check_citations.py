@@ -40,6 +40,7 @@ IGNORED = {
     "tools/preprocess_data.py": "Megatron-LM's preprocessing script",
     "preprocess_data.py": "Megatron-LM's preprocessing script",
     "results.md": "what bench/gpu_check.sh writes into its output folder",
+    "config.toml": "what `kintsugi train` writes into a run's output folder (saved_config.hpp)",
 }
 
 

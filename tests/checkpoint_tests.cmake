@@ -328,3 +328,8 @@ add_test(NAME ckpt.tokenizer_unchecked
                  ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${MPI_DATA}
                  ${MICRO_RUN})
 set_tests_properties(ckpt.tokenizer_unchecked PROPERTIES TIMEOUT 300)
+# <out>/config.toml: written by every run, taken by --resume without --config; every key a
+# resume changes is listed.
+add_test(NAME ckpt.resume_saved_config
+         COMMAND ${CKPT}/resume_saved_config.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
+set_tests_properties(ckpt.resume_saved_config PROPERTIES TIMEOUT 300)

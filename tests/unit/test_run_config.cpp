@@ -325,6 +325,33 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   EXPECT_EQ(written.at("train.recompute"), "'full'");
 }
 
+// What a resume lists against the saved configuration (train/saved_config.hpp): every key of
+// the table whose value differs, in the table's order, the deprecated key as the windows it
+// means and a blend as one list.
+TEST(RunConfig, ChangesAreListedKeyByKey) {
+  const RunConfig a = load_run_config("", {"model.seq_len=32", "train.eval_sequences=6",
+                                           "train.micro_batch=2"});
+  const RunConfig b = load_run_config("", {"model.seq_len=64", "train.eval_batches=3",
+                                           "train.micro_batch=2", "train.lr=1e-3"});
+  EXPECT_TRUE(config_changes(a, a).empty());
+  const auto changes = config_changes(a, b);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].key, "model.seq_len");
+  EXPECT_EQ(changes[0].before, "32");
+  EXPECT_EQ(changes[0].after, "64");
+  EXPECT_EQ(changes[1].key, "train.lr");
+  EXPECT_EQ(changes[1].before, "0.0006");
+  EXPECT_EQ(changes[1].after, "0.001");
+  const RunConfig blend = load_run_config(
+      "", {"data.train=[{ path = \"a.bin\", weight = 1 }, { path = \"b.bin\", weight = 2 }]"});
+  const auto blended = config_changes(a, blend);
+  ASSERT_EQ(blended.size(), 3u);  // seq_len, the data and eval_sequences
+  EXPECT_EQ(blended[1].key, "data.train");
+  EXPECT_EQ(blended[1].before, "\"data/brown/train.bin\"");
+  EXPECT_EQ(blended[1].after,
+            "[{ path = \"a.bin\", weight = 1 }, { path = \"b.bin\", weight = 2 }]");
+}
+
 // A written config shows each float as the shortest text that reads back to the same double
 // (0.55, not 0.55000000000000004), and strings that look like numbers are left as they are.
 TEST(RunConfig, WrittenFloatsAreShortestAndExact) {

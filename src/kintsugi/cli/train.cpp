@@ -18,17 +18,21 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/threads.hpp"
+#include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/train/config_agreement.hpp"
 #include "kintsugi/train/init_weights.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "kintsugi/train/saved_config.hpp"
 #include "kintsugi/train/tokenizer_check.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Args {
   std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from,
@@ -108,6 +112,20 @@ void start_over(Communicator* world, const std::string& out_dir,
   agree_on_error(world, error);
 }
 
+// Rank 0 writes <out>/config.toml (atomically, after --overwrite removed the earlier run's); a
+// failure ends every rank with one message.
+void save_config(Communicator* world, const std::string& out_dir, const std::string& text) {
+  std::string error;
+  if (!world || world->rank() == 0) {
+    try {
+      data::write_text_file(std::filesystem::path(out_dir) / kSavedConfigName, text);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  agree_on_error(world, error);
+}
+
 // --resume: rank 0 (holding the output's lock, so no save is in progress) removes what a save
 // cut short left, a ".partial" directory, and says so; a failure to remove one only costs disk.
 void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
@@ -135,21 +153,43 @@ void run(const Args& args) {
   std::vector<std::string> init_notes;
   data::TokenizerIdentity tokenizer;  // of the data (tokenizer_identity.hpp)
   std::vector<std::string> tokenizer_notes;
+  std::string saved_text;                           // <out>/config.toml
+  std::vector<std::string> config_notes_on_resume;  // what differs from the saved config
   const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
   std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
   std::string error;
   try {
-    config = load_run_config(args.config, flag_overrides(args));
+    // A resume without --config continues the saved configuration of the run it resumes, the
+    // --set and flags on top (train/saved_config.hpp).
+    const std::optional<fs::path> saved = resumed_config_path(args.resume, out_dir);
+    const bool has_saved = saved && fs::is_regular_file(*saved);
+    const std::string config_path =
+        args.config.empty() && has_saved ? saved->string() : args.config;
+    config = load_run_config(config_path, flag_overrides(args));
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
     const std::string named_tokenizer = config.data.tokenizer;
     if (!args.init_from.empty())
-      hf = adopt_init_model(config, args.init_from, given_keys(args.config, flag_overrides(args)),
+      hf = adopt_init_model(config, args.init_from, given_keys(config_path, flag_overrides(args)),
                             init_notes);
     const std::string tokenizer_key =
         config.data.tokenizer == named_tokenizer ? "data.tokenizer" : "--init-from";
     if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
+    // What <out>/config.toml records: the config before the job's rank count resolves dp.
+    saved_text = saved_config_text(config);
+    if (has_saved && config_path == saved->string()) {
+      config_notes_on_resume =
+          config_change_notes(load_run_config(config_path, {}), config, config_path);
+    } else if (has_saved) {  // --config given: the saved one is only compared with
+      try {
+        config_notes_on_resume =
+            config_change_notes(load_run_config(saved->string(), {}), config, saved->string());
+      } catch (const Error& e) {
+        config_notes_on_resume.push_back(
+            fmt::format("note: not compared with the saved configuration: {}", e.what()));
+      }
+    }
     resolve_layout(config, world);
     const unsigned cores = std::thread::hardware_concurrency();
     if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
@@ -187,6 +227,11 @@ void run(const Args& args) {
     if (resume && resume->progress.step > config.train.steps)
       fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
            resume->dir.string(), resume->progress.step, config.train.steps);
+    if (resume && saved && !has_saved && args.config.empty())
+      config_notes_on_resume.push_back(fmt::format(
+          "note: {} does not exist (builds before this one did not write it): this run takes "
+          "the defaults and its --set and flags, not the configuration {} was trained with",
+          saved->string(), resume->dir.string()));
     if (!resume && args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
       fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
     // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
@@ -205,6 +250,7 @@ void run(const Args& args) {
   const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
 
   if (!mpi || mpi->world_rank() == 0) {
+    for (const std::string& note : config_notes_on_resume) fmt::print("{}\n", note);
     for (const std::string& note : init_notes) fmt::print("{}\n", note);
     for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
     for (const std::string& note : tokenizer_notes) fmt::print("{}\n", note);
@@ -224,10 +270,10 @@ void run(const Args& args) {
       config, mpi.get(),
       [&](const Topology* topology) {
         // Under MPI the ranks have agreed on the config and the flags by now (below).
-        if (args.overwrite)
-          start_over(topology ? &topology->world() : nullptr, out_dir, metrics_path);
-        if (!args.resume.empty())
-          clear_interrupted_saves(topology ? &topology->world() : nullptr, out_dir);
+        Communicator* world_comm = topology ? &topology->world() : nullptr;
+        if (args.overwrite) start_over(world_comm, out_dir, metrics_path);
+        if (!args.resume.empty()) clear_interrupted_saves(world_comm, out_dir);
+        save_config(world_comm, out_dir, saved_text);
         train(config, std::move(*inputs), options, std::cout, topology);
       },
       [&](Communicator& world) { agree_on_config(world, config, *inputs, flags); });
@@ -241,7 +287,8 @@ void add_train_command(CLI::App& app) {
                                           "for several ranks)");
   cmd->add_option("--config,-c", args->config,
                   "Run config (TOML), e.g. configs/gpt-tiny.toml; without it every key is its "
-                  "default unless --set or a flag gives it");
+                  "default unless --set or a flag gives it, or, with --resume, the resumed run's "
+                  "saved <out>/config.toml");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.lr=3e-4 (repeatable)");
   cmd->add_option("--out", args->out,
@@ -285,7 +332,9 @@ void add_train_command(CLI::App& app) {
            args->resume = value;
          },
          "Continue from a training checkpoint: auto (the newest under "
-         "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it")
+         "<out>/checkpoints, if any) or a checkpoint directory; any layout may load it. "
+         "Without --config, the run's saved <out>/config.toml is the config (--set and flags "
+         "apply on top); the log lists every key that differs from it")
       ->type_name("TEXT");
   cmd->add_flag("--overwrite", args->overwrite,
                 "Start over in an output directory that holds an earlier run: removes its "

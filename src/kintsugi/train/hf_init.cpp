@@ -89,7 +89,9 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
       fail("{} holds no tokenizer (tokenizer.json): set data.tokenizer to the model's tokenizer",
            folder.string());
     }
-  } else if (data::has_tokenizer_files(folder)) {
+  } else if (std::error_code ec; data::has_tokenizer_files(folder) &&
+                                  !fs::equivalent(config.data.tokenizer, folder, ec)) {
+    // (A resume's saved configuration names the folder's own tokenizer: nothing to say.)
     notes.push_back(fmt::format("data.tokenizer = {} is given: the tokenizer of {} is not used",
                                 config.data.tokenizer, folder.string()));
   }

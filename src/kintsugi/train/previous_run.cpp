@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/train/saved_config.hpp"
 
 namespace kintsugi {
 
@@ -37,7 +38,8 @@ void refuse_to_start_over(const fs::path& out_dir, const fs::path& metrics_path)
 
 void remove_previous_run(const fs::path& out_dir, const fs::path& metrics_path) {
   for (const fs::path& p : {out_dir / "checkpoints", out_dir / "model", out_dir / "loss.svg",
-                            out_dir / "lr.svg", out_dir / "run.json"}) {
+                            out_dir / "lr.svg", out_dir / "run.json",
+                            out_dir / kSavedConfigName}) {
     std::error_code ec;
     fs::remove_all(p, ec);
     if (ec) fail("--overwrite: cannot remove {}: {}", p.string(), ec.message());

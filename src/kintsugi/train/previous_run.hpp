@@ -18,8 +18,9 @@ std::vector<std::string> previous_run_files(const std::filesystem::path& out_dir
 void refuse_to_start_over(const std::filesystem::path& out_dir,
                           const std::filesystem::path& metrics_path);
 
-// Removes what a run writes into out_dir (checkpoints/, model/, loss.svg, run.json) and empties
-// the metrics file (metrics_path, which the run has locked), and nothing else.
+// Removes what a run writes into out_dir (checkpoints/, model/, loss.svg, lr.svg, run.json,
+// config.toml) and empties the metrics file (metrics_path, which the run has locked), and
+// nothing else.
 void remove_previous_run(const std::filesystem::path& out_dir,
                          const std::filesystem::path& metrics_path);
 

@@ -685,6 +685,39 @@ std::string run_config_toml(const RunConfig& config) {
   return with_shortest_floats(out.str()) + "\n";
 }
 
+namespace {
+
+// A blend as the config file writes it (one list), or "" for a single data.train.
+std::string blend_text(const DataConfig& data) {
+  std::string text;
+  for (const DataSource& d : data.blend)
+    text += fmt::format("{}{{ path = \"{}\", weight = {}{} }}", text.empty() ? "[" : ", ", d.path,
+                        d.weight, d.val.empty() ? "" : fmt::format(", val = \"{}\"", d.val));
+  return text.empty() ? text : text + "]";
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {
+  RunConfig a = before, b = after;
+  // The deprecated key compared as the windows it means, as the file writes it.
+  for (RunConfig* c : {&a, &b}) {
+    c->train.eval_sequences = eval_sequences_of(c->train);
+    c->train.eval_batches = 0;
+  }
+  const std::vector<Key> ka = keys_of(a), kb = keys_of(b);
+  std::vector<ConfigChange> changes;
+  for (std::size_t i = 0; i < ka.size(); ++i) {
+    std::string was = value_text(ka[i].target), now = value_text(kb[i].target);
+    if (ka[i].path == "data.train" && !(a.data.blend.empty() && b.data.blend.empty())) {
+      if (!a.data.blend.empty()) was = blend_text(a.data);
+      if (!b.data.blend.empty()) now = blend_text(b.data);
+    }
+    if (was != now) changes.push_back({ka[i].path, std::move(was), std::move(now)});
+  }
+  return changes;
+}
+
 std::vector<ConfigKeyDoc> run_config_keys() {
   RunConfig defaults;
   std::vector<ConfigKeyDoc> docs = {

@@ -137,6 +137,14 @@ std::int64_t eval_sequences_of(const TrainConfig& train);
 // What lr_schedule_of changed that the user should hear about, as log lines (none: nothing).
 std::vector<std::string> config_notes(const RunConfig& config);
 
+// A key whose value differs between two configs, each value as the config file writes it.
+struct ConfigChange {
+  std::string key, before, after;
+};
+// Every key (the same table as the file's; data.train's blend as one list) whose value in
+// `after` differs from `before`'s, in the table's order.
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after);
+
 struct ConfigKeyDoc {
   std::string key, type, default_value, doc;
 };

@@ -4,8 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
 
+#include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/memory.hpp"
@@ -171,7 +171,7 @@ void write_run_description(const std::filesystem::path& path, const RunConfig& c
       {"seq", c.model.seq_len},
       {"parameters", parameter_count(c.model)},
       {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
-  std::ofstream(path) << j.dump(2) << "\n";
+  data::write_text_file(path, j.dump(2) + "\n");  // complete or not at all, as every output
 }
 
 }  // namespace kintsugi
