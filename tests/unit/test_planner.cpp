@@ -16,6 +16,7 @@
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"
+#include "kintsugi/plan/cluster_presets.hpp"
 #include "kintsugi/plan/cost_model.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -53,6 +54,25 @@ TEST(Cluster, PresetsLoadWithTheirDatasheetNumbers) {
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth_gbs, f.inter_node.bandwidth_gbs);
   EXPECT_DOUBLE_EQ(again.gemm_half_dim, f.gemm_half_dim);
+}
+
+// The presets compiled into the program (cmake/ClusterPresets.cmake) are configs/clusters/ as it
+// is: every file, its text unchanged, and load_cluster by name parses that text.
+TEST(Cluster, CompiledPresetsAreTheFiles) {
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters"))
+    if (e.path().extension() == ".toml") files.insert(e.path().stem().string());
+  std::set<std::string> compiled;
+  for (const ClusterPreset& p : cluster_presets()) {
+    compiled.insert(std::string(p.name));
+    std::ifstream in(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + std::string(p.name) + ".toml");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, p.toml) << p.name;
+    const ClusterSpec spec = load_cluster(std::string(p.name));
+    EXPECT_EQ(spec.source, "configs/clusters/" + std::string(p.name) + ".toml");
+    EXPECT_DOUBLE_EQ(spec.memory_gb, preset(std::string(p.name)).memory_gb);
+  }
+  EXPECT_EQ(compiled, files);
 }
 
 TEST(Cluster, BadSpecsNameTheKey) {

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/cluster_presets.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 
 namespace kintsugi {
@@ -313,48 +314,28 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
 }
 
 std::vector<std::string> cluster_preset_names() {
-  return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "perlmutter", "local"};
+  std::vector<std::string> names;
+  for (const ClusterPreset& p : cluster_presets()) names.emplace_back(p.name);
+  names.emplace_back("local");
+  return names;
 }
-
-namespace {
-
-// Where the presets are: the checkout or unpacked bundle the running binary belongs to (its
-// directory or one above it holds configs/clusters: build/kintsugi, build/tests/..., a bundle's
-// libexec/kintsugi), an installed share/kintsugi/clusters beside its bin/, then
-// ./configs/clusters. Never a path compiled into the binary: a build tree may move.
-std::vector<fs::path> preset_dirs() {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-      dirs.push_back(dir / "configs" / "clusters");
-      dirs.push_back(dir / "share" / "kintsugi" / "clusters");
-      if (dir == dir.root_path() || dirs.size() >= 8) break;  // four levels up at most
-    }
-  dirs.push_back(fs::path("configs") / "clusters");
-  return dirs;
-}
-
-}  // namespace
 
 ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
   if (name == "local") return local_cluster(local_ranks);
-  fs::path path = name;
-  if (!fs::exists(path) && path.extension() != ".toml") {
-    for (const fs::path& dir : preset_dirs())
-      if (fs::exists(dir / (name + ".toml"))) {
-        path = dir / (name + ".toml");
-        break;
-      }
+  // A file the user names comes first; a preset is the copy compiled into the program
+  // (plan/cluster_presets.hpp), the same wherever the binary runs.
+  std::error_code ec;
+  if (!fs::is_regular_file(name, ec)) {
+    for (const ClusterPreset& p : cluster_presets())
+      if (p.name == name)
+        return parse_cluster(std::string(p.toml), fmt::format("configs/clusters/{}.toml", name));
+    fail("unknown cluster \"{}\": {}, and not a preset ({})", name,
+         fs::exists(name, ec) ? "not a file" : "no such file", fmt::join(cluster_preset_names(), ", "));
   }
-  if (!fs::exists(path))
-    fail("unknown cluster \"{}\": use a preset ({}) or a path to a cluster TOML file", name,
-         fmt::join(cluster_preset_names(), ", "));
-  std::ifstream in(path);
+  std::ifstream in(name);
   std::stringstream text;
   text << in.rdbuf();
-  return parse_cluster(text.str(), path.string());
+  return parse_cluster(text.str(), name);
 }
 
 namespace {
