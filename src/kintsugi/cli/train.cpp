@@ -24,6 +24,7 @@
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/tokenizer_check.hpp"
+#include "kintsugi/train/train_data.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
@@ -141,6 +142,7 @@ void run(const Args& args) {
   std::string error;
   try {
     config = load_run_config(args.config, flag_overrides(args));
+    refuse_data_placeholders(config.data);  // a config plan wrote, its data still to be named
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
     if (!args.init_from.empty())

@@ -139,7 +139,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
             "attention", "power", "refit"}},
       {"node", {"devices"}},
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
-                  "peak_tflops_fp16", "memory_bandwidth_gbs"}},
+                  "peak_tflops_fp16", "memory_bandwidth_gbs", "train_device"}},
       {"gemm", {"max_efficiency", "half_dim"}},
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs", "topology"}},
@@ -204,6 +204,14 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
            "devices)",
            source);
     c.intra_node_all_to_all = *name == "all-to-all";
+  }
+  if (const auto device = t.at_path("device.train_device")) {
+    const std::optional<std::string> name = device.value<std::string>();
+    if (!name || (*name != "cpu" && *name != "cuda"))
+      fail("{}: `device.train_device` must be \"cpu\" or \"cuda\" (the train.device kintsugi "
+           "trains these devices with; leave it out for devices it has no backend for)",
+           source);
+    c.train_device = *name == "cuda" ? Device::cuda : Device::cpu;
   }
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
@@ -355,11 +363,13 @@ std::string to_toml(const ClusterSpec& c) {
   return fmt::format(
       "name = \"{}\"\n\n[node]\ndevices = {}\n\n[device]\nmemory_gb = {}\nreserved_gb = {}\n"
       "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
-      "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
+      "memory_bandwidth_gbs = {}\n{}\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
       "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}\n[inter_node]\nbandwidth_gbs = {}\n"
       "latency_us = {}\n{}{}",
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
-      c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
+      c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs,
+      c.train_device ? fmt::format("train_device = \"{}\"\n", name_of(*c.train_device)) : "",
+      c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
       collective_rates_toml(c.intra_node, c.intra_node_all_to_all), c.inter_node.bandwidth_gbs,
       c.inter_node.latency_us, collective_rates_toml(c.inter_node),

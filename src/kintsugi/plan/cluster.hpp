@@ -39,6 +39,9 @@ struct ClusterSpec {
   double reserved_gb = 0;      // per device: runtime, kernels, fragmentation
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, peak_tflops_fp16 = 0;  // dense, per device
   double memory_bandwidth_gbs = 0;  // device memory: bounds the optimizer step
+  // [device] train_device: the train.device kintsugi trains these devices with ("cpu", "cuda");
+  // none for devices it has no backend for (Gaudi2, MI250X): plan --write-config refuses them.
+  std::optional<Device> train_device;
   double gemm_max_efficiency = 0;
   double gemm_half_dim = 0;
   LinkSpec intra_node, inter_node;
