@@ -9,7 +9,8 @@ kintsugi="$1" dir="$2"
 shift 2
 best=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["layouts"][j["best"]]["layout"])' \
   "$dir/tune.json")
-out=$("$kintsugi" plan "$@" --cluster "$dir/cluster-refit.toml" --top 1000 --write-config "$dir/plan.toml")
+# --wide: every layout on its own row, its text whole (the default table merges and wraps).
+out=$("$kintsugi" plan "$@" --cluster "$dir/cluster-refit.toml" --top 1000 --wide --write-config "$dir/plan.toml")
 printf '%s\n' "$out" | sed -n '1,8p'
 # The rank of a layout in the table: its row is "  K <layout text>   <figures>". awk reads to
 # the end (no early exit): under pipefail, printf would die of SIGPIPE writing a long table.

@@ -66,6 +66,25 @@ TEST(BatchRampup, StepsAndConsumedSequences) {
   EXPECT_EQ(flat.first_full_step(), 0);
 }
 
+// The steps a budget of sequences takes (plan --write-config's train.steps): the first step
+// whose schedule has consumed them all, phase by phase of the ramp as BatchSchedule steps.
+TEST(BatchRampup, StepsToConsumeABudget) {
+  for (const auto& ramp : std::vector<std::vector<std::int64_t>>{
+           {}, {2, 2, 24}, {2, 2, 25}, {3, 5, 7}, {8, 2, 100}, {1, 1, 1000}}) {
+    const std::int64_t global = ramp.empty() ? 8 : (ramp == std::vector<std::int64_t>{3, 5, 7} ? 18 : 8);
+    const BatchSchedule s(ramped(global, ramp, 400));
+    for (std::int64_t sequences = 1; sequences <= 600; ++sequences) {
+      std::int64_t want = 0;
+      while (s.consumed_before(want) < sequences) ++want;
+      ASSERT_EQ(steps_to_consume(batch_rampup_of(ramped(global, ramp, 400)), global, sequences),
+                want)
+          << "ramp of " << ramp.size() << " values, " << sequences << " sequences";
+    }
+  }
+  // A budget of 1e12 tokens at 512 x 2048 without a ramp: 953,674.3 steps, so 953,675.
+  EXPECT_EQ(steps_to_consume(BatchRampup{}, 512, 488'281'250), 953'675);
+}
+
 TEST(BatchRampup, ResumeContinuesFromTheCheckpointsCount) {
   const TrainConfig t = ramped(8, {2, 2, 24}, 12);
   const BatchSchedule full(t);

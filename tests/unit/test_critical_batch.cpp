@@ -19,17 +19,50 @@ TEST(CriticalBatch, KaplanFit) {
   EXPECT_NEAR(critical_batch_tokens(2.5), 2.547e6, 1e3);  // the number docs/planner.md quotes
   EXPECT_EQ(critical_batch_sequences(2.5, 2048), 1243);
   EXPECT_EQ(critical_batch_sequences(50.0, 2048), 1);  // never below one sequence
+  // A tiny loss: B_crit = 4e22 tokens, saturated, not wrapped round to 1 sequence.
+  EXPECT_EQ(critical_batch_sequences(0.001, 2048), kUnboundedCriticalBatch);
   EXPECT_GT(critical_batch_tokens(2.0), critical_batch_tokens(3.0));  // lower loss, larger batch
   EXPECT_THROW(critical_batch_tokens(0.0), Error);
   EXPECT_THROW(critical_batch_tokens(std::nan("")), Error);
 }
 
 bool splits(const ModelConfig& m, const Layout& l, std::int64_t batch) {
-  LayoutSpec s{.tp = l.tp, .pp = l.pp, .dp = l.dp, .schedule = l.schedule,
-               .virtual_stages = l.virtual_stages};
-  s.global_batch = batch;
-  s.micro_batch = l.micro_batch;
-  return layout_problem(m, s).empty();
+  return layout_problem(m, layout_spec(l, batch)).empty();
+}
+
+// The planner's Layout reaches the rule book whole: every field the two share, none dropped.
+TEST(CriticalBatch, LayoutSpecCarriesEveryField) {
+  const Layout l{.tp = 8, .pp = 2, .dp = 4, .micro_batch = 3,
+                 .schedule = PipelineSchedule::interleaved, .virtual_stages = 2,
+                 .zero = ZeroStage::gradients, .hsdp = 2, .recompute = Recompute::full,
+                 .sequence_parallel = true, .tensor_grid = {2, 2, 2}, .grid_overlap = false};
+  const LayoutSpec s = layout_spec(l, 96);
+  EXPECT_EQ(s.tp, 8);
+  EXPECT_EQ(s.pp, 2);
+  EXPECT_EQ(s.dp, 4);
+  EXPECT_EQ(s.micro_batch, 3);
+  EXPECT_EQ(s.global_batch, 96);
+  EXPECT_EQ(s.schedule, PipelineSchedule::interleaved);
+  EXPECT_EQ(s.virtual_stages, 2);
+  EXPECT_EQ(s.zero, ZeroStage::gradients);
+  EXPECT_EQ(s.hsdp, 2);
+  EXPECT_TRUE(s.sequence_parallel);
+  EXPECT_EQ(s.tensor_grid, (std::vector<std::int64_t>{2, 2, 2}));
+}
+
+// A grid layout gets its ramp-up: the suggestion asks the rule book about the grid, not about
+// 1D tensor parallelism over its 8 ranks (which GPT-2's 12 heads do not allow). `kintsugi plan
+// --model gpt2 --cluster dgx-h100 --global-batch 512 --tensor-grid 2,2,2 --rampup-tokens 4e9`
+// answered "none" before.
+TEST(CriticalBatch, RampupSuggestionForAGrid) {
+  const ModelConfig m = model_preset("gpt2");
+  const Layout grid{.tp = 8, .dp = 1, .micro_batch = 2, .tensor_grid = {2, 2, 2}};
+  ASSERT_TRUE(layout_problem(m, layout_spec(grid, 512)).empty());
+  const auto r = suggest_rampup(m, grid, 512, 4e9);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->start, 32);  // 32K tokens = 32 sequences of 1024, a multiple of dp x mb = 2
+  EXPECT_EQ(r->increment, 2);
+  for (std::int64_t b = r->start; b <= 512; b += r->increment) EXPECT_TRUE(splits(m, grid, b)) << b;
 }
 
 TEST(CriticalBatch, RampupSuggestion) {

@@ -192,11 +192,18 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
     ASSERT_NO_THROW(resolve_layout(c, 4)) << describe(l);
     EXPECT_EQ(c.parallel.tensor_grid, l.tensor_grid);
   }
-  // Every factorization of 2 and 4 (the micro model's shapes allow them all).
+  // Every factorization of 2 and 4 (the micro model's shapes allow them all) but 1 x N x 1,
+  // which is the 1D layout (docs/parallelism.md, "Degenerate grids"), searched as such.
   const std::set<std::vector<std::int64_t>> want = {
-      {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {4, 1, 1}, {1, 4, 1}, {1, 1, 4},
-      {2, 2, 1}, {2, 1, 2}, {1, 2, 2}};
+      {2, 1, 1}, {1, 1, 2}, {4, 1, 1}, {1, 1, 4}, {2, 2, 1}, {2, 1, 2}, {1, 2, 2}};
   EXPECT_EQ(grids, want);
+  // Named, it is searched.
+  SearchSpace named;
+  named.one_d = false;
+  named.tensor_grid = {{1, 2, 1}};
+  ASSERT_FALSE(enumerate_layouts(w, 4, 4, named).empty());
+  for (const Layout& l : enumerate_layouts(w, 4, 4, named))
+    EXPECT_EQ(l.tensor_grid, (std::vector<std::int64_t>{1, 2, 1}));
   SearchSpace pinned;
   pinned.one_d = false;
   pinned.tensor_grid = {{2, 1, 2}};

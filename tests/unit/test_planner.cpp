@@ -16,6 +16,7 @@
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"
+#include "kintsugi/plan/cluster_presets.hpp"
 #include "kintsugi/plan/cost_model.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -53,6 +54,25 @@ TEST(Cluster, PresetsLoadWithTheirDatasheetNumbers) {
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth_gbs, f.inter_node.bandwidth_gbs);
   EXPECT_DOUBLE_EQ(again.gemm_half_dim, f.gemm_half_dim);
+}
+
+// The presets compiled into the program (cmake/ClusterPresets.cmake) are configs/clusters/ as it
+// is: every file, its text unchanged, and load_cluster by name parses that text.
+TEST(Cluster, CompiledPresetsAreTheFiles) {
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters"))
+    if (e.path().extension() == ".toml") files.insert(e.path().stem().string());
+  std::set<std::string> compiled;
+  for (const ClusterPreset& p : cluster_presets()) {
+    compiled.insert(std::string(p.name));
+    std::ifstream in(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + std::string(p.name) + ".toml");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, p.toml) << p.name;
+    const ClusterSpec spec = load_cluster(std::string(p.name));
+    EXPECT_EQ(spec.source, "configs/clusters/" + std::string(p.name) + ".toml");
+    EXPECT_DOUBLE_EQ(spec.memory_gb, preset(std::string(p.name)).memory_gb);
+  }
+  EXPECT_EQ(compiled, files);
 }
 
 TEST(Cluster, BadSpecsNameTheKey) {
@@ -697,6 +717,29 @@ TEST(Refit, LayoutsTheRefitCannotOrderTie) {
   const ClusterSpec again = parse_cluster(to_toml(r.cluster), "again");
   EXPECT_DOUBLE_EQ(again.refit_error, r.cluster.refit_error);
   EXPECT_EQ(again.refit_layouts, 4);
+}
+
+// The same measurements with the spread of a loaded machine (46%, as docs/planner.md's tune
+// example saw): the error is that spread, and most of the refit plan's layouts tie with its #1,
+// which `tune` says in a note. With the quiet runs' error, far fewer tie.
+TEST(Refit, MostLayoutsTieUnderAWideError) {
+  const Workload w{.model = model_preset("gpt-tiny"), .global_batch = 16,
+                   .precision = Precision::fp32};
+  const ClusterSpec spec = recorded_local(4, 104.4, 9.1, 9.1, 87, "");
+  std::vector<Measured> runs;
+  for (auto [layout, ms] :
+       {std::pair{Layout{.tp = 2, .dp = 2, .micro_batch = 8, .zero = ZeroStage::gradients}, 678.3},
+        std::pair{Layout{.tp = 4, .micro_batch = 16}, 631.5}})
+    runs.push_back({predict(w, spec, layout), ms / 1e3});
+  const RefitPlan quiet = refit_plan(w, refit_cluster(spec, w, runs).cluster, 4, runs);
+  for (Measured& m : runs) m.noise = 0.46;
+  const Refit loaded = refit_cluster(spec, w, runs);
+  EXPECT_DOUBLE_EQ(loaded.cluster.refit_error, 0.46);
+  const RefitPlan plan = refit_plan(w, loaded.cluster, 4, runs);
+  EXPECT_GT(plan.ranked, 2u);
+  EXPECT_EQ(plan.ranked, quiet.ranked);
+  EXPECT_GE(2 * plan.tied_with_top, plan.ranked);
+  EXPECT_LT(2 * quiet.tied_with_top, quiet.ranked);
 }
 
 // What two factors cannot fit is reported as the refit's error. Measured on this machine on

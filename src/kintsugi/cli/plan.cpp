@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/plan_report.hpp"
+#include "kintsugi/cli/plan_run_config.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
@@ -38,12 +40,12 @@ struct Args {
   // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
   std::string nodes = "1", global_batch, tp, pp, dp, micro_batch, zero, virtual_stages, hsdp,
               grad_accum;
-  std::int64_t ranks = 0, seq = 0, max_global_batch = 0, max_nodes = 0;
+  std::int64_t ranks = 0, seq = 0, max_global_batch = 0, max_nodes = 0, top = 10;
+  // 0: not given (positive_number refuses a 0, negative or non-finite value on the command line).
   double tokens = 0, tokens_per_param = 0;
-  double critical_batch_loss = 0;  // 0: no critical-batch limit (plan/critical_batch.hpp)
-  double rampup_tokens = 0;        // 0: no ramp-up suggested (plan/rampup_suggestion.hpp)
-  std::size_t top = 10;
-  bool json = false, memory = false, tp_across_nodes = false;
+  double critical_batch_loss = 0;  // no critical-batch limit (plan/critical_batch.hpp)
+  double rampup_tokens = 0;        // no ramp-up suggested (plan/rampup_suggestion.hpp)
+  bool json = false, wide = false, memory = false, tp_across_nodes = false;
 };
 
 // The run the plan is for: a run config (--config, gpt2 models that train here) or a preset
@@ -112,14 +114,47 @@ std::string does_not_fit(const Prediction& p, const ClusterSpec& cluster) {
   return fmt::format("needs {:.1f} GB of {:.0f}", p.memory.total() / 1e9, cluster.memory_gb);
 }
 
+std::string list_text(const std::vector<std::int64_t>& v) {
+  std::string out;
+  for (std::int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+// The largest global batch the search may use: --max-global-batch's, or with
+// --critical-batch-loss the critical batch of the fit (plan/critical_batch.hpp) where that is
+// smaller; messages name the flag that set it.
+struct BatchLimit {
+  std::int64_t sequences = 0;  // 0: no limit
+  std::string source;          // what set it: "--max-global-batch 128", "--critical-batch-loss 3 (...)"
+  std::int64_t critical_sequences = 0;  // 0: no --critical-batch-loss
+  double critical_tokens = 0;
+  bool allows(std::int64_t batch) const { return sequences == 0 || batch <= sequences; }
+};
+
+BatchLimit batch_limit(const Args& a, std::int64_t seq_len) {
+  BatchLimit limit{a.max_global_batch, fmt::format("--max-global-batch {}", a.max_global_batch)};
+  if (a.critical_batch_loss <= 0) return limit;
+  const CriticalBatchFit fit;
+  limit.critical_sequences = critical_batch_sequences(a.critical_batch_loss, seq_len, fit);
+  limit.critical_tokens = critical_batch_tokens(a.critical_batch_loss, fit);
+  if (limit.sequences == 0 || limit.critical_sequences < limit.sequences) {
+    limit.sequences = limit.critical_sequences;
+    limit.source = fmt::format("--critical-batch-loss {} (its critical batch, {:.4g} tokens = {} "
+                               "sequences of {})",
+                               a.critical_batch_loss, limit.critical_tokens,
+                               limit.critical_sequences, seq_len);
+  }
+  return limit;
+}
+
 // The search's axes beyond the layout: node counts, global batches and precisions, each a list
-// or range, within --max-nodes and --max-global-batch.
+// or range, within --max-nodes and the batch limit.
 struct Axes {
   std::vector<std::int64_t> nodes, global_batch;
   std::vector<Precision> precision;
 };
 
-Axes axes_of(const Args& a, const RunConfig& base) {
+Axes axes_of(const Args& a, const RunConfig& base, const BatchLimit& limit) {
   Axes x;
   for (std::int64_t n : parse_values(a.nodes, "--nodes", 1))
     if (a.max_nodes == 0 || n <= a.max_nodes) x.nodes.push_back(n);
@@ -128,11 +163,12 @@ Axes axes_of(const Args& a, const RunConfig& base) {
       a.global_batch.empty() ? std::vector<std::int64_t>{base.train.global_batch}
                              : parse_values(a.global_batch, "--global-batch", 1);
   for (std::int64_t b : batches)
-    if (a.max_global_batch == 0 || b <= a.max_global_batch) x.global_batch.push_back(b);
+    if (limit.allows(b)) x.global_batch.push_back(b);
   if (x.global_batch.empty())
-    fail("no global batch is within --max-global-batch {}: the largest the study's convergence "
-         "allows, a limit the search keeps",
-         a.max_global_batch);
+    fail("no global batch ({}{}) is within {}: the largest the model's convergence allows, a "
+         "limit the search keeps",
+         a.global_batch.empty() ? "the config's " : "--global-batch ", list_text(batches),
+         limit.source);
   for (const auto& p : a.precision) x.precision.push_back(parse_name<Precision>(p, "--precision"));
   if (x.precision.empty()) x.precision.push_back(base.train.precision);
   return x;
@@ -155,7 +191,7 @@ std::vector<std::int64_t> parse_grid(const std::string& text) {
     begin = comma + 1;
   }
   if (!ok || g.size() != 3)
-    fail("--tensor-grid {} must be none, any or three whole numbers of at least 1, X,Y,Z (e.g. "
+    fail("--tensor-grid '{}' must be none, any or three whole numbers of at least 1, X,Y,Z (e.g. "
          "2,2,1)",
          text);
   return g;
@@ -209,7 +245,7 @@ SearchSpace space_of(const Args& a) {
 // With --grad-accum and no --global-batch, the global batches are what the listed
 // micro-batches, accumulation steps and data-parallel sizes make: mb x ga x dp.
 std::vector<std::int64_t> batches_from_accumulation(const SearchSpace& s, std::int64_t world,
-                                                    std::int64_t max_global_batch) {
+                                                    const BatchLimit& limit) {
   if (s.micro_batch.empty())
     fail("--grad-accum without --global-batch needs --micro-batch: the global batch is "
          "micro-batch x accumulation x dp");
@@ -220,8 +256,7 @@ std::vector<std::int64_t> batches_from_accumulation(const SearchSpace& s, std::i
     for (std::int64_t mb : s.micro_batch)
       for (std::int64_t ga : s.grad_accum) {
         const std::int64_t b = mb * ga * dp;
-        if ((max_global_batch == 0 || b <= max_global_batch) &&
-            std::find(out.begin(), out.end(), b) == out.end())
+        if (limit.allows(b) && std::find(out.begin(), out.end(), b) == out.end())
           out.push_back(b);
       }
   }
@@ -237,12 +272,6 @@ double token_budget(const Args& a, const ModelConfig& model) {
   return a.tokens;
 }
 
-std::string list_text(const std::vector<std::int64_t>& v) {
-  std::string out;
-  for (std::int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
-  return out;
-}
-
 // `--scaling strong|weak`: the fastest layout at each node count (plan/scaling.hpp), a table, and
 // with --plot an SVG of the efficiency.
 void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const SearchSpace& space,
@@ -254,6 +283,10 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
     fail("--scaling ranks each node count's layouts by step time; --tokens, --tokens-per-param "
          "and --objective are for the search");
   if (axes.nodes.size() < 2) fail("--scaling needs at least two node counts (--nodes 16:128:x2)");
+  if (!a.write_config.empty() || a.rampup_tokens > 0)
+    fail("--scaling draws a curve of each node count's fastest layout; {} is for the search's "
+         "best (run plan without --scaling)",
+         a.write_config.empty() ? "--rampup-tokens" : "--write-config");
   const ClusterSpec& cluster = chosen.spec;
   const Scaling kind = parse_name<Scaling>(a.scaling, "--scaling");
   const std::vector<ScalingPoint> points = scaling_curve(w, cluster, axes.nodes, space, kind);
@@ -281,22 +314,25 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
                w.precision, w.global_batch,
                kind == Scaling::weak ? " at the first node count, growing with the nodes" : "");
     print_notes(chosen.notes);
-    fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11} {:>14} {:>13} {:>10}\n", "nodes",
-               "devices", "GBS", "layout", "step", "tokens/s", "tokens/s/dev", "TFLOP/s/dev",
-               "efficiency");
+    std::vector<std::vector<std::string>> rows;
     for (const ScalingPoint& p : points) {
-      if (!p.best) {
-        fmt::print("{:>6} {:>8} {:>7} {:<44}\n", p.nodes, p.devices, p.global_batch,
-                   "no layout fits");
-        continue;
-      }
-      fmt::print("{:>6} {:>8} {:>7} {:<44} {:>10} {:>11.4g} {:>14.4g} {:>13.4g} {:>9.1f}%\n",
-                 p.nodes, p.devices, p.global_batch, describe(p.best->layout),
-                 fmt::format("{:.2f}s", p.best->time.total()), p.best->tokens_per_s,
-                 p.tokens_per_s_per_device, p.model_tflops_per_device, 100 * p.efficiency);
+      rows.push_back({std::to_string(p.nodes), std::to_string(p.devices),
+                      std::to_string(p.global_batch),
+                      p.best ? describe(p.best->layout) : "no layout fits"});
+      if (p.best)
+        rows.back().insert(rows.back().end(),
+                           {seconds_text(p.best->time.total()),
+                            rate_text(p.tokens_per_s_per_device),
+                            three_digits_text(p.model_tflops_per_device),
+                            fmt::format("{:.1f}%", 100 * p.efficiency)});
+      else
+        rows.back().resize(8);
     }
-    fmt::print("\nefficiency: tokens/s per device over the first fitting row's ({}); "
-               "TFLOP/s/dev: model FLOPs per device.\n",
+    print_table({{"nodes"}, {"devs"}, {"GBS"}, {"layout", true}, {"step"}, {"tok/s/dev"},
+                 {"TF/s/dev"}, {"eff"}},
+                rows, 3);
+    fmt::print("\ndevs: devices; tok/s/dev: tokens/s per device; TF/s/dev: model TFLOP/s per "
+               "device;\neff: efficiency, tokens/s per device over the first fitting row's ({}).\n",
                kind == Scaling::strong ? "(T_1 N_1) / (T_N N), the global batch fixed"
                                        : "T_1 / T_N, the batch per replica fixed");
   }
@@ -323,30 +359,21 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
   }
 }
 
-// --critical-batch-loss: the critical batch of the fit (plan/critical_batch.hpp) joins
-// --max-global-batch as a limit of the search (the smaller of the two); a note says what it is.
-struct BatchLimit {
-  std::int64_t sequences = 0;  // 0: none from the critical batch
-  double tokens = 0;
-};
-
-BatchLimit critical_batch_limit(Args& a, std::int64_t seq_len) {
-  if (a.critical_batch_loss <= 0) return {};
-  const CriticalBatchFit fit;
-  const BatchLimit limit{critical_batch_sequences(a.critical_batch_loss, seq_len, fit),
-                         critical_batch_tokens(a.critical_batch_loss, fit)};
-  if (a.max_global_batch == 0 || limit.sequences < a.max_global_batch)
-    a.max_global_batch = limit.sequences;
-  return limit;
-}
-
+// --critical-batch-loss: what the critical batch is, and what it leaves out.
 std::string critical_batch_note(const Args& a, const BatchLimit& limit, std::int64_t seq_len) {
   const CriticalBatchFit fit;
-  return fmt::format("critical batch at loss {} nats/token: B_crit = {:.3g} / L^(1/{}) = {:.4g} "
-                     "tokens = {} sequences of {} (Kaplan et al. 2020, Eq. 1.4; losses on "
-                     "WebText2 with GPT-2's tokenizer): global batches above {} are left out",
-                     a.critical_batch_loss, fit.b_star_tokens, fit.alpha_b, limit.tokens,
-                     limit.sequences, seq_len, a.max_global_batch);
+  const std::string head = fmt::format(
+      "critical batch at loss {} nats/token: B_crit = {:.3g} / L^(1/{}) = {:.4g} tokens",
+      a.critical_batch_loss, fit.b_star_tokens, fit.alpha_b, limit.critical_tokens);
+  const char* source = "(Kaplan et al. 2020, Eq. 1.4; losses on WebText2 with GPT-2's tokenizer)";
+  if (limit.critical_sequences >= kUnboundedCriticalBatch)
+    return fmt::format("{} {}: above any global batch, none is left out{}", head, source,
+                       limit.sequences > 0 && limit.sequences < kUnboundedCriticalBatch
+                           ? fmt::format(" (--max-global-batch {} still limits)", limit.sequences)
+                           : "");
+  return fmt::format("{} = {} sequences of {} {}: global batches above {} are left out{}", head,
+                     limit.critical_sequences, seq_len, source, limit.sequences,
+                     limit.sequences < limit.critical_sequences ? " (--max-global-batch)" : "");
 }
 
 // --rampup-tokens: a batch ramp-up for the best layout (plan/rampup_suggestion.hpp).
@@ -370,18 +397,17 @@ std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double
                          : " x pp: the schedule's rounds");
 }
 
-void run_plan(const Args& given) {
-  if (given.memory) return print_memory(given);
-  Args a = given;
-  if (a.critical_batch_loss < 0 || a.rampup_tokens < 0)
-    fail("--critical-batch-loss and --rampup-tokens must be positive numbers");
+void run_plan(const Args& a) {
+  if (a.memory) return print_memory(a);
+  if (!a.plot.empty() && a.scaling.empty())
+    fail("--plot {} draws a --scaling curve: add --scaling strong or weak", a.plot);
   // Checked before any work: a directory here would be reported written and hold nothing.
   if (std::error_code ec; !a.write_config.empty() && std::filesystem::is_directory(a.write_config, ec))
     fail("--write-config {} is a directory: name the run config to write, e.g. {}/plan.toml",
          a.write_config, a.write_config);
   const RunConfig base = base_config(a);
-  const BatchLimit critical = critical_batch_limit(a, base.model.seq_len);
-  const Axes axes = axes_of(a, base);
+  const BatchLimit limit = batch_limit(a, base.model.seq_len);
+  const Axes axes = axes_of(a, base, limit);
   SearchSpace space = space_of(a);
   const Objective objective =
       a.objective.empty() ? Objective::step : parse_name<Objective>(a.objective, "--objective");
@@ -394,6 +420,11 @@ void run_plan(const Args& given) {
   first.global_batch = axes.global_batch.front();
   first.precision = axes.precision.front();
   ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
+  if (!a.write_config.empty() && !chosen.spec.train_device)
+    fail("--write-config: kintsugi does not train on the devices of cluster {} ({} names no "
+         "device.train_device), so a run config for it would not run: plan without "
+         "--write-config",
+         chosen.spec.name, chosen.spec.source);
   // Grids train on both devices (docs/parallelism.md), so they join the search unasked for this
   // machine and on a spec tune refit (tune measures grids like 1D layouts, so plan -> tune ->
   // plan closes over the same space). On another cluster spec they are asked for with
@@ -421,7 +452,7 @@ void run_plan(const Args& given) {
     const std::int64_t world = cluster.devices_per_node * nodes;
     const std::vector<std::int64_t> batches =
         !space.grad_accum.empty() && a.global_batch.empty()
-            ? batches_from_accumulation(space, world, a.max_global_batch)
+            ? batches_from_accumulation(space, world, limit)
             : axes.global_batch;
     for (std::int64_t batch : batches) {
       if (std::find(batches_seen.begin(), batches_seen.end(), batch) == batches_seen.end())
@@ -448,7 +479,12 @@ void run_plan(const Args& given) {
   const bool several = searched > 1;
   const std::vector<std::size_t> front =
       several ? pareto_front(candidates, cluster) : std::vector<std::size_t>{};
-  const ReportOptions report{.tokens = tokens, .several = several};
+  const auto shown = static_cast<std::size_t>(a.top);  // --top: at least 1
+  const ReportOptions report{.tokens = tokens,
+                             .show_nodes = axes.nodes.size() > 1,
+                             .show_batch = batches_seen.size() > 1,
+                             .show_precision = axes.precision.size() > 1,
+                             .wide = a.wide};
   // A cluster `tune` refit carries its error on the steps it measured: the layouts predicted
   // within it of the best cannot be ordered by the model (plan/refit.hpp) and tie with it.
   std::size_t ties = 0;
@@ -490,17 +526,17 @@ void run_plan(const Args& given) {
       for (Precision p : axes.precision) j["precision"].push_back(std::string(name_of(p)));
     }
     if (tokens > 0) j["campaign"] = campaign_assumptions_json(base.model, first.model.seq_len, tokens, cluster);
-    if (critical.sequences > 0)
+    if (limit.critical_sequences > 0)
       j["critical_batch"] = {{"loss", a.critical_batch_loss},
-                             {"tokens", critical.tokens},
-                             {"sequences", critical.sequences},
-                             {"max_global_batch", a.max_global_batch},
+                             {"tokens", limit.critical_tokens},
+                             {"sequences", limit.critical_sequences},
+                             {"max_global_batch", limit.sequences},
                              {"source", "Kaplan et al. 2020, Eq. 1.4"}};
     if (!candidates.empty())
       if (const auto r = rampup_for(a, candidates.front()))
         j["batch_rampup"] = {r->start, r->increment, r->samples};
     if (!chosen.notes.empty()) j["cluster_notes"] = chosen.notes;
-    for (std::size_t i = 0; i < std::min(a.top, candidates.size()); ++i) {
+    for (std::size_t i = 0; i < std::min(shown, candidates.size()); ++i) {
       j["layouts"].push_back(to_json(candidates[i], cluster, report));
       if (cluster.refit_layouts > 0) j["layouts"].back()["ties_with_best"] = i <= ties;
     }
@@ -546,8 +582,8 @@ void run_plan(const Args& given) {
                  precisions);
     }
     print_notes(chosen.notes);
-    if (critical.sequences > 0)
-      fmt::print("note: {}\n", critical_batch_note(a, critical, first.model.seq_len));
+    if (limit.critical_sequences > 0)
+      fmt::print("note: {}\n", critical_batch_note(a, limit, first.model.seq_len));
     // Only a run described by flags alone takes the default; a config's value is the run's,
     // whether or not it equals the default.
     if (a.global_batch.empty() && a.grad_accum.empty() && a.config.empty())
@@ -565,12 +601,12 @@ void run_plan(const Args& given) {
                        : objective != Objective::step
                              ? fmt::format(", ranked by {}", name_of(objective))
                              : std::string());
-    if (!candidates.empty()) print_candidate_table(candidates, a.top, cluster, report);
+    if (!candidates.empty()) print_candidate_table(candidates, shown, cluster, report);
     if (!tie_note.empty()) fmt::print("\nnote: {}\n", tie_note);
     if (several && !candidates.empty()) {
       std::vector<Candidate> on_front;
       for (std::size_t i : front) on_front.push_back(candidates[i]);
-      fmt::print("\nPareto front ({} layouts: none is beaten by another in time per token, "
+      fmt::print("\nPareto front ({} layouts: none is beaten by another in time per token,\n"
                  "devices{}; # is the rank above):\n",
                  front.size(), cluster.has_power() ? " and energy per token" : "");
       print_candidate_table(on_front, on_front.size(), cluster, report, front);
@@ -585,8 +621,8 @@ void run_plan(const Args& given) {
     }
     if (candidates.empty() && !too_big.empty()) {
       fmt::print("none fits; the smallest, predicted anyway:\n");
-      print_candidate_table(too_big, a.top, cluster, report);
-      for (std::size_t i = 0; i < std::min(a.top, too_big.size()); ++i)
+      print_candidate_table(too_big, shown, cluster, report);
+      for (std::size_t i = 0; i < std::min(shown, too_big.size()); ++i)
         fmt::print("{:>3} does not fit: {}\n", i + 1, does_not_fit(too_big[i].prediction, cluster));
     }
   }
@@ -603,18 +639,13 @@ void run_plan(const Args& given) {
   }
   if (!a.write_config.empty()) {
     const Candidate& best = candidates.front();
-    RunConfig c = base;
-    c.train.global_batch = best.workload.global_batch;
-    c.train.precision = best.workload.precision;
-    if (const auto r = rampup_for(a, best)) {
-      c.train.batch_rampup = {r->start, r->increment, r->samples};
-      c.train.batch_lr_rule = "none";
-    }
-    data::write_text_file(a.write_config, layout_config_toml(c, best.prediction.layout));
+    const PlannedRun run =
+        planned_run(base, a.config.empty() ? std::set<std::string>{} : given_keys(a.config, a.overrides),
+                    best, cluster, tokens, rampup_for(a, best), a.write_config);
+    data::write_text_file(a.write_config, run.toml);
     if (!a.json)
-      fmt::print("\nwrote the best layout to {} (mpirun -np {} kintsugi train --config {}){}\n",
-                 a.write_config, best.prediction.layout.world(), a.write_config,
-                 ties > 0 ? fmt::format("; #2-#{} tie with it (note above)", ties + 1) : "");
+      fmt::print("\n{}{}\n", run.summary,
+                 ties > 0 ? fmt::format(" (#2-#{} tie with it: note above)", ties + 1) : "");
   }
 }
 
@@ -639,20 +670,50 @@ CLI::Option* one_number(CLI::App* cmd, const std::string& flag, std::int64_t& ta
       ->default_str(std::to_string(target));
 }
 
+// An option that takes one finite number above 0 (--tokens, --rampup-tokens, ...). 0 stands for
+// "not given" in Args, so a 0, a negative, nan or inf written on the command line is refused by
+// name, never taken as no value.
+CLI::Option* positive_number(CLI::App* cmd, const std::string& flag, double& target,
+                             const std::string& what) {
+  auto parse = [flag, &target](const std::string& text) {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size())
+      fail("{} '{}' is not a number", flag, text);
+    if (!std::isfinite(value) || !(value > 0))
+      fail("{} {} must be a finite number above 0 (leave the flag out for none)", flag, text);
+    target = value;
+  };
+  return cmd->add_option_function<std::string>(flag, parse, what)->type_name("NUMBER");
+}
+
+// An option whose empty value would read as "not given" in Args (--global-batch '' as the
+// default batch, --model '' as gpt-tiny): an empty value is refused by name.
+CLI::Option* text_option(CLI::App* cmd, const std::string& flag, std::string& target,
+                         const std::string& what) {
+  auto take = [name = flag.substr(0, flag.find(',')), &target](const std::string& text) {
+    if (text.empty()) fail("{} '' is empty: give a value or leave the flag out", name);
+    target = text;
+  };
+  return cmd->add_option_function<std::string>(flag, take, what)->type_name("TEXT");
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "plan", "Predict memory and step time of every valid layout on a cluster; print the best");
-  cmd->add_option("--model", a->model, "Model preset (gpt-tiny, llama-13b, bloom-13b, gpt-175b, ...)");
-  cmd->add_option("--config,-c", a->config, "Or a run config (TOML) for the model and batch");
+  text_option(cmd, "--model", a->model, "Model preset (gpt-tiny, llama-13b, bloom-13b, gpt-175b, ...)");
+  text_option(cmd, "--config,-c", a->config, "Or a run config (TOML) for the model and batch");
   cmd->add_option("--set", a->overrides, "Override a --config key, e.g. --set model.n_layer=4");
-  cmd->add_option("--cluster", a->cluster,
-                  "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, perlmutter, local, or a TOML file");
-  cmd->add_option("--nodes", a->nodes,
+  text_option(cmd, "--cluster", a->cluster,
+                  "Cluster: dgx-a100-80gb, dgx-h100, frontier, gaudi2, perlmutter, local, or a TOML file")
+      ->default_str("local");
+  text_option(cmd, "--nodes", a->nodes,
                   "Nodes: one count, a list (12,16) or a range (8:64:x2, 8:64:8; "
-                  "docs/planner.md)");
+                  "docs/planner.md)")
+      ->default_str("1");
   one_number(cmd, "--ranks", a->ranks, 0,
              "local cluster: ranks sharing this machine (default: cores; with --device "
              "cuda: visible GPUs)");
@@ -661,29 +722,30 @@ void add_plan_command(CLI::App& app) {
                   "ranks) or cuda (a GPU per rank, measured: GEMM curve, attention rate, memory "
                   "and its bandwidth; docs/planner.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--global-batch", a->global_batch,
+  text_option(cmd, "--global-batch", a->global_batch,
                   "Sequences per optimizer step: one, a list or a range")
       ->default_str("the config's, else 16");
-  cmd->add_option("--max-global-batch", a->max_global_batch,
-                  "Largest global batch the search may use (convergence; 0: no limit)");
-  cmd->add_option("--max-nodes", a->max_nodes, "Most nodes the search may use (0: no limit)");
-  cmd->add_option("--critical-batch-loss", a->critical_batch_loss,
+  one_number(cmd, "--max-global-batch", a->max_global_batch, 0,
+             "Largest global batch the search may use (convergence; 0: no limit)");
+  one_number(cmd, "--max-nodes", a->max_nodes, 0, "Most nodes the search may use (0: no limit)");
+  positive_number(cmd, "--critical-batch-loss",
+                  a->critical_batch_loss,
                   "Also limit the global batch to the critical batch at this loss (nats/token): "
                   "B_crit = 2e8 / L^(1/0.21) tokens (Kaplan et al. 2020; docs/planner.md)");
-  cmd->add_option("--rampup-tokens", a->rampup_tokens,
+  positive_number(cmd, "--rampup-tokens", a->rampup_tokens,
                   "Suggest a batch ramp-up for the best layout from 32K tokens over this many "
                   "tokens (GPT-3 ramped over 4e9-12e9; written by --write-config)");
-  cmd->add_option("--tokens", a->tokens,
+  positive_number(cmd, "--tokens", a->tokens,
                   "Token budget of the campaign (e.g. 3.5e12): days, device- and node-hours, "
                   "model FLOPs and energy per layout");
-  cmd->add_option("--tokens-per-param", a->tokens_per_param,
+  positive_number(cmd, "--tokens-per-param", a->tokens_per_param,
                   "Or the budget in tokens per parameter (20: the compute-optimal rule the "
                   "Frontier study's energy estimates take)");
   cmd->add_option("--scaling", a->scaling,
                   "Scaling curve over --nodes (two or more): strong (the global batch fixed) or "
                   "weak (the batch grows with the nodes)")
       ->check(CLI::IsMember({"strong", "weak"}));
-  cmd->add_option("--plot", a->plot, "With --scaling: write the efficiency curve as an SVG");
+  text_option(cmd, "--plot", a->plot, "With --scaling: write the efficiency curve as an SVG");
   cmd->add_option("--objective", a->objective,
                   "Rank by: step (time per step, default), time (to train a token budget), "
                   "energy, device-hours")
@@ -697,9 +759,13 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--grad-precision", a->grad_precision, "fp32 or param")
       ->check(CLI::IsMember({"fp32", "param"}));
-  cmd->add_option("--top", a->top, "Layouts to print");
+  one_number(cmd, "--top", a->top, 1, "Layouts to print");
   cmd->add_flag("--json", a->json, "Print JSON");
-  cmd->add_option("--write-config", a->write_config, "Write the best layout as a run config");
+  cmd->add_flag("--wide", a->wide,
+                "Every column of the table (the step's breakdown, samples/s, HFU, hours, joules) "
+                "and every layout, one per row; by default it keeps within 100 columns and "
+                "layouts with the same figures share a row");
+  text_option(cmd, "--write-config", a->write_config, "Write the best layout as a run config");
   cmd->add_flag("--memory", a->memory,
                 "Only the training state's memory (bytes per parameter; Korthikanti et al.'s 22B/175B/1T "
                 "table without --model)");
@@ -709,7 +775,7 @@ void add_plan_command(CLI::App& app) {
     return cmd->add_option(flag, target, what)->delimiter(',');
   };
   auto number_pin = [cmd](const char* flag, std::string& target, const char* what) {
-    return cmd->add_option(flag, target, what);
+    return text_option(cmd, flag, target, what);
   };
   number_pin("--tp", a->tp, "Pin tensor parallelism (one value, a list: --tp 2,4, or a range)");
   number_pin("--pp", a->pp, "Pin pipeline stages (one, a list or a range)");
@@ -747,7 +813,17 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"async", "blocking"}));
   cmd->add_flag("--tp-across-nodes", a->tp_across_nodes,
                 "Also try tensor parallelism (1D and grids) across nodes");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a, cmd] {
+    // --memory answers from the model and precisions alone: any other flag would be ignored.
+    if (a->memory)
+      for (const CLI::Option* o : cmd->get_options())
+        if (o->count() > 0 && !o->check_name("--memory") && !o->check_name("--model") &&
+            !o->check_name("--precision") && !o->check_name("--grad-precision"))
+          fail("plan --memory takes only --model, --precision and --grad-precision, not {}: "
+               "the training state per parameter depends on nothing else",
+               o->get_name());
+    run_plan(*a);
+  });
 }
 
 }  // namespace kintsugi::cli

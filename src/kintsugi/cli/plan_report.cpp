@@ -1,8 +1,12 @@
 #include "kintsugi/cli/plan_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
+#include <optional>
 
 #include "kintsugi/plan/flops.hpp"
 
@@ -16,69 +20,343 @@ std::string seconds(double s) {
   return fmt::format("{:.0f}us", s * 1e6);
 }
 
-// Joules with an SI prefix (the study's figures: 284 GJ, 17.65 TJ).
-std::string joules(double j) {
-  const char* prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+// Three significant digits without an exponent, for a value below 999.5: 950, 12.3, 4.56, 0.12.
+std::string three_digits(double x) {
+  const int decimals = x >= 99.95 ? 0 : x >= 9.995 ? 1 : 2;
+  return fmt::format("{:.{}f}", x, decimals);
+}
+
+// A value with an SI prefix and three significant digits: 950, 12.3K, 4.56M, 1.20G. The prefix
+// grows until the digits fit, so no value prints as 1e+03 or 1000K.
+std::string si(double x, const char* const* prefixes, int count) {
   int i = 0;
-  while (i < 6 && j >= 1000) j /= 1000, ++i;
+  while (i + 1 < count && x >= 999.5) x /= 1000, ++i;
+  return three_digits(x) + prefixes[i];
+}
+
+std::string rate(double x) {  // tokens/s, samples/s
+  static const char* const p[] = {"", "K", "M", "G", "T", "P", "E"};
+  return si(x, p, 7);
+}
+
+// Joules with an SI prefix, four significant digits (the study's figures: 284 GJ, 17.65 TJ).
+std::string joules(double j) {
+  const char* prefix[] = {"", "k", "M", "G", "T", "P", "E", "Z", "Y"};
+  int i = 0;
+  while (i < 8 && j >= 1000) j /= 1000, ++i;
   return fmt::format("{:.4g} {}J", j, prefix[i]);
+}
+
+// Energy as people meet it on a bill: Wh with a prefix, three significant digits (4.24 GWh).
+std::string watt_hours(double j) {
+  static const char* const p[] = {" Wh", " kWh", " MWh", " GWh", " TWh", " PWh", " EWh"};
+  return si(j / 3600, p, 7);
+}
+
+// A count of hours (or kWh) with thousands separated: 1,234,567; small ones with decimals.
+std::string grouped(double x) {
+  if (x < 99.95) return three_digits(x);
+  if (x >= 1e18) return fmt::format("{:.3g}", x);  // past what any allocation counts
+  std::string digits = fmt::format("{:.0f}", x), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Wall-clock time in the unit people plan in: minutes, hours up to two days, then days.
+std::string duration(double s) {
+  if (s < 3600) return fmt::format("{} min", three_digits(s / 60));
+  if (s < 2 * 86400) return fmt::format("{:.1f} h", s / 3600);
+  return fmt::format("{} d", grouped(s / 86400));
+}
+
+std::string gigabytes(double bytes) {
+  const double gb = bytes / 1e9;
+  return gb >= 99.95 ? grouped(gb) : three_digits(gb);
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t end = std::min(text.find(' ', begin), text.size());
+    out.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// Layouts that may share a row, written as one: the same words but one, whose variants are
+// listed with their common letters once ("tp 1 pp 1 dp 8 mb 2 zero2/1", "hsdp8/4", "1f1b/gpipe");
+// none where they differ in more than one word.
+std::optional<std::string> one_word_apart(const std::vector<std::string>& layouts) {
+  std::vector<std::vector<std::string>> all;
+  for (const std::string& l : layouts) all.push_back(words(l));
+  std::optional<std::size_t> differs;
+  for (const auto& w : all) {
+    if (w.size() != all.front().size()) return std::nullopt;
+    for (std::size_t k = 0; k < w.size(); ++k)
+      if (w[k] != all.front()[k]) {
+        if (differs && *differs != k) return std::nullopt;
+        differs = k;
+      }
+  }
+  if (!differs) return layouts.front();
+  std::vector<std::string> variants;
+  for (const auto& w : all)
+    if (std::find(variants.begin(), variants.end(), w[*differs]) == variants.end())
+      variants.push_back(w[*differs]);
+  // The letters all variants start with (never into their digits: hsdp16/12, not hsdp16/2).
+  std::size_t common = 0;
+  while (common < variants.front().size() && !std::isdigit(variants.front()[common]) &&
+         std::all_of(variants.begin(), variants.end(), [&](const std::string& v) {
+           return common < v.size() && v[common] == variants.front()[common];
+         }))
+    ++common;
+  std::string merged = variants.front();
+  for (std::size_t i = 1; i < variants.size(); ++i) merged += "/" + variants[i].substr(common);
+  std::vector<std::string> out = all.front();
+  out[*differs] = merged;
+  return fmt::format("{}", fmt::join(out, " "));
+}
+
+
+// A column of the table: its header, whether its text aligns left, and its cell of a row.
+struct Column {
+  std::string head;
+  bool left = false;
+  std::function<std::string(const Candidate&, const CampaignCost*)> cell;
+};
+
+std::vector<Column> columns(const ReportOptions& o) {
+  auto step_part = [](std::string head, double TimePrediction::*part) {
+    return Column{std::move(head), false, [part](const Candidate& c, const CampaignCost*) {
+                    return seconds(c.prediction.time.*part);
+                  }};
+  };
+  std::vector<Column> out;
+  if (o.show_nodes)
+    out.push_back({"nodes", false, [](const Candidate& c, const CampaignCost*) {
+                     return std::to_string(c.nodes);
+                   }});
+  if (o.show_batch)
+    out.push_back({"GBS", false, [](const Candidate& c, const CampaignCost*) {
+                     return std::to_string(c.workload.global_batch);
+                   }});
+  if (o.show_precision)
+    out.push_back({"prec", false, [](const Candidate& c, const CampaignCost*) {
+                     return std::string(name_of(c.workload.precision));
+                   }});
+  out.push_back({"layout", true, [](const Candidate& c, const CampaignCost*) {
+                   return describe(c.prediction.layout);
+                 }});
+  out.push_back({"mem GB", false, [](const Candidate& c, const CampaignCost*) {
+                   return gigabytes(c.prediction.memory.total());
+                 }});
+  // With a budget the table answers the campaign's questions (time and energy to train it);
+  // the step, its rates and MFU, which rank the rows alike, are --wide's, as is the breakdown.
+  const bool per_step = o.wide || o.tokens <= 0;
+  if (per_step)
+    out.push_back({"step", false, [](const Candidate& c, const CampaignCost*) {
+                     return seconds(c.prediction.time.total());
+                   }});
+  if (o.wide) {
+    out.push_back(step_part("compute", &TimePrediction::compute));
+    out.push_back(step_part("tp", &TimePrediction::tp));
+    out.push_back(step_part("pp", &TimePrediction::pp));
+    out.push_back(step_part("dp", &TimePrediction::dp));
+    out.push_back(step_part("bubble", &TimePrediction::bubble));
+    out.push_back(step_part("optim", &TimePrediction::optimizer));
+    out.push_back(step_part("host", &TimePrediction::host));
+  }
+  if (per_step)
+    out.push_back({"tokens/s", false, [](const Candidate& c, const CampaignCost*) {
+                     return rate(c.prediction.tokens_per_s);
+                   }});
+  if (o.wide)
+    out.push_back({"samples/s", false, [](const Candidate& c, const CampaignCost*) {
+                     return rate(c.prediction.samples_per_s);
+                   }});
+  if (per_step)
+    out.push_back({"MFU", false, [](const Candidate& c, const CampaignCost*) {
+                     return fmt::format("{:.1f}%", 100 * c.prediction.mfu);
+                   }});
+  if (o.wide)
+    out.push_back({"HFU", false, [](const Candidate& c, const CampaignCost*) {
+                     return fmt::format("{:.1f}%", 100 * c.prediction.hfu);
+                   }});
+  if (o.tokens > 0) {
+    out.push_back({"time", false, [](const Candidate&, const CampaignCost* k) {
+                     return duration(k->seconds);
+                   }});
+    if (o.wide) {
+      out.push_back({"device-h", false, [](const Candidate&, const CampaignCost* k) {
+                       return grouped(k->device_hours);
+                     }});
+      out.push_back({"node-h", false, [](const Candidate&, const CampaignCost* k) {
+                       return grouped(k->node_hours);
+                     }});
+      out.push_back({"energy", false, [](const Candidate&, const CampaignCost* k) {
+                       return k->energy_j ? joules(*k->energy_j) : "unknown";
+                     }});
+      out.push_back({"kWh", false, [](const Candidate&, const CampaignCost* k) {
+                       return k->kwh() ? grouped(*k->kwh()) : "unknown";
+                     }});
+    } else {
+      out.push_back({"energy", false, [](const Candidate&, const CampaignCost* k) {
+                       return k->energy_j ? watt_hours(*k->energy_j) : "unknown";
+                     }});
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
+std::string rate_text(double per_second) { return rate(per_second); }
+std::string seconds_text(double s) { return seconds(s); }
+std::string three_digits_text(double x) { return three_digits(x); }
+
+void print_table(const std::vector<TableColumn>& columns,
+                 const std::vector<std::vector<std::string>>& rows,
+                 std::optional<std::size_t> wrap) {
+  std::vector<std::size_t> width;
+  for (const TableColumn& c : columns) width.push_back(std::max(c.head.size(), c.min_width));
+  for (const auto& row : rows)
+    for (std::size_t k = 0; k < columns.size(); ++k) width[k] = std::max(width[k], row[k].size());
+  // The wrapped column gets what the others leave of kTableWidth (at least 24).
+  if (wrap) {
+    std::size_t others = 0;
+    for (std::size_t k = 0; k < columns.size(); ++k)
+      if (k != *wrap) others += width[k] + 1 + (columns[k].left ? 1 : 0);
+    width[*wrap] = std::min(width[*wrap], std::max<std::size_t>(kTableWidth - 2 - others, 24));
+  }
+  auto print_row = [&](std::vector<std::string> cells) {
+    std::vector<std::string> rest;  // the wrapped column's words past its width
+    if (wrap) {
+      std::string& text = cells[*wrap];
+      while (text.size() > width[*wrap] && text.rfind(' ', width[*wrap]) != std::string::npos) {
+        const std::size_t cut = text.rfind(' ', width[*wrap]);
+        rest.insert(rest.begin(), text.substr(cut + 1));
+        text.resize(cut);
+      }
+    }
+    std::string line, indent;
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      if (k > 0) line += ' ';
+      if (wrap && k == *wrap) indent = std::string(line.size(), ' ');
+      line += columns[k].left ? fmt::format("{:<{}} ", cells[k], width[k])  // text, then a gap
+                              : fmt::format("{:>{}}", cells[k], width[k]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+    if (!rest.empty()) fmt::print("{}{}\n", indent, fmt::join(rest, " "));
+  };
+  std::vector<std::string> heads;
+  for (const TableColumn& c : columns) heads.push_back(c.head);
+  print_row(heads);
+  for (const auto& row : rows) print_row(row);
+}
+
 void print_candidate_table(const std::vector<Candidate>& rows, std::size_t top,
                            const ClusterSpec& cluster, const ReportOptions& o,
                            const std::vector<std::size_t>& ranks) {
-  const bool campaign = o.tokens > 0;
-  // The # column: 3 wide, or as wide as the largest rank a Pareto table quotes.
-  std::size_t width = 3;
-  for (std::size_t r : ranks) width = std::max(width, std::to_string(r + 1).size());
-  std::string head = fmt::format("{:>{}} ", "#", width);
-  if (o.several) head += fmt::format("{:>6} {:>6} {:>5} ", "nodes", "GBS", "prec");
-  head += fmt::format(
-      "{:<44} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>10} {:>6} {:>6}",
-      "layout", "mem GB", "step", "compute", "tp", "pp", "dp", "bubble", "optim", "host",
-      "tokens/s", "samples/s", "MFU", "HFU");
-  if (campaign)
-    head += fmt::format(" {:>9} {:>12} {:>11} {:>12} {:>12}", "days", "device-h", "node-h",
-                        "energy", "kWh");
-  fmt::print("{}\n", head);
+  const std::vector<Column> cols = columns(o);
+  auto index_of = [&](const char* head) {
+    return static_cast<std::size_t>(
+        std::find_if(cols.begin(), cols.end(), [&](const Column& c) { return c.head == head; }) -
+        cols.begin());
+  };
+  const std::size_t layout_col = index_of("layout"), memory_col = index_of("mem GB");
+  // Every row's cells. Unless --wide (every layout on its own row), a row whose figures print
+  // the same as the row above's but for the memory (the same step within rounding) and whose
+  // layout differs from it in one word (a ZeRO stage, an HSDP group, a recomputation that
+  // changes no time shown) joins it: ranks "2-4", the variants listed ("zero2/1"), the memory
+  // as a range.
+  struct Line {
+    std::size_t first, last;  // ranks (0-based) of the rows it shows
+    std::vector<std::string> cells;
+    std::vector<std::string> layouts;
+    double min_memory, max_memory;
+  };
+  std::vector<Line> lines;
   for (std::size_t i = 0; i < std::min(top, rows.size()); ++i) {
-    const Prediction& p = rows[i].prediction;
-    std::string line = fmt::format("{:>{}} ", ranks.empty() ? i + 1 : ranks[i] + 1, width);
-    if (o.several)
-      line += fmt::format("{:>6} {:>6} {:>5} ", rows[i].nodes, rows[i].workload.global_batch,
-                          rows[i].workload.precision);
-    line += fmt::format(
-        "{:<44} {:>8.3g} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11.4g} {:>10.4g} "
-        "{:>5.1f}% {:>5.1f}%",
-        describe(p.layout), p.memory.total() / 1e9, seconds(p.time.total()),
-        seconds(p.time.compute), seconds(p.time.tp), seconds(p.time.pp), seconds(p.time.dp),
-        seconds(p.time.bubble), seconds(p.time.optimizer), seconds(p.time.host), p.tokens_per_s,
-        p.samples_per_s, 100 * p.mfu, 100 * p.hfu);
-    if (campaign) {
-      const CampaignCost c = campaign_cost(rows[i].workload, cluster, p, o.tokens);
-      line += fmt::format(" {:>9.4g} {:>12.4g} {:>11.4g} {:>12} {:>12}", c.days(), c.device_hours,
-                          c.node_hours, c.energy_j ? joules(*c.energy_j) : "unknown",
-                          c.kwh() ? fmt::format("{:.4g}", *c.kwh()) : "unknown");
+    std::optional<CampaignCost> cost;
+    if (o.tokens > 0) cost = campaign_cost(rows[i].workload, cluster, rows[i].prediction, o.tokens);
+    std::vector<std::string> cells;
+    for (const Column& c : cols) cells.push_back(c.cell(rows[i], cost ? &*cost : nullptr));
+    const std::size_t rank = ranks.empty() ? i : ranks[i];
+    const double memory = rows[i].prediction.memory.total();
+    if (!o.wide && ranks.empty() && !lines.empty()) {
+      Line& above = lines.back();
+      bool same = true;
+      for (std::size_t k = 0; k < cols.size(); ++k)
+        same = same && (k == layout_col || k == memory_col || above.cells[k] == cells[k]);
+      std::vector<std::string> layouts = above.layouts;
+      layouts.push_back(cells[layout_col]);
+      if (same && one_word_apart(layouts)) {
+        above.last = rank;
+        above.layouts.push_back(cells[layout_col]);
+        above.min_memory = std::min(above.min_memory, memory);
+        above.max_memory = std::max(above.max_memory, memory);
+        continue;
+      }
     }
-    fmt::print("{}\n", line);
+    lines.push_back({rank, rank, cells, {cells[layout_col]}, memory, memory});
   }
+  bool merged = false;
+  for (Line& l : lines) {
+    if (l.layouts.size() < 2) continue;
+    merged = true;
+    l.cells[layout_col] = *one_word_apart(l.layouts);
+    if (gigabytes(l.min_memory) != gigabytes(l.max_memory))
+      l.cells[memory_col] = gigabytes(l.min_memory) + "-" + gigabytes(l.max_memory);
+  }
+  std::vector<TableColumn> table{{"#", false, 3}};
+  for (const Column& c : cols) table.push_back({c.head, c.left});
+  std::vector<std::vector<std::string>> cells;
+  for (const Line& l : lines) {
+    cells.push_back({l.last > l.first ? fmt::format("{}-{}", l.first + 1, l.last + 1)
+                                      : std::to_string(l.first + 1)});
+    cells.back().insert(cells.back().end(), l.cells.begin(), l.cells.end());
+  }
+  // --wide keeps every layout whole on its line (scripts read them: tests/cli/plan_after_tune.sh).
+  print_table(table, cells, o.wide ? std::nullopt : std::optional<std::size_t>(layout_col + 1));
   if (!ranks.empty()) return;  // the legend is the first table's
   fmt::print(
-      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its "
-      "collectives not overlapped),\nmb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved) "
-      "with vN model chunks per\nrank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N "
-      "data-parallel ranks, replicated across groups;\nselective/full activation recomputation; "
-      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest\nstage. Times "
-      "per optimizer step: compute, the tp/pp/dp communication not hidden behind it, the "
-      "pipeline\nbubble, the optimizer, host overhead. MFU/HFU: model/hardware FLOPs (HFU counts "
-      "recomputation) over the peak.\n");
-  if (o.several) fmt::print("nodes, GBS (global batch), prec: the run each layout is for.\n");
-  if (campaign)
-    fmt::print("days, device-h, node-h: wall-clock days and device- and node-hours to train the "
-               "token budget; energy (and kWh):\nthe devices' energy over that time, unknown "
-               "without the cluster's [power].\n");
+      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its\n"
+      "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
+      "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
+      "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
+      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest stage.{}\n",
+      o.wide || o.tokens <= 0 ? "\nstep: time per optimizer step. MFU: model FLOPs over the peak."
+                              : "");
+  if (o.wide)
+    fmt::print(
+        "compute, tp, pp, dp, bubble, optim, host: the step's compute, the tp/pp/dp communication\n"
+        "not hidden behind it, the pipeline bubble, the optimizer, host overhead. HFU: hardware\n"
+        "FLOPs (recomputation counted) over the peak.\n");
+  std::vector<std::string> run;
+  if (o.show_nodes) run.push_back("nodes");
+  if (o.show_batch) run.push_back("GBS (global batch)");
+  if (o.show_precision) run.push_back("prec");
+  if (!run.empty()) fmt::print("{}: the run each layout is for.\n", fmt::join(run, ", "));
+  if (o.tokens > 0)
+    fmt::print("{}", o.wide ? "time, device-h, node-h: wall-clock time and device- and node-hours to "
+                        "train the token budget;\nenergy (and kWh): the devices' energy over "
+                        "that time, unknown without the cluster's [power].\n"
+                      : "time, energy: wall-clock time to train the token budget and the "
+                        "devices' energy over it\n(unknown without the cluster's [power]).\n");
+  if (merged)
+    fmt::print("1-2 ... zero2/1: layouts ranked together with the same times (within rounding) "
+               "that differ\nin one word share a row, the memory as a range (--wide lists "
+               "each).\n");
+  if (!o.wide)
+    fmt::print("--wide adds {}.\n",
+               o.tokens > 0 ? "the step and its breakdown, tokens/s, samples/s, MFU, HFU, device-\n"
+                              "and node-hours, joules"
+                            : "the step's breakdown, samples/s and HFU");
 }
 
 void print_campaign_assumptions(const ModelConfig& model, std::int64_t seq, double tokens,

@@ -26,6 +26,7 @@
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/saved_config.hpp"
 #include "kintsugi/train/tokenizer_check.hpp"
+#include "kintsugi/train/train_data.hpp"
 #include "kintsugi/train/trainer.hpp"
 
 namespace kintsugi::cli {
@@ -167,6 +168,7 @@ void run(const Args& args) {
     const std::string config_path =
         args.config.empty() && has_saved ? saved->string() : args.config;
     config = load_run_config(config_path, flag_overrides(args));
+    refuse_data_placeholders(config.data);  // a config plan wrote, its data still to be named
     // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
     std::optional<HfModel> hf;
     const std::string named_tokenizer = config.data.tokenizer;

@@ -227,6 +227,8 @@ void run_tune(const Args& a) {
                         {"refit_plan_best", describe(closure.top.layout)},
                         {"refit_plan_best_is_measured_best", top_is_best},
                         {"refit_plan_ties_with_measured_best", closure.ties},
+                        {"refit_plan_tied_with_best", closure.tied_with_top},
+                        {"refit_plan_layouts", closure.ranked},
                         {"power_refit", power_refit},
                         {"best", best},
                         {"refit_cluster", (fs::path(a.out) / "cluster-refit.toml").string()},
@@ -277,6 +279,20 @@ void run_tune(const Args& a) {
              describe(closure.top.layout), closure.top.time.total() * 1e3, closes,
              (fs::path(a.out) / "cluster-refit.toml").string());
   fmt::print("report written to {}\n", (fs::path(a.out) / "tune.json").string());
+  // A refit error so wide that most layouts tie: the plan on this spec cannot choose.
+  if (2 * closure.tied_with_top >= closure.ranked && closure.ranked > 2) {
+    double spread = 0;
+    for (const Measured& r : runs) spread = std::max(spread, r.noise);
+    fmt::print("note: {} of the refit plan's {} layouts tie with its #1 within the refit's error "
+               "(+-{:.0f}%{}), so it cannot order most of them: measure on a quiet machine or "
+               "with more --steps\n",
+               closure.tied_with_top + 1, closure.ranked, 100 * refit.cluster.refit_error,
+               spread >= refit.cluster.refit_error
+                   ? fmt::format(", set by the spread of the measured steps, {:.0f}%: a loaded "
+                                 "machine?",
+                                 100 * spread)
+                   : "");
+  }
 }
 
 }  // namespace

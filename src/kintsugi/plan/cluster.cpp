@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/cluster_presets.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 
 namespace kintsugi {
@@ -138,7 +139,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_keys(
             "attention", "power", "refit"}},
       {"node", {"devices"}},
       {"device", {"memory_gb", "reserved_gb", "peak_tflops_fp32", "peak_tflops_bf16",
-                  "peak_tflops_fp16", "memory_bandwidth_gbs"}},
+                  "peak_tflops_fp16", "memory_bandwidth_gbs", "train_device"}},
       {"gemm", {"max_efficiency", "half_dim"}},
       {"intra_node", {"bandwidth_gbs", "latency_us", "all_reduce_gbs", "reduce_scatter_gbs",
                       "all_gather_gbs", "topology"}},
@@ -203,6 +204,14 @@ void parse_optional(const toml::table& t, const std::string& source, ClusterSpec
            "devices)",
            source);
     c.intra_node_all_to_all = *name == "all-to-all";
+  }
+  if (const auto device = t.at_path("device.train_device")) {
+    const std::optional<std::string> name = device.value<std::string>();
+    if (!name || (*name != "cpu" && *name != "cuda"))
+      fail("{}: `device.train_device` must be \"cpu\" or \"cuda\" (the train.device kintsugi "
+           "trains these devices with; leave it out for devices it has no backend for)",
+           source);
+    c.train_device = *name == "cuda" ? Device::cuda : Device::cpu;
   }
   if (t.contains("package")) {
     const double devices = number_at(t, "package.devices", source, "devices per package");
@@ -313,48 +322,28 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& source) {
 }
 
 std::vector<std::string> cluster_preset_names() {
-  return {"dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "perlmutter", "local"};
+  std::vector<std::string> names;
+  for (const ClusterPreset& p : cluster_presets()) names.emplace_back(p.name);
+  names.emplace_back("local");
+  return names;
 }
-
-namespace {
-
-// Where the presets are: the checkout or unpacked bundle the running binary belongs to (its
-// directory or one above it holds configs/clusters: build/kintsugi, build/tests/..., a bundle's
-// libexec/kintsugi), an installed share/kintsugi/clusters beside its bin/, then
-// ./configs/clusters. Never a path compiled into the binary: a build tree may move.
-std::vector<fs::path> preset_dirs() {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-      dirs.push_back(dir / "configs" / "clusters");
-      dirs.push_back(dir / "share" / "kintsugi" / "clusters");
-      if (dir == dir.root_path() || dirs.size() >= 8) break;  // four levels up at most
-    }
-  dirs.push_back(fs::path("configs") / "clusters");
-  return dirs;
-}
-
-}  // namespace
 
 ClusterSpec load_cluster(const std::string& name, std::int64_t local_ranks) {
   if (name == "local") return local_cluster(local_ranks);
-  fs::path path = name;
-  if (!fs::exists(path) && path.extension() != ".toml") {
-    for (const fs::path& dir : preset_dirs())
-      if (fs::exists(dir / (name + ".toml"))) {
-        path = dir / (name + ".toml");
-        break;
-      }
+  // A file the user names comes first; a preset is the copy compiled into the program
+  // (plan/cluster_presets.hpp), the same wherever the binary runs.
+  std::error_code ec;
+  if (!fs::is_regular_file(name, ec)) {
+    for (const ClusterPreset& p : cluster_presets())
+      if (p.name == name)
+        return parse_cluster(std::string(p.toml), fmt::format("configs/clusters/{}.toml", name));
+    fail("unknown cluster \"{}\": {}, and not a preset ({})", name,
+         fs::exists(name, ec) ? "not a file" : "no such file", fmt::join(cluster_preset_names(), ", "));
   }
-  if (!fs::exists(path))
-    fail("unknown cluster \"{}\": use a preset ({}) or a path to a cluster TOML file", name,
-         fmt::join(cluster_preset_names(), ", "));
-  std::ifstream in(path);
+  std::ifstream in(name);
   std::stringstream text;
   text << in.rdbuf();
-  return parse_cluster(text.str(), path.string());
+  return parse_cluster(text.str(), name);
 }
 
 namespace {
@@ -374,11 +363,13 @@ std::string to_toml(const ClusterSpec& c) {
   return fmt::format(
       "name = \"{}\"\n\n[node]\ndevices = {}\n\n[device]\nmemory_gb = {}\nreserved_gb = {}\n"
       "peak_tflops_fp32 = {}\npeak_tflops_bf16 = {}\npeak_tflops_fp16 = {}\n"
-      "memory_bandwidth_gbs = {}\n\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
+      "memory_bandwidth_gbs = {}\n{}\n[gemm]\nmax_efficiency = {}\nhalf_dim = {}\n\n"
       "[intra_node]\nbandwidth_gbs = {}\nlatency_us = {}\n{}\n[inter_node]\nbandwidth_gbs = {}\n"
       "latency_us = {}\n{}{}",
       c.name, c.devices_per_node, c.memory_gb, c.reserved_gb, c.peak_tflops_fp32,
-      c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs, c.gemm_max_efficiency,
+      c.peak_tflops_bf16, c.peak_tflops_fp16, c.memory_bandwidth_gbs,
+      c.train_device ? fmt::format("train_device = \"{}\"\n", name_of(*c.train_device)) : "",
+      c.gemm_max_efficiency,
       c.gemm_half_dim, c.intra_node.bandwidth_gbs, c.intra_node.latency_us,
       collective_rates_toml(c.intra_node, c.intra_node_all_to_all), c.inter_node.bandwidth_gbs,
       c.inter_node.latency_us, collective_rates_toml(c.inter_node),

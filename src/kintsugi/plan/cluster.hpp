@@ -1,17 +1,19 @@
 #pragma once
 // A cluster as the planner sees it: devices per node, each device's dense peak per dtype and
 // memory, the links inside and between nodes, and the GEMM-efficiency curve. Specs are TOML
-// files (configs/clusters/*.toml); `local` is this machine, built from measurements
-// (local_cluster.hpp).
+// files (the presets, configs/clusters/*.toml, are compiled in); `local` is this machine, built
+// from measurements (local_cluster.hpp).
 //
 // GEMM efficiency (the fraction of the dense peak a GEMM of m x k times k x n reaches):
 //   eff(m, n, k) = gemm_max_efficiency * m/(m + h) * n/(n + h) * k/(k + h),  h = gemm_half_dim
 // saturating in each dimension: large GEMMs approach gemm_max_efficiency, a dimension of h
 // halves it. `kintsugi tune` refits gemm_max_efficiency from measured steps.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kintsugi/core/device.hpp"
 #include "kintsugi/core/precision.hpp"
 
 namespace kintsugi {
@@ -37,6 +39,9 @@ struct ClusterSpec {
   double reserved_gb = 0;      // per device: runtime, kernels, fragmentation
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, peak_tflops_fp16 = 0;  // dense, per device
   double memory_bandwidth_gbs = 0;  // device memory: bounds the optimizer step
+  // [device] train_device: the train.device kintsugi trains these devices with ("cpu", "cuda");
+  // none for devices it has no backend for (Gaudi2, MI250X): plan --write-config refuses them.
+  std::optional<Device> train_device;
   double gemm_max_efficiency = 0;
   double gemm_half_dim = 0;
   LinkSpec intra_node, inter_node;
@@ -91,9 +96,9 @@ struct ClusterSpec {
 // Parses a cluster spec; every missing or out-of-range key is an Error naming the key and the
 // file. `source` names the text in messages.
 ClusterSpec parse_cluster(const std::string& toml_text, const std::string& source);
-// A preset name ("dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2", "perlmutter"), a path to
-// a TOML file, or "local" (this machine, from measurements, its cores shared by `local_ranks`
-// ranks; 0: one rank per core).
+// A path to a TOML file, a preset name ("dgx-a100-80gb", "dgx-h100", "frontier", "gaudi2",
+// "perlmutter": configs/clusters/, compiled in), or "local" (this machine, from measurements,
+// its cores shared by `local_ranks` ranks; 0: one rank per core).
 ClusterSpec load_cluster(const std::string& name_or_path, std::int64_t local_ranks = 0);
 std::vector<std::string> cluster_preset_names();
 // The cluster spec as TOML (what `tune` writes after refitting).

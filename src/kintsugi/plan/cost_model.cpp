@@ -84,13 +84,15 @@ std::int64_t pipeline_sends(int chunk, int chunks) {
   return (chunk == chunks - 1 ? 0 : 1) + (chunk == 0 ? 0 : 1);
 }
 
+LayoutSpec layout_spec(const Layout& l, std::int64_t global_batch) {
+  return {.tp = l.tp, .pp = l.pp, .dp = l.dp, .schedule = l.schedule,
+          .virtual_stages = l.virtual_stages, .zero = l.zero, .hsdp = l.hsdp,
+          .sequence_parallel = l.sequence_parallel, .tensor_grid = l.tensor_grid,
+          .global_batch = global_batch, .micro_batch = l.micro_batch};
+}
+
 std::string layout_problem(const Workload& w, const Layout& l) {
-  return layout_problem(w.model, {.tp = l.tp, .pp = l.pp, .dp = l.dp,
-                                  .schedule = l.schedule, .virtual_stages = l.virtual_stages,
-                                  .zero = l.zero, .hsdp = l.hsdp,
-                                  .sequence_parallel = l.sequence_parallel,
-                                  .tensor_grid = l.tensor_grid,
-                                  .global_batch = w.global_batch, .micro_batch = l.micro_batch});
+  return layout_problem(w.model, layout_spec(l, w.global_batch));
 }
 
 namespace {

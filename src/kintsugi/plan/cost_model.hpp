@@ -128,6 +128,10 @@ struct Prediction {
   bool tp_crosses_nodes = false, pp_crosses_nodes = false, dp_crosses_nodes = false;
 };
 
+// The layout with a global batch as the rule book reads it: the one conversion from the
+// planner's Layout to parallel/layout_rules.hpp's LayoutSpec, so that no caller drops a field
+// (a grid lost on the way made the ramp-up suggestion refuse grid layouts).
+LayoutSpec layout_spec(const Layout& l, std::int64_t global_batch);
 // Empty when the runtime would accept the layout for this workload on its world size; else the
 // reason: parallel/layout_rules.hpp's layout_problem, the runtime's own rule book.
 std::string layout_problem(const Workload& w, const Layout& l);

@@ -24,8 +24,12 @@ struct CriticalBatchFit {
 // B_crit(L) in tokens; kintsugi::Error unless loss is a finite number > 0.
 double critical_batch_tokens(double loss_nats, const CriticalBatchFit& fit = {});
 
+// A critical batch of at least this many sequences passes any batch a run could take (a small
+// loss: L = 0.001 gives 4e22 tokens); critical_batch_sequences saturates there.
+constexpr std::int64_t kUnboundedCriticalBatch = 9'000'000'000'000'000'000;
+
 // The largest global batch in sequences of `seq_len` tokens at or below B_crit(loss) (at least
-// 1 sequence).
+// 1 sequence, at most kUnboundedCriticalBatch).
 std::int64_t critical_batch_sequences(double loss_nats, std::int64_t seq_len,
                                       const CriticalBatchFit& fit = {});
 

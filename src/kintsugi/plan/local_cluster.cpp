@@ -166,6 +166,7 @@ ClusterSpec local_cluster(std::int64_t ranks) {
   c.intra_node.reduce_scatter_gbs = links->reduce_scatter_gbs;
   c.intra_node.all_gather_gbs = links->all_gather_gbs;
   c.inter_node = c.intra_node;  // one node
+  c.train_device = Device::cpu;
   return c;
 }
 

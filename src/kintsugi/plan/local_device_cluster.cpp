@@ -67,6 +67,7 @@ LocalDeviceCluster local_device_cluster(Backend& backend, const LinkSpec& links,
   LocalDeviceCluster out;
   ClusterSpec& c = out.spec;
   c.name = "local-" + kind;
+  c.train_device = device;
   c.source = fmt::format("this machine's {}, {} of {} visible, measured ({})", info.name, ranks,
                          info.visible_devices, measurements_file().string());
   c.devices_per_node = ranks;

@@ -9,12 +9,7 @@ namespace kintsugi {
 namespace {
 
 bool splits(const ModelConfig& model, const Layout& l, std::int64_t batch) {
-  LayoutSpec spec{.tp = l.tp, .pp = l.pp, .dp = l.dp, .schedule = l.schedule,
-                  .virtual_stages = l.virtual_stages, .zero = l.zero, .hsdp = l.hsdp,
-                  .sequence_parallel = l.sequence_parallel};
-  spec.global_batch = batch;
-  spec.micro_batch = l.micro_batch;
-  return layout_problem(model, spec).empty();
+  return layout_problem(model, layout_spec(l, batch)).empty();
 }
 
 }  // namespace

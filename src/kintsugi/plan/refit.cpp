@@ -154,6 +154,10 @@ RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t w
   out.ties = within_refit_error(out.top.time.total(),
                                 predict(w, refit, runs[out.fastest].predicted.layout).time.total(),
                                 refit.refit_error);
+  out.ranked = plan.ranked.size();
+  for (std::size_t i = 1; i < plan.ranked.size(); ++i)
+    out.tied_with_top += within_refit_error(out.top.time.total(), plan.ranked[i].time.total(),
+                                            refit.refit_error);
   return out;
 }
 

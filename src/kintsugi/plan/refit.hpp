@@ -72,6 +72,9 @@ struct RefitPlan {
   std::optional<std::size_t> top_run;  // the measured run of this very layout, if any
   std::size_t fastest = 0;             // the fastest measured run
   bool ties = false;  // the fastest run's refit prediction ties with #1's (within_refit_error)
+  // Of the refit plan's `ranked` fitting layouts, how many after #1 tie with it: most of them on
+  // a loaded machine, whose spread makes the error wide (tune says so).
+  std::size_t tied_with_top = 0, ranked = 0;
   // Plan -> tune -> plan closes: the plan ranks first what was measured fastest, or says the
   // two tie.
   bool closes() const { return top_run == fastest || ties; }

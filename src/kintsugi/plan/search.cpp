@@ -35,6 +35,11 @@ std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> tensor_options(
         if (tp / x % y != 0) continue;
         const std::vector<std::int64_t> grid = {x, y, tp / (x * y)};
         if (!allowed(s.tensor_grid, grid)) continue;
+        // 1 x N x 1 is Megatron's 1D layout over y, the same splits, collectives and bytes
+        // computed by the grid code (docs/parallelism.md, "Degenerate grids"): the 1D option
+        // is that layout, so the grid is searched only where it is named. N x 1 x 1 and
+        // 1 x 1 x N are layouts of their own (other collectives) and stay.
+        if (s.tensor_grid.empty() && x == 1 && tp / (x * y) == 1) continue;
         const Layout probe{.tp = tp, .micro_batch = grid[2], .tensor_grid = grid};
         Workload one = w;
         one.global_batch = grid[2];

@@ -35,6 +35,28 @@ std::int64_t ramped_batch(const BatchRampup& ramp, std::int64_t global_batch,
   return ramp.start + std::min(k, n) * ramp.increment;
 }
 
+std::int64_t steps_to_consume(const BatchRampup& ramp, std::int64_t global_batch,
+                              std::int64_t sequences) {
+  std::int64_t steps = 0, c = 0;
+  while (c < sequences) {
+    const std::int64_t b = ramped_batch(ramp, global_batch, c);
+    // Where the batch next changes: the first c with floor(c n / samples) = k + 1, the next
+    // phase of the ramp (ramped_batch), or never at the full batch. A phase at a time, not a
+    // step: a budget can be millions of steps.
+    std::int64_t next = sequences;
+    if (b < global_batch) {
+      const std::int64_t n = (global_batch - ramp.start) / ramp.increment;
+      const std::int64_t k = (b - ramp.start) / ramp.increment;
+      next = std::min(next, static_cast<std::int64_t>(
+                                (static_cast<__int128>(k + 1) * ramp.samples + n - 1) / n));
+    }
+    const std::int64_t s = (next - c + b - 1) / b;
+    steps += s;
+    c += s * b;
+  }
+  return steps;
+}
+
 std::vector<std::int64_t> ramp_batches(const BatchRampup& ramp, std::int64_t global_batch) {
   if (!ramp.enabled()) return {global_batch};
   std::vector<std::int64_t> out;

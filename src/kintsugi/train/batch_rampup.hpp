@@ -42,6 +42,11 @@ BatchRampup batch_rampup_of(const TrainConfig& train);
 std::int64_t ramped_batch(const BatchRampup& ramp, std::int64_t global_batch,
                           std::int64_t consumed);
 
+// The optimizer steps a run takes to consume at least `sequences` sequences, the ramp's smaller
+// batches included (`kintsugi plan --write-config`'s train.steps for a token budget).
+std::int64_t steps_to_consume(const BatchRampup& ramp, std::int64_t global_batch,
+                              std::int64_t sequences);
+
 // Every global batch the ramp passes through, ascending, the full one last ({global_batch}
 // without a ramp).
 std::vector<std::int64_t> ramp_batches(const BatchRampup& ramp, std::int64_t global_batch);

@@ -40,10 +40,7 @@ std::string layout_config_toml(const RunConfig& base, const Layout& l) {
   if (p.pp != base.parallel.pp) p.layers_per_stage.clear();  // one entry per stage
   c.train.micro_batch = l.micro_batch;
   c.train.recompute = l.recompute;
-  return fmt::format("# Written by `kintsugi plan --write-config`: {}\n"
-                     "# Launch with {} ranks: mpirun -np {} kintsugi train --config <this file>\n\n",
-                     describe(l), l.world(), l.world()) +
-         run_config_toml(c);
+  return fmt::format("# Layout {}: {} ranks\n\n", describe(l), l.world()) + run_config_toml(c);
 }
 
 }  // namespace kintsugi

@@ -55,6 +55,24 @@ data::BatchSampler open_one_dataset(const std::string& path, const char* key,
                             static_cast<std::uint64_t>(config.train.seed));
 }
 
+namespace {
+constexpr std::string_view kPlaceholder = "<set me: ";
+}  // namespace
+
+std::string data_placeholder(std::string_view what) {
+  return fmt::format("{}{}>", kPlaceholder, what);
+}
+
+void refuse_data_placeholders(const DataConfig& data) {
+  for (const auto& [key, value] : {std::pair{"data.train", &data.train},
+                                   std::pair{"data.val", &data.val},
+                                   std::pair{"data.tokenizer", &data.tokenizer}})
+    if (value->starts_with(kPlaceholder))
+      fail("{} = \"{}\" is a placeholder (`kintsugi plan --write-config` cannot know your data): "
+           "set it in the config or with --set {}=PATH",
+           key, *value, key);
+}
+
 std::string describe_data(const data::BatchSampler& sampler) {
   std::string text;
   double total = 0;
