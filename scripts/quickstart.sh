@@ -6,7 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/setup.sh
-scripts/build.sh
+scripts/build.sh --target kintsugi -DKINTSUGI_TESTS=OFF -DKINTSUGI_BENCH=OFF
 scripts/fetch_data.sh build/kintsugi
 # OpenMPI refuses to run as root unless told it is intended.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -19,7 +19,7 @@ build="${KINTSUGI_SANITIZE_BUILD:-$repo/build-san}"
 cd "$repo"
 # Everything may run as root (CI does); OpenMPI refuses that unless told it is intended.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-scripts/setup.sh
+scripts/setup.sh --tests
 # Debug information for the reports' stack traces, optimized so the suite finishes.
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINTSUGI_SANITIZE=ON \
   -DKINTSUGI_BENCH=OFF >/dev/null

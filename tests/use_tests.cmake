@@ -13,13 +13,13 @@ set_tests_properties(use.tensorboard PROPERTIES PROCESSORS 2 TIMEOUT 120)
 # (checkpoint_tests.cmake: train.eval_batches 3 x train.micro_batch 1 = 3 windows).
 add_test(NAME use.eval_equals_validation
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval.sh $<TARGET_FILE:kintsugi>
-                 ${CKPT_OUT}/exact_serial/full ${MPI_DATA}/brown/val.bin 3
-                 ${MPI_DATA}/gpt2-tokenizer)
+                 ${CKPT_OUT}/exact_serial/full ${TEST_VAL} 3
+                 ${TEST_TOKENIZER})
 set_tests_properties(use.eval_equals_validation PROPERTIES FIXTURES_REQUIRED serial_checkpoint
                                                           PROCESSORS 2 TIMEOUT 180)
 add_test(NAME use.error.eval_needs_weights
          COMMAND ${EXPECT_ERROR} "eval needs either --checkpoint DIR"
-                 ${KINTSUGI_BIN} eval --data ${MPI_DATA}/brown/val.bin)
+                 ${KINTSUGI_BIN} eval --data ${TEST_VAL})
 
 add_test(NAME use.resume_guard
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_guard.sh $<TARGET_FILE:kintsugi>
@@ -36,13 +36,13 @@ set_tests_properties(use.help_shows_defaults PROPERTIES PASS_REGULAR_EXPRESSION
 add_test(NAME use.eval_init_from
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval_init_from.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/export_import/a ${CKPT_OUT}/export_import/hf/model.safetensors
-                 ${MPI_DATA}/brown/val.bin ${MICRO_RUN})
+                 ${TEST_VAL} ${MICRO_RUN})
 set_tests_properties(use.eval_init_from PROPERTIES FIXTURES_REQUIRED hf_export TIMEOUT 60)
 
 # generate from a saved model (with the tokenizer it carries) and from a training checkpoint.
 add_test(NAME use.generate_from_either_checkpoint
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/generate_checkpoints.sh $<TARGET_FILE:kintsugi>
-                 ${EXPECT_ERROR} ${USE_OUT}/generate ${MPI_DATA}/gpt2-tokenizer ${MICRO_RUN})
+                 ${EXPECT_ERROR} ${USE_OUT}/generate ${TEST_TOKENIZER} ${MICRO_RUN})
 set_tests_properties(use.generate_from_either_checkpoint PROPERTIES TIMEOUT 120)
 # generate on Llama 2's tokenizer: the words keep their spaces.
 add_test(NAME use.generate_sentencepiece_spaces

@@ -20,3 +20,4 @@ if compgen -G "$dir/run/checkpoints/step-*" >/dev/null; then
   exit 1
 fi
 echo "no diverged state was saved"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

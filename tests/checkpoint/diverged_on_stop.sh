@@ -39,3 +39,4 @@ grep -Eq "the run diverged: after step 3 the validation loss is .*step 3 was not
 [[ -f "$ckpts/step-00000002/manifest.json" ]] || die "the sound checkpoint of step 2 was removed"
 [[ "$(cat "$ckpts/latest")" == step-00000002 ]] || die "latest names $(cat "$ckpts/latest")"
 echo "the stop save refused the diverged state; step 2 stays latest"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -37,3 +37,4 @@ cmp "$dir/model/config.json" "$dir/rounded/config.json"
 "$kintsugi" train "$@" --precision bf16 --init-from "$dir/model" --set train.steps=1 \
   --set train.lr=1e-30 --set train.min_lr=1e-30 --out "$dir/b" > "$dir.b.log"
 "$check" weights "$dir/a" "$dir/b" 1e-12
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -33,3 +33,4 @@ final=$(sed -n 's/^done:.*val loss [0-9.]* -> \([0-9.]*\).*/\1/p' "$dir.a.log")
 initial=$(sed -n 's/^step 0 | val loss \([0-9.]*\)$/\1/p' "$dir.b.log")
 echo "validation loss: trained model $final, imported model $initial"
 [[ -n "$final" && "$final" == "$initial" ]]
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -34,3 +34,4 @@ assert m["step"] == 2 and m["optimizer_steps"] == 2, (m["step"], m["optimizer_st
 assert m["tokenizer"]["vocab_size"] == 50257, m.get("tokenizer")
 PY
 echo "fine-tune: serial and ${l[*]} agree; fresh optimizer state and schedule"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

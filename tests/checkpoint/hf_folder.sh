@@ -64,3 +64,4 @@ done
 text="Hand-made folders carry their tokenizer: naïve café"
 ids=$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/folder")
 [[ -n "$ids" && "$ids" == "$(printf '%s' "$text" | "$kintsugi" encode --tokenizer "$dir/serial/model")" ]]
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

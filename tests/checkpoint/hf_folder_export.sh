@@ -41,3 +41,4 @@ for layout in "--tp 2" "--pp 2"; do
     --init-from "$dir/sharded" $layout --out "$sub"
   "$check" compare "$dir/file" "$sub" 1e-5 1e-12
 done
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -51,3 +51,4 @@ set -e
 ((status == 0))
 # Nothing was trained or saved.
 test ! -e "$dir/run/model"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -32,4 +32,5 @@ echo "killed mid-save: step-00000002 complete, step-00000004.partial left, lates
 launch "$@" --save-every 2 --resume auto --out "$dir/run" | tee "$dir/resume.log" || die "resume failed"
 grep -q "resumed from .*step-00000002 at step 2" "$dir/resume.log" || die "did not resume from step 2"
 test ! -e "$ckpt/step-00000004.partial" || die "the half-written checkpoint was not cleaned up"
-"$check" resumed "$dir/full" "$dir/run" 0
+"$check" resumed "$dir/full" "$dir/run" 0 || exit 1
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -37,3 +37,4 @@ mpmd "--out $dir/run --overwrite" "--out $dir/run --resume auto"
   "${launch[@]}" || exit 1
 [[ "$(cat "$dir/run/metrics.jsonl")" == "$earlier" ]] || die "--overwrite differed, yet the earlier run was removed"
 echo "both launches were refused before anything was removed"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

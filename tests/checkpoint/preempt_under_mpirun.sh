@@ -91,3 +91,4 @@ mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" train "${flags[@]}" \
 grep -q "resum" "$dir/resumed.log" || { cat "$dir/resumed.log"; fail "the run did not resume"; }
 (($(grep -c '"loss":' "$dir/run/metrics.jsonl" || true) == steps + 1)) || fail "the resumed run did not add step $((steps + 1))"
 echo "ok ($case): saved step $steps, exit 0, resumed to step $((steps + 1)), no rank outlived mpirun"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

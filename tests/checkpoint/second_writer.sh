@@ -37,3 +37,4 @@ wait "$first" || die "the first run exited with status $?: $(cat "$dir/first.log
 grep -q "stopped by a signal after step" "$dir/first.log" || die "the first run did not save"
 trap - EXIT
 echo "the second job was refused while the first ran; the first stopped cleanly"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

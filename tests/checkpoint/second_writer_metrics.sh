@@ -35,3 +35,4 @@ grep -q "stopped by a signal after step" "$dir/first.log" || die "the first run 
 (($(grep -c '"loss":' "$metrics" || true) >= lines)) || die "the first run's metrics lost lines"
 trap - EXIT
 echo "the second job was refused while the first wrote the metrics file; it kept its lines"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -32,3 +32,4 @@ if [[ "$family" == gpt2 ]]; then
   done
   echo "gpt2: seq_len 32 -> 64 refused"
 fi
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -44,4 +44,5 @@ test -f "$dir/run/checkpoints/step-$(printf %08d "$steps")/manifest.json" || die
 total=$((steps + 2))
 launch "${flags[@]}" --set train.steps=$total --resume auto --out "$dir/run" || die "resume failed"
 launch "${flags[@]}" --set train.steps=$total --out "$dir/full" >/dev/null || die "reference failed"
-"$check" resumed "$dir/full" "$dir/run" 0
+"$check" resumed "$dir/full" "$dir/run" 0 || exit 1
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

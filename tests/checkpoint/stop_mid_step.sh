@@ -56,7 +56,8 @@ total=$((steps + 2))
 launch "${slow[@]}" --set train.steps=$total --resume auto --out "$dir/run" || die "resume failed"
 launch "${slow[@]}" --set train.steps=$total --out "$dir/full" >/dev/null || die "reference failed"
 if [[ "$phase" == train ]]; then
-  "$check" resumed "$dir/full" "$dir/run" 0
+  "$check" resumed "$dir/full" "$dir/run" 0 || exit 1
 else  # the interrupted evaluation left its step's line without a validation loss
-  "$check" weights "$dir/full" "$dir/run" 0
+  "$check" weights "$dir/full" "$dir/run" 0 || exit 1
 fi
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -31,3 +31,4 @@ if got != want:
     sys.exit(f"tokens_seen after a batch change: got {got}, want {want}")
 print("tokens_seen", got)
 PY
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -42,7 +42,7 @@ if grep -q fetch_data <<<"$out"; then
   echo "FAIL: advice about the demo data for the user's own path"
   exit 1
 fi
-# Llama 3's tokenizer encodes "你好" as 57668 53901, past GPT-2's 50257.
-"$expect_error" "^kintsugi: error: the prompt as .* encodes it holds token id 57668 \\(at position 0\\), outside the model's vocabulary of 50257 \\(model.vocab_size\\): generate with the tokenizer ../run/model was trained with \\(--tokenizer\\)$" \
+# Llama 3's tokenizer encodes "你好" as 57668 53901, past the test model's 512 ids.
+"$expect_error" "^kintsugi: error: the prompt as .* encodes it holds token id 57668 \\(at position 0\\), outside the model's vocabulary of 512 \\(model.vocab_size\\): generate with the tokenizer ../run/model was trained with \\(--tokenizer\\)$" \
   "$kintsugi" generate --checkpoint ../run/model --tokenizer "$tokenizer/../llama3-tokenizer" \
   --prompt "你好" --tokens 2

@@ -37,3 +37,4 @@ grep -q "token file $dir/train.bin changed while this run was reading it" "$dir/
   die "the message does not name the file"
 test -f "$dir/run/checkpoints/step-00000001/manifest.json" || die "the checkpoint of step 1 is gone"
 echo "the run named the truncated file and exited 1"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -54,3 +54,4 @@ cp -r "$dir/run/model" "$dir/bare" && rm "$dir/bare/vocab.json" "$dir/bare/merge
   --set data.val="$data/brown/llama2/val.bin" --set data.tokenizer="$data/llama2-tokenizer" \
   --init-from "$dir/run/model" --out "$dir/refused3"
 echo "tokenizer identity: every mismatch refused"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

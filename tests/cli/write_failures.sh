@@ -37,3 +37,4 @@ case "$case" in
     ;;
   *) die "unknown case $case" ;;
 esac
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -48,3 +48,4 @@ for pid in $ranks; do
   fi
 done
 echo "ok: the job ended with status $status $((SECONDS - start))s after it started"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

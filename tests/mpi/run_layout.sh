@@ -15,3 +15,4 @@ mpirun -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train --out "$out
 "$check" compare "$out/$reference" "$out/$name" "$rtol" "$weight_rtol"
 "$check" comm "$out/$name"
 "$check" memory "$out/$name"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$out/$name"

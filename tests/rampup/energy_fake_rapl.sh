@@ -85,3 +85,4 @@ print(f"coarse: {len(carried)} of {len(steps)} steps carry energy, {power:.1f} W
 if not 60 < power < 140:
     sys.exit(f"coarse counter: measured {power:.1f} W of a 100 W fake package")
 PY
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

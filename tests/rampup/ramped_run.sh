@@ -60,3 +60,4 @@ for run in ("serial", "parallel", "serial_resumed", "parallel_resumed"):
                      f"want {want[r['step']]}")
 print("batches", [want[s][0] for s in sorted(want)])
 PY
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

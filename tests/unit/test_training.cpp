@@ -12,6 +12,7 @@
 
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/train/trainer.hpp"
+#include "brown_data.hpp"
 #include "scratch_dir.hpp"
 
 namespace kintsugi {
@@ -19,13 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-RunConfig tiny_config(std::vector<std::string> extra) {
-  const std::string data = KINTSUGI_DATA_DIR;
-  if (!fs::exists(data + "/brown/train.bin"))
-    ADD_FAILURE() << "the Brown corpus is missing: run scripts/fetch_data.sh";
-  std::vector<std::string> overrides = {"data.train=" + data + "/brown/train.bin",
-                                        "data.val=" + data + "/brown/val.bin",
-                                        "data.tokenizer=" + data + "/gpt2-tokenizer"};
+// gpt-tiny on the Brown corpus: in the tests' 512 ids, or in GPT-2's (brown_data.hpp).
+RunConfig tiny_config(std::vector<std::string> extra, bool gpt2_ids = false) {
+  std::vector<std::string> overrides = brown_overrides(gpt2_ids);
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml", overrides);
 }
@@ -35,7 +32,8 @@ TEST(Training, TinyGptLearnsBrownCorpus) {
   // Sequences of 64 tokens (half the preset's) halve the test's time and still learn 3 nats.
   RunConfig config =
       tiny_config({"model.seq_len=64", "train.steps=40", "train.eval_every=20",
-                   "train.eval_batches=8", "train.warmup_steps=5", "train.log_every=40"});
+                   "train.eval_batches=8", "train.warmup_steps=5", "train.log_every=40"},
+                  /*gpt2_ids=*/true);
   std::ostringstream log;
   const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
   EXPECT_NEAR(s.first_val_loss, std::log(50257.0), 0.3) << log.str();
@@ -81,8 +79,7 @@ TEST(Training, BlendWithoutValidationCountsTokensPerDataset) {
   const fs::path out =
       fs::temp_directory_path() / ("kintsugi-test-blend-" + std::to_string(getpid()));
   fs::remove_all(out);
-  const std::string data = KINTSUGI_DATA_DIR;
-  const std::string a = data + "/brown/train.bin", b = data + "/brown/val.bin";
+  const std::string a = brown_data().train, b = brown_data().val;
   RunConfig config = tiny_config(
       {"train.steps=3", "train.warmup_steps=1", "train.log_every=1", "data.val=\"\"",
        "train.save_checkpoint=false",
