@@ -127,6 +127,13 @@ add_test(NAME ckpt.export_bf16
                  ${CKPT_OUT} export_bf16 ${MICRO_RUN})
 set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
                      ckpt.export_bf16 PROPERTIES TIMEOUT 300)
+# Besides the weights: a training checkpoint's export takes the tokenizer of the run's model/
+# (when the fingerprints agree), tokenizer_config.json and config.json describe the model
+# (model_max_length, bos/eos ids), a re-export says which files it replaces and removes, and
+# shards under another name than model.safetensors are refused.
+add_test(NAME ckpt.export_details
+         COMMAND ${CKPT}/export_details.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA})
+set_tests_properties(ckpt.export_details PROPERTIES TIMEOUT 120)
 set_tests_properties(ckpt.export_import PROPERTIES FIXTURES_SETUP hf_export)
 # A file whose shapes do not fit the model (another MLP width): refused on every rank, reported
 # by one, under mpirun.

@@ -624,7 +624,7 @@ class TrainingRun {
   // from any directory; a tokenizer that cannot be loaded is reported, not fatal.
   void save_tokenizer(const std::string& dir) {
     try {
-      data::load_tokenizer(config_.data.tokenizer)->save(dir);
+      data::load_tokenizer(config_.data.tokenizer)->save(dir, config_.model.seq_len);
     } catch (const Error& e) {
       fmt::print(log_, "note: no tokenizer saved with the model ({})\n", e.what());
     }
