@@ -127,6 +127,13 @@ add_test(NAME ckpt.export_bf16
                  ${CKPT_OUT} export_bf16 ${MICRO_RUN})
 set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
                      ckpt.export_bf16 PROPERTIES TIMEOUT 300)
+# Besides the weights: a training checkpoint's export takes the tokenizer of the run's model/
+# (when the fingerprints agree), tokenizer_config.json and config.json describe the model
+# (model_max_length, bos/eos ids), a re-export says which files it replaces and removes, and
+# shards under another name than model.safetensors are refused.
+add_test(NAME ckpt.export_details
+         COMMAND ${CKPT}/export_details.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA})
+set_tests_properties(ckpt.export_details PROPERTIES TIMEOUT 120)
 set_tests_properties(ckpt.export_import PROPERTIES FIXTURES_SETUP hf_export)
 # A file whose shapes do not fit the model (another MLP width): refused on every rank, reported
 # by one, under mpirun.
@@ -196,6 +203,8 @@ hf_folder_refused_test(activation "config.json: hidden_act = \"gelu\" is not sup
 hf_folder_refused_test(attention_bias "config.json: attention_bias = true is not supported")
 hf_folder_refused_test(unknown_field "config.json: field sliding_window is not one kintsugi knows")
 hf_folder_refused_test(other_family "config.json: model_type = \"mistral\" is not supported")
+# Values no model can have are named as the file's fields, not as model.* keys.
+hf_folder_refused_test(zero_rms_norm_eps "config.json: rms_norm_eps = 0 must be positive")
 hf_folder_refused_test(contradicts_config
                        "model.d_ff = 128 contradicts .*config.json \\(intermediate_size gives 64\\)"
                        --set model.d_ff=128)

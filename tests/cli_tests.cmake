@@ -51,6 +51,13 @@ add_test(NAME cli.error.out_cannot_be_created
          COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake/run cannot be created"
                  ${KINTSUGI_BIN} train --config ${TINY} ${TINY_DATA}
                  --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake/run)
+# GPT-2's token ids on a Llama preset: the data is what to change (data of the model's
+# tokenizer), not the model's vocabulary.
+add_test(NAME cli.error.data_of_another_tokenizer
+         COMMAND ${EXPECT_ERROR}
+                 "train.bin holds token id [0-9]+ \\(at position [0-9]+\\), beyond the model's vocabulary of 32000 \\(its header records a tokenizer of vocabulary 50257[^)]*\\): point data.train at data made with the model's tokenizer"
+                 ${KINTSUGI_BIN} train --set model.preset=llama-tiny ${TINY_DATA}
+                 --out ${CMAKE_CURRENT_BINARY_DIR}/cli-runs/data_of_another_tokenizer)
 add_test(NAME cli.error.config_is_a_directory
          COMMAND ${EXPECT_ERROR} "config file .*configs/? is a directory"
                  ${KINTSUGI_BIN} train --config ${PROJECT_SOURCE_DIR}/configs)

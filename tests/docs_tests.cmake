@@ -15,3 +15,8 @@ add_test(NAME docs.numbers
          COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_numbers.py
                  $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs.numbers PROPERTIES TIMEOUT 300)
+# docs.lists: README's documentation index names every docs/*.md, and docs/config.md's key table
+# and presets are the ones `kintsugi train --help-config` prints, so that neither list drifts.
+add_test(NAME docs.lists
+         COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_lists.py
+                 $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})

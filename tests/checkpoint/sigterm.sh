@@ -40,6 +40,9 @@ cat "$dir/signalled.log"
 grep -q "stopped by a signal after step" "$dir/signalled.log" || die "no stop message"
 steps=$(sed -n 's/.*stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/signalled.log")
 test -f "$dir/run/checkpoints/step-$(printf %08d "$steps")/manifest.json" || die "no checkpoint of step $steps"
+# The summary says the run stopped, and that its one validation loss is the one before step 1.
+grep -q "^stopped by a signal at step $steps: .* | val loss [0-9.]* at step 0 (not evaluated since) |" \
+  "$dir/signalled.log" || die "the summary line does not say the run stopped, or repeats an unchanged val loss"
 
 total=$((steps + 2))
 launch "${flags[@]}" --set train.steps=$total --resume auto --out "$dir/run" || die "resume failed"

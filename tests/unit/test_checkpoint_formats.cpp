@@ -245,6 +245,51 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   EXPECT_TRUE(refused(j, "n_head = 2.5 is not a positive integer"));
 }
 
+// A value of config.json that no model can have is refused as the file's field, with the
+// truth about it, not as a model.* key the user never set.
+TEST(HfConfig, ImpossibleValuesAreRefusedAsTheFilesFields) {
+  ModelConfig llama = model_preset("llama-tiny");
+  auto error = [](const nlohmann::json& j) {
+    return error_of([&] { model_from_hf_config(j, "dir/config.json"); });
+  };
+  nlohmann::json j = hf_config(llama);
+  j["rms_norm_eps"] = 0;
+  EXPECT_EQ(error(j), "dir/config.json: rms_norm_eps = 0 must be positive");
+  j = hf_config(llama);
+  j["rope_theta"] = 0;
+  EXPECT_EQ(error(j), "dir/config.json: rope_theta = 0 must be positive");
+  j = hf_config(llama);
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", -1.0}};
+  EXPECT_NE(error(j).find("dir/config.json: rope_parameters.rope_theta = -1.0 must be"),
+            std::string::npos)
+      << error(j);
+  j = hf_config(llama);  // heads of 120 / 8 = 15: RoPE rotates pairs of dimensions
+  j["hidden_size"] = 120;
+  j["num_attention_heads"] = 8;
+  j["num_key_value_heads"] = 8;
+  EXPECT_NE(error(j).find("dir/config.json: hidden_size / num_attention_heads = 15 must be even"),
+            std::string::npos)
+      << error(j);
+  j = hf_config(llama);
+  j["initializer_range"] = 0;
+  EXPECT_EQ(error(j), "dir/config.json: initializer_range = 0 must be positive");
+  const ModelConfig gpt = model_preset("gpt-tiny");
+  j = hf_config(gpt);
+  j["n_head"] = 3;
+  EXPECT_NE(error(j).find("dir/config.json: n_embd = 128 is not divisible by n_head = 3"),
+            std::string::npos)
+      << error(j);
+  j = hf_config(gpt);
+  j["layer_norm_epsilon"] = -1;
+  EXPECT_EQ(error(j), "dir/config.json: layer_norm_epsilon = -1 must be positive");
+  j = hf_config(model_preset("bloom-tiny"));
+  j["n_head"] = 3;
+  EXPECT_NE(error(j).find("dir/config.json: hidden_size = 128 is not divisible by n_head = 3"),
+            std::string::npos)
+      << error(j);
+}
+
 // Headers alone: byte ranges in the file, nothing read.
 TEST(Safetensors, HeaderLocatesTensors) {
   const ScratchDir scratch("safetensors-header");

@@ -301,9 +301,15 @@ TEST(HfTokenizer, SavedFilesLoadBack) {
   for (const char* name : kNames) {
     REQUIRE_TOKENIZER(tok, name);
     TempDir dir;
-    tok.save(dir.path);
+    tok.save(dir.path, 77);
     auto again = kintsugi::data::load_tokenizer(dir.path, "--tokenizer");
     EXPECT_EQ(again->encode("Saved and loaded again: 123 日本"), tok.encode("Saved and loaded again: 123 日本"));
     EXPECT_EQ(again->eos_id(), tok.eos_id());
+    // The context of the model it is saved with, not the one its files came with (Llama 2's
+    // say 4096).
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir.path / "tokenizer_config.json"))
+                  .at("model_max_length"),
+              77)
+        << name;
   }
 }

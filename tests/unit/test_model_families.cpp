@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "gradcheck.hpp"
+#include "kintsugi/core/error.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -157,6 +158,22 @@ TEST_P(Family, ConfigJsonRoundTrips) {
   EXPECT_EQ(back.kv_heads(), c.kv_heads());
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(parameter_count(back), parameter_count(c));
+}
+
+// A manifest's impossible model is refused as the manifest's, naming its field: not as a model.*
+// key of a config the user never wrote.
+TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
+  nlohmann::json j = to_json(model_preset("gpt-tiny"));
+  j["n_head"] = 3;
+  try {
+    model_config_from_json(j, "run/model/manifest.json");
+    ADD_FAILURE() << "n_head 3 of d_model 128 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("run/model/manifest.json: model.d_model = 128 is not "
+                                          "divisible by model.n_head = 3", 0),
+              0u)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Family, ::testing::Values("gpt2", "llama", "bloom"),

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -44,7 +45,8 @@ class Fields {
   double number(const std::string& f, double fallback) {
     mark(f);
     if (!has(f)) return fallback;
-    if (!j_.at(f).is_number()) fail("{}: {} = {} is not a number", source_, f, j_.at(f).dump());
+    if (!j_.at(f).is_number() || !std::isfinite(j_.at(f).get<double>()))
+      fail("{}: {} = {} is not a finite number", source_, f, j_.at(f).dump());
     return j_.at(f).get<double>();
   }
   bool boolean(const std::string& f, bool fallback) {
@@ -173,6 +175,8 @@ HfModel llama(Fields& f, const json& j, const std::string& source) {
     for (const auto& [k, v] : r.items()) {
       if (k == "rope_theta" && v.is_number()) {
         m.rope_theta = v.get<double>();
+        if (!(m.rope_theta > 0) || !std::isfinite(m.rope_theta))
+          fail("{}: rope_parameters.rope_theta = {} must be a positive number", source, v.dump());
       } else if (k != "rope_type" || v != "default") {
         fail("{}: rope_parameters.{} = {} is not supported (kintsugi's RoPE has no scaling: "
              "rope_theta only)",
@@ -240,6 +244,7 @@ std::string HfModel::field_of(const std::string& key) const {
       {"model.vocab_size", {{Family::gpt2, "vocab_size"}, {Family::llama, "vocab_size"}, {Family::bloom, "vocab_size"}}},
       {"model.norm_eps", {{Family::gpt2, "layer_norm_epsilon"}, {Family::llama, "rms_norm_eps"}, {Family::bloom, "layer_norm_epsilon"}}},
       {"model.rope_theta", {{Family::gpt2, "(none)"}, {Family::llama, "rope_theta"}, {Family::bloom, "(none)"}}},
+      {"model.init_std", {{Family::gpt2, "initializer_range"}, {Family::llama, "initializer_range"}, {Family::bloom, "initializer_range"}}},
       {"model.seq_len", {{Family::gpt2, "n_positions"}, {Family::llama, "max_position_embeddings"}, {Family::bloom, "seq_length"}}}};
   auto it = names.find(key);
   return it == names.end() ? key : it->second.at(model.family);
@@ -264,6 +269,8 @@ HfModel model_from_hf_config(const nlohmann::json& config, const std::string& so
   }
   h.model.name = "custom";
   h.model.seq_len = h.max_positions > 0 ? h.max_positions : 1024;
+  // Refused as the file's fields, which the user can see, not as model.* keys they never set.
+  validate(h.model, {source, [&h](const std::string& key) { return h.field_of(key); }});
   return h;
 }
 

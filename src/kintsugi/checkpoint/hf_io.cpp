@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "kintsugi/checkpoint/hf_layout.hpp"
@@ -18,6 +19,7 @@
 #include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/data/atomic_file.hpp"
+#include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/config_json.hpp"
 
 namespace kintsugi {
@@ -55,33 +57,82 @@ std::vector<fs::path> indexed_shards(const fs::path& index) {
   return files;
 }
 
+// Shards of an earlier export next to `out` named as save_pretrained names them
+// (<stem>-0000K-of-0000N.safetensors), whether or not an index names them.
+std::vector<fs::path> shards_named_like(const fs::path& out) {
+  static const std::regex numbering(R"(-\d{5}-of-\d{5}\.safetensors)");
+  const std::string stem = out.stem().string();
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry :
+       fs::directory_iterator(out.parent_path().empty() ? "." : out.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && name.starts_with(stem) &&
+        std::regex_match(name.substr(stem.size()), numbering))
+      files.push_back(entry.path());
+  }
+  return files;
+}
+
+std::uint64_t byte_count(const std::map<std::string, NamedTensor>& tensors, DType dtype) {
+  std::uint64_t total = 0;
+  for (const auto& [_, t] : tensors) total += t.values.size() * size_of(dtype);
+  return total;
+}
+
+// Sharded weights carry transformers' names, the only ones from_pretrained looks for in a
+// folder: --out must be model.safetensors (refused before anything is written).
+void check_shard_names(const fs::path& out, std::uint64_t total, std::uint64_t max_shard_bytes) {
+  if (max_shard_bytes == 0 || total <= max_shard_bytes || out.filename() == "model.safetensors")
+    return;
+  fail("--out {}: the weights ({} bytes) are larger than --max-shard-size ({} bytes), and "
+       "sharded weights are model-0000K-of-0000N.safetensors with model.safetensors.index.json, "
+       "the names transformers' from_pretrained looks for: give --out {} (or no "
+       "--max-shard-size, for one file named {})",
+       out.string(), total, max_shard_bytes, (out.parent_path() / "model.safetensors").string(),
+       out.filename().string());
+}
+
 }  // namespace
 
-void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTensor>& tensors,
-                      const std::vector<std::string>& order, std::uint64_t max_shard_bytes,
-                      DType dtype) {
+WrittenFiles write_hf_weights(const fs::path& out, const std::map<std::string, NamedTensor>& tensors,
+                              const std::vector<std::string>& order, std::uint64_t max_shard_bytes,
+                              DType dtype) {
   const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   const fs::path index = dir / index_name(out);
-  const std::size_t element = size_of(dtype);
-  std::uint64_t total = 0;
-  for (const auto& [_, t] : tensors) total += t.values.size() * element;
+  const std::uint64_t total = byte_count(tensors, dtype);
+  check_shard_names(out, total, max_shard_bytes);
   // What an earlier export into the same folder left that a loader would take instead of the
-  // new files (transformers prefers model.safetensors to an index).
-  std::vector<fs::path> stale = indexed_shards(index);
+  // new files, or beside them (transformers prefers model.safetensors to an index).
+  std::set<fs::path> earlier;
+  for (const fs::path& f : indexed_shards(index)) earlier.insert(f);
+  for (const fs::path& f : shards_named_like(out)) earlier.insert(f);
+  earlier.insert(index);
+  earlier.insert(out);
+  WrittenFiles files;
+  auto remove_the_rest = [&] {
+    std::error_code ec;
+    for (const fs::path& f : earlier)
+      if (std::find(files.written.begin(), files.written.end(), f) == files.written.end() &&
+          fs::is_regular_file(f, ec) && fs::remove(f, ec))
+        files.removed.push_back(f);
+  };
   if (max_shard_bytes == 0 || total <= max_shard_bytes) {
     write_safetensors(out, tensors, {{"format", "pt"}}, dtype);
-    std::error_code ec;
-    fs::remove(index, ec);
-    for (const fs::path& f : stale)
-      if (f != out) fs::remove(f, ec);
-    return;
+    files.written.push_back(out);
+    remove_the_rest();
+    return files;
   }
+  // The earlier index goes first: until the new one is in place, no loader sees a set of
+  // shards that mixes the two exports.
+  std::error_code ec;
+  if (fs::remove(index, ec)) files.removed.push_back(index);
   // As transformers' save_pretrained: tensors in order, a new shard when the next would pass
   // the limit (a tensor larger than the limit gets a shard of its own).
   std::vector<std::vector<std::string>> shards(1);
   std::uint64_t bytes = 0;
   for (const std::string& name : order) {
-    const std::uint64_t size = tensors.at(name).values.size() * element;
+    const std::uint64_t size = tensors.at(name).values.size() * size_of(dtype);
     if (!shards.back().empty() && bytes + size > max_shard_bytes) {
       shards.emplace_back();
       bytes = 0;
@@ -91,7 +142,6 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
   }
   const std::string stem = out.stem().string();
   nlohmann::json weight_map = nlohmann::json::object();
-  std::vector<fs::path> written;
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::string file =
         fmt::format("{}-{:05}-of-{:05}.safetensors", stem, k + 1, shards.size());
@@ -101,7 +151,7 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
       weight_map[name] = file;
     }
     write_safetensors(dir / file, part, {{"format", "pt"}}, dtype);
-    written.push_back(dir / file);
+    files.written.push_back(dir / file);
   }
   // The index last: until it is in place, no loader sees a half-written set of shards.
   data::AtomicFile index_file(index);
@@ -109,10 +159,9 @@ void write_hf_weights(const fs::path& out, const std::map<std::string, NamedTens
                        .dump(2) +
                    "\n");
   index_file.commit();
-  std::error_code ec;
-  fs::remove(out, ec);
-  for (const fs::path& f : stale)
-    if (std::find(written.begin(), written.end(), f) == written.end()) fs::remove(f, ec);
+  files.written.push_back(index);
+  remove_the_rest();
+  return files;
 }
 
 namespace {
@@ -146,14 +195,19 @@ std::string torch_dtype_name(DType dtype) {
 }
 
 HfExport export_hf(const fs::path& checkpoint, const fs::path& out, std::uint64_t max_shard_bytes,
-                   std::optional<DType> dtype) {
+                   std::optional<DType> dtype, const data::Tokenizer* tokenizer) {
   const nlohmann::json manifest = read_manifest_json(checkpoint);
   const std::string what = (checkpoint / "manifest.json").string();
   if (!manifest.contains("model")) fail("{} has no model configuration", what);
   HfExport e;
   e.config = model_config_from_json(manifest.at("model"), what);
   const ModelConfig& config = e.config;
-  const auto table = hf_tensors(config);  // refuses families without a table
+  std::vector<HfTensor> table;  // refused for families without a table: said of the checkpoint
+  try {
+    table = hf_tensors(config);
+  } catch (const Error& e) {
+    fail("{} cannot be exported: {}", checkpoint.string(), e.what());
+  }
 
   // Whole tensors, from either kind of checkpoint (both check sizes and checksums first).
   std::map<std::string, NamedTensor> ours;
@@ -195,12 +249,52 @@ HfExport export_hf(const fs::path& checkpoint, const fs::path& out, std::uint64_
     e.rounded += rounded;
     e.elements += static_cast<std::int64_t>(t.values.size());
   }
-  write_hf_weights(out, theirs, order, max_shard_bytes, e.dtype);
+  check_shard_names(out, byte_count(theirs, e.dtype), max_shard_bytes);
   nlohmann::json hf = hf_config(config);
   hf["torch_dtype"] = torch_dtype_name(e.dtype);
-  data::AtomicFile json_file(out.parent_path() / "config.json");
-  json_file.write(hf.dump(2) + "\n");
-  json_file.commit();
+  if (tokenizer) {
+    if (const auto bos = tokenizer->bos_id()) hf["bos_token_id"] = *bos;
+    hf["eos_token_id"] = tokenizer->eos_id();
+  }
+
+  // Everything is checked: from here on, files are written.
+  const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  const fs::path config_json = dir / "config.json";
+  std::set<fs::path> before;  // the names of the folder's files, to say which it writes over
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_regular_file(ec)) before.insert(entry.path().filename());
+  std::vector<fs::path> written;
+  try {
+    fs::create_directories(dir);
+    // An earlier config.json would make the folder look like a model while it is half written.
+    fs::remove(config_json);
+    WrittenFiles weights = write_hf_weights(out, theirs, order, max_shard_bytes, e.dtype);
+    written = std::move(weights.written);
+    e.removed = std::move(weights.removed);
+    if (tokenizer) {
+      for (fs::path& f : tokenizer->save(dir, config.seq_len)) written.push_back(std::move(f));
+      e.tokenizer = true;
+      // Another tokenizer's files would be read beside (or instead of) the new ones.
+      for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json",
+                               "merges.txt", "special_tokens_map.json", "added_tokens.json",
+                               "tokenizer.model"}) {
+        const fs::path f = dir / name;
+        if (std::find(written.begin(), written.end(), f) == written.end() && fs::remove(f, ec))
+          e.removed.push_back(f);
+      }
+    }
+    data::AtomicFile json_file(config_json);
+    json_file.write(hf.dump(2) + "\n");
+    json_file.commit();
+    written.push_back(config_json);
+  } catch (const std::exception& error) {
+    fail("{} (the export into {} is incomplete and has no config.json: no loader takes it for a "
+         "model; export again)",
+         error.what(), dir.string());
+  }
+  for (const fs::path& f : written)
+    if (before.count(f.filename())) e.replaced.push_back(f);
   return e;
 }
 
@@ -236,7 +330,7 @@ void set_weights(const std::map<std::string, NamedTensor>& tensors, const RankSt
       if (it == tensors.end()) fail("{} has no tensor {}", source, e.spec.name);
       if (it->second.shape != stored_shape(e.spec))
         fail("{}: {} has shape [{}] (in our layout) but the model expects [{}]: set model.* to "
-             "match the file's config.json",
+             "the saved model's",
              source, e.spec.name, fmt::join(it->second.shape, ", "),
              fmt::join(stored_shape(e.spec), ", "));
       if (p.weights.dtype != DType::f32) fail("initial weights need float32 parameters");

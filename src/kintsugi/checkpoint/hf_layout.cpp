@@ -205,8 +205,6 @@ nlohmann::json hf_config(const ModelConfig& c) {
           {"embd_pdrop", 0.0},
           {"attn_pdrop", 0.0},
           {"tie_word_embeddings", true},
-          {"bos_token_id", 50256},
-          {"eos_token_id", 50256},
           {"torch_dtype", "float32"}};
 }
 

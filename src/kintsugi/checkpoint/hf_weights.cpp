@@ -104,15 +104,19 @@ HfWeights::HfWeights(const fs::path& path, const ModelConfig& config, bool head_
       fail("{} names tensor {} in {}, which does not hold it", (path / kIndex).string(), tensor,
            files_[k].filename().string());
 
-  // Every tensor the model needs, with the shape it needs.
+  // Every tensor the model needs, with the shape it needs. The model's shape came from the
+  // folder's config.json, or, for one file, from the run's model.* keys: a mismatch names that.
+  const std::string shape_from =
+      folder ? fmt::format("{} does not match the weights", (path / "config.json").string())
+             : "set model.* to the file's model";
   std::set<std::string> used;
   for (const HfTensor& t : hf_tensors(config)) {
     std::string base = hf_base_name(t.theirs);
     if (head_from_embedding && t.ours == "head.weight") base = "embed_tokens.weight";
     auto it = by_base.find(base);
     if (it == by_base.end())
-      fail("{} has no tensor {}: it is not a {} model of this shape (model.family, model.*)",
-           source_, t.theirs, name_of(config.family));
+      fail("{} has no tensor {}: it is not a {} model of this shape ({})", source_, t.theirs,
+           name_of(config.family), shape_from);
     used.insert(base);
     const std::vector<std::int64_t> ours = our_shape(t.ours, config);
     std::vector<std::int64_t> expected = hf_shape(t.conversion, config, ours);
@@ -121,10 +125,9 @@ HfWeights::HfWeights(const fs::path& path, const ModelConfig& config, bool head_
     if (t.ours == "embedding.position.weight" && shape.size() == 2 && shape[0] >= expected[0])
       expected[0] = shape[0];
     if (shape != expected)
-      fail("{}: {} has shape [{}] but the model expects [{}] (our {}): model.* or config.json "
-           "does not match the weights",
+      fail("{}: {} has shape [{}] but the model expects [{}] (our {}): {}",
            files_[it->second.file].string(), it->second.name, fmt::join(shape, ", "),
-           fmt::join(expected, ", "), t.ours);
+           fmt::join(expected, ", "), t.ours, shape_from);
     Source& s = sources_[t.ours];
     s.conversion = t.conversion;
     s.parts.push_back(it->second);

@@ -29,6 +29,7 @@
 #include "kintsugi/train/init_weights.hpp"
 #include "kintsugi/train/train_data.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "kintsugi/train/run_description.hpp"
 
 namespace kintsugi::cli {
 
@@ -191,7 +192,6 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
   const double seconds = clock.seconds();
   if (!place.chief) return;
   const std::int64_t tokens = windows * config.model.seq_len;
-  const ParallelConfig& p = config.parallel;
   if (args.json) {
     const nlohmann::json j = {{"loss", loss},
                               {"perplexity", std::exp(loss)},
@@ -200,15 +200,16 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
                               {"seq_len", config.model.seq_len},
                               {"data", args.data},
                               {"weights", weights.source},
-                              {"layout", {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}}},
+                              {"layout", layout_json(config, place)},
                               {"seconds", seconds}};
     fmt::print("{}\n", j.dump());
     return;
   }
-  fmt::print("eval | {} on {} | {} window{} of {} tokens ({} predicted tokens) | tp {} x pp {} x "
-             "dp {}\nloss {:.4f} | perplexity {:.2f} | {:.2f} s\n",
+  // The layout as train's log describes it (the tensor grid, ZeRO and the schedule included).
+  fmt::print("eval | {} on {} | {} window{} of {} tokens ({} predicted tokens) | {}\n"
+             "loss {:.4f} | perplexity {:.2f} | {:.2f} s\n",
              weights.source, args.data, windows, windows == 1 ? "" : "s", config.model.seq_len,
-             tokens, p.tp, p.pp, p.dp, loss, std::exp(loss), seconds);
+             tokens, describe_layout(config, place, model), loss, std::exp(loss), seconds);
 }
 
 void run(const Args& args) {
@@ -235,9 +236,10 @@ void run(const Args& args) {
            "all of them)",
            args.windows, disjoint, config.model.seq_len, args.data, disjoint);
     windows = args.windows > 0 ? args.windows : disjoint / mb * mb;
+    // (A file shorter than one window is refused when it is opened, naming model.seq_len.)
     if (windows < 1)
-      fail("{} holds too few tokens for one window of {} x {}: lower --micro-batch", args.data,
-           mb, config.model.seq_len);
+      fail("{} holds {} window{} of {} tokens, fewer than --micro-batch {}: give --micro-batch {}",
+           args.data, disjoint, disjoint == 1 ? "" : "s", config.model.seq_len, mb, disjoint);
     if (windows % mb != 0)
       fail("--windows {} is not a multiple of --micro-batch {}: change one of them", windows, mb);
     weights.emplace(read_weights(args, setup, data->tokens().tokenizer(), rank, world));

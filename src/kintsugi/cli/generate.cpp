@@ -213,10 +213,12 @@ void add_generate_command(CLI::App& app) {
                     args->checkpoint));
     // The same vocabulary size is no proof: the tokenizer must be the one the model records.
     std::string warning;
-    data::check_same_tokenizer(args->checkpoint, checkpoint.tokenizer,
-                               fmt::format("--tokenizer {}", args->tokenizer),
-                               data::identity_of(*tokenizer), args->allow_tokenizer_mismatch,
-                               &warning);
+    // Named as the user gave it: --tokenizer, or the files found in the checkpoint itself.
+    data::check_same_tokenizer(
+        args->checkpoint, checkpoint.tokenizer,
+        args->tokenizer.empty() ? fmt::format("the tokenizer files in {}", args->checkpoint)
+                                : fmt::format("--tokenizer {}", args->tokenizer),
+        data::identity_of(*tokenizer), args->allow_tokenizer_mismatch, &warning);
     if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
     MemoryTracker memory;
     auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);

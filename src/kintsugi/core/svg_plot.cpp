@@ -47,7 +47,12 @@ void write_svg_file(const std::string& path, const std::string& svg, const std::
 }
 
 void write_line_plot(const std::string& path, const LinePlot& p, const std::string& what) {
-  constexpr double W = 800, H = 480, L = 70, R = 20, T = 40, B = 50;
+  // The legend is a band of its own between the title and the axes, one row per drawn series,
+  // so that it can never cover a curve; the plot area keeps its size below it.
+  constexpr double W = 800, L = 70, R = 20, B = 50, kPlotHeight = 390, kRow = 16, kLegendTop = 32;
+  const auto drawn = std::count_if(p.series.begin(), p.series.end(),
+                                   [](const PlotSeries& s) { return !s.points.empty(); });
+  const double T = kLegendTop + kRow * static_cast<double>(drawn) + 8, H = T + kPlotHeight + B;
   double x_lo = 1e300, x_hi = -1e300, lo = 1e300, hi = -1e300;
   std::set<double> xs;
   for (const PlotSeries& s : p.series)
@@ -110,8 +115,13 @@ void write_line_plot(const std::string& path, const LinePlot& p, const std::stri
     for (auto [px, py] : s.dots ? s.points : decltype(s.points){})
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", x(px), y(py),
                          s.color);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", L + 12,
-                       T + 18 + 16 * legend++, s.color, svg_escape(s.label));
+    // Its legend row: a stroke of the series' line, then its label (baseline 12 below the top).
+    const double row = kLegendTop + kRow * legend++;
+    svg += fmt::format(
+        "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.5\"{}/>"
+        "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n",
+        L, L + 20, row + 8, row + 8, s.color, s.dashed ? " stroke-dasharray=\"6,4\"" : "", L + 26,
+        row + 12, s.color, svg_escape(s.label));
   }
   svg += "</svg>\n";
   write_svg_file(path, svg, what);

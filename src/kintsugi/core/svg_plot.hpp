@@ -28,7 +28,9 @@ struct LinePlot {
   bool log2_x = false;  // x on a base-2 logarithmic axis, ticked at the points' x values
 };
 
-// A failure to write is an Error naming `what` ("loss plot") and the path.
+// The legend is a band of its own above the axes (one row per series: its line and label), so
+// that it never covers a curve. A failure to write is an Error naming `what` ("loss plot") and
+// the path.
 void write_line_plot(const std::string& path, const LinePlot& plot,
                      const std::string& what = "plot");
 

@@ -16,7 +16,7 @@ BatchSampler::BatchSampler(std::vector<Source> sources, std::int64_t seq_len, st
   for (const Source& s : sources_) {
     if (s.tokens->size() <= seq_len_)
       fail("token file {} holds {} tokens, too few for sequences of {} tokens (at least {} are "
-           "needed): use more data or a shorter sequence length",
+           "needed): use more data or a shorter model.seq_len",
            s.tokens->path().string(), s.tokens->size(), seq_len_, seq_len_ + 1);
     if (!(s.weight > 0) || !std::isfinite(s.weight))
       fail("the weight of {} is {}: blend weights must be positive", s.tokens->path().string(),

@@ -253,14 +253,17 @@ std::uint64_t BpeTokenizer::fingerprint() const {
   return h;
 }
 
-void BpeTokenizer::save(const std::filesystem::path& dir) const {
+std::vector<std::filesystem::path> BpeTokenizer::save(const std::filesystem::path& dir,
+                                                      std::int64_t model_max_length) const {
   write_text_file(dir / "vocab.json", impl_->encoder_json);
   write_text_file(dir / "merges.txt", impl_->vocab_bpe);
   const std::string eot(kEndOfText);
   const nlohmann::json config = {{"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", eot},
                                  {"eos_token", eot}, {"unk_token", eot},
-                                 {"add_prefix_space", false}, {"model_max_length", 1024}};
+                                 {"add_prefix_space", false},
+                                 {"model_max_length", model_max_length}};
   write_text_file(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  return {dir / "vocab.json", dir / "merges.txt", dir / "tokenizer_config.json"};
 }
 
 BpeTokenizer::BpeTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -45,7 +45,8 @@ class BpeTokenizer final : public Tokenizer {
   std::span<const std::int32_t> text_suffix() const override { return {}; }
   std::string describe() const override;
   // vocab.json and merges.txt (the files' contents unchanged) and a tokenizer_config.json.
-  void save(const std::filesystem::path& dir) const override;
+  std::vector<std::filesystem::path> save(const std::filesystem::path& dir,
+                                          std::int64_t model_max_length) const override;
   std::uint64_t fingerprint() const override;
 
  private:

@@ -277,16 +277,22 @@ std::string HfTokenizer::describe() const {
 
 std::uint64_t HfTokenizer::fingerprint() const { return impl_->fingerprint; }
 
-void HfTokenizer::save(const std::filesystem::path& dir) const {
+std::vector<std::filesystem::path> HfTokenizer::save(const std::filesystem::path& dir,
+                                                     std::int64_t model_max_length) const {
   write_text_file(dir / "tokenizer.json", impl_->json_text);
+  // The file's own tokenizer_config.json (its specials, chat template, ...), else the specials
+  // this tokenizer found; either way with the model's context.
+  Json config = Json::object();
   if (!impl_->config_text.empty()) {
-    write_text_file(dir / "tokenizer_config.json", impl_->config_text);
-    return;
+    config = Json::parse(impl_->config_text);  // parsed once already, when it was loaded
+  } else {
+    config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+              {"eos_token", impl_->id_to_token[impl_->eos]}};
+    if (impl_->bos) config["bos_token"] = impl_->id_to_token[*impl_->bos];
   }
-  Json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                 {"eos_token", impl_->id_to_token[impl_->eos]}};
-  if (impl_->bos) config["bos_token"] = impl_->id_to_token[*impl_->bos];
+  config["model_max_length"] = model_max_length;
   write_text_file(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  return {dir / "tokenizer.json", dir / "tokenizer_config.json"};
 }
 
 }  // namespace kintsugi::data

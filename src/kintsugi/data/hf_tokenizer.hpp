@@ -28,7 +28,8 @@ class HfTokenizer final : public Tokenizer {
   std::int32_t eos_id() const override;
   std::optional<std::int32_t> bos_id() const override;
   std::string describe() const override;
-  void save(const std::filesystem::path& dir) const override;
+  std::vector<std::filesystem::path> save(const std::filesystem::path& dir,
+                                          std::int64_t model_max_length) const override;
   std::uint64_t fingerprint() const override;
 
  private:

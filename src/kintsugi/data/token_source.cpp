@@ -17,11 +17,17 @@ std::unique_ptr<TokenSource> open_token_source(const std::filesystem::path& path
 }
 
 void require_ids_below(const TokenSource& source, std::int64_t vocab_size, std::string_view key) {
-  if (source.max_id() >= vocab_size)
-    fail("{} holds token id {} (at position {}), beyond the model's vocabulary of {} "
-         "(model.vocab_size): raise model.vocab_size or point {} at data made with the model's "
-         "tokenizer", source.path().string(), source.max_id(), source.max_id_position(),
-         vocab_size, key);
+  if (source.max_id() < vocab_size) return;
+  // Ids past the vocabulary mean data of another tokenizer (GPT-2's ids on a Llama): the data
+  // is what to change, not the model.
+  const TokenizerIdentity made_with = source.tokenizer();
+  fail("{} holds token id {} (at position {}), beyond the model's vocabulary of {}{}: point {} "
+       "at data made with the model's tokenizer (`kintsugi data tokenize --tokenizer` with it)",
+       source.path().string(), source.max_id(), source.max_id_position(), vocab_size,
+       made_with.known()
+           ? fmt::format(" (its header records a tokenizer of {})", made_with.describe())
+           : "",
+       key);
 }
 
 void require_ids_below(std::span<const std::int32_t> ids, std::int64_t vocab_size,

@@ -49,8 +49,12 @@ class Tokenizer {
   // One line for logs: kind, vocabulary size, where it came from.
   virtual std::string describe() const = 0;
   // Writes the files that reload this tokenizer here and with Hugging Face's AutoTokenizer into
-  // `dir` (tokenizer.json + tokenizer_config.json, or GPT-2's vocab.json + merges.txt).
-  virtual void save(const std::filesystem::path& dir) const = 0;
+  // `dir` (tokenizer.json + tokenizer_config.json, or GPT-2's vocab.json + merges.txt +
+  // tokenizer_config.json) and returns their paths. tokenizer_config.json's model_max_length is
+  // `model_max_length`: the context of the model the tokenizer is saved with, not the one of
+  // whichever model the files came from.
+  virtual std::vector<std::filesystem::path> save(const std::filesystem::path& dir,
+                                                  std::int64_t model_max_length) const = 0;
   // XXH3-64 of what defines the ids, independent of file formatting: Hugging Face's
   // tokenizer.json as compact JSON with sorted keys; GPT-2's token bytes in id order and its
   // merge lines. A model's saved copy (save()) has the fingerprint of the files it came from

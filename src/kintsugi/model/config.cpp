@@ -14,9 +14,14 @@ std::int64_t ModelConfig::padded_vocab(std::int64_t tp) const {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
-void validate(const ModelConfig& c) {
-  auto positive = [](const char* key, std::int64_t v) {
-    if (v <= 0) fail("model.{} = {} must be positive", key, v);
+void validate(const ModelConfig& c, const ModelFieldNames& names) {
+  const std::string at = names.file.empty() ? "" : names.file + ": ";
+  auto key = [&](const char* field) {
+    const std::string k = fmt::format("model.{}", field);
+    return names.field ? names.field(k) : k;
+  };
+  auto positive = [&](const char* field, std::int64_t v) {
+    if (v <= 0) fail("{}{} = {} must be positive", at, key(field), v);
   };
   positive("n_layer", c.n_layer);
   positive("d_model", c.d_model);
@@ -26,23 +31,22 @@ void validate(const ModelConfig& c) {
   positive("seq_len", c.seq_len);
   positive("vocab_pad_multiple", c.vocab_pad_multiple);
   if (c.d_model % c.n_head != 0)
-    fail("model.d_model = {} is not divisible by model.n_head = {}: change one so that "
-         "d_model / n_head is a whole head size",
-         c.d_model, c.n_head);
-  if (c.n_kv_head < 0) fail("model.n_kv_head = {} must not be negative (0: n_head)", c.n_kv_head);
+    fail("{}{} = {} is not divisible by {} = {}: change one so that {} / {} is a whole head size",
+         at, key("d_model"), c.d_model, key("n_head"), c.n_head, key("d_model"), key("n_head"));
+  if (c.n_kv_head < 0)
+    fail("{}{} = {} must not be negative (0: n_head)", at, key("n_kv_head"), c.n_kv_head);
   if (c.n_head % c.kv_heads() != 0)
-    fail("model.n_head = {} is not a multiple of model.n_kv_head = {}: each key/value head "
-         "serves a whole group of query heads",
-         c.n_head, c.kv_heads());
+    fail("{}{} = {} is not a multiple of {} = {}: each key/value head serves a whole group of "
+         "query heads",
+         at, key("n_head"), c.n_head, key("n_kv_head"), c.kv_heads());
   if (c.is_llama() && c.head_dim() % 2 != 0)
-    fail("model.d_model / model.n_head = {} must be even: rotary embeddings rotate pairs of "
-         "dimensions",
-         c.head_dim());
-  if (!(c.rope_theta > 0)) fail("model.rope_theta = {} must be positive", c.rope_theta);
+    fail("{}{} / {} = {} must be even: rotary embeddings rotate pairs of dimensions", at,
+         key("d_model"), key("n_head"), c.head_dim());
+  if (!(c.rope_theta > 0)) fail("{}{} = {} must be positive", at, key("rope_theta"), c.rope_theta);
   if (c.vocab_size > (std::int64_t{1} << 31) - 1)
-    fail("model.vocab_size = {} does not fit 32-bit token ids", c.vocab_size);
-  if (!(c.norm_eps > 0)) fail("model.norm_eps = {} must be positive", c.norm_eps);
-  if (!(c.init_std > 0)) fail("model.init_std = {} must be positive", c.init_std);
+    fail("{}{} = {} does not fit 32-bit token ids", at, key("vocab_size"), c.vocab_size);
+  if (!(c.norm_eps > 0)) fail("{}{} = {} must be positive", at, key("norm_eps"), c.norm_eps);
+  if (!(c.init_std > 0)) fail("{}{} = {} must be positive", at, key("init_std"), c.init_std);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // The shape of a model: what every layer, the planner and checkpoints agree on.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,8 +57,17 @@ struct ModelConfig {
   bool embedding_norm() const { return is_bloom(); }
 };
 
+// Where a model's values came from, for validate's messages: by default a run config's
+// model.* keys; a file that gave them (a Hugging Face config.json, hf_config.hpp) names itself
+// and its own fields, so that a refusal names what the user can change.
+struct ModelFieldNames {
+  std::string file;  // "" (a run config), else "<file>: " starts every message
+  // "model.n_head" -> the name of the field that gave it ("num_attention_heads"); empty: the key.
+  std::function<std::string(const std::string& key)> field;
+};
+
 // Throws kintsugi::Error naming the field to change.
-void validate(const ModelConfig& config);
+void validate(const ModelConfig& config, const ModelFieldNames& names = {});
 
 // Presets: GPT-2 124M/350M/774M/1.5B ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"),
 // the GPT sizes of the Frontier study ("gpt-1.4b", "gpt-22b", "gpt-175b", "gpt-1t"), the

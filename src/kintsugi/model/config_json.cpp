@@ -34,7 +34,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
   } catch (const nlohmann::json::exception& e) {
     fail("{}: model configuration is incomplete or mistyped ({})", what, e.what());
   }
-  validate(c);
+  validate(c, {what, {}});  // a value the file holds: named as the file's, not the user's config
+
   return c;
 }
 

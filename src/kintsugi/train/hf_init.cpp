@@ -66,9 +66,17 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
            json_path.string(), hf.field_of("model.seq_len"), hf.max_positions);
     m.seq_len = user.seq_len;
   } else {
-    notes.push_back(fmt::format("model.seq_len = {} from {} (set model.seq_len to train on "
-                                "shorter windows)",
-                                m.seq_len, json_path.string()));
+    // Said for train and eval alike: the windows either runs on, and the flag that changes them.
+    const std::string from =
+        hf.max_positions > 0
+            ? fmt::format("from {} ({})", json_path.string(), hf.field_of("model.seq_len"))
+            : fmt::format("by default ({} has no {}: ALiBi has no position limit)",
+                          json_path.string(), hf.field_of("model.seq_len"));
+    notes.push_back(fmt::format(
+        "model.seq_len = {} {}: windows of {} tokens; --set model.seq_len=N for windows of N{}",
+        m.seq_len, from, m.seq_len,
+        m.learned_positions() ? fmt::format(" (at most {}, the position table's rows)", m.seq_len)
+                              : ""));
   }
   m.vocab_pad_multiple = user.vocab_pad_multiple;
   if (given.count("model.init_std")) m.init_std = user.init_std;

@@ -624,7 +624,7 @@ class TrainingRun {
   // from any directory; a tokenizer that cannot be loaded is reported, not fatal.
   void save_tokenizer(const std::string& dir) {
     try {
-      data::load_tokenizer(config_.data.tokenizer, "data.tokenizer")->save(dir);
+      data::load_tokenizer(config_.data.tokenizer, "data.tokenizer")->save(dir, config_.model.seq_len);
     } catch (const Error& e) {
       fmt::print(log_, "note: no tokenizer saved with the model ({})\n", e.what());
     }
@@ -649,16 +649,25 @@ class TrainingRun {
     }
     if (!place_.chief) return;
     if (!summary_.checkpoint_dir.empty()) save_tokenizer(summary_.checkpoint_dir);
+    // This run's evaluations (before the earlier run's join the curve): the first and the last,
+    // each with its step when they are not the first and the last step.
+    std::string val = "no validation data";
+    if (data_.val && !curve_.val.empty()) {
+      const auto [first_step, first] = curve_.val.front();
+      const auto [last_step, last] = curve_.val.back();
+      if (last_step == first_step)
+        val = fmt::format("val loss {:.4f} at step {} (not evaluated since)", first, first_step);
+      else if (last_step != steps_done_)
+        val = fmt::format("val loss {:.4f} -> {:.4f} (at step {})", first, last, last_step);
+      else
+        val = fmt::format("val loss {:.4f} -> {:.4f}", first, last);
+    }
     if (options_.resume) add_earlier_steps(curve_, summary_.metrics_path, start_step_);
     write_loss_svg(summary_.plot_path, curve_);
     const std::string lr_plot = (out_ / "lr.svg").string();
     write_lr_svg(lr_plot, schedule_, tc_.steps,
                  fmt::format("learning rate: {} schedule, {} steps", name_of(schedule_.shape),
                              tc_.steps));
-    const std::string val =
-        data_.val ? fmt::format("val loss {:.4f} -> {:.4f}", summary_.first_val_loss,
-                                summary_.last_val_loss)
-                  : "no validation data";
     // The tracked peak counts kintsugi's tensors (docs/metrics.md, "Memory categories"); on the
     // CPU the process also holds its code, the MPI library's and OpenBLAS's buffers and what
     // malloc keeps, which the resident-set peak includes.
@@ -671,8 +680,10 @@ class TrainingRun {
                           format_bytes(static_cast<std::size_t>(usage.ru_maxrss) * 1024));
     }
     fmt::print(log_,
-               "done: {} step{} in {} | loss {:.4f} -> {:.4f} | {} | "
+               "{}: {} step{} in {} | loss {:.4f} -> {:.4f} | {} | "
                "{:.0f} tok/s, MFU {:.1f}% | peak memory {} per rank{}\n",
+               summary_.stopped ? fmt::format("stopped by a signal at step {}", steps_done_)
+                                : "done",
                steps_done_ - start_step_, steps_done_ - start_step_ == 1 ? "" : "s",
                format_duration(run_clock_.seconds()), summary_.first_loss, summary_.last_loss,
                val, summary_.tokens_per_s, 100 * summary_.mfu, format_bytes(memory_.peak_total()),
