@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <limits>
 #include <map>
 
 #include "kintsugi/core/error.hpp"
@@ -25,6 +26,10 @@ void validate(const ModelConfig& c) {
   positive("vocab_size", c.vocab_size);
   positive("seq_len", c.seq_len);
   positive("vocab_pad_multiple", c.vocab_pad_multiple);
+  // Blocks are numbered and split into pipeline stages in ints (parallel/stage_partition.hpp).
+  if (c.n_layer > std::numeric_limits<int>::max())
+    fail("model.n_layer = {} is more blocks than kintsugi numbers (at most {})", c.n_layer,
+         std::numeric_limits<int>::max());
   if (c.d_model % c.n_head != 0)
     fail("model.d_model = {} is not divisible by model.n_head = {}: change one so that "
          "d_model / n_head is a whole head size",
