@@ -54,6 +54,10 @@ add_test(NAME cli.error.model_does_not_fit
          COMMAND ${MEMORY_CAP} ${EXPECT_ERROR}
                  "the model does not fit: its 1.98e\\+14 parameters \\(model.n_layer = 1000000000, .* per rank at tp 1 x pp 1, ZeRO 0, more than the .* this machine has"
                  ${KINTSUGI_BIN} train --config ${TINY} --set model.n_layer=1000000000)
+add_test(NAME cli.error.eval_model_does_not_fit
+         COMMAND ${MEMORY_CAP} ${EXPECT_ERROR} "the model does not fit: .*model.n_layer = 1000000000"
+                 ${KINTSUGI_BIN} eval --config ${TINY} --set model.n_layer=1000000000
+                 --data ${PROJECT_SOURCE_DIR}/data/brown/val.bin --init-from never-read.safetensors)
 add_test(NAME cli.error.tokens_past_64_bits
          COMMAND ${EXPECT_ERROR} "train.steps = 100000000000000000 x train.global_batch = 1000 x model.seq_len = 128 tokens is more than a run can count"
                  ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=100000000000000000
