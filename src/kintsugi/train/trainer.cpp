@@ -357,8 +357,9 @@ class TrainingRun {
     for (std::int64_t s = 0; s < tc_.steps; s = batches_.next_batch_change(s)) {
       if (++listed > kListed) {
         const std::int64_t full = batches_.first_full_step();
-        steps += full < tc_.steps ? fmt::format(", ..., {} from step {}", tc_.global_batch, full + 1)
-                                  : ", ...";
+        steps += full < tc_.steps
+                     ? fmt::format(", ..., {} from step {}", tc_.global_batch, full + 1)
+                     : ", ...";
         break;
       }
       steps += fmt::format("{}{} from step {}", steps.empty() ? "" : ", ", batches_.batch(s),
