@@ -208,6 +208,14 @@ hf_folder_refused_test(zero_rms_norm_eps "config.json: rms_norm_eps = 0 must be 
 hf_folder_refused_test(contradicts_config
                        "model.d_ff = 128 contradicts .*config.json \\(intermediate_size gives 64\\)"
                        --set model.d_ff=128)
+# config.json's blocks against the weights' own, before anything is built per block (under a
+# memory cap: a regression fails at once instead of exhausting the machine).
+add_test(NAME ckpt.hf_folder_refused.layers_disagree
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/under_memory_cap.sh 4000000
+                 ${CKPT}/hf_folder_refused.sh layers_disagree
+                 "config.json gives num_hidden_layers = 1000000000 but .*model.safetensors.index.json holds the tensors of 2 blocks"
+                 $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA})
+set_tests_properties(ckpt.hf_folder_refused.layers_disagree PROPERTIES TIMEOUT 120)
 hf_folder_refused_test(sentencepiece_only
                        "holds tokenizer.model \\(SentencePiece\\) but no tokenizer.json")
 add_test(NAME ckpt.hf_folder_refused.missing_shard_under_mpirun

@@ -27,15 +27,49 @@ add_test(NAME cli.error.integer_out_of_range
 add_test(NAME cli.error.float_out_of_range
          COMMAND ${EXPECT_ERROR} "1e400 is out of range: not a finite number"
                  ${KINTSUGI_BIN} train --config ${TINY} --set train.lr=1e400)
-# More micro-batches than a step can count: the global batch is named as too large, with the limit.
+# More micro-batches than a step's program holds: the global batch is named as too large, with
+# the limit (parallel/layout_rules.cpp).
 add_test(NAME cli.error.global_batch_too_large
-         COMMAND ${EXPECT_ERROR} "train.global_batch = 4294967296 is too large: it makes 4294967296 micro-batches .* at most 2147483647"
+         COMMAND ${EXPECT_ERROR} "train.global_batch = 4294967296 is too large: it makes 4294967296 micro-batches .* at most 1048576"
                  ${KINTSUGI_BIN} train --config ${TINY} --set train.global_batch=4294967296
                  --set train.micro_batch=1)
 # An empty --resume (an unset variable in a script) would start the run over.
 add_test(NAME cli.error.resume_empty
          COMMAND ${EXPECT_ERROR} "--resume '' names no checkpoint"
                  ${KINTSUGI_BIN} train --config ${TINY} --resume "")
+# So would any empty flag value (the default it stands for), and an empty data.tokenizer (a run
+# that checks no tokenizer and saves none).
+add_test(NAME cli.error.flag_empty
+         COMMAND ${EXPECT_ERROR} "--schedule '' is empty: give it a value, or drop --schedule"
+                 ${KINTSUGI_BIN} train --config ${TINY} --schedule "")
+add_test(NAME cli.error.tokenizer_empty
+         COMMAND ${EXPECT_ERROR} "data.tokenizer is empty: name the data's tokenizer"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set data.tokenizer=)
+# Absurd sizes are refused from the config's numbers before anything is built per block or per
+# step, and a long schedule is never expanded; under a memory cap (cli/under_memory_cap.sh) a
+# regression fails at once instead of exhausting the machine (train/model_fit.hpp,
+# train/batch_rampup.hpp).
+set(MEMORY_CAP ${CMAKE_CURRENT_SOURCE_DIR}/cli/under_memory_cap.sh 4000000)
+add_test(NAME cli.error.model_does_not_fit
+         COMMAND ${MEMORY_CAP} ${EXPECT_ERROR}
+                 "the model does not fit: its 1.98e\\+14 parameters \\(model.n_layer = 1000000000, .* per rank at tp 1 x pp 1, ZeRO 0, more than the .* this machine has"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set model.n_layer=1000000000)
+add_test(NAME cli.error.eval_model_does_not_fit
+         COMMAND ${MEMORY_CAP} ${EXPECT_ERROR} "the model does not fit: .*model.n_layer = 1000000000"
+                 ${KINTSUGI_BIN} eval --config ${TINY} --set model.n_layer=1000000000
+                 --data ${PROJECT_SOURCE_DIR}/data/brown/val.bin --init-from never-read.safetensors)
+add_test(NAME cli.error.tokens_past_64_bits
+         COMMAND ${EXPECT_ERROR} "train.steps = 100000000000000000 x train.global_batch = 1000 x model.seq_len = 128 tokens is more than a run can count"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=100000000000000000
+                 --set train.global_batch=1000)
+add_test(NAME cli.lazy_schedule_trillion_steps
+         COMMAND ${MEMORY_CAP} ${CMAKE_CURRENT_SOURCE_DIR}/cli/lazy_schedule.sh ${KINTSUGI_BIN}
+                 ${CMAKE_CURRENT_BINARY_DIR}/lazy-schedule --config ${TINY}
+                 --set data.train=${PROJECT_SOURCE_DIR}/data/brown/train.bin --set data.val=
+                 --set data.tokenizer=${PROJECT_SOURCE_DIR}/data/gpt2-tokenizer
+                 --set model.n_layer=1 --set model.d_model=32 --set model.n_head=2
+                 --set model.seq_len=16 --set train.global_batch=32
+                 "--set" "train.batch_rampup=[2, 2, 1000000]")
 add_test(NAME cli.error.missing_config
          COMMAND ${EXPECT_ERROR} "config file .*nope.toml does not exist"
                  ${KINTSUGI_BIN} train --config nope.toml)

@@ -9,6 +9,10 @@
 # two summation orders. A gradient difference dg moves an update by at most lr dg / (4 eps);
 # with gradients differing by ~1e-9 between layouts, eps = 1e-4 keeps that well under the
 # tolerance, and the weights compare what the layouts computed (docs/parallelism.md).
+#
+# Four steps is the horizon: longer runs drift apart by rounding that AdamW amplifies, as far as
+# the serial run drifts from itself with another micro-batch (measured per family over 20 steps
+# and on the shipped configs: docs/parallelism.md, "How long layouts agree").
 find_program(MPIRUN mpirun REQUIRED)
 set(MPI_OUT ${CMAKE_CURRENT_BINARY_DIR}/mpi-runs)
 set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)

@@ -30,6 +30,7 @@ case "$kind" in
   unknown_field) edit_json "$f/config.json" "j['sliding_window'] = 4096" ;;
   other_family) edit_json "$f/config.json" "j['model_type'] = 'mistral'" ;;
   zero_rms_norm_eps) edit_json "$f/config.json" "j['rms_norm_eps'] = 0" ;;
+  layers_disagree) edit_json "$f/config.json" "j['num_hidden_layers'] = 1000000000" ;;
   contradicts_config) ;;  # the flags give another model.d_ff
   sentencepiece_only) rm "$f/encoder.json" "$f/vocab.bpe" && echo "not read" >"$f/tokenizer.model" ;;
   *) echo "unknown kind $kind" && exit 2 ;;

@@ -2,6 +2,9 @@
 // sequences, resuming mid-ramp, the learning-rate rules and the config's refusals.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "kintsugi/core/error.hpp"
@@ -39,9 +42,11 @@ TEST(BatchRampup, MegatronFormulaInIntegers) {
   EXPECT_EQ(ramped_batch(r, 1024, 49'999'999), 896);
   EXPECT_EQ(ramped_batch(r, 1024, 50'000'000), 1024);
   EXPECT_EQ(ramped_batch(r, 1024, 4'000'000'000'000), 1024);
-  EXPECT_EQ(ramp_batches(r, 1024), (std::vector<std::int64_t>{256, 384, 512, 640, 768, 896, 1024}));
+  // Its batches 256 384 ... 1024 split over a layout when its first two and the last do.
+  EXPECT_EQ(ramp_batches_to_check(r, 1024), (std::vector<std::int64_t>{256, 384, 1024}));
   EXPECT_EQ(ramped_batch(BatchRampup{}, 1024, 0), 1024);  // no ramp
-  EXPECT_EQ(ramp_batches(BatchRampup{}, 64), (std::vector<std::int64_t>{64}));
+  EXPECT_EQ(ramp_batches_to_check(BatchRampup{}, 64), (std::vector<std::int64_t>{64}));
+  EXPECT_EQ(ramp_batches_to_check(BatchRampup{32, 32, 100}, 64), (std::vector<std::int64_t>{32, 64}));
   // c n overflows 63 bits here; the batch must still be the exact floor.
   const BatchRampup huge{1, 1, 4'000'000'000'000'000'000};
   EXPECT_EQ(ramped_batch(huge, 1'000'001, 3'999'999'999'999'999'999), 1'000'000);
@@ -83,6 +88,73 @@ TEST(BatchRampup, StepsToConsumeABudget) {
   }
   // A budget of 1e12 tokens at 512 x 2048 without a ramp: 953,674.3 steps, so 953,675.
   EXPECT_EQ(steps_to_consume(BatchRampup{}, 512, 488'281'250), 953'675);
+}
+
+// The schedule step by step, as a run takes it: the reference the lazy BatchSchedule must match.
+struct EagerSchedule {
+  std::vector<std::int64_t> batch, consumed;
+  EagerSchedule(const TrainConfig& t, std::int64_t start_step, std::int64_t consumed_at_start) {
+    const BatchRampup ramp = batch_rampup_of(t);
+    std::int64_t c = 0;
+    for (std::int64_t s = 0; s <= t.steps; ++s) {
+      if (s == start_step && consumed_at_start >= 0) c = consumed_at_start;
+      consumed.push_back(c);
+      batch.push_back(ramped_batch(ramp, t.global_batch, c));
+      c += batch.back();
+    }
+  }
+};
+
+TEST(BatchRampup, LazyScheduleMatchesTheStepByStepOne) {
+  for (const auto& [global, ramp] :
+       std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{
+           {8, {2, 2, 24}}, {8, {2, 3, 24}}, {1024, {256, 128, 5000}}, {64, {1, 1, 100}},
+           {64, {1, 1, 10'000}}, {8, {8, 1, 10}}, {8, {}}, {96, {32, 32, 7}}}) {
+    TrainConfig t = ramped(global, ramp, 300);
+    if (!ramp.empty() && (global - ramp[0]) % ramp[1] != 0) t.global_batch = ramp[0] + 2 * ramp[1];
+    for (const auto& [start, at_start] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {0, -1}, {7, -1}, {7, 3}, {40, 5000}, {300, -1}}) {
+      const EagerSchedule want(t, start, at_start);
+      const BatchSchedule lazy(t, start, at_start);
+      const std::string what = fmt::format("ramp [{}] to {}, resumed at {} from {}",
+                                           fmt::join(ramp, ", "), t.global_batch, start, at_start);
+      std::int64_t first_full = t.steps;
+      for (std::int64_t s = t.steps; s-- > 0;)
+        if (want.batch[s] == t.global_batch) first_full = s;
+      // Asked in order, backwards, and from the schedule's change points.
+      for (std::int64_t s = 0; s <= t.steps; ++s)
+        ASSERT_EQ(lazy.consumed_before(s), want.consumed[s]) << what << ", step " << s;
+      for (std::int64_t s = t.steps; s-- > 0;)
+        ASSERT_EQ(lazy.batch(s), want.batch[s]) << what << ", step " << s;
+      for (std::int64_t s = 0; s < t.steps; s = lazy.next_batch_change(s))
+        for (std::int64_t k = s + 1; k < lazy.next_batch_change(s); ++k)
+          ASSERT_EQ(want.batch[k], want.batch[s]) << what << ", steps " << s << ".." << k;
+      EXPECT_EQ(lazy.first_full_step(), first_full) << what;
+    }
+  }
+}
+
+// Nothing is expanded per step: a trillion steps and a ramp through two million batches cost
+// nothing until asked, and a late step is found in one walk over the ramp's batches (the
+// sequences of the run, 2e18, stay within 64 bits, as validate requires).
+TEST(BatchRampup, ScheduleOfATrillionStepsIsLazy) {
+  const std::int64_t global = 2'000'000, steps = 1'000'000'000'000;
+  const TrainConfig t = ramped(global, {1, 1, 4'000'000}, steps);
+  const BatchSchedule s(t);
+  // The batch grows by about half each step (1, 1, 1, 2, 3, ...): the full one comes early.
+  const BatchRampup ramp = batch_rampup_of(t);
+  std::int64_t full = 0;
+  for (std::int64_t c = 0; ramped_batch(ramp, global, c) < global; ++full)
+    c += ramped_batch(ramp, global, c);
+  EXPECT_EQ(s.batch(0), 1);
+  EXPECT_EQ(s.consumed_before(1), 1);
+  EXPECT_EQ(s.batch(steps - 1), global);
+  EXPECT_EQ(s.first_full_step(), full);
+  EXPECT_LT(s.batch(full - 1), global);
+  const std::int64_t change = s.next_batch_change(10);
+  EXPECT_GT(s.batch(change), s.batch(10));
+  EXPECT_EQ(s.next_batch_change(full), steps);
+  EXPECT_EQ(s.consumed_before(steps) - s.consumed_before(full), (steps - full) * global);
 }
 
 TEST(BatchRampup, ResumeContinuesFromTheCheckpointsCount) {

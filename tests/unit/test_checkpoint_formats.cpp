@@ -154,6 +154,21 @@ TEST(HfLayout, NamesCoverTheModelAndPrefixesAreOptional) {
   EXPECT_NE(error_of([&] { hf_tensors(bloom); }).find("MLP of 4 x hidden"), std::string::npos);
 }
 
+// A folder's own count of blocks, from its tensor names (checked against config.json before
+// anything is built per block: train/hf_init.cpp).
+TEST(HfLayout, BlockCountFromTensorNames) {
+  std::vector<std::string> names;
+  for (const auto& family : {"gpt-tiny", "llama-tiny", "bloom-tiny"}) {
+    names.clear();
+    for (const HfTensor& t : hf_tensors(model_preset(family))) names.push_back(t.theirs);
+    EXPECT_EQ(hf_block_count(names), 4) << family;
+  }
+  EXPECT_EQ(hf_block_count({"h.11.ln_1.weight", "wte.weight", "h.2.attn.c_attn.bias"}), 12);
+  EXPECT_EQ(hf_block_count({"wte.weight", "h.x.ln_1.weight", "h.3", "layers.99999999999999999999.a"}),
+            0);
+  EXPECT_EQ(hf_block_count({}), 0);
+}
+
 // A rank reads its slice element by element (hf_weights.cpp): hf_element must put every element
 // of ours where the whole-tensor conversion to_hf puts it, for every tensor of every family
 // (GPT-2's transposed, regrouped qkv; Llama's q, k, v parts with grouped-query attention).

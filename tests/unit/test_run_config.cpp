@@ -11,6 +11,7 @@
 
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/layout_config.hpp"
+#include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi {
@@ -121,6 +122,48 @@ TEST(RunConfig, NonFiniteNumbersAndDirectoriesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("is a directory: name a .toml file"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(RunConfig, EmptyAndAbsurdValuesAreRefused) {
+  EXPECT_NE(error_of({"data.tokenizer=\"\""}).find("data.tokenizer is empty"), std::string::npos);
+  EXPECT_NE(error_of({"model.n_layer=3000000000"})
+                .find("model.n_layer = 3000000000 is more blocks than kintsugi numbers"),
+            std::string::npos);
+  EXPECT_NE(error_of({"train.steps=100000000000000000", "train.global_batch=1000"})
+                .find("tokens is more than a run can count (2^63)"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"train.steps=1000000000000"}), "");  // a long run is not absurd
+}
+
+// The model's state against the memory of its ranks, before anything is built per block
+// (train/model_fit.hpp): a floor, so a model that fits is never refused.
+TEST(RunConfig, ModelMustFitTheMachine) {
+  auto fits = [](std::vector<std::string> overrides, int world, double memory, int sharing) {
+    RunConfig c = load_run_config("", overrides);
+    resolve_layout(c, world);
+    try {
+      check_model_fits(c, memory, sharing);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // gpt-tiny: 7.24M parameters of 16 bytes in fp32 with AdamW, 116 MB.
+  EXPECT_EQ(fits({}, 1, 120e6, 1), "");
+  EXPECT_NE(fits({}, 1, 110e6, 1).find("the model does not fit: its 7.24e+06 parameters"),
+            std::string::npos)
+      << fits({}, 1, 110e6, 1);
+  // Four ranks on the machine share its memory; tp 2 x pp 2 gives each a quarter of the model.
+  EXPECT_NE(fits({}, 1, 400e6, 4).find("for its 4 ranks"), std::string::npos);
+  EXPECT_EQ(fits({"parallel.tp=2", "parallel.pp=2"}, 4, 120e6, 4), "");
+  // ZeRO-3 over dp 4 shards all of it; ZeRO-1 only the optimizer's 8 of the 16 bytes.
+  EXPECT_EQ(fits({"parallel.zero=3", "train.micro_batch=1"}, 4, 30e6, 1), "");
+  EXPECT_NE(fits({"parallel.zero=1", "train.micro_batch=1"}, 4, 30e6, 1).find("ZeRO 1"),
+            std::string::npos);
+  // A billion layers: refused from the numbers alone, in no time and no memory.
+  EXPECT_NE(fits({"model.n_layer=1000000000"}, 1, 1e12, 1).find("model.n_layer = 1000000000"),
+            std::string::npos);
+  EXPECT_EQ(fits({}, 1, 0, 1), "");  // unknown memory: nothing to check
 }
 
 TEST(RunConfig, FileErrorsNameTheLine) {

@@ -12,19 +12,33 @@
 
 namespace kintsugi {
 
+double device_memory_bytes(Device device) {
+  switch (device) {
+    case Device::cpu:
+      return static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+             static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    case Device::cuda:
+#ifdef KINTSUGI_WITH_CUDA
+      return static_cast<double>(cuda::Context::get().total_memory());
+#else
+      return 0;
+#endif
+  }
+  return 0;
+}
+
 DeviceInfo device_info(const Backend& backend) {
   DeviceInfo info;
   info.name = backend.hardware();
   switch (backend.device()) {
     case Device::cpu:
-      info.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                          static_cast<double>(sysconf(_SC_PAGE_SIZE));
+      info.memory_bytes = device_memory_bytes(Device::cpu);
       info.visible_devices = 1;
       return info;
     case Device::cuda:
 #ifdef KINTSUGI_WITH_CUDA
       // The backend exists, so the process's GPU context does: these are its device's figures.
-      info.memory_bytes = static_cast<double>(cuda::Context::get().total_memory());
+      info.memory_bytes = device_memory_bytes(Device::cuda);
       info.visible_devices = cuda::device_count();
       return info;
 #else

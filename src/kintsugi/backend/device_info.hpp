@@ -17,6 +17,11 @@ struct DeviceInfo {
 
 DeviceInfo device_info(const Backend& backend);
 
+// The memory of the device a process of this machine trains on, before any backend exists: the
+// machine's for the CPU (shared by the ranks on it), this process's GPU's for CUDA (starting its
+// context); 0 where the build has no such device (the backend's factory says so).
+double device_memory_bytes(Device device);
+
 // The PCI bus id of the backend's GPU ("0000:19:00.0"), by which NVML finds its energy counter
 // (docs/energy.md); "" for the CPU, for a GPU without one and in a build without CUDA (the
 // CUDA emulator's backend included).

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string_view>
+
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
@@ -212,6 +217,22 @@ std::string hf_base_name(const std::string& name) {
   for (const char* prefix : {"transformer.", "model."})
     if (name.rfind(prefix, 0) == 0) return name.substr(std::string(prefix).size());
   return name;
+}
+
+std::int64_t hf_block_count(const std::vector<std::string>& names) {
+  std::int64_t blocks = 0;
+  for (const std::string& name : names) {
+    const std::string base = hf_base_name(name);
+    for (const std::string_view prefix : {"h.", "layers."}) {
+      if (!base.starts_with(prefix)) continue;
+      std::int64_t block = 0;
+      const char* first = base.data() + prefix.size();
+      const auto [end, ec] = std::from_chars(first, base.data() + base.size(), block);
+      if (ec == std::errc() && end != first && *end == '.' && block < INT64_MAX)
+        blocks = std::max(blocks, block + 1);
+    }
+  }
+  return blocks;
 }
 
 HfElement hf_element(HfConversion c, const ModelConfig& config, std::int64_t rows,

@@ -51,6 +51,9 @@ nlohmann::json hf_config(const ModelConfig& config);
 // Hugging Face names may carry the model class's prefix ("transformer.h.0..." from
 // GPT2LMHeadModel, "h.0..." from GPT2Model): the name without it.
 std::string hf_base_name(const std::string& name);
+// The blocks a model's tensor names hold: one more than the largest block number in a name
+// ("h.11." in GPT-2 and BLOOM, "layers.11." in Llama, after the model prefix); 0 for none.
+std::int64_t hf_block_count(const std::vector<std::string>& names);
 
 // Element by element, for reading only a rank's slice (hf_weights.hpp): where element `g`
 // (row-major) of our tensor of stored shape [rows, cols] (cols 1 for a vector) lies in theirs

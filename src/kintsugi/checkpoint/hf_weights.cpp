@@ -62,6 +62,20 @@ std::vector<fs::path> read_index(const fs::path& dir, std::map<std::string, int>
 
 }  // namespace
 
+HfTensorList hf_tensor_list(const fs::path& folder) {
+  HfTensorList list;
+  if (fs::exists(folder / kIndex)) {
+    std::map<std::string, int> file_of;
+    read_index(folder, file_of);
+    list.file = folder / kIndex;
+    for (const auto& [name, _] : file_of) list.names.push_back(name);
+  } else if (fs::exists(folder / kSingle)) {
+    list.file = folder / kSingle;
+    for (const auto& [name, _] : read_safetensors_header(list.file)) list.names.push_back(name);
+  }
+  return list;
+}
+
 HfWeights::HfWeights(const fs::path& path, const ModelConfig& config, bool head_from_embedding)
     : config_(config), source_(path.string()) {
   // Where every tensor lies: by name in the file, with its header entry.

@@ -22,6 +22,16 @@
 
 namespace kintsugi {
 
+// The tensor names a model folder's weights hold and the file that lists them (its index, or
+// model.safetensors' header), read without any weight; an empty list when the folder holds
+// neither (HfWeights then says what it lacks). kintsugi::Error as HfWeights for a damaged index
+// or header.
+struct HfTensorList {
+  std::filesystem::path file;
+  std::vector<std::string> names;
+};
+HfTensorList hf_tensor_list(const std::filesystem::path& folder);
+
 class HfWeights {
  public:
   // `path`: a .safetensors file or a model folder. `head_from_embedding`: a Llama folder with

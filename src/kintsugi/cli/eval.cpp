@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "kintsugi/backend/device_info.hpp"
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
@@ -27,6 +28,7 @@
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/train/evaluation.hpp"
 #include "kintsugi/train/init_weights.hpp"
+#include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/train_data.hpp"
 #include "kintsugi/train/run_config.hpp"
 #include "kintsugi/train/run_description.hpp"
@@ -226,6 +228,9 @@ void run(const Args& args) {
   std::string error;
   try {
     setup = eval_config(args, world);
+    // The model is built as for training (its gradients and optimizer state included).
+    check_model_fits(config, device_memory_bytes(config.train.device),
+                     config.train.device == Device::cpu && mpi ? mpi->local_size() : 1);
     data.emplace(open_one_dataset(args.data, "--data", config));
     const std::int64_t mb = config.train.micro_batch;
     const std::int64_t disjoint = data->max_disjoint_eval_windows();

@@ -10,10 +10,12 @@
 #include <optional>
 #include <thread>
 
+#include "kintsugi/backend/device_info.hpp"
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
+#include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
@@ -21,6 +23,7 @@
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/train/config_agreement.hpp"
 #include "kintsugi/train/init_weights.hpp"
+#include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -193,6 +196,8 @@ void run(const Args& args) {
       }
     }
     resolve_layout(config, world);
+    check_model_fits(config, device_memory_bytes(config.train.device),
+                     config.train.device == Device::cpu && mpi ? mpi->local_size() : 1);
     const unsigned cores = std::thread::hardware_concurrency();
     if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
       fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
@@ -287,24 +292,24 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("train", "Train a model from a TOML config (under mpirun/srun "
                                           "for several ranks)");
-  cmd->add_option("--config,-c", args->config,
+  add_text_option(*cmd, "--config,-c", args->config,
                   "Run config (TOML), e.g. configs/gpt-tiny.toml; without it every key is its "
                   "default unless --set or a flag gives it, or, with --resume, the resumed run's "
                   "saved <out>/config.toml");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.lr=3e-4 (repeatable)");
-  cmd->add_option("--out", args->out,
+  add_text_option(*cmd, "--out", args->out,
                   "Output directory for metrics.jsonl, loss.svg and model/ "
                   "(default: runs/<config name>, or runs/<model.preset> without --config)");
-  cmd->add_option("--metrics", args->metrics,
+  add_text_option(*cmd, "--metrics", args->metrics,
                   "Write one JSON object per step to this file (default: <out>/metrics.jsonl)");
-  cmd->add_option("--tensorboard", args->tensorboard,
+  add_text_option(*cmd, "--tensorboard", args->tensorboard,
                   "Also write every step's metrics as TensorBoard event files to this directory "
                   "(metrics.tensorboard_dir)");
   cmd->add_option("--tp", args->tp, "Tensor-parallel ranks (parallel.tp)");
   cmd->add_option("--dp", args->dp, "Data-parallel ranks (parallel.dp; default: the rest)");
   cmd->add_option("--pp", args->pp, "Pipeline stages (parallel.pp)");
-  cmd->add_option("--schedule", args->schedule,
+  add_text_option(*cmd, "--schedule", args->schedule,
                   "Pipeline schedule: gpipe, 1f1b or interleaved (parallel.schedule)");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "Model chunks per pipeline rank, for --schedule interleaved");
@@ -314,13 +319,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--hsdp", args->hsdp,
                   "Hybrid sharding: shard over groups of this many data-parallel ranks, "
                   "replicate across groups (parallel.hsdp)");
-  cmd->add_option("--precision", args->precision,
+  add_text_option(*cmd, "--precision", args->precision,
                   "fp32, bf16 or fp16 (f32 master weights; fp16 with dynamic loss scaling) "
                   "(train.precision)");
-  cmd->add_option("--device", args->device, "Where to train: cpu or cuda (train.device)");
-  cmd->add_option("--recompute", args->recompute,
+  add_text_option(*cmd, "--device", args->device, "Where to train: cpu or cuda (train.device)");
+  add_text_option(*cmd, "--recompute", args->recompute,
                   "Activation recomputation: none, selective or full (train.recompute)");
-  cmd->add_option("--trace", args->trace,
+  add_text_option(*cmd, "--trace", args->trace,
                   "Write the last step's events of every rank as Chrome trace JSON (open in "
                   "Perfetto or chrome://tracing)");
   // An empty value would read as no --resume at all and start the run over: refused (a script
@@ -341,7 +346,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--overwrite", args->overwrite,
                 "Start over in an output directory that holds an earlier run: removes its "
                 "checkpoints, model and metrics first (without it, such a directory is refused)");
-  cmd->add_option("--init-from", args->init_from,
+  add_text_option(*cmd, "--init-from", args->init_from,
                   "Start from other weights instead of random ones: a kintsugi run's <out>/model "
                   "or training checkpoint <out>/checkpoints/step-N (weights only: step 0, new "
                   "optimizer state and schedule), a Hugging Face .safetensors file (model shape "
@@ -355,7 +360,7 @@ void add_train_command(CLI::App& app) {
                   "Write a training checkpoint every N steps (train.save_every)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "Sequence parallelism within tensor-parallel groups");
-  cmd->add_option("--tensor-grid", args->tensor_grid,
+  add_text_option(*cmd, "--tensor-grid", args->tensor_grid,
                   "3D tensor parallelism (AxoNN): X,Y,Z ranks per grid dimension, X*Y*Z = tp "
                   "(implies --tp; parallel.tensor_grid)");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");

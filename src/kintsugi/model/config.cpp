@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <limits>
 #include <map>
 
 #include "kintsugi/core/error.hpp"
@@ -30,6 +31,10 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
   positive("vocab_size", c.vocab_size);
   positive("seq_len", c.seq_len);
   positive("vocab_pad_multiple", c.vocab_pad_multiple);
+  // Blocks are numbered and split into pipeline stages in ints (parallel/stage_partition.hpp).
+  if (c.n_layer > std::numeric_limits<int>::max())
+    fail("model.n_layer = {} is more blocks than kintsugi numbers (at most {})", c.n_layer,
+         std::numeric_limits<int>::max());
   if (c.d_model % c.n_head != 0)
     fail("{}{} = {} is not divisible by {} = {}: change one so that {} / {} is a whole head size",
          at, key("d_model"), c.d_model, key("n_head"), c.n_head, key("d_model"), key("n_head"));

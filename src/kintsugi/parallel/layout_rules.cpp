@@ -22,9 +22,12 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& l) {
     return fmt::format("tp {}, pp {}, dp {}, virtual stages {} and micro-batch {} must all be at "
                        "least 1",
                        l.tp, l.pp, l.dp, l.virtual_stages, l.micro_batch);
-  // The pipeline schedule counts micro-batches per data-parallel rank in an int
-  // (PipelineShape), so a step holds at most INT_MAX of them.
-  constexpr std::int64_t kMaxMicroBatches = std::numeric_limits<int>::max();
+  // A step's program lists every micro-batch's instructions, and the rank tracks the activation
+  // of each (parallel/pipeline_schedule.hpp, pipeline_executor.hpp): some 100 bytes per
+  // micro-batch, built before the first step. 2^20 micro-batches per data-parallel rank (far
+  // beyond any accumulation in use) keep that near 100 MB instead of letting a global batch of
+  // billions exhaust the machine; the schedule counts them in an int besides.
+  constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 20;
   std::int64_t sequences_per_round = 0;  // micro_batch x dp, checked: both may be huge
   if (__builtin_mul_overflow(l.micro_batch, l.dp, &sequences_per_round) ||
       l.global_batch % sequences_per_round != 0)

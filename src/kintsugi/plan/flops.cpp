@@ -27,14 +27,19 @@ BlockParameters block_parameters(const ModelConfig& c) {
   return p;
 }
 
-std::int64_t parameter_count(const ModelConfig& c) {
-  const std::int64_t d = c.d_model, norm = norm_parameters(c);
-  const std::int64_t per_layer = static_cast<std::int64_t>(block_parameters(c).total());
-  std::int64_t total = c.vocab_size * d + c.n_layer * per_layer + norm;  // + final norm
-  if (c.learned_positions()) total += c.seq_len * d;
+double parameter_count_double(const ModelConfig& c) {
+  const double d = static_cast<double>(c.d_model), vocab = static_cast<double>(c.vocab_size);
+  const double norm = static_cast<double>(norm_parameters(c));
+  double total = vocab * d + static_cast<double>(c.n_layer) * block_parameters(c).total() +
+                 norm;  // + final norm
+  if (c.learned_positions()) total += static_cast<double>(c.seq_len) * d;
   if (c.embedding_norm()) total += norm;
-  if (!c.tied_embeddings()) total += c.vocab_size * d;  // the LM head
+  if (!c.tied_embeddings()) total += vocab * d;  // the LM head
   return total;
+}
+
+std::int64_t parameter_count(const ModelConfig& c) {
+  return static_cast<std::int64_t>(parameter_count_double(c));
 }
 
 std::int64_t matmul_parameter_count(const ModelConfig& c) {

@@ -36,6 +36,9 @@ struct BlockParameters {
 BlockParameters block_parameters(const ModelConfig& c);
 // Every trainable element (real vocabulary rows, not padding).
 std::int64_t parameter_count(const ModelConfig& c);
+// The same in a double: exact below 2^53, and no overflow for any shape, however absurd (a
+// config is measured with it before it is refused: train/model_fit.hpp).
+double parameter_count_double(const ModelConfig& c);
 // Parameters that take part in matrix multiplies (N_matmul above).
 std::int64_t matmul_parameter_count(const ModelConfig& c);
 // Model FLOPs for one token at context length seq (forward + backward): n_layer blocks and the

@@ -57,11 +57,11 @@ std::int64_t steps_to_consume(const BatchRampup& ramp, std::int64_t global_batch
   return steps;
 }
 
-std::vector<std::int64_t> ramp_batches(const BatchRampup& ramp, std::int64_t global_batch) {
-  if (!ramp.enabled()) return {global_batch};
-  std::vector<std::int64_t> out;
-  for (std::int64_t b = ramp.start; b <= global_batch; b += ramp.increment) out.push_back(b);
-  return out;
+std::vector<std::int64_t> ramp_batches_to_check(const BatchRampup& ramp,
+                                                std::int64_t global_batch) {
+  if (!ramp.enabled() || ramp.start == global_batch) return {global_batch};
+  if (ramp.start + ramp.increment == global_batch) return {ramp.start, global_batch};
+  return {ramp.start, ramp.start + ramp.increment, global_batch};
 }
 
 BatchLrRule batch_lr_rule_of(const std::string& name) {
@@ -85,38 +85,66 @@ BatchSchedule::BatchSchedule(const TrainConfig& t, std::int64_t start_step,
                              std::int64_t consumed_at_start)
     : ramp_(batch_rampup_of(t)), global_batch_(t.global_batch), steps_(t.steps) {
   KINTSUGI_ASSERT(start_step >= 0 && start_step <= steps_);
-  batch_.resize(static_cast<std::size_t>(steps_));
-  consumed_.resize(static_cast<std::size_t>(steps_) + 1);
-  std::int64_t c = 0;
-  for (std::int64_t s = 0; s < steps_; ++s) {
-    if (s == start_step) {
-      replayed_at_start_ = c;
-      if (consumed_at_start >= 0) c = consumed_at_start;
-    }
-    consumed_[static_cast<std::size_t>(s)] = c;
-    batch_[static_cast<std::size_t>(s)] = ramped_batch(ramp_, global_batch_, c);
-    c += batch_[static_cast<std::size_t>(s)];
-  }
-  if (start_step == steps_) {
-    replayed_at_start_ = c;
-    if (consumed_at_start >= 0) c = consumed_at_start;
-  }
-  consumed_[static_cast<std::size_t>(steps_)] = c;
+  replayed_at_start_ = walk({}, start_step).consumed;
+  start_ = {start_step, consumed_at_start >= 0 ? consumed_at_start : replayed_at_start_};
+  cursor_ = start_;
 }
 
-std::int64_t BatchSchedule::batch(std::int64_t step) const {
-  KINTSUGI_ASSERT(step >= 0 && step < steps_);
-  return batch_[static_cast<std::size_t>(step)];
+std::int64_t BatchSchedule::steps_at_this_batch(const Point& from, std::int64_t limit) const {
+  const std::int64_t n = ramp_.enabled() ? (global_batch_ - ramp_.start) / ramp_.increment : 0;
+  if (n == 0 || from.consumed >= ramp_.samples) return limit;  // the full batch from here on
+  // The next increment comes at the first count c with floor(c n / samples) = k + 1.
+  const auto k = static_cast<std::int64_t>(static_cast<__int128>(from.consumed) * n /
+                                           ramp_.samples);
+  const auto next = static_cast<std::int64_t>(
+      (static_cast<__int128>(k + 1) * ramp_.samples + n - 1) / n);
+  const std::int64_t batch = ramp_.start + k * ramp_.increment;
+  return std::min(limit, (next - from.consumed + batch - 1) / batch);
+}
+
+BatchSchedule::Point BatchSchedule::walk(Point from, std::int64_t step) const {
+  KINTSUGI_ASSERT(from.step <= step);
+  while (from.step < step) {
+    const std::int64_t batch = ramped_batch(ramp_, global_batch_, from.consumed);
+    const std::int64_t m = steps_at_this_batch(from, step - from.step);
+    from.consumed += m * batch;
+    from.step += m;
+  }
+  return from;
+}
+
+BatchSchedule::Point BatchSchedule::origin_of(std::int64_t step) const {
+  // Before start_step the run replays the ramp from step 0; from it on, it goes on from start_.
+  const Point origin = step >= start_.step ? start_ : Point{};
+  return cursor_.step >= origin.step && cursor_.step <= step ? cursor_ : origin;
 }
 
 std::int64_t BatchSchedule::consumed_before(std::int64_t step) const {
   KINTSUGI_ASSERT(step >= 0 && step <= steps_);
-  return consumed_[static_cast<std::size_t>(step)];
+  cursor_ = walk(origin_of(step), step);
+  return cursor_.consumed;
+}
+
+std::int64_t BatchSchedule::batch(std::int64_t step) const {
+  KINTSUGI_ASSERT(step >= 0 && step < steps_);
+  return ramped_batch(ramp_, global_batch_, consumed_before(step));
+}
+
+std::int64_t BatchSchedule::next_batch_change(std::int64_t step) const {
+  const std::int64_t batch = this->batch(step);
+  Point p{step, consumed_before(step)};
+  do {
+    // The batch may also change where the run continues from a checkpoint's count.
+    const std::int64_t end = p.step < start_.step ? start_.step : steps_;
+    p = walk(p, p.step + steps_at_this_batch(p, end - p.step));
+    if (p.step == start_.step) p = start_;
+  } while (p.step < steps_ && ramped_batch(ramp_, global_batch_, p.consumed) == batch);
+  return p.step;
 }
 
 std::int64_t BatchSchedule::first_full_step() const {
-  for (std::int64_t s = 0; s < steps_; ++s)
-    if (batch_[static_cast<std::size_t>(s)] == global_batch_) return s;
+  for (std::int64_t s = 0; s < steps_; s = next_batch_change(s))
+    if (batch(s) == global_batch_) return s;
   return steps_;
 }
 

@@ -47,9 +47,13 @@ std::int64_t ramped_batch(const BatchRampup& ramp, std::int64_t global_batch,
 std::int64_t steps_to_consume(const BatchRampup& ramp, std::int64_t global_batch,
                               std::int64_t sequences);
 
-// Every global batch the ramp passes through, ascending, the full one last ({global_batch}
-// without a ramp).
-std::vector<std::int64_t> ramp_batches(const BatchRampup& ramp, std::int64_t global_batch);
+// The global batches a layout check must see for the ramp to split over it everywhere: its
+// first two batches and the full one ({global_batch} without a ramp). The ramp's batches form
+// the progression start + k increment, and every rule on the batch (resolve_layout) is a
+// divisibility, which holds for the whole progression when it holds for its first two terms,
+// or a bound, which the smallest or the largest batch meets worst; a ramp of millions of
+// batches is checked in three.
+std::vector<std::int64_t> ramp_batches_to_check(const BatchRampup& ramp, std::int64_t global_batch);
 
 enum class BatchLrRule { none, sqrt, linear };
 BatchLrRule batch_lr_rule_of(const std::string& name);  // kintsugi::Error on an unknown name
@@ -60,6 +64,10 @@ double batch_lr_factor(BatchLrRule rule, std::int64_t batch, std::int64_t global
 // `start_step` (done by a checkpoint's run) replay the ramp from step 0; from `start_step` on,
 // the ramp continues from `consumed_at_start` (the checkpoint's count), so a resumed run takes
 // the batches the uninterrupted one took whenever the checkpoint came from the same ramp.
+//
+// Nothing is stored per step (train.steps may be 1e12): a step's count is found by walking the
+// ramp one batch size at a time, each size's steps in one division, from the last step asked
+// (the trainer asks step after step) or from the start.
 class BatchSchedule {
  public:
   BatchSchedule(const TrainConfig& train, std::int64_t start_step = 0,
@@ -72,14 +80,28 @@ class BatchSchedule {
   const BatchRampup& ramp() const { return ramp_; }
   // The replayed count at start_step: what an uninterrupted run of this config had consumed.
   std::int64_t replayed_consumed_at_start() const { return replayed_at_start_; }
-  // The first step whose batch is the full one (0 without a ramp).
+  // The first step whose batch is the full one (0 without a ramp; steps() if none is).
   std::int64_t first_full_step() const;
+  // The first step after `step` whose batch differs from step `step`'s (steps() if none does).
+  std::int64_t next_batch_change(std::int64_t step) const;
 
  private:
+  struct Point {
+    std::int64_t step = 0, consumed = 0;  // sequences consumed before `step`
+  };
+  // Steps from `from` until the batch may change: the next increment of the ramp (or, before
+  // start_step, the resume point); `limit` steps at most.
+  std::int64_t steps_at_this_batch(const Point& from, std::int64_t limit) const;
+  // The point at `step`, walked from `from` (from.step <= step).
+  Point walk(Point from, std::int64_t step) const;
+  // Where a walk to `step` may start: step 0, or the resume point for steps from it.
+  Point origin_of(std::int64_t step) const;
+
   BatchRampup ramp_;
   std::int64_t global_batch_, steps_;
+  Point start_;  // start_step and the count the run continues from
   std::int64_t replayed_at_start_ = 0;
-  std::vector<std::int64_t> batch_, consumed_;  // per step 0..steps-1; consumed_ has steps + 1
+  mutable Point cursor_;  // the last point asked: the next question usually walks one step
 };
 
 }  // namespace kintsugi

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <functional>
 
+#include "kintsugi/checkpoint/hf_layout.hpp"
+#include "kintsugi/checkpoint/hf_weights.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 
@@ -50,6 +52,15 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
   }
   HfModel hf = model_from_hf_config(j, json_path.string());
   ModelConfig& m = hf.model;
+  // config.json's blocks against the weights' own, before anything is built per block.
+  if (const HfTensorList weights = hf_tensor_list(folder); !weights.names.empty()) {
+    const std::int64_t blocks = hf_block_count(weights.names);
+    if (blocks != m.n_layer)
+      fail("{} gives {} = {} but {} holds the tensors of {} block{}: the folder's config and "
+           "weights disagree",
+           json_path.string(), hf.field_of("model.n_layer"), m.n_layer, weights.file.string(),
+           blocks, blocks == 1 ? "" : "s");
+  }
 
   const ModelConfig& user = config.model;
   for (const auto& [key, text] : shape_keys()) {

@@ -378,7 +378,7 @@ bool same_shape(const ModelConfig& a, const ModelConfig& b) {
 // A model that is not its preset's shape is named by family and size, e.g. "gpt2-3.4M", so
 // that logs and checkpoints do not call it by the preset it started from.
 std::string custom_model_name(const ModelConfig& m) {
-  const double n = static_cast<double>(parameter_count(m));
+  const double n = parameter_count_double(m);
   return n >= 1e9 ? fmt::format("{}-{:.1f}B", name_of(m.family), n / 1e9)
                   : fmt::format("{}-{:.1f}M", name_of(m.family), n / 1e6);
 }
@@ -456,6 +456,12 @@ void validate(const RunConfig& c) {
   positive("micro_batch", t.micro_batch);
   positive("lr", t.lr);
   positive("log_every", t.log_every);
+  // Sequences and tokens trained are counted in 64 bits (tokens_seen, a ramp-up's count).
+  if (std::int64_t tokens = 0; __builtin_mul_overflow(t.steps, t.global_batch, &tokens) ||
+                               __builtin_mul_overflow(tokens, c.model.seq_len, &tokens))
+    fail("train.steps = {} x train.global_batch = {} x model.seq_len = {} tokens is more than a "
+         "run can count (2^63): lower train.steps",
+         t.steps, t.global_batch, c.model.seq_len);
   if (t.global_batch % t.micro_batch != 0)
     fail("train.global_batch = {} is not a multiple of train.micro_batch = {}: change one of them",
          t.global_batch, t.micro_batch);
@@ -494,6 +500,11 @@ void validate(const RunConfig& c) {
   if (t.seed < 0) fail("train.seed = {} must not be negative", t.seed);
   positive("loss_scale", t.loss_scale);
   positive("loss_scale_window", t.loss_scale_window);
+  // Unlike data.val and metrics.tensorboard_dir, data.tokenizer has no "none": an empty one
+  // would train unchecked and save a model no `generate` can read.
+  if (c.data.tokenizer.empty())
+    fail("data.tokenizer is empty: name the data's tokenizer (a tokenizer.json, its directory or "
+         "GPT-2's directory), which the run checks the data against and saves with the model");
   if (c.data.eod_id < -1 || c.data.eod_id >= c.model.vocab_size)
     fail("data.eod_id = {} must be -1 (data.tokenizer's end id) or an id below model.vocab_size "
          "= {}",
@@ -586,7 +597,8 @@ void resolve_layout(RunConfig& c, int world) {
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
   // Every batch of a ramp-up is split over the same layout (train/batch_rampup.hpp).
-  for (std::int64_t batch : ramp_batches(batch_rampup_of(c.train), c.train.global_batch)) {
+  for (std::int64_t batch :
+       ramp_batches_to_check(batch_rampup_of(c.train), c.train.global_batch)) {
     LayoutSpec spec = layout_spec(c);
     spec.global_batch = batch;
     if (const std::string problem = layout_problem(c.model, spec); !problem.empty())

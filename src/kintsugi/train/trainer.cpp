@@ -347,15 +347,24 @@ class TrainingRun {
     return batches_.consumed_before(step) * config_.model.seq_len;
   }
 
-  // The ramp-up's log line: its batches, the steps at which each starts (as this run takes them)
-  // and the learning-rate rule.
+  // The ramp-up's log line: its batches, the steps at which each starts (as this run takes them;
+  // the first few and the full batch's of a ramp with many) and the learning-rate rule.
   std::string describe_rampup() const {
     const BatchRampup& r = batches_.ramp();
+    constexpr int kListed = 8;
     std::string steps;
-    for (std::int64_t s = 0; s < tc_.steps; ++s)
-      if (s == 0 || batches_.batch(s) != batches_.batch(s - 1))
-        steps += fmt::format("{}{} from step {}", steps.empty() ? "" : ", ", batches_.batch(s),
-                             s + 1);
+    int listed = 0;
+    for (std::int64_t s = 0; s < tc_.steps; s = batches_.next_batch_change(s)) {
+      if (++listed > kListed) {
+        const std::int64_t full = batches_.first_full_step();
+        steps += full < tc_.steps
+                     ? fmt::format(", ..., {} from step {}", tc_.global_batch, full + 1)
+                     : ", ...";
+        break;
+      }
+      steps += fmt::format("{}{} from step {}", steps.empty() ? "" : ", ", batches_.batch(s),
+                           s + 1);
+    }
     return fmt::format("batch ramp-up: {} -> {} sequences by {} over {} samples ({}) | "
                        "learning rate {}",
                        r.start, tc_.global_batch, r.increment, r.samples, steps,
