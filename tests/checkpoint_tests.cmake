@@ -344,7 +344,8 @@ set_tests_properties(ckpt.tokenizer_identity PROPERTIES TIMEOUT 300)
 add_test(NAME ckpt.tokenizer_unchecked
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenizer_unchecked.sh $<TARGET_FILE:kintsugi>
                  ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh ${CKPT_OUT} ${MPI_DATA}
-                 ${MICRO_RUN})
+                 ${MICRO_RUN} --set data.tokenizer=${MPI_DATA}/gpt2-tokenizer
+                 --set model.vocab_size=50257)
 set_tests_properties(ckpt.tokenizer_unchecked PROPERTIES TIMEOUT 300)
 # <out>/config.toml: written by every run, taken by --resume without --config; every key a
 # resume changes is listed.

@@ -14,7 +14,7 @@ set_tests_properties(use.tensorboard PROPERTIES PROCESSORS 2 TIMEOUT 120)
 add_test(NAME use.eval_equals_validation
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/eval.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/exact_serial/full ${TEST_VAL} 3
-                 ${TEST_TOKENIZER})
+                 ${TEST_TOKENIZER} ${MPI_DATA}/brown/val.txt)
 set_tests_properties(use.eval_equals_validation PROPERTIES FIXTURES_REQUIRED serial_checkpoint
                                                           PROCESSORS 2 TIMEOUT 180)
 add_test(NAME use.error.eval_needs_weights

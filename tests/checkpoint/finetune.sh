@@ -24,14 +24,19 @@ mpirun -q -np "${l[0]}" --oversubscribe --bind-to none "$kintsugi" train "${l[@]
 # Fresh state: steps 1..3 (not 5..7), the first step's learning rate that of a fresh run with
 # the same settings (warm-up restarts), and the checkpoint of step 2 counts 2 optimizer steps.
 "$kintsugi" train "$@" "${ft[@]}" --set train.steps=1 --out "$dir/fresh" >/dev/null
-first() { head -1 "$1/metrics.jsonl" | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["step"], m["lr"])'; }
-echo "first step (fine-tune): $(first "$dir/serial"); (fresh run): $(first "$dir/fresh")"
-[[ "$(first "$dir/serial")" == "$(first "$dir/fresh")" ]]
-python3 - "$dir/serial/checkpoints/step-00000002/manifest.json" <<'PY'
+# The first training step's line (a fine-tune's metrics begin with the step-0 evaluation).
+first() {
+  python3 -c 'import json,sys; print(next((m["step"], m["lr"]) for m in map(json.loads, open(sys.argv[1])) if "lr" in m))' \
+    "$1/metrics.jsonl"
+}
+finetuned=$(first "$dir/serial") fresh=$(first "$dir/fresh")
+echo "first step (fine-tune): $finetuned; (fresh run): $fresh"
+[[ -n "$finetuned" && "$finetuned" == "$fresh" ]]
+python3 - "$dir/serial/checkpoints/step-00000002/manifest.json" "$dir/base/model/manifest.json" <<'PY'
 import json, sys
-m = json.load(open(sys.argv[1]))
+m, base = (json.load(open(path)) for path in sys.argv[1:])
 assert m["step"] == 2 and m["optimizer_steps"] == 2, (m["step"], m["optimizer_steps"])
-assert m["tokenizer"]["vocab_size"] == 50257, m.get("tokenizer")
+assert m["tokenizer"] == base["tokenizer"] and m["tokenizer"]["vocab_size"] > 0, m.get("tokenizer")
 PY
 echo "fine-tune: serial and ${l[*]} agree; fresh optimizer state and schedule"
 "$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -3,9 +3,9 @@
 # (train.eval_sequences = WINDOWS windows of its validation file) against
 # eval of its saved model and of its last training checkpoint, as one process and under mpirun
 # in other layouts; then every window of the file, in text.
-# Usage: eval.sh KINTSUGI RUN_DIR VAL_FILE WINDOWS TOKENIZER_DIR (VAL_FILE.txt next to VAL_FILE.bin)
+# Usage: eval.sh KINTSUGI RUN_DIR VAL_FILE WINDOWS TOKENIZER_DIR VAL_TEXT (the text VAL_FILE holds)
 set -euo pipefail
-kintsugi="$1" run="$2" val="$3" windows="$4" tokenizer="$5"
+kintsugi="$1" run="$2" val="$3" windows="$4" tokenizer="$5" val_text="$6"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 want="$(tail -n 1 "$run/metrics.jsonl")"
 ckpt="$(ls -d "$run"/checkpoints/step-* | tail -n 1)"
@@ -37,7 +37,7 @@ check 1e-5 "dp 2 ZeRO-3, training checkpoint" mpi 2 "$kintsugi" eval --checkpoin
 
 # Every window of a small file (none overlapping: (tokens - 1) / seq_len of them), as text.
 small="$run/eval-small"
-head -c 8000 "${val%.bin}.txt" >"$small.txt"
+head -c 8000 "$val_text" >"$small.txt"
 "$kintsugi" data tokenize --tokenizer "$tokenizer" --out "$small.bin" "$small.txt" >/dev/null
 tokens="$("$kintsugi" data info "$small.bin" | grep -Eo "[0-9]+ tokens" | grep -Eo "[0-9]+")"
 out="$("$kintsugi" eval --checkpoint "$run/model" --data "$small.bin")"

@@ -44,6 +44,6 @@ printf '{"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}\n' \
 echo "not json" >"$dir/broken/tokenizer.json"
 "$expect_error" "^kintsugi: error: data.tokenizer: .*broken/tokenizer.json is not valid JSON" \
   "$kintsugi" train "${run[@]}" --set data.tokenizer="$dir/broken" --out "$dir/broken-run"
-"$expect_error" "^kintsugi: error: data.tokenizer is empty: name a tokenizer.json" \
+"$expect_error" "^kintsugi: error: data.tokenizer is empty: name the data's tokenizer" \
   "$kintsugi" train "${run[@]}" --set 'data.tokenizer=""' --out "$dir/empty-run"
 echo "tokenizer checks: nothing trains unchecked"
