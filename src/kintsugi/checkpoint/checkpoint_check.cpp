@@ -69,12 +69,12 @@ json read_manifest(const fs::path& dir) {
   } catch (const json::exception& e) {
     fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
   }
-  if (!j.is_object() || j.value("format", "") != kFormat)
+  if (!j.is_object() || j.value("format", "") != checkpoint_format::kFormat)
     fail("{} is not a kintsugi training checkpoint manifest", path.string());
   const int version = j.value("version", 0);
-  if (version != 1 && version != kVersion)
+  if (version != 1 && version != checkpoint_format::kVersion)
     fail("{} has format version {}, this kintsugi reads versions 1 to {}", path.string(),
-         j.value("version", 0), kVersion);
+         j.value("version", 0), checkpoint_format::kVersion);
   if (j.contains("optimizer") && (!j.at("optimizer").is_string() ||
                                   (manifest_optimizer(j) != "adamw" && manifest_optimizer(j) != "lion")))
     fail("{} holds the state of optimizer {}, which this kintsugi does not know (\"adamw\" or "

@@ -23,8 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using model_manifest::kFormat;
-using model_manifest::kVersion;
 using model_manifest::read_model_manifest;
 
 // The data file the manifest names (read_model_manifest checked that it is a file of `dir`).
@@ -184,8 +182,8 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
   const std::uint64_t checksum = XXH3_64bits_digest(hash);
   XXH3_freeState(hash);
 
-  nlohmann::json manifest = {{"format", kFormat},
-                             {"version", kVersion},
+  nlohmann::json manifest = {{"format", model_manifest::kFormat},
+                             {"version", model_manifest::kVersion},
                              {"step", step},
                              {"model", to_json(config)},
                              {"weights_dtype", std::string(name_of(weights))},

@@ -224,8 +224,8 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
       files.push_back({{"name", s.at("file")}, {"bytes", s.at("bytes")}, {"xxh3", s.at("xxh3")}});
     }
     json manifest = {
-        {"format", kFormat},
-        {"version", kVersion},
+        {"format", checkpoint_format::kFormat},
+        {"version", checkpoint_format::kVersion},
         {"step", progress.step},
         {"optimizer", std::string(name_of(rank.states.empty()
                                               ? OptimizerKind::adamw

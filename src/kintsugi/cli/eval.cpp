@@ -39,7 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Args {
+struct EvalArgs {
   std::string checkpoint, init_from, config, data, schedule, precision, device, tensor_grid;
   std::vector<std::string> overrides;
   std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
@@ -82,7 +82,7 @@ nlohmann::json read_manifest(const fs::path& dir) {
 // manifest without --config, a Hugging Face folder's config.json) or from --config (a
 // .safetensors file), the layout from the flags, and a batch of one micro-batch per
 // data-parallel rank and stage (only its micro-batch size matters here).
-EvalSetup eval_config(const Args& args, int world) {
+EvalSetup eval_config(const EvalArgs& args, int world) {
   if (args.checkpoint.empty() == args.init_from.empty())
     fail("eval needs either --checkpoint DIR (a training checkpoint or a saved model) or "
          "--init-from PATH (what train --init-from takes: a kintsugi run's model/ or "
@@ -139,7 +139,7 @@ EvalSetup eval_config(const Args& args, int world) {
 
 // The weights, checked; the tokenizer they record (or a Hugging Face folder's) against the
 // data's.
-Weights read_weights(const Args& args, EvalSetup& setup, const data::TokenizerIdentity& data_ids,
+Weights read_weights(const EvalArgs& args, EvalSetup& setup, const data::TokenizerIdentity& data_ids,
                      int rank, int world) {
   const RunConfig& config = setup.config;
   Weights w;
@@ -168,7 +168,7 @@ Weights read_weights(const Args& args, EvalSetup& setup, const data::TokenizerId
 
 // Builds this rank's part of the model, loads the weights and evaluates; rank 0 prints.
 void evaluate(const RunConfig& config, const Weights& weights, const data::BatchSampler& data,
-              const Args& args, std::int64_t windows, const Topology* topology) {
+              const EvalArgs& args, std::int64_t windows, const Topology* topology) {
   const Place place(topology, config.parallel.sequence_parallel);
   MemoryTracker memory;
   auto backend = make_backend(config.train.device, memory);
@@ -214,7 +214,7 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
              tokens, describe_layout(config, place, model), loss, std::exp(loss), seconds);
 }
 
-void run(const Args& args) {
+void run(const EvalArgs& args) {
   std::unique_ptr<MpiRuntime> mpi;
   if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
   const int world = mpi ? mpi->world_size() : 1, rank = mpi ? mpi->world_rank() : 0;
@@ -283,7 +283,7 @@ void run(const Args& args) {
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<EvalArgs>();
   auto* cmd = app.add_subcommand(
       "eval", "Loss and perplexity of a model on a token file (under mpirun/srun in any layout)");
   cmd->add_option("--checkpoint", args->checkpoint,

@@ -32,7 +32,7 @@ namespace kintsugi::cli {
 
 namespace {
 
-struct Args {
+struct PlanArgs {
   std::string model, config, cluster = "local", grad_precision, write_config;
   std::string attention, pipeline_p2p, device, objective, scaling, plot;
   std::vector<std::string> overrides, schedule, recompute, sp, precision, tensor_grid,
@@ -51,7 +51,7 @@ struct Args {
 // The run the plan is for: a run config (--config, gpt2 models that train here) or a preset
 // (--model, any family), with --seq and --grad-precision applied; the global batch and the
 // precision are the search's (run_plan), each defaulting to the config's.
-RunConfig base_config(const Args& a) {
+RunConfig base_config(const PlanArgs& a) {
   RunConfig c;
   if (!a.device.empty() && a.cluster != "local")
     fail("--device picks the local cluster's devices; --cluster {} says what its devices are",
@@ -71,7 +71,7 @@ RunConfig base_config(const Args& a) {
   return c;
 }
 
-void print_memory(const Args& a) {
+void print_memory(const PlanArgs& a) {
   // Bytes per parameter of the training state (plan/memory.hpp), without sharding.
   if (a.precision.size() > 1) fail("plan --memory takes one --precision");
   const Precision precision = a.precision.empty()
@@ -131,7 +131,7 @@ struct BatchLimit {
   bool allows(std::int64_t batch) const { return sequences == 0 || batch <= sequences; }
 };
 
-BatchLimit batch_limit(const Args& a, std::int64_t seq_len) {
+BatchLimit batch_limit(const PlanArgs& a, std::int64_t seq_len) {
   BatchLimit limit{a.max_global_batch, fmt::format("--max-global-batch {}", a.max_global_batch)};
   if (a.critical_batch_loss <= 0) return limit;
   const CriticalBatchFit fit;
@@ -154,7 +154,7 @@ struct Axes {
   std::vector<Precision> precision;
 };
 
-Axes axes_of(const Args& a, const RunConfig& base, const BatchLimit& limit) {
+Axes axes_of(const PlanArgs& a, const RunConfig& base, const BatchLimit& limit) {
   Axes x;
   for (std::int64_t n : parse_values(a.nodes, "--nodes", 1))
     if (a.max_nodes == 0 || n <= a.max_nodes) x.nodes.push_back(n);
@@ -197,7 +197,7 @@ std::vector<std::int64_t> parse_grid(const std::string& text) {
   return g;
 }
 
-SearchSpace space_of(const Args& a) {
+SearchSpace space_of(const PlanArgs& a) {
   SearchSpace space;
   auto values = [](const std::string& text, const char* flag, std::int64_t minimum) {
     return text.empty() ? std::vector<std::int64_t>{} : parse_values(text, flag, minimum);
@@ -265,7 +265,7 @@ std::vector<std::int64_t> batches_from_accumulation(const SearchSpace& s, std::i
 }
 
 // The token budget of --tokens or --tokens-per-param (0: none).
-double token_budget(const Args& a, const ModelConfig& model) {
+double token_budget(const PlanArgs& a, const ModelConfig& model) {
   if (a.tokens > 0 && a.tokens_per_param > 0)
     fail("plan takes --tokens or --tokens-per-param, not both");
   if (a.tokens_per_param > 0) return a.tokens_per_param * static_cast<double>(parameter_count(model));
@@ -274,7 +274,7 @@ double token_budget(const Args& a, const ModelConfig& model) {
 
 // `--scaling strong|weak`: the fastest layout at each node count (plan/scaling.hpp), a table, and
 // with --plot an SVG of the efficiency.
-void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const SearchSpace& space,
+void run_scaling(const PlanArgs& a, const RunConfig& base, const Axes& axes, const SearchSpace& space,
                  const Workload& w, const ChosenCluster& chosen) {
   if (axes.global_batch.size() != 1 || axes.precision.size() != 1)
     fail("--scaling takes one --global-batch (the first node count's, for weak scaling) and one "
@@ -360,7 +360,7 @@ void run_scaling(const Args& a, const RunConfig& base, const Axes& axes, const S
 }
 
 // --critical-batch-loss: what the critical batch is, and what it leaves out.
-std::string critical_batch_note(const Args& a, const BatchLimit& limit, std::int64_t seq_len) {
+std::string critical_batch_note(const PlanArgs& a, const BatchLimit& limit, std::int64_t seq_len) {
   const CriticalBatchFit fit;
   const std::string head = fmt::format(
       "critical batch at loss {} nats/token: B_crit = {:.3g} / L^(1/{}) = {:.4g} tokens",
@@ -377,7 +377,7 @@ std::string critical_batch_note(const Args& a, const BatchLimit& limit, std::int
 }
 
 // --rampup-tokens: a batch ramp-up for the best layout (plan/rampup_suggestion.hpp).
-std::optional<RampupSuggestion> rampup_for(const Args& a, const Candidate& best) {
+std::optional<RampupSuggestion> rampup_for(const PlanArgs& a, const Candidate& best) {
   if (a.rampup_tokens <= 0) return std::nullopt;
   return suggest_rampup(best.workload.model, best.prediction.layout, best.workload.global_batch,
                         a.rampup_tokens);
@@ -397,7 +397,7 @@ std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double
                          : " x pp: the schedule's rounds");
 }
 
-void run_plan(const Args& a) {
+void run_plan(const PlanArgs& a) {
   if (a.memory) return print_memory(a);
   if (!a.plot.empty() && a.scaling.empty())
     fail("--plot {} draws a --scaling curve: add --scaling strong or weak", a.plot);
@@ -671,7 +671,7 @@ CLI::Option* one_number(CLI::App* cmd, const std::string& flag, std::int64_t& ta
 }
 
 // An option that takes one finite number above 0 (--tokens, --rampup-tokens, ...). 0 stands for
-// "not given" in Args, so a 0, a negative, nan or inf written on the command line is refused by
+// "not given" in PlanArgs, so a 0, a negative, nan or inf written on the command line is refused by
 // name, never taken as no value.
 CLI::Option* positive_number(CLI::App* cmd, const std::string& flag, double& target,
                              const std::string& what) {
@@ -687,7 +687,7 @@ CLI::Option* positive_number(CLI::App* cmd, const std::string& flag, double& tar
   return cmd->add_option_function<std::string>(flag, parse, what)->type_name("NUMBER");
 }
 
-// An option whose empty value would read as "not given" in Args (--global-batch '' as the
+// An option whose empty value would read as "not given" in PlanArgs (--global-batch '' as the
 // default batch, --model '' as gpt-tiny): an empty value is refused by name.
 CLI::Option* text_option(CLI::App* cmd, const std::string& flag, std::string& target,
                          const std::string& what) {
@@ -701,7 +701,7 @@ CLI::Option* text_option(CLI::App* cmd, const std::string& flag, std::string& ta
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "Predict memory and step time of every valid layout on a cluster; print the best");
   text_option(cmd, "--model", a->model, "Model preset (gpt-tiny, llama-13b, bloom-13b, gpt-175b, ...)");
@@ -750,7 +750,7 @@ void add_plan_command(CLI::App& app) {
                   "Rank by: step (time per step, default), time (to train a token budget), "
                   "energy, device-hours")
       ->check(CLI::IsMember({"step", "time", "energy", "device-hours"}));
-  // 0 stands for "not given" in Args (the model's value), so a 0 written on the command line is
+  // 0 stands for "not given" in PlanArgs (the model's value), so a 0 written on the command line is
   // refused rather than silently taken as the default.
   one_number(cmd, "--seq", a->seq, 1, "Sequence length")->default_str("the model's");
   cmd->add_option("--precision", a->precision,

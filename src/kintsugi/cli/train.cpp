@@ -38,7 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Args {
+struct TrainArgs {
   std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from,
       device, tensorboard;
   std::vector<std::string> overrides;
@@ -50,7 +50,7 @@ struct Args {
 
 // runs/<config name>; without a config file (every key from --set, the flags and the defaults)
 // runs/<model preset>, or runs/train when no preset is set either.
-std::string default_out_dir(const Args& args) {
+std::string default_out_dir(const TrainArgs& args) {
   if (!args.config.empty()) return "runs/" + std::filesystem::path(args.config).stem().string();
   std::string preset;
   for (const std::string& o : args.overrides)  // the last one wins, as in the config
@@ -63,7 +63,7 @@ std::string default_out_dir(const Args& args) {
 }
 
 // The command-line flags as config overrides, after the --set ones (so that flags win).
-std::vector<std::string> flag_overrides(const Args& args) {
+std::vector<std::string> flag_overrides(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.tp) overrides.push_back(fmt::format("parallel.tp={}", *args.tp));
   if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
@@ -143,7 +143,7 @@ void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
                root.string(), name);
 }
 
-void run(const Args& args) {
+void run(const TrainArgs& args) {
   std::unique_ptr<MpiRuntime> mpi;
   if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
   const int world = mpi ? mpi->world_size() : 1;
@@ -289,7 +289,7 @@ void run(const Args& args) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Train a model from a TOML config (under mpirun/srun "
                                           "for several ranks)");
   add_text_option(*cmd, "--config,-c", args->config,

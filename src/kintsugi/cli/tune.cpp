@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Args {
+struct TuneArgs {
   std::string config, cluster = "local", out = "runs/tune", mpirun = "mpirun", device;
   std::vector<std::string> overrides;
   std::int64_t ranks = 0, top = 3, steps = 4;
@@ -103,7 +103,7 @@ struct LayoutRun {
   std::optional<double> watts_per_device;
 };
 
-LayoutRun run_layout(const Args& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
+LayoutRun run_layout(const TuneArgs& a, const RunConfig& base, const Layout& l, const fs::path& dir) {
   make_directory(dir);
   const fs::path config = dir / "run.toml";
   std::ofstream(config) << layout_config_toml(base, l);
@@ -122,7 +122,7 @@ double error_percent(double predicted, double measured) {
   return 100.0 * (predicted - measured) / measured;
 }
 
-void run_tune(const Args& a) {
+void run_tune(const TuneArgs& a) {
   if (a.top < 1) fail("--top {} must be at least 1", a.top);
   if (a.steps < 2) fail("--steps {} must be at least 2: the first step is not timed", a.steps);
   make_directory(a.out);  // before any run: the runs and the refit cluster go there
@@ -298,7 +298,7 @@ void run_tune(const Args& a) {
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<TuneArgs>();
   auto* cmd = app.add_subcommand(
       "tune", "Run the planner's top layouts for a few steps, measure, refit the cost model");
   cmd->add_option("--config,-c", a->config, "Run config (TOML) of the model to tune")->required();

@@ -60,6 +60,10 @@ class Buffer {
   std::size_t size() const { return bytes_; }
   Device device() const { return allocator_ ? allocator_->device() : Device::cpu; }
   Tensor view(DType dtype, Shape shape, std::size_t byte_offset = 0) const;
+  // Elements [begin, begin + count) of the buffer read as a flat array of dtype.
+  Tensor elements(DType dtype, std::int64_t begin, std::int64_t count) const {
+    return view(dtype, Shape{count}, static_cast<std::size_t>(begin) * size_of(dtype));
+  }
 
  private:
   void reset();

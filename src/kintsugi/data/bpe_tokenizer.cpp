@@ -90,11 +90,6 @@ struct Merge {
   std::int32_t result;  // id of the concatenated token
 };
 
-constexpr std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-         static_cast<std::uint32_t>(right);
-}
-
 }  // namespace
 
 std::string byte_symbol(std::uint8_t b) {
@@ -206,7 +201,7 @@ void BpeTokenizer::Impl::load_merges(
     if (l == bytes_to_id.end() || r == bytes_to_id.end() || merged == bytes_to_id.end())
       corrupt(path, "line {} merges tokens missing from encoder.json", line_number);
     // A repeated pair takes its last rank, as the reference's dict(zip(merges, range(n))) does.
-    merges[pair_key(l->second, r->second)] = Merge{rank++, merged->second};
+    merges[merge_key(l->second, r->second)] = Merge{rank++, merged->second};
   }
   if (merges.empty()) corrupt(path, "no merges");
 }
@@ -279,7 +274,7 @@ void BpeTokenizer::Impl::push_candidate(BpeWorkspace& w, std::int32_t position) 
   auto& heap = w.heap;
   const BpeWorkspace::Symbol& s = symbols[position];
   if (s.next < 0) return;
-  auto it = merges.find(pair_key(s.id, symbols[s.next].id));
+  auto it = merges.find(merge_key(s.id, symbols[s.next].id));
   if (it == merges.end()) return;
   heap.push_back({it->second.rank, position, s.id, symbols[s.next].id});
   std::push_heap(heap.begin(), heap.end(), std::greater<>{});
@@ -315,7 +310,7 @@ void BpeTokenizer::Impl::bpe(std::string_view piece, BpeWorkspace& w,
       BpeWorkspace::Symbol& left = symbols[c.position];
       if (left.id != c.left || left.next < 0 || symbols[left.next].id != c.right) continue;
       BpeWorkspace::Symbol& right = symbols[left.next];
-      left.id = merges.find(pair_key(c.left, c.right))->second.result;
+      left.id = merges.find(merge_key(c.left, c.right))->second.result;
       right.id = -1;
       left.next = right.next;
       if (right.next >= 0) symbols[right.next].prev = c.position;

@@ -15,6 +15,12 @@
 
 namespace kintsugi::data {
 
+// The key of the merge of the adjacent tokens (left, right) in a BPE merge table.
+constexpr std::uint64_t merge_key(std::int32_t left, std::int32_t right) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
+         static_cast<std::uint32_t>(right);
+}
+
 class BpeTokenizer final : public Tokenizer {
  public:
   // Loads `encoder.json` and `vocab.bpe` (or the same files named vocab.json and merges.txt, as

@@ -16,11 +16,6 @@ namespace {
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 ▁
 constexpr char32_t kCharTableSize = 0x30000;              // planes 0-2: CJK, emoji, ...
 
-constexpr std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-         static_cast<std::uint32_t>(right);
-}
-
 // Byte length of the UTF-8 sequence that starts with `lead` (the text is valid UTF-8).
 inline std::size_t utf8_length(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
@@ -103,7 +98,7 @@ HfBpe::HfBpe(const nlohmann::json& model,
       fail("{}: merge {} ({} + {}) uses or makes a token missing from the vocabulary", what,
            rank, left, right);
     // A repeated pair takes its last rank, as the reference's Map does.
-    merges_[pair_key(l->second, r->second)] = {static_cast<std::int32_t>(rank), joined->second};
+    merges_[merge_key(l->second, r->second)] = {static_cast<std::int32_t>(rank), joined->second};
     if (right.starts_with(kMetaspace) && !left.ends_with(kMetaspace)) splittable = false;
   }
   split_at_metaspace_ = !byte_level_ && splittable;
@@ -160,7 +155,7 @@ void HfBpe::push_candidate(HfBpeWorkspace& w, std::int32_t position) const {
   if (s.next < 0 || s.id < 0) return;
   const std::int32_t right = w.symbols[s.next].id;
   if (right < 0) return;
-  auto it = merges_.find(pair_key(s.id, right));
+  auto it = merges_.find(merge_key(s.id, right));
   if (it == merges_.end()) return;
   w.heap.push_back({it->second.rank, position, s.id, right});
   std::push_heap(w.heap.begin(), w.heap.end(), std::greater<>{});
@@ -179,7 +174,7 @@ void HfBpe::merge_symbols(HfBpeWorkspace& w) const {
     if (left.dead || left.id != c.left || left.next < 0 || symbols[left.next].id != c.right)
       continue;
     auto& right = symbols[left.next];
-    left.id = merges_.find(pair_key(c.left, c.right))->second.result;
+    left.id = merges_.find(merge_key(c.left, c.right))->second.result;
     right.dead = true;
     left.next = right.next;
     if (right.next >= 0) symbols[right.next].prev = c.position;

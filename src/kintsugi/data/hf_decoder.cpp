@@ -11,17 +11,6 @@
 namespace kintsugi::data {
 namespace {
 
-std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content) {
-  std::string out;
-  std::size_t begin = 0;
-  for (std::size_t at = text.find(pattern); !pattern.empty() && at != std::string_view::npos;
-       at = text.find(pattern, begin)) {
-    out.append(text.substr(begin, at - begin)).append(content);
-    begin = at + pattern.size();
-  }
-  return out.append(text.substr(begin));
-}
-
 // GPT-2's byte symbols back to bytes; other characters stay as they are.
 std::string symbols_to_bytes(std::string_view token) {
   static const auto inverse = [] {

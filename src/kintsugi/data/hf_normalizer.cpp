@@ -23,17 +23,6 @@ std::string unicode_normalize(std::string_view text, utf8proc_option_t form) {
   return result;
 }
 
-std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content) {
-  std::string out;
-  std::size_t begin = 0;
-  for (std::size_t at = text.find(pattern); !pattern.empty() && at != std::string_view::npos;
-       at = text.find(pattern, begin)) {
-    out.append(text.substr(begin, at - begin)).append(content);
-    begin = at + pattern.size();
-  }
-  return out.append(text.substr(begin));
-}
-
 std::string replace_all(std::string_view text, const Regex& regex, std::string_view content) {
   std::string out;
   std::size_t begin = 0, match_begin = 0, match_end = 0;

@@ -122,4 +122,15 @@ std::string_view trim_white_space(std::string_view text, bool left, bool right) 
   return text;
 }
 
+std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content) {
+  std::string out;
+  std::size_t begin = 0;
+  for (std::size_t at = text.find(pattern); !pattern.empty() && at != std::string_view::npos;
+       at = text.find(pattern, begin)) {
+    out.append(text.substr(begin, at - begin)).append(content);
+    begin = at + pattern.size();
+  }
+  return out.append(text.substr(begin));
+}
+
 }  // namespace kintsugi::data

@@ -29,4 +29,7 @@ bool is_white_space(char32_t c);
 // `text` without its leading and/or trailing White_Space.
 std::string_view trim_white_space(std::string_view text, bool left, bool right);
 
+// Every occurrence of pattern in text replaced by content (an empty pattern replaces nothing).
+std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content);
+
 }  // namespace kintsugi::data

@@ -9,10 +9,6 @@ namespace kintsugi {
 
 namespace {
 
-Tensor slice(const Buffer& buffer, DType dtype, std::int64_t begin, std::int64_t count) {
-  return buffer.view(dtype, Shape{count}, static_cast<std::size_t>(begin) * size_of(dtype));
-}
-
 class ReducedGrads final : public GradStorage {
  public:
   ReducedGrads(Backend& backend, ParamStore& params, const ShardMap& map, Communicator* shard,
@@ -28,7 +24,7 @@ class ReducedGrads final : public GradStorage {
     for (auto& h : reductions_) h.wait();  // they read and write our buffer
   }
   Tensor grads(std::int64_t a, std::int64_t n, std::int64_t) const override {
-    return slice(full_, params_.grad_dtype(), a, n);
+    return full_.elements(params_.grad_dtype(), a, n);
   }
   bool reduces_every_micro_batch() const override { return false; }
   void begin_step() override { buckets_.begin_step(); }
@@ -55,20 +51,20 @@ class ReducedGrads final : public GradStorage {
     if (replica_ && !stage_zero())
       for (int u = 0; u < params_.units(); ++u)
         replica_->all_reduce(
-            slice(full_, params_.grad_dtype(), map_.chunk(u).begin, map_.chunk(u).size));
+            full_.elements(params_.grad_dtype(), map_.chunk(u).begin, map_.chunk(u).size));
   }
 
  private:
   bool stage_zero() const { return map_.stage() == ZeroStage::none; }
   void all_reduce(std::int64_t begin, std::int64_t n) {
-    reductions_.push_back(shard_->all_reduce_async(slice(full_, params_.grad_dtype(), begin, n)));
+    reductions_.push_back(shard_->all_reduce_async(full_.elements(params_.grad_dtype(), begin, n)));
   }
   // In place: the unit's reduced shard lands where it lies in the full buffer.
   void reduce_scatter(int u) {
     const DType gt = params_.grad_dtype();
     reductions_.push_back(shard_->reduce_scatter_async(
-        slice(full_, gt, params_.unit(u).begin, params_.unit(u).size()),
-        slice(full_, gt, map_.chunk(u).begin, map_.chunk(u).size)));
+        full_.elements(gt, params_.unit(u).begin, params_.unit(u).size()),
+        full_.elements(gt, map_.chunk(u).begin, map_.chunk(u).size)));
   }
 
   Backend& backend_;
@@ -94,7 +90,7 @@ class StagedGrads final : public GradStorage {
     for (auto& p : reducing_) p.staging->pending.wait();  // they read our staging buffers
   }
   Tensor grads(std::int64_t, std::int64_t n, std::int64_t owned) const override {
-    return slice(owned_, params_.grad_dtype(), owned, n);
+    return owned_.elements(params_.grad_dtype(), owned, n);
   }
   bool reduces_every_micro_batch() const override { return true; }
   void begin_step() override { std::fill(accumulated_.begin(), accumulated_.end(), 0); }
@@ -121,17 +117,17 @@ class StagedGrads final : public GradStorage {
     const DType gt = params_.grad_dtype();
     for (int u = 0; u < params_.units(); ++u)
       if (!accumulated_[u]) backend_.zero(own(u));
-    if (replica_) replica_->all_reduce(slice(owned_, gt, 0, map_.owned_total()));
+    if (replica_) replica_->all_reduce(owned_.elements(gt, 0, map_.owned_total()));
   }
 
  private:
   Tensor own(int u) const {
-    return slice(owned_, params_.grad_dtype(), map_.chunk(u).offset, map_.chunk(u).size);
+    return owned_.elements(params_.grad_dtype(), map_.chunk(u).offset, map_.chunk(u).size);
   }
   // This rank's part of a unit's staged gradient (where the reduce-scatter leaves it).
   Tensor mine(const Staging& s, int u) const {
     const std::int64_t n = map_.chunk(u).size;
-    return slice(s.buffer, params_.grad_dtype(), map_.rank() * n, n);
+    return s.buffer.elements(params_.grad_dtype(), map_.rank() * n, n);
   }
   // Accumulates finished reductions into the shard; two stay in flight so the communication
   // thread is busy while the next layer runs (all: every one).

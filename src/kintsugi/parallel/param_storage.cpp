@@ -8,10 +8,6 @@ namespace kintsugi {
 
 namespace {
 
-Tensor slice(const Buffer& buffer, DType dtype, std::int64_t begin, std::int64_t count) {
-  return buffer.view(dtype, Shape{count}, static_cast<std::size_t>(begin) * size_of(dtype));
-}
-
 // Initial values of elements [begin, begin + count) of the logical buffer, into dst.
 void write_initial(const ParamStore& params, std::uint64_t seed, std::int64_t begin,
                    std::int64_t count, const Tensor& dst) {
@@ -30,11 +26,11 @@ class FullParams final : public ParamStorage {
       params.bind_params(u, full_.data() + params.unit(u).begin * size_of(pt));
   }
   Tensor weights(std::int64_t a, std::int64_t n, std::int64_t) const override {
-    return slice(full_, params_.param_dtype(), a, n);
+    return full_.elements(params_.param_dtype(), a, n);
   }
   void initialize(std::uint64_t seed) override {
     write_initial(params_, seed, 0, params_.numel(),
-                  slice(full_, params_.param_dtype(), 0, params_.numel()));
+                  full_.elements(params_.param_dtype(), 0, params_.numel()));
   }
   void gather_updated() override {
     if (map_.stage() == ZeroStage::none || !shard_) return;
@@ -43,8 +39,8 @@ class FullParams final : public ParamStorage {
     std::vector<CommHandle> gathers;
     for (int u = 0; u < params_.units(); ++u)
       gathers.push_back(shard_->all_gather_async(
-          slice(full_, pt, map_.chunk(u).begin, map_.chunk(u).size),
-          slice(full_, pt, params_.unit(u).begin, params_.unit(u).size())));
+          full_.elements(pt, map_.chunk(u).begin, map_.chunk(u).size),
+          full_.elements(pt, params_.unit(u).begin, params_.unit(u).size())));
     for (auto& g : gathers) g.wait();
   }
 
@@ -69,7 +65,7 @@ class GatheredParams final : public ParamStorage {
       if (g) g->pending.wait();  // a gather in flight writes into its staging buffer
   }
   Tensor weights(std::int64_t, std::int64_t n, std::int64_t owned) const override {
-    return slice(owned_, params_.param_dtype(), owned, n);
+    return owned_.elements(params_.param_dtype(), owned, n);
   }
   void initialize(std::uint64_t seed) override {
     for (int u = 0; u < params_.units(); ++u) {
@@ -102,7 +98,7 @@ class GatheredParams final : public ParamStorage {
 
  private:
   Tensor own(int u) const {
-    return slice(owned_, params_.param_dtype(), map_.chunk(u).offset, map_.chunk(u).size);
+    return owned_.elements(params_.param_dtype(), map_.chunk(u).offset, map_.chunk(u).size);
   }
   void start_gather(int u) {
     const DType pt = params_.param_dtype();

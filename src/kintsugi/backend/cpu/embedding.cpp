@@ -10,7 +10,7 @@
 namespace kintsugi::cpu {
 
 namespace {
-constexpr std::int64_t kSlice = 64;
+constexpr std::int64_t kEmbeddingColumns = 64;
 }
 
 template <class T>
@@ -34,8 +34,8 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, const T* 
                         std::int64_t vocab_begin) {
   if (!accumulate) std::memset(dwte, 0, sizeof(T) * vocab_rows * dim);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-    const std::int64_t c1 = std::min(dim, c0 + kSlice);
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+    const std::int64_t c1 = std::min(dim, c0 + kEmbeddingColumns);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t id = tokens[r] - vocab_begin;
       if (id < 0 || id >= vocab_rows) continue;
@@ -65,8 +65,8 @@ void position_embedding_backward(const T* dx, std::int64_t rows, T* dwpe,
                                  bool accumulate, std::int64_t first_row) {
   if (!accumulate) std::memset(dwpe, 0, sizeof(T) * position_rows * dim);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-    const std::int64_t c1 = std::min(dim, c0 + kSlice);
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+    const std::int64_t c1 = std::min(dim, c0 + kEmbeddingColumns);
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* g = dx + r * dim;
       T* p = dwpe + ((first_row + r) % seq) * dim;
@@ -115,9 +115,9 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, AnyPtr do
   if (dwte.is_f32()) {  // the f32 kernel's scatter-add, dout staged a slice at a time
     float* table = dwte.f32();
 #pragma omp parallel for schedule(static)
-    for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-      const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
-      float staged[kSlice];
+    for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+      const std::int64_t len = std::min(dim, c0 + kEmbeddingColumns) - c0;
+      float staged[kEmbeddingColumns];
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t id = tokens[r] - vocab_begin;
         if (id < 0 || id >= vocab_rows) continue;
@@ -145,9 +145,9 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, AnyPtr do
     if (id >= 0 && id < vocab_rows) order[cursor[id]++] = r;
   }
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-    const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
-    float acc[kSlice], staged[kSlice];
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+    const std::int64_t len = std::min(dim, c0 + kEmbeddingColumns) - c0;
+    float acc[kEmbeddingColumns], staged[kEmbeddingColumns];
     for (std::int64_t id = 0; id < vocab_rows; ++id) {
       const std::int64_t first = start[id], stop = start[id + 1];
       if (first == stop) continue;
@@ -167,9 +167,9 @@ void position_embedding_forward(AnyPtr x, std::int64_t rows, AnyPtr wpe, std::in
                                 std::int64_t seq, std::int64_t first_row) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-      const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
-      float xs[kSlice], ps[kSlice];
+    for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+      const std::int64_t len = std::min(dim, c0 + kEmbeddingColumns) - c0;
+      float xs[kEmbeddingColumns], ps[kEmbeddingColumns];
       const AnyPtr xr = x.at(r * dim + c0);
       float* o = out_f32(xr, len, xs, true);
       const float* p = read_f32(wpe.at(((first_row + r) % seq) * dim + c0), len, ps);
@@ -186,9 +186,9 @@ void position_embedding_backward(AnyPtr dx, std::int64_t rows, AnyPtr dwpe,
   if (!accumulate) std::memset(dwpe.data, 0, position_rows * dim * size_of(dwpe.dtype));
   // Position p collects rows r = p - first_row (mod seq), then every seq rows after it.
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < dim; c0 += kSlice) {
-    const std::int64_t len = std::min(dim, c0 + kSlice) - c0;
-    float acc[kSlice], staged[kSlice];
+  for (std::int64_t c0 = 0; c0 < dim; c0 += kEmbeddingColumns) {
+    const std::int64_t len = std::min(dim, c0 + kEmbeddingColumns) - c0;
+    float acc[kEmbeddingColumns], staged[kEmbeddingColumns];
     for (std::int64_t p = 0; p < std::min(seq, position_rows); ++p) {
       const std::int64_t r0 = ((p - first_row) % seq + seq) % seq;
       if (r0 >= rows) continue;

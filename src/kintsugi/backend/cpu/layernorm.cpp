@@ -16,7 +16,7 @@ namespace kintsugi::cpu {
 
 namespace {
 
-constexpr std::int64_t kSlice = 128;  // columns per thread in the dw/db pass
+constexpr std::int64_t kNormGradColumns = 128;  // columns per thread in the dw/db pass
 
 // Normalizes one row into yr; returns {mean, 1/std}.
 template <class T>
@@ -82,9 +82,9 @@ void layernorm_backward(const T* dy, const T* x, const T* w, const T* mean, cons
   for (std::int64_t r = 0; r < rows; ++r)
     backward_row(dy + r * cols, x + r * cols, w, mean[r], rstd[r], dx + r * cols, cols);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
-    std::int64_t c1 = std::min(cols, c0 + kSlice);
-    T acc_w[kSlice], acc_b[kSlice];
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kNormGradColumns) {
+    std::int64_t c1 = std::min(cols, c0 + kNormGradColumns);
+    T acc_w[kNormGradColumns], acc_b[kNormGradColumns];
     for (std::int64_t c = c0; c < c1; ++c) {
       acc_w[c - c0] = accumulate ? dw[c] : T(0);
       acc_b[c - c0] = accumulate ? db[c] : T(0);
@@ -150,9 +150,9 @@ void layernorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr mean, AnyPtr rstd,
     }
   }
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
-    const std::int64_t len = std::min(cols, c0 + kSlice) - c0;
-    float acc_w[kSlice], acc_b[kSlice], dy_s[kSlice], x_s[kSlice];
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kNormGradColumns) {
+    const std::int64_t len = std::min(cols, c0 + kNormGradColumns) - c0;
+    float acc_w[kNormGradColumns], acc_b[kNormGradColumns], dy_s[kNormGradColumns], x_s[kNormGradColumns];
     for (std::int64_t c = 0; c < len; ++c) {
       acc_w[c] = accumulate ? dw.get(c0 + c) : 0.0f;
       acc_b[c] = accumulate ? db.get(c0 + c) : 0.0f;
