@@ -35,6 +35,11 @@ inline double tolerance(DType dtype) {
 
 // The element types of one test run: activations (and weights) in `act`, statistics, logits and
 // gradients of parameters in `stat` (f32 unless everything is f64), as mixed precision runs them.
+// A GEMM's shape: (m x k) times (k x n).
+struct Mnk {
+  std::int64_t m, n, k;
+};
+
 struct Types {
   DType act, stat;
   std::string name() const { return std::string(name_of(act)) + "_" + std::string(name_of(stat)); }

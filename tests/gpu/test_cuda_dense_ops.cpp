@@ -15,13 +15,11 @@ namespace {
 
 using gpu_testing::OpTest;
 using gpu_testing::Pair;
+using gpu_testing::Mnk;
 using gpu_testing::Types;
 
 class CudaDense : public ::testing::TestWithParam<Types>, public OpTest {};
 
-struct Mnk {
-  std::int64_t m, n, k;
-};
 const Mnk kGemmShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 32}, {33, 129, 70}};
 
 TEST_P(CudaDense, LinearForward) {

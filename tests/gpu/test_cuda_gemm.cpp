@@ -23,6 +23,7 @@ namespace {
 
 using gpu_testing::OpTest;
 using gpu_testing::Pair;
+using gpu_testing::Mnk;
 using gpu_testing::Types;
 
 // The GELU epilogues take 16-bit products only (gemm.cpp).
@@ -36,9 +37,6 @@ class CudaGemm : public ::testing::TestWithParam<Types>, public OpTest {
   MemoryTracker memory_;
 };
 
-struct Mnk {
-  std::int64_t m, n, k;
-};
 const Mnk kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 32}, {33, 129, 70}, {150, 24, 40}};
 
 // How often cuBLASLt took an epilogue that the calls asked for: printed, so that a GPU run shows
