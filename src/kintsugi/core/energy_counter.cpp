@@ -1,4 +1,5 @@
 #include "kintsugi/core/energy_counter.hpp"
+#include "kintsugi/core/host_name.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -32,12 +33,6 @@ std::uint64_t counter_delta(std::uint64_t before, std::uint64_t now, std::uint64
 }
 
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
 
 // A whole number written by the kernel ("123456\n"); none otherwise.
 std::optional<std::uint64_t> parse_count(const std::string& text) {

@@ -16,7 +16,7 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "Megatron files are little-endian");
 
-constexpr std::array<char, 9> kMagic = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+constexpr std::array<char, 9> kIndexMagic = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr std::size_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;
 constexpr std::string_view kRemake =
     "prepare it again (kintsugi data tokenize --format megatron, or Megatron-LM's "
@@ -40,7 +40,7 @@ template <class T> T load(const unsigned char* at) {
 }
 
 template <class T>
-void widen(const unsigned char* from, std::int64_t count, std::int32_t* out) {
+void widen_unaligned(const unsigned char* from, std::int64_t count, std::int32_t* out) {
   for (std::int64_t i = 0; i < count; ++i)
     out[i] = static_cast<std::int32_t>(load<T>(from + i * static_cast<std::int64_t>(sizeof(T))));
 }
@@ -81,7 +81,7 @@ void MegatronDataset::check_index(const std::filesystem::path& idx_path) {
   const std::string name = idx_path.string();
   MappedFile idx(idx_path, "Megatron index", kRemake);
   const unsigned char* p = idx.data();
-  if (idx.size() < kHeaderBytes || std::memcmp(p, kMagic.data(), kMagic.size()) != 0)
+  if (idx.size() < kHeaderBytes || std::memcmp(p, kIndexMagic.data(), kIndexMagic.size()) != 0)
     fail("{} is not a Megatron index (no MMIDIDX header): {}", name, kRemake);
   const auto version = load<std::uint64_t>(p + 9);
   if (version != 1) fail("{} has index version {}, kintsugi reads version 1", name, version);
@@ -168,12 +168,12 @@ void MegatronDataset::read(std::int64_t begin, std::int64_t count, std::int32_t*
   KINTSUGI_ASSERT(begin >= 0 && count >= 0 && begin <= tokens_ - count);
   const unsigned char* from = bin_.data() + begin * width_;
   switch (dtype_) {
-    case 1: widen<std::uint8_t>(from, count, out); break;
-    case 2: widen<std::int8_t>(from, count, out); break;
-    case 3: widen<std::int16_t>(from, count, out); break;
-    case 4: widen<std::int32_t>(from, count, out); break;
-    case 5: widen<std::int64_t>(from, count, out); break;
-    default: widen<std::uint16_t>(from, count, out); break;
+    case 1: widen_unaligned<std::uint8_t>(from, count, out); break;
+    case 2: widen_unaligned<std::int8_t>(from, count, out); break;
+    case 3: widen_unaligned<std::int16_t>(from, count, out); break;
+    case 4: widen_unaligned<std::int32_t>(from, count, out); break;
+    case 5: widen_unaligned<std::int64_t>(from, count, out); break;
+    default: widen_unaligned<std::uint16_t>(from, count, out); break;
   }
 }
 
@@ -228,7 +228,7 @@ void MegatronWriter::add_document(std::span<const std::int32_t> ids) {
 void MegatronWriter::finish() {
   KINTSUGI_ASSERT(impl_);
   const auto n = static_cast<std::uint64_t>(impl_->lengths.size());
-  std::string idx(kMagic.data(), kMagic.size());
+  std::string idx(kIndexMagic.data(), kIndexMagic.size());
   auto put = [&idx](const auto& value) {
     idx.append(reinterpret_cast<const char*>(&value), sizeof value);
   };

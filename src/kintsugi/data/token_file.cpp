@@ -19,7 +19,7 @@ namespace {
 // The payload is stored little-endian and read with plain loads.
 static_assert(std::endian::native == std::endian::little, "token files assume a little-endian host");
 
-constexpr std::array<char, 8> kMagic = {'K', 'T', 'O', 'K', 'F', 'I', 'L', 'E'};
+constexpr std::array<char, 8> kTokenFileMagic = {'K', 'T', 'O', 'K', 'F', 'I', 'L', 'E'};
 constexpr std::size_t kHeaderChecksumOffset = 56;
 // What to do about a bad token file: fetch_data.sh only for the files it makes.
 std::string recreate(const std::filesystem::path& path) {
@@ -50,7 +50,7 @@ template <class T> T get(const unsigned char* at) {
 
 std::array<unsigned char, kTokenFileHeaderBytes> encode_header(const Header& h) {
   std::array<unsigned char, kTokenFileHeaderBytes> bytes{};
-  std::memcpy(bytes.data(), kMagic.data(), kMagic.size());
+  std::memcpy(bytes.data(), kTokenFileMagic.data(), kTokenFileMagic.size());
   put(bytes.data() + 8, h.version);
   put(bytes.data() + 12, h.header_bytes);
   put(bytes.data() + 16, h.width);
@@ -65,7 +65,7 @@ std::array<unsigned char, kTokenFileHeaderBytes> encode_header(const Header& h) 
 // Checks the header alone (magic first, so that a wrong file gets the clearest message).
 Header decode_header(const unsigned char* bytes, const std::filesystem::path& path) {
   const std::string name = path.string();
-  if (std::memcmp(bytes, kMagic.data(), kMagic.size()) != 0)
+  if (std::memcmp(bytes, kTokenFileMagic.data(), kTokenFileMagic.size()) != 0)
     fail("{} is not a kintsugi token file (wrong magic bytes): {}", name, recreate(path));
   Header h;
   h.version = get<std::uint32_t>(bytes + 8);

@@ -10,18 +10,13 @@
 #include <system_error>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_name.hpp"
 
 namespace kintsugi {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
-  return name;
-}
 
 // What the holder wrote: "host <name> pid <pid>".
 std::string holder_of(int fd) {

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/host_name.hpp"
 
 namespace kintsugi {
 
@@ -62,12 +63,6 @@ std::string event_header() {
   put_varint(e, 1 << 3 | 1);
   put_fixed(e, now_seconds());
   return e;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace kintsugi::cpu {
 
 namespace {
 
-constexpr std::int64_t kStage = 2048;  // mixed precision: gradient elements staged at a time
+constexpr std::int64_t kLionStage = 2048;  // mixed precision: gradient elements staged at a time
 
 // Lion's constants in the arithmetic's type, from the hyperparameters once per call.
 template <class T>
@@ -50,9 +50,9 @@ void lion_step(float* param, AnyPtr grad, float* m, const AnyPtr* working_copy, 
                const LionHyper& h) {
   const LionConstants<float> k(h);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
-    const std::int64_t len = std::min(kStage, n - i0);
-    float gs[kStage];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kLionStage) {
+    const std::int64_t len = std::min(kLionStage, n - i0);
+    float gs[kLionStage];
     const float* g = read_f32(grad.at(i0), len, gs);
     float* p = param + i0;
     float* mc = m + i0;

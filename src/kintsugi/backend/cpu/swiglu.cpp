@@ -19,7 +19,7 @@ inline T sigmoid(T g) {
 }
 
 // Mixed precision: chunks staged in f32 on the stack (5 x 8 KiB).
-constexpr std::int64_t kChunk = 2048;
+constexpr std::int64_t kSwigluChunk = 2048;
 
 template <class T>
 inline void forward_body(const T* g, const T* u, T* y, std::int64_t n) {
@@ -43,15 +43,15 @@ inline void backward_body(const T* g, const T* u, const T* dy, T* dg, T* du, std
 template <class T>
 void swiglu_forward(const T* gate, const T* up, T* y, std::int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk)
-    forward_body(gate + i0, up + i0, y + i0, std::min(kChunk, n - i0));
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSwigluChunk)
+    forward_body(gate + i0, up + i0, y + i0, std::min(kSwigluChunk, n - i0));
 }
 
 template <class T>
 void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, std::int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk)
-    backward_body(gate + i0, up + i0, dy + i0, dgate + i0, dup + i0, std::min(kChunk, n - i0));
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSwigluChunk)
+    backward_body(gate + i0, up + i0, dy + i0, dgate + i0, dup + i0, std::min(kSwigluChunk, n - i0));
 }
 
 template void swiglu_forward<float>(const float*, const float*, float*, std::int64_t);
@@ -65,9 +65,9 @@ namespace mixed {
 
 void swiglu_forward(AnyPtr gate, AnyPtr up, AnyPtr y, std::int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const std::int64_t len = std::min(kChunk, n - i0);
-    float gs[kChunk], us[kChunk], ys[kChunk];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSwigluChunk) {
+    const std::int64_t len = std::min(kSwigluChunk, n - i0);
+    float gs[kSwigluChunk], us[kSwigluChunk], ys[kSwigluChunk];
     const float* g = read_f32(gate.at(i0), len, gs);
     const float* u = read_f32(up.at(i0), len, us);
     float* yc = out_f32(y.at(i0), len, ys, false);
@@ -79,9 +79,9 @@ void swiglu_forward(AnyPtr gate, AnyPtr up, AnyPtr y, std::int64_t n) {
 void swiglu_backward(AnyPtr gate, AnyPtr up, AnyPtr dy, AnyPtr dgate, AnyPtr dup,
                      std::int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const std::int64_t len = std::min(kChunk, n - i0);
-    float gs[kChunk], us[kChunk], dys[kChunk], dgs[kChunk], dus[kChunk];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSwigluChunk) {
+    const std::int64_t len = std::min(kSwigluChunk, n - i0);
+    float gs[kSwigluChunk], us[kSwigluChunk], dys[kSwigluChunk], dgs[kSwigluChunk], dus[kSwigluChunk];
     const float* g = read_f32(gate.at(i0), len, gs);
     const float* u = read_f32(up.at(i0), len, us);
     // dy is staged (copied when it is not f32) before dgate, which may alias it, is written.
