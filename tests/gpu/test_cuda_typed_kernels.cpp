@@ -59,7 +59,7 @@ const NormMix kNormMixes[] = {
     // not compiled: the generic kernels
     {bf16, bf16, f16, f32}, {f32, f32, f32, bf16}, {bf16, f32, f32, f32}, {f16, bf16, bf16, f32}};
 
-struct Rc {
+struct RowsColsMisalign {
   std::int64_t rows, cols;
   int misalign;
 };
@@ -67,10 +67,10 @@ struct Rc {
 // GPT-2's 768 over two chunks of rows, 1608 and 3300 (fewer warps per block in the one-kernel
 // backward, or the two kernels when its accumulators would not fit), and runs refused because
 // the tensors start off a 16-byte boundary.
-const Rc kNormShapes[] = {{1, 1, 0},    {3, 5, 0},   {7, 300, 0},   {130, 264, 0},
-                          {70, 768, 0}, {9, 1608, 0}, {3, 3300, 0}, {130, 264, 1}};
+const RowsColsMisalign kNormShapes[] = {{1, 1, 0},    {3, 5, 0},    {7, 300, 0},  {130, 264, 0},
+                                        {70, 768, 0}, {9, 1608, 0}, {3, 3300, 0}, {130, 264, 1}};
 
-void check_norm(OpTest& op, const NormMix& m, const Rc& s, bool rms, bool acc) {
+void check_norm(OpTest& op, const NormMix& m, const RowsColsMisalign& s, bool rms, bool acc) {
   op.misalign(s.misalign);
   const DType tol = coarsest({m.act, m.weight, m.stat, m.grad});
   const std::string at = std::to_string(s.rows) + "x" + std::to_string(s.cols) +
@@ -115,7 +115,7 @@ TEST(CudaTyped, Norms) {
     for (const NormMix& m : kNormMixes) {
       SCOPED_TRACE(name({m.act, m.weight, m.stat, m.grad}));
       int k = 0;
-      for (const Rc& s : kNormShapes)
+      for (const RowsColsMisalign& s : kNormShapes)
         for (bool rms : {false, true}) check_norm(op, m, s, rms, ++k % 2 == 0);
     }
   });
@@ -130,7 +130,8 @@ const MapMix kMapMixes[] = {{f32, f32, f32},   {bf16, bf16, bf16}, {f16, f16, f1
                             {f32, f32, f16}};
 // One element, a tail alone, runs and a tail, runs alone; then the runs-and-tail length again on
 // tensors off a 16-byte boundary.
-const std::pair<std::int64_t, int> kLengths[] = {{1, 0}, {13, 0}, {301, 0}, {4096, 0}, {301, 1}};
+const std::pair<std::int64_t, int> kMapLengths[] = {{1, 0}, {13, 0}, {301, 0}, {4096, 0},
+                                                    {301, 1}};
 
 // Each map's outputs on one path, to compare the two paths.
 using Outputs = std::vector<std::vector<double>>;
@@ -188,7 +189,7 @@ TEST(CudaTyped, ElementwiseMaps) {
   BothPaths paths;
   for (const MapMix& m : kMapMixes) {
     SCOPED_TRACE(name({m.a, m.b, m.out}));
-    for (const auto& [n, misalign] : kLengths) {
+    for (const auto& [n, misalign] : kMapLengths) {
       std::vector<Outputs> by_path;
       paths.run([&, n = n, misalign = misalign](bool) {
         OpTest op;  // a fresh one per path: both draw the same inputs
@@ -208,7 +209,8 @@ TEST(CudaTyped, BiasAndRope) {
   BothPaths paths;
   paths.run([&](bool) {
     for (const MapMix& m : kMapMixes)
-      for (const auto& [rows, cols, misalign] : {Rc{5, 24, 0}, Rc{5, 13, 0}, Rc{33, 64, 1}}) {
+      for (const auto& [rows, cols, misalign] :
+           {RowsColsMisalign{5, 24, 0}, RowsColsMisalign{5, 13, 0}, RowsColsMisalign{33, 64, 1}}) {
         SCOPED_TRACE(name({m.a, m.b}) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                      (misalign ? " misaligned" : ""));
         op.misalign(misalign);
@@ -256,7 +258,7 @@ TEST(CudaTyped, AdamW) {
                            {f32, bf16, f16}, {f32, f16, f32}};  // not compiled
   paths.run([&](bool) {
     for (const AdamMix& m : mixes)
-      for (const auto& [n, misalign] : kLengths)
+      for (const auto& [n, misalign] : kMapLengths)
         for (bool working : {false, true}) {
           if (working && m.master == f64) continue;
           const std::string at = name({m.master, m.grad, m.copy}) + " " + std::to_string(n) +

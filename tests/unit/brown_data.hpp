@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "support/test_paths.hpp"
+
 namespace kintsugi {
 
 struct BrownData {
@@ -17,7 +19,7 @@ struct BrownData {
 };
 
 inline BrownData brown_data(bool gpt2_ids = false) {
-  const std::string data = KINTSUGI_DATA_DIR;
+  const std::string data = testing::data_dir();
   const BrownData d = gpt2_ids ? BrownData{data + "/brown/train.bin", data + "/brown/val.bin",
                                            data + "/gpt2-tokenizer", 50257}
                                : BrownData{data + "/brown/gpt2-512/train.bin",

@@ -1,5 +1,5 @@
 #pragma once
-// A test's scratch directory: under the build tree (KINTSUGI_SCRATCH_DIR), not /tmp, named per
+// A test's scratch directory: under the build tree (testing::scratch_root()), not /tmp, named per
 // process, emptied when made and removed when the test ends, passed or failed, so that no run
 // of the suite leaves directories behind.
 #include <unistd.h>
@@ -8,12 +8,14 @@
 #include <string>
 #include <system_error>
 
+#include "support/test_paths.hpp"
+
 namespace kintsugi {
 
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::path(KINTSUGI_SCRATCH_DIR) /
+      : path_(std::filesystem::path(testing::scratch_root()) /
               (name + "-" + std::to_string(getpid()))) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);

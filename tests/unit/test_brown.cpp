@@ -9,12 +9,15 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/brown_corpus.hpp"
 #include "kintsugi/data/documents.hpp"
+#include "support/files.hpp"
 
 namespace fs = std::filesystem;
 using namespace kintsugi::data;
 using Docs = std::vector<std::string_view>;
 
 namespace {
+
+using kintsugi::testing::TempDir;
 
 // Shaped like the corpus: blank lines, a tab before each paragraph, one sentence per line,
 // trailing spaces, a headline running into the next sentence, doubled sentence-final ";" and
@@ -44,20 +47,6 @@ constexpr std::string_view kText =
     "Merger proposed\n"
     "\n"
     "However, he said, 'Don't worry' -- counts/minute!\n";
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("kintsugi_brown_test_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  void write(const std::string& name, std::string_view contents) const {
-    std::ofstream(path / name, std::ios::binary) << contents;
-  }
-  std::string read(const std::string& name) const {
-    std::ifstream in(path / name, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
-};
 
 }  // namespace
 

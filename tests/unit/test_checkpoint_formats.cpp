@@ -14,20 +14,14 @@
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
 #include "scratch_dir.hpp"
+#include "support/error_of.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Safetensors, RoundTripAndLayout) {
   const ScratchDir scratch("safetensors");

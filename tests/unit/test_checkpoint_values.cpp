@@ -18,14 +18,16 @@
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "scratch_dir.hpp"
+#include "support/error_of.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::error_of;
 
-RunConfig tiny() {
+RunConfig one_layer_run() {
   RunConfig c;
   c.model = model_preset("gpt-tiny");
   c.model.n_layer = 1;
@@ -47,7 +49,7 @@ class CheckpointValues : public ::testing::Test {
     return save_train_checkpoint(scratch / "checkpoints", config.model, {{"world", 1}},
                                  {.step = step}, rank, 0);
   }
-  const RunConfig config = tiny();
+  const RunConfig config = one_layer_run();
   MemoryTracker memory;
   std::unique_ptr<Backend> cpu = make_cpu_backend(memory);
   Tracer tracer;
@@ -106,15 +108,6 @@ TEST_F(CheckpointValues, UnsoundCheckpointIsRefusedByName) {
     }
     EXPECT_NE(error.find(cases[q].second), std::string::npos) << error;
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Names read from a checkpoint never lead outside it: a manifest re-signed to name a shard file

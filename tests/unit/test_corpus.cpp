@@ -13,6 +13,9 @@
 #include "kintsugi/data/megatron_dataset.hpp"
 #include "kintsugi/data/token_file.hpp"
 #include "kintsugi/data/tokenizer.hpp"
+#include "support/error_of.hpp"
+#include "support/files.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace kintsugi::data;
@@ -20,36 +23,21 @@ using Ids = std::vector<std::int32_t>;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("kintsugi_corpus_test_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path write(const std::string& name, const std::string& contents) const {
-    std::ofstream(path / name, std::ios::binary) << contents;
-    return path / name;
-  }
-};
+using kintsugi::testing::data_dir;
+using kintsugi::testing::error_of;
+using kintsugi::testing::kintsugi_binary;
+using kintsugi::testing::TempDir;
 
-const Tokenizer& gpt2() {
-  static auto t = load_tokenizer(fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer", "--tokenizer");
+const Tokenizer& gpt2_tokenizer() {
+  static auto t = load_tokenizer(fs::path(data_dir()) / "gpt2-tokenizer", "--tokenizer");
   return *t;
 }
 
 std::vector<Ids> run(const std::vector<fs::path>& inputs, const CorpusOptions& options) {
   std::vector<Ids> docs;
-  tokenize_corpus(gpt2(), inputs, options,
+  tokenize_corpus(gpt2_tokenizer(), inputs, options,
                   [&](std::span<const std::int32_t> ids) { docs.emplace_back(ids.begin(), ids.end()); });
   return docs;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kintsugi::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
@@ -92,7 +80,7 @@ TEST(Corpus, SameIdsForAnyThreadCountAndBatchSize) {
       EXPECT_EQ(run({input}, {.threads = threads, .batch_bytes = batch}), serial);
   // Every document is the tokenizer's document: ids, then <|endoftext|>.
   Ids expected;
-  gpt2().encode_document("Document 0 says hello, world!\n", expected);
+  gpt2_tokenizer().encode_document("Document 0 says hello, world!\n", expected);
   EXPECT_EQ(serial[0], expected);
 }
 
@@ -110,7 +98,7 @@ TEST(Corpus, JsonlRecordsEqualTheSameTextDocuments) {
   ASSERT_EQ(from_jsonl.size(), docs.size());
   for (std::size_t i = 0; i < docs.size(); ++i) {
     Ids expected;
-    gpt2().encode_document(docs[i], expected);
+    gpt2_tokenizer().encode_document(docs[i], expected);
     EXPECT_EQ(from_jsonl[i], expected);
   }
 }
@@ -132,7 +120,7 @@ TEST(Corpus, FirstBadRecordInOrderIsReported) {
 TEST(Corpus, TokenizeCommandWritesMegatronDatasetsWithTheSameIds) {
   TempDir dir;
   const auto input = dir.write("a.txt", "one document\n<|endoftext|>\nand another one\n");
-  const std::string bin = KINTSUGI_BINARY, tok = fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer";
+  const std::string bin = kintsugi_binary(), tok = fs::path(data_dir()) / "gpt2-tokenizer";
   for (std::string format : {"kintsugi", "megatron"}) {
     const std::string command = "'" + bin + "' data tokenize --tokenizer '" + tok + "' --format " +
                                 format + " --out '" + (dir.path / format).string() + "' '" +

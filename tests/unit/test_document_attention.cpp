@@ -121,7 +121,7 @@ TEST_F(DocumentMixed, AttentionMatchesF32) {
     compare("document attention", args, {t, t, f32, t, t}, {1, 2, 4}, both, 2.0);
 }
 
-ModelConfig tiny(const std::string& family) {
+ModelConfig document_attention_model(const std::string& family) {
   ModelConfig c;
   c.name = "docs-" + family;
   c.family = parse_name<Family>(family, "family");
@@ -143,7 +143,7 @@ class DocumentModel : public ::testing::TestWithParam<std::string> {};
 // first, 0 and 11 of the second): loss and every gradient equal those of running each
 // document as a sequence of its own, and differ from attending across the documents.
 TEST_P(DocumentModel, PackedWindowEqualsEachDocumentAlone) {
-  const ModelConfig c = tiny(GetParam());
+  const ModelConfig c = document_attention_model(GetParam());
   const std::int64_t B = 2, T = 12;
   constexpr std::int32_t kEnd = 0;
   std::vector<std::int32_t> tokens(B * T), targets(B * T);

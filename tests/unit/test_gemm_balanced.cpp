@@ -21,7 +21,7 @@
 namespace kintsugi::cpu {
 namespace {
 
-struct Shape {
+struct GemmShape {
   std::int64_t m, n, k;
 };
 
@@ -32,13 +32,14 @@ std::vector<float> values(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-struct Case {
-  Shape s;
+// C = 0.5 op(A) op(B) + beta C on padded matrices of fixed values.
+struct GemmProblem {
+  GemmShape s;
   bool ta, tb;
   float beta;
   std::int64_t lda, ldb, ldc;
   std::vector<float> a, b, c0;
-  Case(Shape shape, bool ta_, bool tb_, float beta_)
+  GemmProblem(GemmShape shape, bool ta_, bool tb_, float beta_)
       : s(shape), ta(ta_), tb(tb_), beta(beta_), lda((ta ? s.m : s.k) + 3),
         ldb((tb ? s.k : s.n) + 5), ldc(s.n + 2),
         a(values(static_cast<std::size_t>((ta ? s.k : s.m) * lda), 1)),
@@ -59,15 +60,15 @@ struct Case {
 
 // 1000 rows and 1031 columns cut into ragged blocks; 2304 columns into many; 200 x 150 not cut
 // at all (one call, which must not use OpenBLAS's own threads either).
-const Shape kShapes[] = {{1000, 300, 77}, {256, 2304, 768}, {130, 1031, 64}, {200, 150, 300}};
+const GemmShape kShapes[] = {{1000, 300, 77}, {256, 2304, 768}, {130, 1031, 64}, {200, 150, 300}};
 
 TEST(GemmBalanced, SameBitsWithAnyThreadCount) {
   const int saved = omp_get_max_threads();
-  for (const Shape s : kShapes)
+  for (const GemmShape s : kShapes)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
         for (const float beta : {0.0f, 1.0f}) {
-          const Case c(s, ta, tb, beta);
+          const GemmProblem c(s, ta, tb, beta);
           const std::vector<float> one = c.run(1);
           for (const int threads : {2, 3, 4, 7}) {
             const std::vector<float> many = c.run(threads);
@@ -82,7 +83,7 @@ TEST(GemmBalanced, SameBitsWithAnyThreadCount) {
 // calling thread, with the same bits.
 TEST(GemmBalanced, SameBitsInsideAParallelRegion) {
   const int saved = omp_get_max_threads();
-  const Case c(kShapes[1], false, true, 0.0f);
+  const GemmProblem c(kShapes[1], false, true, 0.0f);
   const std::vector<float> one = c.run(1);
   std::vector<float> inside = c.c0;
   omp_set_num_threads(2);
@@ -98,10 +99,10 @@ TEST(GemmBalanced, SameBitsInsideAParallelRegion) {
 
 TEST(GemmBalanced, ComputesTheProduct) {
   const int saved = omp_get_max_threads();
-  for (const Shape s : kShapes)
+  for (const GemmShape s : kShapes)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
-        const Case c(s, ta, tb, 1.0f);
+        const GemmProblem c(s, ta, tb, 1.0f);
         const std::vector<float> got = c.run(3);
         double worst = 0;
         for (std::int64_t i = 0; i < s.m; ++i)

@@ -5,10 +5,13 @@
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
 #include "op_helpers.hpp"
+#include "support/attention_case.hpp"
 
 namespace kintsugi {
 namespace {
 
+using testing::AttentionCase;
+using testing::attention_case_name;
 using testing::cross_entropy_rows;
 using testing::dot;
 using testing::ids;
@@ -78,10 +81,6 @@ TEST_F(KernelGradients, Gelu) {
   expect_gradient(loss, x.data(), n, dx.data(), "dx");
 }
 
-struct AttentionCase {
-  std::int64_t batch, seq, heads, kv_heads, head_dim;
-};
-
 class AttentionGradients : public KernelGradients,
                            public ::testing::WithParamInterface<AttentionCase> {};
 
@@ -110,12 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGradients,
                                            AttentionCase{1, 70, 1, 1, 3},
                                            // grouped-query: 4 query heads share 2 kv heads
                                            AttentionCase{2, 9, 4, 2, 3}),
-                         [](const auto& info) {
-                           const AttentionCase& c = info.param;
-                           return "B" + std::to_string(c.batch) + "_T" + std::to_string(c.seq) +
-                                  "_H" + std::to_string(c.heads) + "_KV" +
-                                  std::to_string(c.kv_heads) + "_D" + std::to_string(c.head_dim);
-                         });
+                         [](const auto& info) { return attention_case_name(info.param); });
 
 TEST_F(KernelGradients, AttentionIsCausal) {
   // Changing a later token must not change earlier outputs.

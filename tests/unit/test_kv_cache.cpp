@@ -112,7 +112,7 @@ TEST(KvCache, RopeAtAnOffsetEqualsTheSameRows) {
   }
 }
 
-ModelConfig tiny(const std::string& family) {
+ModelConfig kv_cache_model(const std::string& family) {
   ModelConfig c;
   c.name = "kv-" + family;
   c.family = parse_name<Family>(family, "family");
@@ -133,7 +133,7 @@ class KvCacheModel : public ::testing::TestWithParam<std::string> {};
 // Run a prompt, then add one token at a time: every position's logits equal those of rerunning
 // the whole window up to it.
 TEST_P(KvCacheModel, CachedLogitsEqualRerunningTheWindow) {
-  const ModelConfig c = tiny(GetParam());
+  const ModelConfig c = kv_cache_model(GetParam());
   const std::int64_t T = c.seq_len;
   std::vector<std::int32_t> tokens(T);
   for (std::int64_t i = 0; i < T; ++i)

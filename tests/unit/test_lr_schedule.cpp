@@ -9,6 +9,8 @@
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/train/resume_notes.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "support/configs.hpp"
+#include "support/test_paths.hpp"
 
 namespace kintsugi {
 namespace {
@@ -111,14 +113,7 @@ TEST(LrSchedule, CosineIsTheDefault) {
   EXPECT_DOUBLE_EQ(s.at(13), 0.1);
 }
 
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    load_run_config("", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::run_config_error;
 
 TEST(LrSchedule, ChosenByConfigAndCheckedUpFront) {
   const RunConfig c = load_run_config(
@@ -128,16 +123,16 @@ TEST(LrSchedule, ChosenByConfigAndCheckedUpFront) {
   EXPECT_EQ(s.decay_start(), 90);
   EXPECT_DOUBLE_EQ(s.at(89), c.train.lr);
   EXPECT_NE(run_config_toml(c).find("lr_schedule = 'wsd'"), std::string::npos);
-  EXPECT_NE(error_of({"train.lr_schedule=\"cosin\""})
+  EXPECT_NE(run_config_error({"train.lr_schedule=\"cosin\""})
                 .find("train.lr_schedule = \"cosin\": use \"cosine\", \"linear\", \"constant\", "
                       "\"inverse_sqrt\" or \"wsd\""),
             std::string::npos);
   for (const char* bad : {"0", "1.5", "-0.1"})
-    EXPECT_NE(error_of({std::string("train.lr_decay_fraction=") + bad})
+    EXPECT_NE(run_config_error({std::string("train.lr_decay_fraction=") + bad})
                   .find("train.lr_decay_fraction"),
               std::string::npos)
         << bad;
-  EXPECT_EQ(error_of({"train.lr_decay_fraction=1"}), "");
+  EXPECT_EQ(run_config_error({"train.lr_decay_fraction=1"}), "");
 }
 
 // A resume that switches the schedule (to decay a wsd run, say) says so, with both rates.
@@ -174,11 +169,12 @@ TEST(EvalSequences, IndependentOfTheMicroBatch) {
   EXPECT_NE(toml.find("eval_sequences = 6"), std::string::npos);
   EXPECT_NE(toml.find("eval_batches = 0"), std::string::npos);
   // A --set of one replaces the other from the file; both from one source conflict.
-  const std::string tiny = std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml";
+  const std::string tiny = testing::configs_dir() + "/gpt-tiny.toml";
   EXPECT_EQ(eval_sequences_of(load_run_config(tiny, {"train.eval_batches=3"}).train), 6);
-  EXPECT_NE(error_of({"train.eval_batches=3", "train.eval_sequences=6"}).find("both set"),
+  EXPECT_NE(run_config_error({"train.eval_batches=3", "train.eval_sequences=6"}).find("both set"),
             std::string::npos);
-  EXPECT_NE(error_of({"train.eval_sequences=0"}).find("train.eval_sequences = 0 must be positive"),
+  EXPECT_NE(run_config_error({"train.eval_sequences=0"})
+                .find("train.eval_sequences = 0 must be positive"),
             std::string::npos);
 }
 

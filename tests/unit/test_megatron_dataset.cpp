@@ -13,25 +13,27 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/megatron_dataset.hpp"
 #include "kintsugi/data/token_source.hpp"
+#include "support/all_tokens.hpp"
+#include "support/error_of.hpp"
+#include "support/files.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace kintsugi::data;
-using Docs = std::vector<std::vector<std::int32_t>>;
+using TokenDocs = std::vector<std::vector<std::int32_t>>;
 
 namespace {
 
-const std::string kScript = std::string(KINTSUGI_TOOLS_DIR) + "/megatron_index.py";
+using kintsugi::testing::all_tokens;
+using kintsugi::testing::read_bytes;
+using kintsugi::testing::TempDir;
+using kintsugi::testing::write_bytes;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("kintsugi_megatron_test_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+const std::string kScript = kintsugi::testing::tools_dir() + "/megatron_index.py";
 
-Docs random_docs(int count, std::int32_t vocab, unsigned seed) {
+TokenDocs random_docs(int count, std::int32_t vocab, unsigned seed) {
   std::mt19937 rng(seed);
-  Docs docs(count);
+  TokenDocs docs(count);
   for (auto& d : docs) {
     d.resize(rng() % 300);  // some empty documents too
     for (auto& id : d) id = static_cast<std::int32_t>(rng() % vocab);
@@ -40,38 +42,20 @@ Docs random_docs(int count, std::int32_t vocab, unsigned seed) {
   return docs;
 }
 
-std::vector<std::int32_t> flat(const Docs& docs) {
+std::vector<std::int32_t> flat(const TokenDocs& docs) {
   std::vector<std::int32_t> all;
   for (const auto& d : docs) all.insert(all.end(), d.begin(), d.end());
   return all;
 }
 
-std::vector<std::int32_t> stream(const TokenSource& s) {
-  std::vector<std::int32_t> out(s.size());
-  s.read(0, s.size(), out.data());
-  return out;
-}
-
-int run(const std::string& command) {
+// The exit status of a shell command.
+int exit_status(const std::string& command) {
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string bytes_of(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void put_bytes(const fs::path& p, const std::string& b) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
-}
-
-std::string open_error(const fs::path& p) {
-  try {
-    MegatronDataset::open(p);
-  } catch (const kintsugi::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string megatron_open_error(const fs::path& prefix) {
+  return kintsugi::testing::error_of([&] { MegatronDataset::open(prefix); });
 }
 
 }  // namespace
@@ -81,17 +65,18 @@ TEST(MegatronDataset, ReadsFilesOfTheIndependentWriter) {
   // uint16 (Megatron's choice below 65500 ids), int32 (above), and the other integer codes.
   for (int code : {8, 4, 1, 3, 5}) {
     const std::int32_t vocab = code == 1 ? 256 : code == 3 ? 30000 : code == 8 ? 50257 : 128256;
-    const Docs docs = random_docs(40, vocab, static_cast<unsigned>(code));
+    const TokenDocs docs = random_docs(40, vocab, static_cast<unsigned>(code));
     const fs::path prefix = dir.path / ("py" + std::to_string(code));
     std::ofstream(dir.path / "ids.json") << nlohmann::json(docs).dump();
-    ASSERT_EQ(run("python3 '" + kScript + "' write '" + prefix.string() + "' " +
-                  std::to_string(code) + " '" + (dir.path / "ids.json").string() + "'"), 0);
+    ASSERT_EQ(exit_status("python3 '" + kScript + "' write '" + prefix.string() + "' " +
+                          std::to_string(code) + " '" + (dir.path / "ids.json").string() + "'"),
+              0);
     for (std::string suffix : {"", ".bin", ".idx"}) {
       fs::path p = prefix;
       p += suffix;
       ASSERT_TRUE(is_megatron_dataset(p)) << p;
       auto source = open_token_source(p);
-      EXPECT_EQ(stream(*source), flat(docs)) << "dtype code " << code;
+      EXPECT_EQ(all_tokens(*source), flat(docs)) << "dtype code " << code;
       EXPECT_EQ(source->max_id(), vocab - 1);
     }
     auto d = MegatronDataset::open(prefix);
@@ -106,7 +91,7 @@ TEST(MegatronDataset, ReadsFilesOfTheIndependentWriter) {
 TEST(MegatronDataset, IndependentReaderReadsOurFiles) {
   TempDir dir;
   for (std::int32_t vocab : {50257, 128256}) {
-    const Docs docs = random_docs(30, vocab, 7);
+    const TokenDocs docs = random_docs(30, vocab, 7);
     const fs::path prefix = dir.path / ("ours" + std::to_string(vocab));
     MegatronWriter writer(prefix.string() + ".bin", vocab);  // a .bin path names the prefix
     for (const auto& d : docs) writer.add_document(d);
@@ -115,9 +100,11 @@ TEST(MegatronDataset, IndependentReaderReadsOurFiles) {
     // Megatron's own rule: uint16 below 65500 ids, int32 above.
     EXPECT_EQ(MegatronDataset::open(prefix)->dtype_code(), vocab < 65500 ? 8 : 4);
     const fs::path out = dir.path / "read.json";
-    ASSERT_EQ(run("python3 '" + kScript + "' read '" + prefix.string() + "' > '" + out.string() + "'"), 0);
+    ASSERT_EQ(exit_status("python3 '" + kScript + "' read '" + prefix.string() + "' > '" +
+                          out.string() + "'"),
+              0);
     std::ifstream in(out);
-    EXPECT_EQ(nlohmann::json::parse(in).get<Docs>(), docs);
+    EXPECT_EQ(nlohmann::json::parse(in).get<TokenDocs>(), docs);
   }
 }
 
@@ -142,7 +129,7 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
     writer.finish();
   }
   const fs::path idx = dir.path / "d.idx", bin = dir.path / "d.bin";
-  const std::string good_idx = bytes_of(idx), good_bin = bytes_of(bin);
+  const std::string good_idx = read_bytes(idx), good_bin = read_bytes(bin);
   struct Case {
     std::function<void(std::string& idx, std::string& bin)> damage;
     std::string expect;
@@ -165,22 +152,23 @@ TEST(MegatronDataset, DamageIsRefusedWithWhatIsWrong) {
   for (const auto& c : cases) {
     std::string i = good_idx, b = good_bin;
     c.damage(i, b);
-    put_bytes(idx, i);
-    put_bytes(bin, b);
-    const std::string message = open_error(prefix);
+    write_bytes(idx, i);
+    write_bytes(bin, b);
+    const std::string message = megatron_open_error(prefix);
     EXPECT_NE(message.find(c.expect), std::string::npos) << message;
   }
   // Negative ids in a signed dtype.
-  put_bytes(idx, good_idx);
+  write_bytes(idx, good_idx);
   std::string i = good_idx;
   i[17] = 3;  // int16: the same bytes, ids read as signed
-  put_bytes(idx, i);
+  write_bytes(idx, i);
   std::string b = good_bin;
   b[0] = b[1] = static_cast<char>(0xFF);
-  put_bytes(bin, b);
-  EXPECT_NE(open_error(prefix).find("negative token id (-1)"), std::string::npos) << open_error(prefix);
+  write_bytes(bin, b);
+  EXPECT_NE(megatron_open_error(prefix).find("negative token id (-1)"), std::string::npos)
+      << megatron_open_error(prefix);
   fs::remove(bin);
-  EXPECT_NE(open_error(prefix).find("does not exist"), std::string::npos);
+  EXPECT_NE(megatron_open_error(prefix).find("does not exist"), std::string::npos);
 }
 
 // An index of no sequences (document index [0]) is well formed: it opens as 0 tokens. The

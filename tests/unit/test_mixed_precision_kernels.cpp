@@ -17,11 +17,14 @@
 
 #include "mixed_precision_fixture.hpp"
 #include "op_helpers.hpp"
+#include "support/attention_case.hpp"
 
 namespace kintsugi {
 namespace {
 
 using namespace mixed_test;
+using testing::AttentionCase;
+using testing::attention_case_name;
 using testing::cross_entropy_rows;
 using testing::ids;
 using testing::sum_squares;
@@ -166,10 +169,6 @@ TEST_F(MixedPrecision, Gelu) {
 
 // ---- attention
 
-struct AttentionCase {
-  std::int64_t batch, seq, heads, kv_heads, head_dim;
-};
-
 class MixedAttention : public MixedPrecision,
                        public ::testing::WithParamInterface<AttentionCase> {};
 
@@ -208,12 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MixedAttention,
                                            AttentionCase{1, 70, 1, 1, 3},   // odd head_dim
                                            AttentionCase{2, 33, 4, 2, 8},   // grouped query
                                            AttentionCase{1, 100, 2, 2, 64}),
-                         [](const auto& info) {
-                           const AttentionCase& c = info.param;
-                           return "B" + std::to_string(c.batch) + "_T" + std::to_string(c.seq) +
-                                  "_H" + std::to_string(c.heads) + "_KV" +
-                                  std::to_string(c.kv_heads) + "_D" + std::to_string(c.head_dim);
-                         });
+                         [](const auto& info) { return attention_case_name(info.param); });
 
 // ---- embeddings
 

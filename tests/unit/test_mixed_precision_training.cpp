@@ -16,11 +16,14 @@
 #include "kintsugi/train/trainer.hpp"
 #include "brown_data.hpp"
 #include "scratch_dir.hpp"
+#include "support/model_weights.hpp"
+#include "support/test_paths.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::weights_of;
 
 // gpt-tiny, narrower, on the Brown corpus in the tests' 512 ids or GPT-2's (brown_data.hpp).
 RunConfig small_config(std::vector<std::string> extra, bool gpt2_ids = false) {
@@ -30,7 +33,7 @@ RunConfig small_config(std::vector<std::string> extra, bool gpt2_ids = false) {
                         "train.log_every=1000", "train.save_checkpoint=false"})
     overrides.push_back(o);
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml", overrides);
+  return load_run_config(testing::configs_dir() + "/gpt-tiny.toml", overrides);
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
@@ -83,17 +86,6 @@ TEST(MixedPrecisionTraining, Bf16AndFp16FollowTheFp32LossCurve) {
     EXPECT_LT(worst, 0.01) << precision;
     std::printf("%s: worst relative loss difference to fp32 %.2e\n", precision, worst);
   }
-}
-
-std::vector<std::byte> weights_of(const StageModel& model) {
-  std::vector<std::byte> out;
-  for (const ParamStore* p : model.params())
-    for (int i = 0; i < p->size(); ++i) {
-      const Tensor t = p->param(i);
-      const auto* b = static_cast<const std::byte*>(t.data);
-      out.insert(out.end(), b, b + t.bytes());
-    }
-  return out;
 }
 
 TEST(MixedPrecisionTraining, Fp16OverflowSkipsTheStepAndRecovers) {

@@ -8,6 +8,7 @@
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "support/random_tokens.hpp"
 
 namespace kintsugi {
 namespace {
@@ -26,12 +27,7 @@ ModelConfig micro_config() {
   return c;
 }
 
-std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::vector<std::int32_t> t(n);
-  for (std::int64_t i = 0; i < n; ++i)
-    t[i] = static_cast<std::int32_t>(uniform_int_at(seed, 0, i, vocab));
-  return t;
-}
+using testing::random_tokens;
 
 TEST(GptModel, MicroBatchAccumulationEqualsOneBigBatch) {
   MemoryTracker memory;

@@ -13,6 +13,7 @@
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "support/random_tokens.hpp"
 
 namespace kintsugi {
 namespace {
@@ -34,16 +35,11 @@ ModelConfig micro(const std::string& family) {
   return c;
 }
 
-std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::vector<std::int32_t> t(n);
-  for (std::int64_t i = 0; i < n; ++i)
-    t[i] = static_cast<std::int32_t>(uniform_int_at(seed, 0, i, vocab));
-  return t;
-}
+using testing::random_tokens;
 
-class Family : public ::testing::TestWithParam<std::string> {};
+class ModelFamily : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Family, FullGradientMatchesFiniteDifferences) {
+TEST_P(ModelFamily, FullGradientMatchesFiniteDifferences) {
   MemoryTracker memory;
   auto backend = make_cpu_backend(memory);
   const ModelConfig c = micro(GetParam());
@@ -84,7 +80,7 @@ TEST_P(Family, FullGradientMatchesFiniteDifferences) {
   }
 }
 
-TEST_P(Family, ParametersAreTheFamilysAndMatchTheFormula) {
+TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   MemoryTracker memory;
   auto backend = make_cpu_backend(memory);
   const ModelConfig c = micro(GetParam());
@@ -115,7 +111,7 @@ TEST_P(Family, ParametersAreTheFamilysAndMatchTheFormula) {
 
 // Recomputation reruns the same kernels on the same inputs: gradients and losses are
 // bit-identical to keeping the activations, and the activations kept shrink.
-TEST_P(Family, RecomputeIsBitIdentical) {
+TEST_P(ModelFamily, RecomputeIsBitIdentical) {
   ModelConfig c = micro(GetParam());
   c.d_model = 32;
   c.d_ff = GetParam() == "llama" ? 88 : 128;
@@ -151,7 +147,7 @@ TEST_P(Family, RecomputeIsBitIdentical) {
 }
 
 // A checkpoint's config.json rebuilds the same shape (kv heads and RoPE base included).
-TEST_P(Family, ConfigJsonRoundTrips) {
+TEST_P(ModelFamily, ConfigJsonRoundTrips) {
   const ModelConfig c = micro(GetParam());
   const ModelConfig back = model_config_from_json(to_json(c), "test");
   EXPECT_EQ(back.family, c.family);
@@ -176,7 +172,7 @@ TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Family, ::testing::Values("gpt2", "llama", "bloom"),
+INSTANTIATE_TEST_SUITE_P(Models, ModelFamily, ::testing::Values("gpt2", "llama", "bloom"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

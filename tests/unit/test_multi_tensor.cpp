@@ -17,9 +17,13 @@
 #include "kintsugi/optim/multi_tensor.hpp"
 #include "kintsugi/train/stage_model.hpp"
 #include "kintsugi/train/trainer.hpp"
+#include "support/model_weights.hpp"
+#include "support/test_paths.hpp"
 
 namespace kintsugi {
 namespace {
+
+using testing::weights_of;
 
 std::vector<float> random_floats(std::int64_t n, unsigned seed, float lo, float hi) {
   std::mt19937 rng(seed);
@@ -234,17 +238,6 @@ TEST(MultiTensor, OptimizerTakesEitherPathToTheSameBits) {
 
 // A whole training step (gradient norm, clipping, AdamW over every parameter) with the
 // multi-range ops and without: the same losses, gradient norms and weights, bit for bit.
-std::vector<std::byte> weights_of(const StageModel& model) {
-  std::vector<std::byte> out;
-  for (const ParamStore* p : model.params())
-    for (int i = 0; i < p->size(); ++i) {
-      const Tensor t = p->param(i);
-      const auto* b = static_cast<const std::byte*>(t.data);
-      out.insert(out.end(), b, b + t.bytes());
-    }
-  return out;
-}
-
 // The bits of doubles (NaN included: an overflowed fp16 step's norm may be one).
 std::vector<std::byte> bits(const std::vector<double>& v) {
   std::vector<std::byte> out(v.size() * sizeof(double));
@@ -271,7 +264,7 @@ TEST(MultiTensor, TrainingStepsAreTheSameBitsEitherWay) {
                                        std::string("train.precision=\"") + c.precision + "\""};
       if (c.loss_scale > 0) sets.push_back("train.loss_scale=" + std::to_string(c.loss_scale));
       RunConfig config =
-          load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml", sets);
+          load_run_config(testing::configs_dir() + "/gpt-tiny.toml", sets);
       MemoryTracker memory;
       auto backend = make_cpu_backend(memory);
       Tracer tracer;

@@ -14,20 +14,14 @@
 #include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/previous_run.hpp"
 #include "scratch_dir.hpp"
+#include "support/error_of.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // A scheduler may repeat SIGTERM while the checkpoint is being written: the process lives on.
 // In a child process, as every test here that raises a signal: the flag it sets stays set, and

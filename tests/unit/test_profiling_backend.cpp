@@ -18,7 +18,7 @@ namespace {
 
 // Mark k is reached at k^2 milliseconds, so every span has a length of its own; counts begin()
 // calls and the marks read.
-class FakeTimeline final : public DeviceTimeline {
+class SquaredMillisecondTimeline final : public DeviceTimeline {
  public:
   void begin() override {
     ++begins;
@@ -42,7 +42,7 @@ class TimelineCpu final : public ForwardingBackend {
     ++syncs;
     ForwardingBackend::synchronize();
   }
-  FakeTimeline fake;
+  SquaredMillisecondTimeline fake;
   int syncs = 0;
 };
 

@@ -13,20 +13,15 @@
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "support/configs.hpp"
+#include "support/test_paths.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    load_run_config("", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::run_config_error;
 
 TEST(RunConfig, PresetThenOverrides) {
   auto c = load_run_config("", {"model.preset=\"gpt2\"", "model.n_layer=2", "train.lr=1e-3",
@@ -53,7 +48,7 @@ TEST(RunConfig, CustomModelsAreNamedByFamilyAndSize) {
 // A short run is one flag: keys the user did not set follow train.steps (the decay ends at the
 // last step, a longer warm-up is shortened with a note); only keys the user set conflict.
 TEST(RunConfig, ShortRunsAreOneFlag) {
-  const std::string tiny = std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml";  // warm-up 10
+  const std::string tiny = testing::configs_dir() + "/gpt-tiny.toml";  // warm-up 10
   const RunConfig c = load_run_config(tiny, {"train.steps=4"});
   const LrSchedule s = lr_schedule_of(c.train);
   EXPECT_EQ(s.decay_steps, 4);
@@ -84,39 +79,43 @@ TEST(RunConfig, IntegersAreAcceptedAsFloats) {
 }
 
 TEST(RunConfig, ClearErrors) {
-  EXPECT_NE(error_of({"train.lrr=1"}).find("unknown key `train.lrr`"), std::string::npos);
-  EXPECT_NE(error_of({"train.steps=1.5"}).find("`train.steps` must be integer"), std::string::npos);
-  EXPECT_NE(error_of({"train.global_batch=15"}).find("not a multiple of train.micro_batch"),
+  EXPECT_NE(run_config_error({"train.lrr=1"}).find("unknown key `train.lrr`"), std::string::npos);
+  EXPECT_NE(run_config_error({"train.steps=1.5"}).find("`train.steps` must be integer"),
             std::string::npos);
-  EXPECT_NE(error_of({"model.n_head=3"}).find("model.d_model = 128 is not divisible"),
+  EXPECT_NE(run_config_error({"train.global_batch=15"}).find("not a multiple of train.micro_batch"),
             std::string::npos);
-  EXPECT_NE(error_of({"model.preset=\"nope\""}).find("unknown model preset"), std::string::npos);
-  EXPECT_NE(error_of({"train.min_lr=1"}).find("train.min_lr"), std::string::npos);
-  EXPECT_NE(error_of({"trainlr=1"}).find("must name its section"), std::string::npos);
-  EXPECT_NE(error_of({"train.steps=0"}).find("train.steps = 0 must be positive"),
+  EXPECT_NE(run_config_error({"model.n_head=3"}).find("model.d_model = 128 is not divisible"),
+            std::string::npos);
+  EXPECT_NE(run_config_error({"model.preset=\"nope\""}).find("unknown model preset"),
+            std::string::npos);
+  EXPECT_NE(run_config_error({"train.min_lr=1"}).find("train.min_lr"), std::string::npos);
+  EXPECT_NE(run_config_error({"trainlr=1"}).find("must name its section"), std::string::npos);
+  EXPECT_NE(run_config_error({"train.steps=0"}).find("train.steps = 0 must be positive"),
             std::string::npos);
 }
 
 // TOML has inf and nan; no setting means either. A directory is not a config file.
 // comm.backend: NCCL moves GPU memory only, and an unknown library is named.
 TEST(RunConfig, CommBackendIsChecked) {
-  EXPECT_NE(error_of({"comm.backend=\"nccl\""}).find("needs train.device = \"cuda\""),
+  EXPECT_NE(run_config_error({"comm.backend=\"nccl\""}).find("needs train.device = \"cuda\""),
             std::string::npos)
-      << error_of({"comm.backend=\"nccl\""});
-  EXPECT_NE(error_of({"comm.backend=\"gloo\""}).find("gloo"), std::string::npos)
-      << error_of({"comm.backend=\"gloo\""});
-  EXPECT_EQ(error_of({"comm.backend=\"mpi\""}), "");
+      << run_config_error({"comm.backend=\"nccl\""});
+  EXPECT_NE(run_config_error({"comm.backend=\"gloo\""}).find("gloo"), std::string::npos)
+      << run_config_error({"comm.backend=\"gloo\""});
+  EXPECT_EQ(run_config_error({"comm.backend=\"mpi\""}), "");
 }
 
 TEST(RunConfig, NonFiniteNumbersAndDirectoriesAreRefused) {
-  EXPECT_NE(error_of({"train.lr=inf"}).find("`train.lr` = inf must be a finite number"),
+  EXPECT_NE(run_config_error({"train.lr=inf"}).find("`train.lr` = inf must be a finite number"),
             std::string::npos);
-  EXPECT_NE(error_of({"train.grad_clip=nan"}).find("`train.grad_clip` = nan must be a finite"),
+  EXPECT_NE(run_config_error({"train.grad_clip=nan"})
+                .find("`train.grad_clip` = nan must be a finite"),
             std::string::npos);
-  EXPECT_NE(error_of({"comm.timeout_s=-inf"}).find("`comm.timeout_s` = -inf must be a finite"),
+  EXPECT_NE(run_config_error({"comm.timeout_s=-inf"})
+                .find("`comm.timeout_s` = -inf must be a finite"),
             std::string::npos);
   try {
-    load_run_config(KINTSUGI_CONFIGS_DIR, {});
+    load_run_config(testing::configs_dir(), {});
     FAIL() << "a directory was accepted as a config file";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory: name a .toml file"), std::string::npos)
@@ -125,14 +124,15 @@ TEST(RunConfig, NonFiniteNumbersAndDirectoriesAreRefused) {
 }
 
 TEST(RunConfig, EmptyAndAbsurdValuesAreRefused) {
-  EXPECT_NE(error_of({"data.tokenizer=\"\""}).find("data.tokenizer is empty"), std::string::npos);
-  EXPECT_NE(error_of({"model.n_layer=3000000000"})
+  EXPECT_NE(run_config_error({"data.tokenizer=\"\""}).find("data.tokenizer is empty"),
+            std::string::npos);
+  EXPECT_NE(run_config_error({"model.n_layer=3000000000"})
                 .find("model.n_layer = 3000000000 is more blocks than kintsugi numbers"),
             std::string::npos);
-  EXPECT_NE(error_of({"train.steps=100000000000000000", "train.global_batch=1000"})
+  EXPECT_NE(run_config_error({"train.steps=100000000000000000", "train.global_batch=1000"})
                 .find("tokens is more than a run can count (2^63)"),
             std::string::npos);
-  EXPECT_EQ(error_of({"train.steps=1000000000000"}), "");  // a long run is not absurd
+  EXPECT_EQ(run_config_error({"train.steps=1000000000000"}), "");  // a long run is not absurd
 }
 
 // The model's state against the memory of its ranks, before anything is built per block
@@ -178,7 +178,7 @@ TEST(RunConfig, FileErrorsNameTheLine) {
 }
 
 TEST(RunConfig, EveryKeyIsDocumented) {
-  std::ifstream in(std::string(KINTSUGI_CONFIGS_DIR) + "/../docs/config.md");
+  std::ifstream in(testing::configs_dir() + "/../docs/config.md");
   ASSERT_TRUE(in) << "docs/config.md is missing";
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const auto& k : run_config_keys())
@@ -188,13 +188,13 @@ TEST(RunConfig, EveryKeyIsDocumented) {
 TEST(RunConfig, ShippedConfigsLoad) {
   for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
                            "llama-13b.toml", "bloom-13b.toml"})
-    EXPECT_NO_THROW(load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/" + name, {})) << name;
+    EXPECT_NO_THROW(load_run_config(testing::configs_dir() + "/" + name, {})) << name;
 }
 
 // The published runs: Llama-13B as TP 4 x PP 2 x DP 8 on 64 ranks, BLOOM-13B as TP 4 x PP 2 x
 // DP 16 on 128.
 TEST(RunConfig, SeedLayoutsResolve) {
-  const std::string dir = KINTSUGI_CONFIGS_DIR;
+  const std::string dir = testing::configs_dir();
   RunConfig llama = load_run_config(dir + "/llama-13b.toml", {});
   EXPECT_NO_THROW(resolve_layout(llama, 64));
   EXPECT_EQ(llama.model.family, Family::llama);
@@ -247,7 +247,7 @@ TEST(RunConfig, EnumerationsAreParsedOnceWithTheirNames) {
 // Every key written out reads back to the same value, including ones far from their defaults.
 TEST(RunConfig, TomlRoundTripKeepsEveryKey) {
   const RunConfig c = load_run_config(
-      std::string(KINTSUGI_CONFIGS_DIR) + "/llama-tiny.toml",
+      testing::configs_dir() + "/llama-tiny.toml",
       {"train.weight_decay=0.03", "train.grad_clip=0.7", "train.beta1=0.8", "train.beta2=0.99",
        "train.eps=1e-6", "train.decay_steps=77", "train.save_every=9", "train.keep_checkpoints=5",
        "train.threads=3", "train.loss_scale=1024", "train.precision=\"fp16\"",
@@ -287,12 +287,13 @@ TEST(RunConfig, BlendsOfDatasets) {
   EXPECT_EQ(run_config_toml(back), run_config_toml(c));
   EXPECT_TRUE(single.data.blend.empty());
   EXPECT_EQ(single.data.train, "c.bin");
-  EXPECT_NE(error_of({"data.train=[]"}).find("empty list"), std::string::npos);
-  EXPECT_NE(error_of({"data.train=[\"a.bin\"]"}).find("must be a table with a path"),
+  EXPECT_NE(run_config_error({"data.train=[]"}).find("empty list"), std::string::npos);
+  EXPECT_NE(run_config_error({"data.train=[\"a.bin\"]"}).find("must be a table with a path"),
             std::string::npos);
-  EXPECT_NE(error_of({"data.train=[{ path = \"a.bin\", weight = 0 }]"}).find("must be positive"),
+  EXPECT_NE(run_config_error({"data.train=[{ path = \"a.bin\", weight = 0 }]"})
+                .find("must be positive"),
             std::string::npos);
-  EXPECT_NE(error_of({"data.train=[{ path = \"a.bin\", wieght = 1 }]"}).find("`wieght`"),
+  EXPECT_NE(run_config_error({"data.train=[{ path = \"a.bin\", wieght = 1 }]"}).find("`wieght`"),
             std::string::npos);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kintsugi/core/svg_plot.hpp"
+#include "support/files.hpp"
 #include "unit/scratch_dir.hpp"
 
 namespace kintsugi {
@@ -19,10 +20,7 @@ struct Box {
   bool intersects(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
 };
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+using testing::read_bytes;
 
 // The axes' frame: the one unfilled rectangle with the frame's stroke.
 Box plot_area(const std::string& svg) {
@@ -55,7 +53,7 @@ TEST(SvgPlot, LegendNeverOverlapsThePlotArea) {
     }
     const auto path = dir / ("plot" + std::to_string(count) + ".svg");
     write_line_plot(path.string(), plot, "test plot");
-    const std::string svg = read_text(path);
+    const std::string svg = read_bytes(path);
     const Box area = plot_area(svg);
     Box previous{0, 0, 0, 0};
     for (const PlotSeries& s : plot.series) {

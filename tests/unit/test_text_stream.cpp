@@ -10,12 +10,16 @@
 #include "kintsugi/data/text_stream.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/data/utf8.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using kintsugi::data::TextStream;
 using Ids = std::vector<std::int32_t>;
 
 namespace {
+
+using kintsugi::testing::data_dir;
+using kintsugi::testing::fixtures_dir;
 
 // The pieces of `ids` streamed after `context`, one per id, and the held bytes at the end.
 std::vector<std::string> stream(const kintsugi::data::Tokenizer& tokenizer, const Ids& context,
@@ -39,7 +43,7 @@ std::string joined(const std::vector<std::string>& pieces) {
 // Fuse, Strip one leading space).
 TEST(TextStream, KeepsTheSpacesASentencePieceDecoderDropsFromALoneToken) {
   const auto tokenizer = kintsugi::data::load_tokenizer(
-      fs::path(KINTSUGI_FIXTURES_DIR) / "tokenizer" / "tiny_hf", "--tokenizer");
+      fs::path(fixtures_dir()) / "tokenizer" / "tiny_hf", "--tokenizer");
   const Ids context = {1, 12};           // <s> "▁fi"
   const Ids ids = {12, 4, 7, 4, 8, 6};  // "▁fi" "▁" "ab" "▁" "aba" "b"
   const Ids one = {12};
@@ -55,7 +59,7 @@ TEST(TextStream, KeepsTheSpacesASentencePieceDecoderDropsFromALoneToken) {
 
 TEST(TextStream, HoldsBackACharacterUntilItsLastByte) {
   const auto tokenizer = kintsugi::data::load_tokenizer(
-      fs::path(KINTSUGI_FIXTURES_DIR) / "tokenizer" / "tiny_hf", "--tokenizer");
+      fs::path(fixtures_dir()) / "tokenizer" / "tiny_hf", "--tokenizer");
   // "▁fi" then "€" as the three fallback bytes E2 82 AC, then "▁fi".
   const auto pieces = stream(*tokenizer, {1}, {12, 14, 15, 16, 12});
   EXPECT_EQ(pieces, (std::vector<std::string>{" fi", "", "", "\u20ac", " fi", ""}));
@@ -79,7 +83,7 @@ TEST(TextStream, IncompleteUtf8Tail) {
 // The testers' case: Llama 2 printed "The jury said thatthework,..." one token at a time.
 TEST(TextStream, Llama2TextHasItsSpaces) {
   const auto tokenizer = kintsugi::data::load_tokenizer(
-      fs::path(KINTSUGI_DATA_DIR) / "llama2-tokenizer", "--tokenizer");
+      fs::path(data_dir()) / "llama2-tokenizer", "--tokenizer");
   const std::string prompt = "The jury said";
   const std::string rest = " that the work, a d\u00e9j\u00e0 vu \u2603 of 1962.";
   const Ids prompt_ids = tokenizer->encode(prompt);
@@ -98,7 +102,7 @@ TEST(TextStream, Llama2TextHasItsSpaces) {
 // GPT-2's byte-level decoder: every piece is the token's own bytes, as before.
 TEST(TextStream, Gpt2PiecesAreItsTokens) {
   const auto tokenizer = kintsugi::data::load_tokenizer(
-      fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer", "--tokenizer");
+      fs::path(data_dir()) / "gpt2-tokenizer", "--tokenizer");
   const Ids context = tokenizer->encode("The jury said");
   const Ids ids = tokenizer->encode(" that the work, \u2603 of 1962.");
   EXPECT_EQ(joined(stream(*tokenizer, context, ids)), " that the work, \u2603 of 1962.");

@@ -13,26 +13,22 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/bpe_tokenizer.hpp"
 #include "kintsugi/data/token_file.hpp"
+#include "support/all_tokens.hpp"
+#include "support/error_of.hpp"
+#include "support/files.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace kintsugi::data;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("kintsugi_token_file_test_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using kintsugi::testing::all_tokens;
+using kintsugi::testing::kintsugi_binary;
+using kintsugi::testing::read_bytes;
+using kintsugi::testing::TempDir;
+using kintsugi::testing::write_bytes;
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 template <class T> T le(const std::string& bytes, std::size_t offset) {
   T value = 0;
   for (std::size_t i = 0; i < sizeof(T); ++i)
@@ -46,19 +42,8 @@ void reseal_header(std::string& bytes) {
   set_le<std::uint64_t>(bytes, 56, XXH3_64bits(bytes.data(), 56));
 }
 
-std::string open_error(const fs::path& path) {
-  try {
-    TokenFile::open(path);
-  } catch (const kintsugi::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-std::vector<std::int32_t> all_tokens(const TokenFile& file) {
-  std::vector<std::int32_t> out(file.size());
-  file.read(0, file.size(), out.data());
-  return out;
+std::string token_file_open_error(const fs::path& path) {
+  return kintsugi::testing::error_of([&] { TokenFile::open(path); });
 }
 
 }  // namespace
@@ -212,12 +197,12 @@ TEST(TokenFile, DamagedFilesGiveClearErrors) {
     std::string bytes = good;
     c.damage(bytes);
     write_bytes(bad_path, bytes);
-    auto message = open_error(bad_path);
+    auto message = token_file_open_error(bad_path);
     EXPECT_NE(message.find(c.expect), std::string::npos) << c.name << ": " << message;
     EXPECT_NE(message.find(bad_path.string()), std::string::npos) << c.name << ": " << message;
     EXPECT_NE(message.find("kintsugi data tokenize"), std::string::npos) << c.name << ": " << message;
   }
-  auto message = open_error(dir.path / "nope.bin");
+  auto message = token_file_open_error(dir.path / "nope.bin");
   EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
   EXPECT_NE(message.find("nope.bin"), std::string::npos) << message;
   // A path of the user's own: how to make it, not the script that fetches the examples' data.
@@ -237,12 +222,12 @@ TEST(TokenFile, MovedFromFileStaysValid) {
 
 TEST(TokenFile, TokenizeCommandEndsEveryDocumentWithEot) {
   // Uses the committed tiny vocabulary so that this test needs no download.
-  const fs::path tiny = fs::path(KINTSUGI_FIXTURES_DIR) / "tokenizer" / "tiny";
+  const fs::path tiny = fs::path(kintsugi::testing::fixtures_dir()) / "tokenizer" / "tiny";
   auto tokenizer = BpeTokenizer::load(tiny);
   TempDir dir;
   write_bytes(dir.path / "a.txt", "abab aa\n<|endoftext|>\nqrs\n");
   write_bytes(dir.path / "b.txt", "the end");
-  std::string command = std::string("'") + KINTSUGI_BINARY + "' data tokenize --tokenizer '" +
+  std::string command = "'" + kintsugi_binary() + "' data tokenize --tokenizer '" +
                         tiny.string() + "' --out '" + (dir.path / "t.bin").string() + "' '" +
                         (dir.path / "a.txt").string() + "' '" + (dir.path / "b.txt").string() +
                         "' > '" + (dir.path / "log").string() + "'";
@@ -258,7 +243,7 @@ TEST(TokenFile, TokenizeCommandEndsEveryDocumentWithEot) {
   EXPECT_EQ(file.vocab_size(), tokenizer.vocab_size());
   EXPECT_EQ(all_tokens(file), expected);
 
-  std::string info = std::string("'") + KINTSUGI_BINARY + "' data info '" +
+  std::string info = "'" + kintsugi_binary() + "' data info '" +
                      (dir.path / "t.bin").string() + "' > /dev/null 2>&1";
   EXPECT_EQ(std::system(info.c_str()), 0);
   std::string bytes = read_bytes(dir.path / "t.bin");

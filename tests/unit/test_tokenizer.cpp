@@ -16,6 +16,10 @@
 #include "kintsugi/data/fetched_files.hpp"
 #include "kintsugi/data/pretokenizer.hpp"
 #include "kintsugi/data/utf8.hpp"
+#include "support/error_of.hpp"
+#include "support/files.hpp"
+#include "support/json_file.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using kintsugi::data::BpeTokenizer;
@@ -23,8 +27,15 @@ using Ids = std::vector<std::int32_t>;
 
 namespace {
 
-const fs::path kFixtures = KINTSUGI_FIXTURES_DIR;
-const fs::path kGpt2Dir = fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer";
+using kintsugi::testing::data_dir;
+using kintsugi::testing::error_of;
+using kintsugi::testing::kintsugi_binary;
+using kintsugi::testing::read_bytes;
+using kintsugi::testing::read_json;
+using kintsugi::testing::TempDir;
+
+const fs::path kFixtures = kintsugi::testing::fixtures_dir();
+const fs::path kGpt2Dir = fs::path(data_dir()) / "gpt2-tokenizer";
 
 // Loaded once for the whole binary; a missing download is a failure, not a skip, so that a
 // machine without the data can never report the tokenizer as tested.
@@ -52,12 +63,6 @@ const BpeTokenizer* gpt2(std::string& error) {
                                     "scripts/fetch_data.sh)";                               \
   const BpeTokenizer& name = *name##_ptr
 
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in) << "missing fixture " << path;
-  return nlohmann::json::parse(in);
-}
-
 std::vector<std::string> pieces(std::string_view text) {
   static const kintsugi::data::Pretokenizer pretokenizer;
   std::vector<std::string> out;
@@ -65,29 +70,6 @@ std::vector<std::string> pieces(std::string_view text) {
   std::string_view piece;
   while (walker.next(piece)) out.emplace_back(piece);
   return out;
-}
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("kintsugi_tokenizer_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  void write(const std::string& name, const std::string& contents) const {
-    std::ofstream(path / name, std::ios::binary) << contents;
-  }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kintsugi::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
@@ -283,7 +265,7 @@ TEST(TokenizerFiles, FetchAdviceOnlyForTheFetchedFiles) {
   EXPECT_FALSE(is_fetched_file("/tmp/mine/train.bin"));
   EXPECT_FALSE(is_fetched_file("/home/me/data/corpus.bin"));
   EXPECT_FALSE(is_fetched_file("/home/me/tokenizer"));
-  const auto message = error_of([&] { BpeTokenizer::load(fs::path(KINTSUGI_DATA_DIR) / "gpt2-tokenizer-missing"); });
+  const auto message = error_of([&] { BpeTokenizer::load(fs::path(data_dir()) / "gpt2-tokenizer-missing"); });
   EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
 }
 
@@ -291,15 +273,10 @@ namespace {
 
 // Runs `kintsugi ARGS < stdin_file > out 2> err` and returns the exit status.
 int run_cli(const std::string& args, const fs::path& in, const fs::path& out, const fs::path& err) {
-  std::string command = std::string("'") + KINTSUGI_BINARY + "' " + args + " < '" + in.string() +
-                        "' > '" + out.string() + "' 2> '" + err.string() + "'";
+  std::string command = "'" + kintsugi_binary() + "' " + args + " < '" + in.string() + "' > '" +
+                        out.string() + "' 2> '" + err.string() + "'";
   int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 }  // namespace
@@ -312,16 +289,16 @@ TEST(TokenizerCli, EncodePrintsOneLineAndDecodeGivesExactBytes) {
                            std::string(""), std::string("caf\xC3\xA9 \xF0\x9F\x98\x80\r\n")}) {
     dir.write("in.txt", text);
     ASSERT_EQ(run_cli("encode " + flag, dir.path / "in.txt", dir.path / "ids.txt", dir.path / "err"), 0)
-        << slurp(dir.path / "err");
+        << read_bytes(dir.path / "err");
     std::string expected;
     for (auto id : tok.encode(text)) {
       if (!expected.empty()) expected += ' ';
       expected += std::to_string(id);
     }
-    EXPECT_EQ(slurp(dir.path / "ids.txt"), expected + "\n");
+    EXPECT_EQ(read_bytes(dir.path / "ids.txt"), expected + "\n");
     ASSERT_EQ(run_cli("decode " + flag, dir.path / "ids.txt", dir.path / "out.txt", dir.path / "err"), 0)
-        << slurp(dir.path / "err");
-    EXPECT_EQ(slurp(dir.path / "out.txt"), text);
+        << read_bytes(dir.path / "err");
+    EXPECT_EQ(read_bytes(dir.path / "out.txt"), text);
   }
 }
 
@@ -339,14 +316,14 @@ TEST(TokenizerCli, BadInputIsAClearError) {
   for (const auto& c : cases) {
     dir.write("in.txt", c.input);
     EXPECT_EQ(run_cli(c.command + " " + flag, dir.path / "in.txt", dir.path / "out", dir.path / "err"), 1);
-    EXPECT_NE(slurp(dir.path / "err").find(c.expect), std::string::npos) << slurp(dir.path / "err");
+    EXPECT_NE(read_bytes(dir.path / "err").find(c.expect), std::string::npos) << read_bytes(dir.path / "err");
   }
   EXPECT_EQ(run_cli("encode --tokenizer '" + dir.path.string() + "'", dir.path / "in.txt",
                     dir.path / "out", dir.path / "err"), 1);
   // The flag the path was given by, then what it lacks.
-  EXPECT_NE(slurp(dir.path / "err").find("--tokenizer: tokenizer directory " + dir.path.string() +
+  EXPECT_NE(read_bytes(dir.path / "err").find("--tokenizer: tokenizer directory " + dir.path.string() +
                                          " holds neither"),
             std::string::npos)
-      << slurp(dir.path / "err");
-  EXPECT_EQ(slurp(dir.path / "err").find("fetch_data.sh"), std::string::npos);
+      << read_bytes(dir.path / "err");
+  EXPECT_EQ(read_bytes(dir.path / "err").find("fetch_data.sh"), std::string::npos);
 }

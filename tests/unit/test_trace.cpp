@@ -16,7 +16,7 @@ namespace kintsugi {
 namespace {
 
 // Mark k is reached at 0.25 k seconds; counts begin() calls.
-class FakeTimeline final : public DeviceTimeline {
+class QuarterSecondTimeline final : public DeviceTimeline {
  public:
   void begin() override {
     ++begins;
@@ -29,7 +29,7 @@ class FakeTimeline final : public DeviceTimeline {
 };
 
 TEST(Trace, DeviceSpansBecomeTheStreamRow) {
-  FakeTimeline device;
+  QuarterSecondTimeline device;
   Tracer tracer;
   tracer.start(true, &device);
   EXPECT_EQ(device.begins, 1);
@@ -51,7 +51,7 @@ TEST(Trace, DeviceSpansBecomeTheStreamRow) {
 }
 
 TEST(Trace, NoDeviceRowWithoutATimelineOrWhenOff) {
-  FakeTimeline device;
+  QuarterSecondTimeline device;
   Tracer tracer;
   tracer.start(true);
   EXPECT_EQ(tracer.device_mark(), -1);

@@ -14,6 +14,7 @@
 #include "kintsugi/train/trainer.hpp"
 #include "brown_data.hpp"
 #include "scratch_dir.hpp"
+#include "support/test_paths.hpp"
 
 namespace kintsugi {
 namespace {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 RunConfig tiny_config(std::vector<std::string> extra, bool gpt2_ids = false) {
   std::vector<std::string> overrides = brown_overrides(gpt2_ids);
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_run_config(std::string(KINTSUGI_CONFIGS_DIR) + "/gpt-tiny.toml", overrides);
+  return load_run_config(testing::configs_dir() + "/gpt-tiny.toml", overrides);
 }
 
 TEST(Training, TinyGptLearnsBrownCorpus) {
