@@ -7,6 +7,6 @@ add_test(NAME slurm.jobs
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/slurm/slurm_jobs.sh $<TARGET_FILE:kintsugi>
                  $<TARGET_FILE:check_run> ${PROJECT_SOURCE_DIR}/scripts/slurm_train.sbatch
                  ${MPI_OUT} ${MICRO_RUN} --set train.steps=8)
-# Four ranks run at a time (the array's two jobs of two ranks too).
+# Four to eight ranks compute at a time (srun; the sbatch job beside the array's two jobs of two).
 set_tests_properties(slurm.jobs PROPERTIES LABELS slurm SKIP_RETURN_CODE 77 PROCESSORS 4
                                            TIMEOUT 420)

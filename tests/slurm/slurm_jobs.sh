@@ -14,8 +14,10 @@
 #            CANCELLED for good (the script must not requeue it)
 #   array    `sbatch --array=0-1` of two 2-rank runs, each in its own --out (array-<task>),
 #            with seeds 1234 + task: task 0 equals the serial run, task 1 differs from it
-# Every Slurm command runs under `timeout`, the daemons are killed on exit, and the whole test
-# is bounded by CTest's TIMEOUT. Skips (exit 77, with the reason) only where Slurm's programs
+# The array runs beside the sbatch job, and the three pre-empted jobs run at once, each in its
+# own job and --out: their waits (Slurm's requeue delay, the slowed steps, the cancel case's
+# watch for a requeue) overlap instead of adding up. Every Slurm command runs under `timeout`,
+# the daemons are killed on exit, and the whole test is bounded by CTest's TIMEOUT. Skips (exit 77, with the reason) only where Slurm's programs
 # are not installed (scripts/setup.sh installs them on Debian).
 # Usage: slurm_jobs.sh KINTSUGI CHECK_RUN SBATCH_SCRIPT OUT_DIR [train flags...]
 set -uo pipefail
@@ -44,7 +46,10 @@ cleanup() {
     done
   fi
   for pid in $slurmd $ctld; do kill -TERM "$pid" 2>/dev/null; done
-  sleep 1
+  for _ in $(seq 10); do  # up to 1 s to exit
+    kill -0 $slurmd $ctld 2>/dev/null || break
+    sleep 0.1
+  done
   for pid in $slurmd $ctld; do kill -KILL "$pid" 2>/dev/null; done
   rm -rf "$tmp"
 }
@@ -68,7 +73,8 @@ slurmd_port=$(free_port)
 ((slurmd_port != ctld_port)) || slurmd_port=$((ctld_port + 1))
 mkdir -p "$tmp/state" "$tmp/spool" "$tmp/log"
 cpus=$(nproc)
-((cpus >= 8)) || cpus=8  # 4 ranks and the array's 2 x 2 on fewer cores: declared, not checked
+# The three pre-empted jobs of 4 ranks at once on fewer cores: declared, not checked.
+((cpus >= 12)) || cpus=12
 cat >"$tmp/slurm.conf" <<CONF
 ClusterName=kintsugitest
 SlurmctldHost=localhost
@@ -152,13 +158,25 @@ grep -q "4 ranks = tp 1 x dp 4" "$runs/srun.log" || { cat "$runs/srun.log"; fail
 "$check" compare "$runs/serial" "$runs/srun" || fail "srun dp 4 differs from the serial run"
 echo "ok (srun): 4 ranks through srun --mpi=pmix agree with the serial run"
 
-# sbatch: the batch script users copy, 4 tasks.
+# sbatch: the batch script users copy, 4 tasks; beside it a job array: two runs, each its own
+# output directory and seed.
 job=$(timeout 10 sbatch --parsable -n 4 --ntasks-per-node=4 -o "$runs/sbatch.out" \
   "$script" "${flags[@]}" --out "$runs/sbatch") || fail "sbatch refused the job"
+array=$(timeout 10 sbatch --parsable --array=0-1 -n 2 --ntasks-per-node=2 -o "$runs/array-%a.out" \
+  --wrap "srun --mpi=pmix '$kintsugi' train ${flags[*]@Q} --set train.seed=\$((1234 + SLURM_ARRAY_TASK_ID)) --out '$runs'/array-\$SLURM_ARRAY_TASK_ID") ||
+  fail "sbatch refused the array"
 s=$(wait_job "$job" 120)
 [[ "$s" == COMPLETED ]] || { cat "$runs/sbatch.out"; fail "sbatch job $job ended $s"; }
 "$check" resumed "$runs/srun" "$runs/sbatch" 0 || fail "the sbatch run differs from the srun run"
 echo "ok (sbatch): job $job completed, bit for bit the srun run"
+for task in 0 1; do
+  s=$(wait_job "${array}_$task" 120)
+  [[ "$s" == COMPLETED ]] || { cat "$runs/array-$task.out"; fail "array task $task ended $s"; }
+  (($(lines "$runs/array-$task/metrics.jsonl") == steps)) || fail "array task $task: not $steps steps"
+done
+"$check" compare "$runs/serial" "$runs/array-0" || fail "array task 0 differs from the serial run"
+"$check" compare "$runs/serial" "$runs/array-1" >/dev/null 2>&1 && fail "array task 1 (another seed) equals the serial run"
+echo "ok (array): tasks 0 and 1 wrote array-0 and array-1; task 0 agrees with the serial run, task 1 (seed 1235) differs"
 
 # Pre-emption: the signal in the middle of a run (micro-batches slowed to 0.3 s), after step 2.
 preempt() {  # NAME HOW
@@ -207,20 +225,17 @@ preempt() {  # NAME HOW
   "$check" resumed "$runs/sbatch" "$dir" 0 || fail "$name: the requeued run differs from the uninterrupted one"
   echo "ok ($name): stopped, requeued, resumed to step $steps bit for bit"
 }
-preempt requeue term
-preempt limit limit
-preempt cancel cancel
-
-# A job array: two runs, each its own output directory and seed.
-job=$(timeout 10 sbatch --parsable --array=0-1 -n 2 --ntasks-per-node=2 -o "$runs/array-%a.out" \
-  --wrap "srun --mpi=pmix '$kintsugi' train ${flags[*]@Q} --set train.seed=\$((1234 + SLURM_ARRAY_TASK_ID)) --out '$runs'/array-\$SLURM_ARRAY_TASK_ID") ||
-  fail "sbatch refused the array"
-for task in 0 1; do
-  s=$(wait_job "${job}_$task" 120)
-  [[ "$s" == COMPLETED ]] || { cat "$runs/array-$task.out"; fail "array task $task ended $s"; }
-  (($(lines "$runs/array-$task/metrics.jsonl") == steps)) || fail "array task $task: not $steps steps"
+# The three at once, each reporting into its own file (a failure exits its subshell only).
+cases=(requeue:term limit:limit cancel:cancel) pids=()
+for c in "${cases[@]}"; do
+  preempt "${c%%:*}" "${c#*:}" >"$runs/${c%%:*}.check" 2>&1 &
+  pids+=($!)
 done
-"$check" compare "$runs/serial" "$runs/array-0" || fail "array task 0 differs from the serial run"
-"$check" compare "$runs/serial" "$runs/array-1" >/dev/null 2>&1 && fail "array task 1 (another seed) equals the serial run"
-echo "ok (array): tasks 0 and 1 wrote array-0 and array-1; task 0 agrees with the serial run, task 1 (seed 1235) differs"
+failed=""
+for i in "${!cases[@]}"; do
+  wait "${pids[$i]}" || failed+=" ${cases[$i]%%:*}"
+  cat "$runs/${cases[$i]%%:*}.check"
+done
+[[ -z "$failed" ]] || fail "pre-emption:$failed (lines above)"
+
 echo "ok: all Slurm checks passed"
