@@ -111,10 +111,16 @@ TEST(Campaign, FrontierEnergyFromThePredictedStep) {
     EXPECT_TRUE(p.fits) << name;
     return *campaign_cost(w, f, p, 20.0 * static_cast<double>(parameter_count(w.model))).energy_j;
   };
-  const double e175 = energy("gpt-175b", 640,
-                             {.parallel = {.tp = 4, .pp = 16, .dp = 1, .schedule = PipelineSchedule::one_f_one_b}, .micro_batch = 1, .recompute = Recompute::full});
-  const double e1t = energy("gpt-1t", 1600,
-                            {.parallel = {.tp = 8, .pp = 64, .dp = 1, .schedule = PipelineSchedule::one_f_one_b}, .micro_batch = 1, .recompute = Recompute::full});
+  const double e175 =
+      energy("gpt-175b", 640,
+             {.parallel = {.tp = 4, .pp = 16, .dp = 1, .schedule = PipelineSchedule::one_f_one_b},
+              .micro_batch = 1,
+              .recompute = Recompute::full});
+  const double e1t =
+      energy("gpt-1t", 1600,
+             {.parallel = {.tp = 8, .pp = 64, .dp = 1, .schedule = PipelineSchedule::one_f_one_b},
+              .micro_batch = 1,
+              .recompute = Recompute::full});
   EXPECT_NEAR(e175 / 17.65e12 - 1, -0.1354, 0.0005);
   EXPECT_NEAR(e1t / 662e12 - 1, -0.2080, 0.0005);
 }
@@ -194,7 +200,8 @@ TEST(Pareto, KeepsWhatNothingBeatsInEveryObjective) {
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (j == i) continue;
       const double ti = seconds_per_token(v[i]), tj = seconds_per_token(v[j]);
-      const double di = v[i].prediction.layout.parallel.world(), dj = v[j].prediction.layout.parallel.world();
+      const double di = v[i].prediction.layout.parallel.world(),
+                   dj = v[j].prediction.layout.parallel.world();
       const double ei = joules_per_token(v[i], f), ej = joules_per_token(v[j], f);
       const bool all = tj <= ti && dj <= di && ej <= ei;
       const bool one = tj < ti || dj < di || ej < ei;
@@ -249,7 +256,14 @@ TEST(Scaling, StrongAndWeakCurves) {
   EXPECT_NEAR(strong[1].efficiency, t0 * 128 / (t1 * 1024), 1e-12);
   EXPECT_LT(strong[1].efficiency, 1);  // the bubble grows as each replica's share shrinks
   // The same as predicting each point alone (the docs' per-count commands).
-  const Prediction alone = predict(w, f, {.parallel = {.tp = 4, .pp = 16, .dp = 16, .schedule = PipelineSchedule::one_f_one_b, .zero = ZeroStage::optimizer}, .micro_batch = 1, .recompute = Recompute::full});
+  const Prediction alone = predict(w, f,
+                                   {.parallel = {.tp = 4,
+                                                 .pp = 16,
+                                                 .dp = 16,
+                                                 .schedule = PipelineSchedule::one_f_one_b,
+                                                 .zero = ZeroStage::optimizer},
+                                    .micro_batch = 1,
+                                    .recompute = Recompute::full});
   EXPECT_DOUBLE_EQ(alone.time.total(), t1);
 
   w.global_batch = 640;

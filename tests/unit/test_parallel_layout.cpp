@@ -51,7 +51,8 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.tp = 4, .tensor_grid = {2, 2}}),
             "--tensor-grid must be three whole numbers of at least 1, X,Y,Z, not 2 entries; "
             "--tensor-grid 2,2,1 for example");
-  EXPECT_EQ(problem({.tp = 4, .tensor_grid = {2, 1, 1}}), "--tensor-grid 2,1,1 has 2 ranks but tp = 4");
+  EXPECT_EQ(problem({.tp = 4, .tensor_grid = {2, 1, 1}}),
+            "--tensor-grid 2,1,1 has 2 ranks but tp = 4");
   EXPECT_EQ(problem({.tp = 2, .sequence_parallel = true, .tensor_grid = {2, 1, 1}}),
             "--tensor-grid 2,1,1 with --sequence-parallel: 3D tensor parallelism already splits "
             "the token rows over z, and sequence parallelism is defined for 1D tensor "
@@ -66,7 +67,8 @@ TEST(ParallelLayout, ProblemMessages) {
             "--hsdp 3 must be at least 2 and divide the data-parallel ranks (4)");
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = -1}),
             "--hsdp -1 must not be negative");
-  EXPECT_EQ(problem({.order = "tp-xp-pp"}), "parallel.order = \"tp-xp-pp\": \"xp\" is not tp, dp or pp");
+  EXPECT_EQ(problem({.order = "tp-xp-pp"}),
+            "parallel.order = \"tp-xp-pp\": \"xp\" is not tp, dp or pp");
   EXPECT_EQ(problem({.order = "tp-dp"}),
             "parallel.order = \"tp-dp\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"");
   for (const std::string& message : {problem({.dp = 0}), problem({.order = "dp-dp-pp"})})
@@ -75,7 +77,8 @@ TEST(ParallelLayout, ProblemMessages) {
 
 // On a job of N ranks: the grid implies tp, dp = 0 takes the rest of the world.
 TEST(ParallelLayout, Resolved) {
-  const ParallelLayout grid = ParallelLayout{.pp = 2, .dp = 0, .tensor_grid = {2, 2, 1}}.resolved(16);
+  const ParallelLayout grid =
+      ParallelLayout{.pp = 2, .dp = 0, .tensor_grid = {2, 2, 1}}.resolved(16);
   EXPECT_EQ(grid.tp, 4);
   EXPECT_EQ(grid.dp, 2);
   EXPECT_EQ(grid.problem(), "");

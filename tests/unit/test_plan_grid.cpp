@@ -215,7 +215,8 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   }
   EXPECT_EQ(overlaps.size(), 2u);
   // --write-config's run config carries the grid and its overlap.
-  Layout off{.parallel = {.tp = 4, .tensor_grid = {2, 1, 2}, .tensor_grid_overlap = false}, .micro_batch = 2};
+  Layout off{.parallel = {.tp = 4, .tensor_grid = {2, 1, 2}, .tensor_grid_overlap = false},
+             .micro_batch = 2};
   std::ofstream(path) << layout_config_toml(base, off);
   RunConfig c = load_run_config(path.string(), {});
   EXPECT_EQ(c.parallel.tensor_grid, off.parallel.tensor_grid);
@@ -223,7 +224,8 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   std::filesystem::remove(path);
   SearchSpace one_d;
   one_d.grids = false;
-  for (const Layout& l : enumerate_layouts(w, 4, 4, one_d)) EXPECT_TRUE(l.parallel.tensor_grid.empty());
+  for (const Layout& l : enumerate_layouts(w, 4, 4, one_d))
+    EXPECT_TRUE(l.parallel.tensor_grid.empty());
   // Unnamed grids stay inside a node, as 1D tensor parallelism does; a named one may span nodes.
   for (const Layout& l : enumerate_layouts(w, 4, 2, {})) EXPECT_LE(l.parallel.tp, 2) << describe(l);
   SearchSpace across;
@@ -249,9 +251,11 @@ TEST(PlanGrid, SearchChoosesAGridOnlyWhenItIsFaster) {
   EXPECT_LT(with_grids.time.total(), best(32, one_d).time.total());
   // One node: plain data parallelism beats every grid.
   const SearchResult node = search_layouts(w, c, 8, {});
-  EXPECT_TRUE(node.ranked.front().layout.parallel.tensor_grid.empty()) << describe(node.ranked.front().layout);
-  EXPECT_TRUE(std::any_of(node.ranked.begin(), node.ranked.end(),
-                          [](const Prediction& p) { return !p.layout.parallel.tensor_grid.empty(); }));
+  EXPECT_TRUE(node.ranked.front().layout.parallel.tensor_grid.empty())
+      << describe(node.ranked.front().layout);
+  EXPECT_TRUE(std::any_of(node.ranked.begin(), node.ranked.end(), [](const Prediction& p) {
+    return !p.layout.parallel.tensor_grid.empty();
+  }));
 }
 
 }  // namespace

@@ -370,14 +370,21 @@ TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
   const ClusterSpec c = preset("dgx-h100");
   double last = 1e300;
   for (std::int64_t dp : {1, 2, 4, 8, 16, 32}) {
-    const MemoryPrediction mem = predict(w, c, {.parallel = {.dp = dp, .zero = dp > 1 ? ZeroStage::parameters : ZeroStage::none}, .micro_batch = 1}).memory;
+    const MemoryPrediction mem =
+        predict(w, c,
+                {.parallel = {.dp = dp, .zero = dp > 1 ? ZeroStage::parameters : ZeroStage::none},
+                 .micro_batch = 1})
+            .memory;
     const double state = mem.parameters + mem.gradients + mem.optimizer_state;
     EXPECT_LE(state, last) << "dp " << dp;
     last = state;
   }
   // ZeRO-3 over 8 ranks: (2 + 4 + 12) bytes per parameter / 8.
-  const MemoryPrediction z3 = predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::parameters}, .micro_batch = 1}).memory;
-  const MemoryPrediction z0 = predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::none}, .micro_batch = 1}).memory;
+  const MemoryPrediction z3 =
+      predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::parameters}, .micro_batch = 1})
+          .memory;
+  const MemoryPrediction z0 =
+      predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::none}, .micro_batch = 1}).memory;
   EXPECT_NEAR((z3.parameters + z3.gradients + z3.optimizer_state) * 8,
               z0.parameters + z0.gradients + z0.optimizer_state, 1.0);
 }
@@ -391,7 +398,8 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, {PipelineSchedule::one_f_one_b, 1},
                              {PipelineSchedule::interleaved, 2}}) {
-    const Layout l{.parallel = {.pp = 4, .schedule = schedule, .virtual_stages = v}, .micro_batch = 2};
+    const Layout l{.parallel = {.pp = 4, .schedule = schedule, .virtual_stages = v},
+                   .micro_batch = 2};
     ASSERT_EQ(layout_problem(w, l), "");
     const Prediction p = predict(w, c, l);
     const PipelineShape shape{4, v, 8};
@@ -447,7 +455,8 @@ TEST(Search, PinsTakeListsOfValues) {
   const auto layouts = enumerate_layouts(w, 8, 8, space);
   std::set<std::pair<int, std::int64_t>> seen;
   for (const Layout& l : layouts) {
-    EXPECT_TRUE(l.parallel.zero == ZeroStage::none || l.parallel.zero == ZeroStage::optimizer) << describe(l);
+    EXPECT_TRUE(l.parallel.zero == ZeroStage::none || l.parallel.zero == ZeroStage::optimizer)
+        << describe(l);
     EXPECT_TRUE(l.parallel.tp == 1 || l.parallel.tp == 2) << describe(l);
     EXPECT_EQ(l.recompute, Recompute::none);
     seen.insert({stage_number(l.parallel.zero), l.parallel.tp});
@@ -488,24 +497,29 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
     const SearchResult r = search_layouts(w, preset("frontier"), nodes * 8, study);
     for (std::size_t i = 0; i < r.ranked.size(); ++i) {
       const Layout& l = r.ranked[i].layout;
-      if (l.parallel.tp == want.parallel.tp && l.parallel.pp == want.parallel.pp && l.micro_batch == want.micro_batch &&
-          l.parallel.zero == want.parallel.zero)
+      if (l.parallel.tp == want.parallel.tp && l.parallel.pp == want.parallel.pp &&
+          l.micro_batch == want.micro_batch && l.parallel.zero == want.parallel.zero)
         return static_cast<int>(i) + 1;
     }
     return -1;
   };
-  const int r175 = rank_of("gpt-175b", 128, 640, {.parallel = {.tp = 4, .pp = 16, .zero = ZeroStage::optimizer}, .micro_batch = 1});
+  const int r175 =
+      rank_of("gpt-175b", 128, 640,
+              {.parallel = {.tp = 4, .pp = 16, .zero = ZeroStage::optimizer}, .micro_batch = 1});
   EXPECT_GE(r175, 1);
   EXPECT_LE(r175, 3);
   // One replica (dp 1): ZeRO-1 shards nothing, so the planner lists it as stage 0.
-  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.parallel = {.tp = 8, .pp = 64, .zero = ZeroStage::none}, .micro_batch = 1}), 1);
+  EXPECT_EQ(rank_of("gpt-1t", 64, 1600,
+                    {.parallel = {.tp = 8, .pp = 64, .zero = ZeroStage::none}, .micro_batch = 1}),
+            1);
 }
 
 TEST(Refit, RecoversComputeAndLinkFactors) {
   const ClusterSpec c = preset("dgx-a100-80gb");
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = Precision::bf16};
   std::vector<Measured> runs;
-  for (Layout l : {Layout{.parallel = {.tp = 8}, .micro_batch = 1}, Layout{.parallel = {.dp = 8}, .micro_batch = 4},
+  for (Layout l : {Layout{.parallel = {.tp = 8}, .micro_batch = 1},
+                   Layout{.parallel = {.dp = 8}, .micro_batch = 4},
                    Layout{.parallel = {.tp = 2, .pp = 2, .dp = 2}, .micro_batch = 2}}) {
     const Prediction p = predict(w, c, l);
     const TimePrediction& t = p.time;
@@ -633,7 +647,8 @@ ClusterSpec slower_links(ClusterSpec c, double factor) {
 TEST(Refit, TheLinksAreFittedToTheCollectivesThatSetLayoutsApart) {
   const Workload w8 = micro_run(25);
   const ClusterSpec quiet8 = recorded_local(8, 104.4, 9.1, 9.1, 87, "");
-  const Layout tp4_dp2{.parallel = {.tp = 4, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 4};
+  const Layout tp4_dp2{.parallel = {.tp = 4, .dp = 2, .zero = ZeroStage::gradients},
+                       .micro_batch = 4};
   Layout tp4_dp2_sp = tp4_dp2;
   tp4_dp2_sp.parallel.sequence_parallel = true;
   auto comm = [&](const Layout& l) {
@@ -693,10 +708,16 @@ TEST(Refit, LayoutsTheRefitCannotOrderTie) {
   const ClusterSpec spec = recorded_local(4, 104.4, 9.1, 9.1, 87, "");
   std::vector<Measured> runs;
   for (auto [layout, ms] :
-       {std::pair{Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8}, 678.3},
-        std::pair{Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients, .sequence_parallel = true}, .micro_batch = 8},
-                  647.2},
-        std::pair{Layout{.parallel = {.tp = 4, .sequence_parallel = true}, .micro_batch = 16}, 704.3},
+       {std::pair{
+            Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8},
+            678.3},
+        std::pair{
+            Layout{.parallel =
+                       {.tp = 2, .dp = 2, .zero = ZeroStage::gradients, .sequence_parallel = true},
+  .micro_batch = 8},
+            647.2},
+        std::pair{Layout{.parallel = {.tp = 4, .sequence_parallel = true}, .micro_batch = 16},
+                  704.3},
         std::pair{Layout{.parallel = {.tp = 4}, .micro_batch = 16}, 631.5}})
     runs.push_back({predict(w, spec, layout), ms / 1e3});
   const Refit r = refit_cluster(spec, w, runs);
@@ -727,7 +748,9 @@ TEST(Refit, MostLayoutsTieUnderAWideError) {
   const ClusterSpec spec = recorded_local(4, 104.4, 9.1, 9.1, 87, "");
   std::vector<Measured> runs;
   for (auto [layout, ms] :
-       {std::pair{Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8}, 678.3},
+       {std::pair{
+            Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8},
+            678.3},
         std::pair{Layout{.parallel = {.tp = 4}, .micro_batch = 16}, 631.5}})
     runs.push_back({predict(w, spec, layout), ms / 1e3});
   const RefitPlan quiet = refit_plan(w, refit_cluster(spec, w, runs).cluster, 4, runs);

@@ -385,16 +385,17 @@ std::optional<RampupSuggestion> rampup_for(const PlanArgs& a, const Candidate& b
 
 std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double ramp_tokens) {
   const std::int64_t seq = best.workload.model.seq_len;
-  return fmt::format("train.batch_rampup = [{}, {}, {}]: global batch {} ({} tokens) -> {} by {} "
-                     "over the first {:.3g} tokens. GPT-3's recipe (Brown et al. 2020, App. B): "
-                     "from 32K tokens, linear over the first 4-12B; the start is the smallest "
-                     "batch at or above 32K tokens in steps of {} sequences, which this layout "
-                     "splits (dp x micro-batch{})",
-                     r.start, r.increment, r.samples, r.start, r.start * seq,
-                     best.workload.global_batch, r.increment, ramp_tokens, r.increment,
-                     r.increment == best.prediction.layout.parallel.dp * best.prediction.layout.micro_batch
-                         ? ""
-                         : " x pp: the schedule's rounds");
+  return fmt::format(
+      "train.batch_rampup = [{}, {}, {}]: global batch {} ({} tokens) -> {} by {} "
+      "over the first {:.3g} tokens. GPT-3's recipe (Brown et al. 2020, App. B): "
+      "from 32K tokens, linear over the first 4-12B; the start is the smallest "
+      "batch at or above 32K tokens in steps of {} sequences, which this layout "
+      "splits (dp x micro-batch{})",
+      r.start, r.increment, r.samples, r.start, r.start * seq, best.workload.global_batch,
+      r.increment, ramp_tokens, r.increment,
+      r.increment == best.prediction.layout.parallel.dp * best.prediction.layout.micro_batch
+          ? ""
+          : " x pp: the schedule's rounds");
 }
 
 void run_plan(const PlanArgs& a) {

@@ -419,14 +419,15 @@ nlohmann::json to_json(const Prediction& p) {
   const Layout& l = p.layout;
   return {
       {"layout",
-       {{"tp", l.parallel.tp}, {"pp", l.parallel.pp}, {"dp", l.parallel.dp}, {"micro_batch", l.micro_batch},
-        {"schedule", std::string(name_of(l.parallel.schedule))}, {"virtual_stages", l.parallel.virtual_stages},
+       {{"tp", l.parallel.tp}, {"pp", l.parallel.pp}, {"dp", l.parallel.dp},
+        {"micro_batch", l.micro_batch}, {"schedule", std::string(name_of(l.parallel.schedule))},
+        {"virtual_stages", l.parallel.virtual_stages},
         {"zero", stage_number(l.parallel.zero)},
         {"hsdp", l.parallel.hsdp},
         {"recompute", name_of(l.recompute)},
         {"sequence_parallel", l.parallel.sequence_parallel},
-        {"tensor_grid", l.parallel.tensor_grid.empty() ? nlohmann::json(nullptr)
-                                              : nlohmann::json(l.parallel.tensor_grid)},
+        {"tensor_grid", l.parallel.has_grid() ? nlohmann::json(l.parallel.tensor_grid)
+                                              : nlohmann::json(nullptr)},
         {"tensor_grid_overlap", l.parallel.tensor_grid_overlap}}},
       {"memory_bytes",
        {{"parameters", p.memory.parameters}, {"gradients", p.memory.gradients},

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {

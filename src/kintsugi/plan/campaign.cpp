@@ -74,7 +74,8 @@ std::vector<std::size_t> pareto_front(const std::vector<Candidate>& c,
   std::vector<Point> points;
   points.reserve(c.size());
   for (std::size_t i = 0; i < c.size(); ++i)
-    points.push_back({seconds_per_token(c[i]), static_cast<double>(c[i].prediction.layout.parallel.world()),
+    points.push_back({seconds_per_token(c[i]),
+                      static_cast<double>(c[i].prediction.layout.parallel.world()),
                       cluster.has_power() ? joules_per_token(c[i], cluster) : 0.0, i});
   // Sorted by time (then devices, energy), a point is on the front unless one already on it
   // (not slower) is at most as large in devices and energy.

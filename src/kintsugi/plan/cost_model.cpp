@@ -443,7 +443,8 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
   const std::string group = l.parallel.replicas() > 1 ? "shard" : "dp";
   const LinkSpec& link = l.parallel.replicas() > 1 ? c.shard_link : c.dp_link;
   const double hops = 2.0 * static_cast<double>(n - 1);
-  const double reductions = l.parallel.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
+  const double reductions =
+      l.parallel.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
   const double each = bytes_seconds(link, {{get(group + ".all_reduce") / reductions,
                                             LinkUse::all_reduce},
                                            {get(group + ".reduce_scatter") / reductions,
@@ -474,8 +475,8 @@ double grid_seconds(const Context& c, const RankShare& share, const StepShape& s
   // The attention core's forward on this rank: its z's sequences, its y's heads.
   const double attention = 4.0 * static_cast<double>(c.m.seq_len) * c.m.d_model * c.local_rows /
                            c.gy / (c.peak * c.eff.block);
-  const GridBlockComm block =
-      grid_block_comm_seconds(layers, gemm, attention, c.grid_links, c.l.parallel.tensor_grid_overlap);
+  const GridBlockComm block = grid_block_comm_seconds(layers, gemm, attention, c.grid_links,
+                                                      c.l.parallel.tensor_grid_overlap);
   const double per_block = block.forward * (c.full ? 2.0 : 1.0) + block.backward;
   const GridLinks& g = c.grid_links;
   const double boundaries = (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
@@ -509,7 +510,8 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
   // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
   // With sequence parallelism backward also gathers each block's two norm outputs again.
   const double boundaries = (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) +
-                            (share.head ? 1 : 0) + (c.l.parallel.sequence_parallel ? 2.0 * share.blocks : 0);
+                            (share.head ? 1 : 0) +
+                            (c.l.parallel.sequence_parallel ? 2.0 * share.blocks : 0);
   const double tp_step =
       c.grid     ? grid_seconds(c, share, shape)
       : l.parallel.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
@@ -553,8 +555,8 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
 double grid_workspace_bytes(const Context& c) {
   if (!c.grid || c.gz == 1) return 0.0;
   double largest = 0;
-  for (const GridLayer& g : grid_block_layers(c.m, c.l.parallel.tensor_grid, c.local_rows, c.pb, c.pb,
-                                              c.gb))
+  for (const GridLayer& g :
+       grid_block_layers(c.m, c.l.parallel.tensor_grid, c.local_rows, c.pb, c.pb, c.gb))
     largest = std::max(largest, g.gather + g.scatter);
   return (c.l.parallel.tensor_grid_overlap ? 2.0 : 1.0) * largest;
 }
