@@ -10,18 +10,10 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/batch_rampup.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "support/error_of.hpp"
 
 namespace kintsugi {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TrainConfig ramped(std::int64_t global, std::vector<std::int64_t> ramp, std::int64_t steps) {
   TrainConfig t;

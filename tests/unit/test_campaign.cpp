@@ -12,28 +12,25 @@
 #include "kintsugi/plan/scaling.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/plan/value_list.hpp"
+#include "support/cluster_file.hpp"
 
 namespace kintsugi {
 namespace {
 
-ClusterSpec preset(const std::string& name) {
-  return load_cluster(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + name + ".toml");
-}
-
 TEST(Power, PresetsCarryTheirCitedWatts) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   EXPECT_DOUBLE_EQ(f.active_watts, 250);  // 500 W per MI250X, two GCDs
   EXPECT_DOUBLE_EQ(f.idle_watts, 45);     // the study's ~90 W per idle MI250X
-  EXPECT_DOUBLE_EQ(preset("dgx-a100-80gb").active_watts, 400);
-  EXPECT_DOUBLE_EQ(preset("dgx-h100").active_watts, 700);
-  EXPECT_DOUBLE_EQ(preset("gaudi2").active_watts, 600);
+  EXPECT_DOUBLE_EQ(cluster_from_file("dgx-a100-80gb").active_watts, 400);
+  EXPECT_DOUBLE_EQ(cluster_from_file("dgx-h100").active_watts, 700);
+  EXPECT_DOUBLE_EQ(cluster_from_file("gaudi2").active_watts, 600);
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
   EXPECT_DOUBLE_EQ(again.active_watts, 250);
   EXPECT_DOUBLE_EQ(again.idle_watts, 45);
 }
 
 TEST(Power, OptionalButCheckedWhenGiven) {
-  std::string text = to_toml(preset("gaudi2"));
+  std::string text = to_toml(cluster_from_file("gaudi2"));
   text = text.substr(0, text.find("\n[power]"));
   EXPECT_FALSE(parse_cluster(text, "none").has_power());
   auto refused = [&](const std::string& power, const std::string& words) {
@@ -55,7 +52,7 @@ TEST(Power, OptionalButCheckedWhenGiven) {
 
 // Campaign arithmetic on a made-up prediction: every figure by hand.
 TEST(Campaign, DaysHoursFlopsAndEnergy) {
-  ClusterSpec c = preset("frontier");
+  ClusterSpec c = cluster_from_file("frontier");
   Workload w{.model = model_preset("gpt-175b"), .global_batch = 640};
   w.model.seq_len = 2048;
   Prediction p;
@@ -102,7 +99,7 @@ TEST(Campaign, FrontierStudysEnergyIsTwentyTokensPerParameter) {
 // the documented figures (docs/planner.md, "The Frontier study's energy estimates"), below the
 // study's because the predicted throughput is higher than it measured.
 TEST(Campaign, FrontierEnergyFromThePredictedStep) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   auto energy = [&](const char* name, std::int64_t gbs, Layout l) {
     Workload w{.model = model_preset(name), .global_batch = gbs, .precision = Precision::fp16,
                .p2p = PipelineP2p::blocking};
@@ -163,7 +160,7 @@ Candidate made_up(std::int64_t devices, double tokens_per_s, double memory_gb) {
 }
 
 TEST(Objective, RanksByTimeEnergyAndDeviceHours) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   // a: 8 devices at 100 tokens/s; b: 16 at 150; c: 32 at 400.
   std::vector<Candidate> v = {made_up(8, 100, 1), made_up(16, 150, 1), made_up(32, 400, 1)};
   auto order = [&](Objective o) {
@@ -185,7 +182,7 @@ TEST(Objective, RanksByTimeEnergyAndDeviceHours) {
 }
 
 TEST(Pareto, KeepsWhatNothingBeatsInEveryObjective) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   // b is slower than a on more devices: dominated. d equals a in every objective (only its
   // memory differs): kept once. c is faster than a on more devices, e faster than c on more.
   std::vector<Candidate> v = {made_up(8, 100, 1), made_up(16, 90, 1), made_up(32, 400, 1),

@@ -13,21 +13,13 @@
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Safetensors, RoundTripAndLayout) {
   const ScratchDir scratch("safetensors");

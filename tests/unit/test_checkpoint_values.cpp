@@ -17,6 +17,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/train/stage_model.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 
 namespace kintsugi {
@@ -106,15 +107,6 @@ TEST_F(CheckpointValues, UnsoundCheckpointIsRefusedByName) {
     }
     EXPECT_NE(error.find(cases[q].second), std::string::npos) << error;
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Names read from a checkpoint never lead outside it: a manifest re-signed to name a shard file

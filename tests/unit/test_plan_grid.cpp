@@ -18,13 +18,10 @@
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "support/cluster_file.hpp"
 
 namespace kintsugi {
 namespace {
-
-ClusterSpec preset(const std::string& name) {
-  return load_cluster(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + name + ".toml");
-}
 
 // One block and one micro-batch, no embedding or head: the per-block terms alone.
 StepShape one_block(std::int64_t micro_batch, std::int64_t seq, std::int64_t a,
@@ -128,7 +125,7 @@ TEST(PlanGrid, ABlocksElementsOnARank) {
 // (configs/clusters/perlmutter.toml): pairs and the whole node inside, one, two and four GPUs
 // of the ring per node across nodes.
 TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
-  const ClusterSpec p = preset("perlmutter");
+  const ClusterSpec p = cluster_from_file("perlmutter");
   EXPECT_TRUE(p.intra_node_all_to_all && p.multi_rail);
   EXPECT_DOUBLE_EQ(p.ring_link({0, 1}).bandwidth_gbs, 75);        // measured 76
   EXPECT_DOUBLE_EQ(p.ring_link({0, 2}).bandwidth_gbs, 75);
@@ -142,7 +139,7 @@ TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
   // The shapes survive to_toml; without them a ring runs at group_link's rate.
   const ClusterSpec again = parse_cluster(to_toml(p), "again");
   EXPECT_TRUE(again.intra_node_all_to_all && again.multi_rail);
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   for (const std::vector<int>& ring : {std::vector<int>{0, 1}, {0, 1, 2, 3}, {0, 8}, {0, 1, 8, 9}})
     EXPECT_DOUBLE_EQ(f.ring_link(ring).bandwidth_gbs, f.group_link(ring).bandwidth_gbs);
   std::string text = to_toml(p);
@@ -154,7 +151,7 @@ TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
 // is the same, and the bytes too.
 TEST(PlanGrid, OverlapHidesCollectives) {
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32};
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   Layout l{.parallel = {.tp = 8, .dp = 1, .tensor_grid = {2, 2, 2}}, .micro_batch = 8};
   const Prediction on = predict(w, c, l);
   l.parallel.tensor_grid_overlap = false;
@@ -236,7 +233,7 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
 // The search picks a grid where the model predicts it faster than every 1D layout, and a 1D
 // layout where none is.
 TEST(PlanGrid, SearchChoosesAGridOnlyWhenItIsFaster) {
-  const ClusterSpec c = preset("dgx-h100");
+  const ClusterSpec c = cluster_from_file("dgx-h100");
   const Workload w{.model = model_preset("gpt2"), .global_batch = 64};
   SearchSpace one_d;
   one_d.grids = false;

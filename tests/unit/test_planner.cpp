@@ -24,13 +24,10 @@
 #include "kintsugi/plan/refit.hpp"
 #include "kintsugi/plan/search.hpp"
 #include "kintsugi/train/run_config.hpp"
+#include "support/cluster_file.hpp"
 
 namespace kintsugi {
 namespace {
-
-ClusterSpec preset(const std::string& name) {
-  return load_cluster(std::string(KINTSUGI_CONFIGS_DIR) + "/clusters/" + name + ".toml");
-}
 
 ModelConfig micro_model() {
   ModelConfig c = model_preset("gpt-tiny");
@@ -43,13 +40,13 @@ ModelConfig micro_model() {
 }
 
 TEST(Cluster, PresetsLoadWithTheirDatasheetNumbers) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   EXPECT_EQ(f.devices_per_node, 8);
   EXPECT_DOUBLE_EQ(f.peak_tflops(Precision::bf16), 191.5);
   EXPECT_DOUBLE_EQ(f.memory_gb, 64);
-  EXPECT_DOUBLE_EQ(preset("gaudi2").memory_gb, 96);
-  EXPECT_DOUBLE_EQ(preset("dgx-a100-80gb").peak_tflops(Precision::bf16), 312);
-  EXPECT_DOUBLE_EQ(preset("dgx-h100").peak_tflops(Precision::fp16), 989);
+  EXPECT_DOUBLE_EQ(cluster_from_file("gaudi2").memory_gb, 96);
+  EXPECT_DOUBLE_EQ(cluster_from_file("dgx-a100-80gb").peak_tflops(Precision::bf16), 312);
+  EXPECT_DOUBLE_EQ(cluster_from_file("dgx-h100").peak_tflops(Precision::fp16), 989);
   // What to_toml writes parses back to the same spec.
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth_gbs, f.inter_node.bandwidth_gbs);
@@ -70,7 +67,7 @@ TEST(Cluster, CompiledPresetsAreTheFiles) {
     EXPECT_EQ(text, p.toml) << p.name;
     const ClusterSpec spec = load_cluster(std::string(p.name));
     EXPECT_EQ(spec.source, "configs/clusters/" + std::string(p.name) + ".toml");
-    EXPECT_DOUBLE_EQ(spec.memory_gb, preset(std::string(p.name)).memory_gb);
+    EXPECT_DOUBLE_EQ(spec.memory_gb, cluster_from_file(std::string(p.name)).memory_gb);
   }
   EXPECT_EQ(compiled, files);
 }
@@ -85,7 +82,7 @@ TEST(Cluster, BadSpecsNameTheKey) {
               std::string::npos)
         << e.what();
   }
-  std::string text = to_toml(preset("gaudi2"));
+  std::string text = to_toml(cluster_from_file("gaudi2"));
   text.replace(text.find("max_efficiency = 0.75"), 21, "max_efficiency = 1.5");
   EXPECT_THROW(parse_cluster(text, "x"), Error);
   EXPECT_THROW(load_cluster("no-such-cluster"), Error);
@@ -95,7 +92,7 @@ TEST(Cluster, BadSpecsNameTheKey) {
 // 0 us steps and infinite MFU) and unknown keys (a typo silently kept the old value) are refused,
 // naming the key; for an unknown key also the known ones.
 TEST(Cluster, NonFiniteZeroNegativeAndUnknownKeysAreRefused) {
-  const std::string good = to_toml(preset("dgx-h100"));
+  const std::string good = to_toml(cluster_from_file("dgx-h100"));
   auto error = [](const std::string& text) -> std::string {
     try {
       parse_cluster(text, "spec.toml");
@@ -150,7 +147,7 @@ TEST(Cluster, NonFiniteZeroNegativeAndUnknownKeysAreRefused) {
 // Frontier's node: the two GCDs of an MI250X share a fast link, other pairs a slower one, so a
 // tp 2 ring runs at the package link and a tp 4 or tp 8 ring at the node's slowest.
 TEST(Cluster, LinkTiersInsideANode) {
-  const ClusterSpec f = preset("frontier");
+  const ClusterSpec f = cluster_from_file("frontier");
   EXPECT_EQ(f.devices_per_package, 2);
   EXPECT_DOUBLE_EQ(f.group_link({0, 1}).bandwidth_gbs, f.package.bandwidth_gbs);
   EXPECT_DOUBLE_EQ(f.group_link({2, 3}).bandwidth_gbs, f.package.bandwidth_gbs);
@@ -160,7 +157,7 @@ TEST(Cluster, LinkTiersInsideANode) {
   EXPECT_LT(f.package.bandwidth_gbs, 1e9);
   EXPECT_GT(f.package.bandwidth_gbs, f.intra_node.bandwidth_gbs);
   // Without a [package] section every pair in a node is alike.
-  const ClusterSpec a = preset("dgx-a100-80gb");
+  const ClusterSpec a = cluster_from_file("dgx-a100-80gb");
   EXPECT_DOUBLE_EQ(a.group_link({0, 1}).bandwidth_gbs, a.intra_node.bandwidth_gbs);
   // The tiers and the host overhead survive to_toml; a package must divide the node.
   const ClusterSpec again = parse_cluster(to_toml(f), "again");
@@ -182,7 +179,7 @@ TEST(Cluster, LinkTiersInsideANode) {
 // s x s traffic, and the cluster's per-step host overhead.
 TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
   const ModelConfig m = model_preset("gpt-1.4b");
-  ClusterSpec c = preset("dgx-a100-80gb");
+  ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   Workload w{.model = m, .global_batch = 8};
   const Layout l{.parallel = {.tp = 2, .dp = 4}, .micro_batch = 2};
   const Prediction flash = predict(w, c, l);
@@ -201,7 +198,7 @@ TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
 // only: a slower kernel lengthens the compute by exactly its FLOPs at the new rate minus at the
 // old, it survives to_toml, and a rate that is not positive is refused.
 TEST(Cluster, MeasuredAttentionRateTimesTheAttentionCore) {
-  ClusterSpec one = preset("dgx-h100");
+  ClusterSpec one = cluster_from_file("dgx-h100");
   one.devices_per_node = 1;
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
   const Layout l{.micro_batch = 8};
@@ -225,7 +222,7 @@ TEST(Cluster, MeasuredAttentionRateTimesTheAttentionCore) {
 // only: a ZeRO-2 layout's data-parallel time scales with the reduce-scatter rate, not the
 // all-reduce one; rates survive to_toml; zero, negative or non-finite rates are refused.
 TEST(Cluster, MeasuredCollectiveRatesTimeTheirCollectives) {
-  ClusterSpec c = preset("dgx-a100-80gb");
+  ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   c.devices_per_node = 2;
   c.intra_node.latency_us = 0;  // bandwidth terms only
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
@@ -262,7 +259,7 @@ TEST(Cluster, MeasuredCollectiveRatesTimeTheirCollectives) {
 // share; a switched node gives every group all of it. The topology survives to_toml, and a
 // value other than the two is refused naming the key.
 TEST(Cluster, AllToAllNodeGivesAGroupOnlyItsMembersLinks) {
-  const ClusterSpec g = preset("gaudi2");
+  const ClusterSpec g = cluster_from_file("gaudi2");
   ASSERT_TRUE(g.intra_node_all_to_all);
   const double all = g.intra_node.bandwidth_gbs;
   EXPECT_DOUBLE_EQ(g.group_link({0, 1, 2, 3, 4, 5, 6, 7}).bandwidth_gbs, all);
@@ -275,7 +272,7 @@ TEST(Cluster, AllToAllNodeGivesAGroupOnlyItsMembersLinks) {
   ClusterSpec measured = g;
   measured.intra_node.all_reduce_gbs = 210;
   EXPECT_DOUBLE_EQ(measured.group_link({0, 1, 2, 3}).rate_gbs(LinkUse::all_reduce), 90);
-  const ClusterSpec a = preset("dgx-a100-80gb");
+  const ClusterSpec a = cluster_from_file("dgx-a100-80gb");
   EXPECT_FALSE(a.intra_node_all_to_all);
   EXPECT_DOUBLE_EQ(a.group_link({0, 1, 2, 3}).bandwidth_gbs, a.intra_node.bandwidth_gbs);
   EXPECT_DOUBLE_EQ(a.node_link(false, 2).bandwidth_gbs, a.intra_node.bandwidth_gbs);
@@ -303,7 +300,7 @@ TEST(Cluster, AllToAllNodeGivesAGroupOnlyItsMembersLinks) {
 // send: as many tensors of the same size, so twice the transfer time, and each of the bubble's
 // (p - 1) slots carries a micro-batch's transfers. Without a pipeline nothing changes.
 TEST(CostModel, BlockingPipelineTransfersCountReceivesAndFillTheBubble) {
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   Workload w{.model = model_preset("llama-7b"), .global_batch = 32};  // untied: no embedding sum
   w.model.seq_len = 2048;
   const Layout l{.parallel = {.tp = 8, .pp = 2}, .micro_batch = 1};  // the stages on two nodes
@@ -323,7 +320,7 @@ TEST(CostModel, BlockingPipelineTransfersCountReceivesAndFillTheBubble) {
 }
 
 TEST(Cluster, GemmEfficiencySaturatesInEachDimension) {
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   const double h = c.gemm_half_dim;
   EXPECT_NEAR(c.gemm_efficiency(h, h, h), c.gemm_max_efficiency / 8, 1e-12);
   EXPECT_LT(c.gemm_efficiency(512, 512, 512), c.gemm_efficiency(4096, 4096, 4096));
@@ -342,7 +339,7 @@ TEST(CostModel, SerialMemoryMatchesTheRuntimesTrackedBytes) {
   GptModel model(*backend, m, DType::f32, micro_batch, m.seq_len);
   const Workload w{.model = m, .global_batch = 4, .precision = Precision::fp32};
   const Layout l{.micro_batch = micro_batch};
-  const Prediction p = predict(w, preset("dgx-a100-80gb"), l);
+  const Prediction p = predict(w, cluster_from_file("dgx-a100-80gb"), l);
   EXPECT_DOUBLE_EQ(p.memory.parameters, double(memory.current(MemoryKind::parameters)));
   EXPECT_DOUBLE_EQ(p.memory.gradients, double(memory.current(MemoryKind::gradients)));
   EXPECT_DOUBLE_EQ(p.memory.activations, double(memory.current(MemoryKind::activations)));
@@ -353,7 +350,7 @@ TEST(CostModel, SerialMemoryMatchesTheRuntimesTrackedBytes) {
 TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
   const ModelConfig m = model_preset("gpt-1.4b");
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   const double serial = predict(w, c, {.micro_batch = 1}).memory.parameters / 4;
   const double tp4 = predict(w, c, {.parallel = {.tp = 4}, .micro_batch = 1}).memory.parameters / 4;
   // Sharded matrices add up; the replicated norms, row-parallel biases and positions do not.
@@ -367,7 +364,7 @@ TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
 TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
   const ModelConfig m = model_preset("gpt-1.4b");
   const Workload w{.model = m, .global_batch = 64, .precision = Precision::bf16};
-  const ClusterSpec c = preset("dgx-h100");
+  const ClusterSpec c = cluster_from_file("dgx-h100");
   double last = 1e300;
   for (std::int64_t dp : {1, 2, 4, 8, 16, 32}) {
     const MemoryPrediction mem =
@@ -395,7 +392,7 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
   ModelConfig m = micro_model();
   m.n_layer = 8;
   const Workload w{.model = m, .global_batch = 16, .precision = Precision::fp32};
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, {PipelineSchedule::one_f_one_b, 1},
                              {PipelineSchedule::interleaved, 2}}) {
     const Layout l{.parallel = {.pp = 4, .schedule = schedule, .virtual_stages = v},
@@ -468,7 +465,7 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
   w2.model.seq_len = 2048;
-  const SearchResult r = search_layouts(w2, preset("gaudi2"), 64, {.grids = false});
+  const SearchResult r = search_layouts(w2, cluster_from_file("gaudi2"), 64, {.grids = false});
   ASSERT_FALSE(r.ranked.empty());
   EXPECT_GT(r.enumerated, r.fitting);  // some layouts (tp 1, pp 1, no ZeRO) do not fit
   for (std::size_t i = 1; i < r.ranked.size(); ++i)
@@ -479,7 +476,7 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   serialish.tp = {1};
   serialish.pp = {1};
   serialish.zero = {ZeroStage::none};
-  EXPECT_EQ(search_layouts(w2, preset("gaudi2"), 64, serialish).fitting, 0);
+  EXPECT_EQ(search_layouts(w2, cluster_from_file("gaudi2"), 64, serialish).fitting, 0);
 }
 
 // The Frontier study's best layouts (Dash et al.) rank among the planner's first three in the
@@ -494,7 +491,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;
-    const SearchResult r = search_layouts(w, preset("frontier"), nodes * 8, study);
+    const SearchResult r = search_layouts(w, cluster_from_file("frontier"), nodes * 8, study);
     for (std::size_t i = 0; i < r.ranked.size(); ++i) {
       const Layout& l = r.ranked[i].layout;
       if (l.parallel.tp == want.parallel.tp && l.parallel.pp == want.parallel.pp &&
@@ -515,7 +512,7 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
 }
 
 TEST(Refit, RecoversComputeAndLinkFactors) {
-  const ClusterSpec c = preset("dgx-a100-80gb");
+  const ClusterSpec c = cluster_from_file("dgx-a100-80gb");
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = Precision::bf16};
   std::vector<Measured> runs;
   for (Layout l : {Layout{.parallel = {.tp = 8}, .micro_batch = 1},
@@ -538,7 +535,7 @@ TEST(Refit, RecoversComputeAndLinkFactors) {
 // A measured attention rate is part of the compute the refit scales: without it, the refit
 // cluster would leave the attention core's time as it was.
 TEST(Refit, AMeasuredAttentionRateTakesTheComputeFactor) {
-  ClusterSpec c = preset("dgx-h100");
+  ClusterSpec c = cluster_from_file("dgx-h100");
   c.devices_per_node = 1;
   c.attention_tflops = 6.0;
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
@@ -554,7 +551,7 @@ TEST(Refit, AMeasuredAttentionRateTakesTheComputeFactor) {
 // A refit of garbage is refused, not written: a step time of 0, NaN or inf (a run whose metrics
 // held none) made the factors, and the spec `tune` wrote, non-finite.
 TEST(Refit, NonFiniteOrZeroStepTimesAreRefused) {
-  const ClusterSpec c = preset("dgx-h100");
+  const ClusterSpec c = cluster_from_file("dgx-h100");
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
   const Prediction p = predict(w, c, Layout{.parallel = {.dp = 8}, .micro_batch = 1});
   for (double seconds : {0.0, -1.0, std::nan(""), HUGE_VAL}) {

@@ -13,21 +13,13 @@
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/previous_run.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 
 namespace kintsugi {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A scheduler may repeat SIGTERM while the checkpoint is being written: the process lives on.
 // In a child process, as every test here that raises a signal: the flag it sets stays set, and

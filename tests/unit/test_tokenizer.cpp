@@ -68,14 +68,14 @@ std::vector<std::string> pieces(std::string_view text) {
 }
 
 // A scratch directory removed at the end of the test.
-struct TempDir {
+struct TokenizerScratch {
   fs::path path;
-  TempDir() {
+  TokenizerScratch() {
     path = fs::temp_directory_path() /
            ("kintsugi_tokenizer_test_" + std::to_string(std::random_device{}()));
     fs::create_directories(path);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TokenizerScratch() { fs::remove_all(path); }
   void write(const std::string& name, const std::string& contents) const {
     std::ofstream(path / name, std::ios::binary) << contents;
   }
@@ -235,7 +235,7 @@ TEST(TinyTokenizer, MergesInReferenceOrder) {
 }
 
 TEST(TokenizerFiles, MissingFilesNameTheFileAndTheFix) {
-  TempDir dir;
+  TokenizerScratch dir;
   auto message = error_of([&] { BpeTokenizer::load(dir.path); });
   EXPECT_NE(message.find((dir.path / "encoder.json").string()), std::string::npos) << message;
   // A directory of the user's own: no advice to run the script that fetches the examples' data.
@@ -265,7 +265,7 @@ TEST(TokenizerFiles, CorruptFilesAreReported) {
       {encoder, "#version: 0.2\n", "no merges"},
   };
   for (const auto& c : cases) {
-    TempDir dir;
+    TokenizerScratch dir;
     dir.write("encoder.json", c.encoder);
     dir.write("vocab.bpe", c.vocab);
     auto message = error_of([&] { BpeTokenizer::load(dir.path); });
@@ -306,7 +306,7 @@ std::string slurp(const fs::path& path) {
 
 TEST(TokenizerCli, EncodePrintsOneLineAndDecodeGivesExactBytes) {
   REQUIRE_GPT2(tok);
-  TempDir dir;
+  TokenizerScratch dir;
   const std::string flag = "--tokenizer '" + kGpt2Dir.string() + "'";
   for (std::string text : {std::string("Hello world"), std::string("two lines\n\n  end \n"),
                            std::string(""), std::string("caf\xC3\xA9 \xF0\x9F\x98\x80\r\n")}) {
@@ -328,7 +328,7 @@ TEST(TokenizerCli, EncodePrintsOneLineAndDecodeGivesExactBytes) {
 TEST(TokenizerCli, BadInputIsAClearError) {
   REQUIRE_GPT2(tok);
   (void)tok;  // the commands load the same files themselves
-  TempDir dir;
+  TokenizerScratch dir;
   const std::string flag = "--tokenizer '" + kGpt2Dir.string() + "'";
   struct Case {
     std::string command, input, expect;
