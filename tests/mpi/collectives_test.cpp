@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     device_tensors(*world);
     // sub-groups from a topology: tp groups of size 1 when n is odd
     const int r = world->rank(), n = world->size();
-    const Topology topo(world, {.tp = 1, .dp = n, .pp = 1});
+    const Topology topo(world, {.tp = 1, .pp = 1, .dp = n});
     std::vector<float> one(1, 1.0f);
     topo.dp().all_reduce(view(one));
     expect(one[0] == float(n), "dp group all_reduce", r);

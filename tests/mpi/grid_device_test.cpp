@@ -129,7 +129,8 @@ Trained train_serial(Backend& backend, const Case& k, const fs::path& saved) {
 Trained train_grid(Backend& backend, const Case& k, const std::shared_ptr<Communicator>& world,
                    const fs::path& saved) {
   const RunConfig c = config(k, world->size());
-  const Topology topology(world, {.tp = k.grid.size(), .dp = 1, .pp = 1, .grid = k.grid});
+  const Topology topology(
+      world, {.tp = k.grid.size(), .tensor_grid = {k.grid.x, k.grid.y, k.grid.z}});
   const Place place(&topology, false);
   Tracer tracer;
   StageModel model(backend, c, place, tracer);

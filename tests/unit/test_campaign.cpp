@@ -59,7 +59,7 @@ TEST(Campaign, DaysHoursFlopsAndEnergy) {
   Workload w{.model = model_preset("gpt-175b"), .global_batch = 640};
   w.model.seq_len = 2048;
   Prediction p;
-  p.layout = {.tp = 4, .pp = 16, .dp = 2};  // 128 devices, 16 nodes
+  p.layout = {.parallel = {.tp = 4, .pp = 16, .dp = 2}};  // 128 devices, 16 nodes
   p.time.compute = 100;                     // seconds per step
   const double tokens = 640.0 * 2048 * 1000;  // 1000 steps
   const CampaignCost k = campaign_cost(w, c, p, tokens);
@@ -111,14 +111,16 @@ TEST(Campaign, FrontierEnergyFromThePredictedStep) {
     EXPECT_TRUE(p.fits) << name;
     return *campaign_cost(w, f, p, 20.0 * static_cast<double>(parameter_count(w.model))).energy_j;
   };
-  const double e175 = energy("gpt-175b", 640,
-                             {.tp = 4, .pp = 16, .dp = 1, .micro_batch = 1,
-                              .schedule = PipelineSchedule::one_f_one_b,
-                              .recompute = Recompute::full});
-  const double e1t = energy("gpt-1t", 1600,
-                            {.tp = 8, .pp = 64, .dp = 1, .micro_batch = 1,
-                             .schedule = PipelineSchedule::one_f_one_b,
-                             .recompute = Recompute::full});
+  const double e175 =
+      energy("gpt-175b", 640,
+             {.parallel = {.tp = 4, .pp = 16, .dp = 1, .schedule = PipelineSchedule::one_f_one_b},
+              .micro_batch = 1,
+              .recompute = Recompute::full});
+  const double e1t =
+      energy("gpt-1t", 1600,
+             {.parallel = {.tp = 8, .pp = 64, .dp = 1, .schedule = PipelineSchedule::one_f_one_b},
+              .micro_batch = 1,
+              .recompute = Recompute::full});
   EXPECT_NEAR(e175 / 17.65e12 - 1, -0.1354, 0.0005);
   EXPECT_NEAR(e1t / 662e12 - 1, -0.2080, 0.0005);
 }
@@ -152,7 +154,7 @@ TEST(Values, ListsAndRanges) {
 
 Candidate made_up(std::int64_t devices, double tokens_per_s, double memory_gb) {
   Candidate c;
-  c.prediction.layout = {.dp = devices};
+  c.prediction.layout = {.parallel = {.dp = devices}};
   c.prediction.tokens_per_s = tokens_per_s;
   c.prediction.time.compute = 1000 / tokens_per_s;
   c.prediction.memory.parameters = memory_gb * 1e9;
@@ -168,7 +170,7 @@ TEST(Objective, RanksByTimeEnergyAndDeviceHours) {
     std::vector<Candidate> c = v;
     rank_candidates(c, o, f);
     std::vector<std::int64_t> out;
-    for (const Candidate& x : c) out.push_back(x.prediction.layout.world());
+    for (const Candidate& x : c) out.push_back(x.prediction.layout.parallel.world());
     return out;
   };
   using V = std::vector<std::int64_t>;
@@ -198,7 +200,8 @@ TEST(Pareto, KeepsWhatNothingBeatsInEveryObjective) {
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (j == i) continue;
       const double ti = seconds_per_token(v[i]), tj = seconds_per_token(v[j]);
-      const double di = v[i].prediction.layout.world(), dj = v[j].prediction.layout.world();
+      const double di = v[i].prediction.layout.parallel.world(),
+                   dj = v[j].prediction.layout.parallel.world();
       const double ei = joules_per_token(v[i], f), ej = joules_per_token(v[j], f);
       const bool all = tj <= ti && dj <= di && ej <= ei;
       const bool one = tj < ti || dj < di || ej < ei;
@@ -253,10 +256,14 @@ TEST(Scaling, StrongAndWeakCurves) {
   EXPECT_NEAR(strong[1].efficiency, t0 * 128 / (t1 * 1024), 1e-12);
   EXPECT_LT(strong[1].efficiency, 1);  // the bubble grows as each replica's share shrinks
   // The same as predicting each point alone (the docs' per-count commands).
-  const Prediction alone = predict(w, f, {.tp = 4, .pp = 16, .dp = 16, .micro_batch = 1,
-                                          .schedule = PipelineSchedule::one_f_one_b,
-                                          .zero = ZeroStage::optimizer,
-                                          .recompute = Recompute::full});
+  const Prediction alone = predict(w, f,
+                                   {.parallel = {.tp = 4,
+                                                 .pp = 16,
+                                                 .dp = 16,
+                                                 .schedule = PipelineSchedule::one_f_one_b,
+                                                 .zero = ZeroStage::optimizer},
+                                    .micro_batch = 1,
+                                    .recompute = Recompute::full});
   EXPECT_DOUBLE_EQ(alone.time.total(), t1);
 
   w.global_batch = 640;

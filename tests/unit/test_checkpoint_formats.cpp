@@ -13,6 +13,7 @@
 #include "kintsugi/checkpoint/safetensors.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/core/error.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 #include "support/error_of.hpp"
 

@@ -17,6 +17,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/host_io.hpp"
 #include "kintsugi/train/stage_model.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 #include "support/error_of.hpp"
 

@@ -30,24 +30,24 @@ bool splits(const ModelConfig& m, const Layout& l, std::int64_t batch) {
   return layout_problem(m, layout_spec(l, batch)).empty();
 }
 
-// The planner's Layout reaches the rule book whole: every field the two share, none dropped.
+// The planner's Layout reaches the rule book whole: the record itself, with the batch.
 TEST(CriticalBatch, LayoutSpecCarriesEveryField) {
-  const Layout l{.tp = 8, .pp = 2, .dp = 4, .micro_batch = 3,
-                 .schedule = PipelineSchedule::interleaved, .virtual_stages = 2,
-                 .zero = ZeroStage::gradients, .hsdp = 2, .recompute = Recompute::full,
-                 .sequence_parallel = true, .tensor_grid = {2, 2, 2}, .grid_overlap = false};
+  const Layout l{.parallel = {.tp = 8,
+                              .pp = 2,
+                              .dp = 4,
+                              .schedule = PipelineSchedule::interleaved,
+                              .virtual_stages = 2,
+                              .zero = ZeroStage::gradients,
+                              .hsdp = 2,
+                              .sequence_parallel = true,
+                              .tensor_grid = {2, 2, 2},
+                              .tensor_grid_overlap = false},
+                 .micro_batch = 3,
+                 .recompute = Recompute::full};
   const LayoutSpec s = layout_spec(l, 96);
-  EXPECT_EQ(s.tp, 8);
-  EXPECT_EQ(s.pp, 2);
-  EXPECT_EQ(s.dp, 4);
+  EXPECT_EQ(s.parallel, l.parallel);
   EXPECT_EQ(s.micro_batch, 3);
   EXPECT_EQ(s.global_batch, 96);
-  EXPECT_EQ(s.schedule, PipelineSchedule::interleaved);
-  EXPECT_EQ(s.virtual_stages, 2);
-  EXPECT_EQ(s.zero, ZeroStage::gradients);
-  EXPECT_EQ(s.hsdp, 2);
-  EXPECT_TRUE(s.sequence_parallel);
-  EXPECT_EQ(s.tensor_grid, (std::vector<std::int64_t>{2, 2, 2}));
 }
 
 // A grid layout gets its ramp-up: the suggestion asks the rule book about the grid, not about
@@ -56,7 +56,7 @@ TEST(CriticalBatch, LayoutSpecCarriesEveryField) {
 // answered "none" before.
 TEST(CriticalBatch, RampupSuggestionForAGrid) {
   const ModelConfig m = model_preset("gpt2");
-  const Layout grid{.tp = 8, .dp = 1, .micro_batch = 2, .tensor_grid = {2, 2, 2}};
+  const Layout grid{.parallel = {.tp = 8, .dp = 1, .tensor_grid = {2, 2, 2}}, .micro_batch = 2};
   ASSERT_TRUE(layout_problem(m, layout_spec(grid, 512)).empty());
   const auto r = suggest_rampup(m, grid, 512, 4e9);
   ASSERT_TRUE(r);
@@ -69,7 +69,7 @@ TEST(CriticalBatch, RampupSuggestion) {
   ModelConfig m = model_preset("gpt-tiny");
   m.seq_len = 1024;
   Layout l;
-  l.dp = 4;
+  l.parallel.dp = 4;
   l.micro_batch = 2;
   // 32K tokens = 32 sequences of 1024, a multiple of dp x mb = 8; 4e9 tokens = 3,906,250.
   const auto r = suggest_rampup(m, l, 64, 4e9);
@@ -81,10 +81,10 @@ TEST(CriticalBatch, RampupSuggestion) {
   EXPECT_FALSE(suggest_rampup(m, l, 64, 100));  // under one sequence
   // Interleaved over 4 stages: whatever the step, every batch of the ramp splits.
   Layout p;
-  p.pp = 4;
-  p.dp = 2;
-  p.schedule = PipelineSchedule::interleaved;
-  p.virtual_stages = 2;
+  p.parallel.pp = 4;
+  p.parallel.dp = 2;
+  p.parallel.schedule = PipelineSchedule::interleaved;
+  p.parallel.virtual_stages = 2;
   m.n_layer = 8;
   const auto q = suggest_rampup(m, p, 256, 1e9);
   ASSERT_TRUE(q);

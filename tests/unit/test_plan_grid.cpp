@@ -155,9 +155,9 @@ TEST(PlanGrid, RingLinksReproducePerlmuttersMeasuredRates) {
 TEST(PlanGrid, OverlapHidesCollectives) {
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32};
   const ClusterSpec c = cluster_preset("dgx-a100-80gb");
-  Layout l{.tp = 8, .dp = 1, .micro_batch = 8, .tensor_grid = {2, 2, 2}};
+  Layout l{.parallel = {.tp = 8, .dp = 1, .tensor_grid = {2, 2, 2}}, .micro_batch = 8};
   const Prediction on = predict(w, c, l);
-  l.grid_overlap = false;
+  l.parallel.tensor_grid_overlap = false;
   const Prediction off = predict(w, c, l);
   EXPECT_LT(on.time.tp, off.time.tp);
   EXPECT_GT(on.time.tp, 0);
@@ -183,14 +183,14 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   base.train.global_batch = 8;
   const auto path = std::filesystem::temp_directory_path() / "kintsugi-plan-grid-test.toml";
   for (const Layout& l : layouts) {
-    if (l.tensor_grid.empty()) continue;
-    grids.insert(l.tensor_grid);
-    EXPECT_FALSE(l.sequence_parallel);
-    EXPECT_EQ(l.micro_batch % l.tensor_grid[2], 0) << describe(l);
+    if (l.parallel.tensor_grid.empty()) continue;
+    grids.insert(l.parallel.tensor_grid);
+    EXPECT_FALSE(l.parallel.sequence_parallel);
+    EXPECT_EQ(l.micro_batch % l.parallel.tensor_grid[2], 0) << describe(l);
     std::ofstream(path) << layout_config_toml(base, l);
     RunConfig c = load_run_config(path.string(), {});
     ASSERT_NO_THROW(resolve_layout(c, 4)) << describe(l);
-    EXPECT_EQ(c.parallel.tensor_grid, l.tensor_grid);
+    EXPECT_EQ(c.parallel.tensor_grid, l.parallel.tensor_grid);
   }
   // Every factorization of 2 and 4 (the micro model's shapes allow them all) but 1 x N x 1,
   // which is the 1D layout (docs/parallelism.md, "Degenerate grids"), searched as such.
@@ -203,29 +203,31 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   named.tensor_grid = {{1, 2, 1}};
   ASSERT_FALSE(enumerate_layouts(w, 4, 4, named).empty());
   for (const Layout& l : enumerate_layouts(w, 4, 4, named))
-    EXPECT_EQ(l.tensor_grid, (std::vector<std::int64_t>{1, 2, 1}));
+    EXPECT_EQ(l.parallel.tensor_grid, (std::vector<std::int64_t>{1, 2, 1}));
   SearchSpace pinned;
   pinned.one_d = false;
   pinned.tensor_grid = {{2, 1, 2}};
-  pinned.grid_overlap = {false, true};
+  pinned.tensor_grid_overlap = {false, true};
   std::set<bool> overlaps;
   for (const Layout& l : enumerate_layouts(w, 4, 4, pinned)) {
-    EXPECT_EQ(l.tensor_grid, (std::vector<std::int64_t>{2, 1, 2}));
-    overlaps.insert(l.grid_overlap);
+    EXPECT_EQ(l.parallel.tensor_grid, (std::vector<std::int64_t>{2, 1, 2}));
+    overlaps.insert(l.parallel.tensor_grid_overlap);
   }
   EXPECT_EQ(overlaps.size(), 2u);
   // --write-config's run config carries the grid and its overlap.
-  Layout off{.tp = 4, .micro_batch = 2, .tensor_grid = {2, 1, 2}, .grid_overlap = false};
+  Layout off{.parallel = {.tp = 4, .tensor_grid = {2, 1, 2}, .tensor_grid_overlap = false},
+             .micro_batch = 2};
   std::ofstream(path) << layout_config_toml(base, off);
   RunConfig c = load_run_config(path.string(), {});
-  EXPECT_EQ(c.parallel.tensor_grid, off.tensor_grid);
+  EXPECT_EQ(c.parallel.tensor_grid, off.parallel.tensor_grid);
   EXPECT_FALSE(c.parallel.tensor_grid_overlap);
   std::filesystem::remove(path);
   SearchSpace one_d;
   one_d.grids = false;
-  for (const Layout& l : enumerate_layouts(w, 4, 4, one_d)) EXPECT_TRUE(l.tensor_grid.empty());
+  for (const Layout& l : enumerate_layouts(w, 4, 4, one_d))
+    EXPECT_TRUE(l.parallel.tensor_grid.empty());
   // Unnamed grids stay inside a node, as 1D tensor parallelism does; a named one may span nodes.
-  for (const Layout& l : enumerate_layouts(w, 4, 2, {})) EXPECT_LE(l.tp, 2) << describe(l);
+  for (const Layout& l : enumerate_layouts(w, 4, 2, {})) EXPECT_LE(l.parallel.tp, 2) << describe(l);
   SearchSpace across;
   across.tensor_grid = {{2, 2, 1}};
   EXPECT_FALSE(enumerate_layouts(w, 4, 2, across).empty());
@@ -245,13 +247,15 @@ TEST(PlanGrid, SearchChoosesAGridOnlyWhenItIsFaster) {
   };
   // 4 nodes: a grid's z all-gathers hide behind its GEMMs, where ZeRO-3's do not.
   const Prediction with_grids = best(32, {});
-  ASSERT_FALSE(with_grids.layout.tensor_grid.empty()) << describe(with_grids.layout);
+  ASSERT_FALSE(with_grids.layout.parallel.tensor_grid.empty()) << describe(with_grids.layout);
   EXPECT_LT(with_grids.time.total(), best(32, one_d).time.total());
   // One node: plain data parallelism beats every grid.
   const SearchResult node = search_layouts(w, c, 8, {});
-  EXPECT_TRUE(node.ranked.front().layout.tensor_grid.empty()) << describe(node.ranked.front().layout);
-  EXPECT_TRUE(std::any_of(node.ranked.begin(), node.ranked.end(),
-                          [](const Prediction& p) { return !p.layout.tensor_grid.empty(); }));
+  EXPECT_TRUE(node.ranked.front().layout.parallel.tensor_grid.empty())
+      << describe(node.ranked.front().layout);
+  EXPECT_TRUE(std::any_of(node.ranked.begin(), node.ranked.end(), [](const Prediction& p) {
+    return !p.layout.parallel.tensor_grid.empty();
+  }));
 }
 
 }  // namespace

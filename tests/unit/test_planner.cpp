@@ -174,7 +174,7 @@ TEST(Cluster, LinkTiersInsideANode) {
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 8};
   ClusterSpec flat = f;
   flat.devices_per_package = 0;
-  const Layout l{.tp = 2, .dp = 4, .micro_batch = 2};
+  const Layout l{.parallel = {.tp = 2, .dp = 4}, .micro_batch = 2};
   EXPECT_LT(predict(w, f, l).time.tp, predict(w, flat, l).time.tp);
 }
 
@@ -184,7 +184,7 @@ TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
   const ModelConfig m = model_preset("gpt-1.4b");
   ClusterSpec c = cluster_preset("dgx-a100-80gb");
   Workload w{.model = m, .global_batch = 8};
-  const Layout l{.tp = 2, .dp = 4, .micro_batch = 2};
+  const Layout l{.parallel = {.tp = 2, .dp = 4}, .micro_batch = 2};
   const Prediction flash = predict(w, c, l);
   w.attention = AttentionKernel::materialized;
   const Prediction materialized = predict(w, c, l);
@@ -229,8 +229,8 @@ TEST(Cluster, MeasuredCollectiveRatesTimeTheirCollectives) {
   c.devices_per_node = 2;
   c.intra_node.latency_us = 0;  // bandwidth terms only
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
-  const Layout zero2{.dp = 2, .micro_batch = 4, .zero = ZeroStage::gradients};
-  const Layout plain{.dp = 2, .micro_batch = 4};
+  const Layout zero2{.parallel = {.dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 4};
+  const Layout plain{.parallel = {.dp = 2}, .micro_batch = 4};
   const Prediction base2 = predict(w, c, zero2), base0 = predict(w, c, plain);
   ClusterSpec slow_rs = c;
   slow_rs.intra_node.reduce_scatter_gbs = c.intra_node.bandwidth_gbs / 4;
@@ -291,7 +291,7 @@ TEST(Cluster, AllToAllNodeGivesAGroupOnlyItsMembersLinks) {
   }
   // A tp 4 layout's collectives take 7/3 of their switched time (latency aside).
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 8};
-  const Layout l{.tp = 4, .dp = 2, .micro_batch = 4};
+  const Layout l{.parallel = {.tp = 4, .dp = 2}, .micro_batch = 4};
   ClusterSpec quiet = g;
   quiet.intra_node.latency_us = quiet.inter_node.latency_us = 0;
   ClusterSpec switched = quiet;
@@ -306,7 +306,7 @@ TEST(CostModel, BlockingPipelineTransfersCountReceivesAndFillTheBubble) {
   const ClusterSpec c = cluster_preset("dgx-a100-80gb");
   Workload w{.model = model_preset("llama-7b"), .global_batch = 32};  // untied: no embedding sum
   w.model.seq_len = 2048;
-  const Layout l{.tp = 8, .pp = 2, .micro_batch = 1};  // the stages on two nodes
+  const Layout l{.parallel = {.tp = 8, .pp = 2}, .micro_batch = 1};  // the stages on two nodes
   const Prediction async = predict(w, c, l);
   w.p2p = PipelineP2p::blocking;
   const Prediction blocking = predict(w, c, l);
@@ -316,7 +316,7 @@ TEST(CostModel, BlockingPipelineTransfersCountReceivesAndFillTheBubble) {
   EXPECT_NEAR(blocking.time.bubble - async.time.bubble, 2 * async.time.pp / 32.0, 1e-12);
   EXPECT_DOUBLE_EQ(blocking.time.compute, async.time.compute);
   EXPECT_DOUBLE_EQ(blocking.time.tp, async.time.tp);
-  const Layout flat{.tp = 8, .dp = 2, .micro_batch = 1};
+  const Layout flat{.parallel = {.tp = 8, .dp = 2}, .micro_batch = 1};
   Workload plain = w;
   plain.p2p = PipelineP2p::async;
   EXPECT_DOUBLE_EQ(predict(w, c, flat).time.total(), predict(plain, c, flat).time.total());
@@ -355,7 +355,7 @@ TEST(CostModel, TensorParallelShardsAddUpToTheModel) {
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
   const ClusterSpec c = cluster_preset("dgx-a100-80gb");
   const double serial = predict(w, c, {.micro_batch = 1}).memory.parameters / 4;
-  const double tp4 = predict(w, c, {.tp = 4, .micro_batch = 1}).memory.parameters / 4;
+  const double tp4 = predict(w, c, {.parallel = {.tp = 4}, .micro_batch = 1}).memory.parameters / 4;
   // Sharded matrices add up; the replicated norms, row-parallel biases and positions do not.
   const double replicated = m.n_layer * 6.0 * m.d_model + 2.0 * m.d_model + m.seq_len * m.d_model;
   const double padding = double(m.padded_vocab(4) - m.padded_vocab(1)) * m.d_model;
@@ -370,14 +370,21 @@ TEST(CostModel, MoreDataParallelRanksNeverIncreaseZero3State) {
   const ClusterSpec c = cluster_preset("dgx-h100");
   double last = 1e300;
   for (std::int64_t dp : {1, 2, 4, 8, 16, 32}) {
-    const MemoryPrediction mem = predict(w, c, {.dp = dp, .micro_batch = 1, .zero = dp > 1 ? ZeroStage::parameters : ZeroStage::none}).memory;
+    const MemoryPrediction mem =
+        predict(w, c,
+                {.parallel = {.dp = dp, .zero = dp > 1 ? ZeroStage::parameters : ZeroStage::none},
+                 .micro_batch = 1})
+            .memory;
     const double state = mem.parameters + mem.gradients + mem.optimizer_state;
     EXPECT_LE(state, last) << "dp " << dp;
     last = state;
   }
   // ZeRO-3 over 8 ranks: (2 + 4 + 12) bytes per parameter / 8.
-  const MemoryPrediction z3 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = ZeroStage::parameters}).memory;
-  const MemoryPrediction z0 = predict(w, c, {.dp = 8, .micro_batch = 1, .zero = ZeroStage::none}).memory;
+  const MemoryPrediction z3 =
+      predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::parameters}, .micro_batch = 1})
+          .memory;
+  const MemoryPrediction z0 =
+      predict(w, c, {.parallel = {.dp = 8, .zero = ZeroStage::none}, .micro_batch = 1}).memory;
   EXPECT_NEAR((z3.parameters + z3.gradients + z3.optimizer_state) * 8,
               z0.parameters + z0.gradients + z0.optimizer_state, 1.0);
 }
@@ -391,7 +398,8 @@ TEST(CostModel, BubbleMatchesTheSchedules) {
   const ClusterSpec c = cluster_preset("dgx-a100-80gb");
   for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, {PipelineSchedule::one_f_one_b, 1},
                              {PipelineSchedule::interleaved, 2}}) {
-    const Layout l{.pp = 4, .micro_batch = 2, .schedule = schedule, .virtual_stages = v};
+    const Layout l{.parallel = {.pp = 4, .schedule = schedule, .virtual_stages = v},
+                   .micro_batch = 2};
     ASSERT_EQ(layout_problem(w, l), "");
     const Prediction p = predict(w, c, l);
     const PipelineShape shape{4, v, 8};
@@ -418,22 +426,22 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   const auto path = std::filesystem::temp_directory_path() / "kintsugi-plan-test.toml";
   bool saw_tp = false, saw_pp = false, saw_interleaved = false, saw_zero3 = false;
   for (const Layout& l : layouts) {
-    ASSERT_EQ(l.world(), 8);
-    ASSERT_EQ(m.n_head % l.tp, 0);
+    ASSERT_EQ(l.parallel.world(), 8);
+    ASSERT_EQ(m.n_head % l.parallel.tp, 0);
     std::ofstream(path) << layout_config_toml(base, l);
     RunConfig c = load_run_config(path.string(), {});
     ASSERT_NO_THROW(resolve_layout(c, 8)) << describe(l);
-    EXPECT_EQ(c.parallel.dp, l.dp);
-    saw_tp |= l.tp > 1;
-    saw_pp |= l.pp > 1;
-    saw_interleaved |= l.virtual_stages > 1;
-    saw_zero3 |= l.zero == ZeroStage::parameters;
+    EXPECT_EQ(c.parallel.dp, l.parallel.dp);
+    saw_tp |= l.parallel.tp > 1;
+    saw_pp |= l.parallel.pp > 1;
+    saw_interleaved |= l.parallel.virtual_stages > 1;
+    saw_zero3 |= l.parallel.zero == ZeroStage::parameters;
   }
   EXPECT_TRUE(saw_tp && saw_pp && saw_interleaved && saw_zero3);
   // n_head 4: tp 8 is not a layout; a global batch of 6 leaves no dp 4.
-  for (const Layout& l : layouts) EXPECT_LE(l.tp, 4);
+  for (const Layout& l : layouts) EXPECT_LE(l.parallel.tp, 4);
   const auto six = enumerate_layouts({.model = m, .global_batch = 6}, 8, 8, {});
-  for (const Layout& l : six) EXPECT_EQ(6 % l.dp, 0);
+  for (const Layout& l : six) EXPECT_EQ(6 % l.parallel.dp, 0);
   std::filesystem::remove(path);
 }
 
@@ -447,10 +455,11 @@ TEST(Search, PinsTakeListsOfValues) {
   const auto layouts = enumerate_layouts(w, 8, 8, space);
   std::set<std::pair<int, std::int64_t>> seen;
   for (const Layout& l : layouts) {
-    EXPECT_TRUE(l.zero == ZeroStage::none || l.zero == ZeroStage::optimizer) << describe(l);
-    EXPECT_TRUE(l.tp == 1 || l.tp == 2) << describe(l);
+    EXPECT_TRUE(l.parallel.zero == ZeroStage::none || l.parallel.zero == ZeroStage::optimizer)
+        << describe(l);
+    EXPECT_TRUE(l.parallel.tp == 1 || l.parallel.tp == 2) << describe(l);
     EXPECT_EQ(l.recompute, Recompute::none);
-    seen.insert({stage_number(l.zero), l.tp});
+    seen.insert({stage_number(l.parallel.zero), l.parallel.tp});
   }
   EXPECT_EQ(seen.size(), 4u);  // every combination of the listed values
 }
@@ -488,25 +497,30 @@ TEST(Search, FrontierStudysBestLayoutsRankFirst) {
     const SearchResult r = search_layouts(w, cluster_preset("frontier"), nodes * 8, study);
     for (std::size_t i = 0; i < r.ranked.size(); ++i) {
       const Layout& l = r.ranked[i].layout;
-      if (l.tp == want.tp && l.pp == want.pp && l.micro_batch == want.micro_batch &&
-          l.zero == want.zero)
+      if (l.parallel.tp == want.parallel.tp && l.parallel.pp == want.parallel.pp &&
+          l.micro_batch == want.micro_batch && l.parallel.zero == want.parallel.zero)
         return static_cast<int>(i) + 1;
     }
     return -1;
   };
-  const int r175 = rank_of("gpt-175b", 128, 640, {.tp = 4, .pp = 16, .micro_batch = 1, .zero = ZeroStage::optimizer});
+  const int r175 =
+      rank_of("gpt-175b", 128, 640,
+              {.parallel = {.tp = 4, .pp = 16, .zero = ZeroStage::optimizer}, .micro_batch = 1});
   EXPECT_GE(r175, 1);
   EXPECT_LE(r175, 3);
   // One replica (dp 1): ZeRO-1 shards nothing, so the planner lists it as stage 0.
-  EXPECT_EQ(rank_of("gpt-1t", 64, 1600, {.tp = 8, .pp = 64, .micro_batch = 1, .zero = ZeroStage::none}), 1);
+  EXPECT_EQ(rank_of("gpt-1t", 64, 1600,
+                    {.parallel = {.tp = 8, .pp = 64, .zero = ZeroStage::none}, .micro_batch = 1}),
+            1);
 }
 
 TEST(Refit, RecoversComputeAndLinkFactors) {
   const ClusterSpec c = cluster_preset("dgx-a100-80gb");
   const Workload w{.model = model_preset("gpt-1.4b"), .global_batch = 32, .precision = Precision::bf16};
   std::vector<Measured> runs;
-  for (Layout l : {Layout{.tp = 8, .micro_batch = 1}, Layout{.dp = 8, .micro_batch = 4},
-                   Layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 2}}) {
+  for (Layout l : {Layout{.parallel = {.tp = 8}, .micro_batch = 1},
+                   Layout{.parallel = {.dp = 8}, .micro_batch = 4},
+                   Layout{.parallel = {.tp = 2, .pp = 2, .dp = 2}, .micro_batch = 2}}) {
     const Prediction p = predict(w, c, l);
     const TimePrediction& t = p.time;
     runs.push_back({p, 2.0 * (t.compute + t.bubble + t.optimizer) + 3.0 * (t.tp + t.pp + t.dp)});
@@ -542,7 +556,7 @@ TEST(Refit, AMeasuredAttentionRateTakesTheComputeFactor) {
 TEST(Refit, NonFiniteOrZeroStepTimesAreRefused) {
   const ClusterSpec c = cluster_preset("dgx-h100");
   const Workload w{.model = model_preset("gpt2"), .global_batch = 8};
-  const Prediction p = predict(w, c, Layout{.dp = 8, .micro_batch = 1});
+  const Prediction p = predict(w, c, Layout{.parallel = {.dp = 8}, .micro_batch = 1});
   for (double seconds : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
     try {
       refit_cluster(c, w, {{p, seconds}});
@@ -633,9 +647,10 @@ ClusterSpec slower_links(ClusterSpec c, double factor) {
 TEST(Refit, TheLinksAreFittedToTheCollectivesThatSetLayoutsApart) {
   const Workload w8 = micro_run(25);
   const ClusterSpec quiet8 = recorded_local(8, 104.4, 9.1, 9.1, 87, "");
-  const Layout tp4_dp2{.tp = 4, .dp = 2, .micro_batch = 4, .zero = ZeroStage::gradients};
+  const Layout tp4_dp2{.parallel = {.tp = 4, .dp = 2, .zero = ZeroStage::gradients},
+                       .micro_batch = 4};
   Layout tp4_dp2_sp = tp4_dp2;
-  tp4_dp2_sp.sequence_parallel = true;
+  tp4_dp2_sp.parallel.sequence_parallel = true;
   auto comm = [&](const Layout& l) {
     const TimePrediction t = predict(w8, quiet8, l).time;
     return t.tp + t.pp + t.dp;
@@ -693,12 +708,17 @@ TEST(Refit, LayoutsTheRefitCannotOrderTie) {
   const ClusterSpec spec = recorded_local(4, 104.4, 9.1, 9.1, 87, "");
   std::vector<Measured> runs;
   for (auto [layout, ms] :
-       {std::pair{Layout{.tp = 2, .dp = 2, .micro_batch = 8, .zero = ZeroStage::gradients}, 678.3},
-        std::pair{Layout{.tp = 2, .dp = 2, .micro_batch = 8, .zero = ZeroStage::gradients,
-                         .sequence_parallel = true},
-                  647.2},
-        std::pair{Layout{.tp = 4, .micro_batch = 16, .sequence_parallel = true}, 704.3},
-        std::pair{Layout{.tp = 4, .micro_batch = 16}, 631.5}})
+       {std::pair{
+            Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8},
+            678.3},
+        std::pair{
+            Layout{.parallel =
+                       {.tp = 2, .dp = 2, .zero = ZeroStage::gradients, .sequence_parallel = true},
+  .micro_batch = 8},
+            647.2},
+        std::pair{Layout{.parallel = {.tp = 4, .sequence_parallel = true}, .micro_batch = 16},
+                  704.3},
+        std::pair{Layout{.parallel = {.tp = 4}, .micro_batch = 16}, 631.5}})
     runs.push_back({predict(w, spec, layout), ms / 1e3});
   const Refit r = refit_cluster(spec, w, runs);
   EXPECT_GT(r.cluster.refit_error, 0.02);
@@ -728,8 +748,10 @@ TEST(Refit, MostLayoutsTieUnderAWideError) {
   const ClusterSpec spec = recorded_local(4, 104.4, 9.1, 9.1, 87, "");
   std::vector<Measured> runs;
   for (auto [layout, ms] :
-       {std::pair{Layout{.tp = 2, .dp = 2, .micro_batch = 8, .zero = ZeroStage::gradients}, 678.3},
-        std::pair{Layout{.tp = 4, .micro_batch = 16}, 631.5}})
+       {std::pair{
+            Layout{.parallel = {.tp = 2, .dp = 2, .zero = ZeroStage::gradients}, .micro_batch = 8},
+            678.3},
+        std::pair{Layout{.parallel = {.tp = 4}, .micro_batch = 16}, 631.5}})
     runs.push_back({predict(w, spec, layout), ms / 1e3});
   const RefitPlan quiet = refit_plan(w, refit_cluster(spec, w, runs).cluster, 4, runs);
   for (Measured& m : runs) m.noise = 0.46;

@@ -13,6 +13,7 @@
 #include "kintsugi/train/output_lock.hpp"
 #include "kintsugi/train/preemption.hpp"
 #include "kintsugi/train/previous_run.hpp"
+#include "support/error_of.hpp"
 #include "scratch_dir.hpp"
 #include "support/error_of.hpp"
 

@@ -349,7 +349,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
     ASSERT_TRUE(set.count(k.key)) << k.key << " is not written";
     EXPECT_NE(set.at(k.key), defaults.at(k.key)) << k.key << ": give it a non-default value here";
   }
-  const Layout layout{.tp = 1, .pp = 1, .dp = 4, .micro_batch = 1, .zero = ZeroStage::parameters,
+  const Layout layout{.parallel = {.tp = 1, .pp = 1, .dp = 4, .zero = ZeroStage::parameters},
+                      .micro_batch = 1,
                       .recompute = Recompute::full};
   const std::set<std::string> layout_keys = {
       "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",

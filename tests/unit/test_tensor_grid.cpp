@@ -30,7 +30,9 @@ TEST(TensorGrid, RanksAndCoordinatesRoundTripWithXFastest) {
 }
 
 LayoutSpec grid_layout(std::int64_t x, std::int64_t y, std::int64_t z) {
-  return {.tp = x * y * z, .tensor_grid = {x, y, z}, .global_batch = 8, .micro_batch = 2};
+  return {.parallel = {.tp = x * y * z, .tensor_grid = {x, y, z}},
+          .global_batch = 8,
+          .micro_batch = 2};
 }
 
 TEST(TensorGrid, LayoutRules) {
@@ -44,19 +46,19 @@ TEST(TensorGrid, LayoutRules) {
   EXPECT_NE(layout_problem(m, grid_layout(1, 1, 4)).find("train.micro_batch = 2 must be"),
             std::string::npos);
   LayoutSpec l = grid_layout(2, 1, 1);
-  l.tp = 4;
+  l.parallel.tp = 4;
   EXPECT_NE(layout_problem(m, l).find("has 2 ranks but tp = 4"), std::string::npos);
   l = grid_layout(2, 1, 1);
-  l.sequence_parallel = true;
+  l.parallel.sequence_parallel = true;
   EXPECT_NE(layout_problem(m, l).find("--sequence-parallel"), std::string::npos);
   // Pipeline stages of grids and ZeRO over the data-parallel ranks are layouts like others.
   l = grid_layout(2, 1, 1);
-  l.pp = 2;
+  l.parallel.pp = 2;
   EXPECT_EQ(layout_problem(m, l), "");
   l = grid_layout(2, 1, 1);
-  l.dp = 2;
+  l.parallel.dp = 2;
   l.global_batch = 8;
-  l.zero = ZeroStage::parameters;
+  l.parallel.zero = ZeroStage::parameters;
   EXPECT_EQ(layout_problem(m, l), "");
   // Grouped-query attention: y must divide the kv heads too (llama-tiny: 4 heads around 2).
   const ModelConfig llama = model_preset("llama-tiny");

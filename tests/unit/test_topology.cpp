@@ -10,7 +10,7 @@ namespace kintsugi {
 namespace {
 
 TEST(LayoutMap, TensorParallelIsFastestAndPipelineOutermost) {
-  const LayoutMap map(16, {.tp = 2, .dp = 4, .pp = 2});
+  const LayoutMap map(16, {.tp = 2, .pp = 2, .dp = 4});
   // rank = tp + 2 * (dp + 4 * pp)
   EXPECT_EQ(map.coords(0).tp, 0);
   EXPECT_EQ(map.coords(1).tp, 1);
@@ -23,7 +23,7 @@ TEST(LayoutMap, TensorParallelIsFastestAndPipelineOutermost) {
 }
 
 TEST(LayoutMap, GroupsPartitionTheWorld) {
-  const LayoutMap map(24, {.tp = 2, .dp = 3, .pp = 4, .order = "tp-pp-dp"});
+  const LayoutMap map(24, {.tp = 2, .pp = 4, .dp = 3, .order = "tp-pp-dp"});
   for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
     std::set<int> seen;
     for (const auto& g : map.groups(d)) {
@@ -37,13 +37,13 @@ TEST(LayoutMap, GroupsPartitionTheWorld) {
 
 TEST(LayoutMap, ClearErrors) {
   try {
-    LayoutMap(8, {.tp = 2, .dp = 3, .pp = 1});
+    LayoutMap(8, {.tp = 2, .pp = 1, .dp = 3});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("set --dp 4"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(LayoutMap(4, {.tp = 2, .dp = 2, .pp = 1, .order = "tp-tp-pp"}), Error);
-  EXPECT_THROW(LayoutMap(4, {.tp = 2, .dp = 2, .pp = 1, .order = "tp-xp-pp"}), Error);
+  EXPECT_THROW(LayoutMap(4, {.tp = 2, .pp = 1, .dp = 2, .order = "tp-tp-pp"}), Error);
+  EXPECT_THROW(LayoutMap(4, {.tp = 2, .pp = 1, .dp = 2, .order = "tp-xp-pp"}), Error);
 }
 
 }  // namespace

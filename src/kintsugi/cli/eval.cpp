@@ -125,14 +125,10 @@ EvalSetup eval_config(const EvalArgs& args, int world) {
     if (!manifest.contains("model")) fail("{} has no model configuration", what);
     config.model = model_config_from_json(manifest.at("model"), what);
   }
-  ParallelConfig& p = config.parallel;
-  // A tensor grid implies tp (resolve_layout checks them).
-  const std::int64_t tp = p.tensor_grid.empty()
-                              ? p.tp
-                              : p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
-  const std::int64_t dp = p.dp > 0 ? p.dp : std::max<std::int64_t>(1, world / (tp * p.pp));
+  // One micro-batch per data-parallel rank and stage.
+  const ParallelLayout p = config.parallel.resolved(world);
   config.train.micro_batch = args.micro_batch;
-  config.train.global_batch = args.micro_batch * dp * p.pp;
+  config.train.global_batch = args.micro_batch * p.dp * p.pp;
   resolve_layout(config, world);
   return setup;
 }

@@ -20,15 +20,6 @@ void set_rank_threads(int threads, const MpiRuntime* mpi) {
   set_compute_threads(threads);
 }
 
-namespace {
-
-std::optional<GridShape> grid_shape(const std::vector<std::int64_t>& g) {
-  if (g.empty()) return std::nullopt;
-  return GridShape{static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])};
-}
-
-}  // namespace
-
 std::string tensor_grid_override(const std::string& text) {
   std::vector<std::string> parts;
   std::size_t begin = 0;
@@ -54,13 +45,7 @@ void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
        .backend = config.comm.backend,
        .deadlock_check_s = config.comm.deadlock_check_s});
   if (agree) agree(*world_comm);
-  const Topology topology(world_comm,
-                          {.tp = static_cast<int>(config.parallel.tp),
-                           .dp = static_cast<int>(config.parallel.dp),
-                           .pp = static_cast<int>(config.parallel.pp),
-                           .order = config.parallel.order,
-                           .hsdp = static_cast<int>(config.parallel.hsdp),
-                           .grid = grid_shape(config.parallel.tensor_grid)});
+  const Topology topology(world_comm, config.parallel);
   try {
     body(&topology);
   } catch (const Error& e) {

@@ -24,7 +24,7 @@ void add_layout_command(CLI::App& app) {
   cmd->callback([args] {
     const Args& a = *args;
     const int dp = a.dp > 0 ? a.dp : a.world / (a.tp * a.pp);
-    const LayoutMap map(a.world, {.tp = a.tp, .dp = dp, .pp = a.pp, .order = a.order});
+    const LayoutMap map(a.world, {.tp = a.tp, .pp = a.pp, .dp = dp, .order = a.order});
     const int per_node = a.ranks_per_node > 0 ? a.ranks_per_node : a.world;
     auto node = [&](int rank) { return rank / per_node; };
     fmt::print("world {} = tp {} x dp {} x pp {} (order {}), {} ranks per node, {} node{}\n\n",

@@ -215,7 +215,7 @@ SearchSpace space_of(const PlanArgs& a) {
   for (const auto& v : a.recompute)
     space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
   for (const auto& v : a.sp) space.sequence_parallel.push_back(v == "on");
-  for (const auto& v : a.grid_overlap) space.grid_overlap.push_back(v == "on");
+  for (const auto& v : a.grid_overlap) space.tensor_grid_overlap.push_back(v == "on");
   // --tensor-grid: `none` (1D tensor parallelism), `any` (every grid) or grids X,Y,Z; given,
   // only what it names is searched.
   if (!a.tensor_grid.empty()) {
@@ -385,16 +385,17 @@ std::optional<RampupSuggestion> rampup_for(const PlanArgs& a, const Candidate& b
 
 std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double ramp_tokens) {
   const std::int64_t seq = best.workload.model.seq_len;
-  return fmt::format("train.batch_rampup = [{}, {}, {}]: global batch {} ({} tokens) -> {} by {} "
-                     "over the first {:.3g} tokens. GPT-3's recipe (Brown et al. 2020, App. B): "
-                     "from 32K tokens, linear over the first 4-12B; the start is the smallest "
-                     "batch at or above 32K tokens in steps of {} sequences, which this layout "
-                     "splits (dp x micro-batch{})",
-                     r.start, r.increment, r.samples, r.start, r.start * seq,
-                     best.workload.global_batch, r.increment, ramp_tokens, r.increment,
-                     r.increment == best.prediction.layout.dp * best.prediction.layout.micro_batch
-                         ? ""
-                         : " x pp: the schedule's rounds");
+  return fmt::format(
+      "train.batch_rampup = [{}, {}, {}]: global batch {} ({} tokens) -> {} by {} "
+      "over the first {:.3g} tokens. GPT-3's recipe (Brown et al. 2020, App. B): "
+      "from 32K tokens, linear over the first 4-12B; the start is the smallest "
+      "batch at or above 32K tokens in steps of {} sequences, which this layout "
+      "splits (dp x micro-batch{})",
+      r.start, r.increment, r.samples, r.start, r.start * seq, best.workload.global_batch,
+      r.increment, ramp_tokens, r.increment,
+      r.increment == best.prediction.layout.parallel.dp * best.prediction.layout.micro_batch
+          ? ""
+          : " x pp: the schedule's rounds");
 }
 
 void run_plan(const PlanArgs& a) {

@@ -397,7 +397,7 @@ nlohmann::json campaign_assumptions_json(const ModelConfig& model, std::int64_t 
 nlohmann::json to_json(const Candidate& c, const ClusterSpec& cluster, const ReportOptions& o) {
   nlohmann::json j = to_json(c.prediction);
   j["nodes"] = c.nodes;
-  j["world"] = c.prediction.layout.world();
+  j["world"] = c.prediction.layout.parallel.world();
   j["global_batch"] = c.workload.global_batch;
   j["precision"] = std::string(name_of(c.workload.precision));
   if (o.tokens > 0) {
@@ -419,15 +419,16 @@ nlohmann::json to_json(const Prediction& p) {
   const Layout& l = p.layout;
   return {
       {"layout",
-       {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"micro_batch", l.micro_batch},
-        {"schedule", std::string(name_of(l.schedule))}, {"virtual_stages", l.virtual_stages},
-        {"zero", stage_number(l.zero)},
-        {"hsdp", l.hsdp},
+       {{"tp", l.parallel.tp}, {"pp", l.parallel.pp}, {"dp", l.parallel.dp},
+        {"micro_batch", l.micro_batch}, {"schedule", std::string(name_of(l.parallel.schedule))},
+        {"virtual_stages", l.parallel.virtual_stages},
+        {"zero", stage_number(l.parallel.zero)},
+        {"hsdp", l.parallel.hsdp},
         {"recompute", name_of(l.recompute)},
-        {"sequence_parallel", l.sequence_parallel},
-        {"tensor_grid", l.tensor_grid.empty() ? nlohmann::json(nullptr)
-                                              : nlohmann::json(l.tensor_grid)},
-        {"tensor_grid_overlap", l.grid_overlap}}},
+        {"sequence_parallel", l.parallel.sequence_parallel},
+        {"tensor_grid", l.parallel.has_grid() ? nlohmann::json(l.parallel.tensor_grid)
+                                              : nlohmann::json(nullptr)},
+        {"tensor_grid_overlap", l.parallel.tensor_grid_overlap}}},
       {"memory_bytes",
        {{"parameters", p.memory.parameters}, {"gradients", p.memory.gradients},
         {"optimizer_state", p.memory.optimizer_state}, {"activations", p.memory.activations},

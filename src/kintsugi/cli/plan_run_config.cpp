@@ -68,7 +68,8 @@ PlannedRun planned_run(const RunConfig& base, const std::set<std::string>& given
       placeholders.push_back(key);
     }
 
-  const std::int64_t world = layout.world(), per_node = std::min(world, cluster.devices_per_node);
+  const std::int64_t world = layout.parallel.world(),
+                     per_node = std::min(world, cluster.devices_per_node);
   const std::string launch =
       world == 1 ? fmt::format("kintsugi train --config {}", path)
       : world <= per_node

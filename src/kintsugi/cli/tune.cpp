@@ -110,12 +110,12 @@ LayoutRun run_layout(const TuneArgs& a, const RunConfig& base, const Layout& l, 
   const std::string command = fmt::format(
       "{} -q -np {} --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 {} train --config {} "
       "--out {} --overwrite --set train.threads=1 --set train.save_checkpoint=false > {} 2>&1",
-      a.mpirun, l.world(), self_path(), config.string(), dir.string(),
+      a.mpirun, l.parallel.world(), self_path(), config.string(), dir.string(),
       (dir / "log.txt").string());
   if (std::system(command.c_str()) != 0)
     fail("the run of {} failed: {} (see {})", describe(l), command, (dir / "log.txt").string());
   return {measured_step_seconds(dir / "metrics.jsonl"),
-          measured_watts_per_device(dir / "metrics.jsonl", l.world())};
+          measured_watts_per_device(dir / "metrics.jsonl", l.parallel.world())};
 }
 
 double error_percent(double predicted, double measured) {

@@ -2,55 +2,27 @@
 
 #include <fmt/format.h>
 
-#include <sstream>
-
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi {
 
-std::string_view name_of(Dim d) {
-  switch (d) {
-    case Dim::tp: return "tp";
-    case Dim::dp: return "dp";
-    case Dim::pp: return "pp";
-  }
-  return "?";
-}
-
 LayoutMap::LayoutMap(int world, ParallelLayout layout) : world_(world), layout_(std::move(layout)) {
   const auto& l = layout_;
-  if (l.tp < 1 || l.dp < 1 || l.pp < 1)
-    fail("tp = {}, dp = {} and pp = {} must all be at least 1", l.tp, l.dp, l.pp);
-  if (l.tp * l.dp * l.pp != world) {
-    const int other = l.tp * l.pp;
+  if (const std::string problem = l.problem(); !problem.empty()) fail("{}", problem);
+  if (l.world() != world) {
+    const std::int64_t other = l.tp * l.pp;
     fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: {}", world, l.tp, l.dp, l.pp,
-         l.tp * l.dp * l.pp,
+         l.world(),
          world % other == 0
              ? fmt::format("set --dp {} (or launch tp x dp x pp ranks)", world / other)
              : fmt::format("launch a multiple of tp x pp = {} ranks, or change --tp / --pp",
                            other));
   }
-  std::istringstream in(l.order);
-  std::string part;
-  int n = 0;
-  bool seen[3] = {false, false, false};
-  while (std::getline(in, part, '-')) {
-    Dim d;
-    if (part == "tp") d = Dim::tp;
-    else if (part == "dp") d = Dim::dp;
-    else if (part == "pp") d = Dim::pp;
-    else fail("parallel.order = \"{}\": \"{}\" is not tp, dp or pp", l.order, part);
-    if (n == 3 || seen[static_cast<int>(d)])
-      fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", l.order);
-    seen[static_cast<int>(d)] = true;
-    order_[n++] = d;
-  }
-  if (n != 3)
-    fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", l.order);
+  order_ = order_dims(l.order);
 }
 
 int LayoutMap::size(Dim d) const {
-  return d == Dim::tp ? layout_.tp : d == Dim::dp ? layout_.dp : layout_.pp;
+  return static_cast<int>(d == Dim::tp ? layout_.tp : d == Dim::dp ? layout_.dp : layout_.pp);
 }
 
 RankCoords LayoutMap::coords(int rank) const {
@@ -107,17 +79,16 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   first.pp = 0;
   embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
                              coords_.pp == 0 ? 0 : 1, "embedding");
-  if (layout.grid) {
-    if (layout.grid->size() != tp_->size())
-      fail("tensor grid {} x {} x {} = {} ranks, but tp = {}", layout.grid->x, layout.grid->y,
-           layout.grid->z, layout.grid->size(), tp_->size());
-    grid_ = std::make_unique<TensorGrid>(*tp_, *layout.grid);
+  if (layout.has_grid()) {  // its shape agrees with tp: ParallelLayout::problem
+    const auto& g = layout.tensor_grid;
+    grid_ = std::make_unique<TensorGrid>(
+        *tp_, GridShape{static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])});
   }
   // Hybrid sharding's two groups; with hsdp = dp there is one shard and no replica to reduce
   // over, which is plain ZeRO over the data-parallel group (so its bytes are the dp group's, as
   // the planner counts them: plan/comm_volume.cpp).
   if (layout.hsdp > 0 && layout.hsdp < dp_->size()) {
-    const int k = layout.hsdp, r = coords_.dp;
+    const int k = static_cast<int>(layout.hsdp), r = coords_.dp;
     shard_ = dp_->split(r / k, r % k, "shard");
     replica_ = dp_->split(r % k, r / k, "replica");
   }

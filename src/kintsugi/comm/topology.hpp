@@ -6,24 +6,14 @@
 // point-to-point transfers are the traffic that can best cross nodes).
 #include <array>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/core/parallel_layout.hpp"
 
 namespace kintsugi {
-
-struct ParallelLayout {
-  int tp = 1, dp = 1, pp = 1;
-  std::string order = "tp-dp-pp";
-  int hsdp = 0;  // hybrid sharding: data-parallel shard groups of this many ranks (0: none)
-  // 3D tensor parallelism: the tensor-parallel group as a grid (x y z = tp; comm/tensor_grid.hpp)
-  std::optional<GridShape> grid;
-};
-
-enum class Dim : int { tp = 0, dp = 1, pp = 2 };
 
 struct RankCoords {
   int tp = 0, dp = 0, pp = 0;
@@ -33,8 +23,8 @@ struct RankCoords {
 // Pure rank arithmetic, no communication: usable by `kintsugi layout` and the planner.
 class LayoutMap {
  public:
-  // Throws kintsugi::Error naming the value to change when world != tp * dp * pp or the order
-  // string is not a permutation of tp, dp and pp.
+  // Throws kintsugi::Error naming the value to change when world != tp * dp * pp or the layout
+  // is not consistent in itself (ParallelLayout::problem).
   LayoutMap(int world, ParallelLayout layout);
   int world() const { return world_; }
   const ParallelLayout& layout() const { return layout_; }
@@ -80,7 +70,5 @@ class Topology {
   std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_, shard_, replica_;
   std::unique_ptr<TensorGrid> grid_;
 };
-
-std::string_view name_of(Dim d);
 
 }  // namespace kintsugi

@@ -14,16 +14,9 @@
 #include <vector>
 
 #include "kintsugi/core/enum_names.hpp"
+#include "kintsugi/core/parallel_layout.hpp"  // PipelineSchedule
 
 namespace kintsugi {
-
-enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
-template <>
-struct EnumNames<PipelineSchedule> {
-  static constexpr std::array values = {std::pair{PipelineSchedule::gpipe, "gpipe"},
-                                        std::pair{PipelineSchedule::one_f_one_b, "1f1b"},
-                                        std::pair{PipelineSchedule::interleaved, "interleaved"}};
-};
 
 enum class PipeOp {
   recv_forward,   // receive the input activation of (chunk, micro-batch)

@@ -11,7 +11,7 @@ namespace kintsugi {
 CampaignCost campaign_cost(const Workload& w, const ClusterSpec& cluster, const Prediction& p,
                            double tokens) {
   CampaignCost c;
-  const double devices = static_cast<double>(p.layout.world());
+  const double devices = static_cast<double>(p.layout.parallel.world());
   const double seq = static_cast<double>(w.model.seq_len);
   c.tokens = tokens;
   c.model_flops = tokens * model_flops_per_token(w.model, w.model.seq_len);
@@ -26,7 +26,7 @@ CampaignCost campaign_cost(const Workload& w, const ClusterSpec& cluster, const 
 double seconds_per_token(const Candidate& c) { return 1 / c.prediction.tokens_per_s; }
 
 double device_seconds_per_token(const Candidate& c) {
-  return static_cast<double>(c.prediction.layout.world()) / c.prediction.tokens_per_s;
+  return static_cast<double>(c.prediction.layout.parallel.world()) / c.prediction.tokens_per_s;
 }
 
 double joules_per_token(const Candidate& c, const ClusterSpec& cluster) {
@@ -57,7 +57,7 @@ void rank_candidates(std::vector<Candidate>& c, Objective o, const ClusterSpec& 
     if (key[a] != key[b]) return key[a] < key[b];
     const double ma = c[a].prediction.memory.total(), mb = c[b].prediction.memory.total();
     if (ma != mb) return ma < mb;
-    return c[a].prediction.layout.world() < c[b].prediction.layout.world();
+    return c[a].prediction.layout.parallel.world() < c[b].prediction.layout.parallel.world();
   });
   std::vector<Candidate> sorted;
   sorted.reserve(c.size());
@@ -74,7 +74,8 @@ std::vector<std::size_t> pareto_front(const std::vector<Candidate>& c,
   std::vector<Point> points;
   points.reserve(c.size());
   for (std::size_t i = 0; i < c.size(); ++i)
-    points.push_back({seconds_per_token(c[i]), static_cast<double>(c[i].prediction.layout.world()),
+    points.push_back({seconds_per_token(c[i]),
+                      static_cast<double>(c[i].prediction.layout.parallel.world()),
                       cluster.has_power() ? joules_per_token(c[i], cluster) : 0.0, i});
   // Sorted by time (then devices, energy), a point is on the front unless one already on it
   // (not slower) is at most as large in devices and energy.

@@ -57,7 +57,7 @@ void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
 
 }  // namespace
 
-std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const CommLayout& l,
+std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const ParallelLayout& l,
                                               const StepShape& s) {
   std::map<std::string, double> out;
   const double eb = static_cast<double>(s.element_bytes);

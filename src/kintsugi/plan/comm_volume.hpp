@@ -39,15 +39,10 @@
 #include <map>
 #include <string>
 
+#include "kintsugi/core/parallel_layout.hpp"
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
-
-struct CommLayout {
-  std::int64_t tp = 1, dp = 1;
-  bool sequence_parallel = false;
-  std::vector<std::int64_t> tensor_grid;  // [x, y, z] with 3D tensor parallelism, else empty
-};
 
 struct StepShape {
   std::int64_t micro_batch = 1, seq = 1;
@@ -83,6 +78,7 @@ double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
 double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: the input
 double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: the output
 
+// The layout's tp, dp, sequence parallelism and tensor grid (ZeRO comes as `shape`'s share) ->
 // "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce", "pp.send",
 // "embedding.all_reduce", and under ZeRO "dp.reduce_scatter", "dp.all_gather" (or
 // "shard.*" and "replica.all_reduce" with hybrid sharding) -> bytes sent by one rank in one
@@ -93,7 +89,8 @@ double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: t
 // stage 3 also all-gathers each layer's weights before its forward and before its backward
 // (with one micro-batch: 1.5 all-reduces). Hybrid sharding adds an all-reduce of the gradient
 // shard across replicas.
-std::map<std::string, double> step_comm_bytes(const ModelConfig& model, const CommLayout& layout,
+std::map<std::string, double> step_comm_bytes(const ModelConfig& model,
+                                              const ParallelLayout& layout,
                                               const StepShape& shape);
 
 }  // namespace kintsugi

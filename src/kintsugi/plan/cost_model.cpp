@@ -19,18 +19,19 @@
 namespace kintsugi {
 
 std::string describe(const Layout& l) {
-  std::string s = fmt::format("tp {}", l.tp);
-  if (!l.tensor_grid.empty())
-    s += fmt::format(" grid {}x{}x{}{}", l.tensor_grid[0], l.tensor_grid[1], l.tensor_grid[2],
-                     l.grid_overlap ? "" : " no-overlap");
-  s += fmt::format(" pp {} dp {} mb {}", l.pp, l.dp, l.micro_batch);
-  if (l.pp > 1) s += fmt::format(" {}", name_of(l.schedule));
-  if (l.virtual_stages > 1) s += fmt::format(" v{}", l.virtual_stages);
-  if (l.zero > ZeroStage::none) s += fmt::format(" zero{}", stage_number(l.zero));
-  if (l.hsdp > 0) s += fmt::format(" hsdp{}", l.hsdp);
+  const ParallelLayout& p = l.parallel;
+  std::string s = fmt::format("tp {}", p.tp);
+  if (p.has_grid())
+    s += fmt::format(" grid {}x{}x{}{}", p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2],
+                     p.tensor_grid_overlap ? "" : " no-overlap");
+  s += fmt::format(" pp {} dp {} mb {}", p.pp, p.dp, l.micro_batch);
+  if (p.pp > 1) s += fmt::format(" {}", name_of(p.schedule));
+  if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
+  if (p.zero > ZeroStage::none) s += fmt::format(" zero{}", stage_number(p.zero));
+  if (p.hsdp > 0) s += fmt::format(" hsdp{}", p.hsdp);
   if (l.recompute == Recompute::selective) s += " selective";
   if (l.recompute == Recompute::full) s += " full";
-  if (l.sequence_parallel) s += " sp";
+  if (p.sequence_parallel) s += " sp";
   return s;
 }
 
@@ -73,9 +74,9 @@ StepShape layout_step_shape(const Workload& w, const Layout& l) {
   s.element_bytes = static_cast<std::int64_t>(size_of(grad_dtype(w.precision, w.grad_precision)));
   s.activation_element_bytes = element_bytes(w.precision);
   s.param_element_bytes = element_bytes(w.precision);
-  s.zero = stage_number(l.zero);
-  s.shards = l.shards();
-  s.replicas = l.replicas();
+  s.zero = stage_number(l.parallel.zero);
+  s.shards = l.parallel.shards();
+  s.replicas = l.parallel.replicas();
   s.recompute_full = l.recompute == Recompute::full;
   return s;
 }
@@ -85,10 +86,7 @@ std::int64_t pipeline_sends(int chunk, int chunks) {
 }
 
 LayoutSpec layout_spec(const Layout& l, std::int64_t global_batch) {
-  return {.tp = l.tp, .pp = l.pp, .dp = l.dp, .schedule = l.schedule,
-          .virtual_stages = l.virtual_stages, .zero = l.zero, .hsdp = l.hsdp,
-          .sequence_parallel = l.sequence_parallel, .tensor_grid = l.tensor_grid,
-          .global_batch = global_batch, .micro_batch = l.micro_batch};
+  return {.parallel = l.parallel, .global_batch = global_batch, .micro_batch = l.micro_batch};
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {
@@ -110,16 +108,20 @@ BlockElements block_elements(const ModelConfig& m, double tp) {
   return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m))};
 }
 BlockElements block_elements(const ModelConfig& m, const Layout& l) {
-  if (l.tensor_grid.empty()) return block_elements(m, static_cast<double>(l.tp));
-  const GridBlockElements g = grid_block_elements(m, l.tensor_grid);
+  const ParallelLayout& p = l.parallel;
+  if (!p.has_grid()) return block_elements(m, static_cast<double>(p.tp));
+  const GridBlockElements g = grid_block_elements(m, p.tensor_grid);
   return {g.local, g.depth_replicated};
 }
 // Ranks sharing the vocabulary (1D: the tp group; a grid: its xy plane) and sharing a
 // micro-batch's token rows (a grid's z splits its sequences).
 std::int64_t vocabulary_ranks(const Layout& l) {
-  return l.tensor_grid.empty() ? l.tp : l.tensor_grid[0] * l.tensor_grid[1];
+  const ParallelLayout& p = l.parallel;
+  return p.has_grid() ? p.tensor_grid[0] * p.tensor_grid[1] : p.tp;
 }
-std::int64_t row_shares(const Layout& l) { return l.tensor_grid.empty() ? 1 : l.tensor_grid[2]; }
+std::int64_t row_shares(const Layout& l) {
+  return l.parallel.has_grid() ? l.parallel.tensor_grid[2] : 1;
+}
 
 // What one pipeline rank holds and does.
 struct RankShare {
@@ -137,14 +139,14 @@ struct RankShare {
 
 RankShare rank_share(const Workload& w, const Layout& l, int rank, const ActivationShape& act) {
   const ModelConfig& m = w.model;
-  const int p = static_cast<int>(l.pp), v = static_cast<int>(l.virtual_stages);
+  const int p = static_cast<int>(l.parallel.pp), v = static_cast<int>(l.parallel.virtual_stages);
   const StagePartition& part = cached_partition(m, p, v);
   const double d = m.d_model;
   const std::int64_t vocab_ranks = vocabulary_ranks(l);
   const double table =
       static_cast<double>(m.padded_vocab(vocab_ranks)) * d / static_cast<double>(vocab_ranks);
   const double norm = static_cast<double>(norm_parameters(m));
-  const bool grid = !l.tensor_grid.empty();
+  const bool grid = !l.parallel.tensor_grid.empty();
   const BlockElements block = block_elements(m, l);
   RankShare r;
   r.chunks = v;
@@ -283,28 +285,27 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
                      Prediction& out) {
   const ModelConfig& m = w.model;
   Context c{.w = w, .cluster = cluster, .l = l, .m = m};
-  c.p = static_cast<int>(l.pp);
-  c.v = static_cast<int>(l.virtual_stages);
+  c.p = static_cast<int>(l.parallel.pp);
+  c.v = static_cast<int>(l.parallel.virtual_stages);
   c.mbs = l.micro_batches(w.global_batch);
   c.pb = precision_bytes(w.precision);
   c.gb = static_cast<double>(size_of(grad_dtype(w.precision, w.grad_precision)));
   c.mixed = is_mixed(w.precision);
   c.full = l.recompute == Recompute::full;
   c.rows = static_cast<double>(l.micro_batch * m.seq_len);
-  c.tp = static_cast<double>(l.tp);
-  c.grid = !l.tensor_grid.empty();
+  c.tp = static_cast<double>(l.parallel.tp);
+  c.grid = !l.parallel.tensor_grid.empty();
   if (c.grid) {
-    c.gx = static_cast<double>(l.tensor_grid[0]);
-    c.gy = static_cast<double>(l.tensor_grid[1]);
-    c.gz = static_cast<double>(l.tensor_grid[2]);
-    c.grid_links = grid_links(cluster, l.tensor_grid);
+    c.gx = static_cast<double>(l.parallel.tensor_grid[0]);
+    c.gy = static_cast<double>(l.parallel.tensor_grid[1]);
+    c.gz = static_cast<double>(l.parallel.tensor_grid[2]);
+    c.grid_links = grid_links(cluster, l.parallel.tensor_grid);
   } else {
     c.gy = c.tp;
   }
   c.local_rows = c.rows / c.gz;
   c.vocab_ranks = static_cast<double>(vocabulary_ranks(l));
-  const LayoutMap map(static_cast<int>(l.world()),
-                      {.tp = static_cast<int>(l.tp), .dp = static_cast<int>(l.dp), .pp = c.p});
+  const LayoutMap map(static_cast<int>(l.parallel.world()), l.parallel);
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
   out.pp_crosses_nodes = group_crosses_nodes(map, Dim::pp, cluster.devices_per_node);
@@ -317,8 +318,8 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.pp_link = cluster.node_link(out.pp_crosses_nodes, 2);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
   // node when whole groups fit one; the replicas of a shard span the data-parallel group.
-  const std::int64_t group_ranks = l.tp * l.shards();
-  const bool shard_crosses = l.replicas() > 1
+  const std::int64_t group_ranks = l.parallel.tp * l.parallel.shards();
+  const bool shard_crosses = l.parallel.replicas() > 1
                                  ? group_ranks > cluster.devices_per_node ||
                                        cluster.devices_per_node % group_ranks != 0
                                  : out.dp_crosses_nodes;
@@ -343,7 +344,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   // with tp = y on micro_batch / z sequences (docs/parallelism.md).
   c.act = {.micro_batch = l.micro_batch / row_shares(l), .seq = m.seq_len,
            .tp = static_cast<std::int64_t>(c.gy),
-           .sequence_parallel = l.sequence_parallel, .recompute = l.recompute,
+           .sequence_parallel = l.parallel.sequence_parallel, .recompute = l.recompute,
            .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
   return c;
 }
@@ -382,7 +383,7 @@ double compute_seconds(const Context& c, const RankShare& share) {
   // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
   // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
   const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.m.seq_len,
-                              .tp = c.act.tp, .sequence_parallel = c.l.sequence_parallel,
+                              .tp = c.act.tp, .sequence_parallel = c.l.parallel.sequence_parallel,
                               .element_bytes = static_cast<std::int64_t>(c.pb)};
   double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
   if (c.w.attention == AttentionKernel::materialized) {
@@ -420,10 +421,7 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
   const double block_local = share.blocks * block_elements(c.m, c.l).local;
   shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
   shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
-  return step_comm_bytes(c.m,
-                         {.tp = c.l.tp, .dp = c.l.dp, .sequence_parallel = c.l.sequence_parallel,
-                          .tensor_grid = c.l.tensor_grid},
-                         shape);
+  return step_comm_bytes(c.m, c.l.parallel, shape);
 }
 
 // Data parallelism / ZeRO. Reductions go bucket by bucket while backward runs; what the last
@@ -431,7 +429,7 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
 double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
                   const std::map<std::string, double>& bytes) {
   const Layout& l = c.l;
-  if (l.dp == 1) return 0.0;
+  if (l.parallel.dp == 1) return 0.0;
   auto get = [&](const std::string& key) {
     auto it = bytes.find(key);
     return it == bytes.end() ? 0.0 : it->second;
@@ -441,11 +439,12 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
   const double window = compute_mb * c.backward_share;
   // With hybrid sharding the reductions and gathers run in the shard group ("shard.*"), then
   // each shard's gradient is all-reduced across the replicas, after backward.
-  const std::int64_t n = l.shards() > 1 ? l.shards() : l.dp;
-  const std::string group = l.replicas() > 1 ? "shard" : "dp";
-  const LinkSpec& link = l.replicas() > 1 ? c.shard_link : c.dp_link;
+  const std::int64_t n = l.parallel.shards() > 1 ? l.parallel.shards() : l.parallel.dp;
+  const std::string group = l.parallel.replicas() > 1 ? "shard" : "dp";
+  const LinkSpec& link = l.parallel.replicas() > 1 ? c.shard_link : c.dp_link;
   const double hops = 2.0 * static_cast<double>(n - 1);
-  const double reductions = l.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
+  const double reductions =
+      l.parallel.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
   const double each = bytes_seconds(link, {{get(group + ".all_reduce") / reductions,
                                             LinkUse::all_reduce},
                                            {get(group + ".reduce_scatter") / reductions,
@@ -453,11 +452,11 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
                       link_seconds(0, buckets * hops, link);
   double seconds = reductions * std::max(each - window, each / buckets);
   const double gathers =
-      l.zero >= ZeroStage::parameters ? c.mbs * (2.0 * share.blocks + 1) : buckets;
+      l.parallel.zero >= ZeroStage::parameters ? c.mbs * (2.0 * share.blocks + 1) : buckets;
   seconds += link_seconds(get(group + ".all_gather"), gathers * static_cast<double>(n - 1), link,
                           LinkUse::all_gather);
-  if (l.replicas() > 1)
-    seconds += link_seconds(get("replica.all_reduce"), 2.0 * (l.replicas() - 1), c.dp_link,
+  if (l.parallel.replicas() > 1)
+    seconds += link_seconds(get("replica.all_reduce"), 2.0 * (l.parallel.replicas() - 1), c.dp_link,
                             LinkUse::all_reduce);
   return seconds;
 }
@@ -468,7 +467,7 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
 // over z (once per step; every micro-batch under ZeRO-2/3).
 double grid_seconds(const Context& c, const RankShare& share, const StepShape& shape) {
   const std::vector<GridLayer> layers =
-      grid_block_layers(c.m, c.l.tensor_grid, c.local_rows, c.pb, c.pb, c.gb);
+      grid_block_layers(c.m, c.l.parallel.tensor_grid, c.local_rows, c.pb, c.pb, c.gb);
   std::vector<double> gemm;
   for (const GridLayer& g : layers)
     gemm.push_back(g.flops() /
@@ -476,8 +475,8 @@ double grid_seconds(const Context& c, const RankShare& share, const StepShape& s
   // The attention core's forward on this rank: its z's sequences, its y's heads.
   const double attention = 4.0 * static_cast<double>(c.m.seq_len) * c.m.d_model * c.local_rows /
                            c.gy / (c.peak * c.eff.block);
-  const GridBlockComm block =
-      grid_block_comm_seconds(layers, gemm, attention, c.grid_links, c.l.grid_overlap);
+  const GridBlockComm block = grid_block_comm_seconds(layers, gemm, attention, c.grid_links,
+                                                      c.l.parallel.tensor_grid_overlap);
   const double per_block = block.forward * (c.full ? 2.0 : 1.0) + block.backward;
   const GridLinks& g = c.grid_links;
   const double boundaries = (share.embedding ? 1 : 0) + (share.head ? 1 : 0);
@@ -511,13 +510,14 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
   // Tensor parallelism: every region boundary is a ring collective of 2(t - 1) hops.
   // With sequence parallelism backward also gathers each block's two norm outputs again.
   const double boundaries = (c.full ? 6.0 : 4.0) * share.blocks + (share.embedding ? 1 : 0) +
-                            (share.head ? 1 : 0) + (c.l.sequence_parallel ? 2.0 * share.blocks : 0);
+                            (share.head ? 1 : 0) +
+                            (c.l.parallel.sequence_parallel ? 2.0 * share.blocks : 0);
   const double tp_step =
       c.grid     ? grid_seconds(c, share, shape)
-      : l.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
+      : l.parallel.tp > 1 ? bytes_seconds(c.tp_link, {{get("tp.all_reduce"), LinkUse::all_reduce},
                                              {get("tp.all_gather"), LinkUse::all_gather},
                                              {get("tp.reduce_scatter"), LinkUse::reduce_scatter}}) +
-                       link_seconds(0, c.mbs * boundaries * 2.0 * (l.tp - 1), c.tp_link)
+                       link_seconds(0, c.mbs * boundaries * 2.0 * (l.parallel.tp - 1), c.tp_link)
                  : 0.0;
   // Pipeline: activations and gradients to neighbouring stages, the tied-embedding sum. A
   // stage receives what its neighbours send it, as many tensors of the same size as it sends;
@@ -530,7 +530,7 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
                                c.pp_link, LinkUse::all_reduce);
   // AdamW over this rank's optimizer shard: master/parameter, gradient and moments traffic,
   // and the gradient norm's read of the gradient.
-  const double shard = share.elements / static_cast<double>(l.shards());
+  const double shard = share.elements / static_cast<double>(l.parallel.shards());
   const double touched = 16.0 + 2.0 * c.gb + (c.mixed ? 8.0 + c.pb : 2.0 * c.pb);
   const double bubble_share =
       c.p > 1 ? bubble_fraction({c.p, c.v, static_cast<int>(c.mbs)}) : 0.0;
@@ -555,10 +555,10 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
 double grid_workspace_bytes(const Context& c) {
   if (!c.grid || c.gz == 1) return 0.0;
   double largest = 0;
-  for (const GridLayer& g : grid_block_layers(c.m, c.l.tensor_grid, c.local_rows, c.pb, c.pb,
-                                              c.gb))
+  for (const GridLayer& g :
+       grid_block_layers(c.m, c.l.parallel.tensor_grid, c.local_rows, c.pb, c.pb, c.gb))
     largest = std::max(largest, g.gather + g.scatter);
-  return (c.l.grid_overlap ? 2.0 : 1.0) * largest;
+  return (c.l.parallel.tensor_grid_overlap ? 2.0 : 1.0) * largest;
 }
 
 // Bytes per device of this rank (memory.hpp: the trainer's memory_bytes_theory), plus the
@@ -566,21 +566,21 @@ double grid_workspace_bytes(const Context& c) {
 MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank) {
   const Layout& l = c.l;
   const StateBytes state =
-      model_state_bytes(share.elements, stage_number(l.zero), l.shards(),
+      model_state_bytes(share.elements, stage_number(l.parallel.zero), l.parallel.shards(),
                         static_cast<std::int64_t>(c.pb), static_cast<std::int64_t>(c.gb), c.mixed);
   MemoryPrediction mem;
   mem.parameters = state.parameters;
   mem.gradients = state.gradients;
   mem.optimizer_state = state.optimizer_state;
-  mem.activations = slots_in_flight(l.schedule, c.p, c.v, static_cast<int>(c.mbs), rank) *
+  mem.activations = slots_in_flight(l.parallel.schedule, c.p, c.v, static_cast<int>(c.mbs), rank) *
                     share.activation_bytes;
   const double activation =
-      c.local_rows * c.m.d_model * c.pb / (l.sequence_parallel ? c.tp : 1.0);
+      c.local_rows * c.m.d_model * c.pb / (l.parallel.sequence_parallel ? c.tp : 1.0);
   // Pipeline send/receive buffers both ways, ZeRO-3's two staged layers, the logits chunk (at
   // most 256 MiB of f32) and the activation gradient the backward carries.
   mem.communication =
       (c.p > 1 ? 4.0 * activation : 0.0) +
-      (l.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, l).local * c.pb : 0.0) +
+      (l.parallel.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, l).local * c.pb : 0.0) +
       (share.head ? std::min(c.local_rows *
                                  static_cast<double>(c.m.padded_vocab(vocabulary_ranks(l))) /
                                  c.vocab_ranks * 4.0,
@@ -620,7 +620,7 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
   out.fits = out.memory.total() <= cluster.memory_gb * 1e9;
   out.samples_per_s = static_cast<double>(w.global_batch) / out.time.total();
   out.tokens_per_s = out.samples_per_s * static_cast<double>(m.seq_len);
-  const double devices = static_cast<double>(l.world());
+  const double devices = static_cast<double>(l.parallel.world());
   out.mfu = c.model_flops * out.tokens_per_s / (devices * c.peak);
   out.hfu = c.hw * out.tokens_per_s / (devices * c.peak);
   return out;

@@ -74,26 +74,16 @@ struct Workload {
   PipelineP2p p2p = PipelineP2p::async;
 };
 
+// A candidate of the search: the layout record with the micro-batch and the recomputation it
+// trains with.
 struct Layout {
-  std::int64_t tp = 1, pp = 1, dp = 1, micro_batch = 1;
-  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
-  std::int64_t virtual_stages = 1;
-  ZeroStage zero = ZeroStage::none;
-  std::int64_t hsdp = 0;  // with ZeRO: shard within groups of this many dp ranks (0: all)
+  ParallelLayout parallel;
+  std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::none;
-  bool sequence_parallel = false;
-  // 3D tensor parallelism: the tp ranks as an X x Y x Z grid (empty: 1D; docs/parallelism.md),
-  // and whether its collectives overlap computation (parallel.tensor_grid_overlap).
-  std::vector<std::int64_t> tensor_grid;
-  bool grid_overlap = true;
   bool operator==(const Layout&) const = default;
-  std::int64_t world() const { return tp * pp * dp; }
   std::int64_t micro_batches(std::int64_t global_batch) const {
-    return global_batch / (micro_batch * dp);
+    return global_batch / (micro_batch * parallel.dp);
   }
-  // Ranks one ZeRO shard is split over, and the groups holding the same shard.
-  std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }
-  std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
 };
 // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"; a grid: "tp 8 grid 2x2x2 pp 1 ..." (and
 // "no-overlap" when its collectives do not overlap computation).
@@ -128,9 +118,7 @@ struct Prediction {
   bool tp_crosses_nodes = false, pp_crosses_nodes = false, dp_crosses_nodes = false;
 };
 
-// The layout with a global batch as the rule book reads it: the one conversion from the
-// planner's Layout to parallel/layout_rules.hpp's LayoutSpec, so that no caller drops a field
-// (a grid lost on the way made the ramp-up suggestion refuse grid layouts).
+// The layout with a global batch as the rule book reads it (parallel/layout_rules.hpp).
 LayoutSpec layout_spec(const Layout& l, std::int64_t global_batch);
 // Empty when the runtime would accept the layout for this workload on its world size; else the
 // reason: parallel/layout_rules.hpp's layout_problem, the runtime's own rule book.

@@ -21,8 +21,8 @@ std::optional<RampupSuggestion> suggest_rampup(const ModelConfig& model, const L
   if (samples < 1) return std::nullopt;
   // The step of the ramp: the layout's unit of sequences, or that times pp where a schedule
   // needs whole rounds of micro-batches over the stages (layout_problem decides).
-  const std::int64_t unit = layout.dp * layout.micro_batch;
-  for (std::int64_t step : {unit, unit * layout.pp}) {
+  const std::int64_t unit = layout.parallel.dp * layout.micro_batch;
+  for (std::int64_t step : {unit, unit * layout.parallel.pp}) {
     if (global_batch % step != 0) continue;
     const auto from = static_cast<std::int64_t>(std::ceil(kGpt3RampStartTokens / seq / step));
     const std::int64_t start = std::min(global_batch, std::max<std::int64_t>(1, from) * step);

@@ -135,9 +135,10 @@ Refit refit_cluster(const ClusterSpec& cluster, const Workload& w,
 }
 
 bool same_shape(const Layout& x, const Layout& y) {
-  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
-         x.schedule == y.schedule && x.virtual_stages == y.virtual_stages &&
-         x.sequence_parallel == y.sequence_parallel && x.tensor_grid == y.tensor_grid;
+  const ParallelLayout &a = x.parallel, &b = y.parallel;
+  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && x.micro_batch == y.micro_batch &&
+         a.schedule == b.schedule && a.virtual_stages == b.virtual_stages &&
+         a.sequence_parallel == b.sequence_parallel && a.tensor_grid == b.tensor_grid;
 }
 
 RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t world,

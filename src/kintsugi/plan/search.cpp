@@ -40,7 +40,7 @@ std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> tensor_options(
         // is that layout, so the grid is searched only where it is named. N x 1 x 1 and
         // 1 x 1 x N are layouts of their own (other collectives) and stay.
         if (s.tensor_grid.empty() && x == 1 && tp / (x * y) == 1) continue;
-        const Layout probe{.tp = tp, .micro_batch = grid[2], .tensor_grid = grid};
+        const Layout probe{.parallel = {.tp = tp, .tensor_grid = grid}, .micro_batch = grid[2]};
         Workload one = w;
         one.global_batch = grid[2];
         if (layout_problem(one, probe).empty()) out.push_back({tp, grid});
@@ -56,8 +56,8 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
                                       std::int64_t devices_per_node, const SearchSpace& s) {
   const ModelConfig& m = w.model;
   std::vector<Layout> out;
-  const std::vector<bool> overlaps = s.grid_overlap.empty() ? std::vector<bool>{true}
-                                                             : s.grid_overlap;
+  const std::vector<bool> overlaps = s.tensor_grid_overlap.empty() ? std::vector<bool>{true}
+                                                             : s.tensor_grid_overlap;
   const std::int64_t tp_max = s.tp_across_nodes ? world : std::min(world, devices_per_node);
   for (const auto& [tp, grid] : tensor_options(w, world, tp_max, s)) {
     for (std::int64_t pp : divisors(world / tp, m.n_layer)) {
@@ -96,10 +96,18 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
                   if ((sp && (tp == 1 || !grid.empty())) || !allowed(s.sequence_parallel, sp))
                     continue;
                   for (bool overlap : grid.empty() ? std::vector<bool>{true} : overlaps) {
-                    const Layout l{.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb,
-                                   .schedule = schedule, .virtual_stages = v, .zero = zero,
-                                   .hsdp = hsdp, .recompute = rc, .sequence_parallel = sp,
-                                   .tensor_grid = grid, .grid_overlap = overlap};
+                    const Layout l{.parallel = {.tp = tp,
+                                                .pp = pp,
+                                                .dp = dp,
+                                                .schedule = schedule,
+                                                .virtual_stages = v,
+                                                .zero = zero,
+                                                .hsdp = hsdp,
+                                                .sequence_parallel = sp,
+                                                .tensor_grid = grid,
+                                                .tensor_grid_overlap = overlap},
+                                   .micro_batch = mb,
+                                   .recompute = rc};
                     if (layout_problem(w, l).empty()) out.push_back(l);
                   }
                 }

@@ -25,7 +25,7 @@ struct SearchSpace {
   // with their overlap (empty: on, the runtime's default).
   bool one_d = true, grids = true;
   std::vector<std::vector<std::int64_t>> tensor_grid;
-  std::vector<bool> grid_overlap;
+  std::vector<bool> tensor_grid_overlap;
   std::int64_t max_micro_batch = 64;
   // Tensor parallelism, 1D or a grid, stays inside a node (Megatron-LM's rule) unless this is
   // set.

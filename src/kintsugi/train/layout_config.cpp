@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace kintsugi {
 
 Workload workload_of(const RunConfig& c) {
@@ -10,37 +9,29 @@ Workload workload_of(const RunConfig& c) {
           .global_batch = c.train.global_batch,
           .precision = c.train.precision,
           .grad_precision = c.train.grad_precision,
-          .bucket_mib = c.parallel.bucket_mib};
+          .bucket_mib = c.comm.bucket_mib};
 }
 
 Layout layout_of(const RunConfig& c) {
-  const ParallelConfig& p = c.parallel;
-  return {.tp = p.tp, .pp = p.pp, .dp = p.dp, .micro_batch = c.train.micro_batch,
-          .schedule = p.schedule, .virtual_stages = p.virtual_stages,
-          .zero = p.zero, .hsdp = p.hsdp, .recompute = c.train.recompute,
-          .sequence_parallel = p.sequence_parallel, .tensor_grid = p.tensor_grid,
-          .grid_overlap = p.tensor_grid_overlap};
+  return {.parallel = c.parallel, .micro_batch = c.train.micro_batch,
+          .recompute = c.train.recompute};
 }
 
 std::string layout_config_toml(const RunConfig& base, const Layout& l) {
   RunConfig c = base;
-  ParallelConfig& p = c.parallel;
-  p.tp = l.tp;
-  p.pp = l.pp;
-  p.dp = l.dp;
-  p.schedule = l.schedule;
-  p.virtual_stages = l.virtual_stages;
-  p.sequence_parallel = l.sequence_parallel;
-  p.zero = l.zero;
-  p.hsdp = l.hsdp;
-  // A grid, with its overlap; a 1D layout clears the base's grid (and keeps its overlap
-  // setting, which only a grid reads).
-  p.tensor_grid = l.tensor_grid;
-  if (!l.tensor_grid.empty()) p.tensor_grid_overlap = l.grid_overlap;
-  if (p.pp != base.parallel.pp) p.layers_per_stage.clear();  // one entry per stage
+  c.parallel = l.parallel;
+  // What the planner does not choose stays the base's: the rank order, the stage sizes (while
+  // the layout has as many stages: one entry per stage), and, with a 1D layout, the grid
+  // overlap setting, which only a grid reads.
+  const ParallelLayout& b = base.parallel;
+  c.parallel.order = b.order;
+  c.parallel.layers_per_stage = b.layers_per_stage;
+  if (l.parallel.pp != b.pp) c.parallel.layers_per_stage.clear();
+  if (!l.parallel.has_grid()) c.parallel.tensor_grid_overlap = b.tensor_grid_overlap;
   c.train.micro_batch = l.micro_batch;
   c.train.recompute = l.recompute;
-  return fmt::format("# Layout {}: {} ranks\n\n", describe(l), l.world()) + run_config_toml(c);
+  return fmt::format("# Layout {}: {} ranks\n\n", describe(l), l.parallel.world()) +
+         run_config_toml(c);
 }
 
 }  // namespace kintsugi

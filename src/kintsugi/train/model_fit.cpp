@@ -22,13 +22,12 @@ std::string bytes_text(double bytes) {
 void check_model_fits(const RunConfig& c, double memory_bytes, int ranks_sharing) {
   if (memory_bytes <= 0) return;
   const ModelConfig& m = c.model;
-  const ParallelConfig& p = c.parallel;
+  const ParallelLayout& p = c.parallel;
   const double parameters = parameter_count_double(m);
   const double split = static_cast<double>(p.tp) * static_cast<double>(p.pp);
-  const std::int64_t shards = p.zero > ZeroStage::none ? (p.hsdp > 0 ? p.hsdp : p.dp) : 1;
   const Precision precision = c.train.precision;
   const StateBytes per_rank = model_state_bytes(
-      parameters / split, stage_number(p.zero), shards, element_bytes(precision),
+      parameters / split, stage_number(p.zero), p.shards(), element_bytes(precision),
       static_cast<std::int64_t>(size_of(grad_dtype(precision, c.train.grad_precision))),
       is_mixed(precision), c.train.optimizer == OptimizerKind::lion ? 1 : 2);
   const double available = memory_bytes / std::max(1, ranks_sharing);

@@ -164,7 +164,7 @@ std::vector<Key> keys_of(RunConfig& c) {
        "split norms and residuals along the sequence across tensor-parallel ranks"},
       {"parallel.order", &c.parallel.order,
        "rank order, fastest-varying dimension first (\"tp-dp-pp\")"},
-      {"parallel.bucket_mib", &c.parallel.bucket_mib,
+      {"parallel.bucket_mib", &c.comm.bucket_mib,
        "data-parallel gradient bucket size in MiB (reduced while backward goes on)"},
       {"parallel.zero", &c.parallel.zero,
        "ZeRO stage: 0 replicated, 1 shards optimizer state, 2 also gradients, 3 also weights"},
@@ -509,13 +509,14 @@ void validate(const RunConfig& c) {
     fail("data.eod_id = {} must be -1 (data.tokenizer's end id) or an id below model.vocab_size "
          "= {}",
          c.data.eod_id, c.model.vocab_size);
-  const ParallelConfig& p = c.parallel;
+  const ParallelLayout& p = c.parallel;
   if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
   if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
   if (p.virtual_stages < 1)
     fail("parallel.virtual_stages = {} must be at least 1", p.virtual_stages);
   if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
-  if (!(p.bucket_mib > 0)) fail("parallel.bucket_mib = {} must be positive", p.bucket_mib);
+  if (!(c.comm.bucket_mib > 0))
+    fail("parallel.bucket_mib = {} must be positive", c.comm.bucket_mib);
   if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
   if (!p.tensor_grid.empty() &&
       (p.tensor_grid.size() != 3 ||
@@ -561,39 +562,12 @@ std::vector<std::string> config_notes(const RunConfig& c) {
 }
 
 LayoutSpec layout_spec(const RunConfig& c) {
-  const ParallelConfig& p = c.parallel;
-  return {.tp = p.tp, .pp = p.pp, .dp = p.dp,
-          .schedule = p.schedule, .virtual_stages = p.virtual_stages,
-          .zero = p.zero, .hsdp = p.hsdp,
-          .sequence_parallel = p.sequence_parallel,
-          .layers_per_stage = p.layers_per_stage, .order = p.order,
-          .tensor_grid = p.tensor_grid,
-          .global_batch = c.train.global_batch, .micro_batch = c.train.micro_batch};
+  return {.parallel = c.parallel, .global_batch = c.train.global_batch,
+          .micro_batch = c.train.micro_batch};
 }
 
 void resolve_layout(RunConfig& c, int world) {
-  ParallelConfig& p = c.parallel;
-  if (!p.tensor_grid.empty()) {
-    // The grid implies tp; a tp given as well must agree.
-    const std::int64_t product = p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
-    if (p.tp != 1 && p.tp != product)
-      fail("--tensor-grid {},{},{} has {} rank{} but --tp is {}: drop --tp (the grid implies "
-           "it) or make them agree",
-           p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2], product, product == 1 ? "" : "s",
-           p.tp);
-    p.tp = product;
-  }
-  if (p.dp == 0) {
-    if (world % (p.tp * p.pp) != 0)
-      fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
-           "ranks (mpirun -np {} kintsugi train ...) or change --tp / --pp",
-           world, world == 1 ? "" : "s", p.tp, p.pp, p.tp * p.pp, p.tp * p.pp);
-    p.dp = world / (p.tp * p.pp);
-  }
-  if (p.tp * p.dp * p.pp != world)
-    fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: change --dp to {} or launch {} "
-         "ranks",
-         world, p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world / (p.tp * p.pp), p.tp * p.dp * p.pp);
+  c.parallel = c.parallel.resolved(world);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
   // Every batch of a ramp-up is split over the same layout (train/batch_rampup.hpp).

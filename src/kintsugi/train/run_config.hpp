@@ -14,6 +14,7 @@
 #include "kintsugi/model/transformer_block.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/optim/optimizer.hpp"
+#include "kintsugi/core/parallel_layout.hpp"
 #include "kintsugi/parallel/layout_rules.hpp"
 
 namespace kintsugi {
@@ -73,25 +74,6 @@ struct TrainConfig {
   std::int64_t keep_checkpoints = 3;  // newest training checkpoints kept (0: all)
 };
 
-struct ParallelConfig {
-  std::int64_t tp = 1;  // tensor-parallel ranks
-  std::int64_t dp = 0;  // data-parallel ranks (0: world size / (tp * pp))
-  std::int64_t pp = 1;  // pipeline stages
-  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
-  std::int64_t virtual_stages = 1;   // model chunks per pipeline rank (interleaved)
-  std::vector<std::int64_t> layers_per_stage;  // empty: balanced by cost
-  bool sequence_parallel = false;
-  std::string order = "tp-dp-pp";  // fastest-varying dimension first
-  double bucket_mib = 25;          // data-parallel gradient bucket size
-  ZeroStage zero = ZeroStage::none;
-  std::int64_t hsdp = 0;           // shard groups of this many data-parallel ranks (0: all)
-  // 3D tensor parallelism: [x, y, z], x y z = tp (empty: Megatron's 1D tensor parallelism)
-  std::vector<std::int64_t> tensor_grid;
-  // 3D tensor parallelism: overlap the grid's collectives with computation (false: each one
-  // blocks where it is issued; the same bits either way)
-  bool tensor_grid_overlap = true;
-};
-
 struct MetricsConfig {
   double peak_gflops = 0;  // 0: the GEMM rate `kintsugi bench gemm` measures on this machine
   std::string tensorboard_dir;  // TensorBoard event files go here (empty: none)
@@ -101,13 +83,14 @@ struct CommConfig {
   double timeout_s = 600;  // deadline of every communication wait, then the job ends
   double deadlock_check_s = 2;  // rank 0 looks for a certain deadlock after waiting this long
   CommBackend backend = CommBackend::automatic;  // what moves GPU tensors: NCCL or MPI
+  double bucket_mib = 25;  // data-parallel gradient bucket size (the key parallel.bucket_mib)
 };
 
 struct RunConfig {
   ModelConfig model = model_preset("gpt-tiny");
   DataConfig data;
   TrainConfig train;
-  ParallelConfig parallel;
+  ParallelLayout parallel{.dp = 0};  // parallel.dp = 0: world size / (tp pp), resolve_layout
   MetricsConfig metrics;
   CommConfig comm;
   std::string source;  // where it came from, for messages

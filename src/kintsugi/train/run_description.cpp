@@ -27,7 +27,7 @@ std::string describe_numerics(const RunConfig& c) {
 }
 
 std::string describe_layout(const RunConfig& c, const Place& place, const StageModel& model) {
-  const ParallelConfig& p = c.parallel;
+  const ParallelLayout& p = c.parallel;
   if (!place.topology && p.zero > ZeroStage::none)
     return fmt::format("1 rank (serial), ZeRO-{} (nothing to shard: no effect)", p.zero);
   if (!place.topology) return "1 rank (serial)";
@@ -44,8 +44,8 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
                         p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
                         fmt::join(model.partition().num_layers, " "));
   if (p.zero > ZeroStage::none && p.hsdp > 0)
-    text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero, p.hsdp,
-                        p.dp / p.hsdp);
+    text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero, p.shards(),
+                        p.replicas());
   else if (p.zero > ZeroStage::none && p.dp == 1)
     text += fmt::format(", ZeRO-{} over 1 data-parallel rank (nothing to shard: no effect)",
                         p.zero);
@@ -55,7 +55,7 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
 }
 
 nlohmann::json layout_json(const RunConfig& c, const Place& place) {
-  const ParallelConfig& p = c.parallel;
+  const ParallelLayout& p = c.parallel;
   return {{"world", place.world},
           {"tp", p.tp},
           {"pp", p.pp},
@@ -99,11 +99,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
         shape.tied_embedding_elements += entry.local_shape.numel();
     }
   }
-  return step_comm_bytes(c.model,
-                         {.tp = c.parallel.tp, .dp = c.parallel.dp,
-                          .sequence_parallel = c.parallel.sequence_parallel,
-                          .tensor_grid = c.parallel.tensor_grid},
-                         shape);
+  return step_comm_bytes(c.model, c.parallel, shape);
 }
 
 namespace {
@@ -118,7 +114,7 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
   for (const auto& chunk : model.chunks()) {
     const ParamStore& p = chunk->params();
     const StateBytes s = model_state_bytes(
-        static_cast<double>(p.numel()), stage_number(c.parallel.zero), layout.shards(),
+        static_cast<double>(p.numel()), stage_number(c.parallel.zero), layout.parallel.shards(),
         static_cast<std::int64_t>(size_of(p.param_dtype())),
         static_cast<std::int64_t>(size_of(p.grad_dtype())), is_mixed(c.train.precision),
         c.train.optimizer == OptimizerKind::lion ? 1 : 2);
@@ -153,7 +149,7 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
 
 void write_run_description(const std::filesystem::path& path, const RunConfig& c,
                            const Place& place, const StageModel& model) {
-  const ParallelConfig& p = c.parallel;
+  const ParallelLayout& p = c.parallel;
   nlohmann::json parallel = layout_json(c, place);
   parallel.erase("precision");
   parallel.erase("world");

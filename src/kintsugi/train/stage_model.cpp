@@ -29,7 +29,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
       .stage = zero,
       .shard = sharded && place.shard ? place.shard : place.dp,
       .replica = sharded ? place.replica : nullptr,
-      .bucket_bytes = static_cast<std::size_t>(c.parallel.bucket_mib * 1048576.0),
+      .bucket_bytes = static_cast<std::size_t>(c.comm.bucket_mib * 1048576.0),
       .depth = place.grid ? &place.grid->z() : nullptr};
   // 3D tensor parallelism: the chunks' embedding, head and loss are vocabulary-parallel over
   // the grid's xy plane, and each z rank runs its share of a micro-batch's sequences.

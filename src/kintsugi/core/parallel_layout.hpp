@@ -1,0 +1,93 @@
+#pragma once
+// The layout record: how a job splits its ranks and its model, every parallelism dimension in
+// one value. The config's parallel section is one (train/run_config.hpp), and whatever else
+// describes a layout holds one and adds its own fields: the rule book's LayoutSpec adds the
+// batch (parallel/layout_rules.hpp), the planner's Layout the micro-batch and recomputation
+// (plan/cost_model.hpp); the runtime's LayoutMap and Topology (comm/topology.hpp) and the byte
+// theory (plan/comm_volume.hpp) read it as it is. A new parallelism dimension is one field here
+// (with its config key, its groups, its layers and its cost terms: docs/architecture.md).
+//
+// It lives in core, below every layer that reads it, and knows no model: what a layout demands
+// of a model (heads per rank, stage sizes) is the rule book's.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kintsugi/core/enum_names.hpp"
+
+namespace kintsugi {
+
+// Pipeline schedules (parallel/pipeline_schedule.hpp builds their programs).
+enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
+template <>
+struct EnumNames<PipelineSchedule> {
+  static constexpr std::array values = {std::pair{PipelineSchedule::gpipe, "gpipe"},
+                                        std::pair{PipelineSchedule::one_f_one_b, "1f1b"},
+                                        std::pair{PipelineSchedule::interleaved, "interleaved"}};
+};
+
+// ZeRO (parallel.zero): what is sharded over the data-parallel ranks (or an HSDP group). The
+// stages are cumulative, so `zero >= ZeroStage::gradients` reads "gradients are sharded".
+enum class ZeroStage : std::uint8_t { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
+constexpr int stage_number(ZeroStage z) { return static_cast<int>(z); }
+// 0-3, else a kintsugi::Error naming `what`.
+ZeroStage zero_stage(std::int64_t number, std::string_view what);
+
+// The dimensions ranks are arranged along (comm/topology.hpp's LayoutMap).
+enum class Dim : int { tp = 0, dp = 1, pp = 2 };
+template <>
+struct EnumNames<Dim> {
+  static constexpr std::array values = {std::pair{Dim::tp, "tp"}, std::pair{Dim::dp, "dp"},
+                                        std::pair{Dim::pp, "pp"}};
+};
+// The dimensions an order string ("tp-dp-pp") names, fastest-varying first; throws
+// kintsugi::Error naming parallel.order unless it names tp, dp and pp once each.
+std::array<Dim, 3> order_dims(const std::string& order);
+
+struct ParallelLayout {
+  std::int64_t tp = 1;  // tensor-parallel ranks
+  std::int64_t pp = 1;  // pipeline stages
+  std::int64_t dp = 1;  // data-parallel ranks (a config's 0: world size / (tp pp), resolved)
+  std::string order = "tp-dp-pp";  // rank order, fastest-varying dimension first
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  std::int64_t virtual_stages = 1;             // model chunks per pipeline rank (interleaved)
+  std::vector<std::int64_t> layers_per_stage;  // empty: balanced by cost
+  ZeroStage zero = ZeroStage::none;
+  std::int64_t hsdp = 0;  // ZeRO shard groups of this many data-parallel ranks (0: all)
+  bool sequence_parallel = false;
+  // 3D tensor parallelism: the tp ranks as an [x, y, z] grid, x y z = tp (empty: Megatron's
+  // 1D tensor parallelism; comm/tensor_grid.hpp), and whether its collectives overlap
+  // computation (false: each blocks where it is issued; the same bits either way).
+  std::vector<std::int64_t> tensor_grid;
+  bool tensor_grid_overlap = true;
+
+  bool operator==(const ParallelLayout&) const = default;
+  std::int64_t world() const { return tp * pp * dp; }
+  bool has_grid() const { return !tensor_grid.empty(); }
+  // Ranks one ZeRO shard is split over, and the groups holding the same shard (hybrid
+  // sharding: dp / hsdp replicas; else one).
+  std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }
+  std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
+  // The layout on a job of `world` ranks: tp from the tensor grid (which implies it; a tp given
+  // as well must agree) and dp = 0 from the world size; throws kintsugi::Error saying which
+  // value to change when the ranks do not split so.
+  ParallelLayout resolved(std::int64_t world) const;
+  // Empty when the layout is consistent in itself (dp resolved); otherwise one sentence saying
+  // what is wrong and which value to change. What a layout demands of a model and a batch is
+  // parallel/layout_rules.hpp's layout_problem, which asks this first.
+  std::string problem() const;
+};
+
+}  // namespace kintsugi
+
+// fmt prints a ZeRO stage as its number, as users write it (--zero 3).
+template <>
+struct fmt::formatter<kintsugi::ZeroStage> : fmt::formatter<int> {
+  auto format(kintsugi::ZeroStage z, format_context& ctx) const {
+    return fmt::formatter<int>::format(kintsugi::stage_number(z), ctx);
+  }
+};
