@@ -73,7 +73,8 @@ add_test(NAME ckpt.refused.corrupt_under_mpirun
                  ${CKPT}/expect_refused.sh corrupt "rank-00000.bin is corrupt: its checksum"
                  $<TARGET_FILE:kintsugi> ${GOOD_CKPT} ${CKPT_OUT} ${MICRO_RUN} --dp 2)
 set_tests_properties(ckpt.refused.corrupt_under_mpirun PROPERTIES
-                     FIXTURES_REQUIRED serial_checkpoint PROCESSORS 2 TIMEOUT 60)
+                     FIXTURES_REQUIRED serial_checkpoint PROCESSORS ${MPI_WAITING_PROCESSORS}
+                     TIMEOUT 60)
 checkpoint_refused_test(other-model
                         "saved from a different model \\(n_layer 4 \\(checkpoint\\) vs 2\\)"
                         --set model.n_layer=2)
@@ -85,7 +86,7 @@ function(checkpoint_kill_test name ranks)
   add_test(NAME ckpt.${name}
            COMMAND ${CKPT}/kill_mid_save.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${name} ${ranks} ${MICRO_RUN} ${ARGN})
-  set_tests_properties(ckpt.${name} PROPERTIES PROCESSORS ${ranks} TIMEOUT 300)
+  set_tests_properties(ckpt.${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 300)
 endfunction()
 checkpoint_kill_test(killed_mid_save_serial 1)
 checkpoint_kill_test(killed_mid_save_dp2_zero1 2 --dp 2 --zero 1)
@@ -145,7 +146,7 @@ add_test(NAME ckpt.init_from_wrong_shape_under_mpirun
                  --init-from ${CKPT_OUT}/export_import/hf/model.safetensors
                  --out ${CKPT_OUT}/init_from_wrong_shape)
 set_tests_properties(ckpt.init_from_wrong_shape_under_mpirun PROPERTIES
-                     FIXTURES_REQUIRED hf_export PROCESSORS 2 TIMEOUT 60)
+                     FIXTURES_REQUIRED hf_export PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 60)
 # Well-formed weights that are not finite are refused at load, naming the tensor.
 add_test(NAME ckpt.init_from_nan_refused
          COMMAND sh -c "python3 ${CKPT}/poison_safetensors.py $1 $2 transformer.h.1.mlp.c_fc.weight && shift 2 && exec \"$@\""
@@ -222,8 +223,8 @@ add_test(NAME ckpt.hf_folder_refused.missing_shard_under_mpirun
          COMMAND ${CMAKE_COMMAND} -E env RANKS=2
                  ${CKPT}/hf_folder_refused.sh missing_shard "model-00002-of-00003.safetensors is missing"
                  $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA} --tp 2)
-set_tests_properties(ckpt.hf_folder_refused.missing_shard_under_mpirun PROPERTIES PROCESSORS 2
-                                                                                  TIMEOUT 120)
+set_tests_properties(ckpt.hf_folder_refused.missing_shard_under_mpirun PROPERTIES
+                     PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 120)
 add_test(NAME ckpt.export_from_sharded_checkpoint
          COMMAND ${CKPT}/export_sharded.sh $<TARGET_FILE:kintsugi>
                  ${CKPT_OUT}/reshard_tp2_pp2_dp2_to_serial/full ${CKPT_OUT})
@@ -233,20 +234,21 @@ set_tests_properties(ckpt.export_from_sharded_checkpoint PROPERTIES FIXTURES_REQ
 # Pre-emption through the launcher: TERM to mpirun in the middle of a step of seconds, and in
 # the middle of an evaluation; the last completed step is saved within Open MPI's kill delay
 # and resumes bit for bit. ZeRO-2 keeps gradient reductions in flight between micro-batches.
-# One processor each, though two ranks run: ~13 of a test's ~18 s are waits (Open MPI's 8-s
-# delay, micro-batches that sleep 1 s), so CTest runs other tests beside it. The ranks' time to
-# save stays ~5 s (stop_mid_step.sh) for a checkpoint saved in ~0.05 s.
+# One processor each (MPI_WAITING_PROCESSORS), though two ranks run: ~13 of a test's ~18 s are
+# waits (Open MPI's 8-s delay, micro-batches that sleep 1 s). The ranks' time to save stays ~5 s
+# (stop_mid_step.sh) for a checkpoint saved in ~0.05 s.
 foreach(phase train eval)
   add_test(NAME ckpt.stop_mid_${phase}_under_mpirun
            COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --dp 2 --zero 2)
-  set_tests_properties(ckpt.stop_mid_${phase}_under_mpirun PROPERTIES PROCESSORS 1 TIMEOUT 180)
+  set_tests_properties(ckpt.stop_mid_${phase}_under_mpirun PROPERTIES
+                       PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 180)
   # Two pipeline stages are at different micro-batches when the signal comes: each drains.
   add_test(NAME ckpt.stop_mid_${phase}_pp2_under_mpirun
            COMMAND ${CKPT}/stop_mid_step.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${phase} 2 ${MICRO_RUN} --pp 2 --dp 1)
   set_tests_properties(ckpt.stop_mid_${phase}_pp2_under_mpirun PROPERTIES
-                       PROCESSORS 1 TIMEOUT 180 ENVIRONMENT SEQUENCES=24)
+                       PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 180 ENVIRONMENT SEQUENCES=24)
 endforeach()
 # Pre-emption as schedulers signal, three times 0.2 s apart: USR1 to mpirun (passed on at once),
 # TERM to scripts/preemptible.sh or to its process group (turned into USR1) all end in a saved,
@@ -256,12 +258,14 @@ foreach(case usr1_mpirun term_wrapper term_group term_bare)
   add_test(NAME ckpt.preempt_${case}
            COMMAND ${CKPT}/preempt_under_mpirun.sh $<TARGET_FILE:kintsugi>
                    ${PROJECT_SOURCE_DIR}/scripts/preemptible.sh ${CKPT_OUT} ${case} ${MICRO_RUN})
-  set_tests_properties(ckpt.preempt_${case} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+  set_tests_properties(ckpt.preempt_${case} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                        TIMEOUT 300)
 endforeach()
 # One writer per --out: a second job is refused, naming the first one's host and pid.
 add_test(NAME ckpt.second_writer_refused
          COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
-set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
+set_tests_properties(ckpt.second_writer_refused PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                          TIMEOUT 120)
 # The metrics file is the run's too, wherever --metrics puts it: a second job naming it (with
 # --overwrite, which would empty it) is refused.
 add_test(NAME ckpt.second_writer_of_metrics_refused
@@ -271,7 +275,8 @@ set_tests_properties(ckpt.second_writer_of_metrics_refused PROPERTIES TIMEOUT 12
 # removes anything.
 add_test(NAME ckpt.mpmd_flags_disagree_refused
          COMMAND ${CKPT}/mpmd_flags.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
-set_tests_properties(ckpt.mpmd_flags_disagree_refused PROPERTIES PROCESSORS 2 TIMEOUT 120)
+set_tests_properties(ckpt.mpmd_flags_disagree_refused PROPERTIES
+                     PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 120)
 
 # Output that cannot be written: a full disk under metrics.jsonl (the finished step is saved
 # first), a directory where loss.svg goes, and a log file that must keep its lines when the

@@ -94,7 +94,8 @@ function(grid_refused name ranks pattern)
            COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
                    ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
                    ${MICRO_RUN} --out ${MPI_OUT}/grid_refused ${ARGN})
-  set_tests_properties(mpi.error.grid_${name} PROPERTIES PROCESSORS ${ranks} TIMEOUT 60)
+  set_tests_properties(mpi.error.grid_${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                         TIMEOUT 60)
 endfunction()
 grid_refused(micro_batch 2 "train.micro_batch = 1 must be a multiple of 2"
              --tensor-grid 1,1,2)

@@ -14,6 +14,12 @@
 # the serial run drifts from itself with another micro-batch (measured per family over 20 steps
 # and on the shipped configs: docs/parallelism.md, "How long layouts agree").
 find_program(MPIRUN mpirun REQUIRED)
+# CTest's PROCESSORS is the number of ranks a test runs, except for the tests whose ranks mostly
+# wait: those refused at validation (most of their ~2 s is mpirun's start and its 1-s delay
+# before it kills the other ranks once one has exited with an error; ~0.6 CPU-s measured), and
+# those that wait on a deadline, a stopped or killed rank, or a signal. They take one processor,
+# so that CTest runs another test beside them instead of leaving the second core idle.
+set(MPI_WAITING_PROCESSORS 1)
 set(MPI_OUT ${CMAKE_CURRENT_BINARY_DIR}/mpi-runs)
 set(MPI_DATA ${PROJECT_SOURCE_DIR}/data)
 # The tests' tokenizer: GPT-2's BPE cut at 512 ids (scripts/fetch_data.sh). With GPT-2's 50257
@@ -67,7 +73,8 @@ mpi_layout_test(tp2_pp2_dp2_sp 8 --tp 2 --pp 2 --dp 2 --sequence-parallel)
 add_test(NAME mpi.killed_rank_ends_job
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_killed_rank_ends_job.sh
                  $<TARGET_FILE:kintsugi> ${MPI_OUT} ${MICRO_RUN} --set train.steps=20)
-set_tests_properties(mpi.killed_rank_ends_job PROPERTIES PROCESSORS 2 TIMEOUT 180)
+set_tests_properties(mpi.killed_rank_ends_job PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                     TIMEOUT 180)
 
 # A stopped rank (SIGSTOP) ends the job within comm.timeout_s plus the diagnosis, with one
 # message naming the group, the operation and the rank that did not answer (docs/parallelism.md).
@@ -78,7 +85,8 @@ function(mpi_stall_test name stalled)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_stalled_rank_ends_job.sh
                    $<TARGET_FILE:kintsugi> ${MPI_OUT} stalled_${name} 4 ${stalled} ${MICRO_RUN}
                    --set train.steps=100000 --set comm.timeout_s=3 ${ARGN})
-  set_tests_properties(mpi.stalled_rank_ends_job_${name} PROPERTIES PROCESSORS 4 TIMEOUT 240)
+  set_tests_properties(mpi.stalled_rank_ends_job_${name} PROPERTIES
+                       PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 240)
 endfunction()
 mpi_stall_test(tp2_dp2 3 --tp 2 --dp 2)
 mpi_stall_test(pp2_dp2 2 --pp 2 --dp 2)
@@ -90,8 +98,8 @@ foreach(where init split)
   add_test(NAME mpi.stopped_at_start_ends_job_${where}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_stopped_at_start_ends_job.sh
                    $<TARGET_FILE:kintsugi> ${MPI_OUT} ${where} ${MICRO_RUN})
-  set_tests_properties(mpi.stopped_at_start_ends_job_${where} PROPERTIES PROCESSORS 2
-                                                                         TIMEOUT 180)
+  set_tests_properties(mpi.stopped_at_start_ends_job_${where} PROPERTIES
+                       PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 180)
 endforeach()
 
 # A certain deadlock (every rank waiting for an operation that no waiting rank has posted) ends
@@ -107,8 +115,11 @@ add_test(NAME mpi.waiting_while_a_rank_computes_is_no_deadlock
          COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
                  OMP_NUM_THREADS=1 ${MPIRUN} -np 4 --oversubscribe --bind-to none
                  $<TARGET_FILE:deadlock_test> busy)
-set_tests_properties(mpi.deadlock_ends_job mpi.waiting_while_a_rank_computes_is_no_deadlock
-                     PROPERTIES PROCESSORS 4 TIMEOUT 150)
+set_tests_properties(mpi.deadlock_ends_job PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                  TIMEOUT 150)
+# Its waiting ranks poll: four processors.
+set_tests_properties(mpi.waiting_while_a_rank_computes_is_no_deadlock PROPERTIES PROCESSORS 4
+                                                                              TIMEOUT 150)
 set_tests_properties(mpi.waiting_while_a_rank_computes_is_no_deadlock PROPERTIES
                      PASS_REGULAR_EXPRESSION "busy: every rank finished"
                      FAIL_REGULAR_EXPRESSION "deadlock")
@@ -156,7 +167,7 @@ add_test(NAME mpi.error.missing_token_file
                  --set data.train=nope.bin)
 set_tests_properties(mpi.error.world_not_a_multiple_of_tp mpi.error.heads_not_divisible_by_tp
                      mpi.error.batch_not_divisible_by_dp mpi.error.missing_token_file
-                     PROPERTIES PROCESSORS 2 TIMEOUT 60)
+                     PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 60)
 
 # Pipeline validation and the Chrome trace.
 add_test(NAME mpi.error.interleaving_needs_divisible_layers
@@ -188,7 +199,7 @@ set_tests_properties(mpi.error.interleaving_needs_divisible_layers
                      mpi.error.interleaving_needs_micro_batches
                      mpi.error.virtual_stages_need_interleaving
                      mpi.error.zero2_with_pipeline mpi.error.hsdp_needs_zero
-                     PROPERTIES PROCESSORS 2 TIMEOUT 60)
+                     PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 60)
 
 add_test(NAME mpi.trace
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_trace.sh $<TARGET_FILE:kintsugi>
@@ -458,7 +469,8 @@ add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
                  "model.n_kv_head = 2 is not divisible by tp = 4"
                  ${MPIRUN} -q -np 4 --oversubscribe $<TARGET_FILE:kintsugi> train ${LLAMA_RUN}
                  --tp 4)
-set_tests_properties(mpi.error.kv_heads_not_divisible_by_tp PROPERTIES PROCESSORS 2 TIMEOUT 60)
+set_tests_properties(mpi.error.kv_heads_not_divisible_by_tp PROPERTIES
+                     PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 60)
 
 # `kintsugi tune`: the planner's best 3 layouts of the micro GPT on 4 local ranks, 3 steps each,
 # measured and refit (docs/planner.md); plan -> tune -> plan closes: the plan on the refit
@@ -526,7 +538,8 @@ add_test(NAME mpi.ranks_with_different_configs_refused
                  --out ${MPI_OUT}/different_configs :
                  -np 1 $<TARGET_FILE:kintsugi> train ${MICRO_RUN} --dp 2 --set train.lr=2e-3
                  --out ${MPI_OUT}/different_configs)
-set_tests_properties(mpi.ranks_with_different_configs_refused PROPERTIES PROCESSORS 2 TIMEOUT 60)
+set_tests_properties(mpi.ranks_with_different_configs_refused PROPERTIES
+                     PROCESSORS ${MPI_WAITING_PROCESSORS} TIMEOUT 60)
 
 # Ranks sharing a node's cores: 2 ranks of as many threads as the machine has cores ask for
 # twice its cores, so the MFU peak counts half of each rank's measured rate.

@@ -16,15 +16,15 @@ dir="$out/$name"
 rm -rf "$dir" && mkdir -p "$dir/folder"
 python3 "$here/make_hf_folder.py" "$dir/folder" "$dir/single.safetensors" "$family" "$shards" \
   "$dtype" "$@"
-cp "$data/gpt2-tokenizer/"* "$dir/folder/"
+cp "$data/gpt2-512-tokenizer/"* "$dir/folder/"
 if ((shards > 1)); then
   test -f "$dir/folder/model.safetensors.index.json"
   test "$(ls "$dir/folder" | grep -c "^model-0000[1-9]-of-0000$shards.safetensors$")" -eq "$shards"
 fi
 cat >"$dir/run.toml" <<TOML
 [data]
-train = "$data/brown/train.bin"
-val = "$data/brown/val.bin"
+train = "$data/brown/gpt2-512/train.bin"
+val = "$data/brown/gpt2-512/val.bin"
 [train]
 steps = 1
 global_batch = 8
@@ -46,7 +46,7 @@ else
          --set model.rope_theta=500000)
 fi
 shape+=(--set model.n_layer=2 --set model.d_model=32 --set model.n_head=4 --set model.seq_len=64
-        --set data.tokenizer="$data/gpt2-tokenizer")
+        --set data.tokenizer="$data/gpt2-512-tokenizer" --set model.vocab_size=512)
 
 "$kintsugi" train --config "$dir/run.toml" --init-from "$dir/single.safetensors" "${shape[@]}" \
   --out "$dir/file" | tee "$dir/file.log"

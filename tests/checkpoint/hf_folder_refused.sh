@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 dir="$out/hf_refused_$kind${RANKS:+_ranks$RANKS}"
 rm -rf "$dir" && mkdir -p "$dir/folder"
 python3 "$here/make_hf_folder.py" "$dir/folder" "$dir/single.safetensors" llama 3 bf16 gqa
-cp "$data/gpt2-tokenizer/"* "$dir/folder/"
+cp "$data/gpt2-512-tokenizer/"* "$dir/folder/"
 f="$dir/folder"
 edit_json() {  # FILE PYTHON-STATEMENT on `j`
   python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); $2; json.dump(j, open(p, 'w'))" "$1"
@@ -37,8 +37,8 @@ case "$kind" in
 esac
 cat >"$dir/run.toml" <<TOML
 [data]
-train = "$data/brown/train.bin"
-val = "$data/brown/val.bin"
+train = "$data/brown/gpt2-512/train.bin"
+val = "$data/brown/gpt2-512/val.bin"
 [train]
 steps = 1
 global_batch = 8

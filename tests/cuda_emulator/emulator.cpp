@@ -1,5 +1,9 @@
 // The fiber scheduler of the CUDA emulator (cuda_emulator.hpp): one fiber per CUDA thread of a
-// block, switched at barriers.
+// block, switched at barriers. A round runs every runnable fiber in order until it stops (at a
+// barrier, or at its end); a fiber that stops passes on to the next one of the round itself, and
+// the last one returns to the scheduler, which releases the barriers that every fiber concerned
+// has reached and starts the next round: one switch per stop, as many as a fiber runs through
+// (a tensor-core product emulated with shuffles stops each lane 16 times).
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -92,6 +96,11 @@ struct Block {
   const void* scheduler_bottom = nullptr;  // the scheduler's stack (finish_switch)
   std::size_t scheduler_size = 0;
   int current = -1;
+  // The round being run: the fibers in the order they run, and how many have stopped so far.
+  const std::vector<int>* round = nullptr;
+  bool reverse = false;
+  int stopped = 0;
+  bool from_scheduler = false;  // the fiber resumed next is resumed by the scheduler
   const std::function<void()>* body = nullptr;
   const char* kernel = "";
   // Kept up to date by the fibers as they stop, so a scheduling round costs what it runs.
@@ -112,15 +121,47 @@ std::uint64_t launch_count = 0;
   std::abort();
 }
 
+char* stack_of(int thread);
+
+// A fiber that stops hands over to the next fiber of the round, or after the last one back to
+// the scheduler. fake_stack_save: where AddressSanitizer keeps the fiber's fake stack until it
+// is resumed (nullptr for a fiber that ends).
+void pass_on(Fiber& self, void** fake_stack_save) {
+  Block& b = *active;
+  const int n = static_cast<int>(b.round->size());
+  if (++b.stopped == n) {
+    start_switch(fake_stack_save, b.scheduler_bottom, b.scheduler_size);
+    cuda_emu_switch(&self.sp, b.scheduler_sp);
+    return;
+  }
+  const int next = (*b.round)[b.reverse ? n - 1 - b.stopped : b.stopped];
+  b.current = next;
+  start_switch(fake_stack_save, stack_of(next), kStackBytes);
+  cuda_emu_switch(&self.sp, b.fibers[next].sp);
+}
+
+// A fiber resumed (or started): the switch is done. When the scheduler resumed it, the stack it
+// left is the scheduler's, which the last fiber of the round returns to.
+void resumed(void* fake_stack) {
+  Block& b = *active;
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+  finish_switch(fake_stack, &bottom, &size);
+  if (b.from_scheduler) {
+    b.scheduler_bottom = bottom;
+    b.scheduler_size = size;
+    b.from_scheduler = false;
+  }
+}
+
 [[noreturn]] void fiber_main() {
-  finish_switch(nullptr, &active->scheduler_bottom, &active->scheduler_size);
+  resumed(nullptr);
   Fiber& self = active->fibers[active->current];
   (*active->body)();
   self.wait = Wait::done;
   ++active->done;
   ++active->warp_done[active->current / 32];
-  start_switch(nullptr, active->scheduler_bottom, active->scheduler_size);  // never resumed
-  cuda_emu_switch(&self.sp, active->scheduler_sp);
+  pass_on(self, nullptr);  // never resumed
   die("a finished thread was resumed");
 }
 
@@ -151,11 +192,10 @@ char* stack_of(int thread) {
   return stacks + kStackBytes * static_cast<std::size_t>(thread);
 }
 
-// A waiting fiber back to the scheduler, until it is run again.
-void to_scheduler(Fiber& f) {
-  start_switch(&f.fake_stack, active->scheduler_bottom, active->scheduler_size);
-  cuda_emu_switch(&f.sp, active->scheduler_sp);
-  finish_switch(f.fake_stack, &active->scheduler_bottom, &active->scheduler_size);
+// A fiber that waits at a barrier, until a later round runs it again.
+void stop(Fiber& f) {
+  pass_on(f, &f.fake_stack);
+  resumed(f.fake_stack);
 }
 
 // A warp whose lanes all wait at a shuffle: every lane receives its source lane's value.
@@ -193,14 +233,16 @@ void run_block(Block& b, int threads, bool reverse) {
   std::vector<int> runnable(threads), next;
   for (int t = 0; t < threads; ++t) runnable[t] = t;
   while (!runnable.empty()) {
-    const int n = static_cast<int>(runnable.size());
-    for (int k = 0; k < n; ++k) {
-      b.current = runnable[reverse ? n - 1 - k : k];
-      void* fake_stack = nullptr;
-      start_switch(&fake_stack, stack_of(b.current), kStackBytes);
-      cuda_emu_switch(&b.scheduler_sp, b.fibers[b.current].sp);
-      finish_switch(fake_stack, nullptr, nullptr);
-    }
+    // The round: its first fiber, which passes on to the others (pass_on).
+    b.round = &runnable;
+    b.reverse = reverse;
+    b.stopped = 0;
+    b.current = reverse ? runnable.back() : runnable.front();
+    b.from_scheduler = true;
+    void* fake_stack = nullptr;
+    start_switch(&fake_stack, stack_of(b.current), kStackBytes);
+    cuda_emu_switch(&b.scheduler_sp, b.fibers[b.current].sp);
+    finish_switch(fake_stack, nullptr, nullptr);
     if (b.done == threads) return;
     next.clear();
     if (b.at_barrier > 0 && b.at_barrier + b.done == threads) {
@@ -296,7 +338,7 @@ void syncthreads() {
   Fiber& f = active->fibers[active->current];
   f.wait = Wait::block;
   ++active->at_barrier;
-  to_scheduler(f);
+  stop(f);
 }
 
 std::uint64_t shuffle(unsigned mask, std::uint64_t bits, int source, bool xor_mode) {
@@ -307,7 +349,7 @@ std::uint64_t shuffle(unsigned mask, std::uint64_t bits, int source, bool xor_mo
   f.xor_mode = xor_mode;
   f.wait = Wait::warp;
   ++active->warp_waiting[active->current / 32];
-  to_scheduler(f);
+  stop(f);
   return f.result;
 }
 

@@ -17,23 +17,33 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 dir="$out/energy"
 rm -rf "$dir"
 writers=()
-trap 'kill "${writers[@]}" 2>/dev/null' EXIT
+stop_writers() {
+  ((${#writers[@]} == 0)) || kill "${writers[@]}" 2>/dev/null || true
+  writers=()
+}
+trap stop_writers EXIT
 fake_package() {  # fake_package ROOT PERIOD_S: a package-0 zone at 100 W, updated every PERIOD_S
   local zone="$1/intel-rapl:0" period="$2"
   mkdir -p "$zone"
   echo package-0 >"$zone/name"
   echo 262143328850 >"$zone/max_energy_range_uj"
   echo 0 >"$zone/energy_uj"
-  local start
-  start=$(date +%s%N)
-  (
-    while :; do  # microjoules at 100 W: (ns since start) / 10
-      echo $((($(date +%s%N) - start) / 10)) >"$zone/energy_uj.tmp"
-      mv "$zone/energy_uj.tmp" "$zone/energy_uj"
-      sleep "$period"
-    done
-  ) &
+  # One process (a shell loop forked date, mv and sleep every period: a core's worth of work),
+  # counting from now; the runs start once it has written.
+  python3 - "$zone" "$period" "$(date +%s%N)" <<'PY' &
+import os, sys, time
+zone, period, start = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+while True:  # microjoules at 100 W: (ns since start) / 10
+    with open(f"{zone}/energy_uj.tmp", "w") as f:
+        f.write(f"{(time.time_ns() - start) // 10}\n")
+    os.replace(f"{zone}/energy_uj.tmp", f"{zone}/energy_uj")
+    time.sleep(period)
+PY
   writers+=($!)
+  for _ in $(seq 500); do
+    [[ "$(cat "$zone/energy_uj")" != 0 ]] && break
+    sleep 0.01
+  done
 }
 fake_package "$dir/powercap" 0.005
 export KINTSUGI_TEST_POWERCAP_ROOT="$dir/powercap" KINTSUGI_TEST_SLOW_MICRO_BATCHES=train:80
@@ -85,4 +95,5 @@ print(f"coarse: {len(carried)} of {len(steps)} steps carry energy, {power:.1f} W
 if not 60 < power < 140:
     sys.exit(f"coarse counter: measured {power:.1f} W of a 100 W fake package")
 PY
+stop_writers  # before their directories go
 "$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"
