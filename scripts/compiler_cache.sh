@@ -9,9 +9,12 @@
 # would have produced.
 compiler_cache_flags=()
 if [[ "${KINTSUGI_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$repo}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
-  compiler_cache_flags=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
-                        -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # Given to the launcher itself (not only exported here), so that a later `cmake --build build`
+  # or `ninja -C build` in a shell without them still keys the cache relative to the clone.
+  launcher="env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo};CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1};ccache"
+  compiler_cache_flags=("-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher"
+                        "-DCMAKE_C_COMPILER_LAUNCHER=$launcher"
+                        "-DCMAKE_CUDA_COMPILER_LAUNCHER=$launcher")
 elif [[ "${KINTSUGI_CCACHE:-1}" == 0 ]]; then  # also in a build folder configured with it
   compiler_cache_flags=(-DCMAKE_CXX_COMPILER_LAUNCHER= -DCMAKE_C_COMPILER_LAUNCHER=
                         -DCMAKE_CUDA_COMPILER_LAUNCHER=)
