@@ -1,6 +1,6 @@
 #pragma once
-// The repository's configs in tests: a cluster preset by name (a file of configs/clusters/, named without .toml), and
-// what load_run_config says of a set of overrides.
+// The repository's configs in tests: a cluster preset by name (a file of configs/clusters/,
+// named without .toml), and what load_run_config says of a set of overrides.
 #include <string>
 #include <vector>
 
