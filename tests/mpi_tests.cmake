@@ -384,8 +384,12 @@ foreach(family llama bloom)
                    --tp 2 --sequence-parallel --set train.recompute="full")
   set_tests_properties(mpi.${family}_tp2_sp_recompute_full PROPERTIES
                        FIXTURES_REQUIRED ${family}_tp2_sp_run PROCESSORS 2 TIMEOUT 300)
+  # Losses to 3e-4 here: tp 2 reduces the final norm's partial sums in another order, and a
+  # logit that rounds to the neighbouring bf16 value moves the validation loss (measured: Llama
+  # 1.4e-5 on a CPU whose bf16 GEMM uses AVX512-BF16 dot products, 1.01e-4 on an AVX2 CPU, AMD
+  # EPYC, whose GEMM multiplies in exact f32; BLOOM 7.2e-6).
   add_test(NAME mpi.${family}_tp2_dp2_bf16_zero1
-           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_bf16 RTOL=1e-4
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_bf16 RTOL=3e-4
                    WEIGHT_RTOL=0.1
                    ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
                    $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_dp2_bf16_zero1 4 ${run}
