@@ -223,7 +223,7 @@ add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2
 set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
                      "tp groups \\(8 of 2 ranks, 0 crossing nodes\\): \\[0 1\\] \\[2 3\\]")
 add_test(NAME cli.error.layout_world_mismatch
-         COMMAND ${EXPECT_ERROR} "set --dp 4" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
+         COMMAND ${EXPECT_ERROR} "change --dp to 4 or launch 6 ranks" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
 # One flag per layout key, made from the config key table (docs/parallelism.md, "Layout flags").
 add_test(NAME cli.layout_flags COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/layout_flags.sh ${KINTSUGI_BIN})
 add_test(NAME cli.error.layout_flag_not_a_number

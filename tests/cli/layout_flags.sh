@@ -16,7 +16,7 @@ for key in "${keys[@]}"; do
   for cmd in train eval; do
     help_var="${cmd}_help"
     grep -qE -- "^ *${flag}[ {=]" <<<"${!help_var}" || { echo "FAIL: $cmd has no $flag for $key"; exit 1; }
-    grep -qF -- "($key)" <<<"${!help_var}" || { echo "FAIL: $cmd's $flag does not name $key"; exit 1; }
+    grep -qE -- "\\(${key//./\\.}[);]" <<<"${!help_var}" || { echo "FAIL: $cmd's $flag does not name $key"; exit 1; }
   done
 done
 for flag in --tp --pp --dp --virtual-stages --zero --hsdp --schedule --sequence-parallel \

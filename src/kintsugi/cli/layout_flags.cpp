@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 
+#include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/train/run_config.hpp"
 
@@ -71,6 +74,13 @@ std::string toml_value(const ConfigKeyDoc& key, const std::string& text) {
     if (!whole_number(text)) fail("{} {} must be a whole number", flag, text);
     return text;
   }
+  if (key.type == "float") {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(v))
+      fail("{} {} must be a finite number", flag, text);
+    return text;
+  }
   if (key.type == "integers") {
     const std::vector<std::string> parts = split(text);
     const bool numbers = std::all_of(parts.begin(), parts.end(), whole_number);
@@ -88,20 +98,14 @@ std::string toml_value(const ConfigKeyDoc& key, const std::string& text) {
   return fmt::format("\"{}\"", text);
 }
 
-// An option setting `target`, whose empty value is refused (read as not given, it would
-// silently fall back to the config's value).
-CLI::Option* add_value(CLI::App& command, const std::string& flag, std::string& target,
-                       const std::string& help) {
-  return command
-      .add_option_function<std::string>(
-          flag,
-          [&target, flag](const std::string& value) {
-            if (value.empty())
-              fail("{} '' is empty: give it a value, or drop {} for its default", flag, flag);
-            target = value;
-          },
-          help)
-      ->type_name("TEXT");
+// What --help shows as the value: the key's type as the config table names it.
+std::string type_of(const ConfigKeyDoc& key) {
+  if (key.type == "integers") return "N,N,...";
+  std::string name = key.type == "string" ? "NAME" : key.type;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+    return static_cast<char>(std::toupper(c));
+  });
+  return name;
 }
 
 }  // namespace
@@ -117,12 +121,15 @@ void add_layout_flags(CLI::App& command, LayoutFlagValues& values,
                       const std::vector<std::string>& keys) {
   for (const std::string& key : offered(keys)) {
     const ConfigKeyDoc& doc = key_doc(key);
-    const std::string help = fmt::format("{} ({})", capitalized(doc.doc), key);
+    const std::string how = doc.type == "boolean"    ? "; =false turns it off"
+                            : doc.type == "integers" ? "; the flag takes them comma-separated"
+                                                     : "";
+    const std::string help = fmt::format("{} ({}{})", capitalized(doc.doc), key, how);
     std::string& target = values[key];
     if (doc.type == "boolean")
-      command.add_flag(flag_of(key) + "{true}", target, help);
+      command.add_flag(flag_of(key), target, help);
     else
-      add_value(command, flag_of(key), target, help);
+      add_text_option(command, flag_of(key), target, help)->type_name(type_of(doc));
   }
 }
 
@@ -140,12 +147,12 @@ void add_layout_pins(CLI::App& command, LayoutFlagValues& pins,
     const std::string what = doc.type == "boolean" ? "true, false or true,false"
                              : doc.type == "string" ? "one value or a list: a,b"
                                                     : "one value, a list: 2,4, or a range: 1:8";
-    const std::string help = fmt::format("Pin {} ({}): {}", doc.doc, key, what);
+    const std::string help = fmt::format("Pin {} ({}): {}", key, doc.doc, what);
     std::string& target = pins[key];
     if (doc.type == "boolean")
-      command.add_flag(flag_of(key) + "{true}", target, help);
+      command.add_flag(flag_of(key), target, help);
     else
-      add_value(command, flag_of(key), target, help);
+      add_text_option(command, flag_of(key), target, help)->type_name(type_of(doc) + "[,...]");
   }
 }
 

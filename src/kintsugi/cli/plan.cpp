@@ -15,6 +15,7 @@
 #include "kintsugi/cli/layout_flags.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/cli/plan_run_config.hpp"
+#include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
@@ -697,14 +698,10 @@ CLI::Option* positive_number(CLI::App* cmd, const std::string& flag, double& tar
 }
 
 // An option whose empty value would read as "not given" in PlanArgs (--global-batch '' as the
-// default batch, --model '' as gpt-tiny): an empty value is refused by name.
+// default batch, --model '' as gpt-tiny): an empty value is refused by name (cli/text_option.hpp).
 CLI::Option* text_option(CLI::App* cmd, const std::string& flag, std::string& target,
                          const std::string& what) {
-  auto take = [name = flag.substr(0, flag.find(',')), &target](const std::string& text) {
-    if (text.empty()) fail("{} '' is empty: give a value or leave the flag out", name);
-    target = text;
-  };
-  return cmd->add_option_function<std::string>(flag, take, what)->type_name("TEXT");
+  return add_text_option(*cmd, flag, target, what);
 }
 
 }  // namespace
