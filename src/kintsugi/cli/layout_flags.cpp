@@ -84,13 +84,10 @@ std::string toml_value(const ConfigKeyDoc& key, const std::string& text) {
   if (key.type == "integers") {
     const std::vector<std::string> parts = split(text);
     const bool numbers = std::all_of(parts.begin(), parts.end(), whole_number);
-    if (key.key == "parallel.tensor_grid" &&
-        (!numbers || parts.size() != 3 ||
-         std::any_of(parts.begin(), parts.end(), [](const auto& p) { return std::stoll(p) < 1; })))
-      fail("{} {} must be three whole numbers of at least 1, X,Y,Z (e.g. 2,2,1)", flag, text);
     if (!numbers) fail("{} {} must be whole numbers separated by commas (e.g. 5,4,3)", flag, text);
     return fmt::format("[{}]", fmt::join(parts, ", "));
   }
+  // How many numbers a list needs (a grid's three) is the config's check, as for --set.
   // Strings (and the names of choices): the config checks the name; quotes cannot be in one.
   if (std::any_of(text.begin(), text.end(),
                   [](unsigned char c) { return c == '"' || c == '\\' || std::iscntrl(c); }))
