@@ -24,7 +24,7 @@ run=(--config "$root/configs/gpt-tiny.toml" --set data.train="$data/brown/train.
   --set train.warmup_steps=1 --set train.eval_every=0 --set train.eval_batches=1
   --set train.log_every=1 --set train.save_checkpoint=false --set train.threads=1)
 # Pins that leave exactly the measured layout: no pipeline, ZeRO, recomputation or sp.
-pins=(--pp 1 --micro-batch 2 --zero 0 --recompute none --sp off --schedule 1f1b)
+pins=(--pp 1 --micro-batch 2 --zero 0 --recompute none --sequence-parallel=false --schedule 1f1b)
 table="$out/table"
 {
   echo "| layout (4 ranks) | measured ms/step | predicted ms/step | error |"

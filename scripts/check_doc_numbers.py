@@ -114,21 +114,21 @@ def bytes_per_parameter():
 
 GAUDI_LLAMA = ("--model llama-13b --cluster gaudi2 --nodes 8 --global-batch 256 --seq 2048 "
                "--tp 4 --pp 2 --dp 8 --micro-batch 1 --schedule 1f1b --zero 0 --recompute none "
-               "--sp off --pipeline-p2p blocking")
+               "--sequence-parallel=false --pipeline-p2p blocking")
 TR1_13B = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
            "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 "
            "--precision bf16")
 GAUDI_BLOOM = (TR1_13B + " --cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 "
-               "--dp 16 --micro-batch 1 --schedule 1f1b --zero 0 --recompute none --sp off "
+               "--dp 16 --micro-batch 1 --schedule 1f1b --zero 0 --recompute none --sequence-parallel=false "
                "--attention materialized --pipeline-p2p blocking")
 FRONTIER_175B = ("--model gpt-175b --cluster frontier --nodes 8 --global-batch 640 --seq 2048 "
                  "--precision fp16 --tp 4 --pp 16 --dp 1 --micro-batch 1 --schedule 1f1b "
-                 "--recompute full --sp off --pipeline-p2p blocking")
+                 "--recompute full --sequence-parallel=false --pipeline-p2p blocking")
 FRONTIER_1T = ("--model gpt-1t --cluster frontier --nodes 64 --global-batch 1600 --seq 2048 "
                "--precision fp16 --tp 8 --pp 64 --dp 1 --micro-batch 1 --schedule 1f1b "
-               "--recompute full --sp off --pipeline-p2p blocking")
+               "--recompute full --sequence-parallel=false --pipeline-p2p blocking")
 A100 = ("--cluster dgx-a100-80gb --seq 2048 --tp 8 --dp 1 --micro-batch 1 --recompute selective "
-        "--sp on --attention materialized")
+        "--sequence-parallel --attention materialized")
 A100_22B = "--model gpt-22b --nodes 1 --global-batch 4 --pp 1 " + A100
 A100_175B = "--model gpt-175b --nodes 8 --global-batch 64 --pp 8 --schedule 1f1b " + A100
 A100_530B = "--model gpt-530b --nodes 35 --global-batch 280 --pp 35 --schedule 1f1b " + A100
@@ -339,7 +339,7 @@ def measured_figures():
 
 F175 = "--model gpt-175b --cluster frontier --nodes 128 --global-batch 640 --seq 2048 --precision fp16"
 F1T = "--model gpt-1t --cluster frontier --nodes 64 --global-batch 1600 --seq 2048 --precision fp16"
-STUDY_SPACE = "--zero 0,1 --schedule 1f1b --sp off --recompute full --hsdp 0"
+STUDY_SPACE = "--zero 0,1 --schedule 1f1b --sequence-parallel=false --recompute full --hsdp 0"
 PUBLISHED_175B = dict(tp=4, pp=16, micro_batch=1, zero=1, recompute="full", schedule="1f1b",
                       sequence_parallel=False, hsdp=0, virtual_stages=1)
 PUBLISHED_1T = dict(tp=8, pp=64, micro_batch=1, recompute="full", schedule="1f1b",
@@ -389,7 +389,7 @@ def frontier_ranking():
 # ---- docs/planner.md, "Frontier: strong scaling" -----------------------------------------
 
 SCALING = ("--seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b --recompute full "
-           "--sp off --zero 1 --hsdp 0 --pipeline-p2p blocking")
+           "--sequence-parallel=false --zero 1 --hsdp 0 --pipeline-p2p blocking")
 
 
 def scaling_points(command, cwd=None):
@@ -440,7 +440,7 @@ def strong_scaling():
 # ---- docs/planner.md, "Frontier: the study's Table V space, searched exhaustively" ---------
 
 TABLE_V = ("--model gpt-175b --cluster frontier --tp 1,2,4,8 --pp 1,2,4,8,12,16 --zero 0,1 "
-           "--seq 2048 --precision fp16 --schedule 1f1b --recompute full --sp off --hsdp 0 "
+           "--seq 2048 --precision fp16 --schedule 1f1b --recompute full --sequence-parallel=false --hsdp 0 "
            "--objective time")
 
 
@@ -477,11 +477,11 @@ def table_v():
 # ---- docs/planner.md, "The Frontier study's energy estimates" ---------------------------
 
 ENERGY = ("--cluster frontier --seq 2048 --precision fp16 --schedule 1f1b --recompute full "
-          "--sp off --hsdp 0 --pipeline-p2p blocking --tokens-per-param 20")
+          "--sequence-parallel=false --hsdp 0 --pipeline-p2p blocking --tokens-per-param 20")
 BLOOM = ("--config configs/gpt-tiny.toml --set model.n_layer=40 --set model.d_model=5120 "
          "--set model.n_head=32 --set model.d_ff=20480 --set model.seq_len=2048 --precision bf16 "
          "--cluster gaudi2 --nodes 16 --global-batch 1024 --tp 4 --pp 2 --dp 16 --micro-batch 1 "
-         "--schedule 1f1b --zero 0 --recompute none --sp off --attention materialized "
+         "--schedule 1f1b --zero 0 --recompute none --sequence-parallel=false --attention materialized "
          "--pipeline-p2p blocking --tokens 3.15e11")
 
 
@@ -581,7 +581,7 @@ def grid_preset_example():
 
 PERLMUTTER_80B = "--model gpt-80b --cluster perlmutter --nodes 256 --seq 2048 --global-batch"
 SPACES_80B = {"1d": "--tensor-grid none",
-              "1d_full": "--tensor-grid none --recompute full --sp off",
+              "1d_full": "--tensor-grid none --recompute full --sequence-parallel=false",
               "3d": "--tensor-grid any --tp-across-nodes --pp 1",
               "all": "--tensor-grid none any --tp-across-nodes"}
 

@@ -223,7 +223,25 @@ add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2
 set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
                      "tp groups \\(8 of 2 ranks, 0 crossing nodes\\): \\[0 1\\] \\[2 3\\]")
 add_test(NAME cli.error.layout_world_mismatch
-         COMMAND ${EXPECT_ERROR} "set --dp 4" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
+         COMMAND ${EXPECT_ERROR} "change --dp to 4 or launch 6 ranks" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
+# One flag per layout key, made from the config key table (docs/parallelism.md, "Layout flags").
+add_test(NAME cli.layout_flags COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/layout_flags.sh ${KINTSUGI_BIN})
+add_test(NAME cli.error.layout_flag_not_a_number
+         COMMAND ${EXPECT_ERROR} "--tp two must be a whole number"
+                 ${KINTSUGI_BIN} train --config ${TINY} --tp two)
+add_test(NAME cli.error.layout_flag_not_a_boolean
+         COMMAND ${EXPECT_ERROR} "--sequence-parallel=maybe must be true or false"
+                 ${KINTSUGI_BIN} train --config ${TINY} --sequence-parallel=maybe)
+add_test(NAME cli.error.layout_flag_bad_list
+         COMMAND ${EXPECT_ERROR} "--layers-per-stage 2,x must be whole numbers separated by commas"
+                 ${KINTSUGI_BIN} eval --checkpoint nowhere --data nowhere.bin --layers-per-stage 2,x)
+add_test(NAME cli.error.layout_pin_not_a_boolean
+         COMMAND ${EXPECT_ERROR} "--sequence-parallel=true,on must be true, false or true,false"
+                 ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --sequence-parallel=true,on)
+add_test(NAME cli.layout_order_flag
+         COMMAND ${KINTSUGI_BIN} layout --world 8 --tp 2 --pp 2 --order dp-tp-pp)
+set_tests_properties(cli.layout_order_flag PROPERTIES PASS_REGULAR_EXPRESSION
+                     "order dp-tp-pp.*tp groups \\(4 of 2 ranks, 0 crossing nodes\\): \\[0 2\\]")
 add_test(NAME cli.error.tp_without_mpirun
          COMMAND ${EXPECT_ERROR} "the job has 1 rank, not a multiple of tp 2 x pp 1: launch a multiple of 2 ranks \\(mpirun -np 2"
                  ${KINTSUGI_BIN} train --config ${TINY} --tp 2)
@@ -336,7 +354,7 @@ add_test(NAME cli.error.plan_max_global_batch
 add_test(NAME cli.plan_campaign
          COMMAND ${KINTSUGI_BIN} plan --model gpt-175b --cluster frontier --nodes 8
                  --global-batch 640 --seq 2048 --precision fp16 --tp 4 --pp 16 --micro-batch 1
-                 --schedule 1f1b --recompute full --sp off --tokens-per-param 20)
+                 --schedule 1f1b --recompute full --sequence-parallel=false --tokens-per-param 20)
 set_tests_properties(cli.plan_campaign PROPERTIES PASS_REGULAR_EXPRESSION
                      "campaign: 3\\.49[0-9]*e\\+12 tokens \\(20 per parameter\\).*energy: devices x 250 W per device.*idle 45 W.*mem GB +time +energy\n +1 tp .* [0-9,.]+ d +[0-9.]+ GWh\n")
 add_test(NAME cli.plan_campaign_energy_unknown

@@ -110,7 +110,7 @@ function(grid_refused_serial name pattern)
 endfunction()
 set(GRID_TINY train --config ${PROJECT_SOURCE_DIR}/configs/gpt-tiny.toml
               --out ${MPI_OUT}/grid_refused_serial)
-grid_refused_serial(malformed "--tensor-grid 2,2 must be three whole numbers"
+grid_refused_serial(malformed "parallel.tensor_grid must be three whole numbers of at least 1, \\[x, y, z\\], not 2 entries"
                     ${GRID_TINY} --tensor-grid 2,2)
 grid_refused_serial(tp_disagrees "--tensor-grid 1,1,1 has 1 rank but --tp is 2"
                     ${GRID_TINY} --tensor-grid 1,1,1 --tp 2)

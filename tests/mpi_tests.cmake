@@ -503,14 +503,14 @@ set_tests_properties(mpi.tune_device_cpu PROPERTIES FIXTURES_REQUIRED local_link
 add_test(NAME mpi.plan_matches_runs
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
                  ${MPI_OUT} ${MICRO_RUN} --
-                 "dp2_tp2:4:--tp 2 --tensor-grid none --dp 2 --zero 0 --sp off --micro-batch 1 --recompute none"
-                 "tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
-                 "tp2_dp2_sp_zero2:4:--tp 2 --tensor-grid none --dp 2 --zero 2 --sp on --micro-batch 1 --recompute none"
+                 "dp2_tp2:4:--tp 2 --tensor-grid none --dp 2 --zero 0 --sequence-parallel=false --micro-batch 1 --recompute none"
+                 "tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sequence-parallel=false --micro-batch 1 --recompute none"
+                 "tp2_dp2_sp_zero2:4:--tp 2 --tensor-grid none --dp 2 --zero 2 --sequence-parallel --micro-batch 1 --recompute none"
                  "pp2_1f1b:2:--pp 2 --schedule 1f1b --micro-batch 1 --recompute none"
                  "pp2_gpipe:2:--pp 2 --schedule gpipe --micro-batch 1 --recompute none"
                  "pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
                  "pp2_dp2_zero1:4:--pp 2 --dp 2 --zero 1 --schedule 1f1b --micro-batch 1 --recompute none"
-                 "tp2_pp2_dp2_sp:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 0 --schedule 1f1b --sp on --micro-batch 1 --recompute none"
+                 "tp2_pp2_dp2_sp:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 0 --schedule 1f1b --sequence-parallel --micro-batch 1 --recompute none"
                  "dp4_zero3_hsdp2:4:--dp 4 --zero 3 --hsdp 2 --micro-batch 1 --recompute none"
                  "dp4_zero1_hsdp2:4:--dp 4 --zero 1 --hsdp 2 --micro-batch 1 --recompute none"
                  "grid_2x2x1:4:--tensor-grid 2,2,1 --micro-batch 1 --recompute none"
@@ -526,8 +526,8 @@ foreach(family llama bloom)
                    ${MPI_OUT} ${${FAMILY}_RUN} --
                    "${family}_serial:1:--micro-batch 1 --recompute none"
                    "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
-                   "${family}_tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sp off --micro-batch 1 --recompute none"
-                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sp on --micro-batch 1 --recompute none")
+                   "${family}_tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sequence-parallel=false --micro-batch 1 --recompute none"
+                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sequence-parallel --micro-batch 1 --recompute none")
   set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
                        DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
 endforeach()

@@ -21,7 +21,8 @@ check "^kintsugi: error: --rampup-tokens nan must be" "${plan[@]}" --rampup-toke
 check "^kintsugi: error: --critical-batch-loss 0 must be" "${plan[@]}" --critical-batch-loss 0
 check "^kintsugi: error: --tokens '4e9x' is not a number" "${plan[@]}" --tokens 4e9x
 for flag in --model --cluster --global-batch --tp --write-config; do
-  check "^kintsugi: error: $flag '' is empty: give a value or leave the flag out" "$kintsugi" plan "$flag" ''
+  check "^kintsugi: error: $flag '' is empty: give it a value, or drop $flag for its default" \
+    "$kintsugi" plan "$flag" ''
 done
 for flag in --max-global-batch --max-nodes; do
   check "^kintsugi: error: $flag -1 is not a whole number of at least 0" "${plan[@]}" "$flag" -1

@@ -6,7 +6,7 @@ set -euo pipefail
 mkdir -p "$2"
 rm -f "$2/scaling.svg"
 F="--cluster frontier --seq 2048 --precision fp16 --micro-batch 1 --schedule 1f1b --recompute full
-   --sp off --zero 1 --hsdp 0 --model gpt-175b --global-batch 8000 --tp 4 --pp 16"
+   --sequence-parallel=false --zero 1 --hsdp 0 --model gpt-175b --global-batch 8000 --tp 4 --pp 16"
 out=$("$1" plan --scaling strong --nodes 16:128:x2 $F --plot "$2/scaling.svg")
 echo "$out"
 grep -Eq "^ +16 +128 +8000 tp 4 pp 16 dp 2 .* 100\.0%$" <<<"$out"

@@ -3,7 +3,9 @@
 // both: train/evaluation.hpp) for the same windows.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +20,7 @@
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
+#include "kintsugi/cli/layout_flags.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
@@ -40,12 +43,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct EvalArgs {
-  std::string checkpoint, init_from, config, data, schedule, precision, device, tensor_grid;
+  std::string checkpoint, init_from, config, data, precision, device;
   std::vector<std::string> overrides;
-  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp;
+  LayoutFlagValues layout;  // --tp, --pp, ... (cli/layout_flags.hpp)
   std::int64_t windows = 0, micro_batch = 1;
   int threads = 0;
-  bool sequence_parallel = false, json = false, allow_tokenizer_mismatch = false;
+  bool json = false, allow_tokenizer_mismatch = false;
 };
 
 // What the weights come from, read and checked on every rank before any model exists.
@@ -95,16 +98,7 @@ EvalSetup eval_config(const EvalArgs& args, int world) {
          "folder or a kintsugi run's directory carries its own)",
          args.init_from);
   std::vector<std::string> o = args.overrides;
-  if (args.tp) o.push_back(fmt::format("parallel.tp={}", *args.tp));
-  if (args.dp) o.push_back(fmt::format("parallel.dp={}", *args.dp));
-  if (args.pp) o.push_back(fmt::format("parallel.pp={}", *args.pp));
-  if (args.sequence_parallel) o.push_back("parallel.sequence_parallel=true");
-  if (!args.tensor_grid.empty()) o.push_back(tensor_grid_override(args.tensor_grid));
-  if (!args.schedule.empty()) o.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
-  if (args.virtual_stages)
-    o.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
-  if (args.zero) o.push_back(fmt::format("parallel.zero={}", *args.zero));
-  if (args.hsdp) o.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+  std::ranges::copy(layout_overrides(args.layout), std::back_inserter(o));
   if (!args.device.empty()) o.push_back(fmt::format("train.device=\"{}\"", args.device));
   if (!args.precision.empty()) o.push_back(fmt::format("train.precision=\"{}\"", args.precision));
   EvalSetup setup;
@@ -306,17 +300,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--micro-batch", args->micro_batch, "Windows per forward")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", args->tp, "Tensor-parallel ranks");
-  cmd->add_option("--dp", args->dp, "Data-parallel ranks (default: the rest)");
-  cmd->add_option("--pp", args->pp, "Pipeline stages");
-  cmd->add_option("--schedule", args->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved");
-  cmd->add_option("--virtual-stages", args->virtual_stages, "Model chunks per pipeline rank");
-  cmd->add_option("--zero", args->zero, "ZeRO stage 0-3 (3 shards the weights)");
-  cmd->add_option("--hsdp", args->hsdp, "Hybrid sharding group size");
-  cmd->add_option("--tensor-grid", args->tensor_grid,
-                  "3D tensor parallelism: X,Y,Z ranks per grid dimension (implies --tp)");
-  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
-                "Sequence parallelism within tensor-parallel groups");
+  add_layout_flags(*cmd, args->layout);
   cmd->add_option("--precision", args->precision, "fp32 (default), bf16 or fp16");
   cmd->add_option("--device", args->device, "cpu (default) or cuda");
   cmd->add_option("--threads", args->threads, "Compute threads per rank (0: the node's cores)")

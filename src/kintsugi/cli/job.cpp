@@ -20,21 +20,6 @@ void set_rank_threads(int threads, const MpiRuntime* mpi) {
   set_compute_threads(threads);
 }
 
-std::string tensor_grid_override(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  for (std::size_t comma; (comma = text.find(',', begin)) != std::string::npos; begin = comma + 1)
-    parts.push_back(text.substr(begin, comma - begin));
-  parts.push_back(text.substr(begin));
-  const bool numbers = parts.size() == 3 && std::all_of(parts.begin(), parts.end(), [](auto& p) {
-    return !p.empty() && p.size() < 7 && std::all_of(p.begin(), p.end(), ::isdigit) &&
-           std::stoi(p) >= 1;
-  });
-  if (!numbers)
-    fail("--tensor-grid {} must be three whole numbers of at least 1, X,Y,Z (e.g. 2,2,1)", text);
-  return fmt::format("parallel.tensor_grid=[{}, {}, {}]", parts[0], parts[1], parts[2]);
-}
-
 void run_on_ranks(const RunConfig& config, const MpiRuntime* mpi,
                   const std::function<void(const Topology*)>& body,
                   const std::function<void(Communicator& world)>& agree) {

@@ -12,9 +12,6 @@
 
 namespace kintsugi::cli {
 
-// --tensor-grid X,Y,Z (train, eval) as the config override parallel.tensor_grid = [X, Y, Z].
-std::string tensor_grid_override(const std::string& text);
-
 // `threads` (0: all cores, shared out among the node's ranks when OMP_NUM_THREADS is not set).
 void set_rank_threads(int threads, const MpiRuntime* mpi);
 

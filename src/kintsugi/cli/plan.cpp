@@ -12,8 +12,10 @@
 
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/layout_flags.hpp"
 #include "kintsugi/cli/plan_report.hpp"
 #include "kintsugi/cli/plan_run_config.hpp"
+#include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/svg_plot.hpp"
 #include "kintsugi/data/atomic_file.hpp"
@@ -35,11 +37,11 @@ namespace {
 struct PlanArgs {
   std::string model, config, cluster = "local", grad_precision, write_config;
   std::string attention, pipeline_p2p, device, objective, scaling, plot;
-  std::vector<std::string> overrides, schedule, recompute, sp, precision, tensor_grid,
-      grid_overlap;
-  // Lists or ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
-  std::string nodes = "1", global_batch, tp, pp, dp, micro_batch, zero, virtual_stages, hsdp,
-              grad_accum;
+  std::vector<std::string> overrides, recompute, precision, tensor_grid;
+  // The layout pins, named as train's flags (cli/layout_flags.hpp), and the other lists or
+  // ranges (plan/value_list.hpp): parsed in run_plan, so a bad value names its option.
+  LayoutFlagValues pins;
+  std::string nodes = "1", global_batch, micro_batch, grad_accum;
   std::int64_t ranks = 0, seq = 0, max_global_batch = 0, max_nodes = 0, top = 10;
   // 0: not given (positive_number refuses a 0, negative or non-finite value on the command line).
   double tokens = 0, tokens_per_param = 0;
@@ -202,20 +204,27 @@ SearchSpace space_of(const PlanArgs& a) {
   auto values = [](const std::string& text, const char* flag, std::int64_t minimum) {
     return text.empty() ? std::vector<std::int64_t>{} : parse_values(text, flag, minimum);
   };
-  space.tp = values(a.tp, "--tp", 1);
-  space.pp = values(a.pp, "--pp", 1);
-  space.dp = values(a.dp, "--dp", 1);
+  auto pinned = [&](const char* key, std::int64_t minimum) {
+    const auto it = a.pins.find(key);
+    return it == a.pins.end() ? std::vector<std::int64_t>{}
+                              : values(it->second, flag_of(key).c_str(), minimum);
+  };
+  space.tp = pinned("parallel.tp", 1);
+  space.pp = pinned("parallel.pp", 1);
+  space.dp = pinned("parallel.dp", 1);
   space.micro_batch = values(a.micro_batch, "--micro-batch", 1);
   space.grad_accum = values(a.grad_accum, "--grad-accum", 1);
-  for (std::int64_t z : values(a.zero, "--zero", 0)) space.zero.push_back(zero_stage(z, "--zero"));
-  space.hsdp = values(a.hsdp, "--hsdp", 0);
-  space.virtual_stages = values(a.virtual_stages, "--virtual-stages", 1);
-  for (const auto& v : a.schedule)
+  for (std::int64_t z : pinned("parallel.zero", 0)) space.zero.push_back(zero_stage(z, "--zero"));
+  space.hsdp = pinned("parallel.hsdp", 0);
+  space.virtual_stages = pinned("parallel.virtual_stages", 1);
+  for (const auto& v : pin_list(a.pins, "parallel.schedule"))
     space.schedule.push_back(parse_name<PipelineSchedule>(v, "--schedule"));
   for (const auto& v : a.recompute)
     space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
-  for (const auto& v : a.sp) space.sequence_parallel.push_back(v == "on");
-  for (const auto& v : a.grid_overlap) space.tensor_grid_overlap.push_back(v == "on");
+  for (const auto& v : pin_list(a.pins, "parallel.sequence_parallel"))
+    space.sequence_parallel.push_back(v == "true");
+  for (const auto& v : pin_list(a.pins, "parallel.tensor_grid_overlap"))
+    space.tensor_grid_overlap.push_back(v == "true");
   // --tensor-grid: `none` (1D tensor parallelism), `any` (every grid) or grids X,Y,Z; given,
   // only what it names is searched.
   if (!a.tensor_grid.empty()) {
@@ -689,14 +698,10 @@ CLI::Option* positive_number(CLI::App* cmd, const std::string& flag, double& tar
 }
 
 // An option whose empty value would read as "not given" in PlanArgs (--global-batch '' as the
-// default batch, --model '' as gpt-tiny): an empty value is refused by name.
+// default batch, --model '' as gpt-tiny): an empty value is refused by name (cli/text_option.hpp).
 CLI::Option* text_option(CLI::App* cmd, const std::string& flag, std::string& target,
                          const std::string& what) {
-  auto take = [name = flag.substr(0, flag.find(',')), &target](const std::string& text) {
-    if (text.empty()) fail("{} '' is empty: give a value or leave the flag out", name);
-    target = text;
-  };
-  return cmd->add_option_function<std::string>(flag, take, what)->type_name("TEXT");
+  return add_text_option(*cmd, flag, target, what);
 }
 
 }  // namespace
@@ -778,31 +783,21 @@ void add_plan_command(CLI::App& app) {
   auto number_pin = [cmd](const char* flag, std::string& target, const char* what) {
     return text_option(cmd, flag, target, what);
   };
-  number_pin("--tp", a->tp, "Pin tensor parallelism (one value, a list: --tp 2,4, or a range)");
-  number_pin("--pp", a->pp, "Pin pipeline stages (one, a list or a range)");
-  number_pin("--dp", a->dp, "Pin data parallelism (one, a list or a range)");
+  add_layout_pins(*cmd, a->pins,
+                  {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.virtual_stages",
+                   "parallel.zero", "parallel.hsdp", "parallel.schedule",
+                   "parallel.sequence_parallel", "parallel.tensor_grid_overlap"});
   number_pin("--micro-batch", a->micro_batch, "Pin the micro-batch (one, a list or a range: 4:20)");
   number_pin("--grad-accum", a->grad_accum,
              "Pin micro-batches per replica and step (gradient accumulation); without "
              "--global-batch the batches are micro-batch x accumulation x dp");
-  number_pin("--zero", a->zero, "Pin the ZeRO stage (one or a list: --zero 0,1)");
-  number_pin("--hsdp", a->hsdp,
-             "Pin the hybrid-sharding group size (0: shard over all dp; one or a list)");
-  number_pin("--virtual-stages", a->virtual_stages, "Pin chunks per pipeline rank (one or a list)");
-  pin("--schedule", a->schedule, "Pin the schedule: gpipe, 1f1b, interleaved (one or a list)");
   pin("--recompute", a->recompute, "Pin recomputation: none, selective, full (one or a list)");
-  pin("--sp", a->sp, "Pin sequence parallelism: on, off or on,off")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--tensor-grid", a->tensor_grid,
+  cmd->add_option(flag_of("parallel.tensor_grid"), a->tensor_grid,
                   "Pin 3D tensor parallelism (docs/parallelism.md): none (1D only), any (grids "
                   "only) or grids X,Y,Z, one or several (--tensor-grid none any: both); a grid "
                   "named may span nodes. Default: 1D, and on the local cluster (either device) "
                   "or a spec tune refit also every grid inside a node")
       ->expected(1, -1);
-  pin("--grid-overlap", a->grid_overlap,
-      "Pin whether a grid's collectives overlap computation (parallel.tensor_grid_overlap): "
-      "on (default), off or on,off")
-      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--attention", a->attention,
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "
                   "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")

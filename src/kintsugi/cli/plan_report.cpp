@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 
+#include "kintsugi/core/parallel_layout_json.hpp"
 #include "kintsugi/plan/flops.hpp"
 
 namespace kintsugi::cli {
@@ -415,20 +416,23 @@ nlohmann::json to_json(const Candidate& c, const ClusterSpec& cluster, const Rep
   return j;
 }
 
+namespace {
+
+// The layout as run.json writes it (core/parallel_layout_json.hpp) and the planner's own two
+// choices, the micro-batch and recomputation.
+nlohmann::json layout_to_json(const Layout& l) {
+  nlohmann::json j = layout_json(l.parallel);
+  j["micro_batch"] = l.micro_batch;
+  j["recompute"] = name_of(l.recompute);
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Prediction& p) {
   const Layout& l = p.layout;
   return {
-      {"layout",
-       {{"tp", l.parallel.tp}, {"pp", l.parallel.pp}, {"dp", l.parallel.dp},
-        {"micro_batch", l.micro_batch}, {"schedule", std::string(name_of(l.parallel.schedule))},
-        {"virtual_stages", l.parallel.virtual_stages},
-        {"zero", stage_number(l.parallel.zero)},
-        {"hsdp", l.parallel.hsdp},
-        {"recompute", name_of(l.recompute)},
-        {"sequence_parallel", l.parallel.sequence_parallel},
-        {"tensor_grid", l.parallel.has_grid() ? nlohmann::json(l.parallel.tensor_grid)
-                                              : nlohmann::json(nullptr)},
-        {"tensor_grid_overlap", l.parallel.tensor_grid_overlap}}},
+      {"layout", layout_to_json(l)},
       {"memory_bytes",
        {{"parameters", p.memory.parameters}, {"gradients", p.memory.gradients},
         {"optimizer_state", p.memory.optimizer_state}, {"activations", p.memory.activations},

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
+#include "kintsugi/cli/layout_flags.hpp"
 #include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
@@ -39,13 +41,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TrainArgs {
-  std::string config, out, metrics, trace, schedule, precision, recompute, resume, init_from,
-      device, tensorboard;
+  std::string config, out, metrics, trace, precision, recompute, resume, init_from, device,
+      tensorboard;
   std::vector<std::string> overrides;
-  std::optional<int> tp, dp, pp, virtual_stages, zero, hsdp, save_every;
-  std::string tensor_grid;
-  bool sequence_parallel = false, help_config = false, overwrite = false,
-       allow_tokenizer_mismatch = false;
+  LayoutFlagValues layout;  // --tp, --pp, ... (cli/layout_flags.hpp)
+  std::optional<int> save_every;
+  bool help_config = false, overwrite = false, allow_tokenizer_mismatch = false;
 };
 
 // runs/<config name>; without a config file (every key from --set, the flags and the defaults)
@@ -65,17 +66,7 @@ std::string default_out_dir(const TrainArgs& args) {
 // The command-line flags as config overrides, after the --set ones (so that flags win).
 std::vector<std::string> flag_overrides(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
-  if (args.tp) overrides.push_back(fmt::format("parallel.tp={}", *args.tp));
-  if (args.dp) overrides.push_back(fmt::format("parallel.dp={}", *args.dp));
-  if (args.pp) overrides.push_back(fmt::format("parallel.pp={}", *args.pp));
-  if (args.sequence_parallel) overrides.push_back("parallel.sequence_parallel=true");
-  if (!args.tensor_grid.empty()) overrides.push_back(tensor_grid_override(args.tensor_grid));
-  if (!args.schedule.empty())
-    overrides.push_back(fmt::format("parallel.schedule=\"{}\"", args.schedule));
-  if (args.virtual_stages)
-    overrides.push_back(fmt::format("parallel.virtual_stages={}", *args.virtual_stages));
-  if (args.zero) overrides.push_back(fmt::format("parallel.zero={}", *args.zero));
-  if (args.hsdp) overrides.push_back(fmt::format("parallel.hsdp={}", *args.hsdp));
+  std::ranges::copy(layout_overrides(args.layout), std::back_inserter(overrides));
   if (!args.device.empty()) overrides.push_back(fmt::format("train.device=\"{}\"", args.device));
   if (!args.precision.empty())
     overrides.push_back(fmt::format("train.precision=\"{}\"", args.precision));
@@ -306,19 +297,7 @@ void add_train_command(CLI::App& app) {
   add_text_option(*cmd, "--tensorboard", args->tensorboard,
                   "Also write every step's metrics as TensorBoard event files to this directory "
                   "(metrics.tensorboard_dir)");
-  cmd->add_option("--tp", args->tp, "Tensor-parallel ranks (parallel.tp)");
-  cmd->add_option("--dp", args->dp, "Data-parallel ranks (parallel.dp; default: the rest)");
-  cmd->add_option("--pp", args->pp, "Pipeline stages (parallel.pp)");
-  add_text_option(*cmd, "--schedule", args->schedule,
-                  "Pipeline schedule: gpipe, 1f1b or interleaved (parallel.schedule)");
-  cmd->add_option("--virtual-stages", args->virtual_stages,
-                  "Model chunks per pipeline rank, for --schedule interleaved");
-  cmd->add_option("--zero", args->zero,
-                  "ZeRO stage 0-3: shard optimizer state (1), gradients (2), parameters (3) "
-                  "across data-parallel ranks (parallel.zero)");
-  cmd->add_option("--hsdp", args->hsdp,
-                  "Hybrid sharding: shard over groups of this many data-parallel ranks, "
-                  "replicate across groups (parallel.hsdp)");
+  add_layout_flags(*cmd, args->layout);
   add_text_option(*cmd, "--precision", args->precision,
                   "fp32, bf16 or fp16 (f32 master weights; fp16 with dynamic loss scaling) "
                   "(train.precision)");
@@ -358,11 +337,6 @@ void add_train_command(CLI::App& app) {
                 "different tokenizers (a warning instead of an error)");
   cmd->add_option("--save-every", args->save_every,
                   "Write a training checkpoint every N steps (train.save_every)");
-  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
-                "Sequence parallelism within tensor-parallel groups");
-  add_text_option(*cmd, "--tensor-grid", args->tensor_grid,
-                  "3D tensor parallelism (AxoNN): X,Y,Z ranks per grid dimension, X*Y*Z = tp "
-                  "(implies --tp; parallel.tensor_grid)");
   cmd->add_flag("--help-config", args->help_config, "List every config key and exit");
   cmd->callback([args] {
     if (args->help_config) {

@@ -135,10 +135,16 @@ Refit refit_cluster(const ClusterSpec& cluster, const Workload& w,
 }
 
 bool same_shape(const Layout& x, const Layout& y) {
-  const ParallelLayout &a = x.parallel, &b = y.parallel;
-  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && x.micro_batch == y.micro_batch &&
-         a.schedule == b.schedule && a.virtual_stages == b.virtual_stages &&
-         a.sequence_parallel == b.sequence_parallel && a.tensor_grid == b.tensor_grid;
+  // What tune does not tell apart made equal, the rest compared: a new layout dimension is a
+  // difference of shape without an edit here.
+  Layout a = x;
+  a.recompute = y.recompute;
+  a.parallel.zero = y.parallel.zero;
+  a.parallel.hsdp = y.parallel.hsdp;
+  a.parallel.order = y.parallel.order;
+  a.parallel.layers_per_stage = y.parallel.layers_per_stage;
+  a.parallel.tensor_grid_overlap = y.parallel.tensor_grid_overlap;
+  return a == y;
 }
 
 RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t world,

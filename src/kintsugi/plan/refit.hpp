@@ -61,9 +61,10 @@ double relative_spread(std::vector<double> seconds);
 // Without a refit (error 0) only equal predictions tie.
 bool within_refit_error(double best_seconds, double seconds, double error);
 
-// Layouts `tune` tells apart: the same shape (tp, pp, dp, micro-batch, schedule, virtual
-// stages, sp) differs only in recomputation or ZeRO stage, which the model predicts nearly equal
-// and which would measure the same engine.
+// Layouts `tune` tells apart: the same shape (every dimension of the layout record and the
+// micro-batch) differs only in recomputation, ZeRO stage or sharding group, rank order, stage
+// split or the grid's overlap, which the model predicts nearly equal and which would measure
+// the same engine.
 bool same_shape(const Layout& x, const Layout& y);
 
 // What the plan on a refit cluster ranks first, against the fastest measured run.

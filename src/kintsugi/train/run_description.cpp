@@ -7,6 +7,7 @@
 
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
+#include "kintsugi/core/parallel_layout_json.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/memory.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -55,18 +56,10 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
 }
 
 nlohmann::json layout_json(const RunConfig& c, const Place& place) {
-  const ParallelLayout& p = c.parallel;
-  return {{"world", place.world},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"zero", stage_number(p.zero)},
-          {"hsdp", p.hsdp},
-          {"schedule", name_of(p.schedule)},
-          {"virtual_stages", p.virtual_stages},
-          {"sequence_parallel", p.sequence_parallel},
-          {"tensor_grid", p.tensor_grid},
-          {"precision", name_of(c.train.precision)}};
+  nlohmann::json j = layout_json(c.parallel);
+  j["world"] = place.world;
+  j["precision"] = name_of(c.train.precision);
+  return j;
 }
 
 std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Place& place,
