@@ -20,3 +20,9 @@ set_tests_properties(docs.numbers PROPERTIES TIMEOUT 300)
 add_test(NAME docs.lists
          COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_lists.py
                  $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})
+# docs.recipes: docs/extending.md's recipes (a family, an op, a parallelism) name only paths,
+# functions and types the tree has, and each recipe's count of files is the number its steps
+# open, so that a recipe is still true after the code it walks through moves.
+add_test(NAME docs.recipes
+         COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_recipes.py
+                 ${PROJECT_SOURCE_DIR})
