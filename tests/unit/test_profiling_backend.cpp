@@ -2,7 +2,7 @@
 // device timeline each op's time is the span between its two marks, read once the step is over,
 // with no synchronization between ops; without one (the CPU) each op is timed by the host clock.
 // Every call counts its FLOPs and the least bytes it moves (forwarding_backend.hpp), and the
-// roofline floor is the larger of the two at the measured ceilings (train/op_roofline.hpp).
+// roofline floor is the larger of the two at the measured ceilings (plan/op_roofline.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 
 #include "kintsugi/backend/profiling_backend.hpp"
 #include "kintsugi/optim/multi_tensor.hpp"
-#include "kintsugi/train/op_roofline.hpp"
+#include "kintsugi/plan/op_roofline.hpp"
 #include "kintsugi/train/step_benchmark.hpp"
 
 namespace kintsugi {

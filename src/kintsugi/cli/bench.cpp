@@ -14,7 +14,7 @@
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/plan/flops.hpp"
 #include "kintsugi/plan/gemm_rate.hpp"
-#include "kintsugi/train/op_roofline.hpp"
+#include "kintsugi/plan/op_roofline.hpp"
 #include "kintsugi/train/step_benchmark.hpp"
 
 namespace kintsugi::cli {

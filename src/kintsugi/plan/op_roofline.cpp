@@ -1,4 +1,4 @@
-#include "kintsugi/train/op_roofline.hpp"
+#include "kintsugi/plan/op_roofline.hpp"
 
 #include <algorithm>
 
