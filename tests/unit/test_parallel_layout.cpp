@@ -45,12 +45,12 @@ TEST(ParallelLayout, ValidLayoutsHaveNoProblem) {
 // Each problem in one line, naming the value to change.
 TEST(ParallelLayout, ProblemMessages) {
   auto problem = [](const ParallelLayout& l) { return l.problem(); };
-  EXPECT_EQ(problem({.dp = 0}), "tp 1, pp 1, dp 0 and virtual stages 1 must all be at least 1");
-  EXPECT_EQ(problem({.virtual_stages = 0}),
-            "tp 1, pp 1, dp 1 and virtual stages 0 must all be at least 1");
+  EXPECT_EQ(problem({.dp = 0}), "parallel.dp = 0 must be at least 1 once resolved");
+  EXPECT_EQ(problem({.virtual_stages = 0}), "parallel.virtual_stages = 0 must be at least 1");
+  EXPECT_EQ(problem({.tp = 0}), "parallel.tp = 0 must be at least 1");
   EXPECT_EQ(problem({.tp = 4, .tensor_grid = {2, 2}}),
-            "--tensor-grid must be three whole numbers of at least 1, X,Y,Z, not 2 entries; "
-            "--tensor-grid 2,2,1 for example");
+            "parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], not 2 "
+            "entries; --tensor-grid 2,2,1 for example");
   EXPECT_EQ(problem({.tp = 4, .tensor_grid = {2, 1, 1}}),
             "--tensor-grid 2,1,1 has 2 ranks but tp = 4");
   EXPECT_EQ(problem({.tp = 2, .sequence_parallel = true, .tensor_grid = {2, 1, 1}}),
@@ -66,11 +66,13 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 3}),
             "--hsdp 3 must be at least 2 and divide the data-parallel ranks (4)");
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = -1}),
-            "--hsdp -1 must not be negative");
+            "parallel.hsdp = -1 must not be negative");
   EXPECT_EQ(problem({.order = "tp-xp-pp"}),
             "parallel.order = \"tp-xp-pp\": \"xp\" is not tp, dp or pp");
   EXPECT_EQ(problem({.order = "tp-dp"}),
             "parallel.order = \"tp-dp\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"");
+  // Before the world size resolves it, a dp of 0 is in range (the config's "from the world").
+  EXPECT_EQ((ParallelLayout{.dp = 0}.value_problem()), "");
   for (const std::string& message : {problem({.dp = 0}), problem({.order = "dp-dp-pp"})})
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }

@@ -41,10 +41,6 @@ namespace {
 std::string grid_problem(const ParallelLayout& l) {
   const auto& g = l.tensor_grid;
   if (g.empty()) return "";
-  if (g.size() != 3 || std::any_of(g.begin(), g.end(), [](auto n) { return n < 1; }))
-    return fmt::format("--tensor-grid must be three whole numbers of at least 1, X,Y,Z, not {} "
-                       "entries; --tensor-grid 2,2,1 for example",
-                       g.size());
   const std::string grid = fmt::format("--tensor-grid {},{},{}", g[0], g[1], g[2]);
   if (g[0] * g[1] * g[2] != l.tp)
     return fmt::format("{} has {} ranks but tp = {}", grid, g[0] * g[1] * g[2], l.tp);
@@ -63,7 +59,6 @@ std::string sharding_problem(const ParallelLayout& l) {
                        "micro-batches; use --zero 1 with pipeline parallelism (as Megatron-LM's "
                        "distributed optimizer does)",
                        stage_number(l.zero), l.pp);
-  if (l.hsdp < 0) return fmt::format("--hsdp {} must not be negative", l.hsdp);
   if (l.hsdp > 0 && l.zero == ZeroStage::none)
     return fmt::format("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3",
                        l.hsdp);
@@ -101,18 +96,32 @@ ParallelLayout ParallelLayout::resolved(std::int64_t world) const {
   return p;
 }
 
-std::string ParallelLayout::problem() const {
-  if (tp < 1 || pp < 1 || dp < 1 || virtual_stages < 1)
-    return fmt::format("tp {}, pp {}, dp {} and virtual stages {} must all be at least 1", tp, pp,
-                       dp, virtual_stages);
-  if (auto p = grid_problem(*this); !p.empty()) return p;
-  if (auto p = sharding_problem(*this); !p.empty()) return p;
+std::string ParallelLayout::value_problem() const {
+  if (tp < 1) return fmt::format("parallel.tp = {} must be at least 1", tp);
+  if (pp < 1) return fmt::format("parallel.pp = {} must be at least 1", pp);
+  if (virtual_stages < 1)
+    return fmt::format("parallel.virtual_stages = {} must be at least 1", virtual_stages);
+  if (dp < 0)
+    return fmt::format("parallel.dp = {} must not be negative (0: from the world size)", dp);
+  if (hsdp < 0) return fmt::format("parallel.hsdp = {} must not be negative", hsdp);
+  const auto& g = tensor_grid;
+  if (!g.empty() && (g.size() != 3 || std::any_of(g.begin(), g.end(), [](auto n) { return n < 1; })))
+    return fmt::format("parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], "
+                       "not {} entries; --tensor-grid 2,2,1 for example",
+                       g.size());
   try {
     order_dims(order);
   } catch (const Error& e) {
     return e.what();
   }
   return "";
+}
+
+std::string ParallelLayout::problem() const {
+  if (auto p = value_problem(); !p.empty()) return p;
+  if (dp < 1) return fmt::format("parallel.dp = {} must be at least 1 once resolved", dp);
+  if (auto p = grid_problem(*this); !p.empty()) return p;
+  return sharding_problem(*this);
 }
 
 }  // namespace kintsugi

@@ -76,6 +76,10 @@ struct ParallelLayout {
   // as well must agree) and dp = 0 from the world size; throws kintsugi::Error saying which
   // value to change when the ranks do not split so.
   ParallelLayout resolved(std::int64_t world) const;
+  // Empty when each value is within its range, before the world size resolves dp (a dp of 0
+  // passes); otherwise one sentence naming the config key to change (its flag has its name).
+  // The config's validation asks this; problem() below asks it first.
+  std::string value_problem() const;
   // Empty when the layout is consistent in itself (dp resolved); otherwise one sentence saying
   // what is wrong and which value to change. What a layout demands of a model and a batch is
   // parallel/layout_rules.hpp's layout_problem, which asks this first.

@@ -509,21 +509,9 @@ void validate(const RunConfig& c) {
     fail("data.eod_id = {} must be -1 (data.tokenizer's end id) or an id below model.vocab_size "
          "= {}",
          c.data.eod_id, c.model.vocab_size);
-  const ParallelLayout& p = c.parallel;
-  if (p.tp < 1) fail("parallel.tp = {} must be at least 1", p.tp);
-  if (p.pp < 1) fail("parallel.pp = {} must be at least 1", p.pp);
-  if (p.virtual_stages < 1)
-    fail("parallel.virtual_stages = {} must be at least 1", p.virtual_stages);
-  if (p.dp < 0) fail("parallel.dp = {} must not be negative (0: from the world size)", p.dp);
+  if (const std::string problem = c.parallel.value_problem(); !problem.empty()) fail("{}", problem);
   if (!(c.comm.bucket_mib > 0))
     fail("parallel.bucket_mib = {} must be positive", c.comm.bucket_mib);
-  if (p.hsdp < 0) fail("parallel.hsdp = {} must not be negative", p.hsdp);
-  if (!p.tensor_grid.empty() &&
-      (p.tensor_grid.size() != 3 ||
-       std::any_of(p.tensor_grid.begin(), p.tensor_grid.end(), [](auto n) { return n < 1; })))
-    fail("parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], not {} "
-         "entries; --tensor-grid 2,2,1 for example",
-         p.tensor_grid.size());
   if (c.metrics.peak_gflops < 0)
     fail("metrics.peak_gflops = {} must not be negative (0: measure)", c.metrics.peak_gflops);
   if (!(c.comm.timeout_s > 0) || !std::isfinite(c.comm.timeout_s))
