@@ -25,8 +25,8 @@ constexpr std::array<SwitchSpec, kSwitchCount> kSwitchTable{{
     {Switch::typed_kernels, "KINTSUGI_TYPED_KERNELS", K::flag, "1", "0|1",
      "CUDA: the memory-bound kernels written per type with 16-byte accesses; 0: the generic "
      "kernels",
-     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": GPT-2 124M step 88.8 ms "
-     "with 0"},
+     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 88.8 ms with 0, 78.7-79.0 "
+     "with every path on"},
     {Switch::gemm_bgrad, "KINTSUGI_GEMM_BGRAD", K::flag, "0", "0|1",
      "CUDA: 1 computes the bias gradient in the weight-gradient GEMM's epilogue (cuBLASLt "
      "BGRADB) instead of column sums after it",
@@ -35,26 +35,30 @@ constexpr std::array<SwitchSpec, kSwitchCount> kSwitchTable{{
     {Switch::gemm_gelu, "KINTSUGI_GEMM_GELU", K::flag, "1", "0|1",
      "CUDA: GELU (and its gradient) in the MLP GEMMs' epilogues; 0: the GEMM, then GELU "
      "kernels",
-     "docs/gpu.md, \"GEMM epilogues\": 80.0 ms with 0"},
+     "docs/gpu.md, \"GEMM epilogues\" and \"Typed kernels, fused loss and GEMM epilogues\": "
+     "80.0 ms with 0, 78.7-79.0 with every path on"},
     {Switch::gemm_autotune, "KINTSUGI_GEMM_AUTOTUNE", K::flag, "1", "0|1",
      "CUDA: time cuBLASLt's candidate algorithms per GEMM shape and keep the fastest; 0: the "
      "heuristic's first choice",
-     "docs/gpu.md, \"GEMM algorithms\": 79.9 ms with 0"},
+     "docs/gpu.md, \"GEMM algorithms\" and \"Typed kernels, fused loss and GEMM epilogues\": "
+     "79.9 ms with 0, 78.7-79.0 with every path on"},
     {Switch::tensor_core_attention, "KINTSUGI_TENSOR_CORE_ATTENTION", K::flag, "1", "0|1",
      "CUDA: attention on the tensor-core kernels where they apply; 0: the CUDA-core kernels",
      "docs/gpu.md, \"Tensor-core attention\""},
     {Switch::attn_tile_masks, "KINTSUGI_ATTN_TILE_MASKS", K::flag, "1", "0|1",
      "CUDA attention: masks only on the tiles that need them, in 32-bit offsets; 0: every "
      "element of every tile in 64-bit",
-     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 82.3 ms with 0"},
+     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 82.3 ms with 0, 78.7-79.0 "
+     "with every path on"},
     {Switch::attn_skip_masked, "KINTSUGI_ATTN_SKIP_MASKED", K::flag, "1", "0|1",
      "CUDA attention (with tile masks): skip the products the causal mask hides from a whole "
      "warp",
-     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 78.7 ms with 0, no "
-     "measurable difference"},
+     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 78.7 ms with 0, "
+     "78.7-79.0 with every path on: no difference measured"},
     {Switch::attn_heavy_first, "KINTSUGI_ATTN_HEAVY_FIRST", K::flag, "1", "0|1",
      "CUDA attention: blocks ordered heaviest tiles first; 0: unit by unit",
-     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 80.8 ms with 0"},
+     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 80.8 ms with 0, 78.7-79.0 "
+     "with every path on"},
     {Switch::attn_bwd_fused, "KINTSUGI_ATTN_BWD_FUSED", K::flag, "0", "0|1",
      "CUDA attention (with tile masks): 1 takes the backward in one pass over the key tiles, "
      "dQ from f32 partials; 0: the dK/dV and dQ kernels",
@@ -88,12 +92,12 @@ constexpr std::array<SwitchSpec, kSwitchCount> kSwitchTable{{
     {Switch::fused_loss, "KINTSUGI_FUSED_LOSS", K::flag, "1", "0|1",
      "Logits in the compute type and, without vocabulary parallelism, the loss in one fused "
      "pass; 0: f32 logits and three passes, as before",
-     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 93.0 ms with 0; "
-     "docs/memory.md, \"Mixed precision\""},
+     "docs/gpu.md, \"Typed kernels, fused loss and GEMM epilogues\": 93.0 ms with 0, 78.7-79.0 "
+     "with every path on; its numerics: docs/memory.md, \"Mixed precision\""},
     {Switch::multi_tensor, "KINTSUGI_MULTI_TENSOR", K::flag, "1", "0|1",
      "AdamW and the gradient norm over many tensors in one op (one launch on a GPU); 0: one op "
      "per tensor; same bits",
-     "docs/gpu.md, \"Main re-timed (2026-11-27)\": 76.1 ms with 0, 0.7 ms slower"},
+     "docs/gpu.md, \"Main re-timed (2026-11-27)\": 76.1 ms with 0, 75.4 with it"},
     {Switch::profile_events, "KINTSUGI_PROFILE_EVENTS", K::flag, "1", "0|1",
      "bench step --profile: time ops with the device's events where it has a timeline; 0: the "
      "host clock, synchronizing after each op",
