@@ -37,7 +37,9 @@ TEST(Switches, TableIsWhole) {
     // A default is a value the switch takes; only hooks (text, path) have none.
     const bool hook = s.kind == SwitchKind::text || s.kind == SwitchKind::path;
     EXPECT_EQ(s.default_value.empty(), hook) << s.name;
-    if (!hook) EXPECT_EQ(refusal(std::string(s.name), std::string(s.default_value)), "") << s.name;
+    if (!hook) {
+      EXPECT_EQ(refusal(std::string(s.name), std::string(s.default_value)), "") << s.name;
+    }
     // Hooks are the tests' alone, and named so.
     EXPECT_EQ(hook, s.name.starts_with("KINTSUGI_TEST_")) << s.name;
   }
