@@ -434,6 +434,36 @@ set_tests_properties(cli.train_without_config PROPERTIES
                      PASS_REGULAR_EXPRESSION "made runs/gpt-tiny" TIMEOUT 120
                      ENVIRONMENT "OMP_NUM_THREADS=1")
 
+# The environment switches (core/switches.hpp): listed with their values, a value one does not
+# take refused in one line before any work, and every switch's value recorded in run.json and in
+# bench step's JSON (a set one as set, the others at their defaults).
+add_test(NAME cli.help_switches COMMAND ${KINTSUGI_BIN} --help-switches)
+set_tests_properties(cli.help_switches PROPERTIES ENVIRONMENT "KINTSUGI_MULTI_TENSOR=0"
+                     PASS_REGULAR_EXPRESSION "KINTSUGI_MULTI_TENSOR = 0 \\(set\\)  \\(flag, default 1")
+add_test(NAME cli.error.switch_value_refused
+         COMMAND ${EXPECT_ERROR} "^kintsugi: error: KINTSUGI_FUSED_LOSS=yes: not a value it takes \\(0 or 1\\)$"
+                 ${KINTSUGI_BIN} train --config ${TINY})
+set_tests_properties(cli.error.switch_value_refused PROPERTIES
+                     ENVIRONMENT "KINTSUGI_FUSED_LOSS=yes")
+add_test(NAME cli.switches_recorded
+         COMMAND bash -c "set -e; rm -rf switches-run; \"$0\" train --config $1/configs/gpt-tiny.toml \
+--set data.train=$1/data/brown/train.bin --set data.val=$1/data/brown/val.bin \
+--set data.tokenizer=$1/data/gpt2-tokenizer --set train.steps=1 --set train.eval_every=0 \
+--set train.global_batch=2 --set train.micro_batch=1 --set train.save_checkpoint=false \
+--out switches-run >/dev/null; \"$0\" bench step --model gpt-tiny --batch 1 --seq 16 --steps 1 \
+--warmup 0 --json >switches-bench.json; python3 -c \"
+import json, sys
+for j in (json.load(open('switches-run/run.json')), json.load(open('switches-bench.json'))):
+    s = j['switches']
+    assert s['KINTSUGI_MULTI_TENSOR'] == '0' and s['KINTSUGI_FUSED_LOSS'] == '1', s
+    assert s['KINTSUGI_TEST_KILL_RANK'] == '', s
+print('switches recorded')\""
+                 ${KINTSUGI_BIN} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.switches_recorded PROPERTIES
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1;KINTSUGI_MULTI_TENSOR=0"
+                     PASS_REGULAR_EXPRESSION "switches recorded")
+
 # What a save cut short leaves (a ".partial" directory: a second Ctrl-C, a kill) is removed,
 # with a note, by the run that resumes; the newest complete checkpoint is the one resumed.
 add_test(NAME cli.resume_removes_interrupted_save

@@ -15,8 +15,10 @@ add_test(NAME docs.numbers
          COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_numbers.py
                  $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs.numbers PROPERTIES TIMEOUT 300)
-# docs.lists: README's documentation index names every docs/*.md, and docs/config.md's key table
-# and presets are the ones `kintsugi train --help-config` prints, so that neither list drifts.
+# docs.lists: README's documentation index names every docs/*.md, docs/config.md's key table
+# and presets are the ones `kintsugi train --help-config` prints, and docs/switches.md's table is
+# the one `kintsugi --help-switches` prints, with no other KINTSUGI_* name in the docs or
+# sources and no getenv of one outside the table, so that no list drifts.
 add_test(NAME docs.lists
          COMMAND ${DOCS_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/check_doc_lists.py
                  $<TARGET_FILE:kintsugi> ${PROJECT_SOURCE_DIR})

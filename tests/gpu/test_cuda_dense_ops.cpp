@@ -1,11 +1,15 @@
 // The CUDA backend's GEMMs, norms, activations, rotary embeddings and attention against the CPU
 // backend in f64, for every precision mix (Types) and several shapes, ragged ones included.
+#include <map>
+#include <tuple>
+
 #include "device_testing.hpp"
 #include "kintsugi/backend/cuda/attention_cudnn.hpp"
 #include "kintsugi/backend/cuda/attention_tc.hpp"
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
 #include "kintsugi/backend/cuda/kernels.hpp"
+#include "kintsugi/core/switches.hpp"
 #ifdef KINTSUGI_GPU_TESTS_EMULATED
 #include "cuda_emulator.hpp"
 #endif
@@ -237,6 +241,43 @@ std::vector<AttentionVariant> attention_variants(DType act) {
           {" (tile masks, two kernels)", two_kernels},
           {" (fused)", fused},
           {" (fused, every block, unit order)", fused_plain}};
+}
+
+// The switches give the variants: their defaults are Variant's (attention_tc.hpp), and each
+// switch sets its own field.
+TEST(CudaDenseSwitches, AttentionVariantFromSwitches) {
+  using cuda::attn_tc::Variant;
+  using cuda::attn_tc::variant_from;
+  using Env = std::map<std::string, std::string>;
+  const auto same = [](const Variant& a, const Variant& b) {
+    return a.tensor_cores == b.tensor_cores && a.tile_masks == b.tile_masks &&
+           a.skip_masked == b.skip_masked && a.heavy_first == b.heavy_first &&
+           a.fused_backward == b.fused_backward && a.fused_scratch_cap == b.fused_scratch_cap &&
+           a.more_blocks_dkdv == b.more_blocks_dkdv && a.more_blocks_dq == b.more_blocks_dq &&
+           a.dkdv_two_passes == b.dkdv_two_passes;
+  };
+  EXPECT_TRUE(same(variant_from(Switches()), Variant{}));
+  Variant off;
+  off.tensor_cores = off.tile_masks = off.skip_masked = off.heavy_first = false;
+  off.fused_backward = off.dkdv_two_passes = true;
+  off.more_blocks_dkdv = false;
+  off.more_blocks_dq = true;
+  off.fused_scratch_cap = std::size_t{64} << 20;
+  EXPECT_TRUE(same(variant_from(Switches(Env{{"KINTSUGI_TENSOR_CORE_ATTENTION", "0"},
+                                             {"KINTSUGI_ATTN_TILE_MASKS", "0"},
+                                             {"KINTSUGI_ATTN_SKIP_MASKED", "0"},
+                                             {"KINTSUGI_ATTN_HEAVY_FIRST", "0"},
+                                             {"KINTSUGI_ATTN_BWD_FUSED", "1"},
+                                             {"KINTSUGI_ATTN_BWD_DKDV_PASSES", "2"},
+                                             {"KINTSUGI_ATTN_BWD_MORE_BLOCKS", "dq"},
+                                             {"KINTSUGI_ATTN_BWD_SCRATCH_MIB", "64"}})),
+                   off));
+  for (const auto& [more, dkdv, dq] : {std::tuple{"0", false, false}, std::tuple{"1", true, true},
+                                       std::tuple{"dkdv", true, false}}) {
+    const Variant v = variant_from(Switches(Env{{"KINTSUGI_ATTN_BWD_MORE_BLOCKS", more}}));
+    EXPECT_EQ(v.more_blocks_dkdv, dkdv) << more;
+    EXPECT_EQ(v.more_blocks_dq, dq) << more;
+  }
 }
 
 // Sets a variant for a scope.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -17,6 +18,7 @@
 #include "kintsugi/backend/cuda/context.hpp"
 #include "kintsugi/backend/cuda/gemm.hpp"
 #include "kintsugi/backend/cuda/gemm_algorithms.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 namespace {
@@ -501,32 +503,24 @@ TEST_F(CudaGemmTuning, StoreKeepsTheFirstChoice) {
   EXPECT_EQ(stored()["algorithms"].size(), 1u);
 }
 
-// The environment turns GELU and tuning off with 0 (and nothing else does), and the bias
-// gradient's epilogue (opt-in: docs/gpu.md) on with 1. The variables are set back as they were,
-// for the tests after this one.
-TEST(CudaGemmOptions, EnvironmentTurnsPartsOff) {
-  const char* names[] = {"KINTSUGI_GEMM_BGRAD", "KINTSUGI_GEMM_GELU", "KINTSUGI_GEMM_AUTOTUNE"};
-  std::vector<std::optional<std::string>> saved;
-  for (const char* n : names) {
-    const char* v = std::getenv(n);
-    saved.push_back(v ? std::optional<std::string>(v) : std::nullopt);
-    ::unsetenv(n);
-  }
-  cuda::GemmOptions o = cuda::GemmOptions::from_environment();
+// The switches turn GELU and tuning off with 0, and the bias gradient's epilogue (opt-in:
+// docs/gpu.md) on with 1; unset or empty, each takes its default.
+TEST(CudaGemmOptions, SwitchesTurnPartsOff) {
+  using Env = std::map<std::string, std::string>;
+  cuda::GemmOptions o = cuda::GemmOptions::from(Switches());
   EXPECT_TRUE(!o.bias_gradient && o.gelu && o.autotune);
-  for (const char* n : names) ::setenv(n, "1", 1);
-  o = cuda::GemmOptions::from_environment();
+  o = cuda::GemmOptions::from(Switches(Env{{"KINTSUGI_GEMM_BGRAD", ""}}));
+  EXPECT_TRUE(!o.bias_gradient && o.gelu && o.autotune);
+  Env env{{"KINTSUGI_GEMM_BGRAD", "1"}, {"KINTSUGI_GEMM_GELU", "1"},
+          {"KINTSUGI_GEMM_AUTOTUNE", "1"}};
+  o = cuda::GemmOptions::from(Switches(env));
   EXPECT_TRUE(o.bias_gradient && o.gelu && o.autotune);
-  ::setenv("KINTSUGI_GEMM_GELU", "0", 1);
-  o = cuda::GemmOptions::from_environment();
+  env["KINTSUGI_GEMM_GELU"] = "0";
+  o = cuda::GemmOptions::from(Switches(env));
   EXPECT_TRUE(o.bias_gradient && !o.gelu && o.autotune);
-  ::setenv("KINTSUGI_GEMM_BGRAD", "0", 1);
-  ::setenv("KINTSUGI_GEMM_AUTOTUNE", "0", 1);
-  o = cuda::GemmOptions::from_environment();
+  env["KINTSUGI_GEMM_BGRAD"] = env["KINTSUGI_GEMM_AUTOTUNE"] = "0";
+  o = cuda::GemmOptions::from(Switches(env));
   EXPECT_TRUE(!o.bias_gradient && !o.gelu && !o.autotune);
-  for (std::size_t i = 0; i < saved.size(); ++i)
-    if (saved[i]) ::setenv(names[i], saved[i]->c_str(), 1);
-    else ::unsetenv(names[i]);
 }
 
 }  // namespace

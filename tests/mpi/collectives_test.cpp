@@ -20,6 +20,7 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
+#include "kintsugi/core/switches.hpp"
 #include "support/guarded_device.hpp"
 
 using namespace kintsugi;
@@ -172,8 +173,8 @@ void identical_results(Communicator& world) {
 // own call (KINTSUGI_MPI_REDUCE_SCATTER=library) promises no order: only the values are checked.
 void reduce_scatter_in_rank_order(Communicator& world) {
   const int r = world.rank(), n = world.size();
-  const char* way = std::getenv("KINTSUGI_MPI_REDUCE_SCATTER");
-  const bool rank_order = !way || std::string(way) != "library";
+  const bool rank_order =
+      Switches::process().text(Switch::mpi_reduce_scatter) != "library";
   const int chunk = 4099;
   auto values = [&](int q) {
     std::mt19937 rng(99 + q);

@@ -47,15 +47,6 @@ std::vector<std::string> gather_to_root(Communicator* world, const std::string& 
   return world->host_gather(mine, 0);
 }
 
-// KINTSUGI_TEST_DIE_IN_SAVE="RANK:STEP": that rank dies (SIGKILL) after writing its shard of
-// the checkpoint of that step, before the checkpoint is complete. The fault tests use it.
-void test_die_in_save(int rank, std::int64_t step) {
-  const char* v = std::getenv("KINTSUGI_TEST_DIE_IN_SAVE");
-  int r = 0;
-  long long s = 0;
-  if (v && std::sscanf(v, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
-}
-
 // The first value of a piece's weights (q 0) or moments (1, 2) that no run could resume from:
 // not finite, or a negative second moment (AdamW's; Lion has only a first). Empty if none.
 std::string unsound_value(const std::vector<std::byte>& bytes, int q, const std::string& tensor) {
@@ -181,7 +172,8 @@ class TensorAssembler {
 
 fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, const json& layout,
                                const TrainProgress& progress, const RankState& rank,
-                               std::int64_t keep, const json& tokenizer) {
+                               std::int64_t keep, const json& tokenizer,
+                               const std::optional<RankStep>& die_in_save) {
   const int me = rank.world ? rank.world->rank() : 0;
   const fs::path final_dir = checkpoint_path(root, progress.step);
   const fs::path tmp = partial_path(final_dir);
@@ -196,7 +188,8 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
 
   std::string unsound;
   const json shard = write_shard(tmp / fmt::format("rank-{:05d}.bin", me), rank, unsound);
-  test_die_in_save(me, progress.step);
+  if (die_in_save && die_in_save->rank == me && die_in_save->step == progress.step)
+    std::raise(SIGKILL);  // the fault tests: a rank dying mid-save
   // A state no run could resume from is not published: `latest` keeps naming the last sound one.
   if (!unsound.empty()) {
     std::optional<fs::path> last;

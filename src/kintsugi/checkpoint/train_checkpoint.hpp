@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
+#include "kintsugi/core/fault_hooks.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/optim/loss_scaler.hpp"
 #include "kintsugi/parallel/sharded_state.hpp"
@@ -49,12 +50,15 @@ struct TrainProgress {
 // Every rank calls this; writes <root>/step-N (partial name, synced, renamed), then rank 0
 // updates `latest` and keeps the newest `keep` checkpoints. `layout` is recorded for people,
 // `tokenizer` (data::to_json of the data's tokenizer; null: not known) for the commands that
-// check it. Returns the checkpoint directory.
+// check it. Returns the checkpoint directory. `die_in_save` (a fault hook, core/fault_hooks.hpp):
+// that rank dies (SIGKILL) after writing its shard of that step's checkpoint, before the
+// checkpoint is complete.
 std::filesystem::path save_train_checkpoint(const std::filesystem::path& root,
                                             const ModelConfig& model, const nlohmann::json& layout,
                                             const TrainProgress& progress, const RankState& rank,
                                             std::int64_t keep,
-                                            const nlohmann::json& tokenizer = nullptr);
+                                            const nlohmann::json& tokenizer = nullptr,
+                                            const std::optional<RankStep>& die_in_save = {});
 
 // A checked checkpoint: its manifest was read and found consistent with `model`; every piece
 // lies inside its file, the pieces cover every element of every tensor exactly once, the files

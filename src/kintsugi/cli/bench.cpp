@@ -9,7 +9,9 @@
 #include "kintsugi/comm/communicator.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/mpi/mpi_runtime.hpp"
+#include "kintsugi/core/fault_hooks.hpp"
 #include "kintsugi/core/memory.hpp"
+#include "kintsugi/core/switches.hpp"
 #include "kintsugi/plan/local_cluster.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/plan/flops.hpp"
@@ -173,7 +175,8 @@ void add_gemm(CLI::App& bench) {
                                         {"size", rate.size},
                                         {"dtype", args->dtype},
                                         {"device", args->device},
-                                        {"hardware", rate.cpu}}
+                                        {"hardware", rate.cpu},
+                                        {"switches", Switches::process().to_json()}}
                              .dump());
     else
       fmt::print("{} GEMM {}^3 on {}{}: {:.1f} GFLOP/s (best cached: {:.1f}, used as the MFU "
@@ -246,7 +249,8 @@ void add_step(CLI::App& bench) {
                        {"fraction_of_gemm", fraction},
                        {"peak_memory_bytes", r.peak_memory_bytes},
                        {"losses", r.losses},
-                       {"grad_norms", r.grad_norms}};
+                       {"grad_norms", r.grad_norms},
+                       {"switches", Switches::process().to_json()}};
       if (args->profile) j["profile"] = profile_json(r, ceilings, args->steps);
       j["energy_source"] = r.energy_source;
       if (r.joules_per_step) {
@@ -289,7 +293,7 @@ void add_comm(CLI::App& bench) {
   cmd->callback([json] {
     if (!launched_by_mpi())
       fail("bench comm measures links between ranks: run it as `mpirun -np 2 kintsugi bench comm`");
-    MpiRuntime mpi(nullptr, nullptr);
+    MpiRuntime mpi(nullptr, nullptr, fault_hooks_from(Switches::process()).stop_at_start);
     auto world = make_world_communicator();
     LocalLinks links = measure_local_links(*world);
     const auto collectives = time_collectives(*world);
@@ -314,7 +318,8 @@ void add_comm(CLI::App& bench) {
                                         {"memory_bandwidth_gbs", links.memory_bandwidth_gbs},
                                         {"ranks", world->size()},
                                         {"cpu", links.cpu},
-                                        {"collectives", timings}}
+                                        {"collectives", timings},
+                                        {"switches", Switches::process().to_json()}}
                              .dump());
       return;
     }

@@ -24,6 +24,7 @@
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/fault_hooks.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/data/tokenizer_identity.hpp"
@@ -206,7 +207,9 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
 
 void run(const EvalArgs& args) {
   std::unique_ptr<MpiRuntime> mpi;
-  if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
+  if (launched_by_mpi())
+    mpi = std::make_unique<MpiRuntime>(nullptr, nullptr,
+                                       fault_hooks_from(Switches::process()).stop_at_start);
   const int world = mpi ? mpi->world_size() : 1, rank = mpi ? mpi->world_rank() : 0;
 
   // Setup: every rank reads and checks the same inputs and reaches the same verdict.

@@ -8,6 +8,7 @@
 #include "kintsugi/cli/subcommand_check.hpp"
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 #include "kintsugi/core/threads.hpp"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kintsugi 0.1.0");
   // Every option's --help shows its default (subcommands inherit this).
   app.option_defaults()->always_capture_default();
+  app.add_flag_callback(
+      "--help-switches",
+      [] {
+        fmt::print("{}", kintsugi::Switches::process().describe());
+        throw CLI::Success();
+      },
+      "List every environment switch (KINTSUGI_*: docs/switches.md) with its value, default "
+      "and what it does, and exit");
   using namespace kintsugi::cli;
   add_train_command(app);
   add_eval_command(app);
@@ -33,6 +42,9 @@ int main(int argc, char** argv) {
   add_tune_command(app);
   add_export_command(app);
   try {
+    // The environment switches, read and checked before anything else: a value one does not
+    // take ends the program here, in one line (core/switches.hpp).
+    kintsugi::Switches::process();
     check_subcommands(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -37,7 +37,9 @@ void check_subcommands(const CLI::App& app, int argc, const char* const* argv) {
       fail("{} needs a subcommand: {} (`{} --help` describes them)", command_of(path),
            fmt::join(names, ", "), command_of(path));
     const std::string word = argv[i];
-    if (word == "-h" || word == "--help" || word == "--help-all" || word == "--version") return;
+    if (word == "-h" || word == "--help" || word == "--help-all" || word == "--version" ||
+        (level == &app && word == "--help-switches"))
+      return;
     if (word.starts_with("-"))
       fail("{} {}: an option needs a subcommand before it, one of {} (`{} --help` describes "
            "them)",

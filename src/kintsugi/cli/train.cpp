@@ -21,6 +21,7 @@
 #include "kintsugi/comm/launch.hpp"
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/fault_hooks.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/train/config_agreement.hpp"
@@ -135,8 +136,11 @@ void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
 }
 
 void run(const TrainArgs& args) {
+  // The faults the tests ask a launched program to inject (core/fault_hooks.hpp).
+  const FaultHooks faults = fault_hooks_from(Switches::process());
   std::unique_ptr<MpiRuntime> mpi;
-  if (launched_by_mpi()) mpi = std::make_unique<MpiRuntime>(nullptr, nullptr);
+  if (launched_by_mpi())
+    mpi = std::make_unique<MpiRuntime>(nullptr, nullptr, faults.stop_at_start);
   const int world = mpi ? mpi->world_size() : 1;
 
   // Setup: every rank reads and checks the same config and reaches the same verdict. Nothing
@@ -264,6 +268,7 @@ void run(const TrainArgs& args) {
   options.tokenizer = data::to_json(tokenizer);
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
+  options.faults = faults;
   run_on_ranks(
       config, mpi.get(),
       [&](const Topology* topology) {

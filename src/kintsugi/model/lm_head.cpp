@@ -1,10 +1,9 @@
 #include "kintsugi/model/lm_head.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "kintsugi/core/host_io.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
@@ -23,14 +22,8 @@ constexpr std::int64_t kLogitsChunkBytes = 256ll << 20;
 constexpr std::int64_t kGpuLogitsChunkBytes = 1ll << 30;
 
 // KINTSUGI_FUSED_LOSS=0 restores the loss as it was: f32 logits and the three passes on every
-// layout, for comparing the two on one GPU. Read once per process.
-bool fused_loss_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("KINTSUGI_FUSED_LOSS");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return enabled;
-}
+// layout, for comparing the two on one GPU.
+bool fused_loss_enabled() { return Switches::process().on(Switch::fused_loss); }
 }  // namespace
 
 namespace {

@@ -1,17 +1,14 @@
 #include "kintsugi/optim/multi_tensor.hpp"
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
+
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
 namespace {
 std::atomic<bool>& flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("KINTSUGI_MULTI_TENSOR");
-    return !(v && std::strcmp(v, "0") == 0);
-  }()};
+  static std::atomic<bool> on{Switches::process().on(Switch::multi_tensor)};
   return on;
 }
 }  // namespace

@@ -2,23 +2,18 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include "kintsugi/backend/device_info.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
-OpenedCounter open_device_counter(const Backend& backend) {
-  if (const char* v = std::getenv("KINTSUGI_ENERGY"); v && std::strcmp(v, "0") == 0)
+OpenedCounter open_device_counter(const Backend& backend, const std::string& powercap_root) {
+  if (!Switches::process().on(Switch::energy))
     return {nullptr, "KINTSUGI_ENERGY=0 turns the energy counters off"};
-  // KINTSUGI_TEST_POWERCAP_ROOT: a fake powercap tree in place of /sys/class/powercap (the
-  // energy tests, on machines without RAPL).
-  if (backend.device() == Device::cpu) {
-    const char* root = std::getenv("KINTSUGI_TEST_POWERCAP_ROOT");
-    return root ? open_rapl(root) : open_rapl();
-  }
+  if (backend.device() == Device::cpu)
+    return powercap_root.empty() ? open_rapl() : open_rapl(powercap_root);
   const std::string pci = pci_bus_id(backend);
   if (pci.empty())
     return {nullptr, fmt::format("no energy counter: {} has no PCI bus id for NVML",
@@ -26,8 +21,10 @@ OpenedCounter open_device_counter(const Backend& backend) {
   return open_nvml(pci);
 }
 
-JobEnergy::JobEnergy(const Backend& backend, const Topology* topology) : topology_(topology) {
-  OpenedCounter opened = open_device_counter(backend);
+JobEnergy::JobEnergy(const Backend& backend, const Topology* topology,
+                     const std::string& powercap_root)
+    : topology_(topology) {
+  OpenedCounter opened = open_device_counter(backend, powercap_root);
   counter_ = std::move(opened.counter);
   Communicator* world = topology ? &topology->world() : nullptr;
   const int ranks = world ? world->size() : 1;

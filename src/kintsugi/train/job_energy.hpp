@@ -19,7 +19,8 @@
 namespace kintsugi {
 
 // This process's counter for `backend`'s device (NVML for a GPU, RAPL for the CPU), or why none.
-OpenedCounter open_device_counter(const Backend& backend);
+// `powercap_root`: RAPL's sysfs tree ("": /sys/class/powercap; the tests give a fake one).
+OpenedCounter open_device_counter(const Backend& backend, const std::string& powercap_root = "");
 
 // The job's energy since the previous reading that carried any: joules, and the seconds and
 // training tokens they were spent on.
@@ -31,7 +32,8 @@ struct EnergySpan {
 class JobEnergy {
  public:
   // Collective over the job (every rank constructs it at the same point).
-  JobEnergy(const Backend& backend, const Topology* topology);
+  JobEnergy(const Backend& backend, const Topology* topology,
+            const std::string& powercap_root = "");
   bool measured() const { return measured_; }
   // One line for the log: what is measured, or why nothing is.
   const std::string& description() const { return description_; }

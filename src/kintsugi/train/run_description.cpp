@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kintsugi/core/switches.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/core/parallel_layout_json.hpp"
@@ -159,7 +160,10 @@ void write_run_description(const std::filesystem::path& path, const RunConfig& c
       {"micro_batches_per_rank", c.train.global_batch / (c.train.micro_batch * place.dp_size)},
       {"seq", c.model.seq_len},
       {"parameters", parameter_count(c.model)},
-      {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)}};
+      {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)},
+      // Every environment switch's value, set or default (core/switches.hpp): what the engine
+      // ran with beyond the config.
+      {"switches", Switches::process().to_json()}};
   data::write_text_file(path, j.dump(2) + "\n");  // complete or not at all, as every output
 }
 

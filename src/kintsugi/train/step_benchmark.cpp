@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/core/timer.hpp"
@@ -14,13 +12,6 @@
 namespace kintsugi {
 
 namespace {
-// KINTSUGI_PROFILE_EVENTS=0 times ops with the host clock, synchronizing after each, even on a
-// device with a timeline: the profile as it was before events, to compare the two in one run.
-bool profile_events() {
-  const char* v = std::getenv("KINTSUGI_PROFILE_EVENTS");
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -38,7 +29,7 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& config, std::int64_t b
 
 StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfig& config,
                                        std::int64_t batch, std::int64_t seq, int steps, int warmup,
-                                       bool profile, Precision precision) {
+                                       bool profile, Precision precision, bool events) {
   if (seq > config.seq_len)
     fail("--seq {} exceeds the model's context length {}", seq, config.seq_len);
   if (batch <= 0 || seq <= 0 || steps <= 0 || warmup < 0)
@@ -54,7 +45,7 @@ StepBenchmarkResult run_step_benchmark(Backend& device_backend, const ModelConfi
   resolve_layout(run, 1);
 
   // Profiled or not, the model runs on the profiler: disabled, it passes ops straight through.
-  ProfilingBackend profiler(device_backend, profile_events());
+  ProfilingBackend profiler(device_backend, events);
   Backend& backend = profile ? static_cast<Backend&>(profiler) : device_backend;
   const Place place;
   Tracer tracer;

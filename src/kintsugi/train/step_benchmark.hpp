@@ -10,6 +10,7 @@
 #include "kintsugi/backend/profiling_backend.hpp"
 
 #include "kintsugi/core/precision.hpp"
+#include "kintsugi/core/switches.hpp"
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
@@ -42,9 +43,12 @@ StepBenchmarkResult run_step_benchmark(const ModelConfig& model, std::int64_t ba
                                        std::int64_t seq, int steps, int warmup,
                                        bool profile = false, Device device = Device::cpu,
                                        Precision precision = Precision::fp32);
-// The same on a backend of the caller's (its memory tracker gives the peak).
-StepBenchmarkResult run_step_benchmark(Backend& backend, const ModelConfig& model,
-                                       std::int64_t batch, std::int64_t seq, int steps, int warmup,
-                                       bool profile, Precision precision);
+// The same on a backend of the caller's (its memory tracker gives the peak). `events`: the
+// profile times ops with the device's events where it has a timeline; false: with the host
+// clock, synchronizing after each op, as before events (KINTSUGI_PROFILE_EVENTS=0).
+StepBenchmarkResult run_step_benchmark(
+    Backend& backend, const ModelConfig& model, std::int64_t batch, std::int64_t seq, int steps,
+    int warmup, bool profile, Precision precision,
+    bool events = Switches::process().on(Switch::profile_events));
 
 }  // namespace kintsugi

@@ -89,37 +89,6 @@ void write_trace(const std::string& path, const Tracer& tracer, const Place& pla
   write_chrome_trace(path, ranks, names);
 }
 
-// KINTSUGI_TEST_KILL_RANK="RANK:STEP" makes that rank kill itself at that step: the fault
-// tests use it to check that a dead rank ends the job instead of hanging it.
-std::optional<std::pair<int, std::int64_t>> test_kill_point() {
-  const char* v = std::getenv("KINTSUGI_TEST_KILL_RANK");
-  int rank = 0;
-  long long step = 0;
-  if (v && std::sscanf(v, "%d:%lld", &rank, &step) == 2) return std::make_pair(rank, step);
-  return std::nullopt;
-}
-
-// KINTSUGI_TEST_SLOW_MICRO_BATCHES="train:MS" (or "eval:MS") makes every training micro-batch
-// (or every one of the evaluations after the first step) take MS milliseconds longer: the
-// pre-emption tests use it for steps and evaluations that last seconds on a tiny model.
-// "train:MS:FROM" slows the training micro-batches of steps FROM and later only (counted from
-// 1, as the log counts them), so a test that waits for a completed step before it signals
-// does not wait for a slow one.
-struct TestDelay {
-  std::string phase;
-  int ms = 0;
-  std::int64_t from_step = 0;
-};
-TestDelay test_micro_batch_delay() {
-  const char* v = std::getenv("KINTSUGI_TEST_SLOW_MICRO_BATCHES");
-  char phase[8] = {};
-  int ms = 0;
-  long long from = 0;
-  const int fields = v ? std::sscanf(v, "%7[a-z]:%d:%lld", phase, &ms, &from) : 0;
-  if (fields >= 2) return {phase, ms, fields == 3 ? from : 0};
-  return {};
-}
-
 void sleep_ms(int ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
@@ -179,7 +148,8 @@ class TrainingRun {
 
   TrainSummary run() {
     restore();
-    energy_.emplace(*backend_, topology_);  // collective: every rank opens its counter
+    // Collective: every rank opens its counter.
+    energy_.emplace(*backend_, topology_, options_.faults.powercap_root);
     announce();
     if (data_.val) {
       const auto initial = evaluate();
@@ -195,10 +165,10 @@ class TrainingRun {
       if (start_step_ == 0) record_initial_evaluation(*initial);
     }
     steps_done_ = start_step_;
-    const auto kill_at = test_kill_point();
+    const std::optional<RankStep>& kill_at = options_.faults.kill_rank;
     for (std::int64_t step = start_step_; step < tc_.steps; ++step) {
-      if (kill_at && topology_ && topology_->world().rank() == kill_at->first &&
-          step == kill_at->second)
+      if (kill_at && topology_ && topology_->world().rank() == kill_at->rank &&
+          step == kill_at->step)
         std::raise(SIGKILL);  // a rank dying mid-run (tests: the job must end, not hang)
       std::optional<StepMetrics> m = train_step(step);
       if (!m) {  // stopped in the middle of the step: the last completed one is saved
@@ -328,6 +298,17 @@ class TrainingRun {
     }
   }
 
+  // The fault hook's delay of every evaluation micro-batch after the first step, and of every
+  // training micro-batch of step `step` (0-based; the hook counts from 1, as the log does).
+  int eval_delay_ms() const {
+    const auto& slow = options_.faults.slow_micro_batches;
+    return slow && slow->evaluation && steps_done_ > start_step_ ? slow->ms : 0;
+  }
+  int train_delay_ms(std::int64_t step) const {
+    const auto& slow = options_.faults.slow_micro_batches;
+    return slow && !slow->evaluation && step + 1 >= slow->from_step ? slow->ms : 0;
+  }
+
   // Validation loss per token: eval_sequences_of evenly spread windows (the same set whatever
   // the layout), in micro-batches shared out round-robin across the data-parallel ranks; none
   // when a stop signal ended it.
@@ -335,8 +316,7 @@ class TrainingRun {
     const std::int64_t windows = eval_sequences_of(tc_);
     const std::int64_t batches = (windows + tc_.micro_batch - 1) / tc_.micro_batch;
     stop_checks_ = static_cast<int>(batches / place_.dp_size);  // every rank has these
-    const int delay =
-        test_delay_.phase == "eval" && steps_done_ > start_step_ ? test_delay_.ms : 0;
+    const int delay = eval_delay_ms();
     return mean_window_loss(model_, place_, *data_.val, windows, tc_.micro_batch,
                             [delay] { sleep_ms(delay); });
   }
@@ -399,8 +379,7 @@ class TrainingRun {
     Stopwatch clock;
     const double lr = schedule_.at(step) * batch_lr_factor(lr_rule_, batch, tc_.global_batch);
     stop_checks_ = micro_batches;
-    const int delay =
-        test_delay_.phase == "train" && step + 1 >= test_delay_.from_step ? test_delay_.ms : 0;
+    const int delay = train_delay_ms(step);
     const auto result = model_.train_step(
         [&](int k, std::int32_t* tokens, std::int32_t* targets) {
           data_.train.sample(step, first_sequence + k * mb + share_begin, share, tokens, targets);
@@ -575,8 +554,7 @@ class TrainingRun {
   // far above both bounds of diverged(), so a small sample tells it apart.
   double quick_validation_loss() {
     stop_checks_ = 0;  // no micro-batch looks for a stop signal
-    const int delay =
-        test_delay_.phase == "eval" && steps_done_ > start_step_ ? test_delay_.ms : 0;
+    const int delay = eval_delay_ms();
     const auto loss = mean_window_loss(model_, place_, *data_.val, place_.dp_size * tc_.micro_batch,
                                        tc_.micro_batch, [delay] { sleep_ms(delay); });
     KINTSUGI_ASSERT(loss.has_value());
@@ -607,7 +585,8 @@ class TrainingRun {
     saved_step_ = step;
     summary_.last_train_checkpoint =
         save_train_checkpoint(out_ / "checkpoints", config_.model, layout, progress,
-                              rank_state(model_, place_), keep, options_.tokenizer)
+                              rank_state(model_, place_), keep, options_.tokenizer,
+                              options_.faults.die_in_save)
             .string();
     if (place_.chief)
       fmt::print(log_, "saved checkpoint {} in {:.2f} s\n", summary_.last_train_checkpoint,
@@ -738,7 +717,6 @@ class TrainingRun {
   double best_val_ = 0;  // the lowest sound validation loss of this run
   std::string write_error_;  // rank 0: metrics.jsonl could not be written
   int stop_checks_ = 0;  // micro-batches of the current step or evaluation that every rank runs
-  const TestDelay test_delay_ = test_micro_batch_delay();
   double load_seconds_ = 0, timed_seconds_ = 0, timed_tokens_ = 0;
   Stopwatch run_clock_;
 };

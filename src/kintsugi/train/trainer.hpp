@@ -17,6 +17,7 @@
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 
 #include "kintsugi/comm/topology.hpp"
+#include "kintsugi/core/fault_hooks.hpp"
 #include "kintsugi/data/batch_sampler.hpp"
 #include "kintsugi/train/run_config.hpp"
 
@@ -40,6 +41,9 @@ struct TrainOptions {
   // The identity of the data's tokenizer (data::to_json of a TokenizerIdentity; null: not
   // known), recorded in model/ and every training checkpoint (tokenizer_identity.hpp).
   nlohmann::json tokenizer;
+  // Faults to inject (the fault and pre-emption tests; `kintsugi train` takes them from the
+  // KINTSUGI_TEST_* switches): none by default.
+  FaultHooks faults;
 };
 
 struct TrainSummary {

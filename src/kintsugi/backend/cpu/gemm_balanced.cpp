@@ -20,9 +20,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi::cpu {
 
@@ -40,10 +40,11 @@ constexpr std::int64_t kAlign = 16;
 
 int balanced_blocks_setting() {
   // KINTSUGI_GEMM_BLOCKS=0 hands every GEMM to OpenBLAS's own threads (for comparison; its bits
-  // then depend on the thread count); N > 0 asks for N blocks (at most one per kAlign).
+  // then depend on the thread count); N > 0 asks for N blocks (at most one per kAlign); auto
+  // (-1 here) cuts by the shape.
   static const int blocks = [] {
-    const char* v = std::getenv("KINTSUGI_GEMM_BLOCKS");
-    return v ? std::atoi(v) : -1;
+    const auto n = Switches::process().integer(Switch::gemm_blocks);
+    return n ? static_cast<int>(*n) : -1;
   }();
   return blocks;
 }

@@ -15,8 +15,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -26,6 +24,7 @@
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 
 #if KINTSUGI_WITH_CUDNN
 #include "kintsugi/backend/cuda/context.hpp"
@@ -39,9 +38,8 @@ namespace {
 
 Mode& current() {
   static Mode m = [] {
-    const char* v = std::getenv("KINTSUGI_ATTN_CUDNN");
-    if (!v || !std::strcmp(v, "0") || !*v) return Mode::off;
-    return std::strcmp(v, "any") == 0 ? Mode::any : Mode::deterministic;
+    const std::string& v = Switches::process().text(Switch::attn_cudnn);
+    return v == "0" ? Mode::off : v == "any" ? Mode::any : Mode::deterministic;
   }();
   return m;
 }

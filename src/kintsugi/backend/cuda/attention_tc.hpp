@@ -9,11 +9,16 @@
 
 #include "kintsugi/backend/cuda/kernels.hpp"
 
+namespace kintsugi {
+class Switches;  // core/switches.hpp, which nvcc's C++17 does not compile
+}
+
 namespace kintsugi::cuda::attn_tc {
 
 // The kernels' variants, so that one build times each change against what came before (on by
-// default but the fused backward; the environment variable named, set to 0, turns one off at
-// the first call, KINTSUGI_ATTN_BWD_FUSED=1 the fused backward on).
+// default but the fused backward; the switch named, set to 0, turns one off, and
+// KINTSUGI_ATTN_BWD_FUSED=1 the fused backward on: core/switches.hpp). The defaults here are the
+// switches' defaults (CudaDenseSwitches.AttentionVariantFromSwitches).
 struct Variant {
   bool tensor_cores = true;  // KINTSUGI_TENSOR_CORE_ATTENTION: off sends calls to the CUDA cores
   // KINTSUGI_ATTN_TILE_MASKS: masks and ALiBi only on the tiles that need them, in 32-bit
@@ -51,7 +56,8 @@ struct Variant {
   // default until timed on a GPU.
   bool dkdv_two_passes = false;
 };
-Variant variant();
+Variant variant_from(const Switches& switches);
+Variant variant();  // variant_from(Switches::process()) at the first call
 void set_variant(const Variant& v);  // tests: both paths in one process
 
 // Whether these kernels take the call.

@@ -1,39 +1,29 @@
-// The tensor-core attention kernels' variants (attention_tc.hpp): read from the environment at
-// the first call, replaced by tests.
-#include <cstdlib>
-#include <cstring>
-
+// The tensor-core attention kernels' variants (attention_tc.hpp): from the switches at the first
+// call (core/switches.hpp), replaced by tests.
 #include "kintsugi/backend/cuda/attention_tc.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi::cuda::attn_tc {
 
-namespace {
-
-// On unless the variable is "0" (or, for an opt-in variant, off unless it is "1").
-bool on(const char* name, bool by_default = true) {
-  const char* v = std::getenv(name);
-  if (!v) return by_default;
-  return by_default ? std::strcmp(v, "0") != 0 : std::strcmp(v, "1") == 0;
+Variant variant_from(const Switches& s) {
+  Variant r;
+  r.tensor_cores = s.on(Switch::tensor_core_attention);
+  r.tile_masks = s.on(Switch::attn_tile_masks);
+  r.skip_masked = s.on(Switch::attn_skip_masked);
+  r.heavy_first = s.on(Switch::attn_heavy_first);
+  r.fused_backward = s.on(Switch::attn_bwd_fused);
+  const std::string& more = s.text(Switch::attn_bwd_more_blocks);
+  r.more_blocks_dkdv = more == "1" || more == "dkdv";
+  r.more_blocks_dq = more == "1" || more == "dq";
+  r.dkdv_two_passes = s.text(Switch::attn_bwd_dkdv_passes) == "2";
+  r.fused_scratch_cap = static_cast<std::size_t>(*s.integer(Switch::attn_bwd_scratch_mib)) << 20;
+  return r;
 }
 
+namespace {
+
 Variant& current() {
-  static Variant v = [] {
-    Variant r;
-    r.tensor_cores = on("KINTSUGI_TENSOR_CORE_ATTENTION");
-    r.tile_masks = on("KINTSUGI_ATTN_TILE_MASKS");
-    r.skip_masked = on("KINTSUGI_ATTN_SKIP_MASKED");
-    r.heavy_first = on("KINTSUGI_ATTN_HEAVY_FIRST");
-    r.fused_backward = on("KINTSUGI_ATTN_BWD_FUSED", false);
-    if (const char* more = std::getenv("KINTSUGI_ATTN_BWD_MORE_BLOCKS")) {
-      r.more_blocks_dkdv = !std::strcmp(more, "1") || !std::strcmp(more, "dkdv");
-      r.more_blocks_dq = !std::strcmp(more, "1") || !std::strcmp(more, "dq");
-    }  // unset: the default, dK/dV's only
-    if (const char* passes = std::getenv("KINTSUGI_ATTN_BWD_DKDV_PASSES"))
-      r.dkdv_two_passes = !std::strcmp(passes, "2");
-    if (const char* mib = std::getenv("KINTSUGI_ATTN_BWD_SCRATCH_MIB"))
-      r.fused_scratch_cap = static_cast<std::size_t>(std::strtoull(mib, nullptr, 10)) << 20;
-    return r;
-  }();
+  static Variant v = variant_from(Switches::process());
   return v;
 }
 

@@ -1,18 +1,13 @@
 #include "kintsugi/backend/cuda/cuda_check.hpp"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi::cuda {
 
 namespace {
 bool sync_every_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("KINTSUGI_CUDA_SYNC");
-    return v && std::strcmp(v, "0") != 0 && *v != '\0';
-  }();
+  static const bool on = Switches::process().on(Switch::cuda_sync);
   return on;
 }
 }  // namespace

@@ -66,22 +66,15 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T
            "cublasLtMatmulDescSetAttribute");
 }
 
-// On unless the variable is "0" (or, with on_by_default false, off unless it is "1").
-bool enabled(const char* variable, bool on_by_default = true) {
-  const char* v = std::getenv(variable);
-  if (on_by_default) return !(v && std::strcmp(v, "0") == 0);
-  return v && std::strcmp(v, "1") == 0;
-}
-
 }  // namespace
 
-GemmOptions GemmOptions::from_environment() {
+GemmOptions GemmOptions::from(const Switches& switches) {
   // The bias gradient's epilogue is opt-in: on an H200 (docs/gpu.md, "Measured") the GPT-2
   // 124M step took 79.0 ms with it and 78.4 without, the typed column sums being as fast as the
   // epilogue's share of the GEMM.
-  return {.bias_gradient = enabled("KINTSUGI_GEMM_BGRAD", false),
-          .gelu = enabled("KINTSUGI_GEMM_GELU"),
-          .autotune = enabled("KINTSUGI_GEMM_AUTOTUNE")};
+  return {.bias_gradient = switches.on(Switch::gemm_bgrad),
+          .gelu = switches.on(Switch::gemm_gelu),
+          .autotune = switches.on(Switch::gemm_autotune)};
 }
 
 // One cuBLASLt call: D = op(A) op(B) (+ D when accumulating) with its epilogue, the operands

@@ -13,7 +13,7 @@
 // gradient, the row sums of op(A), as cuBLASLt's BGRADB epilogue; GELU after the product
 // (GELU_AUX, GELU_AUX_BIAS, keeping its input) and GELU's derivative times the product (DGELU).
 // Where cuBLASLt cannot fuse one (types, alignment, f64, no algorithm) or its environment
-// variable is 0 (GemmOptions), the product runs alone and the kernel of its own (column_sums,
+// switch is 0 (GemmOptions), the product runs alone and the kernel of its own (column_sums,
 // gelu_forward, gelu_backward) follows, as before.
 //
 // Algorithms are chosen once per shape and reused, so a given shape always runs the same kernel:
@@ -30,6 +30,7 @@
 
 #include "kintsugi/backend/cuda/kernels.hpp"
 #include "kintsugi/backend/cuda/scratch.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi::cuda {
 
@@ -51,19 +52,19 @@ struct GemmEpilogue {
   Ref gelu_input;
 };
 
-// Which fusions run; each one off restores the separate kernel it replaces. From the
-// environment: KINTSUGI_GEMM_BGRAD=1 turns the bias-gradient epilogue on (off by default: no
-// faster on an H200, docs/gpu.md), KINTSUGI_GEMM_GELU=0 the GELU ones off (fused for bf16/f16
-// results only), KINTSUGI_GEMM_AUTOTUNE=0 the timing of algorithms.
+// Which fusions run; each one off restores the separate kernel it replaces. From the switches
+// (core/switches.hpp): KINTSUGI_GEMM_BGRAD=1 turns the bias-gradient epilogue on (off by
+// default: no faster on an H200, docs/gpu.md), KINTSUGI_GEMM_GELU=0 the GELU ones off (fused for
+// bf16/f16 results only), KINTSUGI_GEMM_AUTOTUNE=0 the timing of algorithms.
 struct GemmOptions {
   bool bias_gradient = true, gelu = true, autotune = true;
-  static GemmOptions from_environment();
+  static GemmOptions from(const Switches& switches);
 };
 
 class Gemm {
  public:
   Gemm(Allocator& allocator, MemoryTracker& memory,
-       GemmOptions options = GemmOptions::from_environment());
+       GemmOptions options = GemmOptions::from(Switches::process()));
   ~Gemm();
   void run(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool trans_a, Ref b, bool trans_b,
            Ref c, bool accumulate, const GemmEpilogue& epilogue, cudaStream_t stream);

@@ -1,17 +1,14 @@
 #include "kintsugi/backend/cuda/typed_kernels.hpp"
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
+
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi::cuda {
 
 namespace {
 std::atomic<bool>& flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("KINTSUGI_TYPED_KERNELS");
-    return !(v && std::strcmp(v, "0") == 0);
-  }()};
+  static std::atomic<bool> on{Switches::process().on(Switch::typed_kernels)};
   return on;
 }
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kintsugi/comm/mpi/mpi_types.hpp"
 #include "kintsugi/comm/mpi/startup_deadline.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
@@ -171,12 +172,8 @@ CommHandle MpiCommunicator::start_all_reduce(const Tensor& device_t, ReduceOp op
 // and measured 2.4x slower at 64 MiB on two ranks, slower than an all-reduce of the same
 // buffer. KINTSUGI_MPI_REDUCE_SCATTER=library restores the library's call.
 static bool reduce_scatter_by_alltoall() {
-  static const bool alltoall = [] {
-    const char* v = std::getenv("KINTSUGI_MPI_REDUCE_SCATTER");
-    if (!v || !*v || std::string_view(v) == "alltoall") return true;
-    if (std::string_view(v) == "library") return false;
-    fail("KINTSUGI_MPI_REDUCE_SCATTER={}: expected alltoall (the default) or library", v);
-  }();
+  static const bool alltoall =
+      Switches::process().text(Switch::mpi_reduce_scatter) == "alltoall";
   return alltoall;
 }
 

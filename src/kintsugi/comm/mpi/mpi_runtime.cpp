@@ -4,7 +4,6 @@
 
 #include <climits>
 #include <cstdlib>
-#include <string_view>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -12,6 +11,7 @@
 
 #include "kintsugi/comm/mpi/startup_deadline.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
@@ -29,8 +29,7 @@ namespace {
 // or any of glibc's own MALLOC_* settings in the environment, leaves malloc as configured.
 void keep_freed_memory() {
 #if defined(__GLIBC__)
-  const char* keep = std::getenv("KINTSUGI_KEEP_FREED_MEMORY");
-  if (keep && std::string_view(keep) == "0") return;
+  if (!Switches::process().on(Switch::keep_freed_memory)) return;
   for (const char* own : {"MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
                           "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"})
     if (std::getenv(own)) return;
@@ -42,7 +41,7 @@ void keep_freed_memory() {
 
 }  // namespace
 
-MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+MpiRuntime::MpiRuntime(int* argc, char*** argv, const std::optional<StopAtStart>& stop) {
   // Open MPI runs every non-blocking collective through its libnbc component, whose all-reduce
   // takes a binomial tree for in-place calls and for fewer than 4 ranks: one rank receives and
   // adds up everything, then broadcasts it back. Its ring (the bandwidth-optimal schedule,
@@ -53,7 +52,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Every call here waits for all ranks and none has a timeout of its own: a rank stopped now
   // would hang the job before comm.timeout_s is known (startup_deadline.hpp).
   const double timeout_s = startup_timeout_s();
-  test_stop_at_start("init");
+  stop_at_start(stop, "init");
   int provided = 0;
   {
     const StartupDeadline deadline("MPI initialisation (MPI_Init_thread)", timeout_s);
@@ -66,7 +65,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  test_stop_at_start("split");
+  stop_at_start(stop, "split");
   MPI_Comm node;
   {
     const StartupDeadline deadline("the split of the job by node (MPI_Comm_split_type)",

@@ -3,11 +3,16 @@
 // (`mpirun`, `srun`); a program started without one runs as a world of one (MPI singleton).
 // Each group's communication thread calls MPI concurrently with the others', hence
 // MPI_THREAD_MULTIPLE.
+#include <optional>
+
+#include "kintsugi/core/fault_hooks.hpp"
+
 namespace kintsugi {
 
 class MpiRuntime {
  public:
-  MpiRuntime(int* argc, char*** argv);
+  // `stop_at_start`: a fault hook for the startup tests (startup_deadline.hpp); none by default.
+  MpiRuntime(int* argc, char*** argv, const std::optional<StopAtStart>& stop_at_start = {});
   ~MpiRuntime();  // MPI_Finalize
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;

@@ -7,9 +7,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/switches.hpp"
 
 namespace kintsugi {
 
@@ -24,15 +24,7 @@ std::string rank_name() {
 
 }  // namespace
 
-double startup_timeout_s() {
-  const char* v = std::getenv("KINTSUGI_STARTUP_TIMEOUT_S");
-  if (!v || !*v) return 600;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (*end != '\0' || !(s > 0) || s > 1e9)
-    fail("KINTSUGI_STARTUP_TIMEOUT_S = '{}' must be a positive number of seconds", v);
-  return s;
-}
+double startup_timeout_s() { return Switches::process().seconds(Switch::startup_timeout_s); }
 
 StartupDeadline::StartupDeadline(std::string what, double timeout_s) {
   thread_ = std::thread([this, what = std::move(what), timeout_s] {
@@ -62,13 +54,10 @@ StartupDeadline::~StartupDeadline() {
   thread_.join();
 }
 
-void test_stop_at_start(const char* where) {
-  const char* v = std::getenv("KINTSUGI_TEST_STOP_AT_START");
-  if (!v || !*v) return;
-  const char* colon = std::strchr(v, ':');
-  if (!colon || std::strcmp(colon + 1, where) != 0) return;
+void stop_at_start(const std::optional<StopAtStart>& hook, const char* where) {
+  if (!hook || hook->where != where) return;
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank || std::string(v, colon) != rank) return;
+  if (!rank || std::to_string(hook->rank) != rank) return;
   std::raise(SIGSTOP);
 }
 

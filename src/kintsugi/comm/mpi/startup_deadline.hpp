@@ -12,8 +12,11 @@
 // default) unless set: MPI_Init runs before the config is read (docs/parallelism.md).
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+
+#include "kintsugi/core/fault_hooks.hpp"
 
 namespace kintsugi {
 
@@ -32,13 +35,13 @@ class StartupDeadline {
   std::thread thread_;
 };
 
-// KINTSUGI_STARTUP_TIMEOUT_S if set (a positive number of seconds), else 600.
+// KINTSUGI_STARTUP_TIMEOUT_S (core/switches.hpp): 600 unless set.
 double startup_timeout_s();
 
-// KINTSUGI_TEST_STOP_AT_START="RANK:WHERE": the process of that world rank stops itself
-// (SIGSTOP) at WHERE: "init" (before MPI_Init) or "split" (after it, before the node split),
-// the faults the startup deadline is for. Called at both places; the rank is read from the
-// launcher's environment, since MPI does not know it yet at "init".
-void test_stop_at_start(const char* where);
+// The fault hook StopAtStart (core/fault_hooks.hpp): the process of that world rank stops
+// itself (SIGSTOP) at `where`: "init" (before MPI_Init) or "split" (after it, before the node
+// split), the faults the startup deadline is for. Called at both places; the rank is read from
+// the launcher's environment, since MPI does not know it yet at "init".
+void stop_at_start(const std::optional<StopAtStart>& hook, const char* where);
 
 }  // namespace kintsugi
