@@ -7,21 +7,21 @@
 # current (docs/architecture.md, "The test suite", says how to read CTest's own).
 set(KINTSUGI_TEST_COSTS
     cuda_emulator.CudaDense 40
-    cuda_emulator.CudaCheckpoint 15
+    cuda_emulator.CudaCheckpoint 18
     cuda_emulator.CudaModel_gpt 12
     cuda_emulator.CudaModel_bloom 8
-    cuda_emulator.CudaTyped 8
+    cuda_emulator.CudaTyped 15
     cuda_emulator.CudaGemm 6
     slurm.jobs 25
     ckpt.stop_mid_train_under_mpirun 18
     ckpt.stop_mid_train_pp2_under_mpirun 18
     ckpt.stop_mid_eval_under_mpirun 18
     ckpt.stop_mid_eval_pp2_under_mpirun 18
-    Training.TinyGptLearnsBrownCorpus 15
-    MixedPrecisionTraining.Bf16AndFp16FollowTheFp32LossCurve 10
+    Training.TinyGptLearnsBrownCorpus 30
+    MixedPrecisionTraining.Bf16AndFp16FollowTheFp32LossCurve 35
     mpi.plan_matches_runs 10
     energy.fake_rapl_serial_and_dp2 10
-    docs.numbers 10)
+    docs.numbers 15)
 
 # Sets the COST of the listed tests this directory declares. With UNIT_TESTS, also of those
 # gtest_discover_tests declares when CTest runs: through a file CTest reads after the
