@@ -94,7 +94,7 @@ void write_best_config(const PlanArgs& a, const PlanInputs& in, const CampaignSe
 }
 
 // The search's own checks, past --scaling's branch: a known energy for --objective energy, one
-// token budget, micro-batches for the batches accumulation makes.
+// token budget (returned), micro-batches for the batches accumulation makes.
 double check_search_flags(const PlanArgs& a, const PlanInputs& in) {
   if (in.objective == Objective::energy && !in.chosen.spec.has_power())
     fail("--objective energy: cluster {} has no [power] section, so its energy is unknown (add "
