@@ -253,10 +253,7 @@ void add_pin_flags(CLI::App* cmd, PlanArgs& a) {
   auto number_pin = [cmd](const char* flag, std::string& target, const char* what) {
     return text_option(cmd, flag, target, what);
   };
-  add_layout_pins(*cmd, a.pins,
-                  {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.virtual_stages",
-                   "parallel.zero", "parallel.hsdp", "parallel.schedule",
-                   "parallel.sequence_parallel", "parallel.tensor_grid_overlap"});
+  add_layout_pins(*cmd, a.pins, plan_pin_keys());
   number_pin("--micro-batch", a.micro_batch, "Pin the micro-batch (one, a list or a range: 4:20)");
   number_pin("--grad-accum", a.grad_accum,
              "Pin micro-batches per replica and step (gradient accumulation); without "

@@ -188,6 +188,12 @@ ChosenCluster cluster_of(const PlanArgs& a, const Workload& first, SearchSpace& 
 
 }  // namespace
 
+std::vector<std::string> plan_pin_keys() {
+  return {"parallel.tp",   "parallel.pp",   "parallel.dp",       "parallel.virtual_stages",
+          "parallel.zero", "parallel.hsdp", "parallel.schedule", "parallel.sequence_parallel",
+          "parallel.tensor_grid_overlap"};
+}
+
 std::string list_text(const std::vector<std::int64_t>& v) {
   std::string out;
   for (std::int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);

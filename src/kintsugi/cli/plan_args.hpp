@@ -40,6 +40,10 @@ struct PlanInputs {
   ChosenCluster chosen;
 };
 
+// The layout keys plan pins (cli/layout_flags.hpp add_layout_pins), each one's values read into
+// the search space by read_plan_inputs: a key the search can pin is added here alone.
+std::vector<std::string> plan_pin_keys();
+
 // The flags read and checked, in the order a user meets them, and the cluster chosen (the local
 // one measured): --plot, --write-config's path, the run, the batch limit, the axes, the pins.
 PlanInputs read_plan_inputs(const PlanArgs& a);
