@@ -138,18 +138,111 @@ class ContextWindow {
   std::int64_t seen_ = 0;    // context length at the last call
 };
 
+struct GenerateArgs {
+  std::string checkpoint, tokenizer, prompt;
+  int tokens = 100, top_k = 40, threads = 0;
+  double temperature = 0.8;
+  std::uint64_t seed = 0;
+  std::string device = "cpu";
+  bool no_kv_cache = false, allow_tokenizer_mismatch = false;
+};
+
+// The model's own tokenizer, or the one the user names: never a default one, whose ids would
+// mean other text to this model (gibberish without an error).
+std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& args,
+                                               const Checkpoint& checkpoint) {
+  if (args.tokenizer.empty() && !data::has_tokenizer_files(args.checkpoint))
+    fail("{} carries no tokenizer files{}: give the tokenizer it was trained with "
+         "(--tokenizer, e.g. the run's <out>/model or its data.tokenizer)",
+         args.checkpoint,
+         checkpoint.tokenizer.known()
+             ? fmt::format(" (it was trained on ids of a tokenizer of {})",
+                           checkpoint.tokenizer.describe())
+             : "");
+  return !args.tokenizer.empty() ? data::load_tokenizer(args.tokenizer, "--tokenizer")
+                                 : data::load_tokenizer(args.checkpoint, "--checkpoint");
+}
+
+// The prompt as ids, checked against the model before any weights are read.
+std::vector<std::int32_t> prompt_ids(const GenerateArgs& args, const data::Tokenizer& tokenizer,
+                                     const Checkpoint& checkpoint) {
+  // The prompt as a document starts: after the specials the tokenizer puts before a text
+  // (Llama: <s>); an empty context starts after an end of document.
+  std::vector<std::int32_t> context(tokenizer.text_prefix().begin(),
+                                    tokenizer.text_prefix().end());
+  tokenizer.encode_into(args.prompt, context);
+  if (context.empty()) context.push_back(tokenizer.eos_id());
+  // Before any weights are read: a tokenizer with more ids than the model (not the one it was
+  // trained with) would feed it ids it has no embedding rows for.
+  data::require_ids_below(
+      context, checkpoint.config.vocab_size,
+      fmt::format("the prompt as {} encodes it", tokenizer.describe()),
+      fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
+                  args.checkpoint));
+  // The same vocabulary size is no proof: the tokenizer must be the one the model records.
+  std::string warning;
+  // Named as the user gave it: --tokenizer, or the files found in the checkpoint itself.
+  data::check_same_tokenizer(
+      args.checkpoint, checkpoint.tokenizer,
+      args.tokenizer.empty() ? fmt::format("the tokenizer files in {}", args.checkpoint)
+                             : fmt::format("--tokenizer {}", args.tokenizer),
+      data::identity_of(tokenizer), args.allow_tokenizer_mismatch, &warning);
+  if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
+  return context;
+}
+
+// The prompt, then each sampled token's text as it comes; the rate on stderr.
+void sample_text(const GenerateArgs& args, const ModelConfig& config, GptModel& model,
+                 const data::Tokenizer& tokenizer, std::vector<std::int32_t> context) {
+  fmt::print("{}", args.prompt);
+  std::fflush(stdout);
+  ContextWindow model_window(model, config.seq_len, !args.no_kv_cache);
+  std::vector<float> logits(config.vocab_size);
+  // Each token's text as it follows the prompt and the tokens before it
+  // (data/text_stream.hpp); without a prompt, the text of the generated ids alone.
+  data::TextStream text(tokenizer, args.prompt.empty() ? std::vector<std::int32_t>{} : context);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < args.tokens; ++i) {
+    model_window.next_logits(context, logits.data());
+    const std::int32_t next =
+        sample_token(logits, args.temperature, args.top_k, uniform_at(args.seed, 1, i));
+    context.push_back(next);
+    fmt::print("{}", text.push(next));
+    std::fflush(stdout);
+  }
+  fmt::print("{}\n", text.flush());
+  // On stderr, so the text on stdout stays just the text.
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print(stderr, "generated {} token{} in {:.2f} s: {:.1f} tokens/s ({})\n", args.tokens,
+             args.tokens == 1 ? "" : "s", seconds, args.tokens / seconds,
+             args.no_kv_cache ? "no key/value cache" : "key/value cache");
+}
+
+void run_generate(const GenerateArgs& args) {
+  // NaN passes a range check (every comparison is false) and inf would divide every logit to
+  // zero: both sampled without a word.
+  if (!std::isfinite(args.temperature) || args.temperature < 0)
+    fail("--temperature {} must be a finite number >= 0 (0: greedy)", args.temperature);
+  set_compute_threads(args.threads);
+  if (!args.tokenizer.empty() && !fs::exists(args.tokenizer))  // the user's path: no advice
+    fail("--tokenizer {}: no such file or directory", args.tokenizer);
+  // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
+  const Checkpoint checkpoint = read_checkpoint_kind(args.checkpoint);
+  const std::unique_ptr<data::Tokenizer> tokenizer = tokenizer_for(args, checkpoint);
+  std::vector<std::int32_t> context = prompt_ids(args, *tokenizer, checkpoint);
+  MemoryTracker memory;
+  auto backend = make_backend(parse_name<Device>(args.device, "--device"), memory);
+  const std::int64_t window = checkpoint.config.seq_len;
+  GptModel model(*backend, checkpoint.config, DType::f32, 1, window);
+  load_weights(args.checkpoint, checkpoint, model);
+  sample_text(args, checkpoint.config, model, *tokenizer, std::move(context));
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
-  struct Args {
-    std::string checkpoint, tokenizer, prompt;
-    int tokens = 100, top_k = 40, threads = 0;
-    double temperature = 0.8;
-    std::uint64_t seed = 0;
-    std::string device = "cpu";
-    bool no_kv_cache = false, allow_tokenizer_mismatch = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "A saved model (<out>/model) or a training checkpoint "
@@ -168,88 +261,14 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens (0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "Sampling seed");
-  cmd->add_option("--threads", args->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "Threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Device: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--no-kv-cache", args->no_kv_cache,
                 "Run the whole window for every new token instead of one row against the "
                 "key/value cache (slower; the same tokens while the context fits the window)");
-  cmd->callback([args] {
-    // NaN passes a range check (every comparison is false) and inf would divide every logit to
-    // zero: both sampled without a word.
-    if (!std::isfinite(args->temperature) || args->temperature < 0)
-      fail("--temperature {} must be a finite number >= 0 (0: greedy)", args->temperature);
-    set_compute_threads(args->threads);
-    if (!args->tokenizer.empty() && !fs::exists(args->tokenizer))  // the user's path: no advice
-      fail("--tokenizer {}: no such file or directory", args->tokenizer);
-    // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
-    const Checkpoint checkpoint = read_checkpoint_kind(args->checkpoint);
-    // The model's own tokenizer, or the one the user names: never a default one, whose ids
-    // would mean other text to this model (gibberish without an error).
-    if (args->tokenizer.empty() && !data::has_tokenizer_files(args->checkpoint))
-      fail("{} carries no tokenizer files{}: give the tokenizer it was trained with "
-           "(--tokenizer, e.g. the run's <out>/model or its data.tokenizer)",
-           args->checkpoint,
-           checkpoint.tokenizer.known()
-               ? fmt::format(" (it was trained on ids of a tokenizer of {})",
-                             checkpoint.tokenizer.describe())
-               : "");
-    const auto tokenizer =
-        !args->tokenizer.empty() ? data::load_tokenizer(args->tokenizer, "--tokenizer")
-                                 : data::load_tokenizer(args->checkpoint, "--checkpoint");
-    const ModelConfig& config = checkpoint.config;
-    // The prompt as a document starts: after the specials the tokenizer puts before a text
-    // (Llama: <s>); an empty context starts after an end of document.
-    std::vector<std::int32_t> context(tokenizer->text_prefix().begin(),
-                                      tokenizer->text_prefix().end());
-    tokenizer->encode_into(args->prompt, context);
-    if (context.empty()) context.push_back(tokenizer->eos_id());
-    // Before any weights are read: a tokenizer with more ids than the model (not the one it was
-    // trained with) would feed it ids it has no embedding rows for.
-    data::require_ids_below(
-        context, config.vocab_size,
-        fmt::format("the prompt as {} encodes it", tokenizer->describe()),
-        fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
-                    args->checkpoint));
-    // The same vocabulary size is no proof: the tokenizer must be the one the model records.
-    std::string warning;
-    // Named as the user gave it: --tokenizer, or the files found in the checkpoint itself.
-    data::check_same_tokenizer(
-        args->checkpoint, checkpoint.tokenizer,
-        args->tokenizer.empty() ? fmt::format("the tokenizer files in {}", args->checkpoint)
-                                : fmt::format("--tokenizer {}", args->tokenizer),
-        data::identity_of(*tokenizer), args->allow_tokenizer_mismatch, &warning);
-    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
-    MemoryTracker memory;
-    auto backend = make_backend(parse_name<Device>(args->device, "--device"), memory);
-    const std::int64_t window = config.seq_len;
-    GptModel model(*backend, config, DType::f32, 1, window);
-    load_weights(args->checkpoint, checkpoint, model);
-
-    fmt::print("{}", args->prompt);
-    std::fflush(stdout);
-    ContextWindow model_window(model, window, !args->no_kv_cache);
-    std::vector<float> logits(config.vocab_size);
-    // Each token's text as it follows the prompt and the tokens before it
-    // (data/text_stream.hpp); without a prompt, the text of the generated ids alone.
-    data::TextStream text(*tokenizer, args->prompt.empty() ? std::vector<std::int32_t>{} : context);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < args->tokens; ++i) {
-      model_window.next_logits(context, logits.data());
-      const std::int32_t next =
-          sample_token(logits, args->temperature, args->top_k, uniform_at(args->seed, 1, i));
-      context.push_back(next);
-      fmt::print("{}", text.push(next));
-      std::fflush(stdout);
-    }
-    fmt::print("{}\n", text.flush());
-    // On stderr, so the text on stdout stays just the text.
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print(stderr, "generated {} token{} in {:.2f} s: {:.1f} tokens/s ({})\n", args->tokens,
-               args->tokens == 1 ? "" : "s", seconds, args->tokens / seconds,
-               args->no_kv_cache ? "no key/value cache" : "key/value cache");
-  });
+  cmd->callback([args] { run_generate(*args); });
 }
 
 }  // namespace kintsugi::cli

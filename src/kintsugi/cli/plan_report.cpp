@@ -260,6 +260,47 @@ void print_table(const std::vector<TableColumn>& columns,
   for (const auto& row : rows) print_row(row);
 }
 
+namespace {
+
+// What the candidate table's columns mean, under the first table; `merged`: rows were joined.
+void print_legend(const ReportOptions& o, bool merged) {
+  fmt::print(
+      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its\n"
+      "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
+      "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
+      "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
+      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest stage.{}\n",
+      o.wide || o.tokens <= 0 ? "\nstep: time per optimizer step. MFU: model FLOPs over the peak."
+                              : "");
+  if (o.wide)
+    fmt::print(
+        "compute, tp, pp, dp, bubble, optim, host: the step's compute, the tp/pp/dp communication\n"
+        "not hidden behind it, the pipeline bubble, the optimizer, host overhead. HFU: hardware\n"
+        "FLOPs (recomputation counted) over the peak.\n");
+  std::vector<std::string> run;
+  if (o.show_nodes) run.push_back("nodes");
+  if (o.show_batch) run.push_back("GBS (global batch)");
+  if (o.show_precision) run.push_back("prec");
+  if (!run.empty()) fmt::print("{}: the run each layout is for.\n", fmt::join(run, ", "));
+  if (o.tokens > 0)
+    fmt::print("{}", o.wide ? "time, device-h, node-h: wall-clock time and device- and node-hours to "
+                        "train the token budget;\nenergy (and kWh): the devices' energy over "
+                        "that time, unknown without the cluster's [power].\n"
+                      : "time, energy: wall-clock time to train the token budget and the "
+                        "devices' energy over it\n(unknown without the cluster's [power]).\n");
+  if (merged)
+    fmt::print("1-2 ... zero2/1: layouts ranked together with the same times (within rounding) "
+               "that differ\nin one word share a row, the memory as a range (--wide lists "
+               "each).\n");
+  if (!o.wide)
+    fmt::print("--wide adds {}.\n",
+               o.tokens > 0 ? "the step and its breakdown, tokens/s, samples/s, MFU, HFU, device-\n"
+                              "and node-hours, joules"
+                            : "the step's breakdown, samples/s and HFU");
+}
+
+}  // namespace
+
 void print_candidate_table(const std::vector<Candidate>& rows, std::size_t top,
                            const ClusterSpec& cluster, const ReportOptions& o,
                            const std::vector<std::size_t>& ranks) {
@@ -324,40 +365,7 @@ void print_candidate_table(const std::vector<Candidate>& rows, std::size_t top,
   }
   // --wide keeps every layout whole on its line (scripts read them: tests/cli/plan_after_tune.sh).
   print_table(table, cells, o.wide ? std::nullopt : std::optional<std::size_t>(layout_col + 1));
-  if (!ranks.empty()) return;  // the legend is the first table's
-  fmt::print(
-      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its\n"
-      "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
-      "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
-      "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
-      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest stage.{}\n",
-      o.wide || o.tokens <= 0 ? "\nstep: time per optimizer step. MFU: model FLOPs over the peak."
-                              : "");
-  if (o.wide)
-    fmt::print(
-        "compute, tp, pp, dp, bubble, optim, host: the step's compute, the tp/pp/dp communication\n"
-        "not hidden behind it, the pipeline bubble, the optimizer, host overhead. HFU: hardware\n"
-        "FLOPs (recomputation counted) over the peak.\n");
-  std::vector<std::string> run;
-  if (o.show_nodes) run.push_back("nodes");
-  if (o.show_batch) run.push_back("GBS (global batch)");
-  if (o.show_precision) run.push_back("prec");
-  if (!run.empty()) fmt::print("{}: the run each layout is for.\n", fmt::join(run, ", "));
-  if (o.tokens > 0)
-    fmt::print("{}", o.wide ? "time, device-h, node-h: wall-clock time and device- and node-hours to "
-                        "train the token budget;\nenergy (and kWh): the devices' energy over "
-                        "that time, unknown without the cluster's [power].\n"
-                      : "time, energy: wall-clock time to train the token budget and the "
-                        "devices' energy over it\n(unknown without the cluster's [power]).\n");
-  if (merged)
-    fmt::print("1-2 ... zero2/1: layouts ranked together with the same times (within rounding) "
-               "that differ\nin one word share a row, the memory as a range (--wide lists "
-               "each).\n");
-  if (!o.wide)
-    fmt::print("--wide adds {}.\n",
-               o.tokens > 0 ? "the step and its breakdown, tokens/s, samples/s, MFU, HFU, device-\n"
-                              "and node-hours, joules"
-                            : "the step's breakdown, samples/s and HFU");
+  if (ranks.empty()) print_legend(o, merged);  // the first table's
 }
 
 void print_campaign_assumptions(const ModelConfig& model, std::int64_t seq, double tokens,

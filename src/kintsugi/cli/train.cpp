@@ -135,16 +135,10 @@ void clear_interrupted_saves(Communicator* world, const std::string& out_dir) {
                root.string(), name);
 }
 
-void run(const TrainArgs& args) {
-  // The faults the tests ask a launched program to inject (core/fault_hooks.hpp).
-  const FaultHooks faults = fault_hooks_from(Switches::process());
-  std::unique_ptr<MpiRuntime> mpi;
-  if (launched_by_mpi())
-    mpi = std::make_unique<MpiRuntime>(nullptr, nullptr, faults.stop_at_start);
-  const int world = mpi ? mpi->world_size() : 1;
-
-  // Setup: every rank reads and checks the same config and reaches the same verdict. Nothing
-  // is removed here; rank 0's lock creates --out and the metrics file.
+// What every rank sets up before the job starts: each reads and checks the same config and
+// reaches the same verdict (agree_on_setup). Nothing is removed here; rank 0's lock creates --out
+// and the metrics file.
+struct TrainSetup {
   RunConfig config;
   std::optional<TrainInputs> inputs;
   std::optional<CheckpointInfo> resume;
@@ -154,132 +148,179 @@ void run(const TrainArgs& args) {
   std::vector<std::string> tokenizer_notes;
   std::string saved_text;                           // <out>/config.toml
   std::vector<std::string> config_notes_on_resume;  // what differs from the saved config
+  std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
+};
+
+// Where the config came from, for the steps after it is read.
+struct ConfigSource {
+  std::optional<fs::path> saved;  // the resumed run's <out>/config.toml, if it resumes one
+  bool has_saved = false;         // that file exists
+  std::string path;               // the config file read ("": none)
+  std::optional<HfModel> hf;      // --init-from's Hugging Face model folder
+  std::string tokenizer_key;      // what named the data's tokenizer
+};
+
+// What differs between the config and the saved configuration of the run it resumes.
+std::vector<std::string> notes_against_saved(const ConfigSource& source,
+                                             const RunConfig& config) {
+  if (source.has_saved && source.path == source.saved->string())
+    return config_change_notes(load_run_config(source.path, {}), config, source.path);
+  if (!source.has_saved) return {};
+  try {  // --config given: the saved one is only compared with
+    return config_change_notes(load_run_config(source.saved->string(), {}), config,
+                               source.saved->string());
+  } catch (const Error& e) {
+    return {fmt::format("note: not compared with the saved configuration: {}", e.what())};
+  }
+}
+
+// The config: --config, or a resumed run's saved one, with --set and the flags on top; a Hugging
+// Face model folder (--init-from) gives the model's shape and tokenizer (a resumed run too).
+ConfigSource read_config(const TrainArgs& args, const std::string& out_dir, TrainSetup& s) {
+  ConfigSource source;
+  // A resume without --config continues the saved configuration of the run it resumes, the
+  // --set and flags on top (train/saved_config.hpp).
+  source.saved = resumed_config_path(args.resume, out_dir);
+  source.has_saved = source.saved && fs::is_regular_file(*source.saved);
+  source.path = args.config.empty() && source.has_saved ? source.saved->string() : args.config;
+  s.config = load_run_config(source.path, flag_overrides(args));
+  refuse_data_placeholders(s.config.data);  // a config plan wrote, its data still to be named
+  const std::string named_tokenizer = s.config.data.tokenizer;
+  if (!args.init_from.empty())
+    source.hf = adopt_init_model(s.config, args.init_from,
+                                 given_keys(source.path, flag_overrides(args)), s.init_notes);
+  source.tokenizer_key =
+      s.config.data.tokenizer == named_tokenizer ? "data.tokenizer" : "--init-from";
+  if (!args.tensorboard.empty()) s.config.metrics.tensorboard_dir = args.tensorboard;
+  // What <out>/config.toml records: the config before the job's rank count resolves dp.
+  s.saved_text = saved_config_text(s.config);
+  s.config_notes_on_resume = notes_against_saved(source, s.config);
+  return source;
+}
+
+// The layout on the job's ranks, the model in the device's memory, the threads and --trace.
+void check_on_this_machine(const TrainArgs& args, const MpiRuntime* mpi, int world,
+                           RunConfig& config) {
+  resolve_layout(config, world);
+  check_model_fits(config, device_memory_bytes(config.train.device),
+                   config.train.device == Device::cpu && mpi ? mpi->local_size() : 1);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
+    fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
+         "all cores, shared by the ranks of a node)",
+         config.train.threads, cores, cores);
+  if (std::error_code ec; !args.trace.empty() && std::filesystem::is_directory(args.trace, ec))
+    fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
+         args.trace);
+}
+
+// --resume: every rank checks the checkpoint (its share of the checksums) before any state
+// exists, and its tokenizer, seed and step against this run's.
+void check_resume(const TrainArgs& args, const std::string& out_dir, const MpiRuntime* mpi,
+                  int world, const ConfigSource& source, TrainSetup& s) {
+  const bool rank0 = !mpi || mpi->world_rank() == 0;
+  if (const auto dir = resolve_resume(args.resume, out_dir))
+    s.resume = inspect_checkpoint(*dir, s.config.model, mpi ? mpi->world_rank() : 0, world);
+  std::string warning;
+  const std::optional<CheckpointInfo>& resume = s.resume;
+  if (resume) {
+    data::check_same_tokenizer(
+        resume->dir.string(),
+        data::identity_from_json(resume->manifest, (resume->dir / "manifest.json").string()),
+        "this run's data", s.tokenizer, args.allow_tokenizer_mismatch, &warning);
+    if (!warning.empty()) s.tokenizer_notes.push_back(warning);
+  }
+  if (resume && resume->progress.seed != s.config.train.seed && rank0)
+    fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
+               "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
+               resume->dir.string(), resume->progress.seed, s.config.train.seed,
+               resume->progress.seed);
+  if (resume && resume->progress.step > s.config.train.steps)
+    fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
+         resume->dir.string(), resume->progress.step, s.config.train.steps);
+  if (resume && source.saved && !source.has_saved && args.config.empty())
+    s.config_notes_on_resume.push_back(fmt::format(
+        "note: {} does not exist (builds before this one did not write it): this run takes "
+        "the defaults and its --set and flags, not the configuration {} was trained with",
+        source.saved->string(), resume->dir.string()));
+  if (!resume && args.resume == "auto" && rank0)
+    fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
+}
+
+void set_up(const TrainArgs& args, const MpiRuntime* mpi, int world, const std::string& out_dir,
+            const std::string& metrics_path, TrainSetup& s) {
+  const ConfigSource source = read_config(args, out_dir, s);
+  check_on_this_machine(args, mpi, world, s.config);
+  s.inputs.emplace(open_inputs(s.config));
+  s.tokenizer = data_tokenizer({&s.inputs->train, s.inputs->val ? &*s.inputs->val : nullptr},
+                               s.config.data, source.tokenizer_key,
+                               args.allow_tokenizer_mismatch, s.tokenizer_notes);
+  // The metrics file is locked with --out: it may lie outside it.
+  if (!mpi || mpi->world_rank() == 0) s.lock.emplace(out_dir, metrics_path);
+  if (args.overwrite && !args.resume.empty())
+    fail("--overwrite starts over and --resume continues: give only one of them");
+  if (args.resume.empty() && !args.overwrite) refuse_to_start_over(out_dir, metrics_path);
+  check_resume(args, out_dir, mpi, world, source, s);
+  // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
+  // training checkpoint gives its weights only (fine-tuning: step 0, new optimizer state);
+  // anything else is a Hugging Face file or folder (train/init_weights.hpp).
+  if (!args.init_from.empty() && !s.resume)
+    s.init = std::make_shared<const InitialWeights>(args.init_from, s.config.model, source.hf,
+                                                    "this run's data", s.tokenizer,
+                                                    args.allow_tokenizer_mismatch,
+                                                    s.tokenizer_notes);
+}
+
+void run(const TrainArgs& args) {
+  // The faults the tests ask a launched program to inject (core/fault_hooks.hpp).
+  const FaultHooks faults = fault_hooks_from(Switches::process());
+  std::unique_ptr<MpiRuntime> mpi;
+  if (launched_by_mpi())
+    mpi = std::make_unique<MpiRuntime>(nullptr, nullptr, faults.stop_at_start);
+  const int world = mpi ? mpi->world_size() : 1;
+
   const std::string out_dir = args.out.empty() ? default_out_dir(args) : args.out;
   const std::string metrics_path = args.metrics.empty() ? out_dir + "/metrics.jsonl" : args.metrics;
-  std::optional<OutputLock> lock;  // held until the run ends (rank 0 holds it for the job)
+  TrainSetup s;
   std::string error;
   try {
-    // A resume without --config continues the saved configuration of the run it resumes, the
-    // --set and flags on top (train/saved_config.hpp).
-    const std::optional<fs::path> saved = resumed_config_path(args.resume, out_dir);
-    const bool has_saved = saved && fs::is_regular_file(*saved);
-    const std::string config_path =
-        args.config.empty() && has_saved ? saved->string() : args.config;
-    config = load_run_config(config_path, flag_overrides(args));
-    refuse_data_placeholders(config.data);  // a config plan wrote, its data still to be named
-    // A Hugging Face model folder gives the model's shape and tokenizer (a resumed run too).
-    std::optional<HfModel> hf;
-    const std::string named_tokenizer = config.data.tokenizer;
-    if (!args.init_from.empty())
-      hf = adopt_init_model(config, args.init_from, given_keys(config_path, flag_overrides(args)),
-                            init_notes);
-    const std::string tokenizer_key =
-        config.data.tokenizer == named_tokenizer ? "data.tokenizer" : "--init-from";
-    if (!args.tensorboard.empty()) config.metrics.tensorboard_dir = args.tensorboard;
-    // What <out>/config.toml records: the config before the job's rank count resolves dp.
-    saved_text = saved_config_text(config);
-    if (has_saved && config_path == saved->string()) {
-      config_notes_on_resume =
-          config_change_notes(load_run_config(config_path, {}), config, config_path);
-    } else if (has_saved) {  // --config given: the saved one is only compared with
-      try {
-        config_notes_on_resume =
-            config_change_notes(load_run_config(saved->string(), {}), config, saved->string());
-      } catch (const Error& e) {
-        config_notes_on_resume.push_back(
-            fmt::format("note: not compared with the saved configuration: {}", e.what()));
-      }
-    }
-    resolve_layout(config, world);
-    check_model_fits(config, device_memory_bytes(config.train.device),
-                     config.train.device == Device::cpu && mpi ? mpi->local_size() : 1);
-    const unsigned cores = std::thread::hardware_concurrency();
-    if (cores > 0 && config.train.threads > static_cast<std::int64_t>(cores))
-      fail("train.threads = {} is more than the {} cores of this machine: set at most {} (0: "
-           "all cores, shared by the ranks of a node)",
-           config.train.threads, cores, cores);
-    if (std::error_code ec; !args.trace.empty() && std::filesystem::is_directory(args.trace, ec))
-      fail("--trace {} is a directory: name the file to write, e.g. {}/trace.json", args.trace,
-           args.trace);
-    inputs.emplace(open_inputs(config));
-    tokenizer = data_tokenizer({&inputs->train, inputs->val ? &*inputs->val : nullptr},
-                               config.data, tokenizer_key, args.allow_tokenizer_mismatch,
-                               tokenizer_notes);
-    // The metrics file is locked with --out: it may lie outside it.
-    if (!mpi || mpi->world_rank() == 0) lock.emplace(out_dir, metrics_path);
-    if (args.overwrite && !args.resume.empty())
-      fail("--overwrite starts over and --resume continues: give only one of them");
-    if (args.resume.empty() && !args.overwrite) refuse_to_start_over(out_dir, metrics_path);
-    // Every rank checks the checkpoint (its share of the checksums) before any state exists.
-    if (const auto dir = resolve_resume(args.resume, out_dir))
-      resume = inspect_checkpoint(*dir, config.model, mpi ? mpi->world_rank() : 0, world);
-    std::string warning;
-    if (resume) {
-      data::check_same_tokenizer(
-          resume->dir.string(),
-          data::identity_from_json(resume->manifest, (resume->dir / "manifest.json").string()),
-          "this run's data", tokenizer, args.allow_tokenizer_mismatch, &warning);
-      if (!warning.empty()) tokenizer_notes.push_back(warning);
-    }
-    if (resume && resume->progress.seed != config.train.seed && (!mpi || mpi->world_rank() == 0))
-      fmt::print("warning: {} was saved by a run with train.seed = {}; this run has {}, so its "
-                 "batches differ from that run's (set train.seed = {} to continue it exactly)\n",
-                 resume->dir.string(), resume->progress.seed, config.train.seed,
-                 resume->progress.seed);
-    if (resume && resume->progress.step > config.train.steps)
-      fail("{} is at step {}, past train.steps = {}: raise train.steps to continue",
-           resume->dir.string(), resume->progress.step, config.train.steps);
-    if (resume && saved && !has_saved && args.config.empty())
-      config_notes_on_resume.push_back(fmt::format(
-          "note: {} does not exist (builds before this one did not write it): this run takes "
-          "the defaults and its --set and flags, not the configuration {} was trained with",
-          saved->string(), resume->dir.string()));
-    if (!resume && args.resume == "auto" && (!mpi || mpi->world_rank() == 0))
-      fmt::print("no checkpoint under {}/checkpoints yet: starting at step 0\n", out_dir);
-    // A resumed run has its own weights; --init-from only starts runs. A kintsugi model/ or
-    // training checkpoint gives its weights only (fine-tuning: step 0, new optimizer state);
-    // anything else is a Hugging Face file or folder (train/init_weights.hpp).
-    if (!args.init_from.empty() && !resume)
-      init = std::make_shared<const InitialWeights>(args.init_from, config.model, hf,
-                                                    "this run's data", tokenizer,
-                                                    args.allow_tokenizer_mismatch,
-                                                    tokenizer_notes);
+    set_up(args, mpi.get(), world, out_dir, metrics_path, s);
   } catch (const Error& e) {
     error = e.what();
   }
   agree_on_setup(mpi.get(), error,
-                 error.empty() ? config.comm.timeout_s : CommConfig{}.timeout_s);
-  const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, resume);
+                 error.empty() ? s.config.comm.timeout_s : CommConfig{}.timeout_s);
+  const std::string flags = agreed_flags(out_dir, metrics_path, args.overwrite, s.resume);
 
   if (!mpi || mpi->world_rank() == 0) {
-    for (const std::string& note : config_notes_on_resume) fmt::print("{}\n", note);
-    for (const std::string& note : init_notes) fmt::print("{}\n", note);
-    for (const std::string& note : config_notes(config)) fmt::print("{}\n", note);
-    for (const std::string& note : tokenizer_notes) fmt::print("{}\n", note);
+    for (const std::string& note : s.config_notes_on_resume) fmt::print("{}\n", note);
+    for (const std::string& note : s.init_notes) fmt::print("{}\n", note);
+    for (const std::string& note : config_notes(s.config)) fmt::print("{}\n", note);
+    for (const std::string& note : s.tokenizer_notes) fmt::print("{}\n", note);
   }
 
-  set_rank_threads(static_cast<int>(config.train.threads), mpi.get());
+  set_rank_threads(static_cast<int>(s.config.train.threads), mpi.get());
 
   TrainOptions options;
   options.out_dir = out_dir;
-  options.resume = std::move(resume);
-  options.init = std::move(init);
+  options.resume = std::move(s.resume);
+  options.init = std::move(s.init);
   options.ranks_per_node = mpi ? mpi->local_size() : 1;
-  options.tokenizer = data::to_json(tokenizer);
+  options.tokenizer = data::to_json(s.tokenizer);
   options.metrics_path = args.metrics;
   options.trace_path = args.trace;
   options.faults = faults;
   run_on_ranks(
-      config, mpi.get(),
+      s.config, mpi.get(),
       [&](const Topology* topology) {
         // Under MPI the ranks have agreed on the config and the flags by now (below).
         Communicator* world_comm = topology ? &topology->world() : nullptr;
         if (args.overwrite) start_over(world_comm, out_dir, metrics_path);
         if (!args.resume.empty()) clear_interrupted_saves(world_comm, out_dir);
-        save_config(world_comm, out_dir, saved_text);
-        train(config, std::move(*inputs), options, std::cout, topology);
+        save_config(world_comm, out_dir, s.saved_text);
+        train(s.config, std::move(*s.inputs), options, std::cout, topology);
       },
-      [&](Communicator& world) { agree_on_config(world, config, *inputs, flags); });
+      [&](Communicator& world) { agree_on_config(world, s.config, *s.inputs, flags); });
 }
 
 }  // namespace
