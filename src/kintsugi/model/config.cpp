@@ -44,7 +44,7 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     fail("{}{} = {} is not a multiple of {} = {}: each key/value head serves a whole group of "
          "query heads",
          at, key("n_head"), c.n_head, key("n_kv_head"), c.kv_heads());
-  if (c.is_llama() && c.head_dim() % 2 != 0)
+  if (c.uses_rope() && c.head_dim() % 2 != 0)
     fail("{}{} / {} = {} must be even: rotary embeddings rotate pairs of dimensions", at,
          key("d_model"), key("n_head"), c.head_dim());
   if (!(c.rope_theta > 0)) fail("{}{} = {} must be positive", at, key("rope_theta"), c.rope_theta);

@@ -55,6 +55,8 @@ struct ModelConfig {
   bool rms_norm() const { return is_llama(); }            // else LayerNorm (weight and bias)
   bool learned_positions() const { return family == Family::gpt2; }
   bool embedding_norm() const { return is_bloom(); }
+  bool uses_rope() const { return is_llama(); }           // queries and keys rotated
+  bool uses_alibi() const { return is_bloom(); }          // attention biased by distance
 };
 
 // Where a model's values came from, for validate's messages: by default a run config's

@@ -178,7 +178,7 @@ void ModelChunk::extend(int slot, std::int64_t first, std::int64_t count) {
     embedding_norm_->forward(embedded, rows(x[0]), rows(e.mean), rows(e.rstd));
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i)
-    blocks_[i]->extend(slot, x[i], x[i + 1], first, count);
+    blocks_[i]->extend(slot, x[i], x[i + 1], first, count, workspace_);
 }
 
 void ModelChunk::backward(int slot, bool last_micro_batch) {

@@ -16,7 +16,7 @@ namespace kintsugi {
 AttentionShape attention_shape_of(const ModelConfig& m, std::int64_t sequences) {
   AttentionShape s{.batch = sequences, .seq = m.seq_len, .heads = m.n_head,
                    .kv_heads = m.kv_heads(), .head_dim = m.head_dim()};
-  if (m.is_bloom()) s.alibi_heads = m.n_head;  // the slopes' extra work, as BLOOM runs it
+  if (m.uses_alibi()) s.alibi_heads = m.n_head;  // the slopes' extra work, as BLOOM runs it
   return s;
 }
 

@@ -66,7 +66,7 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
   for (const auto& [key, text] : shape_keys()) {
     if (!given.count(key) || text(user) == text(m)) continue;
     // Keys a family does not use (rope_theta of GPT-2) do not contradict anything.
-    if (key == "model.rope_theta" && !m.is_llama()) continue;
+    if (key == "model.rope_theta" && !m.uses_rope()) continue;
     fail("{} = {} contradicts {} ({} gives {}): remove {} from the run's config (the folder "
          "gives the model's shape)",
          key, text(user), json_path.string(), hf.field_of(key), text(m), key);

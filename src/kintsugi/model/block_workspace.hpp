@@ -1,0 +1,37 @@
+#pragma once
+// What a transformer block (model/transformer_block.hpp) keeps per micro-batch, and the scratch
+// all blocks of a chunk share: the tensors the block writes itself and the ones its split
+// linear layers (model/block_half.hpp) communicate through.
+#include "kintsugi/model/grid_linear.hpp"
+
+namespace kintsugi {
+
+// The tensors a block's forward produces for its backward, for one micro-batch.
+// (Means stay empty with RMSNorm; up is SwiGLU's up projection, empty for a GELU MLP; qkv holds
+// the rotated queries and keys with RoPE.)
+// With sequence parallelism ln1 and ln2 hold this rank's token rows only, as Megatron-LM keeps
+// them (Korthikanti et al.): the column-parallel layers they feed see all rows, gathered into
+// the workspace in forward and gathered again in backward for the weight gradients.
+struct BlockActivations {
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, attn, lse;
+  Tensor mid, ln2, ln2_mean, ln2_rstd, fc, up, act;
+};
+
+// Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
+// sized for one micro-batch of `rows` token rows, and the one micro-batch of activations that
+// recomputation works in.
+struct BlockWorkspace {
+  Tensor full;         // [rows, d]: partial outputs and gathered gradients (sequence parallel)
+  Tensor norm_full;    // [rows, d]: a norm's output gathered over the rows (sequence parallel)
+  Tensor d_norm_full;  // [rows, d]: gradient at a norm's output, partial over tp ranks
+  Tensor d_norm;       // [local rows, d]: the same, reduced (aliases d_norm_full without sp)
+  Tensor d_qkv;        // [rows, (heads + 2 kv heads) head_dim / tp]
+  Tensor d_attn;       // [rows, d / tp]
+  Tensor d_fc;         // [rows, d_ff / tp]
+  Tensor d_up;         // [rows, d_ff / tp] (SwiGLU only)
+  BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
+  Tensor recomputed_output;     // full recompute: where the rerun forward writes y
+  GridWorkspace grid;           // 3D tensor parallelism only
+};
+
+}  // namespace kintsugi
