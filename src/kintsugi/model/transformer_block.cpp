@@ -9,33 +9,12 @@ namespace kintsugi {
 
 namespace {
 std::string prefix(int index) { return "blocks." + std::to_string(index); }
-
-// Rows of the packed qkv weight: every query head plus a key and a value per kv head.
-std::int64_t qkv_width(const ModelConfig& c) { return (c.n_head + 2 * c.kv_heads()) * c.head_dim(); }
 }  // namespace
-
-std::array<HalfSpec, 2> TransformerBlock::half_specs(const ModelConfig& c, int index) {
-  const std::string p = prefix(index);
-  // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
-  const double residual_std = c.init_std / std::sqrt(2.0 * c.n_layer);
-  const std::int64_t d = c.d_model;
-  HalfSpec attention{.kind = HalfSpec::Kind::attention,
-                     .entries = {{p + ".attn.qkv", d, qkv_width(c), c.init_std}},
-                     .exit = {p + ".attn.proj", d, d, residual_std},
-                     .bias = c.has_biases()};
-  const bool gated = c.gated_mlp();
-  HalfSpec mlp{.kind = HalfSpec::Kind::mlp,
-               .entries = {{p + (gated ? ".mlp.gate" : ".mlp.fc"), d, c.d_ff, c.init_std}},
-               .exit = {p + (gated ? ".mlp.down" : ".mlp.fc2"), c.d_ff, d, residual_std},
-               .bias = c.has_biases()};
-  if (gated) mlp.entries.push_back({p + ".mlp.up", d, c.d_ff, c.init_std});
-  return {std::move(attention), std::move(mlp)};
-}
 
 // Registration order: ln1, qkv, proj, ln2, fc (gate), up, fc2 (down).
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index)
     : ctx_(ctx), config_(c), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
-  const auto halves = half_specs(c, index);
+  const auto halves = block_inventory(c, index).halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
   ln2_.emplace(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps, c.rms_norm());
   mlp_ = make_block_half(ctx, halves[1], attention_.get());
@@ -43,35 +22,21 @@ TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int 
 
 namespace {
 
-// Carves one micro-batch of a block's activations: each tensor kept here, or (keep false) the
-// view into `shared` instead, recomputed in backward (no tensor without `shared`).
+// Carves one micro-batch of a block's saved tensors: those `keep` says, the others views of
+// `shared` (empty without it).
+template <class Keep>
 void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64_t batch,
-            std::int64_t seq, BlockActivations& a, bool keep_attention, bool keep_rest,
-            const BlockActivations* shared) {
-  const TensorParallel& tp = ctx.tp;
-  const DType dt = ctx.dtype;
-  const std::int64_t d = m.d_model, rows = batch * seq, local = tp.local_rows(rows);
+            std::int64_t seq, BlockActivations& a, Keep keep, const BlockActivations* shared) {
   // Heads and MLP columns are split over tp, or over the grid's y (3D).
-  const int t = ctx.head_split();
-  const std::int64_t d_attn = d / t, ff = m.d_ff / t, h = m.n_head / t;
-  const bool layer_norm = !m.rms_norm();
-  auto take = [&](bool keep, Tensor BlockActivations::*field, Shape shape, DType type) {
-    a.*field = keep ? c.take(type, shape) : shared ? shared->*field : Tensor{};
-  };
-  const DType st = ctx.statistics();
-  take(keep_rest, &BlockActivations::ln1, {local, d}, dt);
-  take(keep_rest && layer_norm, &BlockActivations::ln1_mean, {local}, st);
-  take(keep_rest, &BlockActivations::ln1_rstd, {local}, st);
-  take(keep_rest, &BlockActivations::qkv, {rows, qkv_width(m) / t}, dt);
-  take(keep_attention, &BlockActivations::attn, {rows, d_attn}, dt);
-  take(keep_attention, &BlockActivations::lse, {batch, h, seq}, st);
-  take(keep_rest, &BlockActivations::mid, {local, d}, dt);
-  take(keep_rest, &BlockActivations::ln2, {local, d}, dt);
-  take(keep_rest && layer_norm, &BlockActivations::ln2_mean, {local}, st);
-  take(keep_rest, &BlockActivations::ln2_rstd, {local}, st);
-  take(keep_rest, &BlockActivations::fc, {rows, ff}, dt);
-  take(keep_rest && m.gated_mlp(), &BlockActivations::up, {rows, ff}, dt);
-  take(keep_rest, &BlockActivations::act, {rows, ff}, dt);
+  const std::int64_t local = ctx.tp.local_rows(batch * seq), split = ctx.head_split();
+  for (const SavedTensor& t : block_inventory(m).saved) {
+    if (!keep(t)) {
+      a.*t.field = shared ? shared->*t.field : Tensor{};
+      continue;
+    }
+    a.*t.field = c.take(t.statistic ? ctx.statistics() : ctx.dtype,
+                        t.shape(batch, seq, local, split));
+  }
 }
 
 }  // namespace
@@ -92,8 +57,8 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
   saved_.assign(pool.slots(), {});
   for (int k = 0; k < pool.slots(); ++k)
     pool.carve(k, segment, [&](Carver& c) {
-      layout(c, ctx_, config_, batch, seq, saved_[k], recompute == Recompute::none,
-             recompute != Recompute::full, &ws.recomputed);
+      layout(c, ctx_, config_, batch, seq, saved_[k],
+             [&](const SavedTensor& t) { return t.kept(recompute); }, &ws.recomputed);
     });
 }
 
@@ -115,15 +80,16 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
   const int t = ctx.head_split();
-  ws.d_qkv = c.take(dt, {rows, qkv_width(config) / t});
+  const BlockInventory inventory = block_inventory(config);
+  ws.d_qkv = c.take(dt, {rows, inventory.halves[0].entries[0].out / t});
   ws.d_attn = c.take(dt, {rows, d / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
   ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / t}) : Tensor{};
-  layout_halves_workspace(c, ctx, half_specs(config, 0), rows, ws);
+  layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
   // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
   if (recompute != Recompute::none)
-    layout(c, ctx, config, batch, seq, ws.recomputed, true, recompute == Recompute::full,
-           nullptr);
+    layout(c, ctx, config, batch, seq, ws.recomputed,
+           [&](const SavedTensor& t) { return !t.kept(recompute); }, nullptr);
   if (recompute == Recompute::full) ws.recomputed_output = c.take(dt, {tp.local_rows(rows), d});
 }
 

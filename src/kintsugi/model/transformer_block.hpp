@@ -7,7 +7,7 @@
 // biases, rotated queries and keys (RoPE) between qkv and attention, grouped-query attention,
 // ALiBi biases in attention.
 //
-// The block says what its layers are (half_specs); how its linear layers are split across
+// The block says what its layers and saved tensors are (model/block_inventory.hpp); how its linear layers are split across
 // ranks, and what moves between them, is applied from outside (model/block_half.hpp: 1D tensor
 // parallelism with or without sequence parallelism, plain on one rank, or the 3D grid), so its
 // forward and backward are written once for every layout.
@@ -24,6 +24,7 @@
 #include "kintsugi/core/enum_names.hpp"
 #include "kintsugi/model/activation_pool.hpp"
 #include "kintsugi/model/block_half.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/model/block_workspace.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
@@ -31,23 +32,9 @@
 
 namespace kintsugi {
 
-// Activation recomputation (Korthikanti et al.): what a block keeps from forward to backward.
-//   none       everything backward needs
-//   selective  all but the attention core's output and log-sum-exp, recomputed from qkv
-//   full       nothing but the block's input (kept by the chunk); backward reruns the forward
-enum class Recompute : std::uint8_t { none, selective, full };
-template <>
-struct EnumNames<Recompute> {
-  static constexpr std::array values = {std::pair{Recompute::none, "none"},
-                                        std::pair{Recompute::selective, "selective"},
-                                        std::pair{Recompute::full, "full"}};
-};
-
 class TransformerBlock {
  public:
   TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index);
-  // The linear layers of block `index` (its attention half, then its MLP half).
-  static std::array<HalfSpec, 2> half_specs(const ModelConfig& config, int index);
 
   // Storage in every slot of `pool` (segment `segment`) for a micro-batch of [batch, seq]
   // tokens, keeping what `recompute` says; the rest lives in the shared workspace.

@@ -31,7 +31,7 @@
 #include "kintsugi/core/enum_names.hpp"
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
-#include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/parallel/layout_rules.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"

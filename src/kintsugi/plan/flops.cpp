@@ -1,14 +1,14 @@
 #include "kintsugi/plan/flops.hpp"
 
+#include "kintsugi/model/block_inventory.hpp"
+
 namespace kintsugi {
 
 namespace {
-// Parameters of one block's matrices: q and output d x d, k and v d x (kv heads x head size),
-// the MLP's two (GELU) or three (SwiGLU) d x d_ff matrices.
+// Parameters of one block's matrices (model/block_inventory.hpp): q and output d x d, k and v
+// d x (kv heads x head size), the MLP's two (GELU) or three (SwiGLU) d x d_ff matrices.
 double block_matmul_parameters(const ModelConfig& c) {
-  const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
-  const double kv = static_cast<double>(c.kv_heads() * c.head_dim());
-  return 2 * d * d + 2 * d * kv + (c.gated_mlp() ? 3 : 2) * d * f;
+  return block_inventory(c).matrix_parameters();
 }
 }  // namespace
 
@@ -17,14 +17,9 @@ std::int64_t qkv_width(const ModelConfig& c) { return c.d_model + 2 * c.kv_heads
 std::int64_t norm_parameters(const ModelConfig& c) { return c.rms_norm() ? c.d_model : 2 * c.d_model; }
 
 BlockParameters block_parameters(const ModelConfig& c) {
-  const double d = static_cast<double>(c.d_model);
-  BlockParameters p{.split = block_matmul_parameters(c),
-                    .replicated = 2.0 * static_cast<double>(norm_parameters(c))};
-  if (c.has_biases()) {
-    p.split += static_cast<double>(qkv_width(c) + c.d_ff);  // column-parallel: qkv, MLP up
-    p.replicated += 2 * d;                                  // row-parallel: output, MLP down
-  }
-  return p;
+  const BlockInventory b = block_inventory(c);
+  return {.split = b.matrix_parameters() + b.entry_bias_parameters(),
+          .replicated = b.norm_parameters() + b.exit_bias_parameters()};
 }
 
 double parameter_count_double(const ModelConfig& c) {

@@ -2,7 +2,8 @@
 // The arithmetic of cost, in one place (docs/design.md principle 7): parameter counts and FLOPs
 // per token. The training loop's TFLOP/s and MFU, the benchmarks and the planner all use these:
 // the cost model takes a block's and the head's FLOPs and a block's parameters from here, and
-// memory.hpp the qkv width. The one copy elsewhere is parallel/stage_partition.cpp's GPT-block
+// memory.hpp the qkv width. A block's parameters are the sums of its inventory
+// (model/block_inventory.hpp), the layers the model itself builds. The one copy elsewhere is parallel/stage_partition.cpp's GPT-block
 // weighting, which sits below plan/ in the layers and is the runtime's own partition.
 //
 // Model FLOPs per token (Megatron-LM, Narayanan et al. 2021, eq. 3 divided by tokens):

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
 
@@ -13,12 +14,11 @@ GridBlockElements grid_block_elements(const ModelConfig& m,
   KINTSUGI_ASSERT(grid.size() == 3);
   const double x = static_cast<double>(grid[0]), y = static_cast<double>(grid[1]);
   const double z = static_cast<double>(grid[2]);
-  const double d = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
-  const double qkv = static_cast<double>(qkv_width(m));
-  const double entries = m.gated_mlp() ? 2 : 1;  // SwiGLU: gate and up
-  const double blocks = (qkv + d + (entries + 1) * f) * d / (x * y * z);
-  double replicated = 2.0 * static_cast<double>(norm_parameters(m));
-  if (m.has_biases()) replicated += (qkv + entries * f) / y + 2 * d / x;  // outer slices
+  const BlockInventory b = block_inventory(m);
+  const double blocks = b.matrix_parameters() / (x * y * z);
+  // Biases are split by the layer's outer dimension: entry layers' over y, exit layers' over x.
+  const double replicated =
+      b.norm_parameters() + b.entry_bias_parameters() / y + b.exit_bias_parameters() / x;
   return {blocks + replicated, replicated};
 }
 
@@ -27,9 +27,8 @@ std::vector<GridLayer> grid_block_layers(const ModelConfig& m,
                                          double a, double pb, double gb) {
   KINTSUGI_ASSERT(grid.size() == 3);
   const double x = static_cast<double>(grid[0]), y = static_cast<double>(grid[1]);
-  const double d = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
-  const double qkv = static_cast<double>(qkv_width(m));
-  auto layer = [&](bool entry, bool attention, double out, double in) {
+  auto layer = [&](bool entry, bool attention, const LinearSpec& spec) {
+    const double out = static_cast<double>(spec.out), in = static_cast<double>(spec.in);
     // Entry: input over x, output over y; exit: the converse (model/grid_linear.hpp).
     GridLayer l{.entry = entry, .attention = attention};
     l.gemm_m = rows;
@@ -48,15 +47,17 @@ std::vector<GridLayer> grid_block_layers(const ModelConfig& m,
     }
     return l;
   };
-  std::vector<GridLayer> out = {layer(true, true, qkv, d), layer(false, true, d, d),
-                                layer(true, false, f, d)};
-  if (m.gated_mlp()) {
-    // Gate (fc) and up share one input gradient: one reduction and one gather, held by up.
-    out.back().backward_reduce = 0;
-    out.back().backward_gather = 0;
-    out.push_back(layer(true, false, f, d));
+  std::vector<GridLayer> out;
+  for (const HalfSpec& h : block_inventory(m).halves) {
+    const bool attention = h.kind == HalfSpec::Kind::attention;
+    for (std::size_t k = 0; k < h.entries.size(); ++k) {
+      out.push_back(layer(true, attention, h.entries[k]));
+      // Entry layers share one input gradient (SwiGLU's gate and up): one reduction and one
+      // gather, held by the last.
+      if (k + 1 < h.entries.size()) out.back().backward_reduce = out.back().backward_gather = 0;
+    }
+    out.push_back(layer(false, attention, h.exit));
   }
-  out.push_back(layer(false, false, d, f));
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "kintsugi/plan/memory.hpp"
 
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/plan/flops.hpp"
 
 namespace kintsugi {
@@ -14,26 +15,16 @@ StateBytes model_state_bytes(double p, int stage, std::int64_t shards, std::int6
 }
 
 double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
-  const double b = static_cast<double>(s.micro_batch), q = static_cast<double>(s.seq);
-  const double h = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
-  const double a = static_cast<double>(m.n_head), t = static_cast<double>(s.tp);
-  // Queries plus a key and a value per kv head: 3h without grouped-query attention.
-  const double qkv = static_cast<double>(qkv_width(m));
-  const double norm_stats = m.rms_norm() ? 1 : 2;  // RMSNorm keeps no mean
-  const double mlp = m.gated_mlp() ? 3 : 2;        // SwiGLU: gate, up, product; GELU: in, out
+  const double rows = static_cast<double>(s.micro_batch) * static_cast<double>(s.seq);
+  const double t = static_cast<double>(s.tp);
   const bool sp = s.sequence_parallel && s.tp > 1;
-  const double local = sp ? b * q / t : b * q;  // token rows outside tensor-parallel regions
-  double elements = local * h;  // the block's output (residual stream)
+  const double local = sp ? rows / t : rows;  // token rows outside tensor-parallel regions
+  double elements = local * static_cast<double>(m.d_model);  // the block's output
   double statistics = 0;
-  if (s.recompute != Recompute::full) {
-    elements += 3 * local * h;                             // ln1, mid, ln2
-    statistics += 2 * norm_stats * local;                  // their statistics
-    elements += b * q * qkv / t + mlp * b * q * f / t;     // qkv, MLP activations
-    if (s.recompute == Recompute::none) {
-      elements += b * q * h / t;    // attention output
-      statistics += b * q * a / t;  // log-sum-exp
-    }
-  }
+  // What the block saves (model/block_inventory.hpp) and keeps under this recomputation.
+  for (const SavedTensor& saved : block_inventory(m).saved)
+    if (saved.kept(s.recompute))
+      (saved.statistic ? statistics : elements) += saved.elements(rows, local, t);
   return elements * static_cast<double>(s.element_bytes) +
          statistics * static_cast<double>(s.statistic_bytes);
 }

@@ -31,7 +31,7 @@
 #include <cstdint>
 
 #include "kintsugi/model/config.hpp"
-#include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 
 namespace kintsugi {
 

@@ -1,0 +1,111 @@
+#include "kintsugi/model/block_inventory.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace kintsugi {
+
+bool SavedTensor::kept(Recompute recompute) const {
+  switch (recompute) {
+    case Recompute::none: return true;
+    case Recompute::selective: return !attention_core;
+    case Recompute::full: return false;
+  }
+  return true;
+}
+
+Shape SavedTensor::shape(std::int64_t batch, std::int64_t seq, std::int64_t local,
+                         std::int64_t split) const {
+  const std::int64_t rows = local_rows ? local : batch * seq;
+  const std::int64_t w = head_split ? width / split : width;
+  switch (form) {
+    case Form::matrix: return {rows, w};
+    case Form::per_row: return {rows};
+    case Form::per_head: return {batch, w, seq};
+  }
+  return {};
+}
+
+double SavedTensor::elements(double rows, double local, double split) const {
+  const double r = local_rows ? local : rows;
+  const double w = static_cast<double>(width) / (head_split ? split : 1.0);
+  return form == Form::per_row ? r : r * w;
+}
+
+double BlockInventory::matrix_parameters() const {
+  double n = 0;
+  for (const HalfSpec& h : halves) {
+    // In doubles: the planner measures absurd shapes too before it refuses them.
+    for (const LinearSpec& l : h.entries) n += static_cast<double>(l.in) * static_cast<double>(l.out);
+    n += static_cast<double>(h.exit.in) * static_cast<double>(h.exit.out);
+  }
+  return n;
+}
+
+double BlockInventory::entry_bias_parameters() const {
+  double n = 0;
+  for (const HalfSpec& h : halves)
+    if (h.bias)
+      for (const LinearSpec& l : h.entries) n += static_cast<double>(l.out);
+  return n;
+}
+
+double BlockInventory::exit_bias_parameters() const {
+  double n = 0;
+  for (const HalfSpec& h : halves)
+    if (h.bias) n += static_cast<double>(h.exit.out);
+  return n;
+}
+
+double BlockInventory::norm_parameters() const {
+  return 2.0 * static_cast<double>(norm_bias ? 2 * norm_width : norm_width);
+}
+
+BlockInventory block_inventory(const ModelConfig& c, int index) {
+  const std::string p = "blocks." + std::to_string(index);
+  // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
+  const double residual_std = c.init_std / std::sqrt(2.0 * c.n_layer);
+  const std::int64_t d = c.d_model, f = c.d_ff;
+  // The packed qkv: the queries (d_model wide) plus a key and a value per kv head.
+  const std::int64_t qkv = d + 2 * c.kv_heads() * c.head_dim();
+  const bool gated = c.gated_mlp();
+  BlockInventory inv;
+  inv.halves[0] = {.kind = HalfSpec::Kind::attention,
+                   .entries = {{p + ".attn.qkv", d, qkv, c.init_std}},
+                   .exit = {p + ".attn.proj", d, d, residual_std},
+                   .bias = c.has_biases()};
+  inv.halves[1] = {.kind = HalfSpec::Kind::mlp,
+                   .entries = {{p + (gated ? ".mlp.gate" : ".mlp.fc"), d, f, c.init_std}},
+                   .exit = {p + (gated ? ".mlp.down" : ".mlp.fc2"), f, d, residual_std},
+                   .bias = c.has_biases()};
+  if (gated) inv.halves[1].entries.push_back({p + ".mlp.up", d, f, c.init_std});
+  inv.norm_width = d;
+  inv.norm_bias = !c.rms_norm();
+
+  using A = BlockActivations;
+  using Form = SavedTensor::Form;
+  auto& s = inv.saved;
+  auto norm = [&](Tensor A::*out, Tensor A::*mean, Tensor A::*rstd) {
+    s.push_back({.field = out, .width = d});
+    if (inv.norm_bias) s.push_back({.field = mean, .form = Form::per_row, .statistic = true});
+    s.push_back({.field = rstd, .form = Form::per_row, .statistic = true});
+  };
+  auto columns = [&](Tensor A::*field, std::int64_t width) {
+    s.push_back({.field = field, .local_rows = false, .width = width, .head_split = true});
+  };
+  norm(&A::ln1, &A::ln1_mean, &A::ln1_rstd);
+  columns(&A::qkv, qkv);  // RoPE's rotated queries and keys
+  s.push_back({.field = &A::attn, .local_rows = false, .width = d, .head_split = true,
+               .attention_core = true});
+  s.push_back({.field = &A::lse, .form = Form::per_head, .local_rows = false,
+               .width = c.n_head, .head_split = true, .statistic = true,
+               .attention_core = true});
+  s.push_back({.field = &A::mid, .width = d});
+  norm(&A::ln2, &A::ln2_mean, &A::ln2_rstd);
+  columns(&A::fc, f);  // GELU's input, SwiGLU's gate
+  if (gated) columns(&A::up, f);
+  columns(&A::act, f);
+  return inv;
+}
+
+}  // namespace kintsugi

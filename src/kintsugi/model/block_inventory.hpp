@@ -1,0 +1,75 @@
+#pragma once
+// One transformer block's inventory, declared once: its linear layers, its norms and the tensors
+// its forward saves for backward. The block registers its parameters and carves its saved
+// tensors from it (model/transformer_block.cpp); the planner sums it for a layout (plan/flops.cpp,
+// plan/memory.cpp, plan/grid_cost.cpp). A new bias or saved tensor is one edit here.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kintsugi/core/enum_names.hpp"
+#include "kintsugi/model/block_half.hpp"
+#include "kintsugi/model/block_workspace.hpp"
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi {
+
+// Activation recomputation (Korthikanti et al.): what a block keeps from forward to backward.
+//   none       everything backward needs
+//   selective  all but the attention core's output and log-sum-exp, recomputed from qkv
+//   full       nothing but the block's input (kept by the chunk); backward reruns the forward
+enum class Recompute : std::uint8_t { none, selective, full };
+template <>
+struct EnumNames<Recompute> {
+  static constexpr std::array values = {std::pair{Recompute::none, "none"},
+                                        std::pair{Recompute::selective, "selective"},
+                                        std::pair{Recompute::full, "full"}};
+};
+
+// A tensor forward saves for backward, per micro-batch.
+struct SavedTensor {
+  Tensor BlockActivations::*field = nullptr;
+  // Its shape, with `rows` the residual stream's token rows (this rank's slice under sequence
+  // parallelism) when local_rows, else every token row of the micro-batch:
+  //   matrix   [rows, width / split]
+  //   per_row  [rows]                            (a norm's statistics)
+  //   per_head [batch, width / split, seq]       (attention's log-sum-exp; width: the heads)
+  // where split is the ranks that split heads and MLP columns if head_split, else 1.
+  enum class Form { matrix, per_row, per_head };
+  Form form = Form::matrix;
+  bool local_rows = true;
+  std::int64_t width = 0;
+  bool head_split = false;
+  bool statistic = false;       // the statistics type (f32), else the compute type
+  bool attention_core = false;  // the attention core's output: selective recomputation drops it
+
+  // Kept per micro-batch under `recompute` (else recomputed into the shared workspace).
+  bool kept(Recompute recompute) const;
+  // Its shape for a micro-batch of [batch, seq] token rows, `local` of them the residual
+  // stream's, split over `split` ranks.
+  Shape shape(std::int64_t batch, std::int64_t seq, std::int64_t local, std::int64_t split) const;
+  // Its elements for a micro-batch of `rows` token rows of which `local` are the residual
+  // stream's, split over `split` ranks.
+  double elements(double rows, double local, double split) const;
+};
+
+struct BlockInventory {
+  std::array<HalfSpec, 2> halves;  // attention (qkv, proj), MLP (fc or gate, [up], fc2 or down)
+  std::int64_t norm_width = 0;     // ln1 and ln2: a weight each, and with LayerNorm a bias
+  bool norm_bias = true;
+  std::vector<SavedTensor> saved;  // in the order they are carved
+
+  // The layers' matrices (the block's share of N_matmul, plan/flops.hpp).
+  double matrix_parameters() const;
+  // The biases of the entry layers (column-parallel: split like the matrices) and of the exit
+  // layers (added once after the reduction: replicated).
+  double entry_bias_parameters() const;
+  double exit_bias_parameters() const;
+  // Both norms.
+  double norm_parameters() const;
+};
+
+// Block `index`'s inventory (the index only names the parameters).
+BlockInventory block_inventory(const ModelConfig& config, int index = 0);
+
+}  // namespace kintsugi
