@@ -155,29 +155,7 @@ std::vector<nlohmann::json> StallWatch::ask_everyone() {
     queries.emplace_back();
     MPI_Isend(&rank_, 1, MPI_INT, r, kQueryTag, comm_, &queries.back());
   }
-  std::vector<bool> answered(static_cast<std::size_t>(size_), false);
-  answered[static_cast<std::size_t>(rank_)] = true;
-  int missing = size_ - 1;
-  const auto start = Clock::now();
-  while (missing > 0 && seconds_since(start) < answer_window_s(timeout_s_)) {
-    int flag = 0;
-    MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, comm_, &flag, &status);
-    if (!flag) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    int length = 0;
-    MPI_Get_count(&status, MPI_CHAR, &length);
-    std::string text(static_cast<std::size_t>(length), '\0');
-    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kAnswerTag, comm_,
-             MPI_STATUS_IGNORE);
-    const auto r = static_cast<std::size_t>(status.MPI_SOURCE);
-    if (answered[r]) continue;
-    answered[r] = true;
-    --missing;
-    statuses[r] = nlohmann::json::parse(text, nullptr, false);
-  }
+  collect_answers(kAnswerTag, false, statuses, [](const nlohmann::json&) { return true; });
   // Queries to ranks that never answered stay unsent or unmatched: the job ends anyway.
   for (auto& q : queries) MPI_Request_free(&q);
   return statuses;
@@ -247,14 +225,23 @@ std::vector<nlohmann::json> StallWatch::probe_everyone(int probe) {
                                                           MPI_REQUEST_NULL);
     MPI_Isend(number.get(), 1, MPI_INT, r, kProbeTag, comm_, &request);
   }
+  collect_answers(kProbeAnswerTag, true, statuses, [probe](const nlohmann::json& s) {
+    return s.is_object() && s.value("probe", -1) == probe;
+  });
+  return statuses;
+}
+
+void StallWatch::collect_answers(int tag, bool stoppable, std::vector<nlohmann::json>& statuses,
+                                 const std::function<bool(const nlohmann::json&)>& accept) {
   std::vector<bool> answered(static_cast<std::size_t>(size_), false);
   answered[static_cast<std::size_t>(rank_)] = true;
   int missing = size_ - 1;
   const auto start = Clock::now();
-  while (missing > 0 && !stopping_ && seconds_since(start) < answer_window_s(timeout_s_)) {
+  while (missing > 0 && !(stoppable && stopping_) &&
+         seconds_since(start) < answer_window_s(timeout_s_)) {
     int flag = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kProbeAnswerTag, comm_, &flag, &status);
+    MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &status);
     if (!flag) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
@@ -262,16 +249,14 @@ std::vector<nlohmann::json> StallWatch::probe_everyone(int probe) {
     int length = 0;
     MPI_Get_count(&status, MPI_CHAR, &length);
     std::string text(static_cast<std::size_t>(length), '\0');
-    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kProbeAnswerTag, comm_,
-             MPI_STATUS_IGNORE);
-    nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE);
+    nlohmann::json answer = nlohmann::json::parse(text, nullptr, false);
     const auto r = static_cast<std::size_t>(status.MPI_SOURCE);
-    if (!s.is_object() || s.value("probe", -1) != probe || answered[r]) continue;
+    if (answered[r] || !accept(answer)) continue;
     answered[r] = true;
     --missing;
-    statuses[r] = std::move(s);
+    statuses[r] = std::move(answer);
   }
-  return statuses;
 }
 
 void StallWatch::watch_for_deadlock() {

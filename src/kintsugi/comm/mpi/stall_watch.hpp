@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -71,6 +72,11 @@ class StallWatch {
   // Every rank's status for probe number `probe` (this rank's own included), null for those
   // that did not answer it in time.
   std::vector<nlohmann::json> probe_everyone(int probe);
+  // Receives the other ranks' JSON answers on `tag` into statuses[rank] until every rank has
+  // answered, the answer window has passed, or (stoppable) the watch stops; an answer that
+  // `accept` refuses (a stale probe's) does not count.
+  void collect_answers(int tag, bool stoppable, std::vector<nlohmann::json>& statuses,
+                       const std::function<bool(const nlohmann::json&)>& accept);
 
   double timeout_s_, deadlock_check_s_;
   MPI_Comm comm_ = MPI_COMM_NULL;
