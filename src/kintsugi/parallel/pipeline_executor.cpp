@@ -59,6 +59,14 @@ void PipelineExecutor::wait_receive(int direction, int chunk, int mb) {
 }
 
 // (chunk, micro-batch) -> the index of its last instruction, when its slot goes back to the pool.
+void PipelineExecutor::traced(const char* name, int lane, const std::function<void()>& work) {
+  const double start = tracer_.now();
+  const int device_start = tracer_.device_mark();
+  work();
+  tracer_.record_device(name, device_start, tracer_.device_mark());
+  tracer_.record(name, lane, start, tracer_.now());
+}
+
 std::map<std::pair<int, int>, std::size_t> PipelineExecutor::last_instructions(
     const std::vector<PipeInstruction>& program) {
   std::map<std::pair<int, int>, std::size_t> last;
@@ -165,22 +173,12 @@ bool PipelineExecutor::run(const std::vector<PipeInstruction>& program, bool tra
         // Every rank reduces, abandoned or not: a stage's data-parallel ranks may have started
         // reducing in their last backward, and the reductions must finish on both sides.
         if (p > 1 && hooks.any_abandoned) abandoned = hooks.any_abandoned(draining);
-        const double start = tracer_.now();
-        const int device_start = tracer_.device_mark();
-        hooks.reduce_grads();
-        tracer_.record_device("reduce gradients", device_start, tracer_.device_mark());
-        tracer_.record("reduce gradients", kCommunicationLane, start, tracer_.now());
+        traced("reduce gradients", kCommunicationLane, hooks.reduce_grads);
         break;
       }
-      case PipeOp::optimizer_step: {
-        if (abandoned) break;
-        const double start = tracer_.now();
-        const int device_start = tracer_.device_mark();
-        hooks.optimizer_step();
-        tracer_.record_device("optimizer", device_start, tracer_.device_mark());
-        tracer_.record("optimizer", kComputeLane, start, tracer_.now());
+      case PipeOp::optimizer_step:
+        if (!abandoned) traced("optimizer", kComputeLane, hooks.optimizer_step);
         break;
-      }
     }
     if (chunk && last.at({in.chunk, in.micro_batch}) == index) {
       held_.erase({in.chunk, in.micro_batch});

@@ -74,6 +74,8 @@ class PipelineExecutor {
   int acquire_slot(int chunk, int mb);
   static void wait_sends(std::vector<CommHandle>& sends);
   void wait_receive(int direction, int chunk, int mb);
+  // Runs `work` as one span of the traced step, on `lane` and on the device's timeline.
+  void traced(const char* name, int lane, const std::function<void()>& work);
 
   std::vector<ModelChunk*> chunks_;
   PipelineShape shape_;
