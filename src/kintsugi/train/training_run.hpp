@@ -2,8 +2,9 @@
 // One rank's training run, the engine of train() (trainer.hpp), in the order it takes its steps:
 // restore the state, announce the run, then per optimizer step: step, report, checkpoint;
 // finally save and summarize. Its state comes in parts, each with one job: the fixed context
-// (run_context.hpp), the rates against the hardware (run_throughput.hpp), the records written
-// as it goes (run_records.hpp), how far it has got (RunProgress) and the summary it returns.
+// (run_context.hpp), the rates against the hardware (run_throughput.hpp) and the energy
+// measured (job_energy.hpp), the records written as it goes (run_records.hpp), how far it has
+// got (RunProgress) and the summary it returns.
 // Its work is split over files by job:
 //   trainer.cpp             restore and the step loop
 //   run_announcement.cpp    the log's header, run.json and the metrics file's opening
