@@ -300,6 +300,23 @@ TEST(HfConfig, ImpossibleValuesAreRefusedAsTheFilesFields) {
       << error(j);
 }
 
+// A family added to Family before its Hugging Face names is refused by name: the exporter does
+// not write it a GPT-2 config.json, and the field names of its messages are not a
+// std::out_of_range from a map.
+TEST(HfConfig, FamilyWithoutHuggingFaceNamesIsRefused) {
+  ModelConfig c = model_preset("gpt-tiny");
+  c.family = static_cast<Family>(EnumNames<Family>::values.size());  // past the last one named
+  const std::string exported = error_of([&] { hf_config(c); });
+  EXPECT_NE(exported.find("model.family"), std::string::npos) << exported;
+  EXPECT_NE(exported.find("gpt2, llama and bloom"), std::string::npos) << exported;
+  HfModel h;
+  h.model.family = c.family;
+  const std::string named = error_of([&] { h.field_of("model.n_layer"); });
+  EXPECT_NE(named.find("model.family"), std::string::npos) << named;
+  EXPECT_NE(named.find("gpt2, llama and bloom"), std::string::npos) << named;
+  EXPECT_EQ(h.field_of("train.lr"), "train.lr");  // a key with no field of theirs is itself
+}
+
 // Headers alone: byte ranges in the file, nothing read.
 TEST(Safetensors, HeaderLocatesTensors) {
   const ScratchDir scratch("safetensors-header");

@@ -47,12 +47,11 @@ TEST(CommVolume, ZeroStagesMoveOneOrOneAndAHalfAllReduces) {
   const std::int64_t psi = 1 << 20;
   auto total = [&](int stage, std::int64_t twice, std::int64_t micro_batches) {
     StepShape s{.micro_batches = micro_batches, .grad_elements = psi};
-    s.zero = stage;
-    s.shards = 4;
     s.gathered_twice_elements = twice;
     s.gathered_once_elements = psi - twice;
     double bytes = 0;
-    for (const auto& [key, b] : step_comm_bytes(m, {.dp = 4}, s)) bytes += b;
+    const ParallelLayout layout{.dp = 4, .zero = zero_stage(stage, "zero")};  // 4 shards
+    for (const auto& [key, b] : step_comm_bytes(m, layout, s)) bytes += b;
     return bytes;
   };
   const double plain = total(0, psi, 1);

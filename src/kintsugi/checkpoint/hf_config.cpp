@@ -247,7 +247,13 @@ std::string HfModel::field_of(const std::string& key) const {
       {"model.init_std", {{Family::gpt2, "initializer_range"}, {Family::llama, "initializer_range"}, {Family::bloom, "initializer_range"}}},
       {"model.seq_len", {{Family::gpt2, "n_positions"}, {Family::llama, "max_position_embeddings"}, {Family::bloom, "seq_length"}}}};
   auto it = names.find(key);
-  return it == names.end() ? key : it->second.at(model.family);
+  if (it == names.end()) return key;
+  auto field = it->second.find(model.family);
+  if (field == it->second.end())  // a family added to Family before its row here
+    fail("{} has no Hugging Face field for model.family = \"{}\" (value {}): its fields are "
+         "named for gpt2, llama and bloom",
+         key, name_of(model.family), static_cast<int>(model.family));
+  return field->second;
 }
 
 HfModel model_from_hf_config(const nlohmann::json& config, const std::string& source) {

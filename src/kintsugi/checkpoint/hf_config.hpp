@@ -20,7 +20,8 @@ struct HfModel {
   // Llama with tie_word_embeddings: the file has no lm_head; ours starts as the embedding's copy.
   bool head_from_embedding = false;
   std::vector<std::string> notes;  // what the run should say (dropout not applied, ...)
-  // Our model key -> their field, for messages ("model.d_ff" -> "intermediate_size").
+  // Our model key -> their field, for messages ("model.d_ff" -> "intermediate_size"); a key
+  // they have no field for is itself, a family without field names a kintsugi::Error.
   std::string field_of(const std::string& key) const;
 };
 

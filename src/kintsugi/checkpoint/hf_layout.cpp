@@ -194,6 +194,11 @@ nlohmann::json hf_config(const ModelConfig& c) {
             {"slow_but_exact", false},
             {"tie_word_embeddings", true},
             {"torch_dtype", "float32"}};
+  // A family added to Family without a config.json of its own must not pass as GPT-2.
+  if (c.family != Family::gpt2)
+    fail("a Hugging Face config.json for model.family = \"{}\" (value {}) is not written: "
+         "export supports gpt2, llama and bloom",
+         name_of(c.family), static_cast<int>(c.family));
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"vocab_size", c.vocab_size},

@@ -46,7 +46,8 @@ struct HfTensor {
 // Every tensor of the model, in order; kintsugi::Error for a family without a table.
 std::vector<HfTensor> hf_tensors(const ModelConfig& config);
 // The config.json that goes next to the exported weights (without the tokenizer's
-// bos_token_id and eos_token_id, which export_hf adds from the tokenizer it writes).
+// bos_token_id and eos_token_id, which export_hf adds from the tokenizer it writes);
+// kintsugi::Error for a family it has no config for.
 nlohmann::json hf_config(const ModelConfig& config);
 // Hugging Face names may carry the model class's prefix ("transformer.h.0..." from
 // GPT2LMHeadModel, "h.0..." from GPT2Model): the name without it.

@@ -17,8 +17,9 @@ double ring_all_gather_bytes(double bytes, std::int64_t n) {
 namespace {
 
 // 3D tensor parallelism's terms (comm_volume.hpp).
-void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
-                    const StepShape& s, std::map<std::string, double>& out) {
+void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepShape& s,
+                    std::map<std::string, double>& out) {
+  const std::vector<std::int64_t>& grid = l.tensor_grid;
   const std::int64_t gx = grid[0], gy = grid[1], gz = grid[2], plane = gx * gy;
   const double a = static_cast<double>(s.activation_element_bytes);
   const double pb = static_cast<double>(s.param_element_bytes);
@@ -38,7 +39,7 @@ void add_grid_bytes(const ModelConfig& m, const std::vector<std::int64_t>& grid,
   // Replicated parameters' partial gradients: once per step, or every micro-batch when ZeRO-2/3
   // reduces each micro-batch's gradient.
   out["grid_z.all_reduce"] =
-      (s.zero >= 2 ? mb : 1.0) *
+      (l.zero >= ZeroStage::gradients ? mb : 1.0) *
       ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
   out["grid_x.all_reduce"] =
       mb * blocks *
@@ -66,7 +67,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   if (!l.tensor_grid.empty()) {
-    add_grid_bytes(m, l.tensor_grid, s, out);
+    add_grid_bytes(m, l, s, out);
   } else if (l.tp > 1) {
     // Forward: the embedding and each block's two halves leave a region; backward: the
     // gradients entering each block's two halves and the head enter one.
@@ -83,26 +84,28 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       // Replicated parameters' partial gradients: once per step, or every micro-batch when
       // ZeRO-2/3 reduces each micro-batch's gradient.
       out["tp.all_reduce"] +=
-          (s.zero >= 2 ? mb : 1.0) * ring_all_reduce_bytes(s.sp_grad_elements * eb, l.tp);
+          (l.zero >= ZeroStage::gradients ? mb : 1.0) *
+          ring_all_reduce_bytes(s.sp_grad_elements * eb, l.tp);
     } else {
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
   }
   const double grads = static_cast<double>(s.grad_elements) * eb;
-  if (s.zero == 0) {
+  if (l.zero == ZeroStage::none) {
     if (l.dp > 1) out["dp.all_reduce"] = ring_all_reduce_bytes(grads, l.dp);
   } else {
-    const std::string group = s.replicas > 1 ? "shard" : "dp";
+    const std::int64_t shards = l.shards(), replicas = l.replicas();
+    const std::string group = replicas > 1 ? "shard" : "dp";
     const double pb = static_cast<double>(s.param_element_bytes);
-    const double rs = ring_reduce_scatter_bytes(grads, s.shards);
-    out[group + ".reduce_scatter"] = s.zero == 1 ? rs : mb * rs;
+    const double rs = ring_reduce_scatter_bytes(grads, shards);
+    out[group + ".reduce_scatter"] = l.zero == ZeroStage::optimizer ? rs : mb * rs;
     out[group + ".all_gather"] =
-        s.zero < 3 ? ring_all_gather_bytes(s.grad_elements * pb, s.shards)
-                   : mb * ring_all_gather_bytes(
-                              (s.gathered_once_elements + 2.0 * s.gathered_twice_elements) * pb,
-                              s.shards);
-    if (s.replicas > 1)
-      out["replica.all_reduce"] = ring_all_reduce_bytes(grads / s.shards, s.replicas);
+        l.zero < ZeroStage::parameters
+            ? ring_all_gather_bytes(s.grad_elements * pb, shards)
+            : mb * ring_all_gather_bytes(
+                       (s.gathered_once_elements + 2.0 * s.gathered_twice_elements) * pb, shards);
+    if (replicas > 1)
+      out["replica.all_reduce"] = ring_all_reduce_bytes(grads / shards, replicas);
   }
   if (s.pipeline_sends > 0) {
     // A stage sends its rows: a 1/tp slice with sequence parallelism, this z's sequences with

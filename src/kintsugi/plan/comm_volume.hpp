@@ -61,12 +61,10 @@ struct StepShape {
   // other end of the pipeline once per step.
   std::int64_t pipeline_sends = 0;
   std::int64_t tied_embedding_elements = 0;
-  // ZeRO: the stage, the ranks the state is sharded over (K; the data-parallel group unless
-  // hybrid sharding) and the replicas of each shard (dp / K), the bytes of a parameter
-  // element, and how the parameter units are gathered under stage 3 (embeddings and head once
-  // per micro-batch, blocks twice: before forward and before backward).
-  int zero = 0;
-  std::int64_t shards = 1, replicas = 1;
+  // ZeRO: the bytes of a parameter element, and how the parameter units are gathered under
+  // stage 3 (embeddings and head once per micro-batch, blocks twice: before forward and before
+  // backward). The stage, the ranks the state is sharded over and the replicas of each shard
+  // are the layout's (ParallelLayout::zero, shards(), replicas()), which step_comm_bytes takes.
   std::int64_t param_element_bytes = 4;
   std::int64_t gathered_once_elements = 0, gathered_twice_elements = 0;
   // Full activation recomputation reruns each block's forward, and its two tensor-parallel

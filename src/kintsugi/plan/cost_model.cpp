@@ -74,9 +74,6 @@ StepShape layout_step_shape(const Workload& w, const Layout& l) {
   s.element_bytes = static_cast<std::int64_t>(size_of(grad_dtype(w.precision, w.grad_precision)));
   s.activation_element_bytes = element_bytes(w.precision);
   s.param_element_bytes = element_bytes(w.precision);
-  s.zero = stage_number(l.parallel.zero);
-  s.shards = l.parallel.shards();
-  s.replicas = l.parallel.replicas();
   s.recompute_full = l.recompute == Recompute::full;
   return s;
 }
@@ -488,7 +485,8 @@ double grid_seconds(const Context& c, const RankShare& share, const StepShape& s
       (boundaries > 0 ? collective_seconds(ring_all_reduce_bytes(plane_bytes, plane), plane,
                                            g.plane_link, LinkUse::all_reduce)
                       : 0.0);
-  const double depth_reductions = shape.zero >= 2 ? static_cast<double>(c.mbs) : 1.0;
+  const double depth_reductions =
+      c.l.parallel.zero >= ZeroStage::gradients ? static_cast<double>(c.mbs) : 1.0;
   const double depth =
       depth_reductions *
       collective_seconds(ring_all_reduce_bytes(shape.depth_grad_elements * c.gb, g.z), g.z,

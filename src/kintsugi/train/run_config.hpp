@@ -1,7 +1,8 @@
 #pragma once
 // A training run's configuration: a TOML file plus `--set key=value` overrides. Every key is
-// declared once in run_config.cpp with its documentation; unknown keys are errors (a typo must
-// never silently fall back to a default). docs/config.md lists them all.
+// declared once in run_config_keys.cpp with its documentation; unknown keys are errors (a typo
+// must never silently fall back to a default). docs/config.md lists them all. Reading is in
+// run_config.cpp, the checks in run_config_checks.cpp, writing back in run_config_writer.cpp.
 #include <cstdint>
 #include <set>
 #include <string>

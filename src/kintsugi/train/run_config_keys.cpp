@@ -1,0 +1,257 @@
+#include "kintsugi/train/run_config_keys.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi::config_keys {
+
+// The one list of keys.
+std::vector<Key> keys_of(RunConfig& c) {
+  return {
+      {"model.family", &c.model.family,
+       "architecture family: \"gpt2\", \"llama\" (RoPE, RMSNorm, SwiGLU, GQA) or \"bloom\" "
+       "(ALiBi, embedding LayerNorm)"},
+      {"model.n_layer", &c.model.n_layer, "transformer blocks"},
+      {"model.d_model", &c.model.d_model, "hidden size"},
+      {"model.n_head", &c.model.n_head, "attention heads (must divide d_model)"},
+      {"model.n_kv_head", &c.model.n_kv_head,
+       "key/value heads for grouped-query attention (must divide n_head; 0: n_head)"},
+      {"model.d_ff", &c.model.d_ff, "MLP width (4 * d_model for GPT-2)"},
+      {"model.vocab_size", &c.model.vocab_size, "vocabulary size (50257 for GPT-2's BPE)"},
+      {"model.seq_len", &c.model.seq_len, "context length; training sequences have this length"},
+      {"model.vocab_pad_multiple", &c.model.vocab_pad_multiple,
+       "embedding rows are padded to a multiple of this (padded logits never reach the loss)"},
+      {"model.norm_eps", &c.model.norm_eps, "LayerNorm / RMSNorm epsilon"},
+      {"model.rope_theta", &c.model.rope_theta, "llama: base of the rotary embedding frequencies"},
+      {"model.init_std", &c.model.init_std,
+       "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
+      {"data.train", &c.data.train,
+       "training data: a token file or Megatron dataset (`kintsugi data tokenize`), or a blend "
+       "[{ path = \"a.bin\", weight = 0.7, val = \"a_val.bin\" }, ...] drawing each sequence "
+       "from dataset k with probability weight_k"},
+      {"data.val", &c.data.val,
+       "validation data (\"\": none, evaluation skipped); a blend's val entries replace it"},
+      {"data.tokenizer", &c.data.tokenizer,
+       "the data's tokenizer: tokenizer.json (or its directory) or GPT-2's directory; saved with "
+       "the model"},
+      {"data.document_attention", &c.data.document_attention,
+       "attention does not cross an end-of-document id inside a training window and positions "
+       "restart after it (Megatron-LM's reset-attention-mask and reset-position-ids)"},
+      {"data.eod_id", &c.data.eod_id,
+       "the id that ends a document, for document_attention (-1: data.tokenizer's end id)"},
+      {"train.steps", &c.train.steps, "optimizer steps"},
+      {"train.global_batch", &c.train.global_batch, "sequences per optimizer step"},
+      {"train.micro_batch", &c.train.micro_batch,
+       "sequences per forward/backward; global_batch / micro_batch micro-batches are accumulated"},
+      {"train.batch_rampup", &c.train.batch_rampup,
+       "batch-size ramp-up [start, increment, samples] (Megatron-LM's --rampup-batch-size): the "
+       "global batch starts at `start` and grows by `increment` every samples / ((global_batch "
+       "- start) / increment) consumed sequences until global_batch; every batch on the way "
+       "must be a multiple of micro_batch x dp (default []: none; docs/config.md)"},
+      {"train.batch_lr_rule", &c.train.batch_lr_rule,
+       "learning rate during the ramp-up: \"none\" (the schedule's), \"sqrt\" or \"linear\" "
+       "(the schedule's times (batch / global_batch)^(1/2) or ^1; docs/config.md)"},
+      {"train.lr", &c.train.lr, "peak learning rate"},
+      {"train.lr_schedule", &c.train.lr_schedule,
+       "learning rate after the warm-up: \"cosine\" (to min_lr at decay_steps), \"linear\" (a "
+       "straight line to min_lr at decay_steps), \"constant\" (lr), \"inverse_sqrt\" (lr "
+       "sqrt(warmup_steps / n) at step n, at least min_lr) or \"wsd\" (warmup-stable-decay: lr, "
+       "then a straight line to min_lr over the last lr_decay_fraction of decay_steps)"},
+      {"train.min_lr", &c.train.min_lr,
+       "learning rate at the end of the decay (cosine, linear, wsd) and the floor of "
+       "inverse_sqrt"},
+      {"train.warmup_steps", &c.train.warmup_steps,
+       "linear warm-up steps (with decay_steps unset, at most train.steps)"},
+      {"train.decay_steps", &c.train.decay_steps,
+       "the step (counted from 1) that trains at min_lr: the end of the decay (cosine, "
+       "linear, wsd; 0: train.steps, the last step)"},
+      {"train.lr_decay_fraction", &c.train.lr_decay_fraction,
+       "wsd: the last fraction of decay_steps over which the learning rate decays, in (0, 1]"},
+      {"train.optimizer", &c.train.optimizer,
+       "\"adamw\" (two moments per weight) or \"lion\" (one moment, sign updates: half AdamW's "
+       "optimizer state; wants an lr 3-10x lower and a weight_decay as much higher); sharded by "
+       "parallel.zero alike"},
+      {"train.weight_decay", &c.train.weight_decay,
+       "decoupled weight decay of AdamW and Lion (not applied to biases and norm weights)"},
+      {"train.beta1", &c.train.beta1,
+       "AdamW's first-moment decay; Lion's interpolation weight of the update"},
+      {"train.beta2", &c.train.beta2,
+       "AdamW's second-moment decay; Lion's moment decay (the Lion paper uses 0.99)"},
+      {"train.eps", &c.train.eps, "AdamW epsilon (Lion has none)"},
+      {"train.grad_clip", &c.train.grad_clip, "clip the global gradient norm to this (0: off)"},
+      {"train.seed", &c.train.seed, "seed of initialization and batch sampling"},
+      {"train.eval_every", &c.train.eval_every,
+       "validation loss every this many steps (0: only after the last step)"},
+      {"train.eval_sequences", &c.train.eval_sequences,
+       "validation windows (of model.seq_len tokens, spread evenly over data.val) per "
+       "evaluation; the same set whatever the layout and micro-batch"},
+      {"train.eval_batches", &c.train.eval_batches,
+       "deprecated: eval_batches x micro_batch validation windows, which change with the "
+       "micro-batch (0: use eval_sequences)"},
+      {"train.log_every", &c.train.log_every, "print a step line every this many steps"},
+      {"train.threads", &c.train.threads, "compute threads (0: all cores)"},
+      {"train.device", &c.train.device,
+       "where the model trains: \"cpu\" or \"cuda\" (one GPU per rank; needs a CUDA build)"},
+      {"train.precision", &c.train.precision,
+       "\"fp32\", or mixed precision \"bf16\" / \"fp16\": weights and activations in 16 bits, "
+       "f32 master weights and optimizer state"},
+      {"train.grad_precision", &c.train.grad_precision,
+       "\"fp32\" (gradients accumulated in f32) or \"param\" (in the weights' type: 2 bytes)"},
+      {"train.loss_scale", &c.train.loss_scale,
+       "fp16: initial dynamic loss scale (halved on overflow, doubled after a clean window)"},
+      {"train.loss_scale_window", &c.train.loss_scale_window,
+       "fp16: clean steps before the loss scale doubles"},
+      {"train.recompute", &c.train.recompute,
+       "activation recomputation: \"none\", \"selective\" (the attention core) or \"full\" "
+       "(everything but each block's input)"},
+      {"train.save_checkpoint", &c.train.save_checkpoint,
+       "save the trained model under the output directory"},
+      {"train.save_every", &c.train.save_every,
+       "write a training checkpoint (weights, optimizer, loss scaler, step) to "
+       "<out>/checkpoints every this many steps and after the last (0: none)"},
+      {"train.keep_checkpoints", &c.train.keep_checkpoints,
+       "newest training checkpoints to keep (0: all)"},
+      {"parallel.tp", &c.parallel.tp,
+       "tensor-parallel ranks (Megatron column/row splits; adjacent ranks, inside a node)"},
+      {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp))"},
+      {"parallel.pp", &c.parallel.pp, "pipeline stages"},
+      {"parallel.schedule", &c.parallel.schedule,
+       "pipeline schedule: \"gpipe\", \"1f1b\" (PipeDream-Flush) or \"interleaved\" (Megatron)"},
+      {"parallel.virtual_stages", &c.parallel.virtual_stages,
+       "model chunks per pipeline rank (interleaved schedule)"},
+      {"parallel.layers_per_stage", &c.parallel.layers_per_stage,
+       "blocks of each pipeline stage, e.g. [5, 4, 3] (default []: balanced by cost)"},
+      {"parallel.tensor_grid", &c.parallel.tensor_grid,
+       "3D tensor parallelism (AxoNN): [x, y, z] with x y z = tp, e.g. [2, 2, 1] (default []: "
+       "1D Megatron tensor parallelism over tp ranks)"},
+      {"parallel.tensor_grid_overlap", &c.parallel.tensor_grid_overlap,
+       "3D tensor parallelism: prefetch weight all-gathers and overlap backward's all-reduces "
+       "and weight-gradient reduce-scatters with computation (false: blocking; same results)"},
+      {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
+       "split norms and residuals along the sequence across tensor-parallel ranks"},
+      {"parallel.order", &c.parallel.order,
+       "rank order, fastest-varying dimension first (\"tp-dp-pp\")"},
+      {"parallel.bucket_mib", &c.comm.bucket_mib,
+       "data-parallel gradient bucket size in MiB (reduced while backward goes on)"},
+      {"parallel.zero", &c.parallel.zero,
+       "ZeRO stage: 0 replicated, 1 shards optimizer state, 2 also gradients, 3 also weights"},
+      {"parallel.hsdp", &c.parallel.hsdp,
+       "hybrid sharding: shard over groups of this many data-parallel ranks, replicate across "
+       "groups (0: shard over all)"},
+      {"metrics.peak_gflops", &c.metrics.peak_gflops,
+       "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
+      {"metrics.tensorboard_dir", &c.metrics.tensorboard_dir,
+       "write TensorBoard event files of every step's metrics to this directory (\"\": none)"},
+      {"comm.timeout_s", &c.comm.timeout_s,
+       "seconds any communication may wait for other ranks; then the job ends with a message "
+       "naming the group, the operation and the ranks that did not arrive"},
+      {"comm.deadlock_check_s", &c.comm.deadlock_check_s,
+       "seconds world rank 0 waits in communication before it checks whether every rank waits "
+       "for an operation no other rank will post (a certain deadlock, which then ends the job "
+       "at once), and the first gap between checks (later ones double, up to a minute); 0: "
+       "never"},
+      {"comm.backend", &c.comm.backend,
+       "what moves GPU tensors between ranks: \"auto\" (NCCL when every rank has a GPU of its "
+       "own, else MPI), \"nccl\", or \"mpi\" (staged through host memory)"},
+  };
+}
+
+std::string type_name(const Target& t) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) return "integer";
+        else if constexpr (std::is_same_v<T, double>) return "float";
+        else if constexpr (std::is_same_v<T, std::string>) return "string";
+        else if constexpr (std::is_same_v<T, bool>) return "boolean";
+        else if constexpr (std::is_same_v<T, ZeroStage>) return "integer";
+        else if constexpr (std::is_enum_v<T>) return "string";
+        else return "integers";
+      },
+      t);
+}
+
+std::string value_text(const Target& t) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) return fmt::format("\"{}\"", *p);
+        else if constexpr (std::is_same_v<T, ZeroStage>) return fmt::format("{}", stage_number(*p));
+        else if constexpr (std::is_enum_v<T>) return fmt::format("\"{}\"", name_of(*p));
+        else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+          return fmt::format("[{}]", fmt::join(*p, ", "));
+        else return fmt::format("{}", *p);
+      },
+      t);
+}
+
+void assign(const Key& key, const toml::node& node, const std::string& source) {
+  auto wrong = [&] {
+    std::ostringstream value;
+    value << toml::node_view<const toml::node>{node};
+    fail("{}: `{}` must be {}, got {}", source, key.path, type_name(key.target), value.str());
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (auto v = node.value<double>()) {  // integers are accepted as floats
+            if (!std::isfinite(*v))  // TOML allows inf and nan: no setting means either
+              fail("{}: `{}` = {} must be a finite number", source, key.path, *v);
+            *p = *v;
+          } else {
+            wrong();
+          }
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          if (!node.is_integer()) wrong();
+          *p = *node.value<std::int64_t>();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!node.is_boolean()) wrong();
+          *p = *node.value<bool>();
+        } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+          const auto* array = node.as_array();
+          if (!array) wrong();
+          p->clear();
+          for (const auto& item : *array) {
+            if (!item.is_integer()) wrong();
+            p->push_back(*item.value<std::int64_t>());
+          }
+        } else if constexpr (std::is_same_v<T, ZeroStage>) {
+          if (!node.is_integer()) wrong();
+          *p = zero_stage(*node.value<std::int64_t>(), key.path);
+        } else if constexpr (std::is_enum_v<T>) {
+          if (!node.is_string()) wrong();
+          *p = parse_name<T>(*node.value<std::string>(), key.path);
+        } else {
+          if (!node.is_string()) wrong();
+          *p = *node.value<std::string>();
+        }
+      },
+      key.target);
+}
+
+void insert_value(toml::table& table, const std::string& name, const Target& target) {
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+          toml::array array;
+          for (std::int64_t v : *p) array.push_back(v);
+          table.insert_or_assign(name, std::move(array));
+        } else if constexpr (std::is_same_v<T, ZeroStage>) {
+          table.insert_or_assign(name, std::int64_t{stage_number(*p)});
+        } else if constexpr (std::is_enum_v<T>) {
+          table.insert_or_assign(name, std::string(name_of(*p)));
+        } else {
+          table.insert_or_assign(name, *p);
+        }
+      },
+      target);
+}
+
+}  // namespace kintsugi::config_keys
