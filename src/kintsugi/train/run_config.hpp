@@ -12,7 +12,7 @@
 #include "kintsugi/core/device.hpp"
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
-#include "kintsugi/model/transformer_block.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/optim/lr_schedule.hpp"
 #include "kintsugi/optim/optimizer.hpp"
 #include "kintsugi/core/parallel_layout.hpp"
