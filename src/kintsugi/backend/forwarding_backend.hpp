@@ -4,7 +4,6 @@
 // device memory with it). Each call describes itself (OpCall, backend/op_call.hpp): its kind,
 // its FLOPs, the bytes it must move and its shape, as the op's entry point counted them
 // (backend/ops_*.cpp).
-#include <functional>
 #include <string>
 
 #include "kintsugi/backend/backend.hpp"
