@@ -22,12 +22,14 @@
 // bf16 with f32 accumulation when an operand is bf16, in f32 otherwise; results are rounded to
 // each output tensor's type.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "kintsugi/backend/alibi.hpp"
+#include "kintsugi/backend/op_call.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/core/tensor.hpp"
 #include "kintsugi/core/trace.hpp"
@@ -77,9 +79,14 @@ struct LionHyper {
   double grad_scale = 1;  // applied to the gradient first (clipping, loss-scale removal)
 };
 
+class DeviceBackend;
+
+// The ops' entry points: each op's function checks its shapes and counts its cost (OpCall) in one
+// place, its file backend/ops_<group>.cpp, then runs the device backend's implementation
+// (DeviceBackend::do_<op>) through dispatch(). A decorator (ForwardingBackend) passes the ops to
+// another backend and sees each call at one hook, around(), instead of repeating every op.
 class Backend {
  public:
-  explicit Backend(MemoryTracker& memory) : memory_(memory) {}
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
@@ -99,48 +106,48 @@ class Backend {
 
   // ---- dense algebra
   // y[M,N] = x[M,K] . w[N,K]^T (+ bias[N]); accumulate adds to y instead of overwriting it.
-  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
-                              const Tensor& y, bool accumulate = false) = 0;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                      const Tensor& y, bool accumulate = false);
   // dx[M,K] (+)= dy[M,N] . w[N,K]
-  virtual void linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
-                                     bool accumulate) = 0;
+  void linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                             bool accumulate);
   // dw[N,K] (+)= dy[M,N]^T . x[M,K];  db[N] (+)= sum over rows of dy
-  virtual void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
-                                      const Tensor* db, bool accumulate) = 0;
+  void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                              const Tensor* db, bool accumulate);
 
   // ---- normalization: y = (x - mean) * rstd * w + b over the last dimension
-  virtual void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                                 double eps) = 0;
+  void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                         double eps);
   // dx += d/dx (accumulates: the residual stream's gradient arrives in dx first)
-  virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
-                                  const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                  const Tensor& dw, const Tensor& db, bool accumulate) = 0;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                          const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                          const Tensor& dw, const Tensor& db, bool accumulate);
 
   // ---- RMSNorm (Llama): y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps) per row.
-  virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
-                               const Tensor& rstd, double eps) = 0;
+  void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                       const Tensor& rstd, double eps);
   // dx += d/dx, like layernorm_backward.
-  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
-                                const Tensor& rstd, const Tensor& dx, const Tensor& dw,
-                                bool accumulate) = 0;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                        bool accumulate);
 
   // ---- SwiGLU (Llama's MLP): y = silu(gate) * up, silu(g) = g * sigmoid(g). dgate may alias
   // dy (each element of dy is read before it is overwritten).
-  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
-  virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
-                               const Tensor& dgate, const Tensor& dup) = 0;
+  void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y);
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                       const Tensor& dgate, const Tensor& dup);
 
   // ---- rotary position embeddings (Llama), in place on the queries and keys of a packed qkv
   // tensor (values untouched). Row t of each sequence is position t; dimension i < hd/2 of a
   // head is paired with i + hd/2 (Hugging Face's rotate_half convention) and rotated by
   // t * theta^(-2i / hd). inverse rotates back: that is the backward (the rotation's transpose)
   // applied to a qkv gradient.
-  virtual void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) = 0;
+  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse);
 
   // ---- activations: GELU, tanh approximation. dx may alias dy.
-  virtual void gelu_forward(const Tensor& x, const Tensor& y) = 0;
-  virtual void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
+  void gelu_forward(const Tensor& x, const Tensor& y);
+  void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
 
   // ---- a GELU MLP's GEMMs with the activation (GPT-2, BLOOM), where a backend can apply it in
   // the GEMM's epilogue instead of a pass of its own (CUDA: cuBLASLt's, backend/cuda/gemm.hpp).
@@ -148,66 +155,66 @@ class Backend {
   // for backward) does not alias the other tensors.
   //   pre[M,N] = x[M,K] . w[N,K]^T (+ bias[N]) as linear_forward, then y = gelu(pre). A fused
   //   epilogue may take the GELU of the product before its rounding to pre's type.
-  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
-                                   const Tensor& pre, const Tensor& y) = 0;
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                           const Tensor& pre, const Tensor& y);
   //   dx[M,K] = gelu'(pre[M,K]) * (dy[M,N] . w[N,K]): linear_backward_input of the layer after
   //   the GELU (overwriting dx), then gelu_backward(pre, dx, dx). A fused epilogue may multiply
   //   the product before its rounding to dx's type.
-  virtual void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
-                                          const Tensor& dx) = 0;
+  void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                  const Tensor& dx);
 
   // ---- causal self-attention on packed qkv (see AttentionShape). out [B,T,H,hd];
   // lse [B,H,T] holds each row's log-sum-exp so backward recomputes the probabilities instead
   // of keeping a T x T matrix per head.
-  virtual void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
-                                 const Tensor& lse) = 0;
+  void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                         const Tensor& lse);
   // dqkv is overwritten.
-  virtual void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
+  void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                          const Tensor& lse, const Tensor& dout, const Tensor& dqkv);
   // Generation with a key/value cache: the query of row `position` of each sequence against
   // the keys and values of rows 0..position of the packed qkv `cache` (s.seq is the cache's
   // length, rows after `position` are not read); out [B, H, hd] (one row per sequence). Equals
   // attention_forward's row `position` (queries and keys already rotated with RoPE).
-  virtual void attention_decode(const AttentionShape& s, const Tensor& cache,
-                                std::int64_t position, const Tensor& out) = 0;
+  void attention_decode(const AttentionShape& s, const Tensor& cache,
+                        std::int64_t position, const Tensor& out);
 
   // ---- embeddings. tokens i32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
   // [vocab_begin, vocab_begin + rows of wte) give zero rows: that is how a vocabulary-parallel
   // shard sees the ids other ranks own.
-  virtual void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
-                                 std::int64_t vocab_begin = 0) = 0;
-  virtual void embedding_backward(const Tensor& tokens, const Tensor& dout,
-                                  const Tensor& dwte, bool accumulate,
-                                  std::int64_t vocab_begin = 0) = 0;
+  void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
+                         std::int64_t vocab_begin = 0);
+  void embedding_backward(const Tensor& tokens, const Tensor& dout,
+                          const Tensor& dwte, bool accumulate,
+                          std::int64_t vocab_begin = 0);
   // Learned positions: x[r] += wpe[(first_row + r) % seq], where first_row is the global row
   // of x's first row (sequence-parallel ranks hold a slice of the rows).
-  virtual void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
-                                          std::int64_t first_row = 0) = 0;
-  virtual void position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
-                                           std::int64_t seq, bool accumulate,
-                                           std::int64_t first_row = 0) = 0;
+  void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                  std::int64_t first_row = 0);
+  void position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
+                                   std::int64_t seq, bool accumulate,
+                                   std::int64_t first_row = 0);
 
   // ---- loss: softmax cross-entropy in three passes, so that a vocabulary-parallel rank can
   // combine its row statistics with the other ranks' between them. logits [N, C] hold the
   // columns [col_begin, col_begin + C) of the vocabulary; only the first `valid` are real (the
   // rest is padding). targets i32 [N]; targets < 0 are ignored positions (loss 0, no gradient).
   //   row_max[r] = max over valid columns
-  virtual void softmax_row_max(const Tensor& logits, std::int64_t valid,
-                               const Tensor& row_max) = 0;
+  void softmax_row_max(const Tensor& logits, std::int64_t valid,
+                       const Tensor& row_max);
   //   row_sum[r] = sum exp(logit - row_max[r]); target_logit[r] = the target's logit if it is
   //   one of these columns, else 0. With store_exp the exponentials replace the logits.
-  virtual void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
-                               const Tensor& targets, std::int64_t col_begin,
-                               const Tensor& row_sum, const Tensor& target_logit,
-                               bool store_exp) = 0;
+  void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                       const Tensor& targets, std::int64_t col_begin,
+                       const Tensor& row_sum, const Tensor& target_logit,
+                       bool store_exp);
   //   loss of row r = log(row_sum) + row_max - target_logit; loss_sum (f64 [1]) += the sum of
   //   the rows' losses, added up in row order. With backward (after store_exp), logits become
   //   grad_scale * (softmax - onehot) and padding columns 0.
-  virtual void cross_entropy_finish(const Tensor& logits, std::int64_t valid,
-                                    const Tensor& row_max, const Tensor& row_sum,
-                                    const Tensor& target_logit, const Tensor& targets,
-                                    std::int64_t col_begin, const Tensor& loss_sum,
-                                    bool backward, double grad_scale) = 0;
+  void cross_entropy_finish(const Tensor& logits, std::int64_t valid,
+                            const Tensor& row_max, const Tensor& row_sum,
+                            const Tensor& target_logit, const Tensor& targets,
+                            std::int64_t col_begin, const Tensor& loss_sum,
+                            bool backward, double grad_scale);
   // The same loss in one op, for logits [N, C] that hold the whole vocabulary (no vocabulary
   // parallelism: column 0 is token 0; the first `valid` columns are real, the rest padding). Per
   // row: its maximum, sum of exponentials and target logit in f32 (f64 for f64 logits) whatever
@@ -216,46 +223,155 @@ class Backend {
   // once to their type, padding columns 0. targets < 0: loss 0 and, with backward, a zero row.
   // The logits are read at most twice and written once (the three passes: three reads, two
   // writes, the exponentials rounded to the logits' type in between).
-  virtual void cross_entropy_fused(const Tensor& logits, std::int64_t valid,
-                                   const Tensor& targets, const Tensor& loss_sum, bool backward,
-                                   double grad_scale) = 0;
+  void cross_entropy_fused(const Tensor& logits, std::int64_t valid,
+                           const Tensor& targets, const Tensor& loss_sum, bool backward,
+                           double grad_scale);
 
   // ---- elementwise and reductions
-  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
-  virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;  // each row of x += bias
-  virtual void scale(const Tensor& x, double factor) = 0;                     // x *= factor
-  virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same dtype and size
-  virtual void convert(const Tensor& src, const Tensor& dst) = 0;  // same size, any float types
-  virtual void zero(const Tensor& x) = 0;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a + b
+  void add_bias(const Tensor& x, const Tensor& bias);  // each row of x += bias
+  void scale(const Tensor& x, double factor);                     // x *= factor
+  void copy(const Tensor& src, const Tensor& dst);  // same dtype and size
+  void convert(const Tensor& src, const Tensor& dst);  // same size, any float types
+  void zero(const Tensor& x);
   // sum (f64 [1]) += the sum of x's squared elements (in an order that does not depend on the
   // thread count).
-  virtual void sum_squares(const Tensor& x, const Tensor& sum) = 0;
+  void sum_squares(const Tensor& x, const Tensor& sum);
   // sum_squares of each tensor of xs in turn, bit for bit (each tensor's sum in its own fixed
   // order, then added to sum in the list's order), in a few launches whatever the list's length
   // (the gradient norm over every parameter tensor: parallel/sharded_state.cpp).
-  virtual void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) = 0;
+  void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum);
 
   // ---- optimizer: one AdamW step (decoupled weight decay) over matching flat ranges. param,
   // m and v are f32 (or all f64); with mixed precision `param` is the master copy and
   // working_copy (bf16/f16, same length) receives the updated weights rounded.
-  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                          const Tensor& v, const AdamWHyper& h,
-                          const Tensor* working_copy = nullptr) = 0;
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                  const Tensor& v, const AdamWHyper& h,
+                  const Tensor* working_copy = nullptr);
   // adamw_step on each range, with h's weight decay where the range's `decay` is set and none
   // elsewhere: the same bits, in a few launches whatever the number of ranges (a model's
   // parameters alternate decayed weights with biases and norm weights; optim/adamw.cpp). The
   // ranges' tensors do not overlap, so they may be updated in any order.
-  virtual void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) = 0;
+  void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h);
   // One Lion step over matching flat ranges, with g = grad x grad_scale:
   //   c = beta1 m + (1 - beta1) g;  param = param (1 - lr wd) - lr sign(c);
   //   m = beta2 m + (1 - beta2) g
   // (sign(0) = 0). param and m are f32 (or both f64); with mixed precision `param` is the
   // master copy and working_copy (bf16/f16, same length) receives the updated weights rounded.
-  virtual void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                         const LionHyper& h, const Tensor* working_copy = nullptr) = 0;
+  void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                 const LionHyper& h, const Tensor* working_copy = nullptr);
+
+ protected:
+  // A device backend (DeviceBackend): its own ops run.
+  Backend(MemoryTracker& memory, DeviceBackend& device) : memory_(memory), device_(device) {}
+  // A decorator of `inner` (ForwardingBackend): every op runs inner's device backend's
+  // implementation, inside this backend's around() and then inner's.
+  explicit Backend(Backend* inner)
+      : memory_(inner->memory_), inner_(inner), device_(inner->device_) {}
+  // Runs one op (run()), described by `call`: a decorator's hook (profiling times it, the
+  // tests' device guard opens memory around it). A device backend's is never called.
+  virtual void around(const OpCall& call, const std::function<void()>& run) { run(); }
 
  private:
+  // An op once its entry point has checked and costed it: straight to the implementation on a
+  // device backend (no std::function, nothing to observe), else through the decorators' hooks.
+  template <class Run>
+  void dispatch(const OpCall& call, Run&& run) {
+    if (!inner_) return run();
+    observe(call, std::function<void()>(std::ref(run)));
+  }
+  // This backend's around(), then each inner decorator's, then run().
+  void observe(const OpCall& call, const std::function<void()>& run) {
+    if (!inner_) return run();
+    auto next = [&] { inner_->observe(call, run); };
+    around(call, std::function<void()>(std::ref(next)));
+  }
+
   MemoryTracker& memory_;
+  Backend* inner_ = nullptr;  // the backend a decorator passes its ops to; null on a device
+  DeviceBackend& device_;     // whose implementations run: this one, or the innermost's
+};
+
+// The backend that runs the ops on a device (CpuBackend, CudaBackend): one implementation per
+// op, of the same name with do_, whose contract is the op's in Backend above. Backend's entry
+// point has checked the shapes of the contract before it calls one, so an implementation checks
+// only what is its own: element types its kernels take, the device's limits (the CUDA
+// attention's head size). An implementation that needs another op calls its do_ function.
+class DeviceBackend : public Backend {
+ protected:
+  explicit DeviceBackend(MemoryTracker& memory) : Backend(memory, *this) {}
+
+ private:
+  friend class Backend;
+  virtual void do_linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                 const Tensor& y, bool accumulate) = 0;
+  virtual void do_linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                                        bool accumulate) = 0;
+  virtual void do_linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                                         const Tensor* db, bool accumulate) = 0;
+  virtual void do_layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                    const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                    double eps) = 0;
+  virtual void do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                     const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                     const Tensor& dw, const Tensor& db, bool accumulate) = 0;
+  virtual void do_rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                                  const Tensor& rstd, double eps) = 0;
+  virtual void do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                   const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                                   bool accumulate) = 0;
+  virtual void do_swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  virtual void do_swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                                  const Tensor& dgate, const Tensor& dup) = 0;
+  virtual void do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) = 0;
+  virtual void do_gelu_forward(const Tensor& x, const Tensor& y) = 0;
+  virtual void do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
+  virtual void do_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                      const Tensor& pre, const Tensor& y) = 0;
+  virtual void do_linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                             const Tensor& dx) = 0;
+  virtual void do_attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                    const Tensor& lse) = 0;
+  virtual void do_attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                     const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
+  virtual void do_attention_decode(const AttentionShape& s, const Tensor& cache,
+                                   std::int64_t position, const Tensor& out) = 0;
+  virtual void do_embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
+                                    std::int64_t vocab_begin) = 0;
+  virtual void do_embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                                     bool accumulate, std::int64_t vocab_begin) = 0;
+  virtual void do_position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                             std::int64_t first_row) = 0;
+  virtual void do_position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
+                                              std::int64_t seq, bool accumulate,
+                                              std::int64_t first_row) = 0;
+  virtual void do_softmax_row_max(const Tensor& logits, std::int64_t valid,
+                                  const Tensor& row_max) = 0;
+  virtual void do_softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                                  const Tensor& targets, std::int64_t col_begin,
+                                  const Tensor& row_sum, const Tensor& target_logit,
+                                  bool store_exp) = 0;
+  virtual void do_cross_entropy_finish(const Tensor& logits, std::int64_t valid,
+                                       const Tensor& row_max, const Tensor& row_sum,
+                                       const Tensor& target_logit, const Tensor& targets,
+                                       std::int64_t col_begin, const Tensor& loss_sum,
+                                       bool backward, double grad_scale) = 0;
+  virtual void do_cross_entropy_fused(const Tensor& logits, std::int64_t valid,
+                                      const Tensor& targets, const Tensor& loss_sum, bool backward,
+                                      double grad_scale) = 0;
+  virtual void do_add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void do_add_bias(const Tensor& x, const Tensor& bias) = 0;
+  virtual void do_scale(const Tensor& x, double factor) = 0;
+  virtual void do_copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void do_convert(const Tensor& src, const Tensor& dst) = 0;
+  virtual void do_zero(const Tensor& x) = 0;
+  virtual void do_sum_squares(const Tensor& x, const Tensor& sum) = 0;
+  virtual void do_sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) = 0;
+  virtual void do_adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                             const Tensor& v, const AdamWHyper& h, const Tensor* working_copy) = 0;
+  virtual void do_adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) = 0;
+  virtual void do_lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                            const LionHyper& h, const Tensor* working_copy) = 0;
 };
 
 // The backend of `device`: the CPU's always; CUDA's in a build with -DKINTSUGI_CUDA=ON (a

@@ -1,6 +1,6 @@
 #pragma once
 // The roofline floor of a profiled op (`kintsugi bench step --profile`): the least time its
-// FLOPs and bytes (backend/forwarding_backend.hpp, OpCall) can take on this device, against two
+// FLOPs and bytes (OpCall, backend/op_call.hpp) can take on this device, against two
 // ceilings measured on the run's backend:
 //   GEMM rate          the forward GEMM's rate in the run's GEMM type (plan/gemm_rate.hpp: the
 //                      rate `bench gemm` cached, or measured at 3072^3), the fastest the

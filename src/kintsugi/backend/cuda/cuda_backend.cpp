@@ -1,5 +1,7 @@
-// CudaBackend: checks shapes, element types and devices once per call (as CpuBackend does), then
-// enqueues the kernels of kernels.hpp on the context's stream. Nothing here waits for the GPU
+// CudaBackend: the ops' implementations on one GPU (DeviceBackend). Backend's entry points have
+// checked the shapes (backend/ops_*.cpp); each implementation checks the element types, the
+// devices and the GPU's own limits, then enqueues the kernels of kernels.hpp on the context's
+// stream. Nothing here waits for the GPU
 // except synchronize() and the allocator's copies.
 #include "kintsugi/backend/cuda/cuda_backend.hpp"
 
@@ -47,8 +49,9 @@ void check_types(std::initializer_list<const Tensor*> tensors) {
 Ref ref(const Tensor& t) { return Ref{t.data, t.dtype, t.numel()}; }
 Ref ref(const Tensor* t) { return t ? ref(*t) : Ref{}; }
 
-const std::int32_t* ids(const Tensor& t, std::int64_t rows) {
-  KINTSUGI_ASSERT(t.dtype == DType::i32 && t.device == Device::cuda && t.numel() >= rows);
+// Token ids and targets (i32, at least one per row: checked by the op's entry point).
+const std::int32_t* ids(const Tensor& t) {
+  KINTSUGI_ASSERT(t.device == Device::cuda);
   return static_cast<const std::int32_t*>(t.data);
 }
 
@@ -57,10 +60,10 @@ cuda::AttnShape attn_shape(const AttentionShape& s) {
           s.alibi_heads, s.head_begin, s.first_position, s.doc_start};
 }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public DeviceBackend {
  public:
   explicit CudaBackend(MemoryTracker& memory)
-      : Backend(memory),
+      : DeviceBackend(memory),
         context_(cuda::Context::get()),
         stream_(context_.stream()),
         gemm_(cuda::device_allocator(), memory),
@@ -76,145 +79,117 @@ class CudaBackend final : public Backend {
   void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "synchronize"); }
   DeviceTimeline* timeline() override { return &timeline_; }
 
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
-                      bool accumulate) override {
+ private:
+  void do_linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                         bool accumulate) override {
     const std::int64_t m = rows_of(x), k = cols_of(x), n = w.shape[0];
-    KINTSUGI_ASSERT(w.shape[1] == k && rows_of(y) == m && cols_of(y) == n);
-    KINTSUGI_ASSERT(!bias || bias->numel() == n);
     check_types({&x, &w, bias, &y});
     gemm_.run(m, n, k, ref(x), false, ref(w), true, ref(y), accumulate, ref(bias), stream_);
   }
-  void linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
-                             bool accumulate) override {
+  void do_linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                                bool accumulate) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = w.shape[1];
-    KINTSUGI_ASSERT(w.shape[0] == n && rows_of(dx) == m && cols_of(dx) == k);
     check_types({&dy, &w, &dx});
     gemm_.run(m, k, n, ref(dy), false, ref(w), false, ref(dx), accumulate, Ref{}, stream_);
   }
-  void linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, const Tensor* db,
-                              bool accumulate) override {
+  void do_linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                                 const Tensor* db, bool accumulate) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = cols_of(x);
-    KINTSUGI_ASSERT(rows_of(x) == m && dw.shape[0] == n && dw.shape[1] == k);
-    KINTSUGI_ASSERT(!db || db->numel() == n);
     check_types({&dy, &x, &dw, db});
     // db: the column sums of dy, in the GEMM's epilogue where cuBLASLt takes it (gemm.hpp).
     gemm_.run(n, k, m, ref(dy), true, ref(x), false, ref(dw), accumulate,
               cuda::GemmEpilogue{.row_sums = ref(db)}, stream_);
   }
 
-  void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
-                         const Tensor& mean, const Tensor& rstd, double eps) override {
-    KINTSUGI_ASSERT(w.numel() == cols_of(x) && b.numel() == cols_of(x) &&
-                    mean.numel() == rows_of(x) && rstd.numel() == rows_of(x) &&
-                    y.numel() == x.numel());
+  void do_layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                            const Tensor& mean, const Tensor& rstd, double eps) override {
     check_types({&x, &w, &b, &y, &mean, &rstd});
     cuda::layernorm_forward(ref(x), ref(w), ref(b), ref(y), ref(mean), ref(rstd), rows_of(x),
                             cols_of(x), eps, stream_);
   }
-  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                          const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
-                          bool accumulate) override {
+  void do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                             const Tensor& db, bool accumulate) override {
     const std::int64_t rows = rows_of(x), cols = cols_of(x);
-    KINTSUGI_ASSERT(w.numel() == cols && dw.numel() == cols && db.numel() == cols &&
-                    mean.numel() == rows && rstd.numel() == rows && dy.numel() == x.numel() &&
-                    dx.numel() == x.numel());
     check_types({&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
     cuda::layernorm_backward(ref(dy), ref(x), ref(w), ref(mean), ref(rstd), ref(dx), ref(dw),
                              ref(db), rows, cols, accumulate,
                              scratch(cuda::norm_backward_scratch_bytes(rows, cols)), stream_);
   }
 
-  void rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd,
-                       double eps) override {
-    KINTSUGI_ASSERT(w.numel() == cols_of(x) && rstd.numel() == rows_of(x) &&
-                    y.numel() == x.numel());
+  void do_rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd,
+                          double eps) override {
     check_types({&x, &w, &y, &rstd});
     cuda::rmsnorm_forward(ref(x), ref(w), ref(y), ref(rstd), rows_of(x), cols_of(x), eps, stream_);
   }
-  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                        const Tensor& dx, const Tensor& dw, bool accumulate) override {
+  void do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                           const Tensor& dx, const Tensor& dw, bool accumulate) override {
     const std::int64_t rows = rows_of(x), cols = cols_of(x);
-    KINTSUGI_ASSERT(w.numel() == cols && rstd.numel() == rows && dy.numel() == x.numel() &&
-                    dx.numel() == x.numel() && dw.numel() == w.numel());
     check_types({&dy, &x, &w, &rstd, &dx, &dw});
     cuda::rmsnorm_backward(ref(dy), ref(x), ref(w), ref(rstd), ref(dx), ref(dw), rows, cols,
                            accumulate, scratch(cuda::norm_backward_scratch_bytes(rows, cols)),
                            stream_);
   }
 
-  void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) override {
-    KINTSUGI_ASSERT(gate.numel() == up.numel() && gate.numel() == y.numel());
+  void do_swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     check_types({&gate, &up, &y});
     cuda::swiglu_forward(ref(gate), ref(up), ref(y), y.numel(), stream_);
   }
-  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
-                       const Tensor& dup) override {
+  void do_swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                          const Tensor& dgate, const Tensor& dup) override {
     const std::int64_t n = gate.numel();
-    KINTSUGI_ASSERT(up.numel() == n && dy.numel() == n && dgate.numel() == n && dup.numel() == n);
     check_types({&gate, &up, &dy, &dgate, &dup});
     cuda::swiglu_backward(ref(gate), ref(up), ref(dy), ref(dgate), ref(dup), n, stream_);
   }
 
-  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override {
-    KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim % 2 == 0);
-    KINTSUGI_ASSERT(qkv.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
+  void do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override {
     check_types({&qkv});
     cuda::rope(attn_shape(s), ref(qkv), theta, inverse, stream_);
   }
 
-  void gelu_forward(const Tensor& x, const Tensor& y) override {
-    KINTSUGI_ASSERT(x.numel() == y.numel());
+  void do_gelu_forward(const Tensor& x, const Tensor& y) override {
     check_types({&x, &y});
     cuda::gelu_forward(ref(x), ref(y), x.numel(), stream_);
   }
-  void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override {
-    KINTSUGI_ASSERT(x.numel() == dy.numel() && x.numel() == dx.numel());
+  void do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override {
     check_types({&x, &dy, &dx});
     cuda::gelu_backward(ref(x), ref(dy), ref(dx), x.numel(), stream_);
   }
   // The GELU in the GEMM's epilogue where cuBLASLt takes it (gemm.hpp).
-  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& pre,
-                           const Tensor& y) override {
+  void do_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                              const Tensor& pre, const Tensor& y) override {
     const std::int64_t m = rows_of(x), k = cols_of(x), n = w.shape[0];
-    KINTSUGI_ASSERT(w.shape[1] == k && rows_of(y) == m && cols_of(y) == n);
-    KINTSUGI_ASSERT(pre.numel() == y.numel() && pre.data != y.data);
-    KINTSUGI_ASSERT(!bias || bias->numel() == n);
     check_types({&x, &w, bias, &pre, &y});
     gemm_.run(m, n, k, ref(x), false, ref(w), true, ref(y), false,
               {.bias = ref(bias), .gelu = cuda::GemmEpilogue::Gelu::forward, .gelu_input = ref(pre)},
               stream_);
   }
-  void linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
-                                  const Tensor& dx) override {
+  void do_linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                     const Tensor& dx) override {
     const std::int64_t m = rows_of(dy), n = cols_of(dy), k = w.shape[1];
-    KINTSUGI_ASSERT(w.shape[0] == n && rows_of(dx) == m && cols_of(dx) == k);
-    KINTSUGI_ASSERT(pre.numel() == dx.numel() && pre.data != dx.data);
     check_types({&dy, &w, &pre, &dx});
     gemm_.run(m, k, n, ref(dy), false, ref(w), false, ref(dx), false,
               {.gelu = cuda::GemmEpilogue::Gelu::backward, .gelu_input = ref(pre)}, stream_);
   }
 
-  void attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
-                         const Tensor& lse) override {
-    check(s, qkv, out, lse);
+  void do_attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                            const Tensor& lse) override {
+    check_head_dim(s);
     check_types({&qkv, &out, &lse});
     cuda::attention_forward(attn_shape(s), ref(qkv), ref(out), ref(lse), stream_);
   }
-  void attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
-                          const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override {
-    check(s, qkv, out, lse);
-    KINTSUGI_ASSERT(dqkv.numel() == qkv.numel() && dout.numel() == out.numel());
+  void do_attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                             const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override {
+    check_head_dim(s);
     check_types({&qkv, &out, &lse, &dout, &dqkv});
     const cuda::AttnShape a = attn_shape(s);
     cuda::attention_backward(a, ref(qkv), ref(out), ref(lse), ref(dout), ref(dqkv),
                              scratch(cuda::attention_backward_scratch_bytes(a, lse.dtype)),
                              stream_);
   }
-  void attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
-                        const Tensor& out) override {
-    KINTSUGI_ASSERT(position >= 0 && position < s.seq && !s.doc_start);  // one document
-    KINTSUGI_ASSERT(cache.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
-    KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
+  void do_attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
+                           const Tensor& out) override {
+    KINTSUGI_ASSERT(!s.doc_start);  // the decode kernel takes one document per sequence
     check_types({&cache, &out});
     const cuda::AttnShape a = attn_shape(s);
     cuda::attention_decode(a, ref(cache), position, ref(out),
@@ -222,123 +197,108 @@ class CudaBackend final : public Backend {
                            stream_);
   }
 
-  void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
-                         std::int64_t vocab_begin) override {
-    KINTSUGI_ASSERT(cols_of(out) == cols_of(wte));
+  void do_embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
+                            std::int64_t vocab_begin) override {
     check_types({&wte, &out});
-    cuda::embedding_forward(ids(tokens, rows_of(out)), rows_of(out), ref(wte), wte.shape[0],
+    cuda::embedding_forward(ids(tokens), rows_of(out), ref(wte), wte.shape[0],
                             ref(out), cols_of(wte), vocab_begin, stream_);
   }
-  void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                          bool accumulate, std::int64_t vocab_begin) override {
-    KINTSUGI_ASSERT(cols_of(dout) == cols_of(dwte));
+  void do_embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                             bool accumulate, std::int64_t vocab_begin) override {
     check_types({&dout, &dwte});
     const std::int64_t rows = rows_of(dout);
     if (rows > 0x7fffffff) fail("embedding backward takes at most 2^31 - 1 rows, not {}", rows);
-    cuda::embedding_backward(ids(tokens, rows), rows, ref(dout), ref(dwte), dwte.shape[0],
+    cuda::embedding_backward(ids(tokens), rows, ref(dout), ref(dwte), dwte.shape[0],
                              cols_of(dwte), accumulate, vocab_begin,
                              scratch(cuda::embedding_backward_scratch_bytes(rows)), stream_);
   }
-  void position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
-                                  std::int64_t first_row) override {
-    KINTSUGI_ASSERT(cols_of(x) == cols_of(wpe) && wpe.shape[0] >= seq && seq > 0);
+  void do_position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                     std::int64_t first_row) override {
     check_types({&x, &wpe});
     cuda::position_embedding_forward(ref(x), rows_of(x), ref(wpe), cols_of(x), seq, first_row,
                                      stream_);
   }
-  void position_embedding_backward(const Tensor& dx, const Tensor& dwpe, std::int64_t seq,
-                                   bool accumulate, std::int64_t first_row) override {
-    KINTSUGI_ASSERT(cols_of(dx) == cols_of(dwpe) && dwpe.shape[0] >= seq && seq > 0);
+  void do_position_embedding_backward(const Tensor& dx, const Tensor& dwpe, std::int64_t seq,
+                                      bool accumulate, std::int64_t first_row) override {
     check_types({&dx, &dwpe});
     cuda::position_embedding_backward(ref(dx), rows_of(dx), ref(dwpe), dwpe.shape[0], cols_of(dx),
                                       seq, accumulate, first_row, stream_);
   }
 
-  void softmax_row_max(const Tensor& logits, std::int64_t valid, const Tensor& row_max) override {
-    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_max.numel() == rows_of(logits));
+  void do_softmax_row_max(const Tensor& logits, std::int64_t valid,
+                          const Tensor& row_max) override {
     check_types({&logits, &row_max});
     cuda::softmax_row_max(ref(logits), rows_of(logits), cols_of(logits), valid, ref(row_max),
                           stream_);
   }
-  void softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
-                       const Tensor& targets, std::int64_t col_begin, const Tensor& row_sum,
-                       const Tensor& target_logit, bool store_exp) override {
+  void do_softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                          const Tensor& targets, std::int64_t col_begin, const Tensor& row_sum,
+                          const Tensor& target_logit, bool store_exp) override {
     const std::int64_t rows = rows_of(logits);
-    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows &&
-                    row_max.numel() == rows && target_logit.numel() == rows);
     check_types({&logits, &row_max, &row_sum, &target_logit});
     cuda::softmax_row_sum(ref(logits), rows, cols_of(logits), valid, ref(row_max),
-                          ids(targets, rows), col_begin, ref(row_sum), ref(target_logit), store_exp,
+                          ids(targets), col_begin, ref(row_sum), ref(target_logit), store_exp,
                           stream_);
   }
-  void cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
-                            const Tensor& row_sum, const Tensor& target_logit,
-                            const Tensor& targets, std::int64_t col_begin, const Tensor& loss_sum,
-                            bool backward, double grad_scale) override {
+  void do_cross_entropy_finish(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                               const Tensor& row_sum, const Tensor& target_logit,
+                               const Tensor& targets, std::int64_t col_begin,
+                               const Tensor& loss_sum, bool backward, double grad_scale) override {
     const std::int64_t rows = rows_of(logits);
-    KINTSUGI_ASSERT(valid <= cols_of(logits) && row_sum.numel() == rows &&
-                    row_max.numel() == rows && target_logit.numel() == rows);
-    KINTSUGI_ASSERT(loss_sum.dtype == DType::f64 && loss_sum.device == Device::cuda);
+    KINTSUGI_ASSERT(loss_sum.device == Device::cuda);
     check_types({&logits, &row_max, &row_sum, &target_logit});
     cuda::cross_entropy_finish(ref(logits), rows, cols_of(logits), valid, ref(row_max),
-                               ref(row_sum), ref(target_logit), ids(targets, rows), col_begin,
+                               ref(row_sum), ref(target_logit), ids(targets), col_begin,
                                static_cast<double*>(loss_sum.data), backward, grad_scale,
                                scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
   }
-  void cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& targets,
-                           const Tensor& loss_sum, bool backward, double grad_scale) override {
+  void do_cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& targets,
+                              const Tensor& loss_sum, bool backward, double grad_scale) override {
     const std::int64_t rows = rows_of(logits);
-    KINTSUGI_ASSERT(valid <= cols_of(logits));
-    KINTSUGI_ASSERT(loss_sum.dtype == DType::f64 && loss_sum.device == Device::cuda);
+    KINTSUGI_ASSERT(loss_sum.device == Device::cuda);
     check_types({&logits});
-    cuda::cross_entropy_fused(ref(logits), rows, cols_of(logits), valid, ids(targets, rows),
+    cuda::cross_entropy_fused(ref(logits), rows, cols_of(logits), valid, ids(targets),
                               static_cast<double*>(loss_sum.data), backward, grad_scale,
                               scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
   }
 
-  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    KINTSUGI_ASSERT(a.numel() == b.numel() && a.numel() == out.numel());
+  void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     check_types({&a, &b, &out});
     cuda::add(ref(a), ref(b), ref(out), a.numel(), stream_);
   }
-  void add_bias(const Tensor& x, const Tensor& bias) override {
-    KINTSUGI_ASSERT(bias.numel() == cols_of(x));
+  void do_add_bias(const Tensor& x, const Tensor& bias) override {
     check_types({&x, &bias});
     cuda::add_bias(ref(x), ref(bias), rows_of(x), cols_of(x), stream_);
   }
-  void scale(const Tensor& x, double factor) override {
+  void do_scale(const Tensor& x, double factor) override {
     check_types({&x});
     cuda::scale(ref(x), x.numel(), factor, stream_);
   }
-  void copy(const Tensor& src, const Tensor& dst) override {
-    KINTSUGI_ASSERT(src.bytes() == dst.bytes() && src.dtype == dst.dtype);
+  void do_copy(const Tensor& src, const Tensor& dst) override {
     KINTSUGI_ASSERT(src.device == Device::cuda && dst.device == Device::cuda);
     if (src.bytes() == 0 || src.data == dst.data) return;
     cuda::check(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, stream_),
                 "cudaMemcpyAsync (copy)");
   }
-  void convert(const Tensor& src, const Tensor& dst) override {
-    KINTSUGI_ASSERT(src.numel() == dst.numel());
-    if (src.dtype == dst.dtype) return copy(src, dst);
-    if (!is_float(src.dtype) || !is_float(dst.dtype))
-      fail("convert takes float tensors, not {} to {}", name_of(src.dtype), name_of(dst.dtype));
+  void do_convert(const Tensor& src, const Tensor& dst) override {
+    if (src.dtype == dst.dtype) return do_copy(src, dst);
     KINTSUGI_ASSERT(src.device == Device::cuda && dst.device == Device::cuda);
     cuda::convert(ref(src), ref(dst), src.numel(), stream_);
   }
-  void zero(const Tensor& x) override {
+  void do_zero(const Tensor& x) override {
     KINTSUGI_ASSERT(x.device == Device::cuda);
     if (x.bytes() == 0) return;
     cuda::check(cudaMemsetAsync(x.data, 0, x.bytes(), stream_), "cudaMemsetAsync (zero)");
   }
-  void sum_squares(const Tensor& x, const Tensor& sum) override {
+  void do_sum_squares(const Tensor& x, const Tensor& sum) override {
     check_types({&x});
-    KINTSUGI_ASSERT(sum.dtype == DType::f64 && sum.device == Device::cuda);
+    KINTSUGI_ASSERT(sum.device == Device::cuda);
     cuda::sum_squares(ref(x), x.numel(), static_cast<double*>(sum.data),
                       scratch(cuda::sum_squares_scratch_bytes(x.numel())), stream_);
   }
 
-  void sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) override {
-    KINTSUGI_ASSERT(sum.dtype == DType::f64 && sum.device == Device::cuda);
+  void do_sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) override {
+    KINTSUGI_ASSERT(sum.device == Device::cuda);
     std::vector<Ref> refs;
     for (const Tensor& x : xs) {
       check_types({&x});
@@ -349,16 +309,16 @@ class CudaBackend final : public Backend {
         scratch(cuda::sum_squares_multi_scratch_bytes(refs.data(), count));
     if (!cuda::sum_squares_multi(refs.data(), count, static_cast<double*>(sum.data), tables_,
                                  partials, stream_))
-      for (const Tensor& x : xs) sum_squares(x, sum);  // a mix of types: range by range
+      for (const Tensor& x : xs) do_sum_squares(x, sum);  // a mix of types: range by range
   }
 
-  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h, const Tensor* working_copy) override {
+  void do_adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     const AdamWHyper& h, const Tensor* working_copy) override {
     check_adamw(param, grad, m, v, working_copy);
     cuda::adamw_step(ref(param), ref(grad), ref(m), ref(v), ref(working_copy), param.numel(),
                      adamw_constants(h, h.weight_decay), stream_);
   }
-  void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override {
+  void do_adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) override {
     std::vector<cuda::AdamWRangeRef> refs;
     for (const AdamWRange& r : ranges) {
       const Tensor* copy = r.working_copy.empty() ? nullptr : &r.working_copy;
@@ -372,15 +332,14 @@ class CudaBackend final : public Backend {
     for (const AdamWRange& r : ranges) {  // a mix of types: range by range
       AdamWHyper hr = h;
       hr.weight_decay = r.decay ? h.weight_decay : 0.0;
-      adamw_step(r.param, r.grad, r.m, r.v, hr, r.working_copy.empty() ? nullptr : &r.working_copy);
+      do_adamw_step(r.param, r.grad, r.m, r.v, hr,
+                    r.working_copy.empty() ? nullptr : &r.working_copy);
     }
   }
 
-  void lion_step(const Tensor& param, const Tensor& grad, const Tensor& m, const LionHyper& h,
-                 const Tensor* working_copy) override {
+  void do_lion_step(const Tensor& param, const Tensor& grad, const Tensor& m, const LionHyper& h,
+                    const Tensor* working_copy) override {
     const std::int64_t n = param.numel();
-    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n);
-    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
     check_types({&param, &grad, &m, working_copy});
     if (param.dtype != DType::f64 && (param.dtype != DType::f32 || m.dtype != DType::f32))
       fail("Lion keeps param (the master copy) and m in f32, not {}/{}", name_of(param.dtype),
@@ -395,21 +354,14 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static void check(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
-                    const Tensor& lse) {
-    KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0);
-    KINTSUGI_ASSERT(qkv.numel() == s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim);
-    KINTSUGI_ASSERT(out.numel() == s.batch * s.seq * s.heads * s.head_dim);
-    KINTSUGI_ASSERT(lse.numel() == s.batch * s.heads * s.seq);
+  static void check_head_dim(const AttentionShape& s) {
     if (s.head_dim > 256)
       fail("the CUDA attention kernels take heads of up to 256 dimensions, not {}", s.head_dim);
   }
   cuda::Scratch scratch(std::size_t bytes) { return scratch_.get(bytes); }
+  // AdamW's types (its lengths are checked by the op's entry point).
   static void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m,
                           const Tensor& v, const Tensor* working_copy) {
-    const std::int64_t n = param.numel();
-    KINTSUGI_ASSERT(grad.numel() == n && m.numel() == n && v.numel() == n);
-    KINTSUGI_ASSERT(!working_copy || working_copy->numel() == n);
     check_types({&param, &grad, &m, &v, working_copy});
     const bool f64 = param.dtype == DType::f64;
     if (!f64 && (param.dtype != DType::f32 || m.dtype != DType::f32 || v.dtype != DType::f32))

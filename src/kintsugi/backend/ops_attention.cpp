@@ -1,0 +1,74 @@
+// Attention's entry points (backend.hpp): RoPE, causal self-attention and its decode step check
+// their shapes against AttentionShape and count their FLOPs and bytes once, then run the device
+// backend's implementation.
+#include "kintsugi/backend/op_entry.hpp"
+
+namespace kintsugi {
+
+using namespace op_entry;
+
+namespace {
+// Elements of a packed qkv tensor of shape s (backend.hpp, AttentionShape).
+std::int64_t qkv_numel(const AttentionShape& s) {
+  return s.batch * s.seq * (s.heads + 2 * s.kv_heads) * s.head_dim;
+}
+// Forward and backward: qkv packed as s says, out [B,T,H,hd], lse [B,H,T].
+void check_attention(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                     const Tensor& lse) {
+  KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0);
+  KINTSUGI_ASSERT(qkv.numel() == qkv_numel(s));
+  KINTSUGI_ASSERT(out.numel() == s.batch * s.seq * s.heads * s.head_dim);
+  KINTSUGI_ASSERT(lse.numel() == s.batch * s.heads * s.seq);
+}
+// Document starts (AttentionShape::doc_start), read once per row when given.
+double doc_starts(const AttentionShape& s) {
+  return s.doc_start ? 4.0 * static_cast<double>(s.batch * s.seq) : 0;
+}
+}  // namespace
+
+void Backend::rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) {
+  KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim % 2 == 0);
+  KINTSUGI_ASSERT(qkv.numel() == qkv_numel(s));
+  // The queries and keys are read and written, the values untouched: per kv head, its group of
+  // heads / kv_heads queries and one key out of heads / kv_heads + 2 vectors.
+  const double rotated =
+      bytes(qkv) * double(s.heads + s.kv_heads) / double(s.heads + 2 * s.kv_heads);
+  dispatch(attention_call(inverse ? "rope_backward" : "rope_forward", 0,
+                          2 * rotated + doc_starts(s), s, qkv),
+           [&] { device_.do_rope(s, qkv, theta, inverse); });
+}
+
+void Backend::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                const Tensor& lse) {
+  check_attention(s, qkv, out, lse);
+  // Model FLOPs of QK^T and PV, in full (see plan/flops.hpp).
+  const double f = 4.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  const double moved = bytes(qkv) + bytes(out) + bytes(lse) + doc_starts(s);
+  dispatch(attention_call("attention_forward", f, moved, s, qkv),
+           [&] { device_.do_attention_forward(s, qkv, out, lse); });
+}
+
+void Backend::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                 const Tensor& lse, const Tensor& dout, const Tensor& dqkv) {
+  check_attention(s, qkv, out, lse);
+  KINTSUGI_ASSERT(dqkv.numel() == qkv.numel() && dout.numel() == out.numel());
+  const double f = 8.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  const double moved =
+      bytes(qkv) + bytes(out) + bytes(lse) + bytes(dout) + bytes(dqkv) + doc_starts(s);
+  dispatch(attention_call("attention_backward", f, moved, s, qkv),
+           [&] { device_.do_attention_backward(s, qkv, out, lse, dout, dqkv); });
+}
+
+void Backend::attention_decode(const AttentionShape& s, const Tensor& cache,
+                               std::int64_t position, const Tensor& out) {
+  KINTSUGI_ASSERT(position >= 0 && position < s.seq);
+  KINTSUGI_ASSERT(cache.numel() == qkv_numel(s));
+  KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
+  const double f = 4.0 * s.batch * s.heads * double(position + 1) * s.head_dim;
+  // Keys and values of rows 0..position and the queries of row `position`, of each sequence.
+  const std::int64_t read = s.batch * ((position + 1) * 2 * s.kv_heads + s.heads) * s.head_dim;
+  dispatch(attention_call("attention_decode", f, bytes(cache, read) + bytes(out), s, cache),
+           [&] { device_.do_attention_decode(s, cache, position, out); });
+}
+
+}  // namespace kintsugi
