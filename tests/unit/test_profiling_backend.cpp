@@ -1,8 +1,9 @@
 // The per-op profile of `kintsugi bench step --profile` (backend/profiling_backend.hpp): with a
 // device timeline each op's time is the span between its two marks, read once the step is over,
 // with no synchronization between ops; without one (the CPU) each op is timed by the host clock.
-// Every call counts its FLOPs and the least bytes it moves (forwarding_backend.hpp), and the
-// roofline floor is the larger of the two at the measured ceilings (plan/op_roofline.hpp).
+// Every call counts its FLOPs and the least bytes it moves once, at its entry point
+// (backend/ops_*.cpp), and the roofline floor is the larger of the two at the measured ceilings
+// (plan/op_roofline.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
