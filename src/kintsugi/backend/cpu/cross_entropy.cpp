@@ -3,14 +3,10 @@
 // losses and the gradient written over the logits, so the largest activation of the model
 // (rows x vocabulary) exists once. Padding columns never enter the softmax and get a zero
 // gradient. Between the passes a vocabulary-parallel caller all-reduces the row statistics.
-#include <omp.h>
-
-#include <algorithm>
-#include <cstring>
-
 #include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/thread_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -47,11 +43,7 @@ void cross_entropy_finish(T* logits, std::int64_t rows, std::int64_t cols, std::
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = logits + r * cols;
-    if (targets[r] < 0) {  // ignored position
-      losses[r] = 0;
-      if (backward) std::fill(row, row + cols, T(0));
-      continue;
-    }
+    if (ce::skip_ignored(row, cols, targets[r], losses[r], backward)) continue;
     losses[r] = loss_of_row(row_max[r], row_sum[r], target_logit[r]);
     if (backward) gradient_row(row, cols, valid, row_sum[r], targets[r], col_begin, grad_scale);
   }
@@ -72,32 +64,25 @@ namespace mixed {
 
 void softmax_row_max(AnyPtr logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
                      AnyPtr row_max, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(valid * sizeof(float));
-#pragma omp parallel
-  {
-    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r)
+  rows_with_thread_area(ws, valid, rows, [&](float* staged) {
+    return [&, staged](std::int64_t r) {
       row_max.set(r, max_of_row(read_f32(logits.at(r * cols), valid, staged), valid));
-  }
+    };
+  });
 }
 
 void softmax_row_sum(AnyPtr logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
                      AnyPtr row_max, const std::int32_t* targets, std::int64_t col_begin,
                      AnyPtr row_sum, AnyPtr target_logit, bool store_exp, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(valid * sizeof(float));
-#pragma omp parallel
-  {
-    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+  rows_with_thread_area(ws, valid, rows, [&](float* staged) {
+    return [&, staged](std::int64_t r) {
       const AnyPtr lr = logits.at(r * cols);
       float* row = out_f32(lr, valid, staged, true);
       target_logit.set(r, target_of_row(row, valid, targets[r], col_begin));
       row_sum.set(r, sum_exp_row(row, valid, row_max.get(r), store_exp));
       if (store_exp) write_back(lr, valid, row);
-    }
-  }
+    };
+  });
 }
 
 void cross_entropy_finish(AnyPtr logits, std::int64_t rows, std::int64_t cols,
@@ -105,26 +90,18 @@ void cross_entropy_finish(AnyPtr logits, std::int64_t rows, std::int64_t cols,
                           AnyPtr target_logit, const std::int32_t* targets,
                           std::int64_t col_begin, double* losses, bool backward,
                           double grad_scale, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+  rows_with_thread_area(ws, cols, rows, [&](float* staged) {
+    return [&, staged](std::int64_t r) {
       const AnyPtr lr = logits.at(r * cols);
-      if (targets[r] < 0) {  // ignored position
-        losses[r] = 0;
-        if (backward) std::memset(lr.data, 0, cols * size_of(lr.dtype));
-        continue;
-      }
+      if (ce::skip_ignored(lr, cols, targets[r], losses[r], backward)) return;
       const float sum = row_sum.get(r);
       losses[r] = loss_of_row(row_max.get(r), sum, target_logit.get(r));
-      if (!backward) continue;
+      if (!backward) return;
       float* row = out_f32(lr, cols, staged, true);
       gradient_row(row, cols, valid, sum, targets[r], col_begin, grad_scale);
       write_back(lr, cols, row);
-    }
-  }
+    };
+  });
 }
 
 }  // namespace mixed

@@ -3,14 +3,10 @@
 // cache, so the logits cross memory once each way. f32 and f64 rows are worked in place, giving
 // the three passes' bits; bf16/f16 rows are widened into f32 scratch and rounded once at the end
 // (the three passes round the exponentials to the logits' type in between).
-#include <omp.h>
-
-#include <algorithm>
-#include <cstring>
-
 #include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/thread_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -37,11 +33,7 @@ void cross_entropy_fused(T* logits, std::int64_t rows, std::int64_t cols, std::i
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = logits + r * cols;
-    if (targets[r] < 0) {  // ignored position
-      losses[r] = 0;
-      if (backward) std::fill(row, row + cols, T(0));
-      continue;
-    }
+    if (ce::skip_ignored(row, cols, targets[r], losses[r], backward)) continue;
     losses[r] = fused_row(row, cols, valid, targets[r], backward, grad_scale);
   }
 }
@@ -56,25 +48,17 @@ namespace mixed {
 void cross_entropy_fused(AnyPtr logits, std::int64_t rows, std::int64_t cols,
                          std::int64_t valid, const std::int32_t* targets, double* losses,
                          bool backward, double grad_scale, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* staged = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+  rows_with_thread_area(ws, cols, rows, [&](float* staged) {
+    return [&, staged](std::int64_t r) {
       const AnyPtr lr = logits.at(r * cols);
-      if (targets[r] < 0) {  // ignored position
-        losses[r] = 0;
-        if (backward) std::memset(lr.data, 0, cols * size_of(lr.dtype));
-        continue;
-      }
+      if (ce::skip_ignored(lr, cols, targets[r], losses[r], backward)) return;
       // Forward only reads the real columns; backward rewrites the padding too.
       const std::int64_t n = backward ? cols : valid;
       float* row = out_f32(lr, n, staged, true);
       losses[r] = fused_row(row, cols, valid, targets[r], backward, grad_scale);
       if (backward) write_back(lr, cols, row);
-    }
-  }
+    };
+  });
 }
 
 }  // namespace mixed

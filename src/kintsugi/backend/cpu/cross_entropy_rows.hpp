@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/backend/cpu/staging.hpp"
 
 namespace kintsugi::cpu::ce {
 
@@ -58,6 +60,25 @@ inline void gradient_row(T* row, std::int64_t cols, std::int64_t valid, T sum,
   const std::int64_t t = target - col_begin;
   if (t >= 0 && t < valid) row[t] -= static_cast<T>(grad_scale);
   std::fill(row + valid, row + cols, T(0));
+}
+
+// A position whose target is ignored (negative) has loss 0 and, with backward, a zero gradient
+// row, padding included; true when the row is one, so the caller moves on.
+template <class T>
+inline bool skip_ignored(T* row, std::int64_t cols, std::int32_t target, double& loss,
+                         bool backward) {
+  if (target >= 0) return false;
+  loss = 0;
+  if (backward) std::fill(row, row + cols, T(0));
+  return true;
+}
+
+inline bool skip_ignored(AnyPtr row, std::int64_t cols, std::int32_t target, double& loss,
+                         bool backward) {
+  if (target >= 0) return false;
+  loss = 0;
+  if (backward) std::memset(row.data, 0, cols * size_of(row.dtype));
+  return true;
 }
 
 }  // namespace kintsugi::cpu::ce
