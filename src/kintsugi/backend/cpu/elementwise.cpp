@@ -1,6 +1,4 @@
 // Elementwise ops, reductions and the fused AdamW update over flat buffers.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +6,7 @@
 
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/thread_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -121,19 +120,15 @@ void add(AnyPtr a, AnyPtr b, AnyPtr out, std::int64_t n) {
 }
 
 void add_bias(AnyPtr x, AnyPtr bias, std::int64_t rows, std::int64_t cols, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(2 * cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+  rows_with_thread_area(ws, 2 * cols, rows, [&](float* area) {
     const float* b32 = read_f32(bias, cols, area);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+    return [&, area, b32](std::int64_t r) {
       float* row = out_f32(x.at(r * cols), cols, area + cols, true);
 #pragma omp simd
       for (std::int64_t c = 0; c < cols; ++c) row[c] += b32[c];
       write_back(x.at(r * cols), cols, row);
-    }
-  }
+    };
+  });
 }
 
 void scale(AnyPtr x, std::int64_t n, double factor) {

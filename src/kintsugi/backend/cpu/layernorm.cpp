@@ -3,14 +3,13 @@
 // in parallel for dw/db, so the parameter gradients are summed in row order, thread-count free.
 // The row bodies below serve both the typed kernels and the mixed-precision ones (on rows
 // staged in f32), so mixed precision computes exactly what f32 computes on the same values.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/norm_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -114,41 +113,28 @@ namespace mixed {
 
 void layernorm_forward(AnyPtr x, AnyPtr w, AnyPtr b, AnyPtr y, AnyPtr mean, AnyPtr rstd,
                        std::int64_t rows, std::int64_t cols, double eps, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(4 * cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+  rows_with_thread_area(ws, 4 * cols, rows, [&](float* area) {
     const float* w32 = read_f32(w, cols, area);
     const float* b32 = read_f32(b, cols, area + cols);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+    return [&, area, w32, b32](std::int64_t r) {
       const float* xr = read_f32(x.at(r * cols), cols, area + 2 * cols);
       float* yr = out_f32(y.at(r * cols), cols, area + 3 * cols, false);
       const auto [mu, rs] = forward_row(xr, w32, b32, yr, cols, eps);
       write_back(y.at(r * cols), cols, yr);
       mean.set(r, mu);
       rstd.set(r, rs);
-    }
-  }
+    };
+  });
 }
 
 void layernorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr mean, AnyPtr rstd, AnyPtr dx,
                         AnyPtr dw, AnyPtr db, std::int64_t rows, std::int64_t cols,
                         bool accumulate, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(4 * cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-    const float* w32 = read_f32(w, cols, area);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* dyr = read_f32(dy.at(r * cols), cols, area + cols);
-      const float* xr = read_f32(x.at(r * cols), cols, area + 2 * cols);
-      float* dxr = out_f32(dx.at(r * cols), cols, area + 3 * cols, true);
-      backward_row(dyr, xr, w32, mean.get(r), rstd.get(r), dxr, cols);
-      write_back(dx.at(r * cols), cols, dxr);
-    }
-  }
+  norm_dx_rows(dy, x, w, dx, rows, cols, ws,
+               [&](std::int64_t r, const float* dyr, const float* xr, const float* w32,
+                   float* dxr) {
+                 backward_row(dyr, xr, w32, mean.get(r), rstd.get(r), dxr, cols);
+               });
 #pragma omp parallel for schedule(static)
   for (std::int64_t c0 = 0; c0 < cols; c0 += kNormGradColumns) {
     const std::int64_t len = std::min(cols, c0 + kNormGradColumns) - c0;

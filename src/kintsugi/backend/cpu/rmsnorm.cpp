@@ -2,13 +2,12 @@
 // Same structure as layernorm.cpp: forward keeps rstd per row; backward computes dx with rows in
 // parallel, then dw with column slices in parallel, summing rows in order (thread-count free).
 // The row bodies serve the typed and the mixed-precision kernels alike.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/norm_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -86,38 +85,23 @@ namespace mixed {
 
 void rmsnorm_forward(AnyPtr x, AnyPtr w, AnyPtr y, AnyPtr rstd, std::int64_t rows,
                      std::int64_t cols, double eps, ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(3 * cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
+  rows_with_thread_area(ws, 3 * cols, rows, [&](float* area) {
     const float* w32 = read_f32(w, cols, area);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
+    return [&, area, w32](std::int64_t r) {
       const float* xr = read_f32(x.at(r * cols), cols, area + cols);
       float* yr = out_f32(y.at(r * cols), cols, area + 2 * cols, false);
       rstd.set(r, forward_row(xr, w32, yr, cols, eps));
       write_back(y.at(r * cols), cols, yr);
-    }
-  }
+    };
+  });
 }
 
 void rmsnorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr rstd, AnyPtr dx, AnyPtr dw,
                       std::int64_t rows, std::int64_t cols, bool accumulate,
                       ThreadWorkspace& ws) {
-  const std::size_t stride = ws.reserve(4 * cols * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-    const float* w32 = read_f32(w, cols, area);
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* dyr = read_f32(dy.at(r * cols), cols, area + cols);
-      const float* xr = read_f32(x.at(r * cols), cols, area + 2 * cols);
-      float* dxr = out_f32(dx.at(r * cols), cols, area + 3 * cols, true);
-      backward_row(dyr, xr, w32, rstd.get(r), dxr, cols);
-      write_back(dx.at(r * cols), cols, dxr);
-    }
-  }
+  norm_dx_rows(dy, x, w, dx, rows, cols, ws,
+               [&](std::int64_t r, const float* dyr, const float* xr, const float* w32,
+                   float* dxr) { backward_row(dyr, xr, w32, rstd.get(r), dxr, cols); });
 #pragma omp parallel for schedule(static)
   for (std::int64_t c0 = 0; c0 < cols; c0 += kSlice) {
     const std::int64_t len = std::min(cols, c0 + kSlice) - c0;

@@ -4,14 +4,13 @@
 // i and i + hd/2 of every query and key head rotate together (Hugging Face's rotate_half pairing, so Llama checkpoints need no
 // permutation). The angles are computed in double and rounded once, so f32, bf16 and f16 runs
 // rotate by the same cosines and sines whatever rank or thread handles a row.
-#include <omp.h>
-
 #include <cmath>
 #include <vector>
 
 #include "kintsugi/backend/cpu/attention_common.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
+#include "kintsugi/backend/cpu/thread_rows.hpp"
 
 namespace kintsugi::cpu {
 
@@ -63,17 +62,13 @@ namespace mixed {
 
 void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, ThreadWorkspace& ws) {
   const std::int64_t width = row_width(s);
-  const std::size_t stride = ws.reserve(width * sizeof(float));
-#pragma omp parallel
-  {
-    float* area = reinterpret_cast<float*>(ws.base() + stride * omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < s.batch * s.seq; ++r) {
+  rows_with_thread_area(ws, width, s.batch * s.seq, [&](float* area) {
+    return [&, area](std::int64_t r) {
       float* row = out_f32(qkv.at(r * width), width, area, true);
       rotate_row(s, row, position_of(s, r), theta, inverse ? -1.0 : 1.0);
       write_back(qkv.at(r * width), width, row);
-    }
-  }
+    };
+  });
 }
 
 }  // namespace mixed
