@@ -1,7 +1,6 @@
 // Elementwise ops, reductions and the fused AdamW update over flat buffers.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kintsugi/backend/cpu/kernels.hpp"
@@ -176,13 +175,7 @@ void adamw_chunk(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* wo
   float* vc = v + i0;
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i) adamw_element(p[i], g[i], mc[i], vc[i], k);
-  if (working_copy) {  // rounded while the updated chunk is still in cache
-    const AnyPtr wc = working_copy->at(i0);
-    if (wc.is_f32())
-      std::memcpy(wc.f32(), p, len * sizeof(float));
-    else
-      narrow(p, wc.dtype, wc.half(), len);
-  }
+  copy_to_working(working_copy, i0, p, len);
 }
 
 void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,

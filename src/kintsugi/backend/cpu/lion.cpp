@@ -2,7 +2,6 @@
 #include "kintsugi/backend/cpu/lion.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kintsugi/backend/cpu/convert.hpp"
 
@@ -58,13 +57,7 @@ void lion_step(float* param, AnyPtr grad, float* m, const AnyPtr* working_copy, 
     float* mc = m + i0;
 #pragma omp simd
     for (std::int64_t i = 0; i < len; ++i) lion_element(p[i], g[i], mc[i], k);
-    if (working_copy) {  // rounded while the updated chunk is still in cache
-      const AnyPtr wc = working_copy->at(i0);
-      if (wc.is_f32())
-        std::memcpy(wc.f32(), p, len * sizeof(float));
-      else
-        narrow(p, wc.dtype, wc.half(), len);
-    }
+    copy_to_working(working_copy, i0, p, len);
   }
 }
 

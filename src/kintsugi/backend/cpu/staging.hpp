@@ -4,6 +4,7 @@
 // through f32 scratch. The dtype is switched on once per run, never per element, so the f32
 // arithmetic in between is the very code of the f32 kernels and stays vectorized.
 #include <cstdint>
+#include <cstring>
 
 #include "kintsugi/backend/cpu/convert.hpp"
 #include "kintsugi/core/error.hpp"
@@ -63,6 +64,18 @@ inline float* out_f32(AnyPtr dst, std::int64_t n, float* scratch, bool load) {
 // Rounds results computed at `f` (from out_f32) into dst; f32 destinations already hold them.
 inline void write_back(AnyPtr dst, std::int64_t n, const float* f) {
   if (!dst.is_f32()) narrow(f, dst.dtype, dst.half(), n);
+}
+
+// An optimizer's updated f32 master chunk [i0, i0 + n), copied into the working copy of the
+// parameter (when there is one) at the working copy's type, while the chunk is still in cache.
+inline void copy_to_working(const AnyPtr* working_copy, std::int64_t i0, const float* master,
+                            std::int64_t n) {
+  if (!working_copy) return;
+  const AnyPtr wc = working_copy->at(i0);
+  if (wc.is_f32())
+    std::memcpy(wc.f32(), master, n * sizeof(float));
+  else
+    narrow(master, wc.dtype, wc.half(), n);
 }
 
 }  // namespace kintsugi::cpu
