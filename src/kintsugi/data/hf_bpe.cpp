@@ -16,21 +16,10 @@ namespace {
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 ▁
 constexpr char32_t kCharTableSize = 0x30000;              // planes 0-2: CJK, emoji, ...
 
-// Byte length of the UTF-8 sequence that starts with `lead` (the text is valid UTF-8).
-inline std::size_t utf8_length(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-}
-
+// The code point a symbol (valid UTF-8) starts with.
 char32_t decode_one(std::string_view s) {
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  switch (utf8_length(b[0])) {
-    case 1: return b[0];
-    case 2: return (char32_t(b[0] & 0x1F) << 6) | (b[1] & 0x3F);
-    case 3: return (char32_t(b[0] & 0x0F) << 12) | (char32_t(b[1] & 0x3F) << 6) | (b[2] & 0x3F);
-    default:
-      return (char32_t(b[0] & 0x07) << 18) | (char32_t(b[1] & 0x3F) << 12) |
-             (char32_t(b[2] & 0x3F) << 6) | (b[3] & 0x3F);
-  }
+  std::size_t i = 0;
+  return next_code_point(s, i);
 }
 
 // GPT-2's byte symbols (bpe_tokenizer.hpp) as UTF-8, once.
@@ -107,7 +96,8 @@ HfBpe::HfBpe(const nlohmann::json& model,
   byte_symbol_id_.fill(-1);
   fallback_id_.fill(-1);
   for (const auto& [token, id] : vocab) {
-    if (!byte_level_ && !token.empty() && utf8_length(static_cast<unsigned char>(token[0])) == token.size()) {
+    if (!byte_level_ && !token.empty() &&
+        utf8_sequence_length(static_cast<unsigned char>(token[0])) == token.size()) {
       const char32_t cp = decode_one(token);
       if (cp < kCharTableSize) char_id_[cp] = id;
     }
@@ -190,7 +180,8 @@ void HfBpe::encode_segment(std::string_view segment, HfBpeWorkspace& w,
   auto& symbols = w.symbols;
   symbols.clear();
   for (std::size_t i = 0; i < segment.size();) {
-    const std::size_t n = byte_level_ ? 1 : utf8_length(static_cast<unsigned char>(segment[i]));
+    const std::size_t n =
+        byte_level_ ? 1 : utf8_sequence_length(static_cast<unsigned char>(segment[i]));
     std::int32_t id = byte_level_ ? byte_symbol_id_[static_cast<unsigned char>(segment[i])]
                                   : symbol_id(segment.substr(i, n));
     if (id < 0) id = -2 - static_cast<std::int32_t>(i);
@@ -210,10 +201,11 @@ void HfBpe::encode_segment(std::string_view segment, HfBpeWorkspace& w,
       continue;
     }
     const std::size_t at = static_cast<std::size_t>(-2 - id);
+    const auto lead = static_cast<unsigned char>(segment[at]);
     if (byte_level_)
-      emit_unknown(symbol_of_byte(static_cast<unsigned char>(segment[at])), out);
+      emit_unknown(symbol_of_byte(lead), out);
     else
-      emit_unknown(segment.substr(at, utf8_length(static_cast<unsigned char>(segment[at]))), out);
+      emit_unknown(segment.substr(at, utf8_sequence_length(lead)), out);
   }
   w.cache.put(segment, std::span(out).subspan(first));
 }
