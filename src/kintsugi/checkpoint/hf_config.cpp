@@ -96,21 +96,34 @@ class Fields {
   std::set<std::string> used_;
 };
 
-void check_architecture(Fields& f, const json& j, const std::string& expected,
-                        const std::string& source) {
-  if (!j.contains("architectures") || j.at("architectures").is_null()) return;
-  const json& a = j.at("architectures");
-  if (!a.is_array() || a.size() != 1 || a[0] != expected)
-    fail("{}: architectures = {} is not supported (kintsugi loads {})", source, a.dump(), expected);
+// What every family's reading starts with: the family, the one architecture its config may
+// name (absent or null is fine), and the vocabulary size.
+HfModel start_model(Fields& f, const json& j, Family family, const std::string& architecture,
+                    const std::string& source) {
+  if (j.contains("architectures") && !j.at("architectures").is_null()) {
+    const json& a = j.at("architectures");
+    if (!a.is_array() || a.size() != 1 || a[0] != architecture)
+      fail("{}: architectures = {} is not supported (kintsugi loads {})", source, a.dump(),
+           architecture);
+  }
   f.mark("architectures");
+  HfModel h;
+  h.model.family = family;
+  h.model.vocab_size = f.integer("vocab_size");
+  return h;
+}
+
+// GPT-2 and BLOOM tie the LM head to the token embedding, as kintsugi's versions of them do.
+void require_tied_head(Fields& f, const std::string& family, const std::string& source) {
+  if (!f.boolean("tie_word_embeddings", true))
+    fail("{}: tie_word_embeddings = false is not supported (kintsugi's {} ties the LM head to "
+         "the token embedding)",
+         source, family);
 }
 
 HfModel gpt2(Fields& f, const json& j, const std::string& source) {
-  HfModel h;
+  HfModel h = start_model(f, j, Family::gpt2, "GPT2LMHeadModel", source);
   ModelConfig& m = h.model;
-  m.family = Family::gpt2;
-  check_architecture(f, j, "GPT2LMHeadModel", source);
-  m.vocab_size = f.integer("vocab_size");
   m.d_model = f.integer("n_embd");
   m.n_layer = f.integer("n_layer");
   m.n_head = f.integer("n_head");
@@ -125,10 +138,7 @@ HfModel gpt2(Fields& f, const json& j, const std::string& source) {
     fail("{}: activation_function = {} is not supported (kintsugi's GPT-2 uses GELU's tanh "
          "approximation: gelu_new)",
          source, act);
-  if (!f.boolean("tie_word_embeddings", true))
-    fail("{}: tie_word_embeddings = false is not supported (kintsugi's GPT-2 ties the LM head to "
-         "the token embedding)",
-         source);
+  require_tied_head(f, "GPT-2", source);
   f.require("scale_attn_weights", true, "attention scores are scaled by 1/sqrt(head size)");
   f.require("scale_attn_by_inverse_layer_idx", false, "no per-layer attention scaling");
   f.require("add_cross_attention", false, "a decoder-only model");
@@ -139,11 +149,8 @@ HfModel gpt2(Fields& f, const json& j, const std::string& source) {
 }
 
 HfModel llama(Fields& f, const json& j, const std::string& source) {
-  HfModel h;
+  HfModel h = start_model(f, j, Family::llama, "LlamaForCausalLM", source);
   ModelConfig& m = h.model;
-  m.family = Family::llama;
-  check_architecture(f, j, "LlamaForCausalLM", source);
-  m.vocab_size = f.integer("vocab_size");
   m.d_model = f.integer("hidden_size");
   m.d_ff = f.integer("intermediate_size");
   m.n_layer = f.integer("num_hidden_layers");
@@ -198,11 +205,8 @@ HfModel llama(Fields& f, const json& j, const std::string& source) {
 }
 
 HfModel bloom(Fields& f, const json& j, const std::string& source) {
-  HfModel h;
+  HfModel h = start_model(f, j, Family::bloom, "BloomForCausalLM", source);
   ModelConfig& m = h.model;
-  m.family = Family::bloom;
-  check_architecture(f, j, "BloomForCausalLM", source);
-  m.vocab_size = f.integer("vocab_size");
   m.d_model = f.has("n_embed") ? f.integer("n_embed") : f.integer("hidden_size");
   f.mark("n_embed");
   f.mark("hidden_size");
@@ -216,10 +220,7 @@ HfModel bloom(Fields& f, const json& j, const std::string& source) {
   f.mark("seq_length");
   f.require("apply_residual_connection_post_layernorm", false,
             "kintsugi's BLOOM adds the residual before the LayerNorm");
-  if (!f.boolean("tie_word_embeddings", true))
-    fail("{}: tie_word_embeddings = false is not supported (kintsugi's BLOOM ties the LM head to "
-         "the token embedding)",
-         source);
+  require_tied_head(f, "BLOOM", source);
   f.integer("pretraining_tp", 1);
   f.boolean("slow_but_exact", false);
   // Megatron-DeepSpeed's kernel-fusion switches: how it computed, not what.
