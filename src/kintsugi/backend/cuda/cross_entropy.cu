@@ -8,8 +8,6 @@
 // (load8/store8, as in elementwise.cu) measured slower here on an H200, 17.8 against 13.5 ms per
 // GPT-2 124M step (f32 logits, 512 threads per row); why is not yet understood. The fused kernel
 // has its element type at compile time and moves 16 bytes per access (not yet timed on a GPU).
-#include <type_traits>
-
 #include "kintsugi/backend/cuda/reductions.cuh"
 
 namespace kintsugi::cuda {
@@ -87,23 +85,9 @@ __global__ void finish_kernel(Ref logits, std::int64_t cols, std::int64_t valid,
 // over it. HBM traffic is thus about one read and one write of the logits, against three reads
 // and two writes for the three passes.
 
-// A storage type T and its arithmetic type Acc.
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ double widen(double v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-template <class T, class Acc>
-__device__ __forceinline__ T narrow(Acc v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(static_cast<float>(v));
-  else
-    return static_cast<T>(v);
-}
-
 // Elements i..i+K-1 of a row of T: one 16-byte access when K * sizeof(T) == 16 (the row and i
-// aligned), else K == 1.
+// aligned), else K == 1. Widened to Acc and narrowed back as load() and store() do
+// (device_math.cuh).
 template <class T, int K, class Acc>
 __device__ __forceinline__ void load_k(const Ref& r, std::int64_t i, Acc (&v)[K]) {
   KINTSUGI_CUDA_CHECK_INDEX(r, i);
@@ -117,7 +101,7 @@ __device__ __forceinline__ void load_k(const Ref& r, std::int64_t i, Acc (&v)[K]
     h[0] = static_cast<const T*>(r.data)[i];
   }
 #pragma unroll
-  for (int e = 0; e < K; ++e) v[e] = widen(h[e]);
+  for (int e = 0; e < K; ++e) v[e] = widen<Acc>(h[e]);
 }
 template <class T, int K, class Acc>
 __device__ __forceinline__ void store_k(const Ref& r, std::int64_t i, const Acc (&v)[K]) {
@@ -227,12 +211,10 @@ void softmax_row_max(Ref logits, std::int64_t rows, std::int64_t cols, std::int6
                      Ref row_max, cudaStream_t stream) {
   if (rows <= 0) return;
   const unsigned grid = static_cast<unsigned>(rows);
-  if (all_f64({logits, row_max}))
-    KINTSUGI_CUDA_LAUNCH(row_max_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max);
-  else
-    KINTSUGI_CUDA_LAUNCH(row_max_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max);
+  with_acc({logits, row_max}, [&](auto acc) {
+    KINTSUGI_CUDA_LAUNCH(row_max_kernel<decltype(acc)>, grid, row_threads(valid), 0, stream, logits,
+                         cols, valid, row_max);
+  });
   check_launch("row_max_kernel", stream);
 }
 
@@ -241,12 +223,11 @@ void softmax_row_sum(Ref logits, std::int64_t rows, std::int64_t cols, std::int6
                      Ref target_logit, bool store_exp, cudaStream_t stream) {
   if (rows <= 0) return;
   const unsigned grid = static_cast<unsigned>(rows);
-  if (all_f64({logits, row_max, row_sum, target_logit}))
-    KINTSUGI_CUDA_LAUNCH(row_sum_kernel<double>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
-  else
-    KINTSUGI_CUDA_LAUNCH(row_sum_kernel<float>, grid, row_threads(valid), 0, stream, logits, cols,
-                         valid, row_max, targets, col_begin, row_sum, target_logit, store_exp);
+  with_acc({logits, row_max, row_sum, target_logit}, [&](auto acc) {
+    KINTSUGI_CUDA_LAUNCH(row_sum_kernel<decltype(acc)>, grid, row_threads(valid), 0, stream, logits,
+                         cols, valid, row_max, targets, col_begin, row_sum, target_logit,
+                         store_exp);
+  });
   check_launch("row_sum_kernel", stream);
 }
 
@@ -261,14 +242,11 @@ void cross_entropy_finish(Ref logits, std::int64_t rows, std::int64_t cols, std:
   if (rows <= 0) return;
   auto* losses = static_cast<double*>(scratch.data);
   const unsigned grid = static_cast<unsigned>(rows);
-  if (all_f64({logits, row_max, row_sum, target_logit}))
-    KINTSUGI_CUDA_LAUNCH(finish_kernel<double>, grid, row_threads(cols), 0, stream, logits, cols,
-                         valid, row_max, row_sum, target_logit, targets, col_begin, losses,
+  with_acc({logits, row_max, row_sum, target_logit}, [&](auto acc) {
+    KINTSUGI_CUDA_LAUNCH(finish_kernel<decltype(acc)>, grid, row_threads(cols), 0, stream, logits,
+                         cols, valid, row_max, row_sum, target_logit, targets, col_begin, losses,
                          backward, grad_scale);
-  else
-    KINTSUGI_CUDA_LAUNCH(finish_kernel<float>, grid, row_threads(cols), 0, stream, logits, cols,
-                         valid, row_max, row_sum, target_logit, targets, col_begin, losses,
-                         backward, grad_scale);
+  });
   check_launch("finish_kernel", stream);
   sum_doubles(losses, rows, loss_sum, stream);
 }
