@@ -191,6 +191,20 @@ __device__ __forceinline__ void times_transposed(float (&acc)[2 * kBlocks][4],
   }
 }
 
+// acc += A times the 16-deep block kk of V: A one packed 16 x 16 fragment of P (rows of the
+// warp, columns kk * 16..), V as in times_tile below; all HD / 8 product tiles of acc.
+template <class E, int HD>
+__device__ __forceinline__ void times_block(float (&acc)[HD / 8][4], const std::uint32_t (&pa)[4],
+                                            const std::uint16_t* v, int kk) {
+#pragma unroll
+  for (int pair = 0; pair < HD / 16; ++pair) {
+    std::uint32_t vb[4];
+    tc::ldmatrix_b_kn(vb, v, row_stride(HD), pair * 16, kk * 16);
+    tc::mma<E>(acc[2 * pair], pa, {vb[0], vb[1]});
+    tc::mma<E>(acc[2 * pair + 1], pa, {vb[2], vb[3]});
+  }
+}
+
 // acc[n] += P V: P is a 16 x 64 block held as accumulators (as times_transposed leaves them;
 // rounded to E here), V the row-major tile `v` ([64][HD]) whose rows are the product's depth,
 // so acc holds 16 x HD (HD / 8 product tiles), e.g. O += P V or dQ += dS K.
@@ -201,13 +215,7 @@ __device__ __forceinline__ void times_tile(float (&acc)[HD / 8][4], const float 
   for (int kk = 0; kk < 4; ++kk) {
     std::uint32_t pa[4];
     to_a<E>(pa, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-    for (int pair = 0; pair < HD / 16; ++pair) {
-      std::uint32_t vb[4];
-      tc::ldmatrix_b_kn(vb, v, row_stride(HD), pair * 16, kk * 16);
-      tc::mma<E>(acc[2 * pair], pa, {vb[0], vb[1]});
-      tc::mma<E>(acc[2 * pair + 1], pa, {vb[2], vb[3]});
-    }
+    times_block<E, HD>(acc, pa, v, kk);
   }
 }
 
@@ -231,13 +239,7 @@ __device__ __forceinline__ void times_tile(float (&acc)[HD / 8][4],
     const int kk = kBlock0 + n;
     if (kk < lo || kk > hi) continue;
     const std::uint32_t pa[4] = {p[2 * n][0], p[2 * n][1], p[2 * n + 1][0], p[2 * n + 1][1]};
-#pragma unroll
-    for (int pair = 0; pair < HD / 16; ++pair) {
-      std::uint32_t vb[4];
-      tc::ldmatrix_b_kn(vb, v, row_stride(HD), pair * 16, kk * 16);
-      tc::mma<E>(acc[2 * pair], pa, {vb[0], vb[1]});
-      tc::mma<E>(acc[2 * pair + 1], pa, {vb[2], vb[3]});
-    }
+    times_block<E, HD>(acc, pa, v, kk);
   }
 }
 
