@@ -146,10 +146,9 @@ void attention_forward(const AttnShape& s, Ref qkv, Ref out, Ref lse, cudaStream
   if (s.batch * s.heads * s.seq <= 0) return;
   if (attn_cudnn::takes_forward(s, qkv, lse)) return attn_cudnn::forward(s, qkv, out, lse, stream);
   if (attn_tc::takes(s, qkv)) return attn_tc::forward(s, qkv, out, lse, stream);
-  if (all_f64({qkv, out, lse}))
-    forward_t<double>(s, qkv, out, lse, stream);
-  else
-    forward_t<float>(s, qkv, out, lse, stream);
+  with_acc({qkv, out, lse}, [&](auto acc) {
+    forward_t<decltype(acc)>(s, qkv, out, lse, stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

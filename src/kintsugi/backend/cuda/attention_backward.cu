@@ -299,10 +299,10 @@ void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout,
                            scratch.bytes > skip ? scratch.bytes - skip : 0};
     return attn_tc::backward(s, qkv, lse, dout, delta, dqkv, partials, stream);
   }
-  if (all_f64({qkv, out, lse, dout, dqkv}))
-    backward_acc<double>(s, qkv, out, lse, dout, dqkv, static_cast<double*>(scratch.data), stream);
-  else
-    backward_acc<float>(s, qkv, out, lse, dout, dqkv, static_cast<float*>(scratch.data), stream);
+  with_acc({qkv, out, lse, dout, dqkv}, [&](auto acc) {
+    backward_acc<decltype(acc)>(s, qkv, out, lse, dout, dqkv,
+                                static_cast<decltype(acc)*>(scratch.data), stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

@@ -71,10 +71,9 @@ std::size_t attention_decode_scratch_bytes(const AttnShape& s, std::int64_t posi
 void attention_decode(const AttnShape& s, Ref cache, std::int64_t position, Ref out,
                       Scratch scratch, cudaStream_t stream) {
   if (s.batch * s.heads <= 0) return;
-  if (all_f64({cache, out}))
-    launch_decode<double>(s, cache, position, out, scratch, stream);
-  else
-    launch_decode<float>(s, cache, position, out, scratch, stream);
+  with_acc({cache, out}, [&](auto acc) {
+    launch_decode<decltype(acc)>(s, cache, position, out, scratch, stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

@@ -419,6 +419,16 @@ inline bool all_f64(std::initializer_list<Ref> refs) {
   return true;
 }
 
+// The untyped path's accumulator type: f(double{}) when every Ref given is f64, else f(float{}),
+// so the one call in f, with decltype(acc) as Acc, is written once.
+template <class F>
+void with_acc(std::initializer_list<Ref> refs, F&& f) {
+  if (all_f64(refs))
+    f(double{});
+  else
+    f(float{});
+}
+
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

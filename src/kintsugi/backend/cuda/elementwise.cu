@@ -396,10 +396,9 @@ void add_bias(Ref x, Ref bias, std::int64_t rows, std::int64_t cols, cudaStream_
         launch_add_bias<acc_t<T>>(typed<T>(x), typed<T>(bias), rows, cols, vec, stream);
       }))
     return;
-  if (all_f64({x, bias}))
-    launch_add_bias<double>(x, bias, rows, cols, vec, stream);
-  else
-    launch_add_bias<float>(x, bias, rows, cols, vec, stream);
+  with_acc({x, bias}, [&](auto acc) {
+    launch_add_bias<decltype(acc)>(x, bias, rows, cols, vec, stream);
+  });
 }
 
 void scale(Ref x, std::int64_t n, double factor, cudaStream_t stream) {
@@ -450,10 +449,9 @@ void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t 
         launch_rope<acc_t<T>>(s, typed<T>(qkv), theta, inverse, stream);
       }))
     return;
-  if (all_f64({qkv}))
-    launch_rope<double>(s, qkv, theta, inverse, stream);
-  else
-    launch_rope<float>(s, qkv, theta, inverse, stream);
+  with_acc({qkv}, [&](auto acc) {
+    launch_rope<decltype(acc)>(s, qkv, theta, inverse, stream);
+  });
 }
 
 void adamw_step(Ref param, Ref grad, Ref m, Ref v, Ref working_copy, std::int64_t n,

@@ -188,12 +188,10 @@ void embedding_forward(const std::int32_t* tokens, std::int64_t rows, Ref wte,
                                       vocab_begin, dim % 8 == 0 && aligned16({wte, out}), stream);
       }))
     return;
-  if (all_f64({wte, out}))
-    embedding_forward_t<double>(tokens, rows, wte, vocab_rows, out, dim, vocab_begin, false,
-                                stream);
-  else
-    embedding_forward_t<float>(tokens, rows, wte, vocab_rows, out, dim, vocab_begin, false,
-                               stream);
+  with_acc({wte, out}, [&](auto acc) {
+    embedding_forward_t<decltype(acc)>(tokens, rows, wte, vocab_rows, out, dim, vocab_begin, false,
+                                       stream);
+  });
 }
 
 std::size_t embedding_backward_scratch_bytes(std::int64_t rows) {
@@ -224,10 +222,9 @@ void embedding_backward(const std::int32_t* tokens, std::int64_t rows, Ref dout,
                                        vocab_begin, stream);
       }))
     return;
-  if (all_f64({dout, dwte}))
-    embedding_segments_t<double>(s, rows, dout, dwte, vocab_rows, dim, vocab_begin, stream);
-  else
-    embedding_segments_t<float>(s, rows, dout, dwte, vocab_rows, dim, vocab_begin, stream);
+  with_acc({dout, dwte}, [&](auto acc) {
+    embedding_segments_t<decltype(acc)>(s, rows, dout, dwte, vocab_rows, dim, vocab_begin, stream);
+  });
 }
 
 void position_embedding_forward(Ref x, std::int64_t rows, Ref wpe, std::int64_t dim,
@@ -238,10 +235,9 @@ void position_embedding_forward(Ref x, std::int64_t rows, Ref wpe, std::int64_t 
                                      dim % 8 == 0 && aligned16({x, wpe}), stream);
       }))
     return;
-  if (all_f64({x, wpe}))
-    position_forward_t<double>(x, rows, wpe, dim, seq, first_row, false, stream);
-  else
-    position_forward_t<float>(x, rows, wpe, dim, seq, first_row, false, stream);
+  with_acc({x, wpe}, [&](auto acc) {
+    position_forward_t<decltype(acc)>(x, rows, wpe, dim, seq, first_row, false, stream);
+  });
 }
 
 void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64_t position_rows,
@@ -254,12 +250,10 @@ void position_embedding_backward(Ref dx, std::int64_t rows, Ref dwpe, std::int64
                                       accumulate, first_row, stream);
       }))
     return;
-  if (all_f64({dx, dwpe}))
-    position_backward_t<double>(dx, rows, dwpe, position_rows, dim, seq, accumulate, first_row,
-                                stream);
-  else
-    position_backward_t<float>(dx, rows, dwpe, position_rows, dim, seq, accumulate, first_row,
-                               stream);
+  with_acc({dx, dwpe}, [&](auto acc) {
+    position_backward_t<decltype(acc)>(dx, rows, dwpe, position_rows, dim, seq, accumulate,
+                                       first_row, stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

@@ -44,12 +44,10 @@ void gemm_simple(std::int64_t m, std::int64_t n, std::int64_t k, Ref a, bool tra
   const dim3 block(kTile, kTile);
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
                   static_cast<unsigned>((m + kTile - 1) / kTile));
-  if (all_f64({a, b, c, bias}))
-    KINTSUGI_CUDA_LAUNCH(gemm_simple_kernel<double>, grid, block, 0, stream, m, n, k, a, trans_a, b,
-                         trans_b, c, accumulate, bias);
-  else
-    KINTSUGI_CUDA_LAUNCH(gemm_simple_kernel<float>, grid, block, 0, stream, m, n, k, a, trans_a, b,
-                         trans_b, c, accumulate, bias);
+  with_acc({a, b, c, bias}, [&](auto acc) {
+    KINTSUGI_CUDA_LAUNCH(gemm_simple_kernel<decltype(acc)>, grid, block, 0, stream, m, n, k, a,
+                         trans_a, b, trans_b, c, accumulate, bias);
+  });
   check_launch("gemm_simple_kernel", stream);
 }
 

@@ -389,10 +389,9 @@ void layernorm_forward(Ref x, Ref w, Ref b, Ref y, Ref mean, Ref rstd, std::int6
                                       stream);
       }))
     return;
-  if (all_f64({x, w, b, y, mean, rstd}))
-    layernorm_forward_t<double>(x, w, b, y, mean, rstd, rows, cols, eps, vec, stream);
-  else
-    layernorm_forward_t<float>(x, w, b, y, mean, rstd, rows, cols, eps, vec, stream);
+  with_acc({x, w, b, y, mean, rstd}, [&](auto acc) {
+    layernorm_forward_t<decltype(acc)>(x, w, b, y, mean, rstd, rows, cols, eps, vec, stream);
+  });
 }
 
 std::size_t norm_backward_scratch_bytes(std::int64_t rows, std::int64_t cols) {
@@ -416,12 +415,10 @@ void layernorm_backward(Ref dy, Ref x, Ref w, Ref mean, Ref rstd, Ref dx, Ref dw
     return;
   // Any other mix: the same kernels through Refs, fused unless typed kernels are off.
   const bool fuse = typed_kernels();
-  if (all_f64({dy, x, w, mean, rstd, dx, dw, db}))
-    norm_backward_t<double, true>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, vec, accumulate,
-                                  fuse, scratch, stream);
-  else
-    norm_backward_t<float, true>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, vec, accumulate,
-                                 fuse, scratch, stream);
+  with_acc({dy, x, w, mean, rstd, dx, dw, db}, [&](auto acc) {
+    norm_backward_t<decltype(acc), true>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, vec,
+                                         accumulate, fuse, scratch, stream);
+  });
 }
 
 void rmsnorm_forward(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int64_t cols,
@@ -435,10 +432,9 @@ void rmsnorm_forward(Ref x, Ref w, Ref y, Ref rstd, std::int64_t rows, std::int6
                                     cols, eps, vec, stream);
       }))
     return;
-  if (all_f64({x, w, y, rstd}))
-    rmsnorm_forward_t<double>(x, w, y, rstd, rows, cols, eps, vec, stream);
-  else
-    rmsnorm_forward_t<float>(x, w, y, rstd, rows, cols, eps, vec, stream);
+  with_acc({x, w, y, rstd}, [&](auto acc) {
+    rmsnorm_forward_t<decltype(acc)>(x, w, y, rstd, rows, cols, eps, vec, stream);
+  });
 }
 
 void rmsnorm_backward(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64_t rows,
@@ -455,12 +451,10 @@ void rmsnorm_backward(Ref dy, Ref x, Ref w, Ref rstd, Ref dx, Ref dw, std::int64
       }))
     return;
   const bool fuse = typed_kernels();
-  if (all_f64({dy, x, w, rstd, dx, dw}))
-    norm_backward_t<double, false>(dy, x, w, Ref{}, rstd, dx, dw, Ref{}, rows, cols, vec,
-                                   accumulate, fuse, scratch, stream);
-  else
-    norm_backward_t<float, false>(dy, x, w, Ref{}, rstd, dx, dw, Ref{}, rows, cols, vec,
-                                  accumulate, fuse, scratch, stream);
+  with_acc({dy, x, w, rstd, dx, dw}, [&](auto acc) {
+    norm_backward_t<decltype(acc), false>(dy, x, w, Ref{}, rstd, dx, dw, Ref{}, rows, cols, vec,
+                                          accumulate, fuse, scratch, stream);
+  });
 }
 
 }  // namespace kintsugi::cuda

@@ -204,10 +204,9 @@ void column_sums(Ref in, Ref out, std::int64_t rows, std::int64_t cols, bool acc
                                 stream);
       }))
     return;
-  if (all_f64({in, out}))
-    column_sums_t<double>(in, out, rows, cols, accumulate, scratch, stream);
-  else
-    column_sums_t<float>(in, out, rows, cols, accumulate, scratch, stream);
+  with_acc({in, out}, [&](auto acc) {
+    column_sums_t<decltype(acc)>(in, out, rows, cols, accumulate, scratch, stream);
+  });
 }
 
 }  // namespace kintsugi::cuda
