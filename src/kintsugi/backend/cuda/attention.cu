@@ -83,18 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int keys = static_cast<int>(smaller<std::int64_t>(kTile, i - k0 + 1));
 #pragma unroll
       for (int dd = 0; dd < DL; ++dd) o[ri][dd] *= correction;
-      // The tile's probabilities go through shared memory: every lane reads each of them.
-      probs[warp][lane] = p;
-      __syncwarp();
-      for (int jj = 0; jj < keys; ++jj) {
-        const Acc pj = probs[warp][jj];
-#pragma unroll
-        for (int dd = 0; dd < DL; ++dd) {
-          const std::int64_t d = lane + 32 * dd;
-          if (d < hd) o[ri][dd] += pj * v_tile[jj * ld + d];
-        }
-      }
-      __syncwarp();  // read before the next row overwrites them
+      attn::add_weighted_rows(o[ri], probs[warp], p, keys, v_tile, ld, hd, lane);
     }
   }
 
@@ -102,12 +91,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int ri = 0; ri < kRowsPerWarp; ++ri) {
     const std::int64_t i = q0 + warp * kRowsPerWarp + ri;
     if (i >= T) continue;
-    const Acc inv = Acc(1) / l[ri];
-#pragma unroll
-    for (int dd = 0; dd < DL; ++dd) {
-      const std::int64_t d = lane + 32 * dd;
-      if (d < hd) store(out, L.o(b, h, i) + d, o[ri][dd] * inv);
-    }
+    attn::store_lane_dims(out, L.o(b, h, i), o[ri], Acc(1) / l[ri], hd, lane);
     if (lane == 0) store(lse, L.row(b, h, i), m[ri] + log_acc(l[ri]));
   }
 }

@@ -132,14 +132,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int kk = 0; kk < kPerWarp; ++kk) {
     const std::int64_t j = k0 + warp * kPerWarp + kk;
     if (j >= T) continue;
-#pragma unroll
-    for (int dd = 0; dd < DL; ++dd) {
-      const std::int64_t d = lane + 32 * dd;
-      if (d < hd) {
-        store(dqkv, L.k(b, kvh, j) + d, dk[kk][dd] * scale);
-        store(dqkv, L.v(b, kvh, j) + d, dv[kk][dd]);
-      }
-    }
+    attn::store_lane_dims(dqkv, L.k(b, kvh, j), dk[kk], scale, hd, lane);
+    attn::store_lane_dims(dqkv, L.v(b, kvh, j), dv[kk], Acc(1), hd, lane);
   }
 }
 
@@ -195,17 +189,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         ds = p * (dp - delta_tile[row]);
       }
       const int keys = static_cast<int>(smaller<std::int64_t>(kTile, i - k0 + 1));
-      dscores[warp][lane] = ds;
-      __syncwarp();
-      for (int jj = 0; jj < keys; ++jj) {
-        const Acc dsj = dscores[warp][jj];
-#pragma unroll
-        for (int dd = 0; dd < DL; ++dd) {
-          const std::int64_t d = lane + 32 * dd;
-          if (d < hd) dq[ri][dd] += dsj * k_tile[jj * ld + d];
-        }
-      }
-      __syncwarp();  // read before the next query overwrites them
+      attn::add_weighted_rows(dq[ri], dscores[warp], ds, keys, k_tile, ld, hd, lane);
     }
   }
 
@@ -213,11 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int ri = 0; ri < kPerWarp; ++ri) {
     const std::int64_t i = q0 + warp * kPerWarp + ri;
     if (i >= T) continue;
-#pragma unroll
-    for (int dd = 0; dd < DL; ++dd) {
-      const std::int64_t d = lane + 32 * dd;
-      if (d < hd) store(dqkv, L.q(b, h, i) + d, dq[ri][dd] * scale);
-    }
+    attn::store_lane_dims(dqkv, L.q(b, h, i), dq[ri], scale, hd, lane);
   }
 }
 

@@ -77,6 +77,40 @@ __device__ __forceinline__ Acc dot_rows(const Acc* a, const Acc* b, std::int64_t
   return acc;
 }
 
+// acc += w_jj * tile row jj for the first `count` rows of a tile, in row order, on this lane's
+// dimensions d = lane + 32 dd, where lane jj holds w_jj in `weight`: forward's O += P V and
+// backward's dQ += dS K. Every lane reads every weight, so they pass through the warp's row of
+// shared memory `weights`.
+template <int DL, class Acc>
+__device__ __forceinline__ void add_weighted_rows(Acc (&acc)[DL], Acc* weights, Acc weight,
+                                                  int count, const Acc* tile, std::int64_t ld,
+                                                  std::int64_t hd, int lane) {
+  weights[lane] = weight;
+  __syncwarp();
+  for (int jj = 0; jj < count; ++jj) {
+    const Acc w = weights[jj];
+#pragma unroll
+    for (int dd = 0; dd < DL; ++dd) {
+      const std::int64_t d = lane + 32 * dd;
+      if (d < hd) acc[dd] += w * tile[jj * ld + d];
+    }
+  }
+  __syncwarp();  // read before the warp's next row overwrites them
+}
+
+// out[at + d] = row[dd] * factor on this lane's dimensions d = lane + 32 dd (a finished row of
+// O, dQ, dK or dV).
+template <int DL, class Acc>
+__device__ __forceinline__ void store_lane_dims(const Ref& out, std::int64_t at,
+                                                const Acc (&row)[DL], Acc factor,
+                                                std::int64_t hd, int lane) {
+#pragma unroll
+  for (int dd = 0; dd < DL; ++dd) {
+    const std::int64_t d = lane + 32 * dd;
+    if (d < hd) store(out, at + d, row[dd] * factor);
+  }
+}
+
 // Dimensions per lane for a head size: 1, 2, 4 or 8 (hd <= 32, 64, 128, 256).
 inline int dims_per_lane(std::int64_t hd) {
   return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
