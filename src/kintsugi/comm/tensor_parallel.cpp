@@ -34,14 +34,9 @@ void TensorParallel::enter(const Tensor& x_local, const Tensor& x_full) const {
   else KINTSUGI_ASSERT(x_local.data == x_full.data);
 }
 
+// The conjugates (the table in tensor_parallel.hpp): enter's backward is leave's forward.
 void TensorParallel::enter_backward(const Tensor& dx_full, const Tensor& dx_local) const {
-  if (size_ == 1) return;
-  if (sequence_parallel()) {
-    comm().reduce_scatter(dx_full, dx_local);
-  } else {
-    KINTSUGI_ASSERT(dx_full.data == dx_local.data);
-    comm().all_reduce(dx_full);
-  }
+  leave(dx_full, dx_local);
 }
 
 void TensorParallel::leave(const Tensor& y_partial, const Tensor& y_local) const {
@@ -59,9 +54,9 @@ CommHandle TensorParallel::regather_async(const Tensor& x_local, const Tensor& x
   return comm().all_gather_async(x_local, x_full);
 }
 
+// And leave's backward is enter's forward.
 void TensorParallel::leave_backward(const Tensor& dy_local, const Tensor& dy_full) const {
-  if (sequence_parallel()) comm().all_gather(dy_local, dy_full);
-  else KINTSUGI_ASSERT(dy_local.data == dy_full.data);
+  enter(dy_local, dy_full);
 }
 
 }  // namespace kintsugi
