@@ -68,6 +68,13 @@ struct ParallelLayout {
   bool operator==(const ParallelLayout&) const = default;
   std::int64_t world() const { return tp * pp * dp; }
   bool has_grid() const { return !tensor_grid.empty(); }
+  // The ranks that split a block's heads and MLP columns (1D: tp; a grid: its y), a
+  // micro-batch's token rows (a grid's z, each of whose ranks sees its own sequences; else 1),
+  // and the vocabulary of the embedding and head (1D: tp; a grid: its x y plane). Callers that
+  // size a rank's share ask these, not the grid's coordinates.
+  std::int64_t head_ranks() const { return has_grid() ? tensor_grid[1] : tp; }
+  std::int64_t row_ranks() const { return has_grid() ? tensor_grid[2] : 1; }
+  std::int64_t vocab_ranks() const { return has_grid() ? tensor_grid[0] * tensor_grid[1] : tp; }
   // Ranks one ZeRO shard is split over, and the groups holding the same shard (hybrid
   // sharding: dp / hsdp replicas; else one).
   std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }

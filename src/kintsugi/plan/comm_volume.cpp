@@ -110,9 +110,9 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   if (s.pipeline_sends > 0) {
     // A stage sends its rows: a 1/tp slice with sequence parallelism, this z's sequences with
     // a tensor grid.
-    const double local = l.sequence_parallel && l.tp > 1 ? activation / l.tp
-                         : !l.tensor_grid.empty()        ? activation / l.tensor_grid[2]
-                                                         : activation;
+    const double local = l.sequence_parallel && l.tp > 1
+                             ? activation / l.tp
+                             : activation / static_cast<double>(l.row_ranks());
     out["pp.send"] = mb * s.pipeline_sends * local;
   }
   if (s.tied_embedding_elements > 0)

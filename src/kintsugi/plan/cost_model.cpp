@@ -110,15 +110,6 @@ BlockElements block_elements(const ModelConfig& m, const Layout& l) {
   const GridBlockElements g = grid_block_elements(m, p.tensor_grid);
   return {g.local, g.depth_replicated};
 }
-// Ranks sharing the vocabulary (1D: the tp group; a grid: its xy plane) and sharing a
-// micro-batch's token rows (a grid's z splits its sequences).
-std::int64_t vocabulary_ranks(const Layout& l) {
-  const ParallelLayout& p = l.parallel;
-  return p.has_grid() ? p.tensor_grid[0] * p.tensor_grid[1] : p.tp;
-}
-std::int64_t row_shares(const Layout& l) {
-  return l.parallel.has_grid() ? l.parallel.tensor_grid[2] : 1;
-}
 
 // What one pipeline rank holds and does.
 struct RankShare {
@@ -139,7 +130,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   const int p = static_cast<int>(l.parallel.pp), v = static_cast<int>(l.parallel.virtual_stages);
   const StagePartition& part = cached_partition(m, p, v);
   const double d = m.d_model;
-  const std::int64_t vocab_ranks = vocabulary_ranks(l);
+  const std::int64_t vocab_ranks = l.parallel.vocab_ranks();
   const double table =
       static_cast<double>(m.padded_vocab(vocab_ranks)) * d / static_cast<double>(vocab_ranks);
   const double norm = static_cast<double>(norm_parameters(m));
@@ -301,7 +292,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
     c.gy = c.tp;
   }
   c.local_rows = c.rows / c.gz;
-  c.vocab_ranks = static_cast<double>(vocabulary_ranks(l));
+  c.vocab_ranks = static_cast<double>(l.parallel.vocab_ranks());
   const LayoutMap map(static_cast<int>(l.parallel.world()), l.parallel);
   out.tp_crosses_nodes = group_crosses_nodes(map, Dim::tp, cluster.devices_per_node);
   out.dp_crosses_nodes = group_crosses_nodes(map, Dim::dp, cluster.devices_per_node);
@@ -339,7 +330,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.backward_share = 1.0 - (c.model_flops / 3.0) / c.hw;
   // A grid's rank holds its z's sequences with its y's heads and MLP columns: the 1D shape
   // with tp = y on micro_batch / z sequences (docs/parallelism.md).
-  c.act = {.micro_batch = l.micro_batch / row_shares(l), .seq = m.seq_len,
+  c.act = {.micro_batch = l.micro_batch / l.parallel.row_ranks(), .seq = m.seq_len,
            .tp = static_cast<std::int64_t>(c.gy),
            .sequence_parallel = l.parallel.sequence_parallel, .recompute = l.recompute,
            .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
@@ -580,7 +571,7 @@ MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank)
       (c.p > 1 ? 4.0 * activation : 0.0) +
       (l.parallel.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, l).local * c.pb : 0.0) +
       (share.head ? std::min(c.local_rows *
-                                 static_cast<double>(c.m.padded_vocab(vocabulary_ranks(l))) /
+                                 static_cast<double>(c.m.padded_vocab(l.parallel.vocab_ranks())) /
                                  c.vocab_ranks * 4.0,
                              268435456.0)
                   : 0.0) +

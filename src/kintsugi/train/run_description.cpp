@@ -118,10 +118,9 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     // 3D tensor parallelism: a rank holds its z's share of the sequences, whole rows of the
     // residual stream and norms, and its y's heads and MLP columns (docs/parallelism.md) -- the
     // 1D formula with tp = y on micro_batch / z sequences.
-    const auto& grid = c.parallel.tensor_grid;
-    const ActivationShape shape{.micro_batch = c.train.micro_batch / (grid.empty() ? 1 : grid[2]),
+    const ActivationShape shape{.micro_batch = c.train.micro_batch / c.parallel.row_ranks(),
                                 .seq = c.model.seq_len,
-                                .tp = grid.empty() ? c.parallel.tp : grid[1],
+                                .tp = c.parallel.head_ranks(),
                                 .sequence_parallel = c.parallel.sequence_parallel,
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),
