@@ -10,6 +10,7 @@
 
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/parallel/stage_partition.hpp"
 #include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/plan/flops.hpp"
@@ -212,27 +213,35 @@ struct Efficiency {
 // over x and output over y, the exit layers' the converse, and the heads over y.
 Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double rows, double x,
                            double y, double vocab_ranks, double attention) {
-  const double d = m.d_model, f = m.d_ff, qkv = static_cast<double>(qkv_width(m));
+  const double d = m.d_model;
   const double s = static_cast<double>(m.seq_len), hd = static_cast<double>(m.head_dim());
   // The shapes of the block's products (their FLOPs, 2 m n k each, add up to flops.hpp's block
-  // forward: the matrices and the attention products), which the curve needs one by one.
+  // forward: the matrices and the attention products), which the curve needs one by one: the
+  // block's layers (model/block_inventory.hpp), a half's entry layers of one shape counted
+  // together (SwiGLU's gate and up), then the attention core.
   struct Gemm {
     double m, n, k, count;
   };
-  const Gemm gemms[] = {
-      {rows, qkv / y, d / x, 1},                 // qkv
-      {rows, d / x, d / y, 1},                   // attention output
-      {rows, f / y, d / x, m.gated_mlp() ? 2.0 : 1.0},  // MLP up (and gate)
-      {rows, d / x, f / y, 1},                   // MLP down
-      {s, s, hd, 2 * rows / s * m.n_head / y},  // QK^T and PV per sequence and head
-  };
-  constexpr std::size_t kAttentionCore = 4;
+  std::vector<Gemm> gemms;
+  for (const HalfSpec& h : block_inventory(m).halves) {
+    for (std::size_t k = 0; k < h.entries.size(); ++k) {  // input over x, output over y
+      const LinearSpec& l = h.entries[k];
+      const Gemm g{rows, static_cast<double>(l.out) / y, static_cast<double>(l.in) / x, 1};
+      const bool same = k > 0 && h.entries[k - 1].in == l.in && h.entries[k - 1].out == l.out;
+      if (same) gemms.back().count += 1;
+      else gemms.push_back(g);
+    }
+    const LinearSpec& e = h.exit;  // input over y, output over x
+    gemms.push_back({rows, static_cast<double>(e.out) / x, static_cast<double>(e.in) / y, 1});
+  }
+  const std::size_t attention_core = gemms.size();
+  gemms.push_back({s, s, hd, 2 * rows / s * m.n_head / y});  // QK^T and PV per sequence, head
   double flops = 0, seconds = 0;
-  for (std::size_t i = 0; i < std::size(gemms); ++i) {
+  for (std::size_t i = 0; i < gemms.size(); ++i) {
     const Gemm& g = gemms[i];
     const double work = 2 * g.m * g.n * g.k * g.count;
     flops += work;
-    seconds += work / (i == kAttentionCore && attention > 0 ? attention
+    seconds += work / (i == attention_core && attention > 0 ? attention
                                                              : c.gemm_efficiency(g.m, g.n, g.k));
   }
   const double vocab =
