@@ -8,8 +8,10 @@
 #include <omp.h>
 
 #include "kintsugi/backend/cpu/attention_common.hpp"
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 
 namespace kintsugi::cpu {
@@ -115,5 +117,30 @@ template void attention_backward<float>(const AttentionShape&, const float*, con
 template void attention_backward<double>(const AttentionShape&, const double*, const double*,
                                          const double*, const double*, double*,
                                          ThreadWorkspace&);
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                                      const Tensor& lse) {
+  const Kind kind = kind_of({&qkv, &out, &lse});
+  if (kind == Kind::mixed)
+    return cpu::mixed::attention_forward(s, AnyPtr(qkv), AnyPtr(out), AnyPtr(lse), workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::attention_forward(s, qkv.as<T>(), out.as<T>(), lse.as<T>(), workspace_);
+  });
+}
+
+void CpuBackend::do_attention_backward(const AttentionShape& s, const Tensor& qkv,
+                                       const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                       const Tensor& dqkv) {
+  const Kind kind = kind_of({&qkv, &out, &lse, &dout, &dqkv});
+  if (kind == Kind::mixed)
+    return cpu::mixed::attention_backward(s, AnyPtr(qkv), AnyPtr(out), AnyPtr(lse), AnyPtr(dout),
+                                          AnyPtr(dqkv), workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::attention_backward(s, qkv.as<T>(), out.as<T>(), lse.as<T>(), dout.as<T>(), dqkv.as<T>(),
+                            workspace_);
+  });
+}
 
 }  // namespace kintsugi::cpu

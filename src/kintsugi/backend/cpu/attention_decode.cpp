@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kintsugi/backend/cpu/attention_common.hpp"
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
@@ -94,5 +95,17 @@ void attention_decode(const AttentionShape& s, AnyPtr cache, std::int64_t positi
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_attention_decode(const AttentionShape& s, const Tensor& cache,
+                                     std::int64_t position, const Tensor& out) {
+  const Kind kind = kind_of({&cache, &out});
+  if (kind == Kind::mixed)
+    return cpu::mixed::attention_decode(s, AnyPtr(cache), position, AnyPtr(out), workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::attention_decode(s, cache.as<T>(), position, out.as<T>(), workspace_);
+  });
+}
 
 }  // namespace kintsugi::cpu

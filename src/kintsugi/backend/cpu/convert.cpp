@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/core/error.hpp"
 
 namespace kintsugi::cpu {
@@ -100,6 +101,20 @@ void convert_n(const void* src, DType src_dtype, void* dst, DType dst_dtype, std
       narrow(buf, dst_dtype, static_cast<std::uint16_t*>(dst) + i0, len);
     }
   }
+}
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_convert(const Tensor& src, const Tensor& dst) {
+  if (src.dtype == dst.dtype) return do_copy(src, dst);
+  constexpr std::int64_t kChunk = 1 << 14;
+  const std::int64_t n = src.numel();
+  const auto* s = static_cast<const char*>(src.data);
+  auto* d = static_cast<char*>(dst.data);
+  const std::int64_t ss = size_of(src.dtype), ds = size_of(dst.dtype);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; i += kChunk)
+    cpu::convert_n(s + i * ss, src.dtype, d + i * ds, dst.dtype, std::min(kChunk, n - i));
 }
 
 }  // namespace kintsugi::cpu

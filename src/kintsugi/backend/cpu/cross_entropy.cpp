@@ -3,6 +3,7 @@
 // losses and the gradient written over the logits, so the largest activation of the model
 // (rows x vocabulary) exists once. Padding columns never enter the softmax and get a zero
 // gradient. Between the passes a vocabulary-parallel caller all-reduces the row statistics.
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
@@ -105,5 +106,59 @@ void cross_entropy_finish(AnyPtr logits, std::int64_t rows, std::int64_t cols,
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_softmax_row_max(const Tensor& logits, std::int64_t valid,
+                                    const Tensor& row_max) {
+  const Kind kind = kind_of({&logits, &row_max});
+  if (kind == Kind::mixed)
+    return cpu::mixed::softmax_row_max(AnyPtr(logits), rows_of(logits), cols_of(logits), valid,
+                                       AnyPtr(row_max), workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::softmax_row_max(logits.as<T>(), rows_of(logits), cols_of(logits), valid, row_max.as<T>());
+  });
+}
+
+void CpuBackend::do_softmax_row_sum(const Tensor& logits, std::int64_t valid, const Tensor& row_max,
+                                    const Tensor& target_ids, std::int64_t col_begin,
+                                    const Tensor& row_sum, const Tensor& target_logit,
+                                    bool store_exp) {
+  const std::int32_t* targets = ids(target_ids);
+  const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
+  if (kind == Kind::mixed)
+    return cpu::mixed::softmax_row_sum(AnyPtr(logits), rows_of(logits), cols_of(logits), valid,
+                                       AnyPtr(row_max), targets, col_begin, AnyPtr(row_sum),
+                                       AnyPtr(target_logit), store_exp, workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::softmax_row_sum(logits.as<T>(), rows_of(logits), cols_of(logits), valid, row_max.as<T>(),
+                         targets, col_begin, row_sum.as<T>(), target_logit.as<T>(), store_exp);
+  });
+}
+
+void CpuBackend::do_cross_entropy_finish(const Tensor& logits, std::int64_t valid,
+                                         const Tensor& row_max, const Tensor& row_sum,
+                                         const Tensor& target_logit, const Tensor& target_ids,
+                                         std::int64_t col_begin, const Tensor& loss_sum,
+                                         bool backward, double grad_scale) {
+  const std::int64_t rows = rows_of(logits);
+  const std::int32_t* targets = ids(target_ids);
+  double* losses = losses_.get_as<double>(static_cast<std::size_t>(rows));
+  const Kind kind = kind_of({&logits, &row_max, &row_sum, &target_logit});
+  if (kind == Kind::mixed) {
+    cpu::mixed::cross_entropy_finish(AnyPtr(logits), rows, cols_of(logits), valid, AnyPtr(row_max),
+                                     AnyPtr(row_sum), AnyPtr(target_logit), targets, col_begin,
+                                     losses, backward, grad_scale, workspace_);
+  } else {
+    typed(kind, [&]<class T>() {
+      cpu::cross_entropy_finish(logits.as<T>(), rows, cols_of(logits), valid, row_max.as<T>(),
+                                row_sum.as<T>(), target_logit.as<T>(), targets, col_begin, losses,
+                                backward, grad_scale);
+    });
+  }
+  double sum = 0;
+  for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
+  add_to_scalar(loss_sum, sum);
+}
 
 }  // namespace kintsugi::cpu

@@ -3,6 +3,7 @@
 // cache, so the logits cross memory once each way. f32 and f64 rows are worked in place, giving
 // the three passes' bits; bf16/f16 rows are widened into f32 scratch and rounded once at the end
 // (the three passes round the exponentials to the logits' type in between).
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/cross_entropy_rows.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
@@ -62,5 +63,27 @@ void cross_entropy_fused(AnyPtr logits, std::int64_t rows, std::int64_t cols,
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_cross_entropy_fused(const Tensor& logits, std::int64_t valid,
+                                        const Tensor& target_ids, const Tensor& loss_sum,
+                                        bool backward, double grad_scale) {
+  const std::int64_t rows = rows_of(logits), cols = cols_of(logits);
+  const std::int32_t* targets = ids(target_ids);
+  double* losses = losses_.get_as<double>(static_cast<std::size_t>(rows));
+  const Kind kind = kind_of({&logits});
+  if (kind == Kind::mixed)
+    cpu::mixed::cross_entropy_fused(AnyPtr(logits), rows, cols, valid, targets, losses, backward,
+                                    grad_scale, workspace_);
+  else
+    typed(kind, [&]<class T>() {
+      cpu::cross_entropy_fused(logits.as<T>(), rows, cols, valid, targets, losses, backward,
+                               grad_scale);
+    });
+  double sum = 0;  // in row order, as cross_entropy_finish
+  for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
+  add_to_scalar(loss_sum, sum);
+}
 
 }  // namespace kintsugi::cpu

@@ -1,8 +1,10 @@
 // Elementwise ops, reductions and the fused AdamW update over flat buffers.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/thread_rows.hpp"
@@ -187,5 +189,56 @@ void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* wor
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Kind kind = kind_of({&a, &b, &out});
+  if (kind == Kind::mixed) return cpu::mixed::add(AnyPtr(a), AnyPtr(b), AnyPtr(out), a.numel());
+  typed(kind, [&]<class T>() { cpu::add(a.as<T>(), b.as<T>(), out.as<T>(), a.numel()); });
+}
+
+void CpuBackend::do_add_bias(const Tensor& x, const Tensor& bias) {
+  const Kind kind = kind_of({&x, &bias});
+  if (kind == Kind::mixed)
+    return cpu::mixed::add_bias(AnyPtr(x), AnyPtr(bias), rows_of(x), cols_of(x), workspace_);
+  typed(kind, [&]<class T>() { cpu::add_bias(x.as<T>(), bias.as<T>(), rows_of(x), cols_of(x)); });
+}
+
+void CpuBackend::do_scale(const Tensor& x, double factor) {
+  const Kind kind = kind_of({&x});
+  if (kind == Kind::mixed) return cpu::mixed::scale(AnyPtr(x), x.numel(), factor);
+  typed(kind, [&]<class T>() { cpu::scale(x.as<T>(), x.numel(), factor); });
+}
+
+void CpuBackend::do_copy(const Tensor& src, const Tensor& dst) {
+  std::memcpy(dst.data, src.data, src.bytes());
+}
+
+void CpuBackend::do_zero(const Tensor& x) { std::memset(x.data, 0, x.bytes()); }
+
+void CpuBackend::do_sum_squares(const Tensor& x, const Tensor& sum) {
+  const Kind kind = kind_of({&x});
+  double result = 0;
+  if (kind == Kind::mixed)
+    result = cpu::mixed::sum_squares(AnyPtr(x), x.numel(), partials_);
+  else
+    typed(kind, [&]<class T>() { result = cpu::sum_squares(x.as<T>(), x.numel()); });
+  add_to_scalar(sum, result);
+}
+
+void CpuBackend::do_adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                               const Tensor& v, const AdamWHyper& h, const Tensor* working_copy) {
+  const std::int64_t n = param.numel();
+  const Kind kind = check_adamw(param, grad, m, v, working_copy);
+  if (kind == Kind::mixed || working_copy) {
+    const OptionalAny wc(working_copy);
+    return cpu::mixed::adamw_step(param.as<float>(), AnyPtr(grad), m.as<float>(), v.as<float>(),
+                                  wc.ptr, n, h);
+  }
+  typed(kind, [&]<class T>() {
+    cpu::adamw_step(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, h);
+  });
+}
 
 }  // namespace kintsugi::cpu

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
@@ -204,5 +205,60 @@ void position_embedding_backward(AnyPtr dx, std::int64_t rows, AnyPtr dwpe,
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_embedding_forward(const Tensor& token_ids, const Tensor& wte, const Tensor& out,
+                                      std::int64_t vocab_begin) {
+  const std::int32_t* tokens = ids(token_ids);
+  const Kind kind = kind_of({&wte, &out});
+  if (kind == Kind::mixed)
+    return cpu::mixed::embedding_forward(tokens, rows_of(out), AnyPtr(wte), wte.shape[0],
+                                         AnyPtr(out), cols_of(wte), vocab_begin);
+  typed(kind, [&]<class T>() {
+    cpu::embedding_forward(tokens, rows_of(out), wte.as<T>(), wte.shape[0], out.as<T>(),
+                           cols_of(wte), vocab_begin);
+  });
+}
+
+void CpuBackend::do_embedding_backward(const Tensor& token_ids, const Tensor& dout,
+                                       const Tensor& dwte, bool accumulate,
+                                       std::int64_t vocab_begin) {
+  const std::int32_t* tokens = ids(token_ids);
+  const Kind kind = kind_of({&dout, &dwte});
+  if (kind == Kind::mixed)
+    return cpu::mixed::embedding_backward(tokens, rows_of(dout), AnyPtr(dout), AnyPtr(dwte),
+                                          dwte.shape[0], cols_of(dwte), accumulate, vocab_begin,
+                                          index_);
+  typed(kind, [&]<class T>() {
+    cpu::embedding_backward(tokens, rows_of(dout), dout.as<T>(), dwte.as<T>(), dwte.shape[0],
+                            cols_of(dwte), accumulate, vocab_begin);
+  });
+}
+
+void CpuBackend::do_position_embedding_forward(const Tensor& x, const Tensor& wpe, std::int64_t seq,
+                                               std::int64_t first_row) {
+  const Kind kind = kind_of({&x, &wpe});
+  if (kind == Kind::mixed)
+    return cpu::mixed::position_embedding_forward(AnyPtr(x), rows_of(x), AnyPtr(wpe), cols_of(x),
+                                                  seq, first_row);
+  typed(kind, [&]<class T>() {
+    cpu::position_embedding_forward(x.as<T>(), rows_of(x), wpe.as<T>(), cols_of(x), seq, first_row);
+  });
+}
+
+void CpuBackend::do_position_embedding_backward(const Tensor& dx, const Tensor& dwpe,
+                                                std::int64_t seq, bool accumulate,
+                                                std::int64_t first_row) {
+  const Kind kind = kind_of({&dx, &dwpe});
+  if (kind == Kind::mixed)
+    return cpu::mixed::position_embedding_backward(AnyPtr(dx), rows_of(dx), AnyPtr(dwpe),
+                                                   dwpe.shape[0], cols_of(dx), seq, accumulate,
+                                                   first_row);
+  typed(kind, [&]<class T>() {
+    cpu::position_embedding_backward(dx.as<T>(), rows_of(dx), dwpe.as<T>(), dwpe.shape[0],
+                                     cols_of(dx), seq, accumulate, first_row);
+  });
+}
 
 }  // namespace kintsugi::cpu

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
@@ -83,5 +84,34 @@ void gelu_backward(AnyPtr x, AnyPtr dy, AnyPtr dx, std::int64_t n) {
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_gelu_forward(const Tensor& x, const Tensor& y) {
+  const Kind kind = kind_of({&x, &y});
+  if (kind == Kind::mixed) return cpu::mixed::gelu_forward(AnyPtr(x), AnyPtr(y), x.numel());
+  typed(kind, [&]<class T>() { cpu::gelu_forward(x.as<T>(), y.as<T>(), x.numel()); });
+}
+
+void CpuBackend::do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  const Kind kind = kind_of({&x, &dy, &dx});
+  if (kind == Kind::mixed)
+    return cpu::mixed::gelu_backward(AnyPtr(x), AnyPtr(dy), AnyPtr(dx), x.numel());
+  typed(kind, [&]<class T>() { cpu::gelu_backward(x.as<T>(), dy.as<T>(), dx.as<T>(), x.numel()); });
+}
+
+// The MLP's GEMMs with GELU: the unfused ops in sequence, so that the CPU stays the oracle the
+// fused GPU epilogues are checked against and computes exactly what the separate ops compute.
+void CpuBackend::do_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                        const Tensor& pre, const Tensor& y) {
+  do_linear_forward(x, w, bias, pre, false);
+  do_gelu_forward(pre, y);
+}
+
+void CpuBackend::do_linear_backward_input_gelu(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                               const Tensor& dx) {
+  do_linear_backward_input(dy, w, dx, false);
+  do_gelu_backward(pre, dx, dx);  // in place: gelu_backward lets dx alias dy
+}
 
 }  // namespace kintsugi::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <utility>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/norm_rows.hpp"
@@ -155,5 +156,34 @@ void layernorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr mean, AnyPtr rstd,
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                      const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                      double eps) {
+  const Kind kind = kind_of({&x, &w, &b, &y, &mean, &rstd});
+  if (kind == Kind::mixed)
+    return cpu::mixed::layernorm_forward(AnyPtr(x), AnyPtr(w), AnyPtr(b), AnyPtr(y), AnyPtr(mean),
+                                         AnyPtr(rstd), rows_of(x), cols_of(x), eps, workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::layernorm_forward(x.as<T>(), w.as<T>(), b.as<T>(), y.as<T>(), mean.as<T>(), rstd.as<T>(),
+                           rows_of(x), cols_of(x), eps);
+  });
+}
+
+void CpuBackend::do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                       const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                       const Tensor& dw, const Tensor& db, bool accumulate) {
+  const Kind kind = kind_of({&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
+  if (kind == Kind::mixed)
+    return cpu::mixed::layernorm_backward(AnyPtr(dy), AnyPtr(x), AnyPtr(w), AnyPtr(mean),
+                                          AnyPtr(rstd), AnyPtr(dx), AnyPtr(dw), AnyPtr(db),
+                                          rows_of(x), cols_of(x), accumulate, workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::layernorm_backward(dy.as<T>(), x.as<T>(), w.as<T>(), mean.as<T>(), rstd.as<T>(),
+                            dx.as<T>(), dw.as<T>(), db.as<T>(), rows_of(x), cols_of(x), accumulate);
+  });
+}
 
 }  // namespace kintsugi::cpu

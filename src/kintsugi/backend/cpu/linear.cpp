@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
@@ -97,5 +98,47 @@ void linear_backward_weight(AnyPtr dy, AnyPtr x, AnyPtr dw, const AnyPtr* db, st
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                   const Tensor& y, bool accumulate) {
+  const std::int64_t m = rows_of(x), k = cols_of(x), n = w.shape[0];
+  const Kind kind = kind_of({&x, &w, bias, &y});
+  if (kind == Kind::mixed) {
+    const OptionalAny b(bias);
+    return cpu::mixed::linear_forward(AnyPtr(x), AnyPtr(w), b.ptr, AnyPtr(y), m, n, k, accumulate,
+                                      gemm_);
+  }
+  typed(kind, [&]<class T>() {
+    cpu::linear_forward(x.as<T>(), w.as<T>(), ptr<T>(bias), y.as<T>(), m, n, k, accumulate);
+  });
+}
+
+void CpuBackend::do_linear_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                                          bool accumulate) {
+  const std::int64_t m = rows_of(dy), n = cols_of(dy), k = w.shape[1];
+  const Kind kind = kind_of({&dy, &w, &dx});
+  if (kind == Kind::mixed)
+    return cpu::mixed::linear_backward_input(AnyPtr(dy), AnyPtr(w), AnyPtr(dx), m, n, k, accumulate,
+                                             gemm_);
+  typed(kind, [&]<class T>() {
+    cpu::linear_backward_input(dy.as<T>(), w.as<T>(), dx.as<T>(), m, n, k, accumulate);
+  });
+}
+
+void CpuBackend::do_linear_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                                           const Tensor* db, bool accumulate) {
+  const std::int64_t m = rows_of(dy), n = cols_of(dy), k = cols_of(x);
+  const Kind kind = kind_of({&dy, &x, &dw, db});
+  if (kind == Kind::mixed) {
+    const OptionalAny b(db);
+    return cpu::mixed::linear_backward_weight(AnyPtr(dy), AnyPtr(x), AnyPtr(dw), b.ptr, m, n, k,
+                                              accumulate, gemm_);
+  }
+  typed(kind, [&]<class T>() {
+    cpu::linear_backward_weight(dy.as<T>(), x.as<T>(), dw.as<T>(), ptr<T>(db), m, n, k, accumulate);
+  });
+}
 
 }  // namespace kintsugi::cpu

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kintsugi/backend/cpu/convert.hpp"
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 
 namespace kintsugi::cpu {
 
@@ -62,5 +63,21 @@ void lion_step(float* param, AnyPtr grad, float* m, const AnyPtr* working_copy, 
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_lion_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                              const LionHyper& h, const Tensor* working_copy) {
+  const std::int64_t n = param.numel();
+  const Kind kind = kind_of({&param, &grad, &m, working_copy});
+  if (kind == Kind::mixed || working_copy) {
+    if (param.dtype != DType::f32 || m.dtype != DType::f32)
+      fail("mixed-precision Lion keeps param (the master copy) and m in f32, not {}/{}",
+           name_of(param.dtype), name_of(m.dtype));
+    const OptionalAny wc(working_copy);
+    return cpu::mixed::lion_step(param.as<float>(), AnyPtr(grad), m.as<float>(), wc.ptr, n, h);
+  }
+  typed(kind, [&]<class T>() { cpu::lion_step(param.as<T>(), grad.as<T>(), m.as<T>(), n, h); });
+}
 
 }  // namespace kintsugi::cpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 
@@ -80,6 +81,19 @@ void adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) {
                          working ? &wc : nullptr, i0, len, s.decay ? f32_decay : f32_plain);
     }
   }
+}
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_sum_squares_multi(std::span<const Tensor> xs, const Tensor& sum) {
+  for (const Tensor& x : xs) kind_of({&x});
+  cpu::sum_squares_multi(xs, sum.as<double>(), partials_);
+}
+
+void CpuBackend::do_adamw_step_multi(std::span<const AdamWRange> ranges, const AdamWHyper& h) {
+  for (const AdamWRange& r : ranges)
+    check_adamw(r.param, r.grad, r.m, r.v, r.working_copy.empty() ? nullptr : &r.working_copy);
+  cpu::adamw_step_multi(ranges, h);
 }
 
 }  // namespace kintsugi::cpu

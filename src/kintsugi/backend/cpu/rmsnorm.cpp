@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/norm_rows.hpp"
@@ -115,5 +116,32 @@ void rmsnorm_backward(AnyPtr dy, AnyPtr x, AnyPtr w, AnyPtr rstd, AnyPtr dx, Any
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_rmsnorm_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                                    const Tensor& rstd, double eps) {
+  const Kind kind = kind_of({&x, &w, &y, &rstd});
+  if (kind == Kind::mixed)
+    return cpu::mixed::rmsnorm_forward(AnyPtr(x), AnyPtr(w), AnyPtr(y), AnyPtr(rstd), rows_of(x),
+                                       cols_of(x), eps, workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::rmsnorm_forward(x.as<T>(), w.as<T>(), y.as<T>(), rstd.as<T>(), rows_of(x), cols_of(x),
+                         eps);
+  });
+}
+
+void CpuBackend::do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                     const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                                     bool accumulate) {
+  const Kind kind = kind_of({&dy, &x, &w, &rstd, &dx, &dw});
+  if (kind == Kind::mixed)
+    return cpu::mixed::rmsnorm_backward(AnyPtr(dy), AnyPtr(x), AnyPtr(w), AnyPtr(rstd), AnyPtr(dx),
+                                        AnyPtr(dw), rows_of(x), cols_of(x), accumulate, workspace_);
+  typed(kind, [&]<class T>() {
+    cpu::rmsnorm_backward(dy.as<T>(), x.as<T>(), w.as<T>(), rstd.as<T>(), dx.as<T>(), dw.as<T>(),
+                          rows_of(x), cols_of(x), accumulate);
+  });
+}
 
 }  // namespace kintsugi::cpu

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kintsugi/backend/cpu/attention_common.hpp"
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
 #include "kintsugi/backend/cpu/thread_rows.hpp"
@@ -72,5 +73,13 @@ void rope(const AttentionShape& s, AnyPtr qkv, double theta, bool inverse, Threa
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) {
+  const Kind kind = kind_of({&qkv});
+  if (kind == Kind::mixed) return cpu::mixed::rope(s, AnyPtr(qkv), theta, inverse, workspace_);
+  typed(kind, [&]<class T>() { cpu::rope(s, qkv.as<T>(), theta, inverse); });
+}
 
 }  // namespace kintsugi::cpu

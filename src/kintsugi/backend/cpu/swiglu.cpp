@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/kernels.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
 #include "kintsugi/backend/cpu/mixed_kernels.hpp"
@@ -95,5 +96,27 @@ void swiglu_backward(AnyPtr gate, AnyPtr up, AnyPtr dy, AnyPtr dgate, AnyPtr dup
 }
 
 }  // namespace mixed
+
+// ---- CpuBackend's override (cpu_backend.hpp): checks the element types, then calls a kernel
+
+void CpuBackend::do_swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) {
+  const Kind kind = kind_of({&gate, &up, &y});
+  if (kind == Kind::mixed)
+    return cpu::mixed::swiglu_forward(AnyPtr(gate), AnyPtr(up), AnyPtr(y), y.numel());
+  typed(kind,
+        [&]<class T>() { cpu::swiglu_forward(gate.as<T>(), up.as<T>(), y.as<T>(), y.numel()); });
+}
+
+void CpuBackend::do_swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
+                                    const Tensor& dgate, const Tensor& dup) {
+  const std::int64_t n = gate.numel();
+  const Kind kind = kind_of({&gate, &up, &dy, &dgate, &dup});
+  if (kind == Kind::mixed)
+    return cpu::mixed::swiglu_backward(AnyPtr(gate), AnyPtr(up), AnyPtr(dy), AnyPtr(dgate),
+                                       AnyPtr(dup), n);
+  typed(kind, [&]<class T>() {
+    cpu::swiglu_backward(gate.as<T>(), up.as<T>(), dy.as<T>(), dgate.as<T>(), dup.as<T>(), n);
+  });
+}
 
 }  // namespace kintsugi::cpu
