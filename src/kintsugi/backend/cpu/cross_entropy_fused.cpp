@@ -27,6 +27,7 @@ double fused_row(T* row, std::int64_t cols, std::int64_t valid, std::int32_t tar
 
 }  // namespace
 
+// Backend::cross_entropy_fused; losses[r] receives row r's loss.
 template <class T>
 void cross_entropy_fused(T* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid,
                          const std::int32_t* targets, double* losses, bool backward,

@@ -156,6 +156,7 @@ double sum_squares_chunk(AnyPtr x, std::int64_t begin, std::int64_t end) {
   return acc;
 }
 
+// `partial_buffer` holds one double per 64Ki-element chunk.
 double sum_squares(AnyPtr x, std::int64_t n, GrowBuffer& partial_buffer) {
   // The f32 kernel's chunks, each summed in f32 over its staged pieces in order.
   const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
@@ -180,6 +181,7 @@ void adamw_chunk(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* wo
   copy_to_working(working_copy, i0, p, len);
 }
 
+// param, m and v are f32; grad any; working_copy (optional, any) receives param rounded.
 void adamw_step(float* param, AnyPtr grad, float* m, float* v, const AnyPtr* working_copy,
                 std::int64_t n, const AdamWHyper& h) {
   const AdamWConstants<float> k(h);

@@ -109,6 +109,7 @@ void embedding_forward(const std::int32_t* tokens, std::int64_t rows, AnyPtr wte
   }
 }
 
+// `index` holds the rows grouped by token when dwte is not f32.
 void embedding_backward(const std::int32_t* tokens, std::int64_t rows, AnyPtr dout, AnyPtr dwte,
                         std::int64_t vocab_rows, std::int64_t dim, bool accumulate,
                         std::int64_t vocab_begin, GrowBuffer& index) {

@@ -11,6 +11,7 @@
 
 namespace kintsugi::cpu {
 
+// out[c] (+)= sum over rows r of in[r, c]
 template <class T>
 void column_sums(const T* in, T* out, std::int64_t rows, std::int64_t cols, bool accumulate) {
   // Each thread owns a slice of columns and walks all rows: no races, and the summation order
