@@ -344,7 +344,7 @@ add_test(NAME cli.error.plan_seq_list
          COMMAND ${EXPECT_ERROR} "--seq takes one value, not a list \\(1024,2048\\)"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --seq 1024,2048)
 add_test(NAME cli.error.plan_tensor_grid_not_three_numbers
-         COMMAND ${EXPECT_ERROR} "--tensor-grid '2,2' must be none, any or three whole numbers"
+         COMMAND ${EXPECT_ERROR} "--tensor-grid 2,2: parallel.tensor_grid must be three whole numbers"
                  ${KINTSUGI_BIN} plan --model gpt2 --cluster dgx-h100 --tensor-grid none 2,2)
 add_test(NAME cli.error.plan_max_global_batch
          COMMAND ${EXPECT_ERROR} "no global batch \\(--global-batch 256,512\\) is within --max-global-batch 128"

@@ -19,9 +19,14 @@ for key in "${keys[@]}"; do
     grep -qE -- "\\(${key//./\\.}[);]" <<<"${!help_var}" || { echo "FAIL: $cmd's $flag does not name $key"; exit 1; }
   done
 done
-for flag in --tp --pp --dp --virtual-stages --zero --hsdp --schedule --sequence-parallel \
-            --tensor-grid --tensor-grid-overlap; do
+# Every layout key a planner chooses is a pin, with no list of them here: all but what a run sets
+# (the rank order, the stage sizes) and the bucket size, which is no layout field.
+for key in "${keys[@]}"; do
+  case "$key" in parallel.order|parallel.layers_per_stage|parallel.bucket_mib) continue ;; esac
+  name=${key#parallel.}
+  flag="--${name//_/-}"
   grep -qE -- "^ *${flag}[ {=]" <<<"$plan_help" || { echo "FAIL: plan has no pin $flag"; exit 1; }
+  grep -qF -- "Pin $key (" <<<"$plan_help" || { echo "FAIL: plan's $flag does not pin $key"; exit 1; }
 done
 # The old spellings are gone: one name per knob.
 for old in --sp --grid-overlap; do

@@ -237,15 +237,15 @@ TEST(Scaling, StrongAndWeakCurves) {
   Workload w{.model = model_preset("gpt-175b"), .global_batch = 8000, .precision = Precision::fp16};
   w.model.seq_len = 2048;
   SearchSpace s;
-  s.tp = {4};
-  s.pp = {16};
+  s.pins.pin("tp", {"4"});
+  s.pins.pin("pp", {"16"});
   s.micro_batch = {1};
-  s.schedule = {PipelineSchedule::one_f_one_b};
+  s.pins.pin("schedule", {"1f1b"});
   s.recompute = {Recompute::full};
-  s.sequence_parallel = {false};
-  s.zero = {ZeroStage::optimizer};
-  s.hsdp = {0};
-  s.grids = false;  // the study's 1D layout (plan searches no grid on a cluster spec unasked)
+  s.pins.pin("sequence_parallel", {"false"});
+  s.pins.pin("zero", {"1"});
+  s.pins.pin("hsdp", {"0"});
+  s.pins.pin("tensor_grid", {"[]"});  // the study's 1D layout (plan searches no grid on a cluster spec unasked)
   const auto strong = scaling_curve(w, f, {128, 16}, s, Scaling::strong);  // sorted on the way
   ASSERT_EQ(strong.size(), 2u);
   EXPECT_EQ(strong[0].nodes, 16);

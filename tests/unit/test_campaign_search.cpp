@@ -49,7 +49,7 @@ TEST(BatchLimit, BatchesFromAccumulationAreMicroBatchTimesStepsTimesDp) {
   // dp 1: 2, 4, 8; dp 2: 4, 8, 16; dp 4: 8, 16, 32 (dp 3 does not divide 4 devices).
   EXPECT_EQ(batches_from_accumulation(s, 4, {}), Batches({2, 4, 8, 16, 32}));
   EXPECT_EQ(batches_from_accumulation(s, 4, batch_limit(16, 0, 1024)), Batches({2, 4, 8, 16}));
-  s.dp = {2};
+  s.pins.pin("dp", {"2"});
   EXPECT_EQ(batches_from_accumulation(s, 4, {}), Batches({4, 8, 16}));
   SearchSpace one{.micro_batch = {1}, .grad_accum = {1}};
   EXPECT_EQ(batches_from_accumulation(one, 6, {}), Batches({1, 2, 3, 6}));
@@ -69,7 +69,7 @@ TEST(CampaignSearch, SumsRanksAndFrontsItsSearches) {
   const ClusterSpec h100 = cluster_preset("dgx-h100");
   const Workload w = tiny_workload();
   SearchSpace space;
-  space.grids = false;
+  space.pins.pin("tensor_grid", {"[]"});
   CampaignAxes axes{.nodes = {1, 2}, .global_batch = {32, 16},
                     .precision = {Precision::bf16, Precision::fp32}};
   const CampaignSearch found = search_campaign(w, h100, axes, space, Objective::time);
@@ -101,7 +101,7 @@ TEST(CampaignSearch, SumsRanksAndFrontsItsSearches) {
 TEST(CampaignSearch, SearchesTheBatchesAccumulationMakes) {
   const ClusterSpec h100 = cluster_preset("dgx-h100");
   SearchSpace space{.micro_batch = {1}, .grad_accum = {1}};
-  space.grids = false;
+  space.pins.pin("tensor_grid", {"[]"});
   CampaignAxes axes{.nodes = {1}, .global_batch = {16}, .precision = {Precision::bf16},
                     .batches_from_accumulation = true, .limit = batch_limit(4, 0, 1024)};
   const CampaignSearch found =
@@ -121,7 +121,7 @@ TEST(CampaignSearch, RefitTiesWithTheBest) {
   refit.refit_layouts = 6;
   refit.refit_error = 0.05;
   SearchSpace space;
-  space.grids = false;
+  space.pins.pin("tensor_grid", {"[]"});
   const CampaignAxes one{.nodes = {1}, .global_batch = {16}, .precision = {Precision::bf16}};
   const CampaignSearch found = search_campaign(tiny_workload(), refit, one, space, Objective::step);
   ASSERT_GT(found.candidates.size(), 2u);

@@ -199,15 +199,13 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   EXPECT_EQ(grids, want);
   // Named, it is searched.
   SearchSpace named;
-  named.one_d = false;
-  named.tensor_grid = {{1, 2, 1}};
+  named.pins.pin("tensor_grid", {"[1,2,1]"});
   ASSERT_FALSE(enumerate_layouts(w, 4, 4, named).empty());
   for (const Layout& l : enumerate_layouts(w, 4, 4, named))
     EXPECT_EQ(l.parallel.tensor_grid, (std::vector<std::int64_t>{1, 2, 1}));
   SearchSpace pinned;
-  pinned.one_d = false;
-  pinned.tensor_grid = {{2, 1, 2}};
-  pinned.tensor_grid_overlap = {false, true};
+  pinned.pins.pin("tensor_grid", {"[2,1,2]"});
+  pinned.pins.pin("tensor_grid_overlap", {"false", "true"});
   std::set<bool> overlaps;
   for (const Layout& l : enumerate_layouts(w, 4, 4, pinned)) {
     EXPECT_EQ(l.parallel.tensor_grid, (std::vector<std::int64_t>{2, 1, 2}));
@@ -223,13 +221,13 @@ TEST(PlanGrid, SearchEnumeratesTheGridsTheRuntimeAccepts) {
   EXPECT_FALSE(c.parallel.tensor_grid_overlap);
   std::filesystem::remove(path);
   SearchSpace one_d;
-  one_d.grids = false;
+  one_d.pins.pin("tensor_grid", {"[]"});
   for (const Layout& l : enumerate_layouts(w, 4, 4, one_d))
     EXPECT_TRUE(l.parallel.tensor_grid.empty());
   // Unnamed grids stay inside a node, as 1D tensor parallelism does; a named one may span nodes.
   for (const Layout& l : enumerate_layouts(w, 4, 2, {})) EXPECT_LE(l.parallel.tp, 2) << describe(l);
   SearchSpace across;
-  across.tensor_grid = {{2, 2, 1}};
+  across.pins.pin("tensor_grid", {"[]", "[2,2,1]"});
   EXPECT_FALSE(enumerate_layouts(w, 4, 2, across).empty());
 }
 
@@ -239,7 +237,7 @@ TEST(PlanGrid, SearchChoosesAGridOnlyWhenItIsFaster) {
   const ClusterSpec c = cluster_preset("dgx-h100");
   const Workload w{.model = model_preset("gpt2"), .global_batch = 64};
   SearchSpace one_d;
-  one_d.grids = false;
+  one_d.pins.pin("tensor_grid", {"[]"});
   auto best = [&](std::int64_t world, const SearchSpace& s) {
     const SearchResult r = search_layouts(w, c, world, s);
     EXPECT_FALSE(r.ranked.empty());

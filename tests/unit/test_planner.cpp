@@ -418,7 +418,9 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   const ModelConfig m = micro_model();
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
   // 1D only: PlanGrid.SearchEnumeratesTheGridsTheRuntimeAccepts resolves the grids.
-  const auto layouts = enumerate_layouts(w, 8, 8, {.grids = false});
+  SearchSpace one_d;
+  one_d.pins.pin("tensor_grid", {"[]"});
+  const auto layouts = enumerate_layouts(w, 8, 8, one_d);
   ASSERT_GT(layouts.size(), 100u);
   RunConfig base;
   base.model = m;
@@ -449,8 +451,8 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
 TEST(Search, PinsTakeListsOfValues) {
   const Workload w{.model = micro_model(), .global_batch = 8, .precision = Precision::fp32};
   SearchSpace space;
-  space.zero = {ZeroStage::none, ZeroStage::optimizer};
-  space.tp = {1, 2};
+  space.pins.pin("zero", {"0", "1"});
+  space.pins.pin("tp", {"1", "2"});
   space.recompute = {Recompute::none};
   const auto layouts = enumerate_layouts(w, 8, 8, space);
   std::set<std::pair<int, std::int64_t>> seen;
@@ -468,7 +470,9 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;
   w2.model.seq_len = 2048;
-  const SearchResult r = search_layouts(w2, cluster_preset("gaudi2"), 64, {.grids = false});
+  SearchSpace one_d;
+  one_d.pins.pin("tensor_grid", {"[]"});
+  const SearchResult r = search_layouts(w2, cluster_preset("gaudi2"), 64, one_d);
   ASSERT_FALSE(r.ranked.empty());
   EXPECT_GT(r.enumerated, r.fitting);  // some layouts (tp 1, pp 1, no ZeRO) do not fit
   for (std::size_t i = 1; i < r.ranked.size(); ++i)
@@ -476,9 +480,9 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
   for (const Prediction& p : r.ranked) EXPECT_LE(p.memory.total(), 96e9);
   // 13B parameters x 18 bytes do not fit one 96 GB device without sharding.
   SearchSpace serialish;
-  serialish.tp = {1};
-  serialish.pp = {1};
-  serialish.zero = {ZeroStage::none};
+  serialish.pins.pin("tp", {"1"});
+  serialish.pins.pin("pp", {"1"});
+  serialish.pins.pin("zero", {"0"});
   EXPECT_EQ(search_layouts(w2, cluster_preset("gaudi2"), 64, serialish).fitting, 0);
 }
 
@@ -486,11 +490,11 @@ TEST(Search, RanksFittingLayoutsFastestFirst) {
 // space the study searched (1F1B, activation checkpointing, no sequence parallelism).
 TEST(Search, FrontierStudysBestLayoutsRankFirst) {
   SearchSpace study;
-  study.schedule = {PipelineSchedule::one_f_one_b};
+  study.pins.pin("schedule", {"1f1b"});
   study.recompute = {Recompute::full};
-  study.sequence_parallel = {false};
-  study.hsdp = {0};  // the study's Megatron-DeepSpeed had no hybrid sharding
-  study.grids = false;  // nor 3D tensor grids
+  study.pins.pin("sequence_parallel", {"false"});
+  study.pins.pin("hsdp", {"0"});  // the study's Megatron-DeepSpeed had no hybrid sharding
+  study.pins.pin("tensor_grid", {"[]"});  // nor 3D tensor grids
   auto rank_of = [&](const char* model, std::int64_t nodes, std::int64_t batch, Layout want) {
     Workload w{.model = model_preset(model), .global_batch = batch, .precision = Precision::fp16};
     w.model.seq_len = 2048;
@@ -670,7 +674,8 @@ TEST(Refit, TheLinksAreFittedToTheCollectivesThatSetLayoutsApart) {
   };
   std::vector<Measured> runs;
   // 1D layouts only: the premise (recorded 1D measurements) says nothing of grids.
-  const SearchSpace one_d{.grids = false};
+  SearchSpace one_d;
+  one_d.pins.pin("tensor_grid", {"[]"});
   for (const Prediction& p : search_layouts(w, spec, 4, one_d).ranked) {
     if (runs.size() == 3) break;
     if (std::none_of(runs.begin(), runs.end(),

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/comm/grid_groups.hpp"
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/parallel/layout_rules.hpp"
 #include "kintsugi/plan/comm_volume.hpp"

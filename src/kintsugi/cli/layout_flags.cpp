@@ -6,9 +6,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "kintsugi/cli/text_option.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/layout_pins.hpp"
+#include "kintsugi/core/parallel_layout_json.hpp"
+#include "kintsugi/plan/value_list.hpp"
 #include "kintsugi/train/run_config.hpp"
 
 namespace kintsugi::cli {
@@ -141,27 +145,96 @@ void add_layout_pins(CLI::App& command, LayoutFlagValues& pins,
                      const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
     const ConfigKeyDoc& doc = key_doc(key);
-    const std::string what = doc.type == "boolean" ? "true, false or true,false"
-                             : doc.type == "string" ? "one value or a list: a,b"
-                                                    : "one value, a list: 2,4, or a range: 1:8";
+    const std::string what =
+        doc.type == "boolean"    ? "true, false or true,false"
+        : doc.type == "string"   ? "one value or a list: a,b"
+        : doc.type == "integers" ? "none (the empty list), any (every list but none) or lists "
+                                   "N,N,..., one or several: none 2,2,1"
+                                 : "one value, a list: 2,4, or a range: 1:8";
     const std::string help = fmt::format("Pin {} ({}): {}", key, doc.doc, what);
     std::string& target = pins[key];
-    if (doc.type == "boolean")
+    if (doc.type == "boolean") {
       command.add_flag(flag_of(key), target, help);
-    else
+    } else if (doc.type == "integers") {
+      // Each list is one word (its numbers comma-separated), so the lists are words.
+      command
+          .add_option_function<std::vector<std::string>>(
+              flag_of(key),
+              [&target](const std::vector<std::string>& words) {
+                target = fmt::format("{}", fmt::join(words, " "));
+              },
+              help)
+          ->expected(1, -1)
+          ->type_name(type_of(doc));
+    } else {
       add_text_option(command, flag_of(key), target, help)->type_name(type_of(doc) + "[,...]");
+    }
   }
 }
 
-std::vector<std::string> pin_list(const LayoutFlagValues& pins, const std::string& key) {
+namespace {
+
+// One value of a pin in the record's form (field_text), checked against the record's ranges.
+// `given` is the value as the user wrote it, for messages.
+std::string pin_value(const std::string& key, const std::string& value, const std::string& given) {
+  const std::string field = key.substr(kSection.size()), flag = flag_of(key);
+  ParallelLayout probe;
+  try {
+    set_field(probe, field, value);
+  } catch (const Error& e) {
+    fail("{} {}: {}", flag, given, e.what());
+  }
+  if (const std::string problem = probe.value_problem(); !problem.empty())
+    fail("{} {}: {}", flag, given, problem);
+  return field_text(probe, field);
+}
+
+// A list pin's words: none, any, or whole numbers separated by commas.
+std::string list_value(const std::string& key, const std::string& word) {
+  if (word == "none") return "[]";
+  if (word == LayoutPins::kAny) return word;
+  const std::vector<std::string> parts = split(word);
+  if (!std::all_of(parts.begin(), parts.end(), whole_number))
+    fail("{} '{}' must be none, any or whole numbers separated by commas (e.g. 2,2,1)",
+         flag_of(key), word);
+  return pin_value(key, fmt::format("[{}]", word), word);
+}
+
+}  // namespace
+
+std::vector<std::string> pin_values(const LayoutFlagValues& pins, const std::string& key) {
   const auto it = pins.find(key);
   if (it == pins.end() || it->second.empty()) return {};
-  std::vector<std::string> values = split(it->second);
-  if (key_doc(key).type == "boolean")
-    for (const std::string& v : values)
-      if (v != "true" && v != "false")
-        fail("{}={} must be true, false or true,false", flag_of(key), it->second);
+  const std::string& text = it->second;
+  const std::string type = key_doc(key).type;
+  std::vector<std::string> values;
+  if (type == "integer") {
+    for (std::int64_t n : parse_values(text, flag_of(key), 0))
+      values.push_back(pin_value(key, std::to_string(n), std::to_string(n)));
+  } else if (type == "integers") {
+    std::istringstream words(text);
+    for (std::string word; words >> word;) values.push_back(list_value(key, word));
+  } else {
+    for (const std::string& v : split(text)) {
+      if (type == "boolean" && v != "true" && v != "false")
+        fail("{}={} must be true, false or true,false", flag_of(key), text);
+      values.push_back(pin_value(key, v, v));
+    }
+  }
   return values;
+}
+
+LayoutPins layout_pins(const LayoutFlagValues& pins) {
+  LayoutPins out;
+  for (const auto& [key, text] : pins)
+    if (!text.empty()) out.pin(key.substr(kSection.size()), pin_values(pins, key));
+  return out;
+}
+
+std::vector<std::string> pinnable_keys() {
+  std::vector<std::string> keys;
+  for (const std::string& field : layout_fields(true)) keys.push_back(std::string(kSection) + field);
+  return keys;
 }
 
 }  // namespace kintsugi::cli

@@ -253,18 +253,12 @@ void add_pin_flags(CLI::App* cmd, PlanArgs& a) {
   auto number_pin = [cmd](const char* flag, std::string& target, const char* what) {
     return text_option(cmd, flag, target, what);
   };
-  add_layout_pins(*cmd, a.pins, plan_pin_keys());
+  add_layout_pins(*cmd, a.pins, pinnable_keys());
   number_pin("--micro-batch", a.micro_batch, "Pin the micro-batch (one, a list or a range: 4:20)");
   number_pin("--grad-accum", a.grad_accum,
              "Pin micro-batches per replica and step (gradient accumulation); without "
              "--global-batch the batches are micro-batch x accumulation x dp");
   pin("--recompute", a.recompute, "Pin recomputation: none, selective, full (one or a list)");
-  cmd->add_option(flag_of("parallel.tensor_grid"), a.tensor_grid,
-                  "Pin 3D tensor parallelism (docs/parallelism.md): none (1D only), any (grids "
-                  "only) or grids X,Y,Z, one or several (--tensor-grid none any: both); a grid "
-                  "named may span nodes. Default: 1D, and on the local cluster (either device) "
-                  "or a spec tune refit also every grid inside a node")
-      ->expected(1, -1);
   cmd->add_option("--attention", a.attention,
                   "Attention kernel of the predicted run: flash (kintsugi's, default) or "
                   "materialized (s x s scores in memory, as Megatron-LM's fused softmax)")

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 
 #include "kintsugi/core/error.hpp"
@@ -72,75 +71,16 @@ CampaignAxes axes_of(const PlanArgs& a, const RunConfig& base) {
   return x;
 }
 
-// One --tensor-grid value X,Y,Z: three whole numbers of at least 1.
-std::vector<std::int64_t> parse_grid(const std::string& text) {
-  std::vector<std::int64_t> g;
-  bool ok = true;
-  for (std::size_t begin = 0;;) {
-    const std::size_t comma = text.find(',', begin);
-    const std::string part =
-        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    std::int64_t value = 0;
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
-    ok = ok && !part.empty() && ec == std::errc{} && end == part.data() + part.size() &&
-         value >= 1;
-    g.push_back(value);
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
-  }
-  if (!ok || g.size() != 3)
-    fail("--tensor-grid '{}' must be none, any or three whole numbers of at least 1, X,Y,Z (e.g. "
-         "2,2,1)",
-         text);
-  return g;
-}
-
-// --tensor-grid: `none` (1D tensor parallelism), `any` (every grid) or grids X,Y,Z; given, only
-// what it names is searched.
-void pin_tensor_grids(const std::vector<std::string>& values, SearchSpace& space) {
-  if (values.empty()) return;
-  space.one_d = space.grids = false;
-  bool any = false;
-  for (const auto& v : values) {
-    if (v == "none") {
-      space.one_d = true;
-    } else if (v == "any") {
-      space.grids = any = true;
-    } else {
-      space.tensor_grid.push_back(parse_grid(v));
-      space.grids = true;
-    }
-  }
-  if (any) space.tensor_grid.clear();
-}
-
 SearchSpace space_of(const PlanArgs& a) {
   SearchSpace space;
   auto values = [](const std::string& text, const char* flag, std::int64_t minimum) {
     return text.empty() ? std::vector<std::int64_t>{} : parse_values(text, flag, minimum);
   };
-  auto pinned = [&](const char* key, std::int64_t minimum) {
-    const auto it = a.pins.find(key);
-    return it == a.pins.end() ? std::vector<std::int64_t>{}
-                              : values(it->second, flag_of(key).c_str(), minimum);
-  };
-  space.tp = pinned("parallel.tp", 1);
-  space.pp = pinned("parallel.pp", 1);
-  space.dp = pinned("parallel.dp", 1);
+  space.pins = layout_pins(a.pins);
   space.micro_batch = values(a.micro_batch, "--micro-batch", 1);
   space.grad_accum = values(a.grad_accum, "--grad-accum", 1);
-  for (std::int64_t z : pinned("parallel.zero", 0)) space.zero.push_back(zero_stage(z, "--zero"));
-  space.hsdp = pinned("parallel.hsdp", 0);
-  space.virtual_stages = pinned("parallel.virtual_stages", 1);
-  for (const auto& v : pin_list(a.pins, "parallel.schedule"))
-    space.schedule.push_back(parse_name<PipelineSchedule>(v, "--schedule"));
   for (const auto& v : a.recompute)
     space.recompute.push_back(parse_name<Recompute>(v, "--recompute"));
-  for (const auto& v : pin_list(a.pins, "parallel.sequence_parallel"))
-    space.sequence_parallel.push_back(v == "true");
-  for (const auto& v : pin_list(a.pins, "parallel.tensor_grid_overlap"))
-    space.tensor_grid_overlap.push_back(v == "true");
-  pin_tensor_grids(a.tensor_grid, space);
   space.tp_across_nodes = a.tp_across_nodes;
   // A study's search space states micro-batch and gradient accumulation, not the global batch
   // (Table V of Dash et al.): the micro-batch must then be bounded by the list, not by 64.
@@ -163,7 +103,7 @@ Workload first_workload(const PlanArgs& a, const RunConfig& base, const Campaign
 }
 
 // The cluster --cluster names (the local one measured for `first`), checked against
-// --write-config, and whether grids join the search there.
+// --write-config, and which dimensions join the search there.
 ChosenCluster cluster_of(const PlanArgs& a, const Workload& first, SearchSpace& space) {
   const Device device = a.device.empty() ? Device::cpu : parse_name<Device>(a.device, "--device");
   ChosenCluster chosen = choose_cluster(a.cluster, device, a.ranks, first);
@@ -172,27 +112,17 @@ ChosenCluster cluster_of(const PlanArgs& a, const Workload& first, SearchSpace& 
          "device.train_device), so a run config for it would not run: plan without "
          "--write-config",
          chosen.spec.name, chosen.spec.source);
-  // Grids train on both devices (docs/parallelism.md), so they join the search unasked for this
-  // machine and on a spec tune refit (tune measures grids like 1D layouts, so plan -> tune ->
-  // plan closes over the same space). On another cluster spec they are asked for with
-  // --tensor-grid: the grid's cost terms were compared with measured runs on this machine's
-  // CPUs only (docs/benchmarks.md), never on a cluster a spec describes.
-  const bool grids_measured = a.cluster == "local" || chosen.spec.refit_layouts > 0;
-  if (space.grids && a.tensor_grid.empty() && !grids_measured) {
-    space.grids = false;
-    chosen.notes.push_back("3D tensor grids not searched on a cluster spec unless asked: "
-                           "--tensor-grid none any searches both (docs/planner.md)");
-  }
+  // Every dimension trains on both devices (docs/parallelism.md), so each joins the search
+  // unasked for this machine and on a spec tune refit (tune measures every layout, so plan ->
+  // tune -> plan closes over the same space); on another cluster spec, a dimension whose cost
+  // terms were compared with measured runs on this machine only is searched where pinned.
+  const bool measured = a.cluster == "local" || chosen.spec.refit_layouts > 0;
+  for (std::string& note : pin_unmeasured_dimensions(space.pins, measured))
+    chosen.notes.push_back(std::move(note));
   return chosen;
 }
 
 }  // namespace
-
-std::vector<std::string> plan_pin_keys() {
-  return {"parallel.tp",   "parallel.pp",   "parallel.dp",       "parallel.virtual_stages",
-          "parallel.zero", "parallel.hsdp", "parallel.schedule", "parallel.sequence_parallel",
-          "parallel.tensor_grid_overlap"};
-}
 
 std::string list_text(const std::vector<std::int64_t>& v) {
   std::string out;

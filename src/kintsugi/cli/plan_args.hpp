@@ -15,7 +15,7 @@ namespace kintsugi::cli {
 struct PlanArgs {
   std::string model, config, cluster = "local", grad_precision, write_config;
   std::string attention, pipeline_p2p, device, objective, scaling, plot;
-  std::vector<std::string> overrides, recompute, precision, tensor_grid;
+  std::vector<std::string> overrides, recompute, precision;
   // The layout pins, named as train's flags (cli/layout_flags.hpp), and the other lists or
   // ranges (plan/value_list.hpp): parsed in read_plan_inputs, so a bad value names its option.
   LayoutFlagValues pins;
@@ -39,10 +39,6 @@ struct PlanInputs {
   Workload first;  // the run's workload at the axes' first global batch and precision
   ChosenCluster chosen;
 };
-
-// The layout keys plan pins (cli/layout_flags.hpp add_layout_pins), each one's values read into
-// the search space by read_plan_inputs: a key the search can pin is added here alone.
-std::vector<std::string> plan_pin_keys();
 
 // The flags read and checked, in the order a user meets them, and the cluster chosen (the local
 // one measured): --plot, --write-config's path, the run, the batch limit, the axes, the pins.

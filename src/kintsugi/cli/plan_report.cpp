@@ -89,7 +89,7 @@ std::vector<std::string> words(const std::string& text) {
 }
 
 // Layouts that may share a row, written as one: the same words but one, whose variants are
-// listed with their common letters once ("tp 1 pp 1 dp 8 mb 2 zero2/1", "hsdp8/4", "1f1b/gpipe");
+// listed with their common letters once ("tp 1 pp 1 dp 8 mb 2 zero2/1", "v4/2", "1f1b/gpipe");
 // none where they differ in more than one word.
 std::optional<std::string> one_word_apart(const std::vector<std::string>& layouts) {
   std::vector<std::vector<std::string>> all;
@@ -108,7 +108,7 @@ std::optional<std::string> one_word_apart(const std::vector<std::string>& layout
   for (const auto& w : all)
     if (std::find(variants.begin(), variants.end(), w[*differs]) == variants.end())
       variants.push_back(w[*differs]);
-  // The letters all variants start with (never into their digits: hsdp16/12, not hsdp16/2).
+  // The letters all variants start with (never into their digits: v16/12, not v16/2).
   std::size_t common = 0;
   while (common < variants.front().size() && !std::isdigit(variants.front()[common]) &&
          std::all_of(variants.begin(), variants.end(), [&](const std::string& v) {
@@ -265,11 +265,7 @@ namespace {
 // What the candidate table's columns mean, under the first table; `merged`: rows were joined.
 void print_legend(const ReportOptions& o, bool merged) {
   fmt::print(
-      "\nlayout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its\n"
-      "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
-      "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
-      "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
-      "sp sequence parallelism. mem GB: per device, 1e9 bytes, on the fullest stage.{}\n",
+      "\n{} mem GB: per device, 1e9 bytes, on the fullest stage.{}\n", describe_legend(),
       o.wide || o.tokens <= 0 ? "\nstep: time per optimizer step. MFU: model FLOPs over the peak."
                               : "");
   if (o.wide)
@@ -313,7 +309,7 @@ void print_candidate_table(const std::vector<Candidate>& rows, std::size_t top,
   const std::size_t layout_col = index_of("layout"), memory_col = index_of("mem GB");
   // Every row's cells. Unless --wide (every layout on its own row), a row whose figures print
   // the same as the row above's but for the memory (the same step within rounding) and whose
-  // layout differs from it in one word (a ZeRO stage, an HSDP group, a recomputation that
+  // layout differs from it in one word (a ZeRO stage, a sharding group, a recomputation that
   // changes no time shown) joins it: ranks "2-4", the variants listed ("zero2/1"), the memory
   // as a range.
   struct Line {

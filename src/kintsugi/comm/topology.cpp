@@ -79,11 +79,7 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   first.pp = 0;
   embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
                              coords_.pp == 0 ? 0 : 1, "embedding");
-  if (layout.has_grid()) {  // its shape agrees with tp: ParallelLayout::problem
-    const auto& g = layout.tensor_grid;
-    grid_ = std::make_unique<TensorGrid>(
-        *tp_, GridShape{static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])});
-  }
+  grid_ = TensorGrid::of(*tp_, layout);
   // Hybrid sharding's two groups; with hsdp = dp there is one shard and no replica to reduce
   // over, which is plain ZeRO over the data-parallel group (so its bytes are the dp group's, as
   // the planner counts them: plan/comm_volume.cpp).

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kintsugi/comm/communicator.hpp"
-#include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/comm/grid_groups.hpp"
 #include "kintsugi/core/parallel_layout.hpp"
 
 namespace kintsugi {

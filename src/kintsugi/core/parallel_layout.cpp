@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/layout_pins.hpp"
+#include "kintsugi/core/parallel_layout_json.hpp"
 
 namespace kintsugi {
 
@@ -122,6 +124,101 @@ std::string ParallelLayout::problem() const {
   if (dp < 1) return fmt::format("parallel.dp = {} must be at least 1 once resolved", dp);
   if (auto p = grid_problem(*this); !p.empty()) return p;
   return sharding_problem(*this);
+}
+
+std::string ParallelLayout::description(const std::string& stages) const {
+  std::string text = fmt::format("tp {} x dp {} x pp {}{} (order {})", tp, dp, pp,
+                                 sequence_parallel && tp > 1 ? ", sequence parallel" : "", order);
+  if (has_grid())
+    text += fmt::format(", tensor grid {} x {} x {}", tensor_grid[0], tensor_grid[1],
+                        tensor_grid[2]);
+  if (pp > 1)
+    text += fmt::format(", schedule {}{}, blocks per chunk [{}]", schedule,
+                        virtual_stages > 1 ? fmt::format(" x {} virtual", virtual_stages) : "",
+                        stages);
+  if (zero > ZeroStage::none && hsdp > 0)
+    text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", zero, shards(),
+                        replicas());
+  else if (zero > ZeroStage::none && dp == 1)
+    text += fmt::format(", ZeRO-{} over 1 data-parallel rank (nothing to shard: no effect)", zero);
+  else if (zero > ZeroStage::none)
+    text += fmt::format(", ZeRO-{} over {} ranks", zero, dp);
+  return text;
+}
+
+ParallelLayout ParallelLayout::planned_over(const ParallelLayout& base) const {
+  ParallelLayout p = *this;
+  p.order = base.order;
+  p.layers_per_stage = pp == base.pp ? base.layers_per_stage : std::vector<std::int64_t>{};
+  if (!has_grid()) p.tensor_grid_overlap = base.tensor_grid_overlap;
+  return p;
+}
+
+bool same_split(const ParallelLayout& a, const ParallelLayout& b) {
+  ParallelLayout x = a;
+  x.zero = b.zero;
+  x.hsdp = b.hsdp;
+  x.order = b.order;
+  x.layers_per_stage = b.layers_per_stage;
+  x.tensor_grid_overlap = b.tensor_grid_overlap;
+  return x == b;
+}
+
+namespace {
+
+bool allowed(const LayoutPins& pins, const ParallelLayout& l, const char* field) {
+  return pins.allows(field, field_text(l, field));
+}
+
+}  // namespace
+
+std::vector<TensorSplit> tensor_splits(std::int64_t tp, const LayoutPins& pins) {
+  std::vector<TensorSplit> out;
+  const ParallelLayout one_d{.tp = tp};
+  if (allowed(pins, one_d, "tensor_grid")) out.push_back({one_d, false});
+  if (tp == 1) return out;
+  for (std::int64_t x = 1; x <= tp; ++x) {
+    if (tp % x != 0) continue;
+    for (std::int64_t y = 1; y <= tp / x; ++y) {
+      if (tp / x % y != 0) continue;
+      const ParallelLayout grid{.tp = tp, .tensor_grid = {x, y, tp / (x * y)}};
+      const bool named = pins.lists("tensor_grid", field_text(grid, "tensor_grid"));
+      if (!allowed(pins, grid, "tensor_grid") || (!named && x == 1 && tp / (x * y) == 1))
+        continue;
+      out.push_back({grid, named});
+    }
+  }
+  return out;
+}
+
+std::vector<ParallelLayout> refinements(const ParallelLayout& split, const LayoutPins& pins) {
+  std::vector<ParallelLayout> out;
+  ParallelLayout l = split;
+  const std::vector<bool> overlaps =
+      l.has_grid() && pins.pinned("tensor_grid_overlap") ? std::vector<bool>{true, false}
+                                                          : std::vector<bool>{true};
+  for (int stage = 0; stage <= (l.dp > 1 ? 3 : 0); ++stage) {
+    l.zero = static_cast<ZeroStage>(stage);
+    if (!allowed(pins, l, "zero")) continue;
+    std::vector<std::int64_t> groups = {0};
+    if (l.zero > ZeroStage::none)
+      for (std::int64_t k = 2; k < l.dp; ++k)
+        if (l.dp % k == 0) groups.push_back(k);
+    for (std::int64_t group : groups) {
+      l.hsdp = group;
+      if (!allowed(pins, l, "hsdp")) continue;
+      for (bool sp : {false, true}) {
+        l.sequence_parallel = sp;
+        if ((sp && (l.tp == 1 || l.has_grid())) || !allowed(pins, l, "sequence_parallel"))
+          continue;
+        for (bool overlap : overlaps) {
+          l.tensor_grid_overlap = overlap;
+          if (!l.has_grid() || allowed(pins, l, "tensor_grid_overlap")) out.push_back(l);
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace kintsugi

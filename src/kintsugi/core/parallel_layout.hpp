@@ -21,6 +21,8 @@
 
 namespace kintsugi {
 
+class LayoutPins;
+
 // Pipeline schedules (parallel/pipeline_schedule.hpp builds their programs).
 enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
 template <>
@@ -60,7 +62,7 @@ struct ParallelLayout {
   std::int64_t hsdp = 0;  // ZeRO shard groups of this many data-parallel ranks (0: all)
   bool sequence_parallel = false;
   // 3D tensor parallelism: the tp ranks as an [x, y, z] grid, x y z = tp (empty: Megatron's
-  // 1D tensor parallelism; comm/tensor_grid.hpp), and whether its collectives overlap
+  // 1D tensor parallelism; comm/grid_groups.hpp), and whether its collectives overlap
   // computation (false: each blocks where it is issued; the same bits either way).
   std::vector<std::int64_t> tensor_grid;
   bool tensor_grid_overlap = true;
@@ -68,10 +70,12 @@ struct ParallelLayout {
   bool operator==(const ParallelLayout&) const = default;
   std::int64_t world() const { return tp * pp * dp; }
   bool has_grid() const { return !tensor_grid.empty(); }
-  // The ranks that split a block's heads and MLP columns (1D: tp; a grid: its y), a
+  // The ranks that split the model width (a grid's x: its entry layers' inputs and exit
+  // layers' outputs; 1D: 1), a block's heads and MLP columns (1D: tp; a grid: its y), a
   // micro-batch's token rows (a grid's z, each of whose ranks sees its own sequences; else 1),
   // and the vocabulary of the embedding and head (1D: tp; a grid: its x y plane). Callers that
   // size a rank's share ask these, not the grid's coordinates.
+  std::int64_t width_ranks() const { return has_grid() ? tensor_grid[0] : 1; }
   std::int64_t head_ranks() const { return has_grid() ? tensor_grid[1] : tp; }
   std::int64_t row_ranks() const { return has_grid() ? tensor_grid[2] : 1; }
   std::int64_t vocab_ranks() const { return has_grid() ? tensor_grid[0] * tensor_grid[1] : tp; }
@@ -91,7 +95,37 @@ struct ParallelLayout {
   // what is wrong and which value to change. What a layout demands of a model and a batch is
   // parallel/layout_rules.hpp's layout_problem, which asks this first.
   std::string problem() const;
+  // What the run's text and log say of the split after "N ranks = " ("tp 2 x dp 2 x pp 1 (order
+  // tp-dp-pp), ZeRO-1 over 2 ranks"); `stages` is inserted after the pipeline schedule (the
+  // blocks each chunk holds, which the model decides).
+  std::string description(const std::string& stages) const;
+  // This layout as a planner chose it, over a run's `base`: what a planner does not choose (the
+  // rank order; the stage sizes while the stages stay as many; a grid's overlap where the
+  // layout has no grid) stays the base's.
+  ParallelLayout planned_over(const ParallelLayout& base) const;
 };
+
+// Whether two layouts split the same work over the same ranks in the same way: they may differ
+// only in what places state or times collectives (ZeRO stage and sharding groups, rank order,
+// stage sizes, a grid's overlap), which measured step times do not tell apart (plan/refit.hpp).
+bool same_split(const ParallelLayout& a, const ParallelLayout& b);
+
+// What a layout search tries, field by field (plan/search.hpp), pins applied; a new dimension
+// joins every search here.
+// The tensor splits of tp ranks: 1D, and each grid x y z = tp (its shape against a model is the
+// rule book's). 1 x tp x 1 makes 1D's splits and collectives with the grid's code
+// (docs/parallelism.md, "Degenerate grids"), so it is tried only when a pin lists it; `named`
+// says the pins list the grid by value (a search lets it span nodes).
+struct TensorSplit {
+  ParallelLayout layout;
+  bool named = false;
+};
+std::vector<TensorSplit> tensor_splits(std::int64_t tp, const LayoutPins& pins);
+// The refinements of a layout whose ranks are split (tp, pp, dp, schedule set): every ZeRO stage
+// (none with one data-parallel rank) with each hybrid-sharding group (a proper divisor of dp),
+// sequence parallelism where 1D tensor parallelism has it, and a grid's overlap where pinned
+// (else on, the runtime's default).
+std::vector<ParallelLayout> refinements(const ParallelLayout& split, const LayoutPins& pins);
 
 }  // namespace kintsugi
 

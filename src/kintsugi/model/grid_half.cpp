@@ -44,7 +44,7 @@ void GridHalf::layout_workspace(Carver& c, const LayerContext& ctx,
   const DType dt = ctx.dtype, gt = ctx.params.grad_dtype();
   // Overlap keeps a second copy of each: one layer's block computes while the next one's is
   // gathered, and one layer's gradient is reduce-scattered while the next one's is computed.
-  const int copies = gz == 1 ? 0 : ctx.grid_overlap ? 2 : 1;
+  const int copies = gz == 1 ? 0 : ctx.grid->overlap() ? 2 : 1;
   for (int k = 0; k < copies; ++k) {
     gw.weight[k] = c.take(dt, {block});
     gw.dweight[k] = c.take(gt, {block});

@@ -230,7 +230,7 @@ void GridLinear::weight_gradient(const Tensor& dy, const Tensor& x,
 }
 
 void GridLinear::flush(const LayerContext& ctx, const GridWorkspace& ws) {
-  if (!ctx.grid_overlap) return;
+  if (!ctx.grid->overlap()) return;
   GridInFlight& f = *ws.flight;
   if (f.ahead.layer) f.ahead.layer->block(ws);  // a gather nobody used (none is, as called)
   // Oldest first: the buffer the next layer would have used.

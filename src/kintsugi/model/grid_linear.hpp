@@ -1,5 +1,5 @@
 #pragma once
-// 3D tensor parallelism's linear layer and column redistribution (comm/tensor_grid.hpp,
+// 3D tensor parallelism's linear layer and column redistribution (comm/grid_groups.hpp,
 // docs/parallelism.md "3D tensor parallelism"; the algorithm of Singh et al., arXiv 2305.13525,
 // in our own words).
 //
@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/comm/grid_groups.hpp"
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/layers.hpp"
 
@@ -105,7 +105,7 @@ class GridLinear {
   void weight_gradient(const Tensor& dy, const Tensor& x, const GridWorkspace& ws) const;
   Communicator& inner() const;
   Communicator& outer() const;
-  bool overlap() const { return ctx_.grid_overlap; }
+  bool overlap() const { return ctx_.grid->overlap(); }
   // A span of the traced step's timeline (nothing without a trace).
   double trace_now() const;
   void trace(const char* what, int lane, double start) const;

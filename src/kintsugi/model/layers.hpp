@@ -8,7 +8,7 @@
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/model/param_store.hpp"
-#include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/comm/grid_groups.hpp"
 #include "kintsugi/comm/tensor_parallel.hpp"
 #include "kintsugi/core/trace.hpp"
 
@@ -26,9 +26,7 @@ struct LayerContext {
   // 3D tensor parallelism (model/grid_linear.hpp): the blocks' linear layers use this grid and
   // `tp` is its xy plane (embeddings, LM head and loss); null otherwise.
   const TensorGrid* grid = nullptr;
-  // With a grid: overlap its collectives with computation (parallel.tensor_grid_overlap), and
-  // where a traced step records them (null: nowhere).
-  bool grid_overlap = false;
+  // Where a traced step records the grid's collectives (null: nowhere).
   Tracer* tracer = nullptr;
   // Ranks the attention heads and MLP columns are split over: the grid's y, or tp.
   int head_split() const { return grid ? grid->shape().y : tp.size(); }

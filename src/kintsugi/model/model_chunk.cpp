@@ -12,7 +12,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
       batch_(micro_batch),
       seq_(seq),
       params_(storage.unit_multiple),
-      ctx_{backend, params_, storage.compute, tp, grid, spec.grid_overlap} {
+      ctx_{backend, params_, storage.compute, tp, grid} {
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);

@@ -28,9 +28,6 @@ struct ChunkSpec {
   // Document attention (data.document_attention) when >= 0: the id that ends a document.
   // Attention does not cross it and positions restart after it (set_documents).
   std::int32_t document_end_id = -1;
-  // 3D tensor parallelism: overlap the grid's collectives with computation
-  // (parallel.tensor_grid_overlap; model/grid_linear.hpp).
-  bool grid_overlap = true;
 };
 
 // Element types and storage of a chunk. Activations and parameters use the compute type;

@@ -25,7 +25,7 @@ struct ParamSpec {
   int split_dim = -1;
   std::int64_t split_begin = 0;
   std::int64_t split_extent = 0;
-  // 3D tensor parallelism (comm/tensor_grid.hpp, docs/parallelism.md): a weight block split
+  // 3D tensor parallelism (docs/parallelism.md): a weight block split
   // along dimension 0 (split_dim 0) and also along dimension 1: this rank holds columns
   // [cols_begin, cols_begin + cols_extent) (cols_extent 0: all columns).
   std::int64_t cols_begin = 0;

@@ -35,7 +35,7 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
                        s.global_batch, s.global_batch / sequences_per_round, s.micro_batch, l.dp,
                        kMaxMicroBatches);
   // (A tensor grid splits heads and widths over its own dimensions: grid_problem.)
-  const bool grid = !l.tensor_grid.empty();
+  const bool grid = l.has_grid();
   if (!grid && m.n_head % l.tp != 0)
     return fmt::format("model.n_head = {} is not divisible by tp = {}: each tensor-parallel rank "
                        "needs whole heads; change --tp",
@@ -60,10 +60,9 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
 // record's: ParallelLayout::problem).
 std::string grid_problem(const ModelConfig& m, const LayoutSpec& s) {
   const ParallelLayout& l = s.parallel;
-  const auto& g = l.tensor_grid;
-  if (g.empty()) return "";
-  const std::string grid = fmt::format("--tensor-grid {},{},{}", g[0], g[1], g[2]);
-  const std::int64_t gx = g[0], gy = g[1], gz = g[2];
+  if (!l.has_grid()) return "";
+  const std::int64_t gx = l.width_ranks(), gy = l.head_ranks(), gz = l.row_ranks();
+  const std::string grid = fmt::format("--tensor-grid {},{},{}", gx, gy, gz);
   // Heads (whole groups of query heads around their kv head) and MLP columns split over y; the
   // model width over x (entry layers' inputs, exit layers' outputs); each weight block's rows
   // over z (qkv and fc: rows per y; proj and fc2: rows per x); sequences over z.

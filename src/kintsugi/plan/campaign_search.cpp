@@ -24,9 +24,7 @@ std::vector<std::int64_t> batches_from_accumulation(const SearchSpace& space,
                                                     const BatchLimit& limit) {
   std::vector<std::int64_t> out;
   for (std::int64_t dp = 1; dp <= world; ++dp) {
-    const bool pinned_out =
-        !space.dp.empty() && std::find(space.dp.begin(), space.dp.end(), dp) == space.dp.end();
-    if (world % dp != 0 || pinned_out) continue;
+    if (world % dp != 0 || !space.pins.allows("dp", std::to_string(dp))) continue;
     for (std::int64_t mb : space.micro_batch)
       for (std::int64_t ga : space.grad_accum) {
         const std::int64_t b = mb * ga * dp;

@@ -19,8 +19,8 @@ namespace {
 // 3D tensor parallelism's terms (comm_volume.hpp).
 void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepShape& s,
                     std::map<std::string, double>& out) {
-  const std::vector<std::int64_t>& grid = l.tensor_grid;
-  const std::int64_t gx = grid[0], gy = grid[1], gz = grid[2], plane = gx * gy;
+  const std::int64_t gx = l.width_ranks(), gy = l.head_ranks(), gz = l.row_ranks();
+  const std::int64_t plane = l.vocab_ranks();
   const double a = static_cast<double>(s.activation_element_bytes);
   const double pb = static_cast<double>(s.param_element_bytes);
   const double eb = static_cast<double>(s.element_bytes);
@@ -66,7 +66,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   const double activation = rows * m.d_model * s.activation_element_bytes;  // one R x d tensor
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
-  if (!l.tensor_grid.empty()) {
+  if (l.has_grid()) {
     add_grid_bytes(m, l, s, out);
   } else if (l.tp > 1) {
     // Forward: the embedding and each block's two halves leave a region; backward: the

@@ -36,6 +36,21 @@ std::string describe(const Layout& l) {
   return s;
 }
 
+std::string describe_legend() {
+  return "layout: tp/pp/dp ranks (grid XxYxZ: the tp ranks as a 3D tensor grid, no-overlap: its\n"
+         "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
+         "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
+         "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
+         "sp sequence parallelism.";
+}
+
+std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {
+  if (measured || pins.pinned("tensor_grid")) return {};
+  pins.pin("tensor_grid", {"[]"});
+  return {"3D tensor grids not searched on a cluster spec unless asked: --tensor-grid none any "
+          "searches both (docs/planner.md)"};
+}
+
 namespace {
 
 // Caches of pure functions the search calls with the same arguments many times.

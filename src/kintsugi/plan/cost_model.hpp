@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kintsugi/core/enum_names.hpp"
+#include "kintsugi/core/layout_pins.hpp"
 #include "kintsugi/core/precision.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/block_inventory.hpp"
@@ -88,6 +89,15 @@ struct Layout {
 // "tp 4 pp 2 dp 8 mb 1 1f1b zero 1 selective sp"; a grid: "tp 8 grid 2x2x2 pp 1 ..." (and
 // "no-overlap" when its collectives do not overlap computation).
 std::string describe(const Layout& l);
+// What describe's words mean, for a table of described layouts (lines of at most 100 columns).
+std::string describe_legend();
+
+// Dimensions whose cost terms were compared with measured runs on this machine's CPUs only (the
+// grid's: docs/benchmarks.md) are searched on a cluster a spec describes only when pinned:
+// unless `measured` (this machine, or a spec tune refit), each such dimension not pinned is
+// pinned to its default (the grid to none, 1D tensor parallelism). Returns a note per
+// dimension so pinned, for the plan to print.
+std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured);
 
 struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;

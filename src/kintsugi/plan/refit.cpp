@@ -135,16 +135,10 @@ Refit refit_cluster(const ClusterSpec& cluster, const Workload& w,
 }
 
 bool same_shape(const Layout& x, const Layout& y) {
-  // What tune does not tell apart made equal, the rest compared: a new layout dimension is a
-  // difference of shape without an edit here.
-  Layout a = x;
-  a.recompute = y.recompute;
-  a.parallel.zero = y.parallel.zero;
-  a.parallel.hsdp = y.parallel.hsdp;
-  a.parallel.order = y.parallel.order;
-  a.parallel.layers_per_stage = y.parallel.layers_per_stage;
-  a.parallel.tensor_grid_overlap = y.parallel.tensor_grid_overlap;
-  return a == y;
+  // What tune does not tell apart (the recomputation, and what the record says places state or
+  // times collectives) made equal, the rest compared: a new layout dimension is a difference of
+  // shape without an edit here.
+  return x.micro_batch == y.micro_batch && same_split(x.parallel, y.parallel);
 }
 
 RefitPlan refit_plan(const Workload& w, const ClusterSpec& refit, std::int64_t world,

@@ -33,27 +33,8 @@ std::string describe_layout(const RunConfig& c, const Place& place, const StageM
   if (!place.topology && p.zero > ZeroStage::none)
     return fmt::format("1 rank (serial), ZeRO-{} (nothing to shard: no effect)", p.zero);
   if (!place.topology) return "1 rank (serial)";
-  std::string text = fmt::format("{} rank{} = tp {} x dp {} x pp {}{} (order {})", place.world,
-                                 place.world == 1 ? "" : "s",
-                                 p.tp, p.dp, p.pp,
-                                 p.sequence_parallel && p.tp > 1 ? ", sequence parallel" : "",
-                                 p.order);
-  if (!p.tensor_grid.empty())
-    text += fmt::format(", tensor grid {} x {} x {}", p.tensor_grid[0], p.tensor_grid[1],
-                        p.tensor_grid[2]);
-  if (p.pp > 1)
-    text += fmt::format(", schedule {}{}, blocks per chunk [{}]", p.schedule,
-                        p.virtual_stages > 1 ? fmt::format(" x {} virtual", p.virtual_stages) : "",
-                        fmt::join(model.partition().num_layers, " "));
-  if (p.zero > ZeroStage::none && p.hsdp > 0)
-    text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", p.zero, p.shards(),
-                        p.replicas());
-  else if (p.zero > ZeroStage::none && p.dp == 1)
-    text += fmt::format(", ZeRO-{} over 1 data-parallel rank (nothing to shard: no effect)",
-                        p.zero);
-  else if (p.zero > ZeroStage::none)
-    text += fmt::format(", ZeRO-{} over {} ranks", p.zero, p.dp);
-  return text;
+  return fmt::format("{} rank{} = {}", place.world, place.world == 1 ? "" : "s",
+                     p.description(fmt::format("{}", fmt::join(model.partition().num_layers, " "))));
 }
 
 nlohmann::json layout_json(const RunConfig& c, const Place& place) {

@@ -21,8 +21,8 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   const PipelineShape shape{p, v,
                             static_cast<int>(c.train.global_batch /
                                              (c.train.micro_batch * place.dp_size))};
-  // Data-parallel state is sharded over the whole group, or over groups of hsdp ranks that
-  // replicate each other.
+  // Data-parallel state is sharded over the whole group, or over the hybrid-sharding groups
+  // that replicate each other (comm/topology.hpp).
   const ZeroStage zero = c.parallel.zero;
   const bool sharded = zero > ZeroStage::none;
   const ShardingConfig sharding{
@@ -53,8 +53,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
                          .head = g == p * v - 1,
-                         .document_end_id = end_of_document,
-                         .grid_overlap = c.parallel.tensor_grid_overlap};
+                         .document_end_id = end_of_document};
     const ChunkStorage storage{.compute = compute,
                                .grad = grad,
                                .allocate = false,

@@ -1,4 +1,4 @@
-#include "kintsugi/comm/tensor_grid.hpp"
+#include "kintsugi/comm/grid_groups.hpp"
 
 #include "kintsugi/core/error.hpp"
 
@@ -11,7 +11,16 @@ GridCoords grid_coords(const GridShape& g, int t) {
 
 int grid_rank(const GridShape& g, const GridCoords& c) { return c.x + g.x * (c.y + g.y * c.z); }
 
-TensorGrid::TensorGrid(Communicator& tp, GridShape g) : shape_(g) {
+std::unique_ptr<TensorGrid> TensorGrid::of(Communicator& tp, const ParallelLayout& layout) {
+  if (!layout.has_grid()) return nullptr;
+  const auto& g = layout.tensor_grid;  // its shape agrees with tp: ParallelLayout::problem
+  return std::make_unique<TensorGrid>(
+      tp, GridShape{static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])},
+      layout.tensor_grid_overlap);
+}
+
+TensorGrid::TensorGrid(Communicator& tp, GridShape g, bool overlap)
+    : shape_(g), overlap_(overlap) {
   KINTSUGI_ASSERT(tp.size() == g.size());
   coords_ = grid_coords(g, tp.rank());
   const GridCoords c = coords_;

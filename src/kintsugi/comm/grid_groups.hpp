@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "kintsugi/comm/communicator.hpp"
+#include "kintsugi/core/parallel_layout.hpp"
 
 namespace kintsugi {
 
@@ -30,9 +31,14 @@ int grid_rank(const GridShape& g, const GridCoords& c);
 
 class TensorGrid {
  public:
-  // Collective over `tp` (size g.size()): splits it into the grid's groups.
-  TensorGrid(Communicator& tp, GridShape g);
+  // Collective over `tp` (size g.size()): splits it into the grid's groups. `overlap`: its
+  // layers prefetch weight gathers and overlap backward's reductions with computation
+  // (model/grid_linear.hpp; false: each collective blocks where it is issued, the same bits).
+  TensorGrid(Communicator& tp, GridShape g, bool overlap = true);
+  // The layout's grid over its tensor-parallel group `tp` (collective), null without one.
+  static std::unique_ptr<TensorGrid> of(Communicator& tp, const ParallelLayout& layout);
   const GridShape& shape() const { return shape_; }
+  bool overlap() const { return overlap_; }
   const GridCoords& coords() const { return coords_; }
   Communicator& x() const { return *x_; }
   Communicator& y() const { return *y_; }
@@ -41,6 +47,7 @@ class TensorGrid {
 
  private:
   GridShape shape_;
+  bool overlap_;
   GridCoords coords_;
   std::shared_ptr<Communicator> x_, y_, z_, plane_;
 };
