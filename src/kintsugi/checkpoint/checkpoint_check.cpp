@@ -29,6 +29,10 @@ std::string hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
 std::uint64_t file_checksum(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}", path.string());
+  return stream_checksum(in);
+}
+
+std::uint64_t stream_checksum(std::istream& in) {
   std::vector<char> chunk(1 << 22);
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
