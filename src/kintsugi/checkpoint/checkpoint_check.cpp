@@ -15,6 +15,7 @@
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 
 namespace kintsugi {
@@ -67,12 +68,7 @@ json read_manifest(const fs::path& dir) {
          "it out; resume from an earlier checkpoint)",
          dir.string());
   }
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
-  }
+  const json j = parse_json(in, path.string());
   if (!j.is_object() || j.value("format", "") != checkpoint_format::kFormat)
     fail("{} is not a kintsugi training checkpoint manifest", path.string());
   const int version = j.value("version", 0);
