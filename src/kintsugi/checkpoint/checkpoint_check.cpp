@@ -15,6 +15,7 @@
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/model/config_json.hpp"
 
 namespace kintsugi {
@@ -29,6 +30,10 @@ std::string hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
 std::uint64_t file_checksum(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}", path.string());
+  return stream_checksum(in);
+}
+
+std::uint64_t stream_checksum(std::istream& in) {
   std::vector<char> chunk(1 << 22);
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -63,12 +68,7 @@ json read_manifest(const fs::path& dir) {
          "it out; resume from an earlier checkpoint)",
          dir.string());
   }
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
-  }
+  const json j = parse_json(in, path.string());
   if (!j.is_object() || j.value("format", "") != checkpoint_format::kFormat)
     fail("{} is not a kintsugi training checkpoint manifest", path.string());
   const int version = j.value("version", 0);

@@ -3,6 +3,7 @@
 // version, the layout of a piece in a shard file, and the file checksum.
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,6 +29,8 @@ inline int values_per_element(const nlohmann::json& manifest) {
 std::string hex(std::uint64_t h);  // 16 lowercase hex digits
 // XXH3-64 of a whole file (kintsugi::Error when it cannot be read).
 std::uint64_t file_checksum(const std::filesystem::path& path);
+// XXH3-64 of what is left in `in`, read to its end (a model checkpoint's data file).
+std::uint64_t stream_checksum(std::istream& in);
 // XXH3-64 of the manifest's compact JSON text without its kManifestChecksum member.
 std::string manifest_checksum(nlohmann::json manifest);
 

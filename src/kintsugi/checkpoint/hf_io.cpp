@@ -18,6 +18,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 #include "kintsugi/model/config_json.hpp"
@@ -32,11 +33,7 @@ namespace {
 nlohmann::json read_manifest_json(const fs::path& dir) {
   std::ifstream in(dir / "manifest.json");
   if (!in) fail("{} is not a checkpoint: {} is missing", dir.string(), (dir / "manifest.json").string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}/manifest.json is corrupt (not valid JSON: {})", dir.string(), e.what());
-  }
+  return parse_json(in, dir.string() + "/manifest.json");
 }
 
 std::string index_name(const fs::path& out) { return out.filename().string() + ".index.json"; }

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -13,6 +12,7 @@
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/half.hpp"
 #include "kintsugi/core/host_io.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/data/mapped_file.hpp"
 
 namespace kintsugi {
@@ -28,14 +28,7 @@ constexpr const char* kSingle = "model.safetensors";
 // names in the folder: an index must not reach outside it.
 std::vector<fs::path> read_index(const fs::path& dir, std::map<std::string, int>& file_of) {
   const fs::path path = dir / kIndex;
-  std::ifstream in(path);
-  if (!in) fail("cannot read {}", path.string());
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
-  }
+  const nlohmann::json index = read_json_file(path, "cannot read {}", path.string());
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object() ||
       index.at("weight_map").empty())
     fail("{} has no weight_map naming the tensors' shard files", path.string());

@@ -263,15 +263,7 @@ std::ifstream verified_data(const fs::path& dir, const nlohmann::json& manifest,
     fail("{} is truncated or corrupt: {} bytes, manifest says {}", data_path.string(), size,
          expected_bytes);
   std::ifstream in(data_path, std::ios::binary);
-  std::vector<char> chunk(1 << 22);
-  XXH3_state_t* hash = XXH3_createState();
-  XXH3_64bits_reset(hash);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    XXH3_64bits_update(hash, chunk.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  const std::string checksum = fmt::format("{:016x}", XXH3_64bits_digest(hash));
-  XXH3_freeState(hash);
+  const std::string checksum = checkpoint_format::hex(checkpoint_format::stream_checksum(in));
   if (checksum != manifest.value("data_xxh3", ""))
     fail("{} is corrupt: checksum {} does not match the manifest's {}", data_path.string(),
          checksum, manifest.value("data_xxh3", ""));

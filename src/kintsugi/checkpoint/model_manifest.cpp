@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -13,6 +12,7 @@
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/model_chunk.hpp"
@@ -112,14 +112,8 @@ void warn_unsigned(const fs::path& dir, const std::string& what) {
 json read_model_manifest(const fs::path& dir) {
   const fs::path path = dir / "manifest.json";
   const std::string what = path.string();
-  std::ifstream in(path);
-  if (!in) fail("{} is not a kintsugi model checkpoint: {} is missing", dir.string(), what);
-  json m;
-  try {
-    m = json::parse(in);
-  } catch (const json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", what, e.what());
-  }
+  const json m = read_json_file(path, "{} is not a kintsugi model checkpoint: {} is missing",
+                                dir.string(), what);
   if (!m.is_object() || m.value("format", json("")) != kFormat)
     fail("{} is not a kintsugi model checkpoint manifest", what);
   const json version = m.value("version", json(0));

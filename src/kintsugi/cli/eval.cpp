@@ -7,7 +7,6 @@
 #include <cmath>
 #include <iterator>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +24,7 @@
 #include "kintsugi/comm/topology.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/core/fault_hooks.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/core/threads.hpp"
 #include "kintsugi/core/timer.hpp"
 #include "kintsugi/data/tokenizer_identity.hpp"
@@ -69,17 +69,10 @@ struct EvalSetup {
 
 // The manifest of a checkpoint directory: a training checkpoint or a saved model.
 nlohmann::json read_manifest(const fs::path& dir) {
-  const fs::path path = dir / "manifest.json";
-  std::ifstream in(path);
-  if (!in)
-    fail("{} is not a checkpoint (no manifest.json): give a training checkpoint "
-         "(<out>/checkpoints/step-N) or a saved model (<out>/model)",
-         dir.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", path.string(), e.what());
-  }
+  return read_json_file(dir / "manifest.json",
+                        "{} is not a checkpoint (no manifest.json): give a training checkpoint "
+                        "(<out>/checkpoints/step-N) or a saved model (<out>/model)",
+                        dir.string());
 }
 
 // The job's config: the model from the checkpoint, from --init-from's (a kintsugi run's

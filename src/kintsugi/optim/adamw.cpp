@@ -5,21 +5,15 @@
 namespace kintsugi {
 
 AdamW::AdamW(Backend& backend, const std::vector<AdamWSegment>& segments, AdamWConfig config)
-    : backend_(backend), config_(config) {
-  for (const auto& s : segments) total_ += s.param.numel();
-  dtype_ = segments.empty() ? DType::f32 : segments.front().param.dtype;
-  m_ = backend.allocate(MemoryKind::optimizer_state, total_ * size_of(dtype_));
-  v_ = backend.allocate(MemoryKind::optimizer_state, total_ * size_of(dtype_));
-  std::int64_t offset = 0;
-  for (const AdamWSegment& s : segments) {
-    const std::int64_t n = s.param.numel();
+    : SegmentOptimizer(backend, segments, 2), config_(config) {
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const AdamWSegment& s = segments[i];
     ranges_.push_back({.param = s.param,
                        .grad = s.grad,
-                       .m = moment(0, offset, n),
-                       .v = moment(1, offset, n),
+                       .m = segment_moment(0, i),
+                       .v = segment_moment(1, i),
                        .working_copy = s.working_copy,
                        .decay = s.decay});
-    offset += n;
   }
 }
 
@@ -39,15 +33,6 @@ void AdamW::step(double lr, double grad_scale) {
     backend_.adamw_step(r.param, r.grad, r.m, r.v, hr,
                         r.working_copy.empty() ? nullptr : &r.working_copy);
   }
-}
-
-Tensor AdamW::moment(int which, std::int64_t offset, std::int64_t n) const {
-  return (which == 0 ? m_ : v_).view(dtype_, Shape{n}, offset * size_of(dtype_));
-}
-
-void AdamW::refresh_working_copies() {
-  for (const AdamWRange& r : ranges_)
-    if (!r.working_copy.empty()) backend_.convert(r.param, r.working_copy);
 }
 
 }  // namespace kintsugi

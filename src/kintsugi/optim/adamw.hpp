@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
-#include "kintsugi/optim/optimizer.hpp"
+#include "kintsugi/optim/segment_optimizer.hpp"
 
 namespace kintsugi {
 
@@ -22,25 +22,17 @@ struct AdamWConfig {
 
 using AdamWSegment = OptimizerSegment;
 
-class AdamW final : public Optimizer {
+class AdamW final : public SegmentOptimizer {
  public:
-  // The moments have the segments' element type (f32, or f64 for gradient checks).
+  // The moments have the segments' element type (f32, or f64 for gradient checks): moment 0 is
+  // the first, 1 the second.
   AdamW(Backend& backend, const std::vector<AdamWSegment>& segments, AdamWConfig config);
   void step(double lr, double grad_scale) override;
-  std::int64_t numel() const override { return total_; }
   OptimizerKind kind() const override { return OptimizerKind::adamw; }
-  int moments() const override { return 2; }
-  // The first (which = 0) or second (1) moment.
-  Tensor moment(int which, std::int64_t offset, std::int64_t n) const override;
-  void refresh_working_copies() override;
 
  private:
-  Backend& backend_;
   std::vector<AdamWRange> ranges_;  // the segments with their moments
   AdamWConfig config_;
-  DType dtype_ = DType::f32;  // of the weights and moments
-  std::int64_t total_ = 0;
-  Buffer m_, v_;
 };
 
 }  // namespace kintsugi

@@ -11,31 +11,19 @@
 // decay as many times larger (the paper's advice). One Backend::lion_step per segment.
 #include <vector>
 
-#include "kintsugi/optim/optimizer.hpp"
+#include "kintsugi/optim/segment_optimizer.hpp"
 
 namespace kintsugi {
 
-class Lion final : public Optimizer {
+class Lion final : public SegmentOptimizer {
  public:
   Lion(Backend& backend, const std::vector<OptimizerSegment>& segments, OptimizerConfig config);
   void step(double lr, double grad_scale) override;
-  std::int64_t numel() const override { return total_; }
   OptimizerKind kind() const override { return OptimizerKind::lion; }
-  int moments() const override { return 1; }
-  Tensor moment(int which, std::int64_t offset, std::int64_t n) const override;
-  void refresh_working_copies() override;
 
  private:
-  struct Range {
-    OptimizerSegment segment;
-    Tensor m;
-  };
-  Backend& backend_;
-  std::vector<Range> ranges_;
+  std::vector<Tensor> m_;  // each segment's moment
   OptimizerConfig config_;
-  DType dtype_ = DType::f32;
-  std::int64_t total_ = 0;
-  Buffer m_;
 };
 
 }  // namespace kintsugi

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <functional>
 
 #include "kintsugi/checkpoint/hf_layout.hpp"
 #include "kintsugi/checkpoint/hf_weights.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/json_file.hpp"
 #include "kintsugi/data/tokenizer.hpp"
 
 namespace kintsugi {
@@ -39,17 +39,11 @@ shape_keys() {
 HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
                         const std::set<std::string>& given, std::vector<std::string>& notes) {
   const fs::path json_path = folder / "config.json";
-  std::ifstream in(json_path);
-  if (!in)
-    fail("--init-from {} is a folder without config.json: a Hugging Face model folder has one "
-         "(or pass the .safetensors file itself, with the model's shape in the run's config)",
-         folder.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is corrupt (not valid JSON: {})", json_path.string(), e.what());
-  }
+  const nlohmann::json j = read_json_file(
+      json_path,
+      "--init-from {} is a folder without config.json: a Hugging Face model folder has one (or "
+      "pass the .safetensors file itself, with the model's shape in the run's config)",
+      folder.string());
   HfModel hf = model_from_hf_config(j, json_path.string());
   ModelConfig& m = hf.model;
   // config.json's blocks against the weights' own, before anything is built per block.

@@ -29,6 +29,11 @@ std::string holder_of(int fd) {
 
 }  // namespace
 
+struct OutputLock::LockAttempt {
+  int fd = -1;    // the open file; -1: the open failed
+  int error = 0;  // errno of the failed open or lock (EWOULDBLOCK: another process holds it)
+};
+
 OutputLock::OutputLock(const fs::path& dir, const fs::path& metrics) {
   try {
     lock_dir(dir);
@@ -47,18 +52,14 @@ void OutputLock::lock_dir(const fs::path& dir) {
   if (ec)
     fail("--out {} cannot be created ({}): choose another --out", dir.string(), ec.message());
   const fs::path path = dir / ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const auto [fd, error] = open_and_lock(path);
   if (fd < 0)
-    fail("cannot open {} to lock --out {}: {}", path.string(), dir.string(), std::strerror(errno));
-  fds_.push_back(fd);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    if (error == EWOULDBLOCK)
-      fail("--out {} is in use by another training run ({}): wait for it to end, stop it, or "
-           "choose another --out",
-           dir.string(), holder_of(fd));
-    fail("cannot lock {}: {}", path.string(), std::strerror(error));
-  }
+    fail("cannot open {} to lock --out {}: {}", path.string(), dir.string(), std::strerror(error));
+  if (error == EWOULDBLOCK)
+    fail("--out {} is in use by another training run ({}): wait for it to end, stop it, or "
+         "choose another --out",
+         dir.string(), holder_of(fd));
+  if (error != 0) fail("cannot lock {}: {}", path.string(), std::strerror(error));
   const std::string me = "host " + host_name() + " pid " + std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 ||
       ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
@@ -76,19 +77,25 @@ void OutputLock::lock_metrics(const fs::path& path) {
     return;
   }
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const auto [fd, error] = open_and_lock(path);
   if (fd < 0)
     fail("cannot open the metrics file {}: {}: choose another --metrics/--out", path.string(),
-         std::strerror(errno));
+         std::strerror(error));
+  if (error == EWOULDBLOCK)
+    fail("--metrics {} is in use by another training run, which writes its metrics there: "
+         "wait for it to end, stop it, or choose another --metrics",
+         path.string());
+  if (error != 0) fail("cannot lock the metrics file {}: {}", path.string(), std::strerror(error));
+}
+
+// An opened file joins fds_ whether or not the lock is taken: the destructor (or the
+// constructor, when a later step fails) closes it.
+OutputLock::LockAttempt OutputLock::open_and_lock(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return {.fd = -1, .error = errno};
   fds_.push_back(fd);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    if (error == EWOULDBLOCK)
-      fail("--metrics {} is in use by another training run, which writes its metrics there: "
-           "wait for it to end, stop it, or choose another --metrics",
-           path.string());
-    fail("cannot lock the metrics file {}: {}", path.string(), std::strerror(error));
-  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return {.fd = fd, .error = errno};
+  return {.fd = fd, .error = 0};
 }
 
 OutputLock::~OutputLock() {

@@ -28,6 +28,10 @@ class OutputLock {
  private:
   void lock_dir(const std::filesystem::path& dir);
   void lock_metrics(const std::filesystem::path& path);
+  // Opens `path` (created when missing) and takes its lock without waiting: the descriptor
+  // (kept in fds_) and the errno of a failed open or lock, 0 when the lock is taken.
+  struct LockAttempt;
+  LockAttempt open_and_lock(const std::filesystem::path& path);
   std::vector<int> fds_;  // <out>/.lock, then the metrics file's (closing one releases it)
 };
 

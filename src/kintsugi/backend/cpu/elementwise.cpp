@@ -107,17 +107,11 @@ namespace mixed {
 
 void add(AnyPtr a, AnyPtr b, AnyPtr out, std::int64_t n) {
   // out may alias a or b (the residual stream): chunks are read before they are written.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kStage) {
-    const std::int64_t len = std::min(kStage, n - i0);
-    float as[kStage], bs[kStage], os[kStage];
-    const float* ac = read_f32(a.at(i0), len, as);
-    const float* bc = read_f32(b.at(i0), len, bs);
-    float* oc = out_f32(out.at(i0), len, os, false);
+  binary_in_chunks<kStage>(a, b, out, n,
+                           [](const float* ac, const float* bc, float* oc, std::int64_t len) {
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) oc[i] = ac[i] + bc[i];
-    write_back(out.at(i0), len, oc);
-  }
+                             for (std::int64_t i = 0; i < len; ++i) oc[i] = ac[i] + bc[i];
+                           });
 }
 
 void add_bias(AnyPtr x, AnyPtr bias, std::int64_t rows, std::int64_t cols, ThreadWorkspace& ws) {

@@ -70,17 +70,12 @@ void gelu_forward(AnyPtr x, AnyPtr y, std::int64_t n) {
 
 void gelu_backward(AnyPtr x, AnyPtr dy, AnyPtr dx, std::int64_t n) {
   // dx may alias dy: each chunk reads dy before its results are written back.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const std::int64_t len = std::min(kChunk, n - i0);
-    float xs[kChunk], dys[kChunk], dxs[kChunk];
-    const float* xc = read_f32(x.at(i0), len, xs);
-    const float* dyc = read_f32(dy.at(i0), len, dys);
-    float* dxc = out_f32(dx.at(i0), len, dxs, false);
+  binary_in_chunks<kChunk>(x, dy, dx, n,
+                           [](const float* xc, const float* dyc, float* dxc, std::int64_t len) {
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) dxc[i] = gelu_grad(xc[i], dyc[i]);
-    write_back(dx.at(i0), len, dxc);
-  }
+                             for (std::int64_t i = 0; i < len; ++i)
+                               dxc[i] = gelu_grad(xc[i], dyc[i]);
+                           });
 }
 
 }  // namespace mixed

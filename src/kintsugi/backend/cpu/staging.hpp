@@ -3,6 +3,7 @@
 // only at run time: a typed pointer, and staging of short runs (a row, a column slice, a chunk)
 // through f32 scratch. The dtype is switched on once per run, never per element, so the f32
 // arithmetic in between is the very code of the f32 kernels and stays vectorized.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -64,6 +65,24 @@ inline float* out_f32(AnyPtr dst, std::int64_t n, float* scratch, bool load) {
 // Rounds results computed at `f` (from out_f32) into dst; f32 destinations already hold them.
 inline void write_back(AnyPtr dst, std::int64_t n, const float* f) {
   if (!dst.is_f32()) narrow(f, dst.dtype, dst.half(), n);
+}
+
+// The elementwise ops with two inputs and one output (add, GELU's backward, SwiGLU's forward):
+// elements [0, n) in parallel chunks of kChunk, each staged through f32 on the stack, where
+// f(a32, b32, out32, len) computes the chunk's len results. `out` may alias `a` or `b`: a chunk's
+// inputs are staged before its results are written back.
+template <std::int64_t kChunk, class F>
+void binary_in_chunks(AnyPtr a, AnyPtr b, AnyPtr out, std::int64_t n, F f) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - i0);
+    float as[kChunk], bs[kChunk], os[kChunk];
+    const float* ac = read_f32(a.at(i0), len, as);
+    const float* bc = read_f32(b.at(i0), len, bs);
+    float* oc = out_f32(out.at(i0), len, os, false);
+    f(ac, bc, oc, len);
+    write_back(out.at(i0), len, oc);
+  }
 }
 
 // An optimizer's updated f32 master chunk [i0, i0 + n), copied into the working copy of the

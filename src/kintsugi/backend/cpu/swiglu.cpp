@@ -65,16 +65,7 @@ template void swiglu_backward<double>(const double*, const double*, const double
 namespace mixed {
 
 void swiglu_forward(AnyPtr gate, AnyPtr up, AnyPtr y, std::int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i0 = 0; i0 < n; i0 += kSwigluChunk) {
-    const std::int64_t len = std::min(kSwigluChunk, n - i0);
-    float gs[kSwigluChunk], us[kSwigluChunk], ys[kSwigluChunk];
-    const float* g = read_f32(gate.at(i0), len, gs);
-    const float* u = read_f32(up.at(i0), len, us);
-    float* yc = out_f32(y.at(i0), len, ys, false);
-    forward_body(g, u, yc, len);
-    write_back(y.at(i0), len, yc);
-  }
+  binary_in_chunks<kSwigluChunk>(gate, up, y, n, forward_body<float>);
 }
 
 void swiglu_backward(AnyPtr gate, AnyPtr up, AnyPtr dy, AnyPtr dgate, AnyPtr dup,

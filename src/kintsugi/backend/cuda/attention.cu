@@ -35,9 +35,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   Acc* v_tile = k_tile + kTile * ld;
   __shared__ Acc probs[kWarps][kTile];
   const QkvIndex L(s);
-  // Later query tiles see more keys: they are scheduled first.
-  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
-  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kTile;
+  const attn::QueryTileBlock blk(s, L, q_tiles);
+  const std::int64_t b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
 
@@ -55,10 +54,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
   for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();  // the previous tile is consumed
-    attn::load_tile(
-        k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-    attn::load_tile(
-        v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+    attn::load_kv_tiles(k_tile, v_tile, qkv, L, b, kvh, k0);
     __syncthreads();
 #pragma unroll
     for (int ri = 0; ri < kRowsPerWarp; ++ri) {

@@ -57,27 +57,45 @@ __device__ void load_row_stats(Acc* lse_tile, Acc* delta_tile, const Ref& lse, c
   }
 }
 
+// The dK/dV and dQ kernels' dynamic shared memory (backward_t sizes it): tiles of kTile rows of
+// Q, dO, K and V, padded to ld = hd + 1, then the query rows' lse and delta.
+template <class Acc>
+struct BackwardTiles {
+  Acc *q, *dout, *k, *v, *lse, *delta;
+  __device__ explicit BackwardTiles(std::int64_t ld)
+      : q(dynamic_shared<Acc>()),
+        dout(q + kTile * ld),
+        k(dout + kTile * ld),
+        v(k + kTile * ld),
+        lse(v + kTile * ld),
+        delta(lse + kTile) {}
+  // The query tile from q0 of head h of sequence b: Q, dO and the rows' statistics.
+  __device__ void load_queries(const Ref& qkv, const Ref& dout_ref, const Ref& lse_ref,
+                               const Acc* delta_ref, const QkvIndex& L, std::int64_t b,
+                               std::int64_t h, std::int64_t q0) {
+    attn::load_tile(
+        q, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, L.seq, L.hd);
+    attn::load_tile(
+        dout, dout_ref, [&](std::int64_t t) { return L.o(b, h, t); }, q0, L.seq, L.hd);
+    load_row_stats(lse, delta, lse_ref, delta_ref, L, b, h, q0);
+  }
+};
+
 template <class Acc, int DL>
 __global__ void __launch_bounds__(kWarps * 32)
     dkdv_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const Acc* delta, Ref dqkv, Acc scale,
                 std::int64_t k_tiles) {
   const std::int64_t hd = s.head_dim, T = s.seq, ld = hd + 1;
-  Acc* k_tile = dynamic_shared<Acc>();
-  Acc* v_tile = k_tile + kTile * ld;
-  Acc* q_tile = v_tile + kTile * ld;
-  Acc* do_tile = q_tile + kTile * ld;
-  Acc* lse_tile = do_tile + kTile * ld;
-  Acc* delta_tile = lse_tile + kTile;
+  BackwardTiles<Acc> tiles(ld);
+  const Acc *q_tile = tiles.q, *do_tile = tiles.dout, *k_tile = tiles.k, *v_tile = tiles.v;
+  const Acc *lse_tile = tiles.lse, *delta_tile = tiles.delta;
   __shared__ Acc probs[kWarps][kTile], dscores[kWarps][kTile];
   const QkvIndex L(s);
   const std::int64_t bk = blockIdx.x / k_tiles, k0 = (blockIdx.x % k_tiles) * kTile;
   const std::int64_t b = bk / s.kv_heads, kvh = bk % s.kv_heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  attn::load_tile(
-      k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-  attn::load_tile(
-      v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+  attn::load_kv_tiles(tiles.k, tiles.v, qkv, L, b, kvh, k0);
   Acc dk[kPerWarp][DL], dv[kPerWarp][DL];
 #pragma unroll
   for (int kk = 0; kk < kPerWarp; ++kk)
@@ -88,11 +106,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
     for (std::int64_t q0 = k0; q0 < T; q0 += kTile) {  // queries before k0 see none of the keys
       __syncthreads();  // the previous query tile is consumed (and the key tiles are loaded)
-      attn::load_tile(
-          q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
-      attn::load_tile(
-          do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
-      load_row_stats(lse_tile, delta_tile, lse, delta, L, b, h, q0);
+      tiles.load_queries(qkv, dout, lse, delta, L, b, h, q0);
       __syncthreads();
       const std::int64_t i = q0 + lane;  // this lane's query
 #pragma unroll
@@ -142,24 +156,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     dq_kernel(AttnShape s, Ref qkv, Ref lse, Ref dout, const Acc* delta, Ref dqkv, Acc scale,
               std::int64_t q_tiles) {
   const std::int64_t hd = s.head_dim, T = s.seq, ld = hd + 1;
-  Acc* q_tile = dynamic_shared<Acc>();
-  Acc* do_tile = q_tile + kTile * ld;
-  Acc* k_tile = do_tile + kTile * ld;
-  Acc* v_tile = k_tile + kTile * ld;
-  Acc* lse_tile = v_tile + kTile * ld;
-  Acc* delta_tile = lse_tile + kTile;
+  BackwardTiles<Acc> tiles(ld);
+  const Acc *q_tile = tiles.q, *do_tile = tiles.dout, *k_tile = tiles.k, *v_tile = tiles.v;
+  const Acc *lse_tile = tiles.lse, *delta_tile = tiles.delta;
   __shared__ Acc dscores[kWarps][kTile];
   const QkvIndex L(s);
-  const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
-  const std::int64_t b = bh / s.heads, h = bh % s.heads, kvh = h / L.group, q0 = qt * kTile;
+  const attn::QueryTileBlock blk(s, L, q_tiles);
+  const std::int64_t b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
 
-  attn::load_tile(
-      q_tile, qkv, [&](std::int64_t t) { return L.q(b, h, t); }, q0, T, hd);
-  attn::load_tile(
-      do_tile, dout, [&](std::int64_t t) { return L.o(b, h, t); }, q0, T, hd);
-  load_row_stats(lse_tile, delta_tile, lse, delta, L, b, h, q0);
+  tiles.load_queries(qkv, dout, lse, delta, L, b, h, q0);
   Acc dq[kPerWarp][DL];
 #pragma unroll
   for (int ri = 0; ri < kPerWarp; ++ri)
@@ -169,10 +176,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
   for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();
-    attn::load_tile(
-        k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, T, hd);
-    attn::load_tile(
-        v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, T, hd);
+    attn::load_kv_tiles(tiles.k, tiles.v, qkv, L, b, kvh, k0);
     __syncthreads();
 #pragma unroll
     for (int ri = 0; ri < kPerWarp; ++ri) {

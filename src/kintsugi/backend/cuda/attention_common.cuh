@@ -69,6 +69,30 @@ __device__ void load_tile(Acc* tile, const Ref& src, First first, std::int64_t t
   }
 }
 
+// The key and value tiles of kv head kvh of sequence b, keys from k0.
+template <class Acc>
+__device__ void load_kv_tiles(Acc* k_tile, Acc* v_tile, const Ref& qkv, const QkvIndex& L,
+                              std::int64_t b, std::int64_t kvh, std::int64_t k0) {
+  load_tile(
+      k_tile, qkv, [&](std::int64_t t) { return L.k(b, kvh, t); }, k0, L.seq, L.hd);
+  load_tile(
+      v_tile, qkv, [&](std::int64_t t) { return L.v(b, kvh, t); }, k0, L.seq, L.hd);
+}
+
+// The (sequence, head, query tile) of a block of the CUDA-core kernels that walk key tiles for a
+// tile of kTile queries (forward, dQ): blocks run over batch x heads x q_tiles, later query
+// tiles (they see more keys) scheduled first.
+struct QueryTileBlock {
+  std::int64_t b, h, kvh, q0;
+  __device__ QueryTileBlock(const AttnShape& s, const QkvIndex& L, std::int64_t q_tiles) {
+    const std::int64_t bh = blockIdx.x / q_tiles, qt = q_tiles - 1 - blockIdx.x % q_tiles;
+    b = bh / s.heads;
+    h = bh % s.heads;
+    kvh = h / L.group;
+    q0 = qt * kTile;
+  }
+};
+
 // dot of two padded tile rows over hd dimensions.
 template <class Acc>
 __device__ __forceinline__ Acc dot_rows(const Acc* a, const Acc* b, std::int64_t hd) {
