@@ -28,22 +28,29 @@ fi
 # shell without job control is no group leader, so setsid execs the launcher itself: $! is it.
 setsid "$@" &
 launcher=$!
-forwarded=0
+interrupted=0
+# After the first signal the others are ignored, not trapped: a trap that runs while the launcher
+# ends can lose its status (bash 5.2's wait then says -1, 1 time in 100 with six TERMs in 0.2 s),
+# and each trapped signal cuts `wait` short (the wrapper once exited 143 after a clean save, the
+# third of three TERMs 0.2 s apart on a loaded machine cutting short the wait that collects the
+# launcher's status).
 forward() {
-  ((forwarded)) && return
-  forwarded=1
+  interrupted=1
+  trap '' TERM INT HUP USR1 USR2
   kill -USR1 "$launcher" 2>/dev/null
 }
 trap forward TERM INT HUP USR1 USR2
-# `wait` returns 128+N when a trapped signal N arrives: wait again until the launcher is gone,
-# then once more for its own status (bash keeps it; the launcher may have ended during the trap,
-# which is how this wrapper once exited 143 after a clean save).
+# `wait` returns 128+N when the trapped signal N arrives: wait again (bash keeps an ended
+# launcher's status); should the signal come just after the status was collected, the next wait
+# says 127 and the status collected stands.
+rewait=0
 while :; do
+  interrupted=0
   wait "$launcher"
-  status=$?
-  kill -0 "$launcher" 2>/dev/null && continue
-  wait "$launcher"
-  status=$?
-  break
+  code=$?
+  ((rewait && code == 127)) && break
+  status=$code
+  ((interrupted && code > 128)) || break
+  rewait=1
 done
 exit "$status"

@@ -261,6 +261,10 @@ foreach(case usr1_mpirun term_wrapper term_group term_bare)
   set_tests_properties(ckpt.preempt_${case} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
                                                         TIMEOUT 300)
 endforeach()
+# The wrapper's own status under repeated signals, without MPI (scripts/preemptible.sh).
+add_test(NAME ckpt.preemptible_wrapper_status
+         COMMAND ${CKPT}/preemptible_wrapper_status.sh ${PROJECT_SOURCE_DIR}/scripts/preemptible.sh)
+set_tests_properties(ckpt.preemptible_wrapper_status PROPERTIES PROCESSORS 1 TIMEOUT 120)
 # One writer per --out: a second job is refused, naming the first one's host and pid.
 add_test(NAME ckpt.second_writer_refused
          COMMAND ${CKPT}/second_writer.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MICRO_RUN})
