@@ -2,7 +2,8 @@
 // One transformer block's inventory, declared once: its linear layers, its norms and the tensors
 // its forward saves for backward. The block registers its parameters and carves its saved
 // tensors from it (model/transformer_block.cpp); the planner sums it for a layout (plan/flops.cpp,
-// plan/memory.cpp, plan/grid_cost.cpp). A new bias or saved tensor is one edit here.
+// plan/memory.cpp, plan/grid_cost.cpp, and its halves' tensor-parallel regions in
+// plan/comm_volume.cpp). A new bias or saved tensor is one edit here.
 #include <array>
 #include <cstdint>
 #include <vector>

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "kintsugi/model/block_inventory.hpp"
+
 namespace kintsugi {
 
 double ring_all_reduce_bytes(double bytes, std::int64_t n) {
@@ -69,17 +71,19 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   if (l.has_grid()) {
     add_grid_bytes(m, l, s, out);
   } else if (l.tp > 1) {
-    // Forward: the embedding and each block's two halves leave a region; backward: the
-    // gradients entering each block's two halves and the head enter one.
-    const double boundaries = (s.recompute_full ? 6.0 : 4.0) * blocks + (s.embedding ? 1 : 0) +
-                              (s.head ? 1 : 0);
+    // Each half of the block's inventory (model/block_inventory.hpp) is one tensor-parallel
+    // region: forward leaves it once (again when full recomputation reruns the forward),
+    // backward enters it once; the embedding leaves one, the head's gradient enters one.
+    const double halves = static_cast<double>(block_inventory(m).halves.size());
+    const double boundaries = (s.recompute_full ? 3.0 : 2.0) * halves * blocks +
+                              (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
     const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
     if (l.sequence_parallel) {
       // Each boundary is an all-gather one way and a reduce-scatter the other; backward also
-      // gathers each block's two norm outputs again (forward keeps only this rank's rows).
+      // gathers each half's norm output again (forward keeps only this rank's rows).
       out["tp.all_gather"] =
-          mb * (boundaries + 2.0 * blocks) * ring_all_gather_bytes(activation, l.tp);
+          mb * (boundaries + halves * blocks) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
       // Replicated parameters' partial gradients: once per step, or every micro-batch when
       // ZeRO-2/3 reduces each micro-batch's gradient.
