@@ -187,6 +187,10 @@ add_test(NAME cli.error.tune_out_is_a_file
          COMMAND ${EXPECT_ERROR} "--out .*cli_tests.cmake is a file, not a directory"
                  ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA}
                  --out ${CMAKE_CURRENT_SOURCE_DIR}/cli_tests.cmake)
+# tune takes plan's layout pins, each value checked before anything runs.
+add_test(NAME cli.error.tune_pin_out_of_range
+         COMMAND ${EXPECT_ERROR} "--zero 5: parallel.zero = 5 must be 0, 1, 2 or 3"
+                 ${KINTSUGI_BIN} tune --config ${TINY} ${TINY_DATA} --zero 5)
 # CPU runs cannot refit a GPU cluster's spec (and its node of 8 set the ranks launched here):
 # refused before any run. A cluster spec with NaN, inf, 0 or an unknown key is refused by name.
 add_test(NAME cli.error.tune_gpu_spec_from_cpu_runs

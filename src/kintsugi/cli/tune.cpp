@@ -16,6 +16,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/cli/cluster_choice.hpp"
 #include "kintsugi/cli/commands.hpp"
+#include "kintsugi/cli/layout_flags.hpp"
 #include "kintsugi/core/error.hpp"
 #include "kintsugi/data/atomic_file.hpp"
 #include "kintsugi/train/layout_config.hpp"
@@ -31,6 +32,8 @@ namespace {
 struct TuneArgs {
   std::string config, cluster = "local", out = "runs/tune", mpirun = "mpirun", device;
   std::vector<std::string> overrides;
+  // The layout pins, as plan takes them (cli/layout_flags.hpp): what tune searches and runs.
+  LayoutFlagValues pins;
   std::int64_t ranks = 0, top = 3, steps = 4;
   bool json = false;
 };
@@ -186,6 +189,10 @@ struct TuneResult {
 
 // Runs the plan's top layouts and refits the cluster to them until plan -> tune -> plan closes.
 TuneResult measure_and_refit(const TuneArgs& a, const RunConfig& base) {
+  // Grids run on both devices (docs/parallelism.md), so tune measures them like 1D layouts;
+  // the pins narrow the search as plan's do, read before anything is measured.
+  SearchSpace space;
+  space.pins = layout_pins(a.pins);
   TuneResult r;
   r.device = base.train.device;
   check_cluster_device(a, r.device);
@@ -198,8 +205,6 @@ TuneResult measure_and_refit(const TuneArgs& a, const RunConfig& base) {
   // The ranks asked for, or the cluster's node.
   r.world = a.ranks > 0 ? a.ranks : cluster.devices_per_node;
   if (!a.json) print_notes(r.choice.notes);
-  // Grids run on both devices (docs/parallelism.md), so tune measures them like 1D layouts.
-  const SearchSpace space{};
   const SearchResult found = search_layouts(w, cluster, r.world, space);
   if (found.ranked.empty())
     fail("no layout of this model fits {} ranks with global batch {}", r.world, w.global_batch);
@@ -383,6 +388,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Directory for the runs and the refit cluster");
   cmd->add_option("--mpirun", a->mpirun, "MPI launcher");
   cmd->add_flag("--json", a->json, "Print JSON");
+  add_layout_pins(*cmd, a->pins, pinnable_keys());
   cmd->callback([a] { run_tune(*a); });
 }
 
