@@ -166,8 +166,9 @@ bool same_split(const ParallelLayout& a, const ParallelLayout& b) {
 
 namespace {
 
+// The field's text is made only when it is pinned: the search asks this for every candidate.
 bool allowed(const LayoutPins& pins, const ParallelLayout& l, const char* field) {
-  return pins.allows(field, field_text(l, field));
+  return !pins.pinned(field) || pins.allows(field, field_text(l, field));
 }
 
 }  // namespace
