@@ -25,6 +25,34 @@ struct EnumNames<Family> {
                                         std::pair{Family::bloom, "bloom"}};
 };
 
+// How RoPE's frequencies are stretched for contexts longer than the model was trained on
+// (config.json's rope_scaling; docs/config.md "RoPE scaling"):
+//   none    theta^(-2i/head_dim)
+//   linear  every frequency divided by rope_factor (position interpolation)
+//   llama3  Llama 3.1's: low frequencies divided by rope_factor, high ones kept, a smooth ramp
+//           between the wavelengths rope_original_context / rope_low_freq_factor and
+//           rope_original_context / rope_high_freq_factor
+//   yarn    YaRN (Peng et al. 2023): interpolated and original frequencies blended by a ramp
+//           over the dimensions that turn between rope_beta_slow and rope_beta_fast times in
+//           rope_original_context, and queries and keys scaled by rope_attention_factor
+enum class RopeScaling : std::uint8_t { none, linear, llama3, yarn };
+template <>
+struct EnumNames<RopeScaling> {
+  static constexpr std::array values = {
+      std::pair{RopeScaling::none, "none"}, std::pair{RopeScaling::linear, "linear"},
+      std::pair{RopeScaling::llama3, "llama3"}, std::pair{RopeScaling::yarn, "yarn"}};
+};
+
+// Whether the LM head is the token embedding: as the family ships (GPT-2 and BLOOM tied,
+// Llama untied), or chosen (Llama 3.2 1B/3B and the small Qwen models tie theirs).
+enum class TiedHead : std::uint8_t { family, tied, untied };
+template <>
+struct EnumNames<TiedHead> {
+  static constexpr std::array values = {std::pair{TiedHead::family, "family"},
+                                        std::pair{TiedHead::tied, "tied"},
+                                        std::pair{TiedHead::untied, "untied"}};
+};
+
 struct ModelConfig {
   std::string name = "custom";  // preset it came from, for logs and checkpoints
   Family family = Family::gpt2;
@@ -39,8 +67,24 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double init_std = 0.02;
   double rope_theta = 10000.0;         // llama: base of the rotary frequencies
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_factor = 1.0;             // linear, llama3, yarn: how much longer the context is
+  double rope_low_freq_factor = 1.0;    // llama3
+  double rope_high_freq_factor = 4.0;   // llama3
+  std::int64_t rope_original_context = 0;  // llama3, yarn: the trained context; 0: seq_len
+  double rope_beta_fast = 32.0;         // yarn: rotations where extrapolation starts
+  double rope_beta_slow = 1.0;          // yarn: rotations where interpolation is complete
+  double rope_attention_factor = 0.0;   // yarn: 0 means 0.1 ln(rope_factor) + 1
+  std::int64_t head_size = 0;           // model.head_dim: 0 means d_model / n_head
+  // Sliding-window attention (Mistral): each query sees itself and the sliding_window - 1 keys
+  // before it; 0: the whole causal context.
+  std::int64_t sliding_window = 0;
+  TiedHead tie_embeddings = TiedHead::family;
 
-  std::int64_t head_dim() const { return d_model / n_head; }
+  std::int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_head; }
+  // Width of the queries (and of the attention output before its projection): d_model unless
+  // the head size is set apart from it (Qwen3, Mistral-Nemo).
+  std::int64_t q_width() const { return n_head * head_dim(); }
   std::int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   // Rows of the embedding / LM head: the vocabulary padded for GEMM efficiency and so that
   // tensor-parallel ranks get equal shards (Megatron pads to a multiple of 128 * tp).
@@ -51,7 +95,9 @@ struct ModelConfig {
   bool is_bloom() const { return family == Family::bloom; }
   bool gated_mlp() const { return is_llama(); }          // SwiGLU: three d x d_ff matrices
   bool has_biases() const { return !is_llama(); }
-  bool tied_embeddings() const { return !is_llama(); }
+  bool tied_embeddings() const {
+    return tie_embeddings == TiedHead::family ? !is_llama() : tie_embeddings == TiedHead::tied;
+  }
   bool rms_norm() const { return is_llama(); }            // else LayerNorm (weight and bias)
   bool learned_positions() const { return family == Family::gpt2; }
   bool embedding_norm() const { return is_bloom(); }
