@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "kintsugi/backend/alibi.hpp"
+#include "kintsugi/backend/rotary.hpp"
 #include "kintsugi/backend/op_call.hpp"
 #include "kintsugi/core/memory.hpp"
 #include "kintsugi/core/tensor.hpp"
@@ -141,9 +142,14 @@ class Backend {
   // ---- rotary position embeddings (Llama), in place on the queries and keys of a packed qkv
   // tensor (values untouched). Row t of each sequence is position t; dimension i < hd/2 of a
   // head is paired with i + hd/2 (Hugging Face's rotate_half convention) and rotated by
-  // t * theta^(-2i / hd). inverse rotates back: that is the backward (the rotation's transpose)
-  // applied to a qkv gradient.
-  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse);
+  // t * table.inv_freq[i], cosine and sine scaled by table.scale (rotary.hpp). inverse applies
+  // the transpose: that is the backward applied to a qkv gradient (with scale 1, the rotation
+  // back).
+  void rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table, bool inverse);
+  // Unscaled RoPE of base theta (RotaryTable::plain), for kernels' tests.
+  void rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) {
+    rope(s, qkv, RotaryTable::plain(theta, s.head_dim), inverse);
+  }
 
   // ---- activations: GELU, tanh approximation. dx may alias dy.
   void gelu_forward(const Tensor& x, const Tensor& y);
@@ -323,7 +329,8 @@ class DeviceBackend : public Backend {
   virtual void do_swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
   virtual void do_swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy,
                                   const Tensor& dgate, const Tensor& dup) = 0;
-  virtual void do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) = 0;
+  virtual void do_rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
+                       bool inverse) = 0;
   virtual void do_gelu_forward(const Tensor& x, const Tensor& y) = 0;
   virtual void do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
   virtual void do_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,

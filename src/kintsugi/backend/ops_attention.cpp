@@ -26,8 +26,10 @@ double doc_starts(const AttentionShape& s) {
 }
 }  // namespace
 
-void Backend::rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) {
+void Backend::rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
+                   bool inverse) {
   KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim % 2 == 0);
+  KINTSUGI_ASSERT(static_cast<std::int64_t>(table.inv_freq.size()) == s.head_dim / 2);
   KINTSUGI_ASSERT(qkv.numel() == qkv_numel(s));
   // The queries and keys are read and written, the values untouched: per kv head, its group of
   // heads / kv_heads queries and one key out of heads / kv_heads + 2 vectors.
@@ -35,7 +37,7 @@ void Backend::rope(const AttentionShape& s, const Tensor& qkv, double theta, boo
       bytes(qkv) * double(s.heads + s.kv_heads) / double(s.heads + 2 * s.kv_heads);
   dispatch(attention_call(inverse ? "rope_backward" : "rope_forward", 0,
                           2 * rotated + doc_starts(s), s, qkv),
-           [&] { device_.do_rope(s, qkv, theta, inverse); });
+           [&] { device_.do_rope(s, qkv, table, inverse); });
 }
 
 void Backend::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -148,8 +149,78 @@ HfModel gpt2(Fields& f, const json& j, const std::string& source) {
   return h;
 }
 
-HfModel llama(Fields& f, const json& j, const std::string& source) {
-  HfModel h = start_model(f, j, Family::llama, "LlamaForCausalLM", source);
+// config.json's rope_scaling (or transformers 5's rope_parameters, which holds rope_theta too):
+// the scaling's type and its parameters, each read by name, anything else refused.
+void read_rope_scaling(const json& r, const std::string& field, ModelConfig& m,
+                       const std::string& source) {
+  if (!r.is_object()) fail("{}: {} = {} is not an object", source, field, r.dump());
+  const std::string type_key = r.contains("rope_type") ? "rope_type" : "type";
+  const std::string type =
+      r.contains(type_key) && r.at(type_key).is_string() ? r.at(type_key).get<std::string>() : "";
+  if (type == "default" || (type.empty() && field == "rope_parameters")) {
+    m.rope_scaling = RopeScaling::none;
+  } else if (type == "linear" || type == "llama3" || type == "yarn") {
+    m.rope_scaling = parse_name<RopeScaling>(type, "rope type");
+  } else {
+    fail("{}: {}.{} = {} is not supported (kintsugi scales RoPE with linear, llama3 or yarn)",
+         source, field, type_key, r.contains(type_key) ? r.at(type_key).dump() : "(absent)");
+  }
+  auto number = [&](const std::string& k, const json& v) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+      fail("{}: {}.{} = {} must be a positive number", source, field, k, v.dump());
+    return v.get<double>();
+  };
+  // Which parameters each type reads (Hugging Face's modeling_rope_utils).
+  const std::map<std::string, std::set<RopeScaling>> used = {
+      {"factor", {RopeScaling::linear, RopeScaling::llama3, RopeScaling::yarn}},
+      {"low_freq_factor", {RopeScaling::llama3}},
+      {"high_freq_factor", {RopeScaling::llama3}},
+      {"original_max_position_embeddings", {RopeScaling::llama3, RopeScaling::yarn}},
+      {"beta_fast", {RopeScaling::yarn}},
+      {"beta_slow", {RopeScaling::yarn}},
+      {"attention_factor", {RopeScaling::yarn}},
+      {"truncate", {RopeScaling::yarn}}};
+  for (const auto& [k, v] : r.items()) {
+    if (k == type_key || (k == "rope_type" || k == "type")) continue;
+    if (k == "rope_theta" && field == "rope_parameters") {
+      m.rope_theta = number(k, v);
+      continue;
+    }
+    const auto it = used.find(k);
+    if (it == used.end() || !it->second.count(m.rope_scaling))
+      fail("{}: {}.{} = {} is not supported for rope type \"{}\"", source, field, k, v.dump(),
+           name_of(m.rope_scaling));
+    if (k == "truncate") {
+      if (v != true)
+        fail("{}: {}.truncate = {} is not supported (kintsugi's YaRN rounds its ramp's bounds "
+             "outwards: truncate = true)",
+             source, field, v.dump());
+    } else if (k == "factor") {
+      m.rope_factor = number(k, v);
+    } else if (k == "low_freq_factor") {
+      m.rope_low_freq_factor = number(k, v);
+    } else if (k == "high_freq_factor") {
+      m.rope_high_freq_factor = number(k, v);
+    } else if (k == "original_max_position_embeddings") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() <= 0)
+        fail("{}: {}.{} = {} is not a positive integer", source, field, k, v.dump());
+      m.rope_original_context = v.get<std::int64_t>();
+    } else if (k == "beta_fast") {
+      m.rope_beta_fast = number(k, v);
+    } else if (k == "beta_slow") {
+      m.rope_beta_slow = number(k, v);
+    } else if (k == "attention_factor") {
+      m.rope_attention_factor = number(k, v);
+    }
+  }
+  if (m.rope_scaling == RopeScaling::llama3 && m.rope_original_context == 0)
+    fail("{}: {} of rope type \"llama3\" has no original_max_position_embeddings", source, field);
+}
+
+// Llama's block as each family's config.json writes it: Llama (1-3.3), Mistral, Qwen2/2.5.
+HfModel llama_like(Fields& f, const json& j, const std::string& source, Family family,
+                   const std::string& architecture, const std::string& family_name) {
+  HfModel h = start_model(f, j, family, architecture, source);
   ModelConfig& m = h.model;
   m.d_model = f.integer("hidden_size");
   m.d_ff = f.integer("intermediate_size");
@@ -159,48 +230,57 @@ HfModel llama(Fields& f, const json& j, const std::string& source) {
   if (m.n_head % m.n_kv_head != 0)
     fail("{}: num_key_value_heads = {} does not divide num_attention_heads = {}", source,
          m.n_kv_head, m.n_head);
-  if (m.d_model % m.n_head != 0)
-    fail("{}: num_attention_heads = {} does not divide hidden_size = {}", source, m.n_head,
-         m.d_model);
-  if (f.has("head_dim") && f.integer("head_dim") != m.d_model / m.n_head)
-    fail("{}: head_dim = {} is not supported (kintsugi's head size is hidden_size / "
-         "num_attention_heads = {})",
-         source, f.integer("head_dim"), m.d_model / m.n_head);
+  // A head size of its own (Qwen3, Mistral-Nemo; Llama 3's configs write the usual one).
+  if (f.has("head_dim")) {
+    const std::int64_t hd = f.integer("head_dim");
+    if (hd * m.n_head != m.d_model) m.head_size = hd;
+  } else if (m.d_model % m.n_head != 0) {
+    fail("{}: num_attention_heads = {} does not divide hidden_size = {} and there is no head_dim",
+         source, m.n_head, m.d_model);
+  }
   f.mark("head_dim");
   h.max_positions = f.integer("max_position_embeddings", 2048);
   m.norm_eps = f.number("rms_norm_eps", 1e-6);
   m.rope_theta = f.number("rope_theta", 10000.0);
   m.init_std = f.number("initializer_range", 0.02);
-  f.require("hidden_act", "silu", "kintsugi's Llama MLP is SwiGLU: silu");
-  f.require("attention_bias", false, "kintsugi's Llama attention has no biases");
-  f.require("mlp_bias", false, "kintsugi's Llama MLP has no biases");
-  f.refuse("rope_scaling", "kintsugi's RoPE has no scaling: rope_theta only");
-  // transformers 5 writes rope_theta (and any scaling) inside rope_parameters.
-  if (f.has("rope_parameters")) {
-    const json& r = f.at("rope_parameters");
-    if (!r.is_object()) fail("{}: rope_parameters = {} is not an object", source, r.dump());
-    for (const auto& [k, v] : r.items()) {
-      if (k == "rope_theta" && v.is_number()) {
-        m.rope_theta = v.get<double>();
-        if (!(m.rope_theta > 0) || !std::isfinite(m.rope_theta))
-          fail("{}: rope_parameters.rope_theta = {} must be a positive number", source, v.dump());
-      } else if (k != "rope_type" || v != "default") {
-        fail("{}: rope_parameters.{} = {} is not supported (kintsugi's RoPE has no scaling: "
-             "rope_theta only)",
-             source, k, v.dump());
-      }
-    }
+  f.require("hidden_act", "silu", "kintsugi's " + family_name + " MLP is SwiGLU: silu");
+  if (family == Family::llama) {
+    f.require("attention_bias", false, "kintsugi's Llama attention has no biases");
+    f.require("mlp_bias", false, "kintsugi's Llama MLP has no biases");
   }
+  if (family == Family::mistral && f.has("sliding_window"))
+    m.sliding_window = f.integer("sliding_window");
+  if (family == Family::qwen2) {
+    // Qwen2 windows only its layers from max_window_layers on, and only with use_sliding_window.
+    f.require("use_sliding_window", false,
+              "kintsugi's Qwen2 attends over the whole context in every layer");
+    f.mark("sliding_window");
+    f.mark("max_window_layers");
+  }
+  f.mark("sliding_window");
+  // transformers 4.53+ names each layer's attention; all must be full (or, for Mistral, all
+  // windowed with sliding_window set).
+  if (f.has("layer_types")) {
+    const json& types = f.at("layer_types");
+    const std::string want = m.sliding_window > 0 ? "sliding_attention" : "full_attention";
+    if (!types.is_array() || std::any_of(types.begin(), types.end(),
+                                         [&](const json& t) { return t != want; }))
+      fail("{}: layer_types = {} is not supported (kintsugi's layers all attend alike: every "
+           "entry \"{}\")",
+           source, types.dump(), want);
+  }
+  f.mark("layer_types");
+  if (f.has("rope_scaling")) read_rope_scaling(f.at("rope_scaling"), "rope_scaling", m, source);
+  f.mark("rope_scaling");
+  if (f.has("rope_parameters"))
+    read_rope_scaling(f.at("rope_parameters"), "rope_parameters", m, source);
   f.mark("rope_parameters");
+  if (m.rope_scaling != RopeScaling::none && m.rope_original_context == 0)
+    m.rope_original_context = h.max_positions;  // YaRN's default: the file's context
   f.integer("pretraining_tp", 1);  // how Meta split the matmuls: the same function
-  h.head_from_embedding = f.boolean("tie_word_embeddings", false);
-  if (h.head_from_embedding)
-    h.notes.push_back(fmt::format(
-        "note: {} ties the LM head to the token embedding; kintsugi's Llama has an untied head, "
-        "which starts as a copy of the embedding and then trains on its own",
-        source));
+  m.tie_embeddings = f.boolean("tie_word_embeddings", false) ? TiedHead::tied : TiedHead::untied;
   f.dropout("attention_dropout", h.notes);
-  f.refuse_unknown("Llama");
+  f.refuse_unknown(family_name);
   return h;
 }
 
@@ -246,10 +326,22 @@ std::string HfModel::field_of(const std::string& key) const {
       {"model.norm_eps", {{Family::gpt2, "layer_norm_epsilon"}, {Family::llama, "rms_norm_eps"}, {Family::bloom, "layer_norm_epsilon"}}},
       {"model.rope_theta", {{Family::gpt2, "(none)"}, {Family::llama, "rope_theta"}, {Family::bloom, "(none)"}}},
       {"model.init_std", {{Family::gpt2, "initializer_range"}, {Family::llama, "initializer_range"}, {Family::bloom, "initializer_range"}}},
-      {"model.seq_len", {{Family::gpt2, "n_positions"}, {Family::llama, "max_position_embeddings"}, {Family::bloom, "seq_length"}}}};
+      {"model.seq_len", {{Family::gpt2, "n_positions"}, {Family::llama, "max_position_embeddings"}, {Family::bloom, "seq_length"}}},
+      {"model.head_dim", {{Family::gpt2, "(none)"}, {Family::llama, "head_dim"}, {Family::bloom, "(none)"}}},
+      {"model.sliding_window", {{Family::gpt2, "(none)"}, {Family::llama, "sliding_window"}, {Family::bloom, "(none)"}}},
+      {"model.tie_embeddings", {{Family::gpt2, "tie_word_embeddings"}, {Family::llama, "tie_word_embeddings"}, {Family::bloom, "tie_word_embeddings"}}},
+      {"model.rope_scaling", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.rope_type"}, {Family::bloom, "(none)"}}},
+      {"model.rope_factor", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.factor"}, {Family::bloom, "(none)"}}},
+      {"model.rope_low_freq_factor", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.low_freq_factor"}, {Family::bloom, "(none)"}}},
+      {"model.rope_high_freq_factor", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.high_freq_factor"}, {Family::bloom, "(none)"}}},
+      {"model.rope_original_context", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.original_max_position_embeddings"}, {Family::bloom, "(none)"}}},
+      {"model.rope_beta_fast", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.beta_fast"}, {Family::bloom, "(none)"}}},
+      {"model.rope_beta_slow", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.beta_slow"}, {Family::bloom, "(none)"}}},
+      {"model.rope_attention_factor", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.attention_factor"}, {Family::bloom, "(none)"}}}};
   auto it = names.find(key);
   if (it == names.end()) return key;
-  auto field = it->second.find(model.family);
+  // Mistral and Qwen2 name their fields as Llama does.
+  auto field = it->second.find(model.is_llama() ? Family::llama : model.family);
   if (field == it->second.end())  // a family added to Family before its row here
     fail("{} has no Hugging Face field for model.family = \"{}\" (value {}): its fields are "
          "named for gpt2, llama and bloom",
@@ -267,12 +359,17 @@ HfModel model_from_hf_config(const nlohmann::json& config, const std::string& so
   if (type == "gpt2") {
     h = gpt2(fields, config, source);
   } else if (type == "llama") {
-    h = llama(fields, config, source);
+    h = llama_like(fields, config, source, Family::llama, "LlamaForCausalLM", "Llama");
+  } else if (type == "mistral") {
+    h = llama_like(fields, config, source, Family::mistral, "MistralForCausalLM", "Mistral");
+  } else if (type == "qwen2") {
+    h = llama_like(fields, config, source, Family::qwen2, "Qwen2ForCausalLM", "Qwen2");
   } else if (type == "bloom") {
     h = bloom(fields, config, source);
   } else {
-    fail("{}: model_type = \"{}\" is not supported (kintsugi loads gpt2, llama and bloom)", source,
-         type);
+    fail("{}: model_type = \"{}\" is not supported (kintsugi loads gpt2, llama, mistral, qwen2 "
+         "and bloom)",
+         source, type);
   }
   h.model.name = "custom";
   h.model.seq_len = h.max_positions > 0 ? h.max_positions : 1024;

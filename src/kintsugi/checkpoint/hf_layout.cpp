@@ -55,9 +55,14 @@ std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
         {"mlp.up.weight", "mlp.up_proj.weight", C::none},
         {"mlp.down.weight", "mlp.down_proj.weight", C::none}};
     for (const auto& b : block) t.push_back({ours + b.ours, theirs + b.theirs, b.conversion});
+    if (c.qkv_bias())  // Qwen2's
+      for (const auto& [part, conversion] : {std::pair{"q", C::qkv_q}, std::pair{"k", C::qkv_k},
+                                             std::pair{"v", C::qkv_v}})
+        t.push_back({ours + "attn.qkv.bias", theirs + "self_attn." + part + "_proj.bias",
+                     conversion});
   }
   t.push_back({"final_norm.weight", "model.norm.weight", C::none});
-  t.push_back({"head.weight", "lm_head.weight", C::none});
+  if (!c.tied_embeddings()) t.push_back({"head.weight", "lm_head.weight", C::none});
   return t;
 }
 
@@ -149,7 +154,7 @@ RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
   if (config.family == Family::gpt2) return gpt2_tensors(config);
-  if (config.family == Family::llama) return llama_tensors(config);
+  if (config.is_llama()) return llama_tensors(config);
   if (config.family == Family::bloom) {
     if (config.d_ff != 4 * config.d_model)
       fail("Hugging Face's BLOOM has an MLP of 4 x hidden size; model.d_ff = {} is not 4 x {}",
@@ -159,25 +164,64 @@ std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
   fail("export and import of model.family = \"{}\" are not supported", name_of(config.family));
 }
 
+namespace {
+
+// config.json's rope_scaling: the fields Hugging Face's modeling_rope_utils reads for the type.
+nlohmann::json rope_scaling_json(const ModelConfig& c) {
+  nlohmann::json r = {{"rope_type", name_of(c.rope_scaling)}, {"factor", c.rope_factor}};
+  if (c.rope_scaling == RopeScaling::llama3) {
+    r["low_freq_factor"] = c.rope_low_freq_factor;
+    r["high_freq_factor"] = c.rope_high_freq_factor;
+  }
+  if (c.rope_scaling == RopeScaling::llama3 || c.rope_scaling == RopeScaling::yarn)
+    r["original_max_position_embeddings"] =
+        c.rope_original_context > 0 ? c.rope_original_context : c.seq_len;
+  if (c.rope_scaling == RopeScaling::yarn) {
+    r["beta_fast"] = c.rope_beta_fast;
+    r["beta_slow"] = c.rope_beta_slow;
+    if (c.rope_attention_factor > 0) r["attention_factor"] = c.rope_attention_factor;
+  }
+  return r;
+}
+
+// Llama's block as Llama, Mistral and Qwen2 write it.
+nlohmann::json llama_like_config(const ModelConfig& c) {
+  const auto [architecture, type] =
+      c.family == Family::mistral ? std::pair{"MistralForCausalLM", "mistral"}
+      : c.family == Family::qwen2 ? std::pair{"Qwen2ForCausalLM", "qwen2"}
+                                  : std::pair{"LlamaForCausalLM", "llama"};
+  nlohmann::json j = {{"architectures", {architecture}},
+                      {"model_type", type},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.d_model},
+                      {"intermediate_size", c.d_ff},
+                      {"num_hidden_layers", c.n_layer},
+                      {"num_attention_heads", c.n_head},
+                      {"num_key_value_heads", c.kv_heads()},
+                      {"head_dim", c.head_dim()},
+                      {"max_position_embeddings", c.seq_len},
+                      {"rms_norm_eps", c.norm_eps},
+                      {"rope_theta", c.rope_theta},
+                      {"rope_scaling", nullptr},
+                      {"hidden_act", "silu"},
+                      {"initializer_range", c.init_std},
+                      {"tie_word_embeddings", c.tied_embeddings()},
+                      {"torch_dtype", "float32"}};
+  if (c.rope_scaling != RopeScaling::none) j["rope_scaling"] = rope_scaling_json(c);
+  if (c.family == Family::llama) {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  if (c.family == Family::mistral)
+    j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nullptr;
+  if (c.family == Family::qwen2) j["use_sliding_window"] = false;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json hf_config(const ModelConfig& c) {
-  if (c.family == Family::llama)
-    return {{"architectures", {"LlamaForCausalLM"}},
-            {"model_type", "llama"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.d_model},
-            {"intermediate_size", c.d_ff},
-            {"num_hidden_layers", c.n_layer},
-            {"num_attention_heads", c.n_head},
-            {"num_key_value_heads", c.kv_heads()},
-            {"max_position_embeddings", c.seq_len},
-            {"rms_norm_eps", c.norm_eps},
-            {"rope_theta", c.rope_theta},
-            {"hidden_act", "silu"},
-            {"initializer_range", c.init_std},
-            {"tie_word_embeddings", false},
-            {"attention_bias", false},
-            {"mlp_bias", false},
-            {"torch_dtype", "float32"}};
+  if (c.is_llama()) return llama_like_config(c);
   if (c.family == Family::bloom)
     return {{"architectures", {"BloomForCausalLM"}},
             {"model_type", "bloom"},
@@ -197,7 +241,7 @@ nlohmann::json hf_config(const ModelConfig& c) {
   // A family added to Family without a config.json of its own must not pass as GPT-2.
   if (c.family != Family::gpt2)
     fail("a Hugging Face config.json for model.family = \"{}\" (value {}) is not written: "
-         "export supports gpt2, llama and bloom",
+         "export supports gpt2, llama, mistral, qwen2 and bloom",
          name_of(c.family), static_cast<int>(c.family));
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
@@ -271,6 +315,7 @@ std::vector<std::int64_t> hf_shape(HfConversion c, const ModelConfig& config,
     case HfConversion::qkv_k:
     case HfConversion::qkv_v: {
       const RowRange r = qkv_part_rows(c, config);
+      if (ours.size() == 1) return {r.end - r.begin};  // a bias (Qwen2's)
       return {r.end - r.begin, ours.at(1)};
     }
     default: return ours;

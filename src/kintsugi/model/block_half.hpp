@@ -40,7 +40,8 @@ struct HalfSpec {
   Kind kind = Kind::attention;
   std::vector<LinearSpec> entries;
   LinearSpec exit;
-  bool bias = true;
+  bool entry_bias = true;  // the entry layers' biases (Qwen2 has them on qkv only)
+  bool exit_bias = true;
 };
 
 class BlockHalf {

@@ -45,7 +45,7 @@ double BlockInventory::matrix_parameters() const {
 double BlockInventory::entry_bias_parameters() const {
   double n = 0;
   for (const HalfSpec& h : halves)
-    if (h.bias)
+    if (h.entry_bias)
       for (const LinearSpec& l : h.entries) n += static_cast<double>(l.out);
   return n;
 }
@@ -53,7 +53,7 @@ double BlockInventory::entry_bias_parameters() const {
 double BlockInventory::exit_bias_parameters() const {
   double n = 0;
   for (const HalfSpec& h : halves)
-    if (h.bias) n += static_cast<double>(h.exit.out);
+    if (h.exit_bias) n += static_cast<double>(h.exit.out);
   return n;
 }
 
@@ -66,18 +66,21 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
   // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
   const double residual_std = c.init_std / std::sqrt(2.0 * c.n_layer);
   const std::int64_t d = c.d_model, f = c.d_ff;
-  // The packed qkv: the queries (d_model wide) plus a key and a value per kv head.
-  const std::int64_t qkv = d + 2 * c.kv_heads() * c.head_dim();
+  // The packed qkv: the queries (q_width: d_model unless the head size is set apart) plus a key
+  // and a value per kv head.
+  const std::int64_t q = c.q_width(), qkv = q + 2 * c.kv_heads() * c.head_dim();
   const bool gated = c.gated_mlp();
   BlockInventory inv;
   inv.halves[0] = {.kind = HalfSpec::Kind::attention,
                    .entries = {{p + ".attn.qkv", d, qkv, c.init_std}},
-                   .exit = {p + ".attn.proj", d, d, residual_std},
-                   .bias = c.has_biases()};
+                   .exit = {p + ".attn.proj", q, d, residual_std},
+                   .entry_bias = c.qkv_bias(),
+                   .exit_bias = c.has_biases()};
   inv.halves[1] = {.kind = HalfSpec::Kind::mlp,
                    .entries = {{p + (gated ? ".mlp.gate" : ".mlp.fc"), d, f, c.init_std}},
                    .exit = {p + (gated ? ".mlp.down" : ".mlp.fc2"), f, d, residual_std},
-                   .bias = c.has_biases()};
+                   .entry_bias = c.has_biases(),
+                   .exit_bias = c.has_biases()};
   if (gated) inv.halves[1].entries.push_back({p + ".mlp.up", d, f, c.init_std});
   inv.norm_width = d;
   inv.norm_bias = !c.rms_norm();
@@ -95,7 +98,7 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
   };
   norm(&A::ln1, &A::ln1_mean, &A::ln1_rstd);
   columns(&A::qkv, qkv);  // RoPE's rotated queries and keys
-  s.push_back({.field = &A::attn, .local_rows = false, .width = d, .head_split = true,
+  s.push_back({.field = &A::attn, .local_rows = false, .width = q, .head_split = true,
                .attention_core = true});
   s.push_back({.field = &A::lse, .form = Form::per_head, .local_rows = false,
                .width = c.n_head, .head_split = true, .statistic = true,

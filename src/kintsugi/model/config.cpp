@@ -47,8 +47,12 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
          "query heads",
          at, key("n_head"), c.n_head, key("n_kv_head"), c.kv_heads());
   if (c.uses_rope() && c.head_dim() % 2 != 0)
-    fail("{}{} / {} = {} must be even: rotary embeddings rotate pairs of dimensions", at,
-         key("d_model"), key("n_head"), c.head_dim());
+    fail("{}{} = {} must be even: rotary embeddings rotate pairs of dimensions", at,
+         c.head_size > 0 ? key("head_dim") : key("d_model") + " / " + key("n_head"), c.head_dim());
+  if (c.head_size > 0 && !c.is_llama())
+    fail("{}{} = {} needs Llama's block (llama, mistral, qwen2): {}'s head size is d_model / "
+         "n_head",
+         at, key("head_dim"), c.head_size, name_of(c.family));
   if (!(c.rope_theta > 0)) fail("{}{} = {} must be positive", at, key("rope_theta"), c.rope_theta);
   if (c.rope_scaling != RopeScaling::none && !c.uses_rope())
     fail("{}{} = \"{}\" needs rotary embeddings, which model.family = \"{}\" does not use", at,
@@ -71,16 +75,11 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     fail("{}{} = {}, {} = {} must be positive and {} = {} not negative", at,
          key("rope_beta_fast"), c.rope_beta_fast, key("rope_beta_slow"), c.rope_beta_slow,
          key("rope_attention_factor"), c.rope_attention_factor);
-  // Read from config files already; the kernels and the block take them in the commits that
-  // follow (the open-models work), and until then a run with them is refused, not approximated.
+  // Read from config files already; the kernels take it in the commits that follow, and until
+  // then a run with it is refused, not approximated.
   if (c.sliding_window > 0)
     fail("{}{} = {} is not supported yet (sliding-window attention)", at, key("sliding_window"),
          c.sliding_window);
-  if (c.rope_scaling != RopeScaling::none)
-    fail("{}{} = \"{}\" is not supported yet", at, key("rope_scaling"), name_of(c.rope_scaling));
-  if (c.head_size > 0 && c.head_size * c.n_head != c.d_model)
-    fail("{}{} = {} is not supported yet (a head size apart from d_model / n_head)", at,
-         key("head_dim"), c.head_size);
   if (c.sliding_window < 0)
     fail("{}{} = {} must not be negative (0: no window)", at, key("sliding_window"),
          c.sliding_window);
@@ -114,6 +113,40 @@ ModelConfig llama(const char* name, std::int64_t layers, std::int64_t d, std::in
   c.d_ff = ffn;
   c.vocab_size = vocab;
   c.norm_eps = 1e-5;
+  return c;
+}
+
+// Llama 3 and 3.1 (Meta's config.json): vocabulary 128256, RoPE base 500000 with Llama 3.1's
+// scaling (factor 8 over the 8192 positions it was pre-trained at). seq_len is that 8192, the
+// context a continued pre-training would use; the model reads 131072 positions.
+ModelConfig llama31(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
+                    std::int64_t ffn) {
+  ModelConfig c = llama(name, layers, d, heads, 8, ffn, 128256, 8192);
+  c.rope_theta = 500000;
+  c.rope_scaling = RopeScaling::llama3;
+  c.rope_factor = 8;
+  c.rope_low_freq_factor = 1;
+  c.rope_high_freq_factor = 4;
+  c.rope_original_context = 8192;
+  return c;
+}
+
+// Qwen2.5 (Qwen's config.json): Llama's block with qkv biases, vocabulary 152064, RoPE base 1e6,
+// RMSNorm eps 1e-6, 32768 positions.
+ModelConfig qwen25(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
+                   std::int64_t kv_heads, std::int64_t ffn) {
+  ModelConfig c = llama(name, layers, d, heads, kv_heads, ffn, 152064, 32768);
+  c.family = Family::qwen2;
+  c.rope_theta = 1e6;
+  c.norm_eps = 1e-6;
+  return c;
+}
+
+// A tiny model of a family for the tests: llama-tiny's shape with the family's own pieces.
+ModelConfig tiny(const char* name, Family family, auto&& adjust) {
+  ModelConfig c = llama(name, 4, 128, 4, 2, 352, 32000, 128);
+  c.family = family;
+  adjust(c);
   return c;
 }
 
@@ -158,6 +191,29 @@ const std::map<std::string, ModelConfig>& presets() {
              llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048),
              llama("llama-13b", 40, 5120, 40, 40, 13824, 32000, 2048),
              llama("llama-65b", 80, 8192, 64, 64, 22016, 32000, 2048),
+             // Llama 2 7B at its 4096 context (Touvron et al. 2023b).
+             llama("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+             llama31("llama-3.1-8b", 32, 4096, 32, 14336),
+             llama31("llama-3.1-70b", 80, 8192, 64, 28672),
+             qwen25("qwen2.5-7b", 28, 3584, 28, 4, 18944),
+             // The tiny versions of the newer pieces: Llama 3.1's RoPE scaling (over a short
+             // original context, so that the test lengths reach the scaled wavelengths) with a
+             // head size apart from d_model / n_head; Qwen2's qkv biases with a tied head
+             // (as Qwen2.5-0.5B ships).
+             tiny("llama3-tiny", Family::llama,
+                  [](ModelConfig& c) {
+                    c.head_size = 48;
+                    c.rope_theta = 500000;
+                    c.rope_scaling = RopeScaling::llama3;
+                    c.rope_factor = 8;
+                    c.rope_original_context = 32;
+                  }),
+             tiny("qwen2-tiny", Family::qwen2,
+                  [](ModelConfig& c) {
+                    c.rope_theta = 1e6;
+                    c.norm_eps = 1e-6;
+                    c.tie_embeddings = TiedHead::tied;
+                  }),
              bloom("bloom-tiny", 4, 128, 4, 50257, 128),
              // BLOOM-560M and BLOOM-1b7's shapes (BigScience 2022), for GPU benchmarks.
              bloom("bloom-560m", 24, 1024, 16, 250880, 2048),

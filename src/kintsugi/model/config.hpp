@@ -17,12 +17,16 @@ namespace kintsugi {
 //          then down), no biases, untied embedding and head, grouped-query attention
 //   bloom  ALiBi attention biases (no position embeddings), LayerNorm after the embedding too,
 //          GELU MLP, biases, tied embedding and head
-enum class Family : std::uint8_t { gpt2, llama, bloom };
+//   mistral  Llama's block (Hugging Face's MistralForCausalLM), which may attend in a sliding
+//            window (model.sliding_window)
+//   qwen2  Llama's block with biases on the query, key and value projections (Qwen2, Qwen2.5)
+enum class Family : std::uint8_t { gpt2, llama, bloom, mistral, qwen2 };
 template <>
 struct EnumNames<Family> {
-  static constexpr std::array values = {std::pair{Family::gpt2, "gpt2"},
-                                        std::pair{Family::llama, "llama"},
-                                        std::pair{Family::bloom, "bloom"}};
+  static constexpr std::array values = {
+      std::pair{Family::gpt2, "gpt2"}, std::pair{Family::llama, "llama"},
+      std::pair{Family::bloom, "bloom"}, std::pair{Family::mistral, "mistral"},
+      std::pair{Family::qwen2, "qwen2"}};
 };
 
 // How RoPE's frequencies are stretched for contexts longer than the model was trained on
@@ -91,10 +95,14 @@ struct ModelConfig {
   std::int64_t padded_vocab(std::int64_t tp = 1) const;
 
   // What the family implies.
-  bool is_llama() const { return family == Family::llama; }
+  // Llama's block: RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases but Qwen2's qkv.
+  bool is_llama() const {
+    return family == Family::llama || family == Family::mistral || family == Family::qwen2;
+  }
   bool is_bloom() const { return family == Family::bloom; }
   bool gated_mlp() const { return is_llama(); }          // SwiGLU: three d x d_ff matrices
-  bool has_biases() const { return !is_llama(); }
+  bool has_biases() const { return !is_llama(); }          // every linear layer's
+  bool qkv_bias() const { return has_biases() || family == Family::qwen2; }
   bool tied_embeddings() const {
     return tie_embeddings == TiedHead::family ? !is_llama() : tie_embeddings == TiedHead::tied;
   }
@@ -119,8 +127,10 @@ void validate(const ModelConfig& config, const ModelFieldNames& names = {});
 
 // Presets: GPT-2 124M/350M/774M/1.5B ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"),
 // the GPT sizes of the Frontier study ("gpt-1.4b", "gpt-22b", "gpt-175b", "gpt-1t"), the
-// published Llama and BLOOM runs ("llama-7b", "llama-13b", "llama-65b", "bloom-13b") and tiny
-// versions of each family for tests ("gpt-tiny", "llama-tiny", "bloom-tiny").
+// published Llama and BLOOM runs ("llama-7b", "llama-13b", "llama-65b", "bloom-13b"), the
+// models people download today ("llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b")
+// and tiny versions of each family and piece for tests ("gpt-tiny", "llama-tiny",
+// "llama3-tiny", "qwen2-tiny", "bloom-tiny").
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 

@@ -5,13 +5,27 @@
 namespace kintsugi {
 
 nlohmann::json to_json(const ModelConfig& c) {
-  return {{"name", c.name},         {"family", name_of(c.family)},
-          {"n_layer", c.n_layer},   {"d_model", c.d_model},
-          {"n_head", c.n_head},     {"d_ff", c.d_ff},
-          {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
-          {"vocab_pad_multiple", c.vocab_pad_multiple},
-          {"norm_eps", c.norm_eps}, {"init_std", c.init_std},
-          {"n_kv_head", c.n_kv_head}, {"rope_theta", c.rope_theta}};
+  nlohmann::json j = {{"name", c.name},         {"family", name_of(c.family)},
+                      {"n_layer", c.n_layer},   {"d_model", c.d_model},
+                      {"n_head", c.n_head},     {"d_ff", c.d_ff},
+                      {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+                      {"vocab_pad_multiple", c.vocab_pad_multiple},
+                      {"norm_eps", c.norm_eps}, {"init_std", c.init_std},
+                      {"n_kv_head", c.n_kv_head}, {"rope_theta", c.rope_theta}};
+  // Written when set, so that the models saved before them compare equal (model_match.cpp).
+  if (c.head_size > 0) j["head_dim"] = c.head_size;
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.tie_embeddings != TiedHead::family) j["tie_embeddings"] = name_of(c.tie_embeddings);
+  if (c.rope_scaling != RopeScaling::none)
+    j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
+                         {"factor", c.rope_factor},
+                         {"low_freq_factor", c.rope_low_freq_factor},
+                         {"high_freq_factor", c.rope_high_freq_factor},
+                         {"original_context", c.rope_original_context},
+                         {"beta_fast", c.rope_beta_fast},
+                         {"beta_slow", c.rope_beta_slow},
+                         {"attention_factor", c.rope_attention_factor}};
+  return j;
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& what) {
@@ -31,6 +45,23 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
     // Written since Llama (grouped-query attention, RoPE); absent from older GPT-2 checkpoints.
     c.n_kv_head = j.value("n_kv_head", std::int64_t{0});
     c.rope_theta = j.value("rope_theta", 10000.0);
+    c.head_size = j.value("head_dim", std::int64_t{0});
+    c.sliding_window = j.value("sliding_window", std::int64_t{0});
+    if (j.contains("tie_embeddings"))
+      c.tie_embeddings = parse_name<TiedHead>(j.at("tie_embeddings").get<std::string>(),
+                                              what + ": tie_embeddings");
+    if (j.contains("rope_scaling")) {
+      const nlohmann::json& r = j.at("rope_scaling");
+      c.rope_scaling = parse_name<RopeScaling>(r.at("type").get<std::string>(),
+                                               what + ": rope_scaling");
+      c.rope_factor = r.at("factor").get<double>();
+      c.rope_low_freq_factor = r.at("low_freq_factor").get<double>();
+      c.rope_high_freq_factor = r.at("high_freq_factor").get<double>();
+      c.rope_original_context = r.at("original_context").get<std::int64_t>();
+      c.rope_beta_fast = r.at("beta_fast").get<double>();
+      c.rope_beta_slow = r.at("beta_slow").get<double>();
+      c.rope_attention_factor = r.at("attention_factor").get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     fail("{}: model configuration is incomplete or mistyped ({})", what, e.what());
   }

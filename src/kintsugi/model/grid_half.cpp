@@ -12,10 +12,10 @@ GridHalf::GridHalf(LayerContext& ctx, const HalfSpec& spec, GridHalf* before)
   // on each y rank.
   for (const LinearSpec& l : spec.entries)
     entries_.push_back(std::make_unique<GridLinear>(ctx, l.name, l.in, l.out, Role::entry,
-                                                    l.init_std, spec.bias));
+                                                    l.init_std, spec.entry_bias));
   const LinearSpec& e = spec.exit;
   exit_ = std::make_unique<GridLinear>(ctx, e.name, e.in, e.out, Role::exit, e.init_std,
-                                       spec.bias);
+                                       spec.exit_bias);
   if (before) {
     before->forward_next_ = entries_.front().get();
     backward_next_ = before->exit_.get();

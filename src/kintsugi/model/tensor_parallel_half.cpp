@@ -10,9 +10,9 @@ TensorParallelHalf::TensorParallelHalf(LayerContext& ctx, const HalfSpec& spec)
   // whole groups as long as tp divides the kv heads (checked by validate(RunConfig)).
   entries_.reserve(spec.entries.size());
   for (const LinearSpec& l : spec.entries)
-    entries_.emplace_back(ctx, l.name, l.in, l.out, Linear::Split::column, l.init_std, spec.bias);
+    entries_.emplace_back(ctx, l.name, l.in, l.out, Linear::Split::column, l.init_std, spec.entry_bias);
   const LinearSpec& e = spec.exit;
-  exit_.emplace(ctx, e.name, e.in, e.out, Linear::Split::row, e.init_std, spec.bias);
+  exit_.emplace(ctx, e.name, e.in, e.out, Linear::Split::row, e.init_std, spec.exit_bias);
 }
 
 const Tensor& TensorParallelHalf::full_rows(const Tensor& norm, const BlockWorkspace& ws) const {

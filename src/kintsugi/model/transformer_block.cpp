@@ -13,7 +13,7 @@ std::string prefix(int index) { return "blocks." + std::to_string(index); }
 
 // Registration order: ln1, qkv, proj, ln2, fc (gate), up, fc2 (down).
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index)
-    : ctx_(ctx), config_(c), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
+    : ctx_(ctx), config_(c), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
   const auto halves = block_inventory(c, index).halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
   ln2_.emplace(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps, c.rms_norm());
@@ -82,7 +82,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   const int t = ctx.head_split();
   const BlockInventory inventory = block_inventory(config);
   ws.d_qkv = c.take(dt, {rows, inventory.halves[0].entries[0].out / t});
-  ws.d_attn = c.take(dt, {rows, d / t});
+  ws.d_attn = c.take(dt, {rows, config.q_width() / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
   ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / t}) : Tensor{};
   layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
@@ -149,7 +149,7 @@ void TransformerBlock::attend(int slot, RowRange r) {
   // Rotated in place: attention (and its selective recomputation) reads rotated queries and
   // keys, and backward rotates their gradient back.
   const Tensor qkv = r.of(s.qkv), attn = r.of(s.attn);
-  if (config_.uses_rope()) be.rope(shape, qkv, config_.rope_theta, false);
+  if (config_.uses_rope()) be.rope(shape, qkv, rotary_, false);
   if (r.all()) return be.attention_forward(shape, s.qkv, s.attn, s.lse);
   if (r.first == 0) {
     // A prompt: causal attention among its own rows, as forward would run a window of `count`
@@ -185,7 +185,7 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   // Attention half: d_residual now holds dL/dmid.
   const Tensor d_attn = attention_->exit_backward(d_residual, s.attn, s.ln1, ws);
   be.attention_backward(shape, s.qkv, s.attn, s.lse, d_attn, ws.d_qkv);
-  if (config_.uses_rope()) be.rope(shape, ws.d_qkv, config_.rope_theta, true);
+  if (config_.uses_rope()) be.rope(shape, ws.d_qkv, rotary_, true);
   d_norm = attention_->entry_backward(s.ln1, {&ws.d_qkv, 1}, ws);
   ln1_.backward(d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
   attention_->finish_backward(ws);

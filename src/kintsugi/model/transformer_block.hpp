@@ -29,6 +29,7 @@
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
+#include "kintsugi/model/rotary_table.hpp"
 
 namespace kintsugi {
 
@@ -77,6 +78,7 @@ class TransformerBlock {
 
   LayerContext& ctx_;
   ModelConfig config_;
+  RotaryTable rotary_;  // RoPE's angles, scaling applied (rotary_table.hpp)
   LayerNorm ln1_;
   std::unique_ptr<BlockHalf> attention_;  // qkv, proj
   std::optional<LayerNorm> ln2_;  // constructed between the halves: registration order

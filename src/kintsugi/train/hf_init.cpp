@@ -1,6 +1,7 @@
 #include "kintsugi/train/hf_init.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <functional>
 
@@ -30,6 +31,9 @@ shape_keys() {
           {"model.vocab_size", [](const ModelConfig& m) { return fmt::format("{}", m.vocab_size); }},
           {"model.norm_eps", [](const ModelConfig& m) { return fmt::format("{}", m.norm_eps); }},
           {"model.rope_theta", [](const ModelConfig& m) { return fmt::format("{}", m.rope_theta); }},
+          {"model.head_dim", [](const ModelConfig& m) { return fmt::format("{}", m.head_dim()); }},
+          {"model.sliding_window",
+           [](const ModelConfig& m) { return fmt::format("{}", m.sliding_window); }},
       };
   return keys;
 }
@@ -82,6 +86,42 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
         m.seq_len, from, m.seq_len,
         m.learned_positions() ? fmt::format(" (at most {}, the position table's rows)", m.seq_len)
                               : ""));
+  }
+  // RoPE scaling is the user's to change (a longer context than the folder's): the keys given
+  // replace the folder's.
+  {
+    std::vector<std::string> changed;
+    for (const char* key : {"model.rope_scaling", "model.rope_factor", "model.rope_low_freq_factor",
+                            "model.rope_high_freq_factor", "model.rope_original_context",
+                            "model.rope_beta_fast", "model.rope_beta_slow",
+                            "model.rope_attention_factor"})
+      if (given.count(key)) changed.push_back(key);
+    if (!changed.empty()) {
+      m.rope_scaling = user.rope_scaling;
+      m.rope_factor = user.rope_factor;
+      m.rope_low_freq_factor = user.rope_low_freq_factor;
+      m.rope_high_freq_factor = user.rope_high_freq_factor;
+      m.rope_original_context = user.rope_original_context;
+      m.rope_beta_fast = user.rope_beta_fast;
+      m.rope_beta_slow = user.rope_beta_slow;
+      m.rope_attention_factor = user.rope_attention_factor;
+      notes.push_back(fmt::format("{} given: RoPE scaling is the run's, not {}'s",
+                                  fmt::join(changed, ", "), json_path.string()));
+    }
+  }
+  // A tied folder may train an untied head, which starts as the embedding's copy; the converse
+  // would drop the folder's head.
+  if (given.count("model.tie_embeddings") && user.tied_embeddings() != m.tied_embeddings()) {
+    if (user.tied_embeddings())
+      fail("model.tie_embeddings = \"tied\" contradicts {} (tie_word_embeddings = false: it has "
+           "its own lm_head): remove model.tie_embeddings from the run's config",
+           json_path.string());
+    m.tie_embeddings = TiedHead::untied;
+    hf.head_from_embedding = true;
+    notes.push_back(fmt::format(
+        "note: {} ties the LM head to the token embedding; model.tie_embeddings = \"untied\" "
+        "gives the run its own head, which starts as a copy of the embedding",
+        json_path.string()));
   }
   m.vocab_pad_multiple = user.vocab_pad_multiple;
   if (given.count("model.init_std")) m.init_std = user.init_std;

@@ -64,7 +64,8 @@ class CpuBackend final : public DeviceBackend {
                           const Tensor& dgate, const Tensor& dup) override;
 
   // rope.cpp
-  void do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override;
+  void do_rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
+               bool inverse) override;
 
   // gelu.cpp
   void do_gelu_forward(const Tensor& x, const Tensor& y) override;

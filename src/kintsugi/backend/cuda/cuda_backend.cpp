@@ -142,9 +142,13 @@ class CudaBackend final : public DeviceBackend {
     cuda::swiglu_backward(ref(gate), ref(up), ref(dy), ref(dgate), ref(dup), n, stream_);
   }
 
-  void do_rope(const AttentionShape& s, const Tensor& qkv, double theta, bool inverse) override {
+  void do_rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
+               bool inverse) override {
     check_types({&qkv});
-    cuda::rope(attn_shape(s), ref(qkv), theta, inverse, stream_);
+    // The table is uploaded once and found again by its bytes (every block shares it).
+    const auto* inv_freq = static_cast<const double*>(
+        tables_.device_copy(table.inv_freq.data(), table.inv_freq.size() * sizeof(double)));
+    cuda::rope(attn_shape(s), ref(qkv), inv_freq, table.scale, inverse, stream_);
   }
 
   void do_gelu_forward(const Tensor& x, const Tensor& y) override {

@@ -292,19 +292,20 @@ __global__ void add_bias_kernel(R x, R bias, std::int64_t rows, std::int64_t col
     store(x, i, load<Acc>(x, i) + load<Acc>(bias, i % cols));
 }
 
-// One thread per (token row, rotation pair): the angle in f64 as on the host, rounded once,
-// then every query and key head of the row rotated by it.
+// One thread per (token row, rotation pair): the angle in f64 from the host's table
+// (backend/rotary.hpp) as on the host, rounded once, then every query and key head of the row
+// rotated by it.
 template <class Acc, class R>
-__global__ void rope_kernel(AttnShape s, R qkv, double theta, double sign) {
+__global__ void rope_kernel(AttnShape s, R qkv, const double* inv_freq, double scale,
+                            double sign) {
   const std::int64_t hd = s.head_dim, half = hd / 2, slots = s.heads / s.kv_heads + 2;
   const std::int64_t width = s.kv_heads * slots * hd, n = s.batch * s.seq * half;
   for (std::int64_t idx = global_index(); idx < n; idx += global_stride()) {
     const std::int64_t r = idx / half, i = idx % half;
     const std::int64_t t = r % s.seq;  // with documents, the position within its document
     const std::int64_t position = s.doc_start ? t - s.doc_start[r] : s.first_position + t;
-    const double angle = static_cast<double>(position) *
-                         pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
-    const Acc c = static_cast<Acc>(cos(angle)), sn = static_cast<Acc>(sign * sin(angle));
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    const Acc c = static_cast<Acc>(scale * cos(angle)), sn = static_cast<Acc>(sign * scale * sin(angle));
     for (std::int64_t kv = 0; kv < s.kv_heads; ++kv)
       for (std::int64_t slot = 0; slot + 1 < slots; ++slot) {  // the queries and the key
         const std::int64_t at = r * width + (kv * slots + slot) * hd + i;
@@ -361,10 +362,11 @@ void launch_add_bias(R x, R bias, std::int64_t rows, std::int64_t cols, bool vec
 }
 
 template <class Acc, class R>
-void launch_rope(const AttnShape& s, R qkv, double theta, bool inverse, cudaStream_t stream) {
+void launch_rope(const AttnShape& s, R qkv, const double* inv_freq, double scale, bool inverse,
+                 cudaStream_t stream) {
   const std::int64_t n = s.batch * s.seq * (s.head_dim / 2);
   auto* kernel = rope_kernel<Acc, R>;
-  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, s, qkv, theta,
+  KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, s, qkv, inv_freq, scale,
                        inverse ? -1.0 : 1.0);
   check_launch("rope_kernel", stream);
 }
@@ -442,15 +444,16 @@ void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t 
   });
 }
 
-void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream) {
+void rope(const AttnShape& s, Ref qkv, const double* inv_freq, double scale, bool inverse,
+          cudaStream_t stream) {
   if (s.batch * s.seq * (s.head_dim / 2) <= 0) return;
   if (run_typed(UniformTypes{}, {{qkv}}, [&](auto combo) {
         using T = type_at<0, decltype(combo)>;
-        launch_rope<acc_t<T>>(s, typed<T>(qkv), theta, inverse, stream);
+        launch_rope<acc_t<T>>(s, typed<T>(qkv), inv_freq, scale, inverse, stream);
       }))
     return;
   with_acc({qkv}, [&](auto acc) {
-    launch_rope<decltype(acc)>(s, qkv, theta, inverse, stream);
+    launch_rope<decltype(acc)>(s, qkv, inv_freq, scale, inverse, stream);
   });
 }
 

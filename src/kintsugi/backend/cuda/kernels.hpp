@@ -53,7 +53,9 @@ void gelu_backward(Ref x, Ref dy, Ref dx, std::int64_t n, cudaStream_t stream);
 void swiglu_forward(Ref gate, Ref up, Ref y, std::int64_t n, cudaStream_t stream);
 void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t n,
                      cudaStream_t stream);
-void rope(const AttnShape& s, Ref qkv, double theta, bool inverse, cudaStream_t stream);
+// inv_freq: head_dim / 2 angles per position on the device (backend/rotary.hpp).
+void rope(const AttnShape& s, Ref qkv, const double* inv_freq, double scale, bool inverse,
+          cudaStream_t stream);
 
 // ---- AdamW over a flat range: param, m, v f32 (or all f64); grad any type; working_copy
 // (data null when absent) receives the updated param rounded. The constants are computed on the
