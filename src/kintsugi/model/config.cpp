@@ -73,9 +73,6 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
          key("rope_attention_factor"), c.rope_attention_factor);
   // Read from config files already; the kernels and the block take them in the commits that
   // follow (the open-models work), and until then a run with them is refused, not approximated.
-  if (c.sliding_window > 0)
-    fail("{}{} = {} is not supported yet (sliding-window attention)", at, key("sliding_window"),
-         c.sliding_window);
   if (c.rope_scaling != RopeScaling::none)
     fail("{}{} = \"{}\" is not supported yet", at, key("rope_scaling"), name_of(c.rope_scaling));
   if (c.head_size > 0 && c.head_size * c.n_head != c.d_model)

@@ -5,13 +5,16 @@
 namespace kintsugi {
 
 nlohmann::json to_json(const ModelConfig& c) {
-  return {{"name", c.name},         {"family", name_of(c.family)},
-          {"n_layer", c.n_layer},   {"d_model", c.d_model},
-          {"n_head", c.n_head},     {"d_ff", c.d_ff},
-          {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
-          {"vocab_pad_multiple", c.vocab_pad_multiple},
-          {"norm_eps", c.norm_eps}, {"init_std", c.init_std},
-          {"n_kv_head", c.n_kv_head}, {"rope_theta", c.rope_theta}};
+  nlohmann::json j = {{"name", c.name},         {"family", name_of(c.family)},
+                      {"n_layer", c.n_layer},   {"d_model", c.d_model},
+                      {"n_head", c.n_head},     {"d_ff", c.d_ff},
+                      {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+                      {"vocab_pad_multiple", c.vocab_pad_multiple},
+                      {"norm_eps", c.norm_eps}, {"init_std", c.init_std},
+                      {"n_kv_head", c.n_kv_head}, {"rope_theta", c.rope_theta}};
+  // Only with a window: the files of models without one stay as they were.
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  return j;
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& what) {
@@ -31,6 +34,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
     // Written since Llama (grouped-query attention, RoPE); absent from older GPT-2 checkpoints.
     c.n_kv_head = j.value("n_kv_head", std::int64_t{0});
     c.rope_theta = j.value("rope_theta", 10000.0);
+    c.sliding_window = j.value("sliding_window", std::int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     fail("{}: model configuration is incomplete or mistyped ({})", what, e.what());
   }
