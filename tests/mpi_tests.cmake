@@ -420,13 +420,15 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
+# A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
+function(serial_reference name)
+  add_test(NAME mpi.${name}_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${ARGN} --out ${MPI_OUT}/${name} --overwrite)
+  set_tests_properties(mpi.${name}_reference PROPERTIES FIXTURES_SETUP ${name}_run)
+endfunction()
 # Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
-add_test(NAME mpi.llama_serial_eval1_reference
-         COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                 $<TARGET_FILE:kintsugi> train ${LLAMA_RUN} --set train.steps=1
-                 --set train.eval_batches=1 --out ${MPI_OUT}/llama_serial_eval1 --overwrite)
-set_tests_properties(mpi.llama_serial_eval1_reference PROPERTIES
-                     FIXTURES_SETUP llama_serial_eval1_run)
+serial_reference(llama_serial_eval1 ${LLAMA_RUN} --set train.steps=1 --set train.eval_batches=1)
 add_test(NAME mpi.llama_eval1_pp2_dp2
          COMMAND ${CMAKE_COMMAND} -E env REFERENCE=llama_serial_eval1
                  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
@@ -467,6 +469,18 @@ foreach(family gpt llama bloom)
                        PASS_REGULAR_EXPRESSION "tensor blocks.0.attn.qkv.weight: max difference"
                        FIXTURES_REQUIRED "${family}_documents_serial_run;${plain}_run")
 endforeach()
+
+# Sliding-window attention (model.sliding_window = 8 of 32 rows): Llama at tp 2 x pp 2 x dp 2
+# reproduces its serial run, and that run's weights differ from those of the run without.
+set(LLAMA_WINDOW_RUN ${LLAMA_RUN} --set model.sliding_window=8)
+serial_reference(llama_window_serial ${LLAMA_WINDOW_RUN})
+family_layout_test(llama_window tp2_pp2_dp2 8 --tp 2 --pp 2 --dp 2)
+add_test(NAME mpi.llama_window_changes_the_run
+         COMMAND $<TARGET_FILE:check_run> compare ${MPI_OUT}/llama_serial
+                 ${MPI_OUT}/llama_window_serial 1e-5 1e-5)
+set_tests_properties(mpi.llama_window_changes_the_run PROPERTIES
+                     PASS_REGULAR_EXPRESSION "tensor blocks.0.attn.qkv.weight: max difference"
+                     FIXTURES_REQUIRED "llama_window_serial_run;llama_serial_run")
 
 add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
          COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh

@@ -476,6 +476,20 @@ TEST_P(CudaDense, AttentionOnCudnn) {
   cuda::attn_cudnn::set_mode(saved);
 }
 
+// Document starts of two sequences of `seq` rows whose documents end inside a 32-query tile,
+// across tiles, at the first and the last row.
+std::vector<std::int32_t> document_starts(std::int64_t seq) {
+  std::vector<std::int32_t> starts;
+  for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
+    std::int32_t start = 0;
+    for (std::int64_t r = 0; r < seq; ++r) {
+      starts.push_back(start);
+      if (std::find(ends.begin(), ends.end(), r) != ends.end()) start = static_cast<std::int32_t>(r + 1);
+    }
+  }
+  return starts;
+}
+
 // Document attention: each row sees only its own document's keys (ends inside a 32-query
 // tile, across tiles, at the first and the last row) and RoPE restarts at each document.
 TEST_P(CudaDense, AttentionWithDocuments) {
@@ -490,15 +504,7 @@ TEST_P(CudaDense, AttentionWithDocuments) {
     const VariantScope scope(variant.v);
     for (const AttentionShape& s : shapes) {
       if (s.seq > 140 && !tensor_cores) continue;
-      std::vector<std::int32_t> starts;
-      for (const std::vector<int>& ends : {std::vector<int>{0, 5, 33, 40, 69}, std::vector<int>{31, 32, 64}}) {
-        std::int32_t start = 0;
-        for (std::int64_t r = 0; r < s.seq; ++r) {
-          starts.push_back(start);
-          if (std::find(ends.begin(), ends.end(), r) != ends.end()) start = static_cast<std::int32_t>(r + 1);
-        }
-      }
-      Pair doc = ids(starts);
+      Pair doc = ids(document_starts(s.seq));
       AttentionShape on_gpu = s, on_cpu = s;
       on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
       on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
@@ -510,6 +516,52 @@ TEST_P(CudaDense, AttentionWithDocuments) {
       mirror(qkv);
       check_attention(*this, t, on_gpu, on_cpu, qkv, "with documents " + describe(s) + variant.name);
     }
+  }
+}
+
+// Sliding-window attention (AttentionShape::window): windows inside a 32-query tile, across
+// tiles and not a multiple of the tile sizes (32 on CUDA cores, 64 on tensor cores), alone and
+// with documents (a window ending inside a document, a document inside a window); then decode
+// with a window, inside the first window and past it.
+TEST_P(CudaDense, AttentionWithWindow) {
+  const Types t = GetParam();
+  const bool tensor_cores = t.act == DType::bf16 || t.act == DType::f16;
+  struct Case {
+    AttentionShape shape;
+    std::int64_t window;
+  };
+  const Case cases[] = {{{2, 70, 4, 2, 16, 0, 0}, 5},
+                        {{2, 70, 4, 2, 16, 4, 0}, 37},
+                        {{2, 200, 2, 1, 64, 0, 0}, 37},
+                        {{2, 200, 2, 2, 32, 2, 0}, 100}};
+  for (const AttentionVariant& variant : attention_variants(t.act)) {
+    const VariantScope scope(variant.v);
+    for (const Case& c : cases) {
+      if (c.shape.seq > 140 && !tensor_cores) continue;
+      const Pair doc = ids(document_starts(c.shape.seq));
+      for (bool documents : {false, true}) {
+        AttentionShape on_gpu = c.shape, on_cpu = c.shape;
+        on_gpu.window = on_cpu.window = c.window;
+        if (documents) {
+          on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
+          on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
+        }
+        const std::int64_t width = (c.shape.heads + 2 * c.shape.kv_heads) * c.shape.head_dim;
+        Pair qkv = input(t.act, {c.shape.batch * c.shape.seq, width});
+        check_attention(*this, t, on_gpu, on_cpu, qkv,
+                        "window " + std::to_string(c.window) + (documents ? " with documents " : " ") +
+                            describe(c.shape) + variant.name);
+      }
+    }
+  }
+  AttentionShape s{2, 70, 4, 2, 16, 4, 0};
+  s.window = 37;
+  for (std::int64_t position : {0, 36, 37, 69}) {
+    Pair cache = input(t.act, {s.batch * s.seq, (s.heads + 2 * s.kv_heads) * s.head_dim});
+    Pair out = output(t.act, {s.batch, s.heads * s.head_dim});
+    gpu().attention_decode(s, cache.gpu, position, out.gpu);
+    cpu().attention_decode(s, cache.cpu, position, out.cpu);
+    expect_near(out, "decode with window 37 at " + std::to_string(position));
   }
 }
 

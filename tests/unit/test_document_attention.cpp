@@ -21,7 +21,6 @@ namespace kintsugi {
 namespace {
 
 using testing::random_vector;
-using testing::reference_attention;
 using testing::view;
 
 // Document starts of two sequences of `seq` rows with ends after the given rows (the end id
@@ -45,33 +44,14 @@ const std::vector<std::vector<int>> kEnds = {{0, 5, 33, 39}, {17, 18, 36}};
 class DocumentKernels : public ::testing::TestWithParam<bool> {};  // ALiBi or not
 
 TEST_P(DocumentKernels, AttentionMatchesTheFormulaAndFiniteDifferences) {
-  MemoryTracker memory;
-  auto be = make_cpu_backend(memory);
   const auto doc_start = starts(40, kEnds);
   AttentionShape s{.batch = 2, .seq = 40, .heads = 4, .kv_heads = 2, .head_dim = 3};
   if (GetParam()) s.alibi_heads = 4;
   s.doc_start = doc_start.data();
-  const std::int64_t qkv_n = 2 * 40 * 8 * 3, out_n = 2 * 40 * 4 * 3, lse_n = 2 * 4 * 40;
-  auto qkv = random_vector(qkv_n, 21), r = random_vector(out_n, 22);
-  std::vector<double> out(out_n), lse(lse_n), dqkv(qkv_n);
-  auto loss = [&] {
-    be->attention_forward(s, view(qkv, {qkv_n}), view(out, {out_n}), view(lse, {lse_n}));
-    return testing::dot(out.data(), r.data(), out_n);
-  };
-  loss();
-  const auto want = reference_attention(s, qkv);
-  for (std::int64_t i = 0; i < out_n; ++i) ASSERT_NEAR(out[i], want[i], 1e-12) << i;
   // The documents matter: one document per sequence gives other outputs.
   AttentionShape whole = s;
-  const auto zeros = std::vector<std::int32_t>(2 * 40, 0);
-  whole.doc_start = zeros.data();
-  const auto plain = reference_attention(whole, qkv);
-  double diff = 0;
-  for (std::int64_t i = 0; i < out_n; ++i) diff = std::max(diff, std::abs(plain[i] - want[i]));
-  EXPECT_GT(diff, 1e-2);
-  be->attention_backward(s, view(qkv, {qkv_n}), view(out, {out_n}), view(lse, {lse_n}),
-                         view(r, {out_n}), view(dqkv, {qkv_n}));
-  testing::expect_gradient(loss, qkv.data(), qkv_n, dqkv.data(), "dqkv", 300);
+  whole.doc_start = nullptr;
+  testing::expect_attention_matches_formula(s, whole, 21, 1e-2, 300);
 }
 
 INSTANTIATE_TEST_SUITE_P(Alibi, DocumentKernels, ::testing::Bool(),
@@ -99,14 +79,18 @@ TEST(DocumentRope, RotatesEachDocumentFromPositionZero) {
   }
 }
 
-// bf16 and f16 attention with documents against the f32 kernels.
-class DocumentMixed : public mixed_test::MixedPrecision {};
+// bf16 and f16 attention with documents against the f32 kernels, also with a sliding window
+// (AttentionShape::window) of 9: the 16-bit kernels mask the keys outside it, the f32 ones skip
+// them from row 32 on.
+class DocumentMixed : public mixed_test::MixedPrecision,
+                      public ::testing::WithParamInterface<std::int64_t> {};
 
-TEST_F(DocumentMixed, AttentionMatchesF32) {
+TEST_P(DocumentMixed, AttentionMatchesF32) {
   using namespace mixed_test;
   const auto doc_start = starts(40, kEnds);
   AttentionShape s{.batch = 2, .seq = 40, .heads = 2, .kv_heads = 2, .head_dim = 8};
   s.doc_start = doc_start.data();
+  s.window = GetParam();
   const std::int64_t qkv_n = 2 * 40 * 6 * 8, out_n = 2 * 40 * 2 * 8, lse_n = 2 * 2 * 40;
   const std::vector<Arg> args{{{qkv_n}, random_values(qkv_n, 50)},
                               {{out_n}, random_values(out_n, 51)},
@@ -120,6 +104,9 @@ TEST_F(DocumentMixed, AttentionMatchesF32) {
   for (DType t : {bf16, f16})
     compare("document attention", args, {t, t, f32, t, t}, {1, 2, 4}, both, 2.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Window, DocumentMixed, ::testing::Values(0, 9),
+                         [](const auto& info) { return "w" + std::to_string(info.param); });
 
 ModelConfig document_attention_model(const std::string& family) {
   ModelConfig c;

@@ -1,7 +1,7 @@
 // Generation with a key/value cache: the decode attention kernel against the training kernel's
 // rows (grouped-query heads, ALiBi, f64/f32 and 16-bit caches), RoPE of one row at an offset
-// against the same row of the whole sequence, and whole models (GPT-2, Llama, BLOOM) whose
-// cached logits equal those of rerunning the window at every position.
+// against the same row of the whole sequence, and whole models (GPT-2, Llama, BLOOM, Llama with
+// a sliding window) whose cached logits equal those of rerunning the window at every position.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,9 +112,13 @@ TEST(KvCache, RopeAtAnOffsetEqualsTheSameRows) {
   }
 }
 
-ModelConfig kv_cache_model(const std::string& family) {
+// "llama_window": Llama with a sliding window of 3 of its 10 rows (model.sliding_window).
+ModelConfig kv_cache_model(const std::string& param) {
+  const bool window = param == "llama_window";
+  const std::string family = window ? "llama" : param;
   ModelConfig c;
-  c.name = "kv-" + family;
+  c.name = "kv-" + param;
+  if (window) c.sliding_window = 3;
   c.family = parse_name<Family>(family, "family");
   c.n_layer = 2;
   c.d_model = 16;
@@ -174,7 +178,8 @@ TEST_P(KvCacheModel, CachedLogitsEqualRerunningTheWindow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, KvCacheModel, ::testing::Values("gpt2", "llama", "bloom"),
+INSTANTIATE_TEST_SUITE_P(Families, KvCacheModel,
+                         ::testing::Values("gpt2", "llama", "bloom", "llama_window"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

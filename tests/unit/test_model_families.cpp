@@ -18,9 +18,13 @@
 namespace kintsugi {
 namespace {
 
-ModelConfig micro(const std::string& family) {
+// "llama_window": Llama with a sliding window of 3 rows (model.sliding_window).
+ModelConfig micro(const std::string& param) {
+  const bool window = param == "llama_window";
+  const std::string family = window ? "llama" : param;
   ModelConfig c;
-  c.name = "micro-" + family;
+  c.name = "micro-" + param;
+  if (window) c.sliding_window = 3;
   c.family = parse_name<Family>(family, "family");
   c.n_layer = 2;
   c.d_model = 8;
@@ -146,13 +150,14 @@ TEST_P(ModelFamily, RecomputeIsBitIdentical) {
   }
 }
 
-// A checkpoint's config.json rebuilds the same shape (kv heads and RoPE base included).
+// A checkpoint's config.json rebuilds the same shape (kv heads, RoPE base and window included).
 TEST_P(ModelFamily, ConfigJsonRoundTrips) {
   const ModelConfig c = micro(GetParam());
   const ModelConfig back = model_config_from_json(to_json(c), "test");
   EXPECT_EQ(back.family, c.family);
   EXPECT_EQ(back.kv_heads(), c.kv_heads());
   EXPECT_EQ(back.rope_theta, c.rope_theta);
+  EXPECT_EQ(back.sliding_window, c.sliding_window);
   EXPECT_EQ(parameter_count(back), parameter_count(c));
 }
 
@@ -172,7 +177,8 @@ TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelFamily, ::testing::Values("gpt2", "llama", "bloom"),
+INSTANTIATE_TEST_SUITE_P(Models, ModelFamily,
+                         ::testing::Values("gpt2", "llama", "bloom", "llama_window"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -321,6 +321,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.family=\"llama\"", "model.n_layer=6", "model.d_model=96", "model.n_head=6",
       "model.n_kv_head=3", "model.d_ff=200", "model.vocab_size=1000", "model.seq_len=48",
       "model.vocab_pad_multiple=64", "model.norm_eps=1e-6", "model.rope_theta=5e5",
+      "model.sliding_window=16",
       "model.init_std=0.01", "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",

@@ -56,6 +56,11 @@ struct AttentionShape {
   // keys doc_start[t]..t only, and RoPE rotates it as position t - doc_start[t]. Null: one
   // document per sequence.
   const std::int32_t* doc_start = nullptr;
+  // Sliding-window attention (model.sliding_window, Mistral): with window W > 0, query t sees
+  // only the keys t - W + 1..t (itself and the W - 1 before it; key j iff 0 <= t - j < W), in
+  // the sequence's rows, which with a key/value cache are the absolute positions. With
+  // documents, keys max(doc_start[t], t - W + 1)..t. 0: the whole causal context.
+  std::int64_t window = 0;
 };
 
 

@@ -75,11 +75,6 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     fail("{}{} = {}, {} = {} must be positive and {} = {} not negative", at,
          key("rope_beta_fast"), c.rope_beta_fast, key("rope_beta_slow"), c.rope_beta_slow,
          key("rope_attention_factor"), c.rope_attention_factor);
-  // Read from config files already; the kernels take it in the commits that follow, and until
-  // then a run with it is refused, not approximated.
-  if (c.sliding_window > 0)
-    fail("{}{} = {} is not supported yet (sliding-window attention)", at, key("sliding_window"),
-         c.sliding_window);
   if (c.sliding_window < 0)
     fail("{}{} = {} must not be negative (0: no window)", at, key("sliding_window"),
          c.sliding_window);

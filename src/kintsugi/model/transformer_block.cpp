@@ -48,6 +48,7 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
   const std::int64_t heads = config_.n_head / t;
   shape_ = {.batch = batch, .seq = seq, .heads = heads,
             .kv_heads = config_.kv_heads() / t, .head_dim = config_.head_dim()};
+  shape_.window = config_.sliding_window;  // in the sequence's rows, so in absolute positions
   // ALiBi: rank r holds global heads [r * heads, (r + 1) * heads) and uses their slopes.
   if (config_.uses_alibi()) {
     shape_.alibi_heads = config_.n_head;

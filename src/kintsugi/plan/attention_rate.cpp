@@ -17,6 +17,7 @@ AttentionShape attention_shape_of(const ModelConfig& m, std::int64_t sequences) 
   AttentionShape s{.batch = sequences, .seq = m.seq_len, .heads = m.n_head,
                    .kv_heads = m.kv_heads(), .head_dim = m.head_dim()};
   if (m.uses_alibi()) s.alibi_heads = m.n_head;  // the slopes' extra work, as BLOOM runs it
+  s.window = m.sliding_window;
   return s;
 }
 
@@ -25,8 +26,9 @@ std::int64_t representative_sequences(const ModelConfig& m) {
 }
 
 std::string describe(const AttentionShape& s, DType dtype) {
-  return fmt::format("{} {}x{} h{}/{} d{}{}", name_of(dtype), s.batch, s.seq, s.heads, s.kv_heads,
-                     s.head_dim, s.alibi_heads > 0 ? " alibi" : "");
+  return fmt::format("{} {}x{} h{}/{} d{}{}{}", name_of(dtype), s.batch, s.seq, s.heads,
+                     s.kv_heads, s.head_dim, s.alibi_heads > 0 ? " alibi" : "",
+                     s.window > 0 ? fmt::format(" w{}", s.window) : "");
 }
 
 namespace {
@@ -78,7 +80,8 @@ AttentionRate measure_attention_rate(Backend& backend, const AttentionShape& sha
       repeats);
   AttentionRate rate;
   rate.tflops =
-      attention_core_flops(shape.batch, shape.seq, shape.heads, shape.head_dim) / seconds / 1e12;
+      attention_core_flops(shape.batch, shape.seq, shape.heads, shape.head_dim, shape.window) /
+      seconds / 1e12;
   rate.shape = shape;
   rate.dtype = dtype;
   rate.hardware = backend.hardware();

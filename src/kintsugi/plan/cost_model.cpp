@@ -345,7 +345,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.block_hw = block_hardware_flops_per_token(m, m.seq_len, selective, c.full);
   // QK^T and PV (12 s d per token, flops.hpp), and their forward again when recomputed.
   c.block_attention = (12.0 + (selective || c.full ? 4.0 : 0.0)) *
-                      static_cast<double>(m.seq_len) * static_cast<double>(m.d_model);
+                      attended_keys(m.seq_len, m.sliding_window) * static_cast<double>(m.d_model);
   c.peak = cluster.peak_tflops(w.precision) * 1e12;
   c.eff = gemm_efficiency(m, cluster, c.local_rows, c.gx, c.gy, c.vocab_ranks,
                           cluster.attention_tflops > 0
@@ -485,8 +485,8 @@ double grid_seconds(const Context& c, const RankShare& share, const StepShape& s
     gemm.push_back(g.flops() /
                    (c.peak * c.cluster.gemm_efficiency(g.gemm_m, g.gemm_n, g.gemm_k)));
   // The attention core's forward on this rank: its z's sequences, its y's heads.
-  const double attention = 4.0 * static_cast<double>(c.m.seq_len) * c.m.d_model * c.local_rows /
-                           c.gy / (c.peak * c.eff.block);
+  const double attention = 4.0 * attended_keys(c.m.seq_len, c.m.sliding_window) * c.m.d_model *
+                           c.local_rows / c.gy / (c.peak * c.eff.block);
   const GridBlockComm block = grid_block_comm_seconds(layers, gemm, attention, c.grid_links,
                                                       c.l.parallel.tensor_grid_overlap);
   const double per_block = block.forward * (c.full ? 2.0 : 1.0) + block.backward;

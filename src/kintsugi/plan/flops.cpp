@@ -43,7 +43,7 @@ std::int64_t matmul_parameter_count(const ModelConfig& c) {
 
 double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
                                       bool full) {
-  const double d = static_cast<double>(c.d_model), s = static_cast<double>(seq);
+  const double d = static_cast<double>(c.d_model), s = attended_keys(seq, c.sliding_window);
   const double matrices = block_matmul_parameters(c);
   const double attention_forward = 4.0 * s * d;  // QK^T and PV, forward
   const double model = 6.0 * matrices + 12.0 * s * d;
@@ -65,9 +65,21 @@ double model_flops_per_token(const ModelConfig& c, std::int64_t seq) {
 }
 
 double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,
-                            std::int64_t head_dim) {
+                            std::int64_t head_dim, std::int64_t window) {
   return 12.0 * static_cast<double>(sequences) * static_cast<double>(heads) *
-         static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(head_dim);
+         static_cast<double>(seq) * attended_keys(seq, window) * static_cast<double>(head_dim);
+}
+
+double attended_pairs(std::int64_t seq, std::int64_t window) {
+  const double s = static_cast<double>(seq);
+  if (window <= 0 || window >= seq) return s * (s + 1) / 2;
+  const double w = static_cast<double>(window);
+  return s * w - w * (w - 1) / 2;
+}
+
+double attended_keys(std::int64_t seq, std::int64_t window) {
+  if (window <= 0 || window >= seq) return static_cast<double>(seq);
+  return static_cast<double>(seq) * attended_pairs(seq, window) / attended_pairs(seq, 0);
 }
 
 }  // namespace kintsugi

@@ -13,7 +13,9 @@
 // grouped-query attention) and the MLP (2 d d_ff, or 3 d d_ff for SwiGLU); 12 d^2 for a GPT-2
 // layer. Plus the LM head (vocab x d, real vocabulary, not the padding). The factor 6 is forward (2) plus backward (4); the second term
 // is the attention score and value products, QK^T and PV, counted in full (not halved for
-// causality, as is the convention). Embedding lookups, norms and biases are not counted.
+// causality, as is the convention). With a sliding window (model.sliding_window) the seq in it
+// becomes attended_keys: the full count scaled by the share of the causal pairs the window
+// keeps. Embedding lookups, norms and biases are not counted.
 // Hardware FLOPs add what recomputation repeats.
 #include <cstdint>
 
@@ -57,10 +59,20 @@ double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bo
 double lm_head_flops_per_token(const ModelConfig& c);
 // The attention core of one layer over `sequences` sequences of `seq` tokens, `heads` query
 // heads of `head_dim`: QK^T and PV, forward (2 x 2 s^2 hd per head) and backward (twice that),
-// over the full s x s: 12 x sequences x heads x seq^2 x head_dim. Per token and layer that is
-// the 12 seq d_model of model_flops_per_token; a measured attention rate
-// (ClusterSpec::attention_tflops) divides this count.
+// over the full s x s: 12 x sequences x heads x seq^2 x head_dim; with a sliding window one s
+// is attended_keys(seq, window). Per token and layer that is the 12 seq d_model of
+// model_flops_per_token; a measured attention rate (ClusterSpec::attention_tflops) divides this
+// count.
 double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,
-                            std::int64_t head_dim);
+                            std::int64_t head_dim, std::int64_t window = 0);
+// The (query, key) pairs causal attention over seq rows computes with a sliding window of W
+// (AttentionShape::window): sum over t of min(t + 1, W), seq W - W (W - 1) / 2 for seq >= W;
+// without a window (W <= 0 or W >= seq) seq (seq + 1) / 2.
+double attended_pairs(std::int64_t seq, std::int64_t window);
+// The keys per query that the FLOP counts above take: seq without a window (the convention's
+// full s x s), and with one seq x attended_pairs(seq, W) / attended_pairs(seq, 0), so that the
+// count keeps the convention's ratio to the pairs computed (about 2) and a window of seq or
+// more counts as none. O(W) for W << seq: 2 seq W / (seq + 1) at most.
+double attended_keys(std::int64_t seq, std::int64_t window);
 
 }  // namespace kintsugi

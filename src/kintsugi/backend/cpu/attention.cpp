@@ -40,14 +40,17 @@ void attention_forward(const AttentionShape& s, const T* qkv, T* out, T* lse,
       T* row_lse = lse + (b * H + h) * Tn;
       const T slope = static_cast<T>(attn::head_slope(s, h));
       for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
-        const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
-        gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), scores, cols);
+        // Keys c0..r0 + rows - 1: column j of the scores is key c0 + j.
+        const std::int64_t rows = std::min(kBlock, Tn - r0), c0 = attn::block_first_key(s, r0);
+        const std::int64_t cols = r0 + rows - c0;
+        gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k + c0 * ld, ld, T(0), scores,
+             cols);
         for (std::int64_t i = 0; i < rows; ++i) {
-          const std::int64_t first = attn::first_key(s, b, r0 + i);
-          attn::add_alibi_row(scores + i * cols, first, r0 + i, slope);
-          row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, first, r0 + i + 1, cols);
+          const std::int64_t first = attn::first_key(s, b, r0 + i) - c0, query = r0 + i - c0;
+          attn::add_alibi_row(scores + i * cols, first, query, slope);
+          row_lse[r0 + i] = attn::softmax_causal_row(scores + i * cols, first, query + 1, cols);
         }
-        gemm(false, false, rows, hd, cols, T(1), scores, cols, v, ld, T(0),
+        gemm(false, false, rows, hd, cols, T(1), scores, cols, v + c0 * ld, ld, T(0),
              o + r0 * out_ld, out_ld);
       }
     }
@@ -88,20 +91,25 @@ void attention_backward(const AttentionShape& s, const T* qkv, const T* out, con
         for (std::int64_t t = 0; t < Tn; ++t)
           delta[t] = attn::dot_row(dout_h + t * out_ld, o + t * out_ld, hd);
         for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
-          const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
-          gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, k, ld, T(0), P, cols);
-          gemm(false, true, rows, cols, hd, T(1), dout_h + r0 * out_ld, out_ld, v, ld, T(0), dP,
+          // Keys c0..r0 + rows - 1, as forward.
+          const std::int64_t rows = std::min(kBlock, Tn - r0), c0 = attn::block_first_key(s, r0);
+          const std::int64_t cols = r0 + rows - c0;
+          const T* kc = k + c0 * ld;
+          const T* vc = v + c0 * ld;
+          gemm(false, true, rows, cols, hd, scale, q + r0 * ld, ld, kc, ld, T(0), P, cols);
+          gemm(false, true, rows, cols, hd, T(1), dout_h + r0 * out_ld, out_ld, vc, ld, T(0), dP,
                cols);
           for (std::int64_t i = 0; i < rows; ++i) {
-            const std::int64_t first = attn::first_key(s, b, r0 + i);
-            attn::add_alibi_row(P + i * cols, first, r0 + i, slope);
-            attn::probs_and_dscores_row(P + i * cols, dP + i * cols, first, r0 + i + 1, cols,
+            const std::int64_t first = attn::first_key(s, b, r0 + i) - c0, query = r0 + i - c0;
+            attn::add_alibi_row(P + i * cols, first, query, slope);
+            attn::probs_and_dscores_row(P + i * cols, dP + i * cols, first, query + 1, cols,
                                         row_lse[r0 + i], delta[r0 + i]);
           }
-          gemm(false, false, rows, hd, cols, scale, dP, cols, k, ld, T(0), dq + r0 * ld, ld);
-          gemm(true, false, cols, hd, rows, scale, dP, cols, q + r0 * ld, ld, T(1), dk, ld);
-          gemm(true, false, cols, hd, rows, T(1), P, cols, dout_h + r0 * out_ld, out_ld, T(1), dv,
+          gemm(false, false, rows, hd, cols, scale, dP, cols, kc, ld, T(0), dq + r0 * ld, ld);
+          gemm(true, false, cols, hd, rows, scale, dP, cols, q + r0 * ld, ld, T(1), dk + c0 * ld,
                ld);
+          gemm(true, false, cols, hd, rows, T(1), P, cols, dout_h + r0 * out_ld, out_ld, T(1),
+               dv + c0 * ld, ld);
         }
       }
     }

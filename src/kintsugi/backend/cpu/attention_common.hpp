@@ -37,9 +37,17 @@ inline double head_slope(const AttentionShape& s, std::int64_t h) {
 }
 
 // The first key query t of sequence b may see: its document's first row with document
-// attention, else 0.
+// attention, else 0; with a sliding window (AttentionShape::window) no earlier than t - W + 1.
 inline std::int64_t first_key(const AttentionShape& s, std::int64_t b, std::int64_t t) {
-  return s.doc_start ? s.doc_start[b * s.seq + t] : 0;
+  const std::int64_t doc = s.doc_start ? s.doc_start[b * s.seq + t] : 0;
+  return s.window > 0 ? std::max(doc, t - s.window + 1) : doc;
+}
+
+// The first key a block of queries from r0 may see, whatever the documents: 0 without a window,
+// else r0 - W + 1 (at least 0). The block's scores start there, so with a window a block is
+// multiplied only against the at most W + kBlock - 1 keys its window holds, not all before it.
+inline std::int64_t block_first_key(const AttentionShape& s, std::int64_t r0) {
+  return s.window > 0 ? std::max<std::int64_t>(0, r0 - s.window + 1) : 0;
 }
 
 // ALiBi: adds slope * (j - query) to the scores of the keys first <= j <= query. Relative to

@@ -1,5 +1,6 @@
 // Generation's attention: the query of one new row per sequence against a key/value cache
-// (Backend::attention_decode). One (sequence, head) per task: scores of keys 0..position,
+// (Backend::attention_decode). One (sequence, head) per task: scores of keys 0..position
+// (the last AttentionShape::window of them with a sliding window),
 // softmax, weighted sum of the values, in the same arithmetic as a row of the training kernels
 // (scaled dot products, ALiBi relative to the query, exp_fast); 16-bit caches are read a row at
 // a time into f32.
@@ -31,12 +32,14 @@ void decode_heads(const AttentionShape& s, std::int64_t position, T* area, std::
   T* row_scratch = q_scratch + hd;
   const T scale = T(1) / std::sqrt(T(hd));
   const T* q = read(at.q(b, h) + position * at.row_stride, q_scratch);
-  for (std::int64_t j = 0; j <= position; ++j)
+  // Keys first..position: all of them, or the last `window` (the sliding window).
+  const std::int64_t first = attn::first_key(s, b, position);
+  for (std::int64_t j = first; j <= position; ++j)
     scores[j] = scale * attn::dot_row(q, read(at.k(b, kvh) + j * at.row_stride, row_scratch), hd);
-  attn::add_alibi_row(scores, 0, position, static_cast<T>(attn::head_slope(s, h)));
-  attn::softmax_causal_row(scores, 0, position + 1, position + 1);
+  attn::add_alibi_row(scores, first, position, static_cast<T>(attn::head_slope(s, h)));
+  attn::softmax_causal_row(scores, first, position + 1, position + 1);
   std::fill(acc, acc + hd, T(0));
-  for (std::int64_t j = 0; j <= position; ++j) {
+  for (std::int64_t j = first; j <= position; ++j) {
     const T* v = read(at.v(b, kvh) + j * at.row_stride, row_scratch);
     const T p = scores[j];
 #pragma omp simd

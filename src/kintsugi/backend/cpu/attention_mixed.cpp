@@ -250,6 +250,10 @@ void forward(const AttentionShape& s, AnyPtr qkv, AnyPtr out, AnyPtr lse, Thread
       const HeadView o{out.at(b * Tn * out_ld + h * hd), out_ld};
       const AnyPtr row_lse = lse.at((b * H + h) * Tn);
       const float slope = static_cast<float>(attn::head_slope(s, h));
+      // A sliding window (AttentionShape::window) is applied by first_key's mask only: the
+      // engines multiply a block against every key before it (the bf16 panels of K and V are
+      // packed once per head from key 0), so unlike the typed kernels these do not skip the
+      // keys outside the window.
       for (std::int64_t r0 = 0; r0 < Tn; r0 += kBlock) {
         const std::int64_t rows = std::min(kBlock, Tn - r0), cols = r0 + rows;
         engine.scores(r0, rows, cols, scale, scratch.scores);

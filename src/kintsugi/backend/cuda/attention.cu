@@ -3,7 +3,8 @@
 // (sequence, head) and walks the key/value tiles they may see, keeping for each query a running
 // maximum, a running sum of exponentials and an unnormalized output (the online softmax), so no
 // T x T matrix is ever stored. Only each row's log-sum-exp is kept for backward. With document
-// attention a query also ignores the keys before its document's first row.
+// attention a query also ignores the keys before its document's first row, and with a sliding
+// window those before it (the tiles wholly before are not visited).
 //
 // Layout: 4 warps per block, each owning 8 of the 32 queries. For a query and a key tile, lane j
 // scores key j of the tile, the warp reduces the tile's maximum and sum with shuffles, and every
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
-  for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
+  // From the first key tile the sliding window leaves the queries (0 without one).
+  for (std::int64_t k0 = attn::first_window_tile(s, q0, kTile); k0 <= last_query; k0 += kTile) {
     __syncthreads();  // the previous tile is consumed
     attn::load_kv_tiles(k_tile, v_tile, qkv, L, b, kvh, k0);
     __syncthreads();

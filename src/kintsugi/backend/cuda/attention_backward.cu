@@ -104,7 +104,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   for (std::int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
     const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
-    for (std::int64_t q0 = k0; q0 < T; q0 += kTile) {  // queries before k0 see none of the keys
+    // Queries before k0 see none of the keys, nor (sliding window) those past the last key's
+    // window.
+    const std::int64_t q_end = attn::window_query_end(s, k0, kTile);
+    for (std::int64_t q0 = k0; q0 < q_end; q0 += kTile) {
       __syncthreads();  // the previous query tile is consumed (and the key tiles are loaded)
       tiles.load_queries(qkv, dout, lse, delta, L, b, h, q0);
       __syncthreads();
@@ -174,7 +177,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int dd = 0; dd < DL; ++dd) dq[ri][dd] = 0;
 
   const std::int64_t last_query = smaller(T, q0 + kTile) - 1;
-  for (std::int64_t k0 = 0; k0 <= last_query; k0 += kTile) {
+  // From the first key tile the sliding window leaves the queries (0 without one).
+  for (std::int64_t k0 = attn::first_window_tile(s, q0, kTile); k0 <= last_query; k0 += kTile) {
     __syncthreads();
     attn::load_kv_tiles(tiles.k, tiles.v, qkv, L, b, kvh, k0);
     __syncthreads();

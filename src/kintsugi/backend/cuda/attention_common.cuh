@@ -41,9 +41,28 @@ struct QkvIndex {
 };
 
 // The first key query t of sequence b may see: its document's first row with document
-// attention, else 0.
+// attention, else 0; with a sliding window no earlier than t - window + 1. Never decreasing in
+// t (document starts do not, nor does t - window + 1), which the kernels' tile skipping takes.
 __device__ inline std::int64_t first_key(const AttnShape& s, std::int64_t b, std::int64_t t) {
-  return s.doc_start ? s.doc_start[b * s.seq + t] : 0;
+  const std::int64_t doc = s.doc_start ? s.doc_start[b * s.seq + t] : 0;
+  return s.window > 0 && t - s.window + 1 > doc ? t - s.window + 1 : doc;
+}
+
+// The first key tile (a multiple of `tile`) that a query tile from q0 may see whatever the
+// documents: 0, or with a sliding window the tile holding key q0 - window + 1.
+__host__ __device__ inline std::int64_t first_window_tile(const AttnShape& s, std::int64_t q0,
+                                                          std::int64_t tile) {
+  if (s.window <= 0 || q0 - s.window + 1 <= 0) return 0;
+  return (q0 - s.window + 1) / tile * tile;
+}
+
+// One past the last query that key tile k0..k0 + tile - 1 may be seen by: seq, or with a
+// sliding window the last key's window end (k0 + tile - 1 + window).
+__host__ __device__ inline std::int64_t window_query_end(const AttnShape& s, std::int64_t k0,
+                                                         std::int64_t tile) {
+  if (s.window <= 0) return s.seq;
+  const std::int64_t end = k0 + tile - 1 + s.window;
+  return end < s.seq ? end : s.seq;
 }
 
 // ALiBi's slope of local head h (0 without ALiBi): backend/alibi.hpp's formula, in f64.

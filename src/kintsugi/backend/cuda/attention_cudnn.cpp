@@ -44,11 +44,14 @@ Mode& current() {
   return m;
 }
 
-// Whether the call is one the graphs below describe (before asking cuDNN anything).
+// Whether the call is one the graphs below describe (before asking cuDNN anything). A sliding
+// window is not: the graphs are built with the plain causal mask only, so windowed shapes go
+// to our kernels (attention.cu, attention_tc_*.cu), which apply it.
 [[maybe_unused]] bool shape_fits(const AttnShape& s, const Ref& qkv, const Ref& lse) {
   return current() != Mode::off && (qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) &&
          lse.dtype == DType::f32 && s.kv_heads == s.heads && s.alibi_heads == 0 &&
-         s.doc_start == nullptr && s.head_dim % 8 == 0 && s.head_dim <= 128 && s.seq > 0;
+         s.doc_start == nullptr && s.window == 0 && s.head_dim % 8 == 0 && s.head_dim <= 128 &&
+         s.seq > 0;
 }
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }

@@ -18,20 +18,24 @@ __global__ void __launch_bounds__(kDecodeThreads)
                             Acc scale) {
   const attn::QkvIndex L(s);
   const std::int64_t b = blockIdx.x / s.heads, h = blockIdx.x % s.heads, hd = s.head_dim;
-  const std::int64_t kvh = h / L.group, keys = position + 1;
+  // Keys first..position: all, or the last s.window of them (the sliding window). row[k] is
+  // key first + k.
+  const std::int64_t kvh = h / L.group, first = attn::first_key(s, b, position);
+  const std::int64_t keys = position + 1 - first;
   Acc* q = dynamic_shared<Acc>();  // [hd], then 32 values for the block reductions
   Acc* reduce = q + hd;
-  Acc* row = scores + blockIdx.x * keys;
+  Acc* row = scores + blockIdx.x * (position + 1);  // the scratch holds position + 1 per block
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x)
     q[d] = load<Acc>(cache, L.q(b, h, position) + d);
   __syncthreads();
   const Acc slope = static_cast<Acc>(attn::head_slope(s, h));
   Acc mx = neg_infinity<Acc>();
   for (std::int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    const std::int64_t k = L.k(b, kvh, j);
+    const std::int64_t k = L.k(b, kvh, first + j);
     Acc dot = 0;
     for (std::int64_t d = 0; d < hd; ++d) dot += q[d] * load<Acc>(cache, k + d);
-    row[j] = scale * dot + slope * static_cast<Acc>(j - position);  // ALiBi relative to the query
+    // ALiBi relative to the query
+    row[j] = scale * dot + slope * static_cast<Acc>(first + j - position);
     mx = max(mx, row[j]);
   }
   mx = block_max(mx, reduce);
@@ -44,7 +48,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const Acc inv = Acc(1) / sum;
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     Acc acc = 0;
-    for (std::int64_t j = 0; j < keys; ++j) acc += row[j] * load<Acc>(cache, L.v(b, kvh, j) + d);
+    for (std::int64_t j = 0; j < keys; ++j)
+      acc += row[j] * load<Acc>(cache, L.v(b, kvh, first + j) + d);
     store(out, blockIdx.x * hd + d, acc * inv);
   }
 }

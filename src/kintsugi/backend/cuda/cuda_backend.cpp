@@ -57,7 +57,7 @@ const std::int32_t* ids(const Tensor& t) {
 
 cuda::AttnShape attn_shape(const AttentionShape& s) {
   return {s.batch,    s.seq,         s.heads,      s.kv_heads,       s.head_dim,
-          s.alibi_heads, s.head_begin, s.first_position, s.doc_start};
+          s.alibi_heads, s.head_begin, s.first_position, s.doc_start, s.window};
 }
 
 class CudaBackend final : public DeviceBackend {

@@ -35,6 +35,8 @@ struct AttnShape {
   std::int64_t first_position = 0;  // RoPE: row t is position first_position + t
   // Document attention: i32 [batch * seq] on the device, each row's document start (null: none).
   const std::int32_t* doc_start = nullptr;
+  // Sliding window: query t sees keys t - window + 1..t only (0: all before it).
+  std::int64_t window = 0;
 };
 
 // Scratch a kernel needs, handed in by the caller (sizes from the *_scratch_bytes functions).
