@@ -238,6 +238,17 @@ TEST(HfTokenizer, UnsupportedFilesAreRefusedByName) {
   EXPECT_NE(error_of([&] { kintsugi::data::load_tokenizer(empty.path, "--tokenizer"); })
                 .find("holds neither"),
             std::string::npos);
+  // A model folder with only SentencePiece's tokenizer.model: one line naming the file to add.
+  TempDir sentencepiece;
+  sentencepiece.write("tokenizer.model", "not read");
+  sentencepiece.write("tokenizer_config.json", "{}");
+  const auto message =
+      error_of([&] { kintsugi::data::load_tokenizer(sentencepiece.path, "--tokenizer"); });
+  EXPECT_EQ(message, "--tokenizer: " + sentencepiece.path.string() +
+                         " holds tokenizer.model (SentencePiece) but no tokenizer.json: kintsugi "
+                         "reads tokenizer.json, not SentencePiece's own file; add the model's "
+                         "tokenizer.json (transformers' AutoTokenizer.from_pretrained(folder)"
+                         ".save_pretrained(folder) writes one)");
 }
 
 // Two tokens with one id would decode alike and share an embedding row: refused, naming the
