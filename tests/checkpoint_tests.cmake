@@ -218,7 +218,11 @@ add_test(NAME ckpt.hf_folder_refused.layers_disagree
                  $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA})
 set_tests_properties(ckpt.hf_folder_refused.layers_disagree PROPERTIES TIMEOUT 120)
 hf_folder_refused_test(sentencepiece_only
-                       "holds tokenizer.model \\(SentencePiece\\) but no tokenizer.json")
+                       "holds tokenizer.model \\(SentencePiece\\) but no tokenizer.json: .*add the model's tokenizer.json .*, or set data.tokenizer")
+# A tokenizer with more ids than config.json's vocab_size (the data's ids fit): refused before
+# the data is compared with it.
+hf_folder_refused_test(tokenizer_past_vocabulary
+                       "init-from .*folder has 513 ids, more than the model's vocabulary of 512 \\(model.vocab_size, from the folder's config.json\\): ids from 512 on would have no embedding row")
 add_test(NAME ckpt.hf_folder_refused.missing_shard_under_mpirun
          COMMAND ${CMAKE_COMMAND} -E env RANKS=2
                  ${CKPT}/hf_folder_refused.sh missing_shard "model-00002-of-00003.safetensors is missing"

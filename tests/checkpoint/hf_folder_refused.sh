@@ -33,6 +33,17 @@ case "$kind" in
   layers_disagree) edit_json "$f/config.json" "j['num_hidden_layers'] = 1000000000" ;;
   contradicts_config) ;;  # the flags give another model.d_ff
   sentencepiece_only) rm "$f/encoder.json" "$f/vocab.bpe" && echo "not read" >"$f/tokenizer.model" ;;
+  tokenizer_past_vocabulary)  # the 512-id tokenizer as a tokenizer.json with a 513th id
+    python3 -c "
+import json, sys
+f = sys.argv[1]
+merges = [l for l in open(f + '/vocab.bpe').read().split('\n')[1:] if l]
+json.dump({'added_tokens': [{'id': 512, 'content': '<|extra|>', 'special': True}],
+           'pre_tokenizer': {'type': 'ByteLevel', 'add_prefix_space': False},
+           'decoder': {'type': 'ByteLevel'},
+           'model': {'type': 'BPE', 'vocab': json.load(open(f + '/encoder.json')), 'merges': merges}},
+          open(f + '/tokenizer.json', 'w'))" "$f"
+    rm "$f/encoder.json" "$f/vocab.bpe" ;;
   *) echo "unknown kind $kind" && exit 2 ;;
 esac
 cat >"$dir/run.toml" <<TOML

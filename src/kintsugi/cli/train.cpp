@@ -253,7 +253,7 @@ void set_up(const TrainArgs& args, const MpiRuntime* mpi, int world, const std::
   check_on_this_machine(args, mpi, world, s.config);
   s.inputs.emplace(open_inputs(s.config));
   s.tokenizer = data_tokenizer({&s.inputs->train, s.inputs->val ? &*s.inputs->val : nullptr},
-                               s.config.data, source.tokenizer_key,
+                               s.config.data, s.config.model.vocab_size, source.tokenizer_key,
                                args.allow_tokenizer_mismatch, s.tokenizer_notes);
   // The metrics file is locked with --out: it may lie outside it.
   if (!mpi || mpi->world_rank() == 0) s.lock.emplace(out_dir, metrics_path);

@@ -33,6 +33,17 @@ bool has_tokenizer_files(const fs::path& dir) {
          (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"));
 }
 
+void refuse_sentencepiece_only(const fs::path& dir, std::string_view or_else) {
+  if (std::error_code ec; !fs::is_directory(dir, ec) || has_tokenizer_files(dir) ||
+                          !fs::exists(dir / "tokenizer.model", ec))
+    return;
+  fail("{} holds tokenizer.model (SentencePiece) but no tokenizer.json: kintsugi reads "
+       "tokenizer.json, not SentencePiece's own file; add the model's tokenizer.json "
+       "(transformers' AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes "
+       "one){}",
+       dir.string(), or_else);
+}
+
 namespace {
 
 std::unique_ptr<Tokenizer> load_files(const fs::path& path) {
@@ -42,6 +53,7 @@ std::unique_ptr<Tokenizer> load_files(const fs::path& path) {
     return HfTokenizer::load(path);
   }
   if (fs::exists(path / "tokenizer.json")) return HfTokenizer::load(path / "tokenizer.json");
+  refuse_sentencepiece_only(path, "");
   if (fs::is_directory(path) && !has_tokenizer_files(path) && !fs::exists(path / "encoder.json"))
     fail("tokenizer directory {} holds neither tokenizer.json nor GPT-2's encoder.json and "
          "vocab.bpe: {}",

@@ -72,4 +72,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path,
 // Whether `dir` holds tokenizer files load_tokenizer() reads.
 bool has_tokenizer_files(const std::filesystem::path& dir);
 
+// Refuses, in one line naming tokenizer.json, a directory whose only tokenizer is SentencePiece's
+// tokenizer.model (kintsugi does not read its protobuf: docs/data.md); `or_else` ends the
+// message with the caller's other way out ("" for none). Returns if `dir` is anything else.
+void refuse_sentencepiece_only(const std::filesystem::path& dir, std::string_view or_else);
+
 }  // namespace kintsugi::data

@@ -133,12 +133,8 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
   if (!given.count("data.tokenizer")) {
     if (data::has_tokenizer_files(folder)) {
       config.data.tokenizer = folder.string();
-    } else if (fs::exists(folder / "tokenizer.model")) {
-      fail("{} holds tokenizer.model (SentencePiece) but no tokenizer.json: kintsugi reads "
-           "tokenizer.json only; write one (transformers' AutoTokenizer.from_pretrained(folder)"
-           ".save_pretrained(folder) does) or set data.tokenizer",
-           folder.string());
     } else {
+      data::refuse_sentencepiece_only(folder, ", or set data.tokenizer");
       fail("{} holds no tokenizer (tokenizer.json): set data.tokenizer to the model's tokenizer",
            folder.string());
     }

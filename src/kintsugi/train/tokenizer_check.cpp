@@ -8,8 +8,9 @@
 namespace kintsugi {
 
 data::TokenizerIdentity data_tokenizer(const std::vector<const data::BatchSampler*>& data,
-                                       const DataConfig& config, const std::string& given_as,
-                                       bool allow, std::vector<std::string>& notes) {
+                                       const DataConfig& config, std::int64_t model_vocab_size,
+                                       const std::string& given_as, bool allow,
+                                       std::vector<std::string>& notes) {
   data::TokenizerIdentity run;
   std::string first;  // the file `run` came from
   std::string unfingerprinted;
@@ -39,6 +40,13 @@ data::TokenizerIdentity data_tokenizer(const std::vector<const data::BatchSample
   const std::string named_what = fmt::format("{} {}", given_as, config.tokenizer);
   const data::TokenizerIdentity named =
       data::identity_of(*data::load_tokenizer(config.tokenizer, given_as));
+  if (named.vocab_size > model_vocab_size)
+    fail("{} has {} ids, more than the model's vocabulary of {} (model.vocab_size{}): ids from "
+         "{} on would have no embedding row; use the model's own tokenizer, or a model of at "
+         "least {} ids",
+         named_what, named.vocab_size, model_vocab_size,
+         given_as == "--init-from" ? ", from the folder's config.json" : "", model_vocab_size,
+         named.vocab_size);
   data::check_same_tokenizer(first.empty() ? "the data" : first, run, named_what, named, allow,
                              &warning);
   if (!warning.empty()) notes.push_back(warning);
