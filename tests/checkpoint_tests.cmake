@@ -183,6 +183,16 @@ hf_folder_test(llama_tied_f32_2_shards llama 2 f32 tied)
 hf_folder_test(llama_mixed_4_shards llama 4 mixed)
 hf_folder_test(gpt2_bf16_2_shards_no_prefix gpt2 2 bf16 noprefix)
 hf_folder_test(gpt2_f32_one_file gpt2 1 f32)
+# A folder used without training: import writes a model directory that export turns back into
+# every tensor of the folder bit for bit; generate --init-from FOLDER prints the import's text.
+function(hf_import_test name)
+  add_test(NAME ckpt.hf_import_${name}
+           COMMAND ${CKPT}/hf_import.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA}
+                   hf_import_${name} ${ARGN})
+  set_tests_properties(ckpt.hf_import_${name} PROPERTIES TIMEOUT 120)
+endfunction()
+hf_import_test(llama_gqa_tied_bf16_3_shards llama 3 bf16 gqa tied)
+hf_import_test(gpt2_f32_one_file gpt2 1 f32)
 # Damaged or unsupported folders: one line naming the problem, exit 1, nothing trained.
 function(hf_folder_refused_test kind pattern)
   add_test(NAME ckpt.hf_folder_refused.${kind}

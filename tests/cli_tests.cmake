@@ -108,6 +108,10 @@ add_test(NAME cli.error.token_file_is_a_directory
 add_test(NAME cli.error.missing_token_file
          COMMAND ${EXPECT_ERROR} "missing.bin"
                  ${KINTSUGI_BIN} train --config ${TINY} --set data.train=missing.bin)
+# train.steps = 0 is refused, naming eval and import, the commands that use a model untrained.
+add_test(NAME cli.error.train_zero_steps
+         COMMAND ${EXPECT_ERROR} "train.steps = 0 must be positive \\(to measure a model's loss without training it, use `kintsugi eval`; to save a Hugging Face model folder as a kintsugi model without training it, `kintsugi import`\\)"
+                 ${KINTSUGI_BIN} train --config ${TINY} --set train.steps=0)
 add_test(NAME cli.error.missing_checkpoint
          COMMAND ${EXPECT_ERROR} "--checkpoint /nonexistent does not exist"
                  ${KINTSUGI_BIN} generate --checkpoint /nonexistent --tokenizer

@@ -53,6 +53,11 @@ std::vector<fs::path> read_index(const fs::path& dir, std::map<std::string, int>
   return files;
 }
 
+// A header entry's type (the header reader admits F32, BF16 and F16 only).
+DType dtype_of(const SafetensorsEntry& entry) {
+  return entry.dtype == "F32" ? DType::f32 : entry.dtype == "BF16" ? DType::bf16 : DType::f16;
+}
+
 }  // namespace
 
 HfTensorList hf_tensor_list(const fs::path& folder) {
@@ -154,62 +159,64 @@ HfWeights::HfWeights(const fs::path& path, const ModelConfig& config, bool head_
       fail("{}: {} needs q_proj, k_proj and v_proj", source_, ours);
 }
 
-void HfWeights::set(const RankState& rank) const {
-  std::vector<data::MappedFile> mapped(files_.size());
+std::vector<float> HfWeights::read_piece(const ParamEntry& e, std::int64_t begin,
+                                         std::int64_t count,
+                                         std::vector<data::MappedFile>& mapped) const {
   auto data_of = [&](const Located& l) {
     if (!mapped[l.file].data())  // mapped when a piece first needs it
       mapped[l.file] = data::MappedFile(files_[l.file], "safetensors file",
                                         "check that the folder is readable");
     return mapped[l.file].data() + l.entry.begin;
   };
+  auto it = sources_.find(e.spec.name);
+  if (it == sources_.end()) fail("{} has no tensor for our {}", source_, e.spec.name);
+  const Source& s = it->second;
+  const std::vector<std::int64_t> stored = stored_shape(e.spec);
+  if (stored != our_shape(e.spec.name, config_))
+    fail("{}: the model's {} has shape [{}], not the [{}] the weights were checked for", source_,
+         e.spec.name, fmt::join(stored, ", "), fmt::join(our_shape(e.spec.name, config_), ", "));
+  const std::int64_t rows = stored[0], cols = stored.size() == 2 ? stored[1] : 1;
+  const SliceMap map(e);
+  // The parts' data and element decoding, looked up once per piece, not per element.
+  struct Part {
+    const unsigned char* data;
+    DType dtype;
+  };
+  std::vector<Part> parts;
+  for (const Located& l : s.parts) parts.push_back({data_of(l), dtype_of(l.entry)});
+  std::vector<float> w(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) {
+    const std::int64_t g = map(begin + j);
+    if (g < 0) continue;  // a vocabulary padding row
+    const HfElement at = hf_element(s.conversion, config_, rows, cols, g);
+    const Part& part = parts[at.part];
+    if (part.dtype == DType::f32) {
+      std::memcpy(&w[j], part.data + 4 * at.index, 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, part.data + 2 * at.index, 2);
+      w[j] = part.dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+    const Located& l = s.parts[at.part];
+    // Non-finite weights would make the first step non-finite, and the run would blame
+    // train.lr.
+    if (!std::isfinite(w[j]))
+      fail("{}: tensor {} holds {} at element {}: the file is damaged or was saved from a "
+           "diverged run",
+           files_[l.file].string(), l.name, w[j], at.index);
+  }
+  return w;
+}
+
+void HfWeights::set(const RankState& rank) const {
+  std::vector<data::MappedFile> mapped(files_.size());
   // Every piece read and checked first, then written: a damaged file leaves no weight changed.
   std::vector<std::vector<std::vector<float>>> values(rank.states.size());
   for (std::size_t c = 0; c < rank.states.size(); ++c) {
     const ParamStore& params = *rank.params[c];
     for (const auto& p : rank.states[c]->state_pieces()) {
-      const ParamEntry& e = params.entry(p.param);
-      auto it = sources_.find(e.spec.name);
-      if (it == sources_.end()) fail("{} has no tensor for our {}", source_, e.spec.name);
-      const Source& s = it->second;
-      const std::vector<std::int64_t> stored = stored_shape(e.spec);
-      if (stored != our_shape(e.spec.name, config_))
-        fail("{}: the model's {} has shape [{}], not the [{}] the weights were checked for",
-             source_, e.spec.name, fmt::join(stored, ", "),
-             fmt::join(our_shape(e.spec.name, config_), ", "));
       if (p.weights.dtype != DType::f32) fail("initial weights need float32 parameters");
-      const std::int64_t rows = stored[0], cols = stored.size() == 2 ? stored[1] : 1;
-      const SliceMap map(e);
-      // The parts' data and element decoding, looked up once per piece, not per element.
-      struct Part {
-        const unsigned char* data;
-        DType dtype;
-      };
-      std::vector<Part> parts;
-      for (const Located& l : s.parts)
-        parts.push_back({data_of(l), l.entry.dtype == "F32"    ? DType::f32
-                                     : l.entry.dtype == "BF16" ? DType::bf16
-                                                               : DType::f16});
-      std::vector<float>& w = values[c].emplace_back(static_cast<std::size_t>(p.count));
-      for (std::int64_t j = 0; j < p.count; ++j) {
-        const std::int64_t g = map(p.begin + j);
-        if (g < 0) continue;  // a vocabulary padding row
-        const HfElement at = hf_element(s.conversion, config_, rows, cols, g);
-        const Part& part = parts[at.part];
-        if (part.dtype == DType::f32) {
-          std::memcpy(&w[j], part.data + 4 * at.index, 4);
-        } else {
-          std::uint16_t h;
-          std::memcpy(&h, part.data + 2 * at.index, 2);
-          w[j] = part.dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
-        }
-        const Located& l = s.parts[at.part];
-        // Non-finite weights would make the first step non-finite, and the run would blame
-        // train.lr.
-        if (!std::isfinite(w[j]))
-          fail("{}: tensor {} holds {} at element {}: the file is damaged or was saved from a "
-               "diverged run",
-               files_[l.file].string(), l.name, w[j], at.index);
-      }
+      values[c].push_back(read_piece(params.entry(p.param), p.begin, p.count, mapped));
     }
   }
   for (std::size_t c = 0; c < rank.states.size(); ++c) {
@@ -217,6 +224,23 @@ void HfWeights::set(const RankState& rank) const {
     for (std::size_t k = 0; k < pieces.size(); ++k) write_values(values[c][k].data(), pieces[k].weights);
   }
   for (ShardedState* s : rank.states) s->refresh_weights();
+}
+
+void HfWeights::set(const ParamStore& params) const {
+  std::vector<data::MappedFile> mapped(files_.size());
+  std::vector<std::vector<float>> values;
+  for (int i = 0; i < params.size(); ++i) {
+    if (params.param(i).dtype != DType::f32) fail("initial weights need float32 parameters");
+    values.push_back(read_piece(params.entry(i), 0, params.param(i).numel(), mapped));
+  }
+  for (int i = 0; i < params.size(); ++i) write_values(values[i].data(), params.param(i));
+}
+
+DType HfWeights::dtype() const {
+  std::set<DType> types;
+  for (const auto& [ours, s] : sources_)
+    for (const Located& l : s.parts) types.insert(dtype_of(l.entry));
+  return types.size() == 1 ? *types.begin() : DType::f32;
 }
 
 }  // namespace kintsugi

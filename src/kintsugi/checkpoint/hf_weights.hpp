@@ -22,6 +22,10 @@
 
 namespace kintsugi {
 
+namespace data {
+class MappedFile;
+}
+
 // The tensor names a model folder's weights hold and the file that lists them (its index, or
 // model.safetensors' header), read without any weight; an empty list when the folder holds
 // neither (HfWeights then says what it lacks). kintsugi::Error as HfWeights for a damaged index
@@ -43,6 +47,11 @@ class HfWeights {
   // Sets this rank's weights (any layout); the optimizer state stays zero. Every element is read
   // and checked (finite) before any weight is written.
   void set(const RankState& rank) const;
+  // The same for a whole model in one process (generate, import: every parameter's whole
+  // tensor, vocabulary padding rows zero).
+  void set(const ParamStore& params) const;
+  // The type every tensor the model reads has (F32, BF16 or F16); f32 where they differ.
+  DType dtype() const;
 
   const std::string& source() const { return source_; }
   // The shard files, in the order the index names them (one: a single file).
@@ -59,6 +68,11 @@ class HfWeights {
     HfConversion conversion = HfConversion::none;
     std::vector<Located> parts;  // one, or q, k, v for a qkv part
   };
+
+  // Elements begin..begin+count of parameter `e`'s local tensor, converted and checked finite;
+  // `mapped`: the files, each mapped when a piece first needs it.
+  std::vector<float> read_piece(const ParamEntry& e, std::int64_t begin, std::int64_t count,
+                                std::vector<data::MappedFile>& mapped) const;
 
   ModelConfig config_;
   std::string source_;

@@ -212,14 +212,16 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
 void save_model(const fs::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
-                const nlohmann::json& tokenizer) {
+                const nlohmann::json& tokenizer, std::optional<DType> weights_dtype) {
   const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
   // The type of the weights saved (docs/checkpoints.md "Which weights an export holds"): a
   // mixed-precision run's 16-bit working weights, widened to f32 exactly in params.bin.
   DType held = DType::f32;
   for (const ParamStore* c : chunks)
     if (c->size() > 0) held = c->param(0).dtype;
-  const DType weights = held == DType::bf16 || held == DType::f16 ? held : DType::f32;
+  const DType weights = weights_dtype                                 ? *weights_dtype
+                        : held == DType::bf16 || held == DType::f16 ? held
+                                                                     : DType::f32;
   std::vector<std::vector<StoredTensor>> local;
   for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
   if (tp.rank() != 0) return;  // its shards went into tp rank 0's tensors
@@ -237,9 +239,10 @@ void save_model(const fs::path& dir, const ModelConfig& config,
 }
 
 void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,
-                std::int64_t step, const nlohmann::json& tokenizer) {
+                std::int64_t step, const nlohmann::json& tokenizer,
+                std::optional<DType> weights_dtype) {
   save_model(dir, config, std::vector<const ParamStore*>{&params}, step, TensorParallel{}, nullptr,
-             1, tokenizer);
+             1, tokenizer, weights_dtype);
 }
 
 ModelCheckpointInfo read_model_info(const fs::path& dir) {

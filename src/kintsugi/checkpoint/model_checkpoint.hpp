@@ -15,6 +15,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,13 @@
 namespace kintsugi {
 
 // One process holding the whole model. `tokenizer`: the identity of the tokenizer its ids came
-// from (data::to_json; null: not known), kept in the manifest.
+// from (data::to_json; null: not known), kept in the manifest. `weights_dtype`: the type the f32
+// parameters' values were widened from, exactly, when it is not their own (an import of a
+// bf16 Hugging Face folder: `kintsugi import`), recorded as the manifest's weights_dtype.
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
                 const ParamStore& params, std::int64_t step,
-                const nlohmann::json& tokenizer = nullptr);
+                const nlohmann::json& tokenizer = nullptr,
+                std::optional<DType> weights_dtype = std::nullopt);
 // A model spread over ranks: every rank of one data-parallel replica calls this with its
 // chunks (local chunk c is global chunk c x pp + stage). Tensor-parallel shards are gathered
 // into whole tensors, pipeline stages send theirs to the first stage, and tensor-parallel rank
@@ -39,7 +43,8 @@ void save_model(const std::filesystem::path& dir, const ModelConfig& config,
 void save_model(const std::filesystem::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
-                const nlohmann::json& tokenizer = nullptr);
+                const nlohmann::json& tokenizer = nullptr,
+                std::optional<DType> weights_dtype = std::nullopt);
 
 struct ModelCheckpointInfo {
   ModelConfig config;

@@ -15,5 +15,6 @@ void add_layout_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_import_command(CLI::App& app);
 
 }  // namespace kintsugi::cli

@@ -1,4 +1,4 @@
-// `kintsugi generate`: sample text from a trained model.
+// `kintsugi generate`: sample text from a trained model or a Hugging Face model folder.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
@@ -24,6 +25,7 @@
 #include "kintsugi/data/tokenizer_identity.hpp"
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
+#include "kintsugi/train/hf_init.hpp"
 
 namespace kintsugi::cli {
 
@@ -55,11 +57,15 @@ std::int32_t sample_token(std::vector<float>& logits, double temperature, int to
 }
 
 // Either kind of checkpoint: a saved model (<out>/model) or a training checkpoint
-// (<out>/checkpoints/step-N), whose whole tensors are assembled from its pieces.
+// (<out>/checkpoints/step-N), whose whole tensors are assembled from its pieces; or a Hugging
+// Face model folder (--init-from), opened as train --init-from opens one (train/hf_init.hpp).
 struct Checkpoint {
   ModelConfig config;
   bool saved_model = false;
   data::TokenizerIdentity tokenizer;  // as the manifest records it (may be unknown)
+  std::string path;                   // --checkpoint's or --init-from's
+  std::shared_ptr<const HfWeights> hf;  // a Hugging Face folder's weights
+  std::vector<std::string> notes;       // what opening the folder has to say
 };
 
 Checkpoint read_checkpoint_kind(const fs::path& dir) {
@@ -81,10 +87,12 @@ Checkpoint read_checkpoint_kind(const fs::path& dir) {
     fail("{}/manifest.json is corrupt: it names no model", dir.string());
   return {model_config_from_json(manifest.at("model"), (dir / "manifest.json").string()),
           manifest.value("format", "") == "kintsugi-model",
-          data::identity_from_json(manifest, (dir / "manifest.json").string())};
+          data::identity_from_json(manifest, (dir / "manifest.json").string()), dir.string(),
+          nullptr, {}};
 }
 
 void load_weights(const fs::path& dir, const Checkpoint& checkpoint, GptModel& model) {
+  if (checkpoint.hf) return checkpoint.hf->set(model.params());
   if (checkpoint.saved_model) return load_model(dir, model.params());
   const CheckpointInfo info = inspect_checkpoint(dir, checkpoint.config);
   ParamStore& params = model.params();
@@ -139,7 +147,7 @@ class ContextWindow {
 };
 
 struct GenerateArgs {
-  std::string checkpoint, tokenizer, prompt;
+  std::string checkpoint, init_from, tokenizer, prompt;
   int tokens = 100, top_k = 40, threads = 0;
   double temperature = 0.8;
   std::uint64_t seed = 0;
@@ -151,16 +159,18 @@ struct GenerateArgs {
 // mean other text to this model (gibberish without an error).
 std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& args,
                                                const Checkpoint& checkpoint) {
-  if (args.tokenizer.empty() && !data::has_tokenizer_files(args.checkpoint))
+  if (args.tokenizer.empty() && !data::has_tokenizer_files(checkpoint.path))
     fail("{} carries no tokenizer files{}: give the tokenizer it was trained with "
          "(--tokenizer, e.g. the run's <out>/model or its data.tokenizer)",
-         args.checkpoint,
+         checkpoint.path,
          checkpoint.tokenizer.known()
              ? fmt::format(" (it was trained on ids of a tokenizer of {})",
                            checkpoint.tokenizer.describe())
              : "");
   return !args.tokenizer.empty() ? data::load_tokenizer(args.tokenizer, "--tokenizer")
-                                 : data::load_tokenizer(args.checkpoint, "--checkpoint");
+                                 : data::load_tokenizer(checkpoint.path, args.checkpoint.empty()
+                                                                              ? "--init-from"
+                                                                              : "--checkpoint");
 }
 
 // The prompt as ids, checked against the model before any weights are read.
@@ -178,13 +188,13 @@ std::vector<std::int32_t> prompt_ids(const GenerateArgs& args, const data::Token
       context, checkpoint.config.vocab_size,
       fmt::format("the prompt as {} encodes it", tokenizer.describe()),
       fmt::format("generate with the tokenizer {} was trained with (--tokenizer)",
-                  args.checkpoint));
+                  checkpoint.path));
   // The same vocabulary size is no proof: the tokenizer must be the one the model records.
   std::string warning;
   // Named as the user gave it: --tokenizer, or the files found in the checkpoint itself.
   data::check_same_tokenizer(
-      args.checkpoint, checkpoint.tokenizer,
-      args.tokenizer.empty() ? fmt::format("the tokenizer files in {}", args.checkpoint)
+      checkpoint.path, checkpoint.tokenizer,
+      args.tokenizer.empty() ? fmt::format("the tokenizer files in {}", checkpoint.path)
                              : fmt::format("--tokenizer {}", args.tokenizer),
       data::identity_of(tokenizer), args.allow_tokenizer_mismatch, &warning);
   if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
@@ -219,6 +229,22 @@ void sample_text(const GenerateArgs& args, const ModelConfig& config, GptModel& 
              args.no_kv_cache ? "no key/value cache" : "key/value cache");
 }
 
+// --checkpoint, or --init-from: a Hugging Face folder or a kintsugi checkpoint as --checkpoint
+// takes it.
+Checkpoint read_source(const GenerateArgs& args) {
+  if (args.checkpoint.empty() == args.init_from.empty())
+    fail("generate needs either --checkpoint DIR (a saved model or a training checkpoint) or "
+         "--init-from FOLDER (a Hugging Face model folder)");
+  if (!args.checkpoint.empty()) return read_checkpoint_kind(args.checkpoint);
+  if (is_kintsugi_checkpoint(args.init_from)) return read_checkpoint_kind(args.init_from);
+  HfFolder folder = open_hf_folder(args.init_from, "--init-from", args.tokenizer);
+  Checkpoint c{folder.config.model, false, {}, args.init_from, folder.weights, folder.notes};
+  // A --tokenizer must be the folder's own, as a saved model's must be the one it records.
+  if (!args.tokenizer.empty() && data::has_tokenizer_files(args.init_from))
+    c.tokenizer = data::identity_of(*data::load_tokenizer(args.init_from, "--init-from"));
+  return c;
+}
+
 void run_generate(const GenerateArgs& args) {
   // NaN passes a range check (every comparison is false) and inf would divide every logit to
   // zero: both sampled without a word.
@@ -228,14 +254,16 @@ void run_generate(const GenerateArgs& args) {
   if (!args.tokenizer.empty() && !fs::exists(args.tokenizer))  // the user's path: no advice
     fail("--tokenizer {}: no such file or directory", args.tokenizer);
   // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
-  const Checkpoint checkpoint = read_checkpoint_kind(args.checkpoint);
+  const Checkpoint checkpoint = read_source(args);
   const std::unique_ptr<data::Tokenizer> tokenizer = tokenizer_for(args, checkpoint);
   std::vector<std::int32_t> context = prompt_ids(args, *tokenizer, checkpoint);
+  // Once every check has passed; on stderr, where the rate goes, so stdout stays the text.
+  for (const std::string& note : checkpoint.notes) fmt::print(stderr, "{}\n", note);
   MemoryTracker memory;
   auto backend = make_backend(parse_name<Device>(args.device, "--device"), memory);
   const std::int64_t window = checkpoint.config.seq_len;
   GptModel model(*backend, checkpoint.config, DType::f32, 1, window);
-  load_weights(args.checkpoint, checkpoint, model);
+  load_weights(checkpoint.path, checkpoint, model);
   sample_text(args, checkpoint.config, model, *tokenizer, std::move(context));
 }
 
@@ -243,14 +271,18 @@ void run_generate(const GenerateArgs& args) {
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  auto* cmd = app.add_subcommand("generate", "Sample text from a trained model");
+  auto* cmd = app.add_subcommand(
+      "generate", "Sample text from a trained model or a Hugging Face model folder");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "A saved model (<out>/model) or a training checkpoint "
-                  "(<out>/checkpoints/step-N)")
-      ->required();
+                  "(<out>/checkpoints/step-N)");
+  cmd->add_option("--init-from", args->init_from,
+                  "Or a Hugging Face model folder (config.json, model.safetensors or its sharded "
+                  "index, tokenizer.json), opened as train --init-from opens it; its context is "
+                  "config.json's");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
-                  "saved with the model; a training checkpoint carries none)");
+                  "saved with the model or in the folder; a training checkpoint carries none)");
   cmd->add_flag("--allow-tokenizer-mismatch", args->allow_tokenizer_mismatch,
                 "Generate although --tokenizer is not the tokenizer the model records (a "
                 "warning instead of an error)");

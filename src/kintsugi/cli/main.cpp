@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add_plan_command(app);
   add_tune_command(app);
   add_export_command(app);
+  add_import_command(app);
   try {
     // The environment switches, read and checked before anything else: a value one does not
     // take ends the program here, in one line (core/switches.hpp).

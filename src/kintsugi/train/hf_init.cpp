@@ -41,7 +41,8 @@ shape_keys() {
 }  // namespace
 
 HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
-                        const std::set<std::string>& given, std::vector<std::string>& notes) {
+                        const std::set<std::string>& given, std::vector<std::string>& notes,
+                        const std::string& seq_len_flag) {
   const fs::path json_path = folder / "config.json";
   const nlohmann::json j = read_json_file(
       json_path,
@@ -82,10 +83,13 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
             : fmt::format("by default ({} has no {}: ALiBi has no position limit)",
                           json_path.string(), hf.field_of("model.seq_len"));
     notes.push_back(fmt::format(
-        "model.seq_len = {} {}: windows of {} tokens; --set model.seq_len=N for windows of N{}",
-        m.seq_len, from, m.seq_len,
-        m.learned_positions() ? fmt::format(" (at most {}, the position table's rows)", m.seq_len)
-                              : ""));
+        "model.seq_len = {} {}: windows of {} tokens{}", m.seq_len, from, m.seq_len,
+        seq_len_flag.empty()
+            ? ""
+            : fmt::format("; {} for windows of N{}", seq_len_flag,
+                          m.learned_positions()
+                              ? fmt::format(" (at most {}, the position table's rows)", m.seq_len)
+                              : "")));
   }
   // RoPE scaling is the user's to change (a longer context than the folder's): the keys given
   // replace the folder's.
@@ -147,6 +151,32 @@ HfModel adopt_hf_folder(RunConfig& config, const fs::path& folder,
   validate(config);
   for (std::string& note : hf.notes) notes.push_back(std::move(note));
   return hf;
+}
+
+HfFolder open_hf_folder(const fs::path& folder, const std::string& flag,
+                        const std::string& tokenizer) {
+  std::error_code ec;
+  if (!fs::exists(folder, ec))
+    fail("{} {} does not exist: give a Hugging Face model folder (config.json, model.safetensors "
+         "or its index, tokenizer.json)",
+         flag, folder.string());
+  if (!fs::is_directory(folder, ec))
+    fail("{} {} is a file: give the Hugging Face model folder that holds it (its config.json "
+         "gives the model's shape)",
+         flag, folder.string());
+  if (tokenizer.empty() && !data::has_tokenizer_files(folder))
+    fail("{} holds no tokenizer.json{}: give the model's tokenizer with --tokenizer",
+         folder.string(),
+         fs::exists(folder / "tokenizer.model")
+             ? " (only tokenizer.model, SentencePiece, which kintsugi does not read)"
+             : "");
+  std::vector<std::string> overrides;
+  if (!tokenizer.empty()) overrides.push_back(fmt::format("data.tokenizer={}", nlohmann::json(tokenizer).dump()));
+  HfFolder f;
+  f.config = load_run_config("", overrides);
+  f.hf = adopt_hf_folder(f.config, folder, given_keys("", overrides), f.notes, "");
+  f.weights = std::make_shared<const HfWeights>(folder, f.config.model, f.hf.head_from_embedding);
+  return f;
 }
 
 }  // namespace kintsugi

@@ -19,7 +19,8 @@ void validate(const RunConfig& c) {
   };
   if (t.steps <= 0)
     fail("train.steps = {} must be positive (to measure a model's loss without training it, use "
-         "`kintsugi eval`)",
+         "`kintsugi eval`; to save a Hugging Face model folder as a kintsugi model without "
+         "training it, `kintsugi import`)",
          t.steps);
   positive("global_batch", t.global_batch);
   positive("micro_batch", t.micro_batch);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# A Hugging Face folder used without training (docs/checkpoints.md, "Importing a folder without
+# training"), on a hand-made folder (make_hf_folder.py, the test tokenizer next to it):
+#   - `import` writes a kintsugi model directory with the tokenizer, and `export` of it gives back
+#     every tensor of the folder, bit for bit (same name, type, shape and bytes; a tied Llama's
+#     head comes back as lm_head, the embedding's copy);
+#   - `generate --init-from FOLDER` prints the same text as `generate --checkpoint` of the
+#     import, greedy and sampled with a seed, and the same again when repeated;
+#   - an existing --out is replaced only with --overwrite, a directory that is not a model never;
+#     a damaged folder is refused in one line and leaves nothing behind.
+# Usage: hf_import.sh KINTSUGI OUT_DIR DATA_DIR NAME FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
+set -euo pipefail
+kintsugi="$1" out="$2" data="$3" name="$4" family="$5" shards="$6" dtype="$7"
+shift 7
+here="$(cd "$(dirname "$0")" && pwd)"
+expect_error="$here/../cli/expect_error.sh"
+export OMP_NUM_THREADS=1
+dir="$out/$name"
+rm -rf "$dir" && mkdir -p "$dir/folder"
+python3 "$here/make_hf_folder.py" "$dir/folder" "$dir/single.safetensors" "$family" "$shards" \
+  "$dtype" "$@"
+cp "$data/gpt2-512-tokenizer/"* "$dir/folder/"
+
+"$kintsugi" import --from "$dir/folder" --out "$dir/model" | tee "$dir/import.log"
+grep -q "^wrote $dir/model ($family model, 2 layers, d 32, $dtype weights) from $dir/folder, with its tokenizer" \
+  "$dir/import.log" || { echo "FAIL: import's line"; exit 1; }
+test -f "$dir/model/manifest.json" && test -f "$dir/model/vocab.json"
+"$kintsugi" export --checkpoint "$dir/model" --out "$dir/back/model.safetensors" >/dev/null
+python3 - "$dir/folder" "$dir/back" <<'PY'
+import json, os, struct, sys
+
+def tensors(folder):
+    """name (without GPT2LMHeadModel's "transformer." prefix) -> (dtype, shape, bytes)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) \
+        else ["model.safetensors"]
+    out = {}
+    for f in files:
+        raw = open(os.path.join(folder, f), "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        for k, v in json.loads(raw[8:8 + n]).items():
+            if k == "__metadata__":
+                continue
+            a, b = v["data_offsets"]
+            out[k.removeprefix("transformer.")] = (v["dtype"], v["shape"], raw[8 + n + a:8 + n + b])
+    return out
+
+src, back = tensors(sys.argv[1]), tensors(sys.argv[2])
+for k, t in src.items():
+    if back.get(k) != t:
+        sys.exit(f"FAIL: {k} differs after import and export")
+extra = set(back) - set(src)
+if extra - {"lm_head.weight"} or ("lm_head.weight" in extra and
+                                  back["lm_head.weight"] != src["model.embed_tokens.weight"]):
+    sys.exit(f"FAIL: export wrote other tensors: {sorted(extra)}")
+print(f"{len(src)} tensors bit for bit after import and export"
+      + (" (and lm_head, the tied embedding's copy)" if extra else ""))
+PY
+
+# generate from the folder: the import's text, greedy and sampled, and the same when repeated.
+for sampling in "--temperature 0" "--temperature 1 --top-k 0 --seed 3"; do
+  a="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 8 $sampling)"
+  b="$("$kintsugi" generate --checkpoint "$dir/model" --prompt "The jury" --tokens 8 $sampling)"
+  c="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 8 $sampling)"
+  echo "folder: $a"
+  echo "model/: $b"
+  [[ "$a" == "The jury"?* && "$a" == "$b" && "$a" == "$c" ]] ||
+    { echo "FAIL: generate --init-from ($sampling)"; exit 1; }
+done
+
+# --out: replaced only with --overwrite; never a directory that is not a model.
+"$expect_error" "^kintsugi: error: --out .*/model holds a model already: pass --overwrite to replace it, or choose another --out$" \
+  "$kintsugi" import --from "$dir/folder" --out "$dir/model"
+"$kintsugi" import --from "$dir/folder" --out "$dir/model" --overwrite | grep -q "(replaced the model that was there)$"
+"$expect_error" "^kintsugi: error: --out .*/folder exists and is not a kintsugi model directory: choose another --out$" \
+  "$kintsugi" import --from "$dir/folder" --out "$dir/folder" --overwrite
+"$expect_error" "^kintsugi: error: --from .*/model is a kintsugi checkpoint already" \
+  "$kintsugi" import --from "$dir/model" --out "$dir/again"
+# A damaged folder: one line, and neither --out nor a temporary directory beside it.
+cp -r "$dir/folder" "$dir/damaged"
+python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['hidden_act' if 'hidden_size' in j else 'activation_function'] = 'relu'; json.dump(j, open(p, 'w'))" \
+  "$dir/damaged/config.json"
+"$expect_error" "^kintsugi: error: .*damaged/config.json: .* = \"relu\" is not supported" \
+  "$kintsugi" import --from "$dir/damaged" --out "$dir/refused"
+"$expect_error" "^kintsugi: error: .*damaged/config.json: .* = \"relu\" is not supported" \
+  "$kintsugi" generate --init-from "$dir/damaged"
+test -z "$(ls "$dir" | grep '^refused' || true)" || { echo "FAIL: a refused import left files"; exit 1; }
+"$expect_error" "^kintsugi: error: --init-from .*config.json is a file: give the Hugging Face model folder that holds it" \
+  "$kintsugi" generate --init-from "$dir/folder/config.json"
+"$expect_error" "^kintsugi: error: generate needs either --checkpoint DIR .* or --init-from FOLDER" \
+  "$kintsugi" generate --init-from "$dir/folder" --checkpoint "$dir/model"
+"$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"
