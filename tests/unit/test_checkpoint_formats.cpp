@@ -211,7 +211,18 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   ModelConfig llama = model_preset("llama-tiny");
   llama.n_kv_head = 2;
   llama.rope_theta = 500000;
-  for (const ModelConfig& c : {model_preset("gpt-tiny"), llama, model_preset("bloom-tiny")}) {
+  ModelConfig mistral = llama;
+  mistral.family = Family::mistral;
+  mistral.sliding_window = 64;
+  ModelConfig yarn = model_preset("qwen2-tiny");
+  yarn.rope_scaling = RopeScaling::yarn;
+  yarn.rope_factor = 4;
+  yarn.rope_original_context = 32;
+  yarn.rope_beta_fast = 16;
+  yarn.rope_attention_factor = 1.25;
+  for (const ModelConfig& c : {model_preset("gpt-tiny"), llama, model_preset("bloom-tiny"),
+                               model_preset("llama3-tiny"), model_preset("qwen2-tiny"), mistral,
+                               yarn}) {
     const HfModel h = model_from_hf_config(hf_config(c), "config.json");
     EXPECT_EQ(h.model.family, c.family);
     EXPECT_EQ(h.model.n_layer, c.n_layer);
@@ -223,7 +234,25 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     EXPECT_EQ(h.model.norm_eps, c.norm_eps);
     if (c.is_llama()) {
       EXPECT_EQ(h.model.rope_theta, c.rope_theta);
+      EXPECT_EQ(h.model.head_dim(), c.head_dim());
+      EXPECT_EQ(h.model.sliding_window, c.sliding_window);
+      EXPECT_EQ(h.model.rope_scaling, c.rope_scaling);
+      if (c.rope_scaling != RopeScaling::none) {
+        EXPECT_EQ(h.model.rope_factor, c.rope_factor);
+        EXPECT_EQ(h.model.rope_original_context, c.rope_original_context);
+      }
+      if (c.rope_scaling == RopeScaling::llama3) {
+        EXPECT_EQ(h.model.rope_low_freq_factor, c.rope_low_freq_factor);
+        EXPECT_EQ(h.model.rope_high_freq_factor, c.rope_high_freq_factor);
+      }
+      if (c.rope_scaling == RopeScaling::yarn) {
+        EXPECT_EQ(h.model.rope_beta_fast, c.rope_beta_fast);
+        EXPECT_EQ(h.model.rope_beta_slow, c.rope_beta_slow);
+        EXPECT_EQ(h.model.rope_attention_factor, c.rope_attention_factor);
+      }
     }
+    EXPECT_EQ(h.model.tied_embeddings(), c.tied_embeddings());
+    EXPECT_EQ(h.model.qkv_bias(), c.qkv_bias());
     if (!c.is_bloom()) {
       EXPECT_EQ(h.model.seq_len, c.seq_len);
     }
@@ -234,16 +263,43 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     return error_of([&] { model_from_hf_config(j, "config.json"); }).find(field) !=
            std::string::npos;
   };
+  // RoPE scaling is read by type; a type, or a parameter of it, that we do not compute is
+  // refused by name.
   nlohmann::json j = hf_config(llama);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  EXPECT_TRUE(refused(j, "rope_scaling"));
-  // transformers 5 writes RoPE's parameters as one object: its theta is read, scaling refused.
+  EXPECT_TRUE(refused(j, "rope_scaling of rope type \"llama3\" has no original_max_position"));
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_TRUE(refused(j, "rope_scaling.type = \"dynamic\" is not supported"));
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0.7}};
+  EXPECT_TRUE(refused(j, "rope_scaling.mscale = 0.7 is not supported for rope type \"yarn\""));
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"beta_fast", 8}};
+  EXPECT_TRUE(refused(j, "rope_scaling.beta_fast"));
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"truncate", false}};
+  EXPECT_TRUE(refused(j, "rope_scaling.truncate = false"));
+  // Qwen's documented form: the legacy "type" key, the context taken from the file.
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  j["max_position_embeddings"] = 96;
+  const ModelConfig qwen_yarn = model_from_hf_config(j, "config.json").model;
+  EXPECT_EQ(qwen_yarn.rope_scaling, RopeScaling::yarn);
+  EXPECT_EQ(qwen_yarn.rope_original_context, 96);
+  // transformers 5 writes RoPE's parameters as one object, theta and scaling together.
   j = hf_config(llama);
   j.erase("rope_theta");
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 123.0}};
   EXPECT_EQ(model_from_hf_config(j, "config.json").model.rope_theta, 123.0);
   j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 123.0}, {"factor", 2.0}};
-  EXPECT_TRUE(refused(j, "rope_parameters."));
+  EXPECT_EQ(model_from_hf_config(j, "config.json").model.rope_factor, 2.0);
+  j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 123.0}};
+  EXPECT_TRUE(refused(j, "rope_parameters.rope_type = \"longrope\""));
+  // Qwen2's per-layer window and a family's other attention layouts are refused by name.
+  j = hf_config(model_preset("qwen2-tiny"));
+  j["use_sliding_window"] = true;
+  EXPECT_TRUE(refused(j, "use_sliding_window = true is not supported"));
+  j = hf_config(model_preset("qwen2-tiny"));
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  EXPECT_TRUE(refused(j, "layer_types"));
+  j["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_FALSE(refused(j, "layer_types"));
   j = hf_config(llama);
   j["num_key_value_heads"] = 3;
   EXPECT_TRUE(refused(j, "num_key_value_heads = 3 does not divide"));
@@ -308,7 +364,7 @@ TEST(HfConfig, FamilyWithoutHuggingFaceNamesIsRefused) {
   c.family = static_cast<Family>(EnumNames<Family>::values.size());  // past the last one named
   const std::string exported = error_of([&] { hf_config(c); });
   EXPECT_NE(exported.find("model.family"), std::string::npos) << exported;
-  EXPECT_NE(exported.find("gpt2, llama and bloom"), std::string::npos) << exported;
+  EXPECT_NE(exported.find("gpt2, llama, mistral, qwen2 and bloom"), std::string::npos) << exported;
   HfModel h;
   h.model.family = c.family;
   const std::string named = error_of([&] { h.field_of("model.n_layer"); });

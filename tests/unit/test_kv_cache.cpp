@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "support/family_variants.hpp"
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/gpt.hpp"
@@ -112,19 +113,15 @@ TEST(KvCache, RopeAtAnOffsetEqualsTheSameRows) {
   }
 }
 
-// "llama_window": Llama with a sliding window of 3 of its 10 rows (model.sliding_window).
+// A family or variant (support/family_variants.hpp) over 10 rows.
 ModelConfig kv_cache_model(const std::string& param) {
-  const bool window = param == "llama_window";
-  const std::string family = window ? "llama" : param;
-  ModelConfig c;
+  ModelConfig c = testing::family_variant(param);
   c.name = "kv-" + param;
-  if (window) c.sliding_window = 3;
-  c.family = parse_name<Family>(family, "family");
   c.n_layer = 2;
   c.d_model = 16;
   c.n_head = 4;
-  c.n_kv_head = family == "llama" ? 2 : 0;
-  c.d_ff = family == "llama" ? 24 : 32;
+  c.n_kv_head = c.is_llama() ? 2 : 0;
+  c.d_ff = c.is_llama() ? 24 : 32;
   c.vocab_size = 50;
   c.seq_len = 10;
   c.init_std = 0.3;  // large weights: every layer moves the logits
@@ -179,7 +176,7 @@ TEST_P(KvCacheModel, CachedLogitsEqualRerunningTheWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, KvCacheModel,
-                         ::testing::Values("gpt2", "llama", "bloom", "llama_window"),
+                         ::testing::ValuesIn(testing::kFamilyVariants),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -13,24 +13,21 @@
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "support/family_variants.hpp"
 #include "support/random_tokens.hpp"
 
 namespace kintsugi {
 namespace {
 
-// "llama_window": Llama with a sliding window of 3 rows (model.sliding_window).
+// A family or variant (support/family_variants.hpp) at a micro size.
 ModelConfig micro(const std::string& param) {
-  const bool window = param == "llama_window";
-  const std::string family = window ? "llama" : param;
-  ModelConfig c;
+  ModelConfig c = testing::family_variant(param);
   c.name = "micro-" + param;
-  if (window) c.sliding_window = 3;
-  c.family = parse_name<Family>(family, "family");
   c.n_layer = 2;
   c.d_model = 8;
   c.n_head = 4;  // 4 heads of 2: ALiBi slopes differ per head
-  c.n_kv_head = family == "llama" ? 2 : 0;  // grouped-query: 2 query heads per kv head
-  c.d_ff = family == "llama" ? 12 : 16;
+  c.n_kv_head = c.is_llama() ? 2 : 0;  // grouped-query: 2 query heads per kv head
+  c.d_ff = c.is_llama() ? 12 : 16;
   c.vocab_size = 11;
   c.vocab_pad_multiple = 8;
   c.seq_len = 6;
@@ -90,14 +87,17 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   const ModelConfig c = micro(GetParam());
   GptModel model(*backend, c, DType::f32, 1, c.seq_len);
   std::int64_t stored = 0;
-  bool biases = false, positions = false, head = false, embedding_norm = false;
+  bool biases = false, qkv_bias = false, proj_bias = false, positions = false, head = false,
+       embedding_norm = false;
   for (int i = 0; i < model.params().size(); ++i) {
     const auto& e = model.params().entry(i);
     Shape s = e.spec.global_shape;
     if (e.spec.valid_rows >= 0) s.dims[0] = e.spec.valid_rows;
     stored += s.numel();
     const std::string& name = e.spec.name;
-    biases |= name.ends_with(".bias");
+    biases |= name.ends_with(".bias") && !name.ends_with("qkv.bias");
+    qkv_bias |= name.ends_with("attn.qkv.bias");
+    proj_bias |= name.ends_with("attn.proj.bias");
     positions |= name == "embedding.position.weight";
     head |= name == "head.weight";
     embedding_norm |= name == "embedding.norm.weight";
@@ -105,12 +105,17 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   EXPECT_EQ(stored, parameter_count(c));
   EXPECT_EQ(positions, c.learned_positions());
   EXPECT_EQ(biases, c.has_biases());
+  EXPECT_EQ(proj_bias, c.has_biases());
+  EXPECT_EQ(qkv_bias, c.qkv_bias());  // Qwen2's are on qkv alone
   EXPECT_EQ(head, !c.tied_embeddings());  // Llama's head is untied
   EXPECT_EQ(embedding_norm, c.embedding_norm());
   const int qkv = model.params().find("blocks.0.attn.qkv.weight");
   ASSERT_GE(qkv, 0);
   EXPECT_EQ(model.params().entry(qkv).spec.global_shape[0],
             (c.n_head + 2 * c.kv_heads()) * c.head_dim());
+  const int proj = model.params().find("blocks.0.attn.proj.weight");
+  ASSERT_GE(proj, 0);
+  EXPECT_EQ(model.params().entry(proj).spec.global_shape[1], c.n_head * c.head_dim());
 }
 
 // Recomputation reruns the same kernels on the same inputs: gradients and losses are
@@ -118,7 +123,7 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
 TEST_P(ModelFamily, RecomputeIsBitIdentical) {
   ModelConfig c = micro(GetParam());
   c.d_model = 32;
-  c.d_ff = GetParam() == "llama" ? 88 : 128;
+  c.d_ff = c.is_llama() ? 88 : 128;
   c.vocab_size = 300;
   c.seq_len = 16;
   c.init_std = 0.02;
@@ -158,6 +163,11 @@ TEST_P(ModelFamily, ConfigJsonRoundTrips) {
   EXPECT_EQ(back.kv_heads(), c.kv_heads());
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(back.sliding_window, c.sliding_window);
+  EXPECT_EQ(back.head_dim(), c.head_dim());
+  EXPECT_EQ(back.tied_embeddings(), c.tied_embeddings());
+  EXPECT_EQ(back.rope_scaling, c.rope_scaling);
+  EXPECT_EQ(back.rope_factor, c.rope_factor);
+  EXPECT_EQ(back.rope_original_context, c.rope_original_context);
   EXPECT_EQ(parameter_count(back), parameter_count(c));
 }
 
@@ -178,7 +188,7 @@ TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelFamily,
-                         ::testing::Values("gpt2", "llama", "bloom", "llama_window"),
+                         ::testing::ValuesIn(testing::kFamilyVariants),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -198,7 +198,6 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
                       {"num_hidden_layers", c.n_layer},
                       {"num_attention_heads", c.n_head},
                       {"num_key_value_heads", c.kv_heads()},
-                      {"head_dim", c.head_dim()},
                       {"max_position_embeddings", c.seq_len},
                       {"rms_norm_eps", c.norm_eps},
                       {"rope_theta", c.rope_theta},
@@ -207,6 +206,7 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
                       {"initializer_range", c.init_std},
                       {"tie_word_embeddings", c.tied_embeddings()},
                       {"torch_dtype", "float32"}};
+  if (c.head_size > 0) j["head_dim"] = c.head_size;  // else hidden_size / num_attention_heads
   if (c.rope_scaling != RopeScaling::none) j["rope_scaling"] = rope_scaling_json(c);
   if (c.family == Family::llama) {
     j["attention_bias"] = false;

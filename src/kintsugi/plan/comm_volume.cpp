@@ -32,7 +32,8 @@ void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepSha
   const double d = static_cast<double>(m.d_model), f = static_cast<double>(m.d_ff);
   const double qkv = static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim());
   const double fc_layers = m.gated_mlp() ? 2 : 1;  // SwiGLU: gate and up
-  const double block = (qkv + d + (fc_layers + 1) * f) * d / static_cast<double>(plane);
+  const double q = static_cast<double>(m.q_width());  // the attention output, proj's input
+  const double block = (qkv + q + (fc_layers + 1) * f) * d / static_cast<double>(plane);
   const double x = static_cast<double>(gx), y = static_cast<double>(gy);
   // Full recomputation reruns each block's forward, and its collectives, in backward.
   const double forwards = s.recompute_full ? 2 : 1;
@@ -45,7 +46,7 @@ void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepSha
       ring_all_reduce_bytes(static_cast<double>(s.depth_grad_elements) * eb, gz);
   out["grid_x.all_reduce"] =
       mb * blocks *
-      ring_all_reduce_bytes(rows * (forwards * (qkv + fc_layers * f) + d + f) / y * a, gx);
+      ring_all_reduce_bytes(rows * (forwards * (qkv + fc_layers * f) + q + f) / y * a, gx);
   out["grid_x.all_gather"] =
       mb * blocks * (2 * forwards + 2) * ring_all_gather_bytes(rows * d * a, gx);
   out["grid_y.all_reduce"] =

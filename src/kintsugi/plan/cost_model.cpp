@@ -485,7 +485,7 @@ double grid_seconds(const Context& c, const RankShare& share, const StepShape& s
     gemm.push_back(g.flops() /
                    (c.peak * c.cluster.gemm_efficiency(g.gemm_m, g.gemm_n, g.gemm_k)));
   // The attention core's forward on this rank: its z's sequences, its y's heads.
-  const double attention = 4.0 * attended_keys(c.m.seq_len, c.m.sliding_window) * c.m.d_model *
+  const double attention = 4.0 * attended_keys(c.m.seq_len, c.m.sliding_window) * c.m.q_width() *
                            c.local_rows / c.gy / (c.peak * c.eff.block);
   const GridBlockComm block = grid_block_comm_seconds(layers, gemm, attention, c.grid_links,
                                                       c.l.parallel.tensor_grid_overlap);

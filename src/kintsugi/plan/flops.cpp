@@ -12,7 +12,7 @@ double block_matmul_parameters(const ModelConfig& c) {
 }
 }  // namespace
 
-std::int64_t qkv_width(const ModelConfig& c) { return c.d_model + 2 * c.kv_heads() * c.head_dim(); }
+std::int64_t qkv_width(const ModelConfig& c) { return c.q_width() + 2 * c.kv_heads() * c.head_dim(); }
 
 std::int64_t norm_parameters(const ModelConfig& c) { return c.rms_norm() ? c.d_model : 2 * c.d_model; }
 
@@ -43,10 +43,11 @@ std::int64_t matmul_parameter_count(const ModelConfig& c) {
 
 double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
                                       bool full) {
-  const double d = static_cast<double>(c.d_model), s = attended_keys(seq, c.sliding_window);
+  // The attention products are as wide as the queries (d_model unless head_dim is set apart).
+  const double q = static_cast<double>(c.q_width()), s = attended_keys(seq, c.sliding_window);
   const double matrices = block_matmul_parameters(c);
-  const double attention_forward = 4.0 * s * d;  // QK^T and PV, forward
-  const double model = 6.0 * matrices + 12.0 * s * d;
+  const double attention_forward = 4.0 * s * q;  // QK^T and PV, forward
+  const double model = 6.0 * matrices + 12.0 * s * q;
   return model + (full ? 2.0 * matrices + attention_forward : selective ? attention_forward : 0.0);
 }
 

@@ -1,0 +1,44 @@
+#pragma once
+// The families and pieces the whole-model tests run (test_model_families.cpp,
+// test_kv_cache.cpp): a family's name, or one of these variants of Llama's block:
+//   llama_window  a sliding window of 3 rows (model.sliding_window)
+//   llama_scaled  Llama 3.1's RoPE scaling over an original context of 3 positions, heads of 6
+//                 apart from d_model / n_head (model.head_dim), and a tied head
+//   mistral       Mistral's family with a window of 3
+//   qwen2         Qwen2's qkv biases, with YaRN over an original context of 4 positions
+// Each test then gives the model its own sizes.
+#include <string>
+#include <vector>
+
+#include "kintsugi/model/config.hpp"
+
+namespace kintsugi::testing {
+
+inline const std::vector<std::string> kFamilyVariants = {
+    "gpt2", "llama", "bloom", "llama_window", "llama_scaled", "mistral", "qwen2"};
+
+inline ModelConfig family_variant(const std::string& param) {
+  ModelConfig c;
+  c.name = param;
+  if (param == "llama_window" || param == "llama_scaled") {
+    c.family = Family::llama;
+  } else {
+    c.family = parse_name<Family>(param, "family");
+  }
+  if (param == "llama_window" || param == "mistral") c.sliding_window = 3;
+  if (param == "llama_scaled") {
+    c.rope_scaling = RopeScaling::llama3;
+    c.rope_factor = 4;
+    c.rope_original_context = 3;
+    c.head_size = 6;
+    c.tie_embeddings = TiedHead::tied;
+  }
+  if (param == "qwen2") {
+    c.rope_scaling = RopeScaling::yarn;
+    c.rope_factor = 2;
+    c.rope_original_context = 4;
+  }
+  return c;
+}
+
+}  // namespace kintsugi::testing
