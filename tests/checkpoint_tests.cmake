@@ -209,7 +209,7 @@ hf_folder_refused_test(index_omits_tensor
                        "holds tensor model.norm.weight, which model.safetensors.index.json does not name")
 hf_folder_refused_test(shape_mismatch
                        "mlp.gate_proj.weight has shape \\[64, 32\\] but the model expects \\[48, 32\\]")
-hf_folder_refused_test(rope_scaling "config.json: rope_scaling = .* is not supported")
+hf_folder_refused_test(rope_scaling "config.json: rope_scaling.type = \"dynamic\" is not supported")
 hf_folder_refused_test(activation "config.json: hidden_act = \"gelu\" is not supported")
 hf_folder_refused_test(attention_bias "config.json: attention_bias = true is not supported")
 hf_folder_refused_test(unknown_field "config.json: field sliding_window is not one kintsugi knows")

@@ -24,7 +24,7 @@ case "$kind" in
   index_omits_tensor)
     edit_json "$f/model.safetensors.index.json" "del j['weight_map']['model.norm.weight']" ;;
   shape_mismatch) edit_json "$f/config.json" "j['intermediate_size'] = 48" ;;
-  rope_scaling) edit_json "$f/config.json" "j['rope_scaling'] = {'type': 'linear', 'factor': 2.0}" ;;
+  rope_scaling) edit_json "$f/config.json" "j['rope_scaling'] = {'type': 'dynamic', 'factor': 2.0}" ;;
   activation) edit_json "$f/config.json" "j['hidden_act'] = 'gelu'" ;;
   attention_bias) edit_json "$f/config.json" "j['attention_bias'] = True" ;;
   unknown_field) edit_json "$f/config.json" "j['sliding_window'] = 4096" ;;

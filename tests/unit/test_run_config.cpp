@@ -187,7 +187,8 @@ TEST(RunConfig, EveryKeyIsDocumented) {
 
 TEST(RunConfig, ShippedConfigsLoad) {
   for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
-                           "llama-13b.toml", "bloom-13b.toml"})
+                           "llama-13b.toml", "bloom-13b.toml",
+                           "llama-3.1-8b-continued-pretraining.toml", "qwen2.5-7b-finetune.toml"})
     EXPECT_NO_THROW(load_run_config(testing::configs_dir() + "/" + name, {})) << name;
 }
 
