@@ -213,7 +213,7 @@ hf_folder_refused_test(rope_scaling "config.json: rope_scaling.type = \"dynamic\
 hf_folder_refused_test(activation "config.json: hidden_act = \"gelu\" is not supported")
 hf_folder_refused_test(attention_bias "config.json: attention_bias = true is not supported")
 hf_folder_refused_test(unknown_field "config.json: field sliding_window is not one kintsugi knows")
-hf_folder_refused_test(other_family "config.json: model_type = \"mistral\" is not supported")
+hf_folder_refused_test(other_family "config.json: model_type = \"gemma2\" is not supported")
 # Values no model can have are named as the file's fields, not as model.* keys.
 hf_folder_refused_test(zero_rms_norm_eps "config.json: rms_norm_eps = 0 must be positive")
 hf_folder_refused_test(contradicts_config

@@ -45,6 +45,8 @@ else
   shape=(--set model.family=llama --set model.d_ff=64 --set model.n_kv_head=$kv
          --set model.rope_theta=500000)
 fi
+# A tied folder's model ties its head too (no lm_head in the file).
+[[ " $* " == *" tied "* ]] && shape+=(--set model.tie_embeddings=tied)
 shape+=(--set model.n_layer=2 --set model.d_model=32 --set model.n_head=4 --set model.seq_len=64
         --set data.tokenizer="$data/gpt2-512-tokenizer" --set model.vocab_size=512)
 

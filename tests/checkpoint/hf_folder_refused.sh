@@ -28,7 +28,7 @@ case "$kind" in
   activation) edit_json "$f/config.json" "j['hidden_act'] = 'gelu'" ;;
   attention_bias) edit_json "$f/config.json" "j['attention_bias'] = True" ;;
   unknown_field) edit_json "$f/config.json" "j['sliding_window'] = 4096" ;;
-  other_family) edit_json "$f/config.json" "j['model_type'] = 'mistral'" ;;
+  other_family) edit_json "$f/config.json" "j['model_type'] = 'gemma2'" ;;
   zero_rms_norm_eps) edit_json "$f/config.json" "j['rms_norm_eps'] = 0" ;;
   layers_disagree) edit_json "$f/config.json" "j['num_hidden_layers'] = 1000000000" ;;
   contradicts_config) ;;  # the flags give another model.d_ff

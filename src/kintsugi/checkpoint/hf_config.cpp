@@ -248,8 +248,10 @@ HfModel llama_like(Fields& f, const json& j, const std::string& source, Family f
     f.require("attention_bias", false, "kintsugi's Llama attention has no biases");
     f.require("mlp_bias", false, "kintsugi's Llama MLP has no biases");
   }
-  if (family == Family::mistral && f.has("sliding_window"))
-    m.sliding_window = f.integer("sliding_window");
+  if (family == Family::mistral) {
+    if (f.has("sliding_window")) m.sliding_window = f.integer("sliding_window");
+    f.mark("sliding_window");  // null: no window
+  }
   if (family == Family::qwen2) {
     // Qwen2 windows only its layers from max_window_layers on, and only with use_sliding_window.
     f.require("use_sliding_window", false,
@@ -257,7 +259,6 @@ HfModel llama_like(Fields& f, const json& j, const std::string& source, Family f
     f.mark("sliding_window");
     f.mark("max_window_layers");
   }
-  f.mark("sliding_window");
   // transformers 4.53+ names each layer's attention; all must be full (or, for Mistral, all
   // windowed with sliding_window set).
   if (f.has("layer_types")) {
