@@ -258,6 +258,16 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     }
     EXPECT_FALSE(h.head_from_embedding);
   }
+  // A window that the family's Hugging Face model would not apply is not exported as if it
+  // were not there.
+  for (const char* preset : {"llama-tiny", "qwen2-tiny"}) {
+    ModelConfig windowed = model_preset(preset);
+    windowed.sliding_window = 8;
+    EXPECT_NE(error_of([&] { hf_config(windowed); })
+                  .find("model.sliding_window = 8 has no Hugging Face config.json"),
+              std::string::npos)
+        << preset;
+  }
   // What would change the arithmetic is refused, naming the field.
   auto refused = [](nlohmann::json j, const std::string& field) {
     return error_of([&] { model_from_hf_config(j, "config.json"); }).find(field) !=

@@ -186,6 +186,12 @@ nlohmann::json rope_scaling_json(const ModelConfig& c) {
 
 // Llama's block as Llama, Mistral and Qwen2 write it.
 nlohmann::json llama_like_config(const ModelConfig& c) {
+  // Only Mistral's config.json carries a window that its model applies: Hugging Face's Llama
+  // and Qwen2 (use_sliding_window false) would attend over the whole context.
+  if (c.sliding_window > 0 && c.family != Family::mistral)
+    fail("model.sliding_window = {} has no Hugging Face config.json for model.family = \"{}\" "
+         "(its model attends over the whole context): export it as model.family = \"mistral\"",
+         c.sliding_window, name_of(c.family));
   const auto [architecture, type] =
       c.family == Family::mistral ? std::pair{"MistralForCausalLM", "mistral"}
       : c.family == Family::qwen2 ? std::pair{"Qwen2ForCausalLM", "qwen2"}
