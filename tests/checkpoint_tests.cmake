@@ -114,20 +114,21 @@ add_test(NAME ckpt.export_import
          COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                  ${CKPT_OUT} export_import ${MICRO_RUN})
 # Llama (q_proj, k_proj, v_proj split out of the fused qkv, grouped-query attention, untied
-# head) and BLOOM (fused query_key_value per head, embedding LayerNorm).
-add_test(NAME ckpt.export_import_llama
-         COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
-                 ${CKPT_OUT} export_import_llama ${LLAMA_RUN})
-add_test(NAME ckpt.export_import_bloom
-         COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
-                 ${CKPT_OUT} export_import_bloom ${BLOOM_RUN})
+# head), BLOOM (fused query_key_value per head, embedding LayerNorm), Qwen2 (q/k/v biases split
+# likewise, tied head), Mistral (its sliding_window) and Llama 3.1's RoPE scaling and head_dim.
+foreach(family llama bloom qwen2 mistral llama3)
+  string(TOUPPER ${family} upper)
+  add_test(NAME ckpt.export_import_${family}
+           COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} export_import_${family} ${${upper}_RUN})
+  set_tests_properties(ckpt.export_import_${family} PROPERTIES TIMEOUT 300)
+endforeach()
 # A bf16 run: model/ exports its bf16 working weights as BF16, the training checkpoint its f32
 # master weights as F32 (or, with --dtype bf16, rounded to model/'s bytes).
 add_test(NAME ckpt.export_bf16
          COMMAND ${CKPT}/export_bf16.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                  ${CKPT_OUT} export_bf16 ${MICRO_RUN})
-set_tests_properties(ckpt.export_import ckpt.export_import_llama ckpt.export_import_bloom
-                     ckpt.export_bf16 PROPERTIES TIMEOUT 300)
+set_tests_properties(ckpt.export_import ckpt.export_bf16 PROPERTIES TIMEOUT 300)
 # Besides the weights: a training checkpoint's export takes the tokenizer of the run's model/
 # (when the fingerprints agree), tokenizer_config.json and config.json describe the model
 # (model_max_length, bos/eos ids), a re-export says which files it replaces and removes, and
@@ -193,6 +194,16 @@ function(hf_import_test name)
 endfunction()
 hf_import_test(llama_gqa_tied_bf16_3_shards llama 3 bf16 gqa tied)
 hf_import_test(gpt2_f32_one_file gpt2 1 f32)
+# Folders whose config.json is the family's as its models ship it (tests/fixtures/hf): imported
+# and exported bit for bit, trained serially and on tp 2, exported with the family's fields and
+# read back.
+foreach(fixture llama3.1 mistral qwen2.5)
+  add_test(NAME ckpt.hf_fixture_${fixture}
+           COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}
+                   hf_fixture_${fixture})
+  set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+endforeach()
 # Damaged or unsupported folders: one line naming the problem, exit 1, nothing trained.
 function(hf_folder_refused_test kind pattern)
   add_test(NAME ckpt.hf_folder_refused.${kind}

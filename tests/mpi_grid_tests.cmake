@@ -68,7 +68,7 @@ function(grid_family_test family name ranks reference)
   set_tests_properties(mpi.grid_${family}_${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
                        PROCESSORS ${ranks} TIMEOUT 300)
 endfunction()
-foreach(family llama bloom)
+foreach(family llama bloom qwen2)
   string(TOUPPER ${family} FAMILY)
   add_test(NAME mpi.${family}_serial_reference_mb2
            COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
@@ -84,6 +84,9 @@ set_tests_properties(mpi.grid_llama_2x1x2 PROPERTIES FIXTURES_SETUP grid_llama_2
 grid_family_test(bloom 1x2x2 4 bloom_serial_mb2 --tensor-grid 1,2,2 --set train.micro_batch=2)
 grid_family_test(bloom 2x2x1_recompute_selective 4 bloom_serial --tensor-grid 2,2,1
                  --recompute selective)
+# Qwen2: a bias on the entry layer qkv only (replicated over the inner x, its gradient from
+# each z rank's rows summed over z), none on the exit layers.
+grid_family_test(qwen2 2x1x2 4 qwen2_serial_mb2 --tensor-grid 2,1,2 --set train.micro_batch=2)
 set(GRID_RTOL 0)
 grid_family_test(llama 2x1x2_recompute_full 4 grid_llama_2x1x2 --tensor-grid 2,1,2
                  --set train.micro_batch=2 --recompute full)

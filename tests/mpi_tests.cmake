@@ -328,14 +328,31 @@ mpi_mixed_test(tp2_sp_dp2_fp16_zero2 4 serial_fp16 --tp 2 --sequence-parallel --
 # bit-identical with tensor and sequence parallelism (RoPE and ALiBi are redone with the rest);
 # and bf16 with tensor parallelism and ZeRO-1 tracks the serial bf16 run. Llama runs grouped-query
 # attention (4 query heads, 2 kv heads: one kv head per tensor-parallel rank).
-set(LLAMA_RUN
-    --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml ${TEST_DATA}
-    --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.n_kv_head=2
-    --set model.d_ff=176 --set model.seq_len=32 ${TEST_SCHEDULE})
+set(LLAMA_SHAPE --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4
+                --set model.n_kv_head=2 --set model.d_ff=176 --set model.seq_len=32)
+set(LLAMA_RUN --config ${PROJECT_SOURCE_DIR}/configs/llama-tiny.toml ${TEST_DATA} ${LLAMA_SHAPE}
+              ${TEST_SCHEDULE})
 set(BLOOM_RUN
     --config ${PROJECT_SOURCE_DIR}/configs/bloom-tiny.toml ${TEST_DATA}
     --set model.n_layer=4 --set model.d_model=64 --set model.n_head=4 --set model.d_ff=256
     --set model.seq_len=32 ${TEST_SCHEDULE})
+# The families of Llama's block with its newer pieces, in Llama's shape above: Qwen2 (biases on
+# the query, key and value projections only; tied head), Mistral (a sliding window of 8 of the
+# 32 rows; its tiny config's 32 would cover them all) and Llama 3.1's RoPE scaling with a head
+# size of its own (4 heads of 48 in a model of 64).
+set(QWEN2_RUN --config ${PROJECT_SOURCE_DIR}/configs/qwen2-tiny.toml ${TEST_DATA} ${LLAMA_SHAPE}
+              ${TEST_SCHEDULE})
+set(MISTRAL_RUN --config ${PROJECT_SOURCE_DIR}/configs/mistral-tiny.toml ${TEST_DATA}
+                ${LLAMA_SHAPE} --set model.sliding_window=8 ${TEST_SCHEDULE})
+set(LLAMA3_RUN --config ${PROJECT_SOURCE_DIR}/configs/llama3-tiny.toml ${TEST_DATA}
+               ${LLAMA_SHAPE} ${TEST_SCHEDULE})
+# A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
+function(serial_reference name)
+  add_test(NAME mpi.${name}_reference
+           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+                   $<TARGET_FILE:kintsugi> train ${ARGN} --out ${MPI_OUT}/${name} --overwrite)
+  set_tests_properties(mpi.${name}_reference PROPERTIES FIXTURES_SETUP ${name}_run)
+endfunction()
 # A layout of `family` against its serial run.
 function(family_layout_test family name ranks)
   string(TOUPPER ${family} FAMILY)
@@ -347,36 +364,21 @@ function(family_layout_test family name ranks)
   set_tests_properties(mpi.${family}_${name} PROPERTIES FIXTURES_REQUIRED ${family}_serial_run
                        PROCESSORS ${ranks} TIMEOUT 300)
 endfunction()
+# Every family: its serial run and tp 2 x pp 2 x dp 2 with sequence parallelism and ZeRO-1.
+foreach(family llama bloom qwen2 mistral llama3)
+  string(TOUPPER ${family} FAMILY)
+  serial_reference(${family}_serial ${${FAMILY}_RUN})
+  family_layout_test(${family} tp2_pp2_dp2_sp_zero1 8 --tp 2 --pp 2 --dp 2 --sequence-parallel
+                     --zero 1)
+endforeach()
+# Qwen2's qkv biases sharded by ZeRO-3 and gathered under tp.
+family_layout_test(qwen2 tp2_dp2_zero3 4 --tp 2 --dp 2 --zero 3)
 foreach(family llama bloom)
   string(TOUPPER ${family} FAMILY)
   set(run ${${FAMILY}_RUN})
-  add_test(NAME mpi.${family}_serial_reference
-           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                   $<TARGET_FILE:kintsugi> train ${run} --out ${MPI_OUT}/${family}_serial
-                   --overwrite)
-  add_test(NAME mpi.${family}_serial_bf16_reference
-           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                   $<TARGET_FILE:kintsugi> train ${run} ${BF16_RUN}
-                   --out ${MPI_OUT}/${family}_serial_bf16 --overwrite)
-  set_tests_properties(mpi.${family}_serial_reference PROPERTIES
-                       FIXTURES_SETUP ${family}_serial_run)
-  set_tests_properties(mpi.${family}_serial_bf16_reference PROPERTIES
-                       FIXTURES_SETUP ${family}_serial_bf16_run)
-  add_test(NAME mpi.${family}_tp2_pp2_dp2_sp_zero1
-           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
-                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
-                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_pp2_dp2_sp_zero1 8 ${run}
-                   --tp 2 --pp 2 --dp 2 --sequence-parallel --zero 1)
-  add_test(NAME mpi.${family}_tp2_sp
-           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial
-                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
-                   $<TARGET_FILE:check_run> ${MPI_OUT} ${family}_tp2_sp 2 ${run}
-                   --tp 2 --sequence-parallel)
-  set_tests_properties(mpi.${family}_tp2_pp2_dp2_sp_zero1 mpi.${family}_tp2_sp PROPERTIES
-                       FIXTURES_REQUIRED ${family}_serial_run TIMEOUT 300)
-  set_tests_properties(mpi.${family}_tp2_pp2_dp2_sp_zero1 PROPERTIES PROCESSORS 8)
-  set_tests_properties(mpi.${family}_tp2_sp PROPERTIES PROCESSORS 2
-                       FIXTURES_SETUP ${family}_tp2_sp_run)
+  serial_reference(${family}_serial_bf16 ${run} ${BF16_RUN})
+  family_layout_test(${family} tp2_sp 2 --tp 2 --sequence-parallel)
+  set_tests_properties(mpi.${family}_tp2_sp PROPERTIES FIXTURES_SETUP ${family}_tp2_sp_run)
   add_test(NAME mpi.${family}_tp2_sp_recompute_full
            COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_tp2_sp RTOL=0
                    ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
@@ -397,12 +399,7 @@ foreach(family llama bloom)
   set_tests_properties(mpi.${family}_tp2_dp2_bf16_zero1 PROPERTIES
                        FIXTURES_REQUIRED ${family}_serial_bf16_run PROCESSORS 4 TIMEOUT 300)
   # fp16 with dynamic loss scaling, pipelined and sharded, against the serial fp16 run.
-  add_test(NAME mpi.${family}_serial_fp16_reference
-           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                   $<TARGET_FILE:kintsugi> train ${run} ${FP16_RUN}
-                   --out ${MPI_OUT}/${family}_serial_fp16 --overwrite)
-  set_tests_properties(mpi.${family}_serial_fp16_reference PROPERTIES
-                       FIXTURES_SETUP ${family}_serial_fp16_run)
+  serial_reference(${family}_serial_fp16 ${run} ${FP16_RUN})
   add_test(NAME mpi.${family}_pp2_dp2_fp16_zero1
            COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${family}_serial_fp16 RTOL=1e-4
                    WEIGHT_RTOL=0.1
@@ -420,13 +417,6 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
-# A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
-function(serial_reference name)
-  add_test(NAME mpi.${name}_reference
-           COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
-                   $<TARGET_FILE:kintsugi> train ${ARGN} --out ${MPI_OUT}/${name} --overwrite)
-  set_tests_properties(mpi.${name}_reference PROPERTIES FIXTURES_SETUP ${name}_run)
-endfunction()
 # Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
 serial_reference(llama_serial_eval1 ${LLAMA_RUN} --set train.steps=1 --set train.eval_batches=1)
 add_test(NAME mpi.llama_eval1_pp2_dp2
@@ -470,17 +460,15 @@ foreach(family gpt llama bloom)
                        FIXTURES_REQUIRED "${family}_documents_serial_run;${plain}_run")
 endforeach()
 
-# Sliding-window attention (model.sliding_window = 8 of 32 rows): Llama at tp 2 x pp 2 x dp 2
-# reproduces its serial run, and that run's weights differ from those of the run without.
-set(LLAMA_WINDOW_RUN ${LLAMA_RUN} --set model.sliding_window=8)
-serial_reference(llama_window_serial ${LLAMA_WINDOW_RUN})
-family_layout_test(llama_window tp2_pp2_dp2 8 --tp 2 --pp 2 --dp 2)
-add_test(NAME mpi.llama_window_changes_the_run
+# Sliding-window attention (model.sliding_window = 8 of 32 rows): Mistral is Llama with the
+# window, and reproduces its serial run in the layout above; that run's weights differ from
+# Llama's, which has none.
+add_test(NAME mpi.mistral_window_changes_the_run
          COMMAND $<TARGET_FILE:check_run> compare ${MPI_OUT}/llama_serial
-                 ${MPI_OUT}/llama_window_serial 1e-5 1e-5)
-set_tests_properties(mpi.llama_window_changes_the_run PROPERTIES
+                 ${MPI_OUT}/mistral_serial 1e-5 1e-5)
+set_tests_properties(mpi.mistral_window_changes_the_run PROPERTIES
                      PASS_REGULAR_EXPRESSION "tensor blocks.0.attn.qkv.weight: max difference"
-                     FIXTURES_REQUIRED "llama_window_serial_run;llama_serial_run")
+                     FIXTURES_REQUIRED "mistral_serial_run;llama_serial_run")
 
 add_test(NAME mpi.error.kv_heads_not_divisible_by_tp
          COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh

@@ -29,8 +29,5 @@ python3 "$here/verify_hf_export.py" "$dir/hf/model.safetensors" "$dir/a/model"
 "$kintsugi" train "$@" --init-from "$dir/hf/model.safetensors" --set train.steps=1 \
   --set train.lr=1e-30 --set train.min_lr=1e-30 --out "$dir/b" | tee "$dir.b.log"
 "$check" weights "$dir/a" "$dir/b" 1e-12
-final=$(sed -n 's/^done:.*val loss [0-9.]* -> \([0-9.]*\).*/\1/p' "$dir.a.log")
-initial=$(sed -n 's/^step 0 | val loss \([0-9.]*\)$/\1/p' "$dir.b.log")
-echo "validation loss: trained model $final, imported model $initial"
-[[ -n "$final" && "$final" == "$initial" ]]
+"$here/same_val_loss.sh" "$dir.a.log" "$dir.b.log"
 "$(dirname "${BASH_SOURCE[0]}")/../support/remove_on_pass.sh" "$dir"

@@ -26,36 +26,7 @@ grep -q "^wrote $dir/model ($family model, 2 layers, d 32, $dtype weights) from 
   "$dir/import.log" || { echo "FAIL: import's line"; exit 1; }
 test -f "$dir/model/manifest.json" && test -f "$dir/model/vocab.json"
 "$kintsugi" export --checkpoint "$dir/model" --out "$dir/back/model.safetensors" >/dev/null
-python3 - "$dir/folder" "$dir/back" <<'PY'
-import json, os, struct, sys
-
-def tensors(folder):
-    """name (without GPT2LMHeadModel's "transformer." prefix) -> (dtype, shape, bytes)."""
-    index = os.path.join(folder, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) \
-        else ["model.safetensors"]
-    out = {}
-    for f in files:
-        raw = open(os.path.join(folder, f), "rb").read()
-        n = struct.unpack("<Q", raw[:8])[0]
-        for k, v in json.loads(raw[8:8 + n]).items():
-            if k == "__metadata__":
-                continue
-            a, b = v["data_offsets"]
-            out[k.removeprefix("transformer.")] = (v["dtype"], v["shape"], raw[8 + n + a:8 + n + b])
-    return out
-
-src, back = tensors(sys.argv[1]), tensors(sys.argv[2])
-for k, t in src.items():
-    if back.get(k) != t:
-        sys.exit(f"FAIL: {k} differs after import and export")
-extra = set(back) - set(src)
-if extra - {"lm_head.weight"} or ("lm_head.weight" in extra and
-                                  back["lm_head.weight"] != src["model.embed_tokens.weight"]):
-    sys.exit(f"FAIL: export wrote other tensors: {sorted(extra)}")
-print(f"{len(src)} tensors bit for bit after import and export"
-      + (" (and lm_head, the tied embedding's copy)" if extra else ""))
-PY
+python3 "$here/same_hf_tensors.py" "$dir/folder" "$dir/back"
 
 # generate from the folder: the import's text, greedy and sampled, and the same when repeated.
 for sampling in "--temperature 0" "--temperature 1 --top-k 0 --seed 3"; do

@@ -6,10 +6,13 @@ in DTYPE (f32, bf16, or mixed: tensors alternate), and the same weights as one f
 FILE for --init-from FILE. Every value lies on bfloat16's grid, so the bf16 shards and the
 float32 file hold the same numbers.
 
-Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
+Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix] [config=PATH]
   FAMILY gpt2 (tied head, learned positions) or llama (untied head unless `tied`: no lm_head;
   `gqa`: 2 key/value heads for 4 query heads); `noprefix`: GPT2Model's names (h.0..., no
-  "transformer.")."""
+  "transformer."). `config=PATH` (FAMILY llama): a config.json of Llama's block as a family
+  ships it (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5), copied as it is, the
+  weights in its shapes (head_dim, key/value heads, Qwen2's q/k/v biases, no lm_head when
+  tie_word_embeddings)."""
 import array
 import json
 import random
@@ -18,7 +21,9 @@ import sys
 
 folder, single, family, shards, dtype = sys.argv[1:6]
 shards = int(shards)
-flags = set(sys.argv[6:])
+flags = set(a for a in sys.argv[6:] if not a.startswith("config="))
+fixture_text = next((open(a[7:]).read() for a in sys.argv[6:] if a.startswith("config=")), None)
+fixture = None if fixture_text is None else json.loads(fixture_text)
 rng = random.Random(20261126)
 # The vocabulary of the tests' tokenizer (GPT-2's BPE cut at 512 ids, scripts/fetch_data.sh),
 # which the scripts put in the folder: GPT-2's 50257 rows made most of the files' bytes and
@@ -27,6 +32,17 @@ V, D, L, H, P = 512, 32, 2, 4, 64
 KV = 2 if "gqa" in flags else H
 HD = D // H
 FF = 64
+qkv_bias = False
+if fixture is not None:
+    assert family == "llama", "config= gives a family of Llama's block"
+    V, D, L, P = (fixture[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                       "max_position_embeddings"))
+    H, FF = fixture["num_attention_heads"], fixture["intermediate_size"]
+    KV = fixture.get("num_key_value_heads", H)
+    HD = fixture.get("head_dim") or D // H
+    qkv_bias = fixture["model_type"] == "qwen2"  # Qwen2Attention's q/k/v_proj have bias=True
+    if fixture.get("tie_word_embeddings"):
+        flags.add("tied")
 GRID = [k / 256 for k in range(-127, 128)]
 
 
@@ -75,9 +91,10 @@ else:
     for i in range(L):
         b = f"model.layers.{i}."
         tensors[b + "input_layernorm.weight"] = matrix(D, centre=1.0)
-        tensors[b + "self_attn.q_proj.weight"] = matrix(H * HD, D)
-        tensors[b + "self_attn.k_proj.weight"] = matrix(KV * HD, D)
-        tensors[b + "self_attn.v_proj.weight"] = matrix(KV * HD, D)
+        for part, heads in (("q", H), ("k", KV), ("v", KV)):
+            tensors[b + f"self_attn.{part}_proj.weight"] = matrix(heads * HD, D)
+            if qkv_bias:
+                tensors[b + f"self_attn.{part}_proj.bias"] = matrix(heads * HD)
         tensors[b + "self_attn.o_proj.weight"] = matrix(D, H * HD)
         tensors[b + "post_attention_layernorm.weight"] = matrix(D, centre=1.0)
         tensors[b + "mlp.gate_proj.weight"] = matrix(FF, D)
@@ -138,7 +155,10 @@ def folder_dtype(name):
 
 
 with open(f"{folder}/config.json", "w") as f:
-    json.dump(config, f, indent=2)
+    if fixture_text is not None:
+        f.write(fixture_text)  # byte for byte
+    else:
+        json.dump(config, f, indent=2)
 if shards == 1:
     write(f"{folder}/model.safetensors", names, folder_dtype)
 else:

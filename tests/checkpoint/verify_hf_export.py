@@ -8,6 +8,8 @@ rounds nothing):
   GPT2LMHeadModel   Conv1D weights are [in, out]; c_attn packs q | k | v over all heads
                     (kintsugi packs per head: its query heads, key, value)
   LlamaForCausalLM  nn.Linear [out, in]; q_proj, k_proj, v_proj are separate tensors
+  MistralForCausalLM, Qwen2ForCausalLM  Llama's names; Qwen2's q/k/v_proj have biases; no
+                    lm_head when tie_word_embeddings (Qwen2.5's small models)
   BloomForCausalLM  nn.Linear [out, in]; query_key_value packs q, k, v per head, as kintsugi
 
 Usage: verify_hf_export.py FILE.safetensors MODEL_CHECKPOINT_DIR"""
@@ -81,7 +83,7 @@ def main():
     family = model.get("family", "gpt2")
     d, heads, layers = model["d_model"], model["n_head"], model["n_layer"]
     kv = model.get("n_kv_head", 0) or heads
-    hd, group = d // heads, heads // kv
+    hd, group = model.get("head_dim", 0) or d // heads, heads // kv
     checked = 0
 
     def same(hf_name, our_name, index, rows=None):
@@ -90,7 +92,7 @@ def main():
         nonlocal checked
         shape, values = hf[hf_name]
         our_shape, our_values = ours[our_name]
-        expected = len(our_values) if rows is None else rows * our_shape[1]
+        expected = len(our_values) if rows is None else rows * (our_shape[1:] or [1])[0]
         assert len(values) == expected, (hf_name, shape, our_shape)
         for k in range(len(values)):
             assert values[k] == our_values[index(k, shape)], (hf_name, k)
@@ -131,13 +133,35 @@ def main():
         same("transformer.ln_f.weight", "final_norm.weight", plain)
         same("transformer.ln_f.bias", "final_norm.bias", plain)
         total = len(ours)
-    elif family == "llama":
-        assert config["model_type"] == "llama" and config["architectures"] == ["LlamaForCausalLM"]
+    elif family in ("llama", "mistral", "qwen2"):
+        architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                        "qwen2": "Qwen2ForCausalLM"}[family]
+        assert config["model_type"] == family and config["architectures"] == [architecture]
         for key, ours_key in [("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
                               ("num_attention_heads", "n_head"), ("intermediate_size", "d_ff"),
                               ("vocab_size", "vocab_size")]:
             assert config[key] == model[ours_key], key
-        assert config["num_key_value_heads"] == kv and config["tie_word_embeddings"] is False
+        # Llama's block unties its head unless model.tie_embeddings says otherwise.
+        tied = model.get("tie_embeddings", "family") == "tied"
+        assert config["num_key_value_heads"] == kv and config["tie_word_embeddings"] is tied
+        assert config.get("head_dim", d // heads) == hd, (config.get("head_dim"), hd)
+        window = model.get("sliding_window", 0)
+        if family == "mistral":
+            assert config["sliding_window"] == (window or None), config["sliding_window"]
+        else:
+            assert window == 0 and config.get("use_sliding_window", False) is False
+        scaling = model.get("rope_scaling")
+        if scaling is None or scaling.get("type", "none") == "none":
+            assert config["rope_scaling"] is None, config["rope_scaling"]
+        else:
+            r = config["rope_scaling"]
+            assert r["rope_type"] == scaling["type"] and r["factor"] == scaling["factor"], r
+            if scaling["type"] == "llama3":
+                assert (r["low_freq_factor"], r["high_freq_factor"],
+                        r["original_max_position_embeddings"]) == (
+                    scaling["low_freq_factor"], scaling["high_freq_factor"],
+                    scaling["original_context"] or model["seq_len"]), r
+        biases = family == "qwen2"
         same("model.embed_tokens.weight", "embedding.token.weight", plain)
         for i in range(layers):
             p, q = f"model.layers.{i}.", f"blocks.{i}."
@@ -147,12 +171,20 @@ def main():
                 same(p + f"self_attn.{kind}_proj.weight", q + "attn.qkv.weight",
                      lambda k, shape, kind=kind: our_row(kind, (k // d) // hd, (k // d) % hd) * d + k % d,
                      rows=count * hd)
+                if biases:
+                    same(p + f"self_attn.{kind}_proj.bias", q + "attn.qkv.bias",
+                         lambda k, shape, kind=kind: our_row(kind, k // hd, k % hd),
+                         rows=count * hd)
             same(p + "self_attn.o_proj.weight", q + "attn.proj.weight", plain)
             for a in ["gate", "up", "down"]:
                 same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
         same("model.norm.weight", "final_norm.weight", plain)
-        same("lm_head.weight", "head.weight", plain)
-        total = len(ours) + 2 * layers  # each fused qkv became three tensors
+        if tied:
+            assert "lm_head.weight" not in hf and "head.weight" not in ours
+        else:
+            same("lm_head.weight", "head.weight", plain)
+        # Each fused qkv (and Qwen2's fused qkv bias) became three tensors.
+        total = len(ours) + 2 * layers * (2 if biases else 1)
     elif family == "bloom":
         assert config["model_type"] == "bloom" and config["architectures"] == ["BloomForCausalLM"]
         for key, ours_key in [("n_layer", "n_layer"), ("hidden_size", "d_model"),

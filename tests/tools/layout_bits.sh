@@ -10,10 +10,11 @@
 # DATA_DIR is the repository's data/ after scripts/fetch_data.sh (the 512-id test tokenizer and
 # the Brown corpus in it). The runs: serial; dp 2 with ZeRO-1; tp 2 with sequence parallelism;
 # pp 2 interleaved (2 virtual stages); tp 2 x pp 2 x dp 2; the 2x2x1 and 1x2x2 tensor grids;
-# the Llama and BLOOM families serial and at tp 2; Llama on the 2x1x2 grid (SwiGLU's layers
-# linked for overlap) and BLOOM on the 1x2x1 grid (each y rank's ALiBi slopes); full and
-# selective recomputation with sequence parallelism; bf16 mixed precision. One compute thread
-# per rank: the same program and layout then always gives the same bits on one machine.
+# the Llama, BLOOM and Qwen2 (qkv biases, tied head) families serial and at tp 2; Llama on the
+# 2x1x2 grid (SwiGLU's layers linked for overlap) and BLOOM on the 1x2x1 grid (each y rank's
+# ALiBi slopes); full and selective recomputation with sequence parallelism; bf16 mixed
+# precision. One compute thread per rank: the same program and layout then always gives the
+# same bits on one machine.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -32,6 +33,8 @@ llama_serial|1|llama-tiny|
 llama_tp2|2|llama-tiny|--tp 2
 bloom_serial|1|bloom-tiny|
 bloom_tp2|2|bloom-tiny|--tp 2
+qwen2_serial|1|qwen2-tiny|
+qwen2_tp2|2|qwen2-tiny|--tp 2
 llama_grid_2x1x2|4|llama-tiny|--tensor-grid 2,1,2 --set train.micro_batch=2
 bloom_grid_1x2x1|2|bloom-tiny|--tensor-grid 1,2,1
 tp2_sp_recompute_full|2|gpt-tiny|--tp 2 --sequence-parallel --recompute full

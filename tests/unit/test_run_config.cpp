@@ -187,9 +187,20 @@ TEST(RunConfig, EveryKeyIsDocumented) {
 
 TEST(RunConfig, ShippedConfigsLoad) {
   for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
+                           "llama3-tiny.toml", "mistral-tiny.toml", "qwen2-tiny.toml",
                            "llama-13b.toml", "bloom-13b.toml",
                            "llama-3.1-8b-continued-pretraining.toml", "qwen2.5-7b-finetune.toml"})
     EXPECT_NO_THROW(load_run_config(testing::configs_dir() + "/" + name, {})) << name;
+  // The newer families' tiny configs are what their names say.
+  const std::string dir = testing::configs_dir();
+  const ModelConfig mistral = load_run_config(dir + "/mistral-tiny.toml", {}).model;
+  EXPECT_EQ(mistral.family, Family::mistral);
+  EXPECT_EQ(mistral.sliding_window, 32);
+  const ModelConfig qwen2 = load_run_config(dir + "/qwen2-tiny.toml", {}).model;
+  EXPECT_TRUE(qwen2.qkv_bias() && !qwen2.has_biases() && qwen2.tied_embeddings());
+  const ModelConfig llama3 = load_run_config(dir + "/llama3-tiny.toml", {}).model;
+  EXPECT_EQ(llama3.rope_scaling, RopeScaling::llama3);
+  EXPECT_EQ(llama3.head_dim(), 48);
 }
 
 // The published runs: Llama-13B as TP 4 x PP 2 x DP 8 on 64 ranks, BLOOM-13B as TP 4 x PP 2 x

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A Hugging Face folder whose config.json is written as the family's models ship it
+# (tests/fixtures/hf/FAMILY/config.json: Llama 3.1 with its llama3 rope_scaling and a head_dim,
+# Mistral with its sliding_window, Qwen2.5 with use_sliding_window false, max_window_layers and a
+# tied head), its weights made by make_hf_folder.py in those shapes (Qwen2's q/k/v biases):
+#   - `import` and `export` give back every tensor of the folder bit for bit;
+#   - a run started from the folder trains a few steps, serially and on tp 2 (losses and
+#     weights within 1e-5 of the serial run);
+#   - its export has the family's config.json (model_type, architectures and the fields that
+#     fix the arithmetic equal to the fixture's) and checks under verify_hf_export.py;
+#   - a run started from that export holds the trained weights (relative 1e-12 after a step at
+#     a learning rate of 1e-30) with the same validation loss.
+# Usage: hf_fixture.sh KINTSUGI CHECK_RUN OUT_DIR DATA_DIR FIXTURE_DIR NAME
+set -euo pipefail
+kintsugi="$1" check="$2" out="$3" data="$4" fixture="$5" name="$6"
+here="$(cd "$(dirname "$0")" && pwd)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+dir="$out/$name"
+rm -rf "$dir" && mkdir -p "$dir/folder"
+python3 "$here/make_hf_folder.py" "$dir/folder" "$dir/single.safetensors" llama 2 bf16 \
+  "config=$fixture/config.json"
+cmp "$fixture/config.json" "$dir/folder/config.json"
+cp "$data/gpt2-512-tokenizer/"* "$dir/folder/"
+
+# The folder through import and export, bit for bit.
+"$kintsugi" import --from "$dir/folder" --out "$dir/imported" >/dev/null
+"$kintsugi" export --checkpoint "$dir/imported" --out "$dir/back/model.safetensors" >/dev/null
+python3 "$here/same_hf_tensors.py" "$dir/folder" "$dir/back"
+
+cat >"$dir/run.toml" <<TOML
+[data]
+train = "$data/brown/gpt2-512/train.bin"
+val = "$data/brown/gpt2-512/val.bin"
+[train]
+steps = 3
+global_batch = 8
+micro_batch = 1
+warmup_steps = 1
+eval_every = 0
+eval_sequences = 3
+eps = 1e-4
+TOML
+"$kintsugi" train --config "$dir/run.toml" --init-from "$dir/folder" --out "$dir/a" \
+  | tee "$dir/a.log"
+mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" train --config "$dir/run.toml" \
+  --init-from "$dir/folder" --tp 2 --out "$dir/a_tp2" | tee "$dir/a_tp2.log"
+"$check" compare "$dir/a" "$dir/a_tp2" 1e-5 1e-5
+
+"$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"
+python3 - "$fixture/config.json" "$dir/hf/config.json" <<'PY'
+import json, sys
+want, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+# What fixes the model (metadata, the tokenizer's ids and Qwen2's unused window fields aside).
+keys = ["architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
+        "rope_theta", "rope_scaling", "hidden_act", "tie_word_embeddings",
+        "max_position_embeddings", "head_dim", "sliding_window", "use_sliding_window",
+        "attention_bias", "mlp_bias"]
+bad = [k for k in keys if k in want and k in got and want[k] != got[k]]
+bad += [k for k in keys if k in want and k not in got and want[k] not in (None, False)
+        and not (want["model_type"] == "qwen2" and k == "sliding_window")]
+if bad:
+    sys.exit("FAIL: the export's config.json differs in " +
+             ", ".join(f"{k} ({want.get(k)!r} vs {got.get(k)!r})" for k in bad))
+print(f"config.json: the fixture's {want['model_type']} fields")
+PY
+python3 "$here/verify_hf_export.py" "$dir/hf/model.safetensors" "$dir/a/model"
+"$kintsugi" train --config "$dir/run.toml" --init-from "$dir/hf" --set train.steps=1 \
+  --set train.lr=1e-30 --set train.min_lr=1e-30 --out "$dir/b" | tee "$dir/b.log"
+"$check" weights "$dir/a" "$dir/b" 1e-12
+"$here/same_val_loss.sh" "$dir/a.log" "$dir/b.log"
+"$here/../support/remove_on_pass.sh" "$dir"
