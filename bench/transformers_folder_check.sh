@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hugging Face model folders both ways, against transformers itself (docs/checkpoints.md "A
-# Hugging Face model folder"). For GPT-2, Llama (Llama 2's tokenizer, grouped-query attention)
-# and BLOOM: a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
+# Hugging Face model folder"). For GPT-2, Llama (Llama 2's tokenizer, grouped-query attention),
+# BLOOM, and Llama 3.1's RoPE scaling with a head size of its own (llama3), Mistral's sliding
+# window and Qwen2's qkv biases with a tied head: a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
 # transformers must load that index and shards and give `kintsugi eval`'s loss on the first
 # validation window (bench/pytorch/transformers_load.py, relative 1e-4). Then transformers saves
 # the model again with its own save_pretrained, sharded, and `kintsugi train --init-from` that
@@ -9,7 +10,7 @@
 # from the trained weights (a step at a learning rate of 1e-30: check_run weights, 1e-12), on
 # one rank and on 2 with --tp 2. One line per family; exit 1 on any difference.
 #
-# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
+# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom llama3 mistral qwen2"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
 # Needs: data/ from scripts/fetch_data.sh, a Python with torch and transformers ($PYTHON), mpirun.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,9 +24,12 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALL
 status=0
 for case in "gpt configs/gpt-tiny.toml brown gpt2-tokenizer" \
             "llama configs/llama-tiny.toml brown/llama2 llama2-tokenizer" \
-            "bloom configs/bloom-tiny.toml brown gpt2-tokenizer"; do
+            "bloom configs/bloom-tiny.toml brown gpt2-tokenizer" \
+            "llama3 configs/llama3-tiny.toml brown/llama2 llama2-tokenizer" \
+            "mistral configs/mistral-tiny.toml brown/llama2 llama2-tokenizer" \
+            "qwen2 configs/qwen2-tiny.toml brown/llama2 llama2-tokenizer"; do
   read -r family config tokens tokenizer <<<"$case"
-  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom} " == *" $family "* ]] || continue
+  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom llama3 mistral qwen2} " == *" $family "* ]] || continue
   run="$out/folder_$family"
   rm -rf "$run"
   common=(--config "$root/$config" --set data.train="$data/$tokens/train.bin"
