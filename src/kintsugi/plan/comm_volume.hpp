@@ -48,7 +48,7 @@ struct StepShape {
   std::int64_t micro_batch = 1, seq = 1;
   std::int64_t micro_batches = 1;       // per data-parallel rank per step
   std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffers
-  std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp, qk norms)
+  std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
   std::int64_t depth_grad_elements = 0;  // 3D tensor parallelism: replicated over the grid's z
   std::int64_t element_bytes = 4;             // a gradient element
   std::int64_t activation_element_bytes = 4;  // an activation element (the compute type)
