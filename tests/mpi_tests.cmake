@@ -556,3 +556,21 @@ add_test(NAME mpi.mfu_peak_counts_shared_cores
                  --set train.threads=${KINTSUGI_TEST_CORES} --out ${MPI_OUT}/mfu_shared --overwrite)
 set_tests_properties(mpi.mfu_peak_counts_shared_cores PROPERTIES PROCESSORS 2 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "x 2 ranks x 0\\.50 \\(2 ranks x ${KINTSUGI_TEST_CORES} thread")
+
+# Qwen3 (model.family = qwen3): Llama's tiny shape with q_norm and k_norm and heads of 12 apart
+# from d_model / n_head, at tp 2 with sequence parallelism against its serial run (the norms'
+# weights are replicated, their gradients summed over the tensor-parallel ranks).
+set(QWEN3_RUN ${LLAMA_RUN} --set model.family=qwen3 --set model.head_dim=12)
+serial_reference(qwen3_serial ${QWEN3_RUN})
+foreach(sp tp2_sp)
+  set(flags --tp 2)
+  if(sp STREQUAL "tp2_sp")
+    list(APPEND flags --sequence-parallel)
+  endif()
+  add_test(NAME mpi.qwen3_${sp}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=qwen3_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} qwen3_${sp} 2 ${QWEN3_RUN} ${flags})
+  set_tests_properties(mpi.qwen3_${sp} PROPERTIES FIXTURES_REQUIRED qwen3_serial_run
+                       PROCESSORS 2 TIMEOUT 300)
+endforeach()

@@ -221,6 +221,33 @@ TEST_P(CudaDense, Rope) {
     }
 }
 
+// Qwen3's per-head norm of the queries and keys: forward in place with its rstd, backward's input
+// gradient in place and the weights' gradients accumulated.
+TEST_P(CudaDense, QkNorm) {
+  const Types t = GetParam();
+  for (const AttentionShape& s : {AttentionShape{1, 1, 1, 1, 2}, AttentionShape{2, 9, 4, 2, 8},
+                                  AttentionShape{1, 37, 6, 3, 6}}) {
+    const std::int64_t rows = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    Pair qkv = input(t.act, {rows, width}, 2.0), pre = output(t.act, {rows, width});
+    Pair wq = input(t.act, {s.head_dim}, 0.5, 1.0), wk = input(t.act, {s.head_dim}, 0.5, 1.0);
+    Pair rstd = output(t.stat, {rows, s.heads + s.kv_heads});
+    gpu().copy(qkv.gpu, pre.gpu);
+    cpu().copy(qkv.cpu, pre.cpu);
+    gpu().qk_norm_forward(s, qkv.gpu, wq.gpu, wk.gpu, rstd.gpu, 1e-6);
+    cpu().qk_norm_forward(s, qkv.cpu, wq.cpu, wk.cpu, rstd.cpu, 1e-6);
+    expect_near(qkv, "qk_norm " + describe(s));
+    expect_near(rstd, "qk_norm rstd " + describe(s), t.act);
+    mirror(rstd);
+    Pair d = input(t.act, {rows, width}), dwq = output(t.stat, {s.head_dim}, true),
+         dwk = output(t.stat, {s.head_dim}, true);
+    gpu().qk_norm_backward(s, pre.gpu, wq.gpu, wk.gpu, rstd.gpu, d.gpu, dwq.gpu, dwk.gpu);
+    cpu().qk_norm_backward(s, pre.cpu, wq.cpu, wk.cpu, rstd.cpu, d.cpu, dwq.cpu, dwk.cpu);
+    expect_near(d, "qk_norm backward " + describe(s));
+    expect_near(dwq, "qk_norm dq_weight " + describe(s), t.act);
+    expect_near(dwk, "qk_norm dk_weight " + describe(s), t.act);
+  }
+}
+
 // The tensor-core kernels' variants (attention_tc.hpp), each held to the CPU: the first
 // kernels (every switch off), tile masks with the two-kernel backward, and the fused backward
 // with and without skipping masked blocks and ordering heavy tiles first. Other types take the

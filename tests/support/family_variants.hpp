@@ -6,6 +6,7 @@
 //                 apart from d_model / n_head (model.head_dim), and a tied head
 //   mistral       Mistral's family with a window of 3
 //   qwen2         Qwen2's qkv biases, with YaRN over an original context of 4 positions
+//   qwen3         Qwen3's q_norm and k_norm, with heads of 6 apart from d_model / n_head
 // Each test then gives the model its own sizes.
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 namespace kintsugi::testing {
 
 inline const std::vector<std::string> kFamilyVariants = {
-    "gpt2", "llama", "bloom", "llama_window", "llama_scaled", "mistral", "qwen2"};
+    "gpt2", "llama", "bloom", "llama_window", "llama_scaled", "mistral", "qwen2", "qwen3"};
 
 inline ModelConfig family_variant(const std::string& param) {
   ModelConfig c;
@@ -38,6 +39,7 @@ inline ModelConfig family_variant(const std::string& param) {
     c.rope_factor = 2;
     c.rope_original_context = 4;
   }
+  if (param == "qwen3") c.head_size = 6;
   return c;
 }
 

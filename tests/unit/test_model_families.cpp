@@ -88,7 +88,7 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   GptModel model(*backend, c, DType::f32, 1, c.seq_len);
   std::int64_t stored = 0;
   bool biases = false, qkv_bias = false, proj_bias = false, positions = false, head = false,
-       embedding_norm = false;
+       embedding_norm = false, qk_norm = false;
   for (int i = 0; i < model.params().size(); ++i) {
     const auto& e = model.params().entry(i);
     Shape s = e.spec.global_shape;
@@ -101,6 +101,10 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
     positions |= name == "embedding.position.weight";
     head |= name == "head.weight";
     embedding_norm |= name == "embedding.norm.weight";
+    if (name.ends_with("attn.q_norm.weight") || name.ends_with("attn.k_norm.weight")) {
+      qk_norm = true;
+      EXPECT_EQ(s.numel(), c.head_dim()) << name;
+    }
   }
   EXPECT_EQ(stored, parameter_count(c));
   EXPECT_EQ(positions, c.learned_positions());
@@ -109,6 +113,7 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   EXPECT_EQ(qkv_bias, c.qkv_bias());  // Qwen2's are on qkv alone
   EXPECT_EQ(head, !c.tied_embeddings());  // Llama's head is untied
   EXPECT_EQ(embedding_norm, c.embedding_norm());
+  EXPECT_EQ(qk_norm, c.qk_norm());  // Qwen3's
   const int qkv = model.params().find("blocks.0.attn.qkv.weight");
   ASSERT_GE(qkv, 0);
   EXPECT_EQ(model.params().entry(qkv).spec.global_shape[0],

@@ -156,6 +156,23 @@ class Backend {
     rope(s, qkv, RotaryTable::plain(theta, s.head_dim), inverse);
   }
 
+  // ---- per-head RMSNorm of queries and keys (Qwen3's q_norm and k_norm), in place on the
+  // packed qkv tensor (see AttentionShape; the values are left alone): every query head becomes
+  // x * rstd * q_weight and every key head x * rstd * k_weight, rstd = 1 / sqrt(mean(x^2) + eps)
+  // over its head_dim elements. q_weight and k_weight [head_dim] have qkv's type; rstd
+  // [batch * seq, heads + kv_heads] (statistics' type) gets each head's, in the order of the
+  // heads in a row: per kv head its group of queries, then its key.
+  void qk_norm_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& q_weight,
+                       const Tensor& k_weight, const Tensor& rstd, double eps);
+  // pre: the qkv forward normalized (its query and key heads before the norm; its values are not
+  // read). d_qkv's query and key heads hold the gradient of the normalized heads and are
+  // overwritten with that of pre's (its values untouched); dq_weight and dk_weight (statistics'
+  // type) accumulate the weights' gradients, summed over rows in order, then over the heads of a
+  // row in order.
+  void qk_norm_backward(const AttentionShape& s, const Tensor& pre, const Tensor& q_weight,
+                        const Tensor& k_weight, const Tensor& rstd, const Tensor& d_qkv,
+                        const Tensor& dq_weight, const Tensor& dk_weight);
+
   // ---- activations: GELU, tanh approximation. dx may alias dy.
   void gelu_forward(const Tensor& x, const Tensor& y);
   void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
@@ -336,6 +353,13 @@ class DeviceBackend : public Backend {
                                   const Tensor& dgate, const Tensor& dup) = 0;
   virtual void do_rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
                        bool inverse) = 0;
+  virtual void do_qk_norm_forward(const AttentionShape& s, const Tensor& qkv,
+                                  const Tensor& q_weight, const Tensor& k_weight,
+                                  const Tensor& rstd, double eps) = 0;
+  virtual void do_qk_norm_backward(const AttentionShape& s, const Tensor& pre,
+                                   const Tensor& q_weight, const Tensor& k_weight,
+                                   const Tensor& rstd, const Tensor& d_qkv,
+                                   const Tensor& dq_weight, const Tensor& dk_weight) = 0;
   virtual void do_gelu_forward(const Tensor& x, const Tensor& y) = 0;
   virtual void do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
   virtual void do_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* bias,

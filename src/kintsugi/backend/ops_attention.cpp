@@ -40,6 +40,45 @@ void Backend::rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable
            [&] { device_.do_rope(s, qkv, table, inverse); });
 }
 
+namespace {
+// qk_norm's tensors: qkv packed as s says, the weights [head_dim], rstd one per query and key head.
+void check_qk_norm(const AttentionShape& s, const Tensor& qkv, const Tensor& q_weight,
+                   const Tensor& k_weight, const Tensor& rstd) {
+  KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim > 0);
+  KINTSUGI_ASSERT(qkv.numel() == qkv_numel(s));
+  KINTSUGI_ASSERT(q_weight.numel() == s.head_dim && k_weight.numel() == s.head_dim);
+  KINTSUGI_ASSERT(rstd.numel() == s.batch * s.seq * (s.heads + s.kv_heads));
+}
+// The bytes of qkv's query and key heads (the values are not touched).
+double qk_bytes(const AttentionShape& s, const Tensor& qkv) {
+  return bytes(qkv) * double(s.heads + s.kv_heads) / double(s.heads + 2 * s.kv_heads);
+}
+}  // namespace
+
+void Backend::qk_norm_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& q_weight,
+                              const Tensor& k_weight, const Tensor& rstd, double eps) {
+  check_qk_norm(s, qkv, q_weight, k_weight, rstd);
+  const double f = 4.0 * s.batch * s.seq * double(s.heads + s.kv_heads) * s.head_dim;
+  dispatch(attention_call("qk_norm_forward", f,
+                          2 * qk_bytes(s, qkv) + bytes(q_weight) + bytes(k_weight) + bytes(rstd),
+                          s, qkv),
+           [&] { device_.do_qk_norm_forward(s, qkv, q_weight, k_weight, rstd, eps); });
+}
+
+void Backend::qk_norm_backward(const AttentionShape& s, const Tensor& pre, const Tensor& q_weight,
+                               const Tensor& k_weight, const Tensor& rstd, const Tensor& d_qkv,
+                               const Tensor& dq_weight, const Tensor& dk_weight) {
+  check_qk_norm(s, pre, q_weight, k_weight, rstd);
+  KINTSUGI_ASSERT(d_qkv.numel() == pre.numel());
+  KINTSUGI_ASSERT(dq_weight.numel() == s.head_dim && dk_weight.numel() == s.head_dim);
+  const double f = 10.0 * s.batch * s.seq * double(s.heads + s.kv_heads) * s.head_dim;
+  const double moved = qk_bytes(s, pre) + 2 * qk_bytes(s, d_qkv) + bytes(rstd) +
+                       bytes(q_weight) + bytes(k_weight) + 2 * (bytes(dq_weight) + bytes(dk_weight));
+  dispatch(attention_call("qk_norm_backward", f, moved, s, pre), [&] {
+    device_.do_qk_norm_backward(s, pre, q_weight, k_weight, rstd, d_qkv, dq_weight, dk_weight);
+  });
+}
+
 void Backend::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                                 const Tensor& lse) {
   check_attention(s, qkv, out, lse);

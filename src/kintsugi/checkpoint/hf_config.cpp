@@ -252,10 +252,13 @@ HfModel llama_like(Fields& f, const json& j, const std::string& source, Family f
     if (f.has("sliding_window")) m.sliding_window = f.integer("sliding_window");
     f.mark("sliding_window");  // null: no window
   }
-  if (family == Family::qwen2) {
-    // Qwen2 windows only its layers from max_window_layers on, and only with use_sliding_window.
+  if (family == Family::qwen3)
+    f.require("attention_bias", false, "kintsugi's Qwen3 attention has no biases");
+  if (family == Family::qwen2 || family == Family::qwen3) {
+    // Qwen2 and Qwen3 window only the layers from max_window_layers on, and only with
+    // use_sliding_window.
     f.require("use_sliding_window", false,
-              "kintsugi's Qwen2 attends over the whole context in every layer");
+              "kintsugi's " + family_name + " attends over the whole context in every layer");
     f.mark("sliding_window");
     f.mark("max_window_layers");
   }
@@ -365,6 +368,8 @@ HfModel model_from_hf_config(const nlohmann::json& config, const std::string& so
     h = llama_like(fields, config, source, Family::mistral, "MistralForCausalLM", "Mistral");
   } else if (type == "qwen2") {
     h = llama_like(fields, config, source, Family::qwen2, "Qwen2ForCausalLM", "Qwen2");
+  } else if (type == "qwen3") {
+    h = llama_like(fields, config, source, Family::qwen3, "Qwen3ForCausalLM", "Qwen3");
   } else if (type == "bloom") {
     h = bloom(fields, config, source);
   } else {

@@ -60,6 +60,10 @@ std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
                                              std::pair{"v", C::qkv_v}})
         t.push_back({ours + "attn.qkv.bias", theirs + "self_attn." + part + "_proj.bias",
                      conversion});
+    if (c.qk_norm())  // Qwen3's
+      for (const char* norm : {"q_norm", "k_norm"})
+        t.push_back({ours + "attn." + norm + ".weight", theirs + "self_attn." + norm + ".weight",
+                     C::none});
   }
   t.push_back({"final_norm.weight", "model.norm.weight", C::none});
   if (!c.tied_embeddings()) t.push_back({"head.weight", "lm_head.weight", C::none});
@@ -184,7 +188,7 @@ nlohmann::json rope_scaling_json(const ModelConfig& c) {
   return r;
 }
 
-// Llama's block as Llama, Mistral and Qwen2 write it.
+// Llama's block as Llama, Mistral, Qwen2 and Qwen3 write it.
 nlohmann::json llama_like_config(const ModelConfig& c) {
   // Only Mistral's config.json carries a window that its model applies: Hugging Face's Llama
   // and Qwen2 (use_sliding_window false) would attend over the whole context.
@@ -195,6 +199,7 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
   const auto [architecture, type] =
       c.family == Family::mistral ? std::pair{"MistralForCausalLM", "mistral"}
       : c.family == Family::qwen2 ? std::pair{"Qwen2ForCausalLM", "qwen2"}
+      : c.family == Family::qwen3 ? std::pair{"Qwen3ForCausalLM", "qwen3"}
                                   : std::pair{"LlamaForCausalLM", "llama"};
   nlohmann::json j = {{"architectures", {architecture}},
                       {"model_type", type},
@@ -220,7 +225,8 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
   }
   if (c.family == Family::mistral)
     j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nullptr;
-  if (c.family == Family::qwen2) j["use_sliding_window"] = false;
+  if (c.family == Family::qwen2 || c.family == Family::qwen3) j["use_sliding_window"] = false;
+  if (c.family == Family::qwen3) j["attention_bias"] = false;
   return j;
 }
 

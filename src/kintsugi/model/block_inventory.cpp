@@ -58,7 +58,8 @@ double BlockInventory::exit_bias_parameters() const {
 }
 
 double BlockInventory::norm_parameters() const {
-  return 2.0 * static_cast<double>(norm_bias ? 2 * norm_width : norm_width);
+  return 2.0 * static_cast<double>(norm_bias ? 2 * norm_width : norm_width) +
+         2.0 * static_cast<double>(qk_norm_width);
 }
 
 BlockInventory block_inventory(const ModelConfig& c, int index) {
@@ -84,6 +85,7 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
   if (gated) inv.halves[1].entries.push_back({p + ".mlp.up", d, f, c.init_std});
   inv.norm_width = d;
   inv.norm_bias = !c.rms_norm();
+  if (c.qk_norm()) inv.qk_norm_width = c.head_dim();
 
   using A = BlockActivations;
   using Form = SavedTensor::Form;
@@ -98,6 +100,12 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
   };
   norm(&A::ln1, &A::ln1_mean, &A::ln1_rstd);
   columns(&A::qkv, qkv);  // RoPE's rotated queries and keys
+  if (c.qk_norm()) {
+    // q_norm and k_norm's input (its values unused) and rstd per query and key head.
+    columns(&A::qkv_pre, qkv);
+    s.push_back({.field = &A::qk_rstd, .local_rows = false, .width = c.n_head + c.kv_heads(),
+                 .head_split = true, .statistic = true});
+  }
   s.push_back({.field = &A::attn, .local_rows = false, .width = q, .head_split = true,
                .attention_core = true});
   s.push_back({.field = &A::lse, .form = Form::per_head, .local_rows = false,

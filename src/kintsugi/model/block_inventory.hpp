@@ -58,6 +58,7 @@ struct BlockInventory {
   std::array<HalfSpec, 2> halves;  // attention (qkv, proj), MLP (fc or gate, [up], fc2 or down)
   std::int64_t norm_width = 0;     // ln1 and ln2: a weight each, and with LayerNorm a bias
   bool norm_bias = true;
+  std::int64_t qk_norm_width = 0;  // Qwen3's q_norm and k_norm: a weight of head_dim each (0: none)
   std::vector<SavedTensor> saved;  // in the order they are carved
 
   // The layers' matrices (the block's share of N_matmul, plan/flops.hpp).
@@ -66,7 +67,7 @@ struct BlockInventory {
   // layers (added once after the reduction: replicated).
   double entry_bias_parameters() const;
   double exit_bias_parameters() const;
-  // Both norms.
+  // Both norms, and q_norm and k_norm.
   double norm_parameters() const;
 };
 

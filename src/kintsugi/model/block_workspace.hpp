@@ -8,13 +8,15 @@ namespace kintsugi {
 
 // The tensors a block's forward produces for its backward, for one micro-batch.
 // (Means stay empty with RMSNorm; up is SwiGLU's up projection, empty for a GELU MLP; qkv holds
-// the rotated queries and keys with RoPE.)
+// the rotated queries and keys with RoPE; with Qwen3's q_norm and k_norm, qkv_pre holds qkv
+// before the norm and qk_rstd each query and key head's rstd, empty otherwise.)
 // With sequence parallelism ln1 and ln2 hold this rank's token rows only, as Megatron-LM keeps
 // them (Korthikanti et al.): the column-parallel layers they feed see all rows, gathered into
 // the workspace in forward and gathered again in backward for the weight gradients.
 struct BlockActivations {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, attn, lse;
   Tensor mid, ln2, ln2_mean, ln2_rstd, fc, up, act;
+  Tensor qkv_pre, qk_rstd;
 };
 
 // Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),

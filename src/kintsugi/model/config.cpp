@@ -50,7 +50,7 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     fail("{}{} = {} must be even: rotary embeddings rotate pairs of dimensions", at,
          c.head_size > 0 ? key("head_dim") : key("d_model") + " / " + key("n_head"), c.head_dim());
   if (c.head_size > 0 && !c.is_llama())
-    fail("{}{} = {} needs Llama's block (llama, mistral, qwen2): {}'s head size is d_model / "
+    fail("{}{} = {} needs Llama's block (llama, mistral, qwen2, qwen3): {}'s head size is d_model / "
          "n_head",
          at, key("head_dim"), c.head_size, name_of(c.family));
   if (!(c.rope_theta > 0)) fail("{}{} = {} must be positive", at, key("rope_theta"), c.rope_theta);
@@ -137,6 +137,19 @@ ModelConfig qwen25(const char* name, std::int64_t layers, std::int64_t d, std::i
   return c;
 }
 
+// Qwen3 (Qwen's config.json): Llama's block with q_norm and k_norm, a head size of its own,
+// vocabulary 151936, RoPE base 1e6, RMSNorm eps 1e-6, 40960 positions, untied.
+ModelConfig qwen3(const char* name, std::int64_t layers, std::int64_t d, std::int64_t heads,
+                  std::int64_t kv_heads, std::int64_t head_dim, std::int64_t ffn) {
+  ModelConfig c = llama(name, layers, d, heads, kv_heads, ffn, 151936, 40960);
+  c.family = Family::qwen3;
+  c.head_size = head_dim;
+  c.rope_theta = 1e6;
+  c.norm_eps = 1e-6;
+  c.tie_embeddings = TiedHead::untied;
+  return c;
+}
+
 // A tiny model of a family for the tests: llama-tiny's shape with the family's own pieces.
 ModelConfig tiny(const char* name, Family family, auto&& adjust) {
   ModelConfig c = llama(name, 4, 128, 4, 2, 352, 32000, 128);
@@ -191,6 +204,7 @@ const std::map<std::string, ModelConfig>& presets() {
              llama31("llama-3.1-8b", 32, 4096, 32, 14336),
              llama31("llama-3.1-70b", 80, 8192, 64, 28672),
              qwen25("qwen2.5-7b", 28, 3584, 28, 4, 18944),
+             qwen3("qwen3-8b", 36, 4096, 32, 8, 128, 12288),
              // The tiny versions of the newer pieces: Llama 3.1's RoPE scaling (over a short
              // original context, so that the test lengths reach the scaled wavelengths) with a
              // head size apart from d_model / n_head; Qwen2's qkv biases with a tied head
@@ -208,6 +222,14 @@ const std::map<std::string, ModelConfig>& presets() {
                     c.rope_theta = 1e6;
                     c.norm_eps = 1e-6;
                     c.tie_embeddings = TiedHead::tied;
+                  }),
+             // Qwen3's q_norm and k_norm, with a head size apart from d_model / n_head as
+             // Qwen3 sets it.
+             tiny("qwen3-tiny", Family::qwen3,
+                  [](ModelConfig& c) {
+                    c.head_size = 48;
+                    c.rope_theta = 1e6;
+                    c.norm_eps = 1e-6;
                   }),
              bloom("bloom-tiny", 4, 128, 4, 50257, 128),
              // BLOOM-560M and BLOOM-1b7's shapes (BigScience 2022), for GPU benchmarks.

@@ -20,13 +20,15 @@ namespace kintsugi {
 //   mistral  Llama's block (Hugging Face's MistralForCausalLM), which may attend in a sliding
 //            window (model.sliding_window)
 //   qwen2  Llama's block with biases on the query, key and value projections (Qwen2, Qwen2.5)
-enum class Family : std::uint8_t { gpt2, llama, bloom, mistral, qwen2 };
+//   qwen3  Llama's block with an RMSNorm on each query head and each key head before RoPE
+//          (Qwen3's q_norm and k_norm: a weight of head_dim for the queries, one for the keys)
+enum class Family : std::uint8_t { gpt2, llama, bloom, mistral, qwen2, qwen3 };
 template <>
 struct EnumNames<Family> {
   static constexpr std::array values = {
       std::pair{Family::gpt2, "gpt2"}, std::pair{Family::llama, "llama"},
       std::pair{Family::bloom, "bloom"}, std::pair{Family::mistral, "mistral"},
-      std::pair{Family::qwen2, "qwen2"}};
+      std::pair{Family::qwen2, "qwen2"}, std::pair{Family::qwen3, "qwen3"}};
 };
 
 // How RoPE's frequencies are stretched for contexts longer than the model was trained on
@@ -97,12 +99,16 @@ struct ModelConfig {
   // What the family implies.
   // Llama's block: RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases but Qwen2's qkv.
   bool is_llama() const {
-    return family == Family::llama || family == Family::mistral || family == Family::qwen2;
+    return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
+           family == Family::qwen3;
   }
   bool is_bloom() const { return family == Family::bloom; }
   bool gated_mlp() const { return is_llama(); }          // SwiGLU: three d x d_ff matrices
   bool has_biases() const { return !is_llama(); }          // every linear layer's
   bool qkv_bias() const { return has_biases() || family == Family::qwen2; }
+  // Qwen3: each query and key head RMS-normalized (eps norm_eps) after the qkv projection,
+  // before RoPE (Backend::qk_norm_forward).
+  bool qk_norm() const { return family == Family::qwen3; }
   bool tied_embeddings() const {
     return tie_embeddings == TiedHead::family ? !is_llama() : tie_embeddings == TiedHead::tied;
   }

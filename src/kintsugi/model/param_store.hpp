@@ -42,6 +42,10 @@ struct ParamSpec {
   // Replicated across tensor-parallel ranks but computed from this rank's slice of the token
   // rows (sequence parallelism): the gradient is a partial sum, all-reduced over the group.
   bool sequence_parallel_grad = false;
+  // Replicated across tensor-parallel ranks, each of which computes its gradient from its own
+  // attention heads (Qwen3's q_norm and k_norm): a partial sum, all-reduced over the group
+  // (with or without sequence parallelism).
+  bool head_partial_grad = false;
   // A second copy of a tied parameter that lives in another chunk (the LM head's copy of the
   // token embedding on the last pipeline stage): initialized identically, kept identical by
   // summing the copies' gradients, and counted (checkpoints, gradient norm) only once.

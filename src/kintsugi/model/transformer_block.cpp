@@ -16,6 +16,16 @@ TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int 
     : ctx_(ctx), config_(c), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
   const auto halves = block_inventory(c, index).halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
+  if (c.qk_norm()) {
+    // Replicated: every rank normalizes its own heads with the same weights.
+    auto norm = [&](const char* name) {
+      return ctx.params.add({.name = prefix(index) + ".attn." + name + ".weight",
+                             .global_shape = {c.head_dim()}, .init = ParamInit::ones,
+                             .head_partial_grad = true});
+    };
+    q_norm_ = norm("q_norm");
+    k_norm_ = norm("k_norm");
+  }
   ln2_.emplace(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps, c.rms_norm());
   mlp_ = make_block_half(ctx, halves[1], attention_.get());
 }
@@ -150,6 +160,11 @@ void TransformerBlock::attend(int slot, RowRange r) {
   // Rotated in place: attention (and its selective recomputation) reads rotated queries and
   // keys, and backward rotates their gradient back.
   const Tensor qkv = r.of(s.qkv), attn = r.of(s.attn);
+  if (config_.qk_norm()) {
+    be.copy(qkv, r.of(s.qkv_pre));
+    be.qk_norm_forward(shape, qkv, ctx_.params.param(q_norm_), ctx_.params.param(k_norm_),
+                       r.of(s.qk_rstd), config_.norm_eps);
+  }
   if (config_.uses_rope()) be.rope(shape, qkv, rotary_, false);
   if (r.all()) return be.attention_forward(shape, s.qkv, s.attn, s.lse);
   if (r.first == 0) {
@@ -187,9 +202,21 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   const Tensor d_attn = attention_->exit_backward(d_residual, s.attn, s.ln1, ws);
   be.attention_backward(shape, s.qkv, s.attn, s.lse, d_attn, ws.d_qkv);
   if (config_.uses_rope()) be.rope(shape, ws.d_qkv, rotary_, true);
+  if (config_.qk_norm()) qk_norm_backward(s, shape, ws);
   d_norm = attention_->entry_backward(s.ln1, {&ws.d_qkv, 1}, ws);
   ln1_.backward(d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
   attention_->finish_backward(ws);
+}
+
+void TransformerBlock::qk_norm_backward(const BlockActivations& s, const AttentionShape& shape,
+                                        const BlockWorkspace& ws) {
+  Backend& be = ctx_.backend;
+  ParamStore& p = ctx_.params;
+  // The op accumulates into the weights' gradients: zero them where this is the first write.
+  for (int i : {q_norm_, k_norm_})
+    if (!p.accumulate_grad(i)) be.zero(p.grad(i));
+  be.qk_norm_backward(shape, s.qkv_pre, p.param(q_norm_), p.param(k_norm_), s.qk_rstd, ws.d_qkv,
+                      p.grad(q_norm_), p.grad(k_norm_));
 }
 
 }  // namespace kintsugi

@@ -75,6 +75,9 @@ class TransformerBlock {
   // RoPE and the attention core on the saved qkv's rows: causal attention over the whole
   // micro-batch, or for extend a prompt's rows among themselves or new tokens against the cache.
   void attend(int slot, RowRange rows);
+  // Qwen3: q_norm and k_norm's backward on ws.d_qkv (after RoPE's).
+  void qk_norm_backward(const BlockActivations& s, const AttentionShape& shape,
+                        const BlockWorkspace& ws);
 
   LayerContext& ctx_;
   ModelConfig config_;
@@ -83,6 +86,7 @@ class TransformerBlock {
   std::unique_ptr<BlockHalf> attention_;  // qkv, proj
   std::optional<LayerNorm> ln2_;  // constructed between the halves: registration order
   std::unique_ptr<BlockHalf> mlp_;        // fc (SwiGLU's gate), up, fc2 (down)
+  int q_norm_ = -1, k_norm_ = -1;  // Qwen3's q_norm and k_norm weights (ParamStore indices)
 
   // The attention shape of a slot's micro-batch: this rank's heads, and its document starts.
   AttentionShape shape(int slot) const {

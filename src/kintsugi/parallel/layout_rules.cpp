@@ -63,6 +63,8 @@ std::string grid_problem(const ModelConfig& m, const LayoutSpec& s) {
   if (!l.has_grid()) return "";
   const std::int64_t gx = l.width_ranks(), gy = l.head_ranks(), gz = l.row_ranks();
   const std::string grid = fmt::format("--tensor-grid {},{},{}", gx, gy, gz);
+  // q_norm and k_norm's gradients would be partial over y and z: not summed on the grid.
+  if (m.qk_norm()) return fmt::format("{}: model.family = qwen3 (q_norm, k_norm) runs on 1D tensor parallelism only", grid);
   // Heads (whole groups of query heads around their kv head) and MLP columns split over y; the
   // model width over x (entry layers' inputs, exit layers' outputs); each weight block's rows
   // over z (qkv and fc: rows per y; proj and fc2: rows per x); sequences over z.

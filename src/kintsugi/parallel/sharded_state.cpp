@@ -100,7 +100,8 @@ void ShardedState::reduce_partial_grads(int u) {
   const ParamUnit& unit = params_.unit(u);
   for (int i = unit.first_param; i < unit.end_param; ++i) {
     const ParamSpec& spec = params_.entry(i).spec;
-    if (tp_.sequence_parallel() && spec.sequence_parallel_grad)
+    if ((tp_.sequence_parallel() && spec.sequence_parallel_grad) ||
+        (tp_.size() > 1 && spec.head_partial_grad))
       tp_.group()->all_reduce(params_.grad(i));
     // 3D tensor parallelism: each z rank's gradient comes from its own token rows.
     if (depth_ && spec.depth_partial_grad) depth_->all_reduce(params_.grad(i));

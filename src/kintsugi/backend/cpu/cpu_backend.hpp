@@ -67,6 +67,13 @@ class CpuBackend final : public DeviceBackend {
   void do_rope(const AttentionShape& s, const Tensor& qkv, const RotaryTable& table,
                bool inverse) override;
 
+  // qk_norm.cpp
+  void do_qk_norm_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& q_weight,
+                          const Tensor& k_weight, const Tensor& rstd, double eps) override;
+  void do_qk_norm_backward(const AttentionShape& s, const Tensor& pre, const Tensor& q_weight,
+                           const Tensor& k_weight, const Tensor& rstd, const Tensor& d_qkv,
+                           const Tensor& dq_weight, const Tensor& dk_weight) override;
+
   // gelu.cpp
   void do_gelu_forward(const Tensor& x, const Tensor& y) override;
   void do_gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override;

@@ -151,6 +151,20 @@ class CudaBackend final : public DeviceBackend {
     cuda::rope(attn_shape(s), ref(qkv), inv_freq, table.scale, inverse, stream_);
   }
 
+  void do_qk_norm_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& q_weight,
+                          const Tensor& k_weight, const Tensor& rstd, double eps) override {
+    check_types({&qkv, &q_weight, &k_weight, &rstd});
+    cuda::qk_norm_forward(attn_shape(s), ref(qkv), ref(q_weight), ref(k_weight), ref(rstd), eps,
+                          stream_);
+  }
+  void do_qk_norm_backward(const AttentionShape& s, const Tensor& pre, const Tensor& q_weight,
+                           const Tensor& k_weight, const Tensor& rstd, const Tensor& d_qkv,
+                           const Tensor& dq_weight, const Tensor& dk_weight) override {
+    check_types({&pre, &q_weight, &k_weight, &rstd, &d_qkv, &dq_weight, &dk_weight});
+    cuda::qk_norm_backward(attn_shape(s), ref(pre), ref(q_weight), ref(k_weight), ref(rstd),
+                           ref(d_qkv), ref(dq_weight), ref(dk_weight), stream_);
+  }
+
   void do_gelu_forward(const Tensor& x, const Tensor& y) override {
     check_types({&x, &y});
     cuda::gelu_forward(ref(x), ref(y), x.numel(), stream_);

@@ -59,6 +59,13 @@ void swiglu_backward(Ref gate, Ref up, Ref dy, Ref dgate, Ref dup, std::int64_t 
 void rope(const AttnShape& s, Ref qkv, const double* inv_freq, double scale, bool inverse,
           cudaStream_t stream);
 
+// Per-head RMSNorm of qkv's queries and keys in place (backend.hpp, qk_norm_forward/backward);
+// rstd [rows, heads + kv_heads].
+void qk_norm_forward(const AttnShape& s, Ref qkv, Ref wq, Ref wk, Ref rstd, double eps,
+                     cudaStream_t stream);
+void qk_norm_backward(const AttnShape& s, Ref pre, Ref wq, Ref wk, Ref rstd, Ref d_qkv, Ref dwq,
+                      Ref dwk, cudaStream_t stream);
+
 // ---- AdamW over a flat range: param, m, v f32 (or all f64); grad any type; working_copy
 // (data null when absent) receives the updated param rounded. The constants are computed on the
 // host exactly as the CPU backend computes them.
