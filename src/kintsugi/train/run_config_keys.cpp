@@ -15,8 +15,8 @@ std::vector<Key> keys_of(RunConfig& c) {
   return {
       {"model.family", &c.model.family,
        "architecture family: \"gpt2\", \"llama\" (RoPE, RMSNorm, SwiGLU, GQA), \"mistral\" "
-       "(Llama's block, sliding-window attention), \"qwen2\" (Llama's block, qkv biases) or "
-       "\"bloom\" (ALiBi, embedding LayerNorm)"},
+       "(Llama's block, sliding-window attention), \"qwen2\" (Llama's block, qkv biases), "
+       "\"qwen3\" (Llama's block, q/k RMSNorm) or \"bloom\" (ALiBi, embedding LayerNorm)"},
       {"model.n_layer", &c.model.n_layer, "transformer blocks"},
       {"model.d_model", &c.model.d_model, "hidden size"},
       {"model.n_head", &c.model.n_head, "attention heads (must divide d_model unless model.head_dim is set)"},
