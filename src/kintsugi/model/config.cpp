@@ -150,6 +150,15 @@ ModelConfig qwen3(const char* name, std::int64_t layers, std::int64_t d, std::in
   return c;
 }
 
+// Mistral 7B v0.1 (Jiang et al. 2023, its config.json): Llama's block with 8 kv heads, a
+// sliding window of 4096, vocabulary 32000, trained at 8192 tokens.
+ModelConfig mistral7b() {
+  ModelConfig c = llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192);
+  c.family = Family::mistral;
+  c.sliding_window = 4096;
+  return c;
+}
+
 // A tiny model of a family for the tests: llama-tiny's shape with the family's own pieces.
 ModelConfig tiny(const char* name, Family family, auto&& adjust) {
   ModelConfig c = llama(name, 4, 128, 4, 2, 352, 32000, 128);
@@ -204,6 +213,7 @@ const std::map<std::string, ModelConfig>& presets() {
              llama31("llama-3.1-8b", 32, 4096, 32, 14336),
              llama31("llama-3.1-70b", 80, 8192, 64, 28672),
              qwen25("qwen2.5-7b", 28, 3584, 28, 4, 18944),
+             mistral7b(),
              qwen3("qwen3-8b", 36, 4096, 32, 8, 128, 12288),
              // The tiny versions of the newer pieces: Llama 3.1's RoPE scaling (over a short
              // original context, so that the test lengths reach the scaled wavelengths) with a

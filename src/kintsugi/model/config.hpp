@@ -134,9 +134,10 @@ void validate(const ModelConfig& config, const ModelFieldNames& names = {});
 // Presets: GPT-2 124M/350M/774M/1.5B ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"),
 // the GPT sizes of the Frontier study ("gpt-1.4b", "gpt-22b", "gpt-175b", "gpt-1t"), the
 // published Llama and BLOOM runs ("llama-7b", "llama-13b", "llama-65b", "bloom-13b"), the
-// models people download today ("llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b")
+// models people download today ("llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b",
+// "qwen2.5-7b", "qwen3-8b")
 // and tiny versions of each family and piece for tests ("gpt-tiny", "llama-tiny",
-// "llama3-tiny", "qwen2-tiny", "bloom-tiny").
+// "llama3-tiny", "qwen2-tiny", "qwen3-tiny", "bloom-tiny").
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
