@@ -38,6 +38,30 @@ TEST(CommVolume, DataParallelReducesTheGradientOnce) {
   EXPECT_DOUBLE_EQ(v.at("dp.all_reduce"), 1.5 * 4 * (1 << 20));
 }
 
+// Context parallelism: gradients summed over dp x cp (group dp_cp), and per block and
+// micro-batch five all-to-alls of (cp - 1)/cp of a buffer (forward: qkv out, attention back;
+// backward: attention out again, its gradient, the qkv gradient back), each buffer this rank's
+// seq / cp rows of its tensor-parallel rank's heads.
+TEST(CommVolume, ContextParallelExchangesAroundAttention) {
+  ModelConfig m = model_preset("gpt-tiny");
+  m.n_layer = 3;
+  m.seq_len = 64;
+  const StepShape s{.micro_batch = 2, .seq = 64, .micro_batches = 5, .grad_elements = 1 << 20};
+  const auto v = step_comm_bytes(m, {.tp = 2, .dp = 2, .cp = 4}, s);
+  EXPECT_DOUBLE_EQ(v.at("dp_cp.all_reduce"), 2.0 * 7 / 8 * 4 * (1 << 20));
+  EXPECT_EQ(v.count("dp.all_reduce"), 0u);
+  // gpt-tiny: MHA, qkv 3 d wide and the attention output d.
+  const double rows = 2 * 64 / 4, d = static_cast<double>(m.d_model);
+  const double qkv = rows * 3 * d / 2 * 4, attn = rows * d / 2 * 4;
+  EXPECT_DOUBLE_EQ(v.at("cp.all_to_all"), 5 * 3 * 0.75 * (2 * qkv + 3 * attn));
+  // The tensor-parallel exits carry this rank's rows only.
+  const auto serial_tp = step_comm_bytes(m, {.tp = 2, .dp = 2}, s);
+  EXPECT_DOUBLE_EQ(v.at("tp.all_reduce"), serial_tp.at("tp.all_reduce") / 4);
+  // ZeRO shards over all eight.
+  const auto zero = step_comm_bytes(m, {.tp = 2, .dp = 2, .zero = ZeroStage::optimizer, .cp = 4}, s);
+  EXPECT_DOUBLE_EQ(zero.at("dp_cp.reduce_scatter"), 7.0 / 8 * 4 * (1 << 20));
+}
+
 // The ZeRO paper's accounting, with one micro-batch per step: ZeRO-1 and ZeRO-2 move what plain
 // data parallelism moves (a reduce-scatter plus an all-gather is one all-reduce), ZeRO-3 1.5x
 // for parameters gathered twice (blocks: before forward and before backward). Embeddings and

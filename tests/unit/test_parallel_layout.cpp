@@ -24,6 +24,11 @@ TEST(ParallelLayout, WorldAndShardGroups) {
   EXPECT_EQ(hybrid.replicas(), 4);
   EXPECT_FALSE(l.has_grid());
   EXPECT_TRUE((ParallelLayout{.tp = 4, .tensor_grid = {2, 2, 1}}.has_grid()));
+  // Context parallelism: more ranks, and ZeRO over dp x cp.
+  const ParallelLayout context{.tp = 2, .dp = 2, .zero = ZeroStage::parameters, .cp = 4};
+  EXPECT_EQ(context.world(), 16);
+  EXPECT_EQ(context.data_ranks(), 8);
+  EXPECT_EQ(context.shards(), 8);
 }
 
 TEST(ParallelLayout, ValidLayoutsHaveNoProblem) {
@@ -68,9 +73,20 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = -1}),
             "parallel.hsdp = -1 must not be negative");
   EXPECT_EQ(problem({.order = "tp-xp-pp"}),
-            "parallel.order = \"tp-xp-pp\": \"xp\" is not tp, dp or pp");
+            "parallel.order = \"tp-xp-pp\": \"xp\" is not tp, cp, dp or pp");
   EXPECT_EQ(problem({.order = "tp-dp"}),
-            "parallel.order = \"tp-dp\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"");
+            "parallel.order = \"tp-dp\" must name tp, dp and pp once each (and cp at most "
+            "once), e.g. \"tp-dp-pp\" or \"tp-cp-dp-pp\"");
+  EXPECT_EQ(problem({.cp = 0}), "parallel.cp = 0 must be at least 1");
+  EXPECT_EQ(problem({.tp = 4, .cp = 2, .tensor_grid = {2, 2, 1}}),
+            "--cp 2 with --tensor-grid: the grid's z already splits a micro-batch's rows and its "
+            "layers do not exchange keys and values; use 1D --tp with --cp");
+  EXPECT_EQ(problem({.cp = 2, .cp_comm = CpComm::ring}),
+            "--cp-comm ring is not built yet: use --cp-comm all_to_all (heads exchanged for "
+            "sequence around attention)");
+  EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .cp = 2}),
+            "--hsdp 2 with --cp 2: hybrid sharding groups over data-parallel x context-parallel "
+            "ranks are not built yet; use plain --zero (sharded over all 8 of them)");
   // Before the world size resolves it, a dp of 0 is in range (the config's "from the world").
   EXPECT_EQ((ParallelLayout{.dp = 0}.value_problem()), "");
   for (const std::string& message : {problem({.dp = 0}), problem({.order = "dp-dp-pp"})})
@@ -100,11 +116,19 @@ TEST(ParallelLayout, Resolved) {
             "(mpirun -np 2 kintsugi train ...) or change --tp / --pp");
   EXPECT_EQ(message({.tp = 2, .dp = 3}, 4),
             "the job has 4 ranks but tp 2 x dp 3 x pp 1 = 6: change --dp to 2 or launch 6 ranks");
+  EXPECT_EQ(message({.tp = 2, .dp = 0, .cp = 2}, 6),
+            "the job has 6 ranks, not a multiple of tp 2 x pp 1 x cp 2: launch a multiple of 4 "
+            "ranks (mpirun -np 4 kintsugi train ...) or change --tp / --pp / --cp");
+  EXPECT_EQ((ParallelLayout{.dp = 0, .cp = 2}.resolved(8).dp), 4);
 }
 
 TEST(ParallelLayout, OrderDims) {
-  EXPECT_EQ(order_dims("pp-tp-dp"), (std::array{Dim::pp, Dim::tp, Dim::dp}));
+  EXPECT_EQ(order_dims("pp-tp-dp"), (std::array{Dim::pp, Dim::tp, Dim::cp, Dim::dp}));
+  EXPECT_EQ(order_dims("dp-pp-tp"), (std::array{Dim::dp, Dim::pp, Dim::tp, Dim::cp}));
+  EXPECT_EQ(order_dims("cp-tp-dp-pp"), (std::array{Dim::cp, Dim::tp, Dim::dp, Dim::pp}));
   EXPECT_THROW(order_dims("tp-tp-pp"), Error);
+  EXPECT_THROW(order_dims("tp-cp-pp"), Error);
+  EXPECT_THROW(order_dims("tp-cp-dp-pp-cp"), Error);
   EXPECT_EQ(name_of(Dim::dp), "dp");
 }
 

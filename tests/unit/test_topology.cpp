@@ -35,6 +35,28 @@ TEST(LayoutMap, GroupsPartitionTheWorld) {
   EXPECT_EQ(map.coords(2).pp, 1);  // order tp-pp-dp: pp varies second
 }
 
+TEST(LayoutMap, ContextParallelRanksFollowTensorParallelOnes) {
+  // An order without cp places it right after tp: rank = tp + 2 (cp + 2 (dp + 2 pp)).
+  const LayoutMap map(16, {.tp = 2, .pp = 2, .dp = 2, .cp = 2});
+  EXPECT_EQ(map.coords(2).cp, 1);
+  EXPECT_EQ(map.coords(4).dp, 1);
+  EXPECT_EQ(map.coords(8).pp, 1);
+  EXPECT_EQ(map.group(5, Dim::cp), (std::vector<int>{5, 7}));
+  EXPECT_EQ(map.group(5, Dim::dp), (std::vector<int>{1, 5}));
+  for (Dim d : {Dim::tp, Dim::dp, Dim::pp, Dim::cp}) {
+    std::set<int> seen;
+    for (const auto& g : map.groups(d)) {
+      EXPECT_EQ(static_cast<int>(g.size()), map.size(d));
+      for (int r : g) EXPECT_TRUE(seen.insert(r).second) << r;
+    }
+    EXPECT_EQ(seen.size(), 16u);
+  }
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(map.rank(map.coords(r)), r);
+  // Named, it goes where the order says.
+  const LayoutMap outer(8, {.tp = 2, .dp = 2, .order = "tp-dp-pp-cp", .cp = 2});
+  EXPECT_EQ(outer.group(0, Dim::cp), (std::vector<int>{0, 4}));
+}
+
 TEST(LayoutMap, ClearErrors) {
   try {
     LayoutMap(8, {.tp = 2, .pp = 1, .dp = 3});

@@ -10,34 +10,37 @@ LayoutMap::LayoutMap(int world, ParallelLayout layout) : world_(world), layout_(
   const auto& l = layout_;
   if (const std::string problem = l.problem(); !problem.empty()) fail("{}", problem);
   if (l.world() != world) {
-    const std::int64_t other = l.tp * l.pp;
-    fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: {}", world, l.tp, l.dp, l.pp,
-         l.world(),
+    const std::int64_t other = l.tp * l.pp * l.cp;
+    fail("the job has {} ranks but tp {} x dp {} x pp {} x cp {} = {}: {}", world, l.tp, l.dp,
+         l.pp, l.cp, l.world(),
          world % other == 0
              ? fmt::format("set --dp {} (or launch tp x dp x pp ranks)", world / other)
-             : fmt::format("launch a multiple of tp x pp = {} ranks, or change --tp / --pp",
+             : fmt::format("launch a multiple of tp x pp x cp = {} ranks, or change --tp / --pp / --cp",
                            other));
   }
   order_ = order_dims(l.order);
 }
 
 int LayoutMap::size(Dim d) const {
-  return static_cast<int>(d == Dim::tp ? layout_.tp : d == Dim::dp ? layout_.dp : layout_.pp);
+  return static_cast<int>(d == Dim::tp   ? layout_.tp
+                          : d == Dim::dp ? layout_.dp
+                          : d == Dim::pp ? layout_.pp
+                                         : layout_.cp);
 }
 
 RankCoords LayoutMap::coords(int rank) const {
   KINTSUGI_ASSERT(rank >= 0 && rank < world_);
-  int c[3] = {0, 0, 0};
+  RankCoords c;
   for (Dim d : order_) {
-    c[static_cast<int>(d)] = rank % size(d);
+    c.at(d) = rank % size(d);
     rank /= size(d);
   }
-  return {c[0], c[1], c[2]};
+  return c;
 }
 
 int LayoutMap::rank(const RankCoords& c) const {
   int r = 0;
-  for (int i = 2; i >= 0; --i) r = r * size(order_[i]) + c[order_[i]];
+  for (int i = kDims - 1; i >= 0; --i) r = r * size(order_[i]) + c[order_[i]];
   return r;
 }
 
@@ -46,7 +49,7 @@ std::vector<int> LayoutMap::group(int rank, Dim d) const {
   std::vector<int> members;
   for (int i = 0; i < size(d); ++i) {
     RankCoords m = c;
-    (d == Dim::tp ? m.tp : d == Dim::dp ? m.dp : m.pp) = i;
+    m.at(d) = i;
     members.push_back(this->rank(m));
   }
   return members;
@@ -65,7 +68,7 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   auto make = [&](Dim d) {
     const int color = [&] {
       RankCoords c = coords_;
-      (d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp) = 0;
+      c.at(d) = 0;
       return map_.rank(c);
     }();
     return world_->split(color, coords_[d], std::string(name_of(d)));
@@ -73,6 +76,14 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   tp_ = make(Dim::tp);
   dp_ = make(Dim::dp);
   pp_ = make(Dim::pp);
+  cp_ = make(Dim::cp);
+  // Context parallelism: the dp x cp ranks of this (tp, pp) position, ordered dp-major.
+  if (map_.size(Dim::cp) > 1) {
+    RankCoords c = coords_;
+    c.dp = 0;
+    c.cp = 0;
+    dp_cp_ = world_->split(map_.rank(c), coords_.dp * map_.size(Dim::cp) + coords_.cp, "dp_cp");
+  }
   const int last = map_.size(Dim::pp) - 1;
   const bool member = last > 0 && (coords_.pp == 0 || coords_.pp == last);
   RankCoords first = coords_;
@@ -91,8 +102,8 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
 }
 
 std::vector<Communicator*> Topology::groups() const {
-  std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get()};
-  for (Communicator* c : {embedding_.get(), shard_.get(), replica_.get()})
+  std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get(), cp_.get()};
+  for (Communicator* c : {dp_cp_.get(), embedding_.get(), shard_.get(), replica_.get()})
     if (c) g.push_back(c);
   if (grid_)
     for (Communicator* c : {&grid_->x(), &grid_->y(), &grid_->z(), &grid_->plane()})

@@ -1,6 +1,6 @@
 #pragma once
 // Where each rank sits in the 3D layout, computed once and nowhere else (docs/design.md
-// principle 3). world = tp x dp x pp; the order string names the dimensions from fastest- to
+// principle 3). world = tp x dp x pp x cp; the order string names the dimensions from fastest- to
 // slowest-varying. The default "tp-dp-pp" keeps tensor-parallel groups on adjacent ranks (inside
 // a node, where their frequent all-reduces are cheap) and pipeline stages outermost (their
 // point-to-point transfers are the traffic that can best cross nodes).
@@ -16,14 +16,17 @@
 namespace kintsugi {
 
 struct RankCoords {
-  int tp = 0, dp = 0, pp = 0;
-  int operator[](Dim d) const { return d == Dim::tp ? tp : d == Dim::dp ? dp : pp; }
+  int tp = 0, dp = 0, pp = 0, cp = 0;
+  int operator[](Dim d) const {
+    return d == Dim::tp ? tp : d == Dim::dp ? dp : d == Dim::pp ? pp : cp;
+  }
+  int& at(Dim d) { return d == Dim::tp ? tp : d == Dim::dp ? dp : d == Dim::pp ? pp : cp; }
 };
 
 // Pure rank arithmetic, no communication: usable by `kintsugi layout` and the planner.
 class LayoutMap {
  public:
-  // Throws kintsugi::Error naming the value to change when world != tp * dp * pp or the layout
+  // Throws kintsugi::Error naming the value to change when world != tp * dp * pp * cp or the layout
   // is not consistent in itself (ParallelLayout::problem).
   LayoutMap(int world, ParallelLayout layout);
   int world() const { return world_; }
@@ -39,7 +42,7 @@ class LayoutMap {
  private:
   int world_;
   ParallelLayout layout_;
-  std::array<Dim, 3> order_;  // fastest first
+  std::array<Dim, kDims> order_;  // fastest first
 };
 
 // This rank's place and the communicator of each of its groups.
@@ -52,6 +55,11 @@ class Topology {
   Communicator& tp() const { return *tp_; }
   Communicator& dp() const { return *dp_; }
   Communicator& pp() const { return *pp_; }
+  Communicator& cp() const { return *cp_; }
+  // The ranks holding the same weights and seeing different tokens, over which gradients are
+  // summed and ZeRO state sharded: the dp group, or with context parallelism the dp x cp
+  // ranks (group "dp_cp").
+  Communicator& data() const { return dp_cp_ ? *dp_cp_ : *dp_; }
   // The first and last pipeline stages of this rank's (tp, dp) position, which hold the two
   // copies of the tied token embedding; null on other stages and without pipeline parallelism.
   Communicator* embedding() const { return embedding_.get(); }
@@ -67,7 +75,7 @@ class Topology {
  private:
   LayoutMap map_;
   RankCoords coords_;
-  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, embedding_, shard_, replica_;
+  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, cp_, dp_cp_, embedding_, shard_, replica_;
   std::unique_ptr<TensorGrid> grid_;
 };
 

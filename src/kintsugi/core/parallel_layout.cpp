@@ -14,26 +14,30 @@ ZeroStage zero_stage(std::int64_t number, std::string_view what) {
   return static_cast<ZeroStage>(number);
 }
 
-std::array<Dim, 3> order_dims(const std::string& order) {
-  std::array<Dim, 3> dims{};
+std::array<Dim, kDims> order_dims(const std::string& order) {
+  std::vector<Dim> dims;
   std::istringstream in(order);
   std::string part;
-  int n = 0;
-  bool seen[3] = {false, false, false};
+  bool seen[kDims] = {false, false, false, false};
+  const std::string expected = fmt::format(
+      "parallel.order = \"{}\" must name tp, dp and pp once each (and cp at most once), e.g. "
+      "\"tp-dp-pp\" or \"tp-cp-dp-pp\"",
+      order);
   while (std::getline(in, part, '-')) {
     Dim d;
     if (part == "tp") d = Dim::tp;
     else if (part == "dp") d = Dim::dp;
     else if (part == "pp") d = Dim::pp;
-    else fail("parallel.order = \"{}\": \"{}\" is not tp, dp or pp", order, part);
-    if (n == 3 || seen[static_cast<int>(d)])
-      fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", order);
+    else if (part == "cp") d = Dim::cp;
+    else fail("parallel.order = \"{}\": \"{}\" is not tp, cp, dp or pp", order, part);
+    if (seen[static_cast<int>(d)]) fail("{}", expected);
     seen[static_cast<int>(d)] = true;
-    dims[n++] = d;
+    dims.push_back(d);
   }
-  if (n != 3)
-    fail("parallel.order = \"{}\" must name tp, dp and pp once each, e.g. \"tp-dp-pp\"", order);
-  return dims;
+  if (!seen[0] || !seen[1] || !seen[2]) fail("{}", expected);
+  if (!seen[static_cast<int>(Dim::cp)])
+    dims.insert(std::find(dims.begin(), dims.end(), Dim::tp) + 1, Dim::cp);
+  return {dims[0], dims[1], dims[2], dims[3]};
 }
 
 namespace {
@@ -54,6 +58,20 @@ std::string grid_problem(const ParallelLayout& l) {
   return "";
 }
 
+// Context parallelism (docs/parallelism.md): what is built of it so far.
+std::string context_problem(const ParallelLayout& l) {
+  if (l.cp == 1) return "";
+  if (l.has_grid())
+    return fmt::format("--cp {} with --tensor-grid: the grid's z already splits a micro-batch's "
+                       "rows and its layers do not exchange keys and values; use 1D --tp with "
+                       "--cp",
+                       l.cp);
+  if (l.cp_comm == CpComm::ring)
+    return fmt::format("--cp-comm ring is not built yet: use --cp-comm all_to_all (heads "
+                       "exchanged for sequence around attention)");
+  return "";
+}
+
 std::string sharding_problem(const ParallelLayout& l) {
   if (l.zero >= ZeroStage::gradients && l.pp > 1)
     return fmt::format("--zero {} with --pp {}: sharded gradients are reduce-scattered every "
@@ -64,6 +82,11 @@ std::string sharding_problem(const ParallelLayout& l) {
   if (l.hsdp > 0 && l.zero == ZeroStage::none)
     return fmt::format("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3",
                        l.hsdp);
+  if (l.hsdp > 0 && l.cp > 1)
+    return fmt::format("--hsdp {} with --cp {}: hybrid sharding groups over data-parallel x "
+                       "context-parallel ranks are not built yet; use plain --zero (sharded "
+                       "over all {} of them)",
+                       l.hsdp, l.cp, l.data_ranks());
   if (l.hsdp > 0 && (l.hsdp < 2 || l.dp % l.hsdp != 0))
     return fmt::format("--hsdp {} must be at least 2 and divide the data-parallel ranks ({})",
                        l.hsdp, l.dp);
@@ -74,7 +97,8 @@ std::string sharding_problem(const ParallelLayout& l) {
 
 ParallelLayout ParallelLayout::resolved(std::int64_t world) const {
   ParallelLayout p = *this;
-  if (p.tp < 1 || p.pp < 1) fail("tp {} and pp {} must be at least 1", p.tp, p.pp);
+  if (p.tp < 1 || p.pp < 1 || p.cp < 1)
+    fail("tp {}, pp {} and cp {} must be at least 1", p.tp, p.pp, p.cp);
   if (p.tensor_grid.size() == 3) {
     const std::int64_t product = p.tensor_grid[0] * p.tensor_grid[1] * p.tensor_grid[2];
     if (p.tp != 1 && p.tp != product)
@@ -84,17 +108,23 @@ ParallelLayout ParallelLayout::resolved(std::int64_t world) const {
            p.tp);
     p.tp = product;
   }
+  // The ranks of one data-parallel replica: tp x pp, times cp when it splits sequences.
+  const std::int64_t other = p.tp * p.pp * p.cp;
+  const std::string others = p.cp > 1 ? fmt::format("tp {} x pp {} x cp {}", p.tp, p.pp, p.cp)
+                                       : fmt::format("tp {} x pp {}", p.tp, p.pp);
+  const std::string flags = p.cp > 1 ? "--tp / --pp / --cp" : "--tp / --pp";
   if (p.dp == 0) {
-    if (world % (p.tp * p.pp) != 0)
-      fail("the job has {} rank{}, not a multiple of tp {} x pp {}: launch a multiple of {} "
-           "ranks (mpirun -np {} kintsugi train ...) or change --tp / --pp",
-           world, world == 1 ? "" : "s", p.tp, p.pp, p.tp * p.pp, p.tp * p.pp);
-    p.dp = world / (p.tp * p.pp);
+    if (world % other != 0)
+      fail("the job has {} rank{}, not a multiple of {}: launch a multiple of {} ranks (mpirun "
+           "-np {} kintsugi train ...) or change {}",
+           world, world == 1 ? "" : "s", others, other, other, flags);
+    p.dp = world / other;
   }
   if (p.world() != world)
-    fail("the job has {} ranks but tp {} x dp {} x pp {} = {}: change --dp to {} or launch {} "
+    fail("the job has {} ranks but tp {} x dp {} x pp {}{} = {}: change --dp to {} or launch {} "
          "ranks",
-         world, p.tp, p.dp, p.pp, p.world(), world / (p.tp * p.pp), p.world());
+         world, p.tp, p.dp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "", p.world(),
+         world / other, p.world());
   return p;
 }
 
@@ -106,6 +136,7 @@ std::string ParallelLayout::value_problem() const {
   if (dp < 0)
     return fmt::format("parallel.dp = {} must not be negative (0: from the world size)", dp);
   if (hsdp < 0) return fmt::format("parallel.hsdp = {} must not be negative", hsdp);
+  if (cp < 1) return fmt::format("parallel.cp = {} must be at least 1", cp);
   const auto& g = tensor_grid;
   if (!g.empty() && (g.size() != 3 || std::any_of(g.begin(), g.end(), [](auto n) { return n < 1; })))
     return fmt::format("parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], "
@@ -123,11 +154,13 @@ std::string ParallelLayout::problem() const {
   if (auto p = value_problem(); !p.empty()) return p;
   if (dp < 1) return fmt::format("parallel.dp = {} must be at least 1 once resolved", dp);
   if (auto p = grid_problem(*this); !p.empty()) return p;
+  if (auto p = context_problem(*this); !p.empty()) return p;
   return sharding_problem(*this);
 }
 
 std::string ParallelLayout::description(const std::string& stages) const {
-  std::string text = fmt::format("tp {} x dp {} x pp {}{} (order {})", tp, dp, pp,
+  std::string text = fmt::format("tp {} x dp {} x pp {}{}{} (order {})", tp, dp, pp,
+                                 cp > 1 ? fmt::format(" x cp {} ({})", cp, cp_comm) : "",
                                  sequence_parallel && tp > 1 ? ", sequence parallel" : "", order);
   if (has_grid())
     text += fmt::format(", tensor grid {} x {} x {}", tensor_grid[0], tensor_grid[1],
@@ -139,10 +172,10 @@ std::string ParallelLayout::description(const std::string& stages) const {
   if (zero > ZeroStage::none && hsdp > 0)
     text += fmt::format(", ZeRO-{} sharded over {} ranks x {} replicas", zero, shards(),
                         replicas());
-  else if (zero > ZeroStage::none && dp == 1)
+  else if (zero > ZeroStage::none && data_ranks() == 1)
     text += fmt::format(", ZeRO-{} over 1 data-parallel rank (nothing to shard: no effect)", zero);
   else if (zero > ZeroStage::none)
-    text += fmt::format(", ZeRO-{} over {} ranks", zero, dp);
+    text += fmt::format(", ZeRO-{} over {} ranks", zero, data_ranks());
   return text;
 }
 
@@ -198,11 +231,11 @@ std::vector<ParallelLayout> refinements(const ParallelLayout& split, const Layou
   const std::vector<bool> overlaps =
       l.has_grid() && pins.pinned("tensor_grid_overlap") ? std::vector<bool>{true, false}
                                                           : std::vector<bool>{true};
-  for (int stage = 0; stage <= (l.dp > 1 ? 3 : 0); ++stage) {
+  for (int stage = 0; stage <= (l.data_ranks() > 1 ? 3 : 0); ++stage) {
     l.zero = static_cast<ZeroStage>(stage);
     if (!allowed(pins, l, "zero")) continue;
     std::vector<std::int64_t> groups = {0};
-    if (l.zero > ZeroStage::none)
+    if (l.zero > ZeroStage::none && l.cp == 1)
       for (std::int64_t k = 2; k < l.dp; ++k)
         if (l.dp % k == 0) groups.push_back(k);
     for (std::int64_t group : groups) {

@@ -39,16 +39,30 @@ constexpr int stage_number(ZeroStage z) { return static_cast<int>(z); }
 // 0-3, else a kintsugi::Error naming `what`.
 ZeroStage zero_stage(std::int64_t number, std::string_view what);
 
+// How context-parallel ranks exchange what attention needs (parallel.cp_comm,
+// docs/parallelism.md "Context parallelism"): all_to_all (DeepSpeed's Ulysses) trades the
+// sequence split for a head split around attention; ring passes key/value chunks around the
+// group.
+enum class CpComm : std::uint8_t { all_to_all, ring };
+template <>
+struct EnumNames<CpComm> {
+  static constexpr std::array values = {std::pair{CpComm::all_to_all, "all_to_all"},
+                                        std::pair{CpComm::ring, "ring"}};
+};
+
 // The dimensions ranks are arranged along (comm/topology.hpp's LayoutMap).
-enum class Dim : int { tp = 0, dp = 1, pp = 2 };
+enum class Dim : int { tp = 0, dp = 1, pp = 2, cp = 3 };
+constexpr int kDims = 4;
 template <>
 struct EnumNames<Dim> {
   static constexpr std::array values = {std::pair{Dim::tp, "tp"}, std::pair{Dim::dp, "dp"},
-                                        std::pair{Dim::pp, "pp"}};
+                                        std::pair{Dim::pp, "pp"}, std::pair{Dim::cp, "cp"}};
 };
-// The dimensions an order string ("tp-dp-pp") names, fastest-varying first; throws
-// kintsugi::Error naming parallel.order unless it names tp, dp and pp once each.
-std::array<Dim, 3> order_dims(const std::string& order);
+// The dimensions an order string ("tp-dp-pp", "tp-cp-dp-pp") names, fastest-varying first;
+// throws kintsugi::Error naming parallel.order unless it names tp, dp and pp once each and cp
+// at most once. An order without cp places it right after tp (Megatron-LM's tp-cp-dp-pp), so
+// the orders written before context parallelism mean what they did.
+std::array<Dim, kDims> order_dims(const std::string& order);
 
 struct ParallelLayout {
   std::int64_t tp = 1;  // tensor-parallel ranks
@@ -61,6 +75,10 @@ struct ParallelLayout {
   ZeroStage zero = ZeroStage::none;
   std::int64_t hsdp = 0;  // ZeRO shard groups of this many data-parallel ranks (0: all)
   bool sequence_parallel = false;
+  // Context parallelism: every sequence split over this many ranks, which see the same
+  // sequences and hold the same weights (docs/parallelism.md "Context parallelism").
+  std::int64_t cp = 1;
+  CpComm cp_comm = CpComm::all_to_all;
   // 3D tensor parallelism: the tp ranks as an [x, y, z] grid, x y z = tp (empty: Megatron's
   // 1D tensor parallelism; comm/grid_groups.hpp), and whether its collectives overlap
   // computation (false: each blocks where it is issued; the same bits either way).
@@ -68,7 +86,10 @@ struct ParallelLayout {
   bool tensor_grid_overlap = true;
 
   bool operator==(const ParallelLayout&) const = default;
-  std::int64_t world() const { return tp * pp * dp; }
+  std::int64_t world() const { return tp * pp * dp * cp; }
+  // The ranks that hold the same weights and see different tokens: gradients are summed, and
+  // ZeRO state sharded, over them (dp x cp, as Megatron-LM's distributed optimizer does).
+  std::int64_t data_ranks() const { return dp * cp; }
   bool has_grid() const { return !tensor_grid.empty(); }
   // The ranks that split the model width (a grid's x: its entry layers' inputs and exit
   // layers' outputs; 1D: 1), a block's heads and MLP columns (1D: tp; a grid: its y), a
@@ -81,7 +102,9 @@ struct ParallelLayout {
   std::int64_t vocab_ranks() const { return has_grid() ? tensor_grid[0] * tensor_grid[1] : tp; }
   // Ranks one ZeRO shard is split over, and the groups holding the same shard (hybrid
   // sharding: dp / hsdp replicas; else one).
-  std::int64_t shards() const { return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : dp) : 1; }
+  std::int64_t shards() const {
+    return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : data_ranks()) : 1;
+  }
   std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
   // The layout on a job of `world` ranks: tp from the tensor grid (which implies it; a tp given
   // as well must agree) and dp = 0 from the world size; throws kintsugi::Error saying which

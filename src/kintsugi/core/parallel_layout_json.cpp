@@ -27,8 +27,8 @@ Field plain(std::string_view name, bool chosen, T ParallelLayout::*member) {
           [member](ParallelLayout& p, const json& j) { p.*member = j.get<T>(); }};
 }
 
-const std::array<Field, 12>& fields() {
-  static const std::array<Field, 12> table = {
+const std::array<Field, 14>& fields() {
+  static const std::array<Field, 14> table = {
       plain("tp", true, &ParallelLayout::tp),
       plain("pp", true, &ParallelLayout::pp),
       plain("dp", true, &ParallelLayout::dp),
@@ -46,6 +46,13 @@ const std::array<Field, 12>& fields() {
             }},
       plain("hsdp", true, &ParallelLayout::hsdp),
       plain("sequence_parallel", true, &ParallelLayout::sequence_parallel),
+      // Not chosen by a planner yet: its costs are the runtime's theory only (plan/).
+      plain("cp", false, &ParallelLayout::cp),
+      Field{"cp_comm", false,
+            [](const ParallelLayout& p) { return json(std::string(name_of(p.cp_comm))); },
+            [](ParallelLayout& p, const json& j) {
+              p.cp_comm = parse_name<CpComm>(j.get<std::string>(), "parallel.cp_comm");
+            }},
       plain("tensor_grid", true, &ParallelLayout::tensor_grid),
       plain("tensor_grid_overlap", true, &ParallelLayout::tensor_grid_overlap)};
   return table;

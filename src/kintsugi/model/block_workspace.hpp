@@ -31,6 +31,12 @@ struct BlockWorkspace {
   Tensor d_attn;       // [rows, d / tp]
   Tensor d_fc;         // [rows, d_ff / tp]
   Tensor d_up;         // [rows, d_ff / tp] (SwiGLU only)
+  // Context parallelism's exchange around attention (model/context_parallel.hpp), empty
+  // without it: the all-to-all's two buffers, and backward's attention output, its gradient
+  // and the qkv gradient with every row and 1/cp of the heads.
+  Tensor cp_send, cp_recv;      // [rows * (heads + 2 kv heads) head_dim / tp]
+  Tensor cp_out, cp_dout;       // [rows, heads head_dim / tp] elements, as [cp rows, 1/cp heads]
+  Tensor cp_dqkv;               // [rows, (heads + 2 kv heads) head_dim / tp] elements, likewise
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y
   GridWorkspace grid;           // 3D tensor parallelism only

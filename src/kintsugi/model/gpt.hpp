@@ -55,9 +55,7 @@ class GptModel : public ModelChunk {
 
  private:
   void set_batch(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
-    copy_from_host(tokens, this->tokens(slot));
-    copy_from_host(targets, this->targets(slot));
-    set_documents(slot, tokens);
+    load(slot, tokens, targets);
     zero_loss();
   }
 };

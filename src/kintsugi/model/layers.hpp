@@ -10,6 +10,7 @@
 #include "kintsugi/model/param_store.hpp"
 #include "kintsugi/comm/grid_groups.hpp"
 #include "kintsugi/comm/tensor_parallel.hpp"
+#include "kintsugi/model/context_parallel.hpp"
 #include "kintsugi/core/trace.hpp"
 
 namespace kintsugi {
@@ -28,6 +29,8 @@ struct LayerContext {
   const TensorGrid* grid = nullptr;
   // Where a traced step records the grid's collectives (null: nowhere).
   Tracer* tracer = nullptr;
+  // Context parallelism: the ranks splitting each sequence (model/context_parallel.hpp).
+  ContextParallel cp;
   // Ranks the attention heads and MLP columns are split over: the grid's y, or tp.
   int head_split() const { return grid ? grid->shape().y : tp.size(); }
   int head_rank() const { return grid ? grid->coords().y : tp.rank(); }

@@ -1,21 +1,25 @@
 #include "kintsugi/model/model_chunk.hpp"
 
+#include <algorithm>
+
 #include "kintsugi/core/host_io.hpp"
 
 namespace kintsugi {
 
 ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
                        std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-                       ChunkSpec spec, ActivationPool* shared, const TensorGrid* grid)
+                       ChunkSpec spec, ActivationPool* shared, const TensorGrid* grid,
+                       ContextParallel cp)
     : config_((validate(config), config)),
       spec_(spec),
       batch_(micro_batch),
       seq_(seq),
       params_(storage.unit_multiple),
-      ctx_{backend, params_, storage.compute, tp, grid} {
+      ctx_{backend, params_, storage.compute, tp, grid, nullptr, cp} {
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);
+  KINTSUGI_ASSERT(seq % cp.size() == 0);
   KINTSUGI_ASSERT(!shared || shared->slots() == slots);
   if (!shared) own_pool_ = std::make_unique<ActivationPool>(backend, slots);
   ActivationPool& pool = shared ? *shared : *own_pool_;
@@ -49,10 +53,11 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   grad_.assign(slots, {});
 
   const DType dtype = storage.compute;
-  const std::int64_t rows = micro_batch * seq, local = tp.local_rows(rows);
+  const std::int64_t local_seq = this->local_seq(), rows = micro_batch * local_seq,
+                     local = tp.local_rows(rows);
   workspace_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
-    TransformerBlock::layout_workspace(c, ctx_, config, micro_batch, seq, storage.recompute,
-                                       workspace_);
+    TransformerBlock::layout_workspace(c, ctx_, config, micro_batch, local_seq,
+                                       storage.recompute, workspace_);
     for (auto& g : grad_) g = c.take(dtype, {local, config.d_model});
   });
   TransformerBlock::fill_workspace(ctx_, rows, workspace_);
@@ -61,17 +66,20 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   doc_start_.assign(slots, {});
   positions_.assign(slots, {});
   const bool documents = document_attention();
-  const bool positions = documents && embedding_ && embedding_->has_positions();
+  // Learned positions of rows that are not 0..seq-1 of each sequence are looked up by id.
+  const bool positions =
+      (documents || cp.active()) && embedding_ && embedding_->has_positions();
   batch_storage_ = carve(backend, MemoryKind::workspace, [&](Carver& c) {
     for (int s = 0; s < slots; ++s) {
       if (spec_.embedding) tokens_[s] = c.take(DType::i32, {rows});
       if (spec_.head) targets_[s] = c.take(DType::i32, {rows});
-      if (documents) doc_start_[s] = c.take(DType::i32, {rows});
+      // Attention sees whole sequences (context parallelism's exchange gathers them).
+      if (documents) doc_start_[s] = c.take(DType::i32, {micro_batch * seq});
       if (positions) positions_[s] = c.take(DType::i32, {rows});
     }
   });
   for (std::size_t i = 0; i < blocks_.size(); ++i)
-    blocks_[i]->allocate_activations(pool, "block " + std::to_string(i), micro_batch, seq,
+    blocks_[i]->allocate_activations(pool, "block " + std::to_string(i), micro_batch, local_seq,
                                      storage.recompute, workspace_);
   if (documents)
     for (auto& block : blocks_)
@@ -91,29 +99,39 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     });
 }
 
-void ModelChunk::set_documents(int slot, const std::int32_t* tokens) {
-  if (!document_attention()) return;
-  const std::int64_t rows = batch_ * seq_;
-  host_doc_start_.resize(rows);
-  host_positions_.resize(rows);
+void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
+  const std::int64_t local_seq = this->local_seq(), first = ctx_.cp.first_position(seq_);
+  // This rank's rows of each sequence, in the device buffer's order.
+  auto keep = [&](const std::int32_t* all, const Tensor& device) {
+    if (device.empty()) return;
+    if (!ctx_.cp.active()) return copy_from_host(all, device);
+    host_rows_.resize(static_cast<std::size_t>(rows()));
+    for (std::int64_t b = 0; b < batch_; ++b)
+      std::copy_n(all + b * seq_ + first, local_seq, host_rows_.begin() + b * local_seq);
+    copy_from_host(host_rows_.data(), device);
+  };
+  keep(tokens, tokens_[slot]);
+  keep(targets, targets_[slot]);
+  if (positions_[slot].empty() && !document_attention()) return;
+  host_doc_start_.resize(static_cast<std::size_t>(batch_ * seq_));
+  host_positions_.resize(static_cast<std::size_t>(rows()));
   for (std::int64_t b = 0; b < batch_; ++b) {
     std::int32_t start = 0;
     for (std::int32_t t = 0; t < seq_; ++t) {
       const std::int64_t r = b * seq_ + t;
-      host_doc_start_[r] = start;
-      host_positions_[r] = t - start;
-      if (tokens[r] == spec_.document_end_id) start = t + 1;
+      host_doc_start_[r] = document_attention() ? start : 0;
+      if (t >= first && t < first + local_seq) host_positions_[b * local_seq + t - first] = t - start;
+      if (document_attention() && tokens[r] == spec_.document_end_id) start = t + 1;
     }
   }
-  copy_from_host(host_doc_start_.data(), doc_start_[slot]);
+  if (document_attention()) copy_from_host(host_doc_start_.data(), doc_start_[slot]);
   if (!positions_[slot].empty()) copy_from_host(host_positions_.data(), positions_[slot]);
 }
 
 Tensor ModelChunk::local_positions(int slot) const {
   if (positions_[slot].empty()) return {};
   const TensorParallel& tp = ctx_.tp;
-  const std::int64_t rows = batch_ * seq_;
-  return positions_[slot].rows(tp.first_row(rows), tp.local_rows(rows));
+  return positions_[slot].rows(tp.first_row(rows()), tp.local_rows(rows()));
 }
 
 Tensor ModelChunk::loss_sum() const {
@@ -138,7 +156,7 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
     tp.leave(partial, embedded);
     // With documents, positions are ids looked up through the backward workspace's full-row
     // gradient buffer, unused until backward.
-    const std::int64_t first_row = tp.first_row(batch_ * seq_);
+    const std::int64_t first_row = tp.first_row(rows());
     embedding_->add_positions(embedded, seq_, first_row, local_positions(slot),
                               workspace_.d_norm_full);
     if (embedding_norm_) {
@@ -167,7 +185,8 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
 }
 
 void ModelChunk::extend(int slot, std::int64_t first, std::int64_t count) {
-  KINTSUGI_ASSERT(embedding_ && batch_ == 1 && first >= 0 && count >= 1 && first + count <= seq_);
+  KINTSUGI_ASSERT(embedding_ && batch_ == 1 && first >= 0 && count >= 1 && first + count <= seq_ &&
+                  !ctx_.cp.active());
   auto& x = residual_[slot];
   auto rows = [first, count](const Tensor& t) { return t.rows(first, count); };
   const Tensor embedded = embedding_norm_ ? rows(embedding_saved_[slot].raw) : rows(x[0]);
@@ -207,7 +226,7 @@ void ModelChunk::backward(int slot, bool last_micro_batch) {
       ctx_.backend.zero(d_embedded);
       embedding_norm_->backward(d, e.raw, e.mean, e.rstd, d_embedded);
     }
-    embedding_->backward_positions(d_embedded, seq_, tp.first_row(batch_ * seq_),
+    embedding_->backward_positions(d_embedded, seq_, tp.first_row(rows()),
                                    local_positions(slot));
     const Tensor d_full = tp.sequence_parallel() ? workspace_.full : d_embedded;
     tp.leave_backward(d_embedded, d_full);

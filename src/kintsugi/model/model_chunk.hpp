@@ -26,7 +26,7 @@ struct ChunkSpec {
   bool embedding = true;  // holds the embeddings (the first chunk of the model)
   bool head = true;       // holds final norm, LM head and loss (the last chunk)
   // Document attention (data.document_attention) when >= 0: the id that ends a document.
-  // Attention does not cross it and positions restart after it (set_documents).
+  // Attention does not cross it and positions restart after it (load).
   std::int32_t document_end_id = -1;
 };
 
@@ -50,10 +50,13 @@ class ModelChunk {
   // Activations live in `slots` slots of the chunk's own, or with `shared` in the slots of the
   // rank's pool (as many), which its other chunks use too (activation_pool.hpp). With `grid`
   // (3D tensor parallelism) the blocks' linear layers are split over it, `tp` is its xy plane
-  // and micro_batch this z's share of the sequences (model/grid_linear.hpp).
+  // and micro_batch this z's share of the sequences (model/grid_linear.hpp). With `cp`
+  // (context parallelism) each sequence of seq tokens is split over its ranks: this chunk
+  // holds cp.local_seq(seq) rows of each (model/context_parallel.hpp).
   ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
              std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
-             ChunkSpec spec, ActivationPool* shared = nullptr, const TensorGrid* grid = nullptr);
+             ChunkSpec spec, ActivationPool* shared = nullptr, const TensorGrid* grid = nullptr,
+             ContextParallel cp = {});
   virtual ~ModelChunk() = default;
 
   const ModelConfig& config() const { return config_; }
@@ -61,7 +64,7 @@ class ModelChunk {
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
   std::int64_t micro_batch() const { return batch_; }
-  std::int64_t seq() const { return seq_; }
+  std::int64_t seq() const { return seq_; }  // the whole sequence's length (all cp ranks')
   int slots() const { return static_cast<int>(residual_.size()); }
 
   // [local rows, d] buffers of a slot: the activation entering the chunk (received, unless the
@@ -70,17 +73,19 @@ class ModelChunk {
   Tensor input(int slot) const { return residual_[slot].front(); }
   Tensor output(int slot) const { return residual_[slot].back(); }
   Tensor grad(int slot) const { return grad_[slot]; }
-  // i32 [micro_batch * seq] of a slot, on the device: the micro-batch's token ids (embedding
-  // chunk) and targets (loss chunk), written by the caller before forward (core/host_io.hpp).
-  // Empty for a chunk that does not read them.
+  // i32 [micro_batch * local rows of each sequence] of a slot, on the device: the
+  // micro-batch's token ids (embedding chunk) and targets (loss chunk), written by load() or
+  // by the caller before forward (core/host_io.hpp). Empty for a chunk that does not read them.
   Tensor tokens(int slot) const { return tokens_[slot]; }
   Tensor targets(int slot) const { return targets_[slot]; }
-  // Document attention: every chunk (not only the embedding one) is told each micro-batch's
-  // token ids before its forward ([micro_batch * seq], host memory) and derives where each
-  // document starts. Megatron-LM's reset-attention-mask and reset-position-ids: the end id
-  // belongs to the document it ends, the next row starts a document at position 0.
+  // Every chunk (not only the embedding one) is given each micro-batch's token ids and targets
+  // before its forward ([micro_batch * seq] each, host memory, whole sequences): it keeps its
+  // rows of them (context parallelism: its part of each sequence) and, with document attention,
+  // derives where each document starts. Megatron-LM's reset-attention-mask and
+  // reset-position-ids: the end id belongs to the document it ends, the next row starts a
+  // document at position 0.
   bool document_attention() const { return spec_.document_end_id >= 0; }
-  void set_documents(int slot, const std::int32_t* tokens);
+  void load(int slot, const std::int32_t* tokens, const std::int32_t* targets);
 
   // One micro-batch through the chunk. The embedding chunk reads tokens(slot); with `score` the
   // loss chunk scores targets(slot) and adds the sum of token losses to loss_sum(). With
@@ -123,6 +128,10 @@ class ModelChunk {
 
   // The slot's positions of this rank's rows (sequence parallelism: its slice), or empty.
   Tensor local_positions(int slot) const;
+  // Rows of each sequence this rank holds (all of them without context parallelism), and of
+  // a micro-batch.
+  std::int64_t local_seq() const { return ctx_.cp.local_seq(seq_); }
+  std::int64_t rows() const { return batch_ * local_seq(); }
 
   ModelConfig config_;
   ChunkSpec spec_;
@@ -144,9 +153,10 @@ class ModelChunk {
   std::vector<Tensor> grad_;                   // [slot]
   std::vector<Tensor> tokens_, targets_;       // [slot]
   // Document attention, i32 [micro_batch * seq] per slot: each row's document start (chunks
-  // with blocks) and position (with learned positions), and their host staging.
+  // with blocks); with it or context parallelism, i32 [rows()]: the position of each of this
+  // rank's rows (with learned positions); and their host staging.
   std::vector<Tensor> doc_start_, positions_;
-  std::vector<std::int32_t> host_doc_start_, host_positions_;
+  std::vector<std::int32_t> host_doc_start_, host_positions_, host_rows_;
   std::unique_ptr<ActivationPool> own_pool_;  // without a shared pool
   BlockWorkspace workspace_;
   Buffer workspace_storage_;

@@ -54,15 +54,19 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
 void TransformerBlock::allocate_activations(ActivationPool& pool, const std::string& segment,
                                             std::int64_t batch, std::int64_t seq,
                                             Recompute recompute, const BlockWorkspace& ws) {
-  const int t = ctx_.head_split();
+  // Context parallelism: `seq` is this rank's rows of each sequence, and attention runs on
+  // whole sequences of 1/cp of the heads (model/context_parallel.hpp).
+  const ContextParallel& cp = ctx_.cp;
+  const int t = ctx_.head_split() * cp.size();
   const std::int64_t heads = config_.n_head / t;
-  shape_ = {.batch = batch, .seq = seq, .heads = heads,
+  shape_ = {.batch = batch, .seq = seq * cp.size(), .heads = heads,
             .kv_heads = config_.kv_heads() / t, .head_dim = config_.head_dim()};
   shape_.window = config_.sliding_window;  // in the sequence's rows, so in absolute positions
-  // ALiBi: rank r holds global heads [r * heads, (r + 1) * heads) and uses their slopes.
+  // ALiBi: rank r holds global heads [r * heads, (r + 1) * heads) and uses their slopes (with
+  // context parallelism r counts the cp ranks inside each tensor-parallel rank's heads).
   if (config_.uses_alibi()) {
     shape_.alibi_heads = config_.n_head;
-    shape_.head_begin = ctx_.head_rank() * heads;
+    shape_.head_begin = (ctx_.head_rank() * cp.size() + cp.rank()) * heads;
   }
   recompute_ = recompute;
   saved_.assign(pool.slots(), {});
@@ -96,6 +100,14 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_attn = c.take(dt, {rows, config.q_width() / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
   ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / t}) : Tensor{};
+  if (ctx.cp.active()) {
+    const std::int64_t qkv = inventory.halves[0].entries[0].out / t, q = config.q_width() / t;
+    ws.cp_send = c.take(dt, {rows * std::max(qkv, q)});
+    ws.cp_recv = c.take(dt, {rows * std::max(qkv, q)});
+    ws.cp_out = c.take(dt, {rows, q});
+    ws.cp_dout = c.take(dt, {rows, q});
+    ws.cp_dqkv = c.take(dt, {rows, qkv});
+  }
   layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
   // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
   if (recompute != Recompute::none)
@@ -129,8 +141,19 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   // Attention half.
   const Tensor in = r.of(x), ln1 = r.of(s.ln1), attn = r.of(s.attn), mid = r.of(s.mid);
   ln1_.forward(in, ln1, r.of(s.ln1_mean), r.of(s.ln1_rstd));
-  attention_->entry(0, attention_->enter(ln1, ws), r.of(s.qkv), ws);
-  attend(slot, r);
+  const ContextParallel& cp = ctx_.cp;
+  // Context parallelism: this rank's rows of every head, exchanged for whole sequences of
+  // 1/cp of the heads (which the saved qkv holds: as many elements), and back after attention
+  // (forward's scratch is backward's gradient buffers, free until then).
+  if (cp.active()) {
+    attention_->entry(0, attention_->enter(ln1, ws), ws.d_qkv, ws);
+    cp.to_heads(be, ws.d_qkv, s.qkv, shape_.batch, ws.cp_send, ws.cp_recv);
+    attend(slot, r, ws.d_attn);
+    cp.to_rows(be, ws.d_attn, attn, shape_.batch, ws.cp_send, ws.cp_recv);
+  } else {
+    attention_->entry(0, attention_->enter(ln1, ws), r.of(s.qkv), ws);
+    attend(slot, r, s.attn);
+  }
   attention_->exit(attn, mid, ws);
   be.add(in, mid, mid);
   // MLP half.
@@ -149,7 +172,7 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   be.add(mid, out, out);
 }
 
-void TransformerBlock::attend(int slot, RowRange r) {
+void TransformerBlock::attend(int slot, RowRange r, const Tensor& out) {
   const BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
   AttentionShape shape = this->shape(slot);
@@ -166,7 +189,7 @@ void TransformerBlock::attend(int slot, RowRange r) {
                        r.of(s.qk_rstd), config_.norm_eps);
   }
   if (config_.uses_rope()) be.rope(shape, qkv, rotary_, false);
-  if (r.all()) return be.attention_forward(shape, s.qkv, s.attn, s.lse);
+  if (r.all()) return be.attention_forward(shape, s.qkv, out, s.lse);
   if (r.first == 0) {
     // A prompt: causal attention among its own rows, as forward would run a window of `count`
     // (batch 1: its log-sum-exp is the first heads x count values of the saved one).
@@ -181,11 +204,20 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
                                 const BlockWorkspace& ws) {
   const BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
+  const ContextParallel& cp = ctx_.cp;
   // Recompute what forward did not keep: the same kernels on the same inputs give the same
   // values, so training is bit-identical to keeping them.
   if (recompute_ == Recompute::full) forward(slot, x, ws.recomputed_output, ws);
   const AttentionShape shape = this->shape(slot);
-  if (recompute_ == Recompute::selective) be.attention_forward(shape, s.qkv, s.attn, s.lse);
+  // Context parallelism: attention's output and gradient with every row and 1/cp of the heads
+  // (forward kept only this rank's rows of it, which the projection's gradient reads).
+  const Tensor out = cp.active() ? ws.cp_out : s.attn;
+  if (recompute_ == Recompute::selective) {
+    be.attention_forward(shape, s.qkv, out, s.lse);
+    if (cp.active()) cp.to_rows(be, out, s.attn, shape_.batch, ws.cp_send, ws.cp_recv);
+  } else if (cp.active()) {
+    cp.to_heads(be, s.attn, out, shape_.batch, ws.cp_send, ws.cp_recv);
+  }
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   Tensor d_norm;
   if (config_.gated_mlp()) {
@@ -199,23 +231,29 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   }
   ln2_->backward(d_norm, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
-  const Tensor d_attn = attention_->exit_backward(d_residual, s.attn, s.ln1, ws);
-  be.attention_backward(shape, s.qkv, s.attn, s.lse, d_attn, ws.d_qkv);
-  if (config_.uses_rope()) be.rope(shape, ws.d_qkv, rotary_, true);
-  if (config_.qk_norm()) qk_norm_backward(s, shape, ws);
+  Tensor d_attn = attention_->exit_backward(d_residual, s.attn, s.ln1, ws);
+  const Tensor d_qkv = cp.active() ? ws.cp_dqkv : ws.d_qkv;
+  if (cp.active()) {
+    cp.to_heads(be, d_attn, ws.cp_dout, shape_.batch, ws.cp_send, ws.cp_recv);
+    d_attn = ws.cp_dout;
+  }
+  be.attention_backward(shape, s.qkv, out, s.lse, d_attn, d_qkv);
+  if (config_.uses_rope()) be.rope(shape, d_qkv, rotary_, true);
+  if (config_.qk_norm()) qk_norm_backward(s, shape, d_qkv);
+  if (cp.active()) cp.to_rows(be, d_qkv, ws.d_qkv, shape_.batch, ws.cp_send, ws.cp_recv);
   d_norm = attention_->entry_backward(s.ln1, {&ws.d_qkv, 1}, ws);
   ln1_.backward(d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
   attention_->finish_backward(ws);
 }
 
 void TransformerBlock::qk_norm_backward(const BlockActivations& s, const AttentionShape& shape,
-                                        const BlockWorkspace& ws) {
+                                        const Tensor& d_qkv) {
   Backend& be = ctx_.backend;
   ParamStore& p = ctx_.params;
   // The op accumulates into the weights' gradients: zero them where this is the first write.
   for (int i : {q_norm_, k_norm_})
     if (!p.accumulate_grad(i)) be.zero(p.grad(i));
-  be.qk_norm_backward(shape, s.qkv_pre, p.param(q_norm_), p.param(k_norm_), s.qk_rstd, ws.d_qkv,
+  be.qk_norm_backward(shape, s.qkv_pre, p.param(q_norm_), p.param(k_norm_), s.qk_rstd, d_qkv,
                       p.grad(q_norm_), p.grad(k_norm_));
 }
 

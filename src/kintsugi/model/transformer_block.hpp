@@ -73,11 +73,12 @@ class TransformerBlock {
   void forward_rows(int slot, const Tensor& x, const Tensor& y, const BlockWorkspace& ws,
                     RowRange rows);
   // RoPE and the attention core on the saved qkv's rows: causal attention over the whole
-  // micro-batch, or for extend a prompt's rows among themselves or new tokens against the cache.
-  void attend(int slot, RowRange rows);
-  // Qwen3: q_norm and k_norm's backward on ws.d_qkv (after RoPE's).
+  // micro-batch into `out`, or for extend a prompt's rows among themselves or new tokens
+  // against the cache (into the saved attention output's rows).
+  void attend(int slot, RowRange rows, const Tensor& out);
+  // Qwen3: q_norm and k_norm's backward on the qkv gradient (after RoPE's).
   void qk_norm_backward(const BlockActivations& s, const AttentionShape& shape,
-                        const BlockWorkspace& ws);
+                        const Tensor& d_qkv);
 
   LayerContext& ctx_;
   ModelConfig config_;

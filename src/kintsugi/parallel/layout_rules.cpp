@@ -88,12 +88,36 @@ std::string grid_problem(const ModelConfig& m, const LayoutSpec& s) {
   return "";
 }
 
+// Context parallelism (docs/parallelism.md): each rank holds seq_len / cp rows of every
+// sequence, and the all-to-all exchange gives each rank whole heads (with grouped-query
+// attention, whole kv heads with their query heads) of its tensor-parallel rank's.
+std::string context_problem(const ModelConfig& m, const LayoutSpec& s) {
+  const ParallelLayout& l = s.parallel;
+  if (l.cp == 1) return "";
+  if (m.seq_len % l.cp != 0)
+    return fmt::format("--cp {} splits every sequence over {} ranks: model.seq_len = {} must be "
+                       "divisible by it",
+                       l.cp, l.cp, m.seq_len);
+  const std::int64_t split = l.tp * l.cp;
+  if (l.cp_comm == CpComm::all_to_all && (m.n_head % split != 0 || m.kv_heads() % split != 0))
+    return fmt::format("--cp {} --cp-comm all_to_all gives each rank whole heads: model.n_head "
+                       "= {} and its {} key/value heads must be divisible by tp x cp = {}; "
+                       "change --cp or --tp",
+                       l.cp, m.n_head, m.kv_heads(), split);
+  if (l.sequence_parallel && l.tp > 1 && (s.micro_batch * m.seq_len / l.cp) % l.tp != 0)
+    return fmt::format("sequence parallelism splits a context-parallel rank's micro_batch x "
+                       "seq_len / cp = {} token rows across tp = {} ranks: make it divisible",
+                       s.micro_batch * m.seq_len / l.cp, l.tp);
+  return "";
+}
+
 }  // namespace
 
 std::string layout_problem(const ModelConfig& m, const LayoutSpec& spec) {
   const ParallelLayout& l = spec.parallel;
   if (auto p = l.problem(); !p.empty()) return p;
   if (auto p = grid_problem(m, spec); !p.empty()) return p;
+  if (auto p = context_problem(m, spec); !p.empty()) return p;
   if (auto p = shape_problem(m, spec); !p.empty()) return p;
   try {
     const PipelineShape shape{static_cast<int>(l.pp), static_cast<int>(l.virtual_stages),

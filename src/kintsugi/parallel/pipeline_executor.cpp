@@ -82,9 +82,7 @@ void PipelineExecutor::forward(const PipeInstruction& in, int s, bool training, 
   Slot& slot = slots_[in.chunk][s];
   wait_receive(kForward, in.chunk, in.micro_batch);
   hooks.sample(in.micro_batch, slot.tokens.data(), slot.targets.data());
-  if (!chunk->tokens(s).empty()) copy_from_host(slot.tokens.data(), chunk->tokens(s));
-  chunk->set_documents(s, slot.tokens.data());  // with document attention: on every stage
-  if (!chunk->targets(s).empty()) copy_from_host(slot.targets.data(), chunk->targets(s));
+  chunk->load(s, slot.tokens.data(), slot.targets.data());  // every stage: its rows, documents
   const double start = tracer_.now();
   const int device_start = tracer_.device_mark();
   chunk->forward(s, training, grad_scale);

@@ -59,13 +59,33 @@ void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepSha
       mb * ring_all_reduce_bytes(boundaries * rows * d * a + loss_stats, plane);
 }
 
+// Context parallelism's all-to-all exchange around attention (model/context_parallel.hpp), per
+// block and micro-batch: forward sends the qkv to the heads' ranks and the attention output
+// back (again when full recomputation reruns the forward); backward sends the output to the
+// heads' ranks again (or, recomputed there under selective recomputation, back), its gradient
+// likewise, and the qkv gradient back. Each call sends (cp - 1)/cp of its buffer: this rank's
+// rows of its tensor-parallel rank's heads.
+void add_context_bytes(const ModelConfig& m, const ParallelLayout& l, const StepShape& s,
+                       double rows, std::map<std::string, double>& out) {
+  const double a = static_cast<double>(s.activation_element_bytes);
+  const double mb = static_cast<double>(s.micro_batches);
+  const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
+  const double tp = static_cast<double>(l.tp);
+  const double qkv = rows * static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim()) / tp * a;
+  const double attn = rows * static_cast<double>(m.q_width()) / tp * a;
+  const double forwards = s.recompute_full ? 2 : 1;
+  const double share = static_cast<double>(l.cp - 1) / static_cast<double>(l.cp);
+  out["cp.all_to_all"] = mb * blocks * share * (forwards * (qkv + attn) + qkv + 2 * attn);
+}
+
 }  // namespace
 
 std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const ParallelLayout& l,
                                               const StepShape& s) {
   std::map<std::string, double> out;
   const double eb = static_cast<double>(s.element_bytes);
-  const double rows = static_cast<double>(s.micro_batch * s.seq);
+  // A rank's token rows of a micro-batch: its 1/cp of each sequence.
+  const double rows = static_cast<double>(s.micro_batch * s.seq / l.cp);
   const double activation = rows * m.d_model * s.activation_element_bytes;  // one R x d tensor
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
@@ -95,12 +115,15 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
   }
+  if (l.cp > 1) add_context_bytes(m, l, s, rows, out);
   const double grads = static_cast<double>(s.grad_elements) * eb;
+  // Gradients are summed (and ZeRO state sharded) over dp, or dp x cp (group "dp_cp").
+  const std::string data = l.cp > 1 ? "dp_cp" : "dp";
   if (l.zero == ZeroStage::none) {
-    if (l.dp > 1) out["dp.all_reduce"] = ring_all_reduce_bytes(grads, l.dp);
+    if (l.data_ranks() > 1) out[data + ".all_reduce"] = ring_all_reduce_bytes(grads, l.data_ranks());
   } else {
     const std::int64_t shards = l.shards(), replicas = l.replicas();
-    const std::string group = replicas > 1 ? "shard" : "dp";
+    const std::string group = replicas > 1 ? "shard" : data;
     const double pb = static_cast<double>(s.param_element_bytes);
     const double rs = ring_reduce_scatter_bytes(grads, shards);
     out[group + ".reduce_scatter"] = l.zero == ZeroStage::optimizer ? rs : mb * rs;

@@ -76,8 +76,9 @@ double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
 double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: the input
 double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: the output
 
-// The layout's tp, dp, sequence parallelism and tensor grid (ZeRO comes as `shape`'s share) ->
-// "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce", "pp.send",
+// The layout's tp, dp, cp, sequence parallelism and tensor grid (ZeRO comes as `shape`'s share)
+// -> "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce" (with context
+// parallelism "dp_cp.*" for every data-parallel term, and "cp.all_to_all"), "pp.send",
 // "embedding.all_reduce", and under ZeRO "dp.reduce_scatter", "dp.all_gather" (or
 // "shard.*" and "replica.all_reduce" with hybrid sharding) -> bytes sent by one rank in one
 // optimizer step (not counting the handful of scalars for the loss and the norm).

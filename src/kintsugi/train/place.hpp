@@ -9,12 +9,20 @@ namespace kintsugi {
 struct Place {
   const Topology* topology = nullptr;
   TensorParallel tp;
-  Communicator* dp = nullptr;         // null with one data-parallel rank
+  // The ranks with the same weights and other tokens, which sum gradients, shard ZeRO state
+  // and add up the loss: the data-parallel group, with context parallelism its dp x cp ranks
+  // (Topology::data()); null when there is one.
+  Communicator* data = nullptr;
   Communicator* pp = nullptr;         // null with one pipeline stage
   Communicator* embedding = nullptr;  // first + last stage, with pipeline parallelism
   Communicator* shard = nullptr;      // hybrid sharding: shard group and replica group
   Communicator* replica = nullptr;
   int dp_rank = 0, dp_size = 1, pp_rank = 0, pp_size = 1, world = 1;
+  // Context parallelism: the group splitting each sequence (null with cp 1), this rank's
+  // place in it, and how it exchanges around attention.
+  Communicator* cp = nullptr;
+  int cp_rank = 0, cp_size = 1;
+  CpComm cp_comm = CpComm::all_to_all;
   // 3D tensor parallelism: the tensor-parallel group's grid (null without one), and this rank's
   // z, which picks its share of every micro-batch's sequences (depth_size shares).
   const TensorGrid* grid = nullptr;
@@ -29,7 +37,11 @@ struct Place {
     dp_size = t->dp().size();
     pp_rank = t->coords().pp;
     pp_size = t->pp().size();
-    if (dp_size > 1) dp = &t->dp();
+    cp_rank = t->coords().cp;
+    cp_size = t->cp().size();
+    cp_comm = t->map().layout().cp_comm;
+    if (cp_size > 1) cp = &t->cp();
+    if (t->data().size() > 1) data = &t->data();
     if (pp_size > 1) pp = &t->pp();
     embedding = t->embedding();
     shard = t->shard();

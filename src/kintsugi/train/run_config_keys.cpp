@@ -145,7 +145,7 @@ std::vector<Key> keys_of(RunConfig& c) {
        "newest training checkpoints to keep (0: all)"},
       {"parallel.tp", &c.parallel.tp,
        "tensor-parallel ranks (Megatron column/row splits; adjacent ranks, inside a node)"},
-      {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp))"},
+      {"parallel.dp", &c.parallel.dp, "data-parallel ranks (0: world size / (tp * pp * cp))"},
       {"parallel.pp", &c.parallel.pp, "pipeline stages"},
       {"parallel.schedule", &c.parallel.schedule,
        "pipeline schedule: \"gpipe\", \"1f1b\" (PipeDream-Flush) or \"interleaved\" (Megatron)"},
@@ -161,8 +161,15 @@ std::vector<Key> keys_of(RunConfig& c) {
        "and weight-gradient reduce-scatters with computation (false: blocking; same results)"},
       {"parallel.sequence_parallel", &c.parallel.sequence_parallel,
        "split norms and residuals along the sequence across tensor-parallel ranks"},
+      {"parallel.cp", &c.parallel.cp,
+       "context-parallel ranks: every sequence split over them (long contexts); gradients "
+       "and ZeRO state over dp x cp"},
+      {"parallel.cp_comm", &c.parallel.cp_comm,
+       "how context-parallel ranks exchange around attention: \"all_to_all\" (Ulysses: heads "
+       "for sequence; kv heads divisible by tp x cp) or \"ring\" (not built yet)"},
       {"parallel.order", &c.parallel.order,
-       "rank order, fastest-varying dimension first (\"tp-dp-pp\")"},
+       "rank order, fastest-varying dimension first (\"tp-dp-pp\"; cp, when not named, right "
+       "after tp)"},
       {"parallel.bucket_mib", &c.comm.bucket_mib,
        "data-parallel gradient bucket size in MiB (reduced while backward goes on)"},
       {"parallel.zero", &c.parallel.zero,

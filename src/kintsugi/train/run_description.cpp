@@ -100,8 +100,9 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     // 3D tensor parallelism: a rank holds its z's share of the sequences, whole rows of the
     // residual stream and norms, and its y's heads and MLP columns (docs/parallelism.md) -- the
     // 1D formula with tp = y on micro_batch / z sequences.
+    // Context parallelism: its 1/cp of every sequence's rows.
     const ActivationShape shape{.micro_batch = c.train.micro_batch / c.parallel.row_ranks(),
-                                .seq = c.model.seq_len,
+                                .seq = c.model.seq_len / c.parallel.cp,
                                 .tp = c.parallel.head_ranks(),
                                 .sequence_parallel = c.parallel.sequence_parallel,
                                 .recompute = c.train.recompute,

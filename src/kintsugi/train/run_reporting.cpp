@@ -106,11 +106,12 @@ void TrainingRun::finish() {
 }
 
 // The model to out/model/: ZeRO-3 gathers weights from the whole data-parallel group, so every
-// rank takes part; replica 0's ranks write, and rank 0 adds the tokenizer.
+// rank takes part; replica 0's ranks write (context parallelism's cp rank 0 of them: the others
+// hold the same weights), and rank 0 adds the tokenizer.
 void TrainingRun::save_model_and_tokenizer() {
   StageModel& model = ctx_.model;
   model.acquire_all_params();
-  if (ctx_.place.dp_rank == 0) {
+  if (ctx_.place.dp_rank == 0 && ctx_.place.cp_rank == 0) {
     summary_.checkpoint_dir = (ctx_.out / "model").string();
     save_model(summary_.checkpoint_dir, ctx_.config.model, model.params(), progress_.steps_done,
                ctx_.place.tp, ctx_.place.pp, model.virtual_stages(), ctx_.options.tokenizer);

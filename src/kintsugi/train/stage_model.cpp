@@ -27,7 +27,7 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   const bool sharded = zero > ZeroStage::none;
   const ShardingConfig sharding{
       .stage = zero,
-      .shard = sharded && place.shard ? place.shard : place.dp,
+      .shard = sharded && place.shard ? place.shard : place.data,
       .replica = sharded ? place.replica : nullptr,
       .bucket_bytes = static_cast<std::size_t>(c.comm.bucket_mib * 1048576.0),
       .depth = place.grid ? &place.grid->z() : nullptr};
@@ -59,9 +59,10 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                .allocate = false,
                                .unit_multiple = 16 * (sharded ? shards : 1),
                                .recompute = c.train.recompute};
-    chunks_.push_back(std::make_unique<ModelChunk>(backend, m, storage, chunk_batch, m.seq_len,
-                                                   slots, chunk_tp, spec,
-                                                   activation_pool_.get(), place.grid));
+    chunks_.push_back(std::make_unique<ModelChunk>(
+        backend, m, storage, chunk_batch, m.seq_len, slots, chunk_tp, spec,
+        activation_pool_.get(), place.grid,
+        place.cp ? ContextParallel(*place.cp, place.cp_comm) : ContextParallel{}));
     ModelChunk& model = *chunks_.back();
     states_.push_back(std::make_unique<ShardedState>(
         backend, model.params(), sharding, place.tp,
@@ -99,7 +100,7 @@ void StageModel::release_all_params() {
 double StageModel::sum_over_job(double v) const {
   // The grid's z ranks score different sequences; its xy ranks the same ones.
   Communicator* depth = place_.grid && place_.depth_size > 1 ? &place_.grid->z() : nullptr;
-  for (Communicator* g : {place_.pp, place_.dp, depth})
+  for (Communicator* g : {place_.pp, place_.data, depth})
     if (g) v = g->host_all_reduce(v);
   return v;
 }
@@ -163,7 +164,7 @@ PipelineExecutor::Hooks StageModel::stop_hooks(const std::function<bool(int)>& c
     double n = flag ? 1.0 : 0.0;
     if (!place_.topology) return n > 0;
     if (job || !place_.pp) return place_.topology->world().host_all_reduce(n) > 0;
-    if (place_.dp) n = place_.dp->host_all_reduce(n);
+    if (place_.data) n = place_.data->host_all_reduce(n);
     if (place_.tp.group()) n = place_.tp.group()->host_all_reduce(n);
     return n > 0;
   };

@@ -1,0 +1,44 @@
+# Context parallelism (docs/parallelism.md, "Context parallelism"): every sequence split over cp
+# ranks, heads exchanged for sequence around attention (all_to_all). Each layout trains the
+# tiny models of mpi_tests.cmake from the same seed and data and must end with the serial run's
+# losses and weights (1e-5), move exactly the theoretical bytes (cp.all_to_all, dp_cp.*) and
+# allocate exactly the theoretical activations. Uses mpi_tests.cmake's runs and functions.
+mpi_layout_test(cp2 2 --cp 2)
+mpi_layout_test(cp4 4 --cp 4)
+mpi_layout_test(cp2_dp2_zero3 4 --cp 2 --dp 2 --zero 3)
+mpi_layout_test(cp2_tp2_sp 4 --cp 2 --tp 2 --sequence-parallel)
+mpi_layout_test(cp2_pp2_interleaved 4 --cp 2 --pp 2 --schedule interleaved --virtual-stages 2)
+mpi_layout_test(cp2_recompute_full 2 --cp 2 --set train.recompute="full")
+mpi_layout_test(cp2_recompute_selective 2 --cp 2 --set train.recompute="selective")
+# Grouped-query attention with RoPE (2 kv heads: one per cp rank), ALiBi (each rank's heads keep
+# their slopes), a sliding window of 8 of the 32 rows.
+family_layout_test(llama cp2_dp2_zero1 4 --cp 2 --dp 2 --zero 1)
+family_layout_test(bloom cp2 2 --cp 2)
+family_layout_test(mistral cp2 2 --cp 2)
+# Packed documents crossing the ranks' boundaries: attention stays within each document and
+# learned positions restart at each (GPT-2's positions are looked up per row).
+add_test(NAME mpi.gpt_documents_cp2
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=gpt_documents_serial
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} gpt_documents_cp2 2 ${MICRO_RUN}
+                 --set data.document_attention=true --set data.eod_id=13 --cp 2)
+set_tests_properties(mpi.gpt_documents_cp2 PROPERTIES
+                     FIXTURES_REQUIRED gpt_documents_serial_run PROCESSORS 2 TIMEOUT 300)
+# bf16 tracks the serial bf16 run as the other mixed-precision layouts do.
+mpi_mixed_test(cp2_bf16 2 serial_bf16 --cp 2 ${BF16_RUN})
+
+# Bad input: one message (from one rank) before any work, non-zero exit, no hang.
+function(context_refused name ranks pattern)
+  add_test(NAME mpi.error.cp_${name}
+           COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
+                   ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
+                   --out ${MPI_OUT}/cp_refused ${ARGN})
+  set_tests_properties(mpi.error.cp_${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                       TIMEOUT 60)
+endfunction()
+context_refused(seq_len 3 "--cp 3 splits every sequence over 3 ranks: model.seq_len = 32 must be divisible by it"
+                ${MICRO_RUN} --cp 3)
+context_refused(kv_heads 4 "model.n_head = 4 and its 2 key/value heads must be divisible by tp x cp = 4"
+                ${LLAMA_RUN} --cp 4)
+context_refused(ring 2 "--cp-comm ring is not built yet" ${MICRO_RUN} --cp 2 --cp-comm ring)
+context_refused(grid 4 "--cp 2 with --tensor-grid" ${MICRO_RUN} --cp 2 --tensor-grid 1,2,1)
