@@ -46,8 +46,8 @@ const std::array<Field, 14>& fields() {
             }},
       plain("hsdp", true, &ParallelLayout::hsdp),
       plain("sequence_parallel", true, &ParallelLayout::sequence_parallel),
-      // Not chosen by a planner yet: its costs are the runtime's theory only (plan/).
-      plain("cp", false, &ParallelLayout::cp),
+      // A planner tries it where pinned (plan/search.cpp).
+      plain("cp", true, &ParallelLayout::cp),
       Field{"cp_comm", false,
             [](const ParallelLayout& p) { return json(std::string(name_of(p.cp_comm))); },
             [](ParallelLayout& p, const json& j) {

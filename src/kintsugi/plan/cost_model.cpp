@@ -278,13 +278,15 @@ struct Context {
   std::int64_t mbs = 1;          // micro-batches per step
   double pb = 0, gb = 0;         // bytes of a parameter/activation element and of a gradient
   bool mixed = false, full = false;
-  double rows = 0, tp = 1;       // token rows of a micro-batch; tensor-parallel ranks
+  // A rank's token rows of a micro-batch (its 1/cp of each sequence); tensor- and
+  // context-parallel ranks.
+  double rows = 0, tp = 1, cp = 1;
   // Tensor grid (1D: grid false, x 1, y tp, z 1): its shape, the rank's token rows (rows / z),
   // the ranks sharing the vocabulary (1D: tp; a grid: x y) and the links of its groups.
   bool grid = false;
   double gx = 1, gy = 1, gz = 1, local_rows = 0, vocab_ranks = 1;
   GridLinks grid_links;
-  LinkSpec tp_link, dp_link, pp_link, shard_link;
+  LinkSpec tp_link, dp_link, pp_link, shard_link, cp_link;  // dp_link: the dp (x cp) ranks
   double hw = 0, model_flops = 0, head_flops = 0, block_hw = 0;  // per token
   double block_attention = 0;    // of block_hw: the attention core (split over heads only)
   double peak = 0;               // FLOP/s of one device at the workload's precision
@@ -304,7 +306,8 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.gb = static_cast<double>(size_of(grad_dtype(w.precision, w.grad_precision)));
   c.mixed = is_mixed(w.precision);
   c.full = l.recompute == Recompute::full;
-  c.rows = static_cast<double>(l.micro_batch * m.seq_len);
+  c.cp = static_cast<double>(l.parallel.cp);
+  c.rows = static_cast<double>(l.micro_batch * m.seq_len) / c.cp;
   c.tp = static_cast<double>(l.parallel.tp);
   c.grid = !l.parallel.tensor_grid.empty();
   if (c.grid) {
@@ -325,7 +328,12 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   // it), or between nodes (with multi-rail NICs, at the rate its place in the nodes allows):
   // ring_link.
   c.tp_link = cluster.ring_link(map.group(0, Dim::tp));
-  c.dp_link = cluster.ring_link(map.group(0, Dim::dp));
+  c.cp_link = cluster.ring_link(map.group(0, Dim::cp));
+  // Gradients are reduced over the dp x cp ranks of rank 0's (tp, pp) position.
+  std::vector<int> data_group;
+  for (int r : map.group(0, Dim::dp))
+    for (int q : map.group(r, Dim::cp)) data_group.push_back(q);
+  c.dp_link = cluster.ring_link(data_group);
   // A pipeline transfer goes between two devices (one link of an all-to-all node).
   c.pp_link = cluster.node_link(out.pp_crosses_nodes, 2);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
@@ -354,7 +362,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.backward_share = 1.0 - (c.model_flops / 3.0) / c.hw;
   // A grid's rank holds its z's sequences with its y's heads and MLP columns: the 1D shape
   // with tp = y on micro_batch / z sequences (docs/parallelism.md).
-  c.act = {.micro_batch = l.micro_batch / l.parallel.row_ranks(), .seq = m.seq_len,
+  c.act = {.micro_batch = l.micro_batch / l.parallel.row_ranks(), .seq = m.seq_len / l.parallel.cp,
            .tp = static_cast<std::int64_t>(c.gy),
            .sequence_parallel = l.parallel.sequence_parallel, .recompute = l.recompute,
            .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
@@ -394,14 +402,15 @@ double compute_seconds(const Context& c, const RankShare& share) {
   // gradient written and read (4 passes; 5 when full recomputation writes it again); the
   // f32 logits take 5 passes (GEMM output, max, exp-sum, gradient in place, read by the
   // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
-  const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.m.seq_len,
+  const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.act.seq,
                               .tp = c.act.tp, .sequence_parallel = c.l.parallel.sequence_parallel,
                               .element_bytes = static_cast<std::int64_t>(c.pb)};
   double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
   if (c.w.attention == AttentionKernel::materialized) {
     // Scores, softmax and dropout of every head: written and read like a saved activation,
-    // once more when recomputation reruns the attention core.
-    const double matrices = 5.0 * c.m.n_head / c.gy * c.act.micro_batch *
+    // once more when recomputation reruns the attention core (with context parallelism a
+    // rank's 1/cp of the heads over whole sequences).
+    const double matrices = 5.0 * c.m.n_head / c.gy / c.cp * c.act.micro_batch *
                             static_cast<double>(c.m.seq_len) * c.m.seq_len;
     block_traffic += (c.l.recompute == Recompute::none ? 4.0 : 5.0) * matrices;
   }
@@ -441,7 +450,7 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
 double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
                   const std::map<std::string, double>& bytes) {
   const Layout& l = c.l;
-  if (l.parallel.dp == 1) return 0.0;
+  if (l.parallel.data_ranks() == 1) return 0.0;
   auto get = [&](const std::string& key) {
     auto it = bytes.find(key);
     return it == bytes.end() ? 0.0 : it->second;
@@ -451,8 +460,8 @@ double dp_seconds(const Context& c, const RankShare& share, double compute_mb,
   const double window = compute_mb * c.backward_share;
   // With hybrid sharding the reductions and gathers run in the shard group ("shard.*"), then
   // each shard's gradient is all-reduced across the replicas, after backward.
-  const std::int64_t n = l.parallel.shards() > 1 ? l.parallel.shards() : l.parallel.dp;
-  const std::string group = l.parallel.replicas() > 1 ? "shard" : "dp";
+  const std::int64_t n = l.parallel.shards() > 1 ? l.parallel.shards() : l.parallel.data_ranks();
+  const std::string group = l.parallel.replicas() > 1 ? "shard" : l.parallel.cp > 1 ? "dp_cp" : "dp";
   const LinkSpec& link = l.parallel.replicas() > 1 ? c.shard_link : c.dp_link;
   const double hops = 2.0 * static_cast<double>(n - 1);
   const double reductions =
@@ -557,6 +566,12 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
       bubble_share / (1.0 - bubble_share) * c.mbs * (compute_mb + (tp_step + blocked) / c.mbs);
   t.pp = pp_step;
   t.dp = dp_seconds(c, share, compute_mb, bytes);
+  // Context parallelism: the all-to-alls around attention (comm_volume.cpp: five per block and
+  // micro-batch, seven with full recomputation) wait for the attention they feed.
+  if (l.parallel.cp > 1)
+    t.cp = link_seconds(get("cp.all_to_all"),
+                        c.mbs * share.blocks * (c.full ? 7.0 : 5.0) * (c.cp - 1), c.cp_link,
+                        LinkUse::all_gather);
   t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
   t.host = c.cluster.step_overhead_ms * 1e-3;
   return t;

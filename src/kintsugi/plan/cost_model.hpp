@@ -110,8 +110,9 @@ struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
 
 struct TimePrediction {  // seconds per optimizer step
   double compute = 0, tp = 0, pp = 0, dp = 0, bubble = 0, optimizer = 0;
+  double cp = 0;    // context parallelism's exchange around attention (not overlapped)
   double host = 0;  // the cluster's per-step host overhead
-  double total() const { return compute + tp + pp + dp + bubble + optimizer + host; }
+  double total() const { return compute + tp + pp + dp + cp + bubble + optimizer + host; }
 };
 
 struct Prediction {

@@ -22,7 +22,7 @@ Factors fit_factors(const std::vector<Measured>& runs) {
     const TimePrediction& p = r.predicted.time;
     // Relative residuals: a 60 ms layout's 10 ms miss weighs what a 6 ms layout's 1 ms does.
     const double w = 1.0 / (r.seconds * r.seconds);
-    const double c = p.compute + p.bubble + p.optimizer, m = p.tp + p.pp + p.dp;
+    const double c = p.compute + p.bubble + p.optimizer, m = p.tp + p.pp + p.dp + p.cp;
     const double t = r.seconds - p.host;
     cc += w * c * c;
     cm += w * c * m;
@@ -39,7 +39,7 @@ Factors fit_factors(const std::vector<Measured>& runs) {
   double miss = 0, spread = 0;
   for (const Measured& r : runs) {
     const TimePrediction& p = r.predicted.time;
-    miss = std::max(miss, std::abs((f.a * (p.compute + p.bubble + p.optimizer) + p.tp + p.pp +
+    miss = std::max(miss, std::abs((f.a * (p.compute + p.bubble + p.optimizer) + p.tp + p.pp + p.cp +
                                     p.dp + p.host) / r.seconds - 1));
     spread = std::max(spread, r.noise);
   }

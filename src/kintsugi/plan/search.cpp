@@ -64,14 +64,18 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
     if (!pins.allows("tp", std::to_string(tp))) continue;
     for (const TensorSplit& split : tensor_splits(tp, pins)) {
       if ((tp > tp_max && !split.named) || !holds_model(w, split.layout)) continue;
-      for (std::int64_t pp : divisors(world / tp, m.n_layer)) {
-        const std::int64_t dp = world / (tp * pp);
-        if (!pins.allows("pp", std::to_string(pp)) || !pins.allows("dp", std::to_string(dp)) ||
-            w.global_batch % dp != 0)
+      // Context parallelism only where pinned (plan --cp 1,2,4): at the lengths most runs train,
+      // splitting sequences costs all-to-alls that splitting the batch (dp) does not.
+      for (std::int64_t cp : pins.pinned("cp") ? divisors(world / tp, world) : std::vector<std::int64_t>{1})
+      for (std::int64_t pp : divisors(world / (tp * cp), m.n_layer)) {
+        const std::int64_t dp = world / (tp * pp * cp);
+        if (!pins.allows("cp", std::to_string(cp)) || !pins.allows("pp", std::to_string(pp)) ||
+            !pins.allows("dp", std::to_string(dp)) || w.global_batch % dp != 0)
           continue;
         ParallelLayout ranks = split.layout;
         ranks.pp = pp;
         ranks.dp = dp;
+        ranks.cp = cp;
         for (std::int64_t mb : divisors(w.global_batch / dp, s.max_micro_batch)) {
           if (!allowed(s.micro_batch, mb) || !allowed(s.grad_accum, w.global_batch / (dp * mb)))
             continue;
