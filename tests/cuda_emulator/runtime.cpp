@@ -100,6 +100,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
@@ -112,6 +113,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
@@ -222,23 +224,51 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStr
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+namespace {
+// The sides of a copy: `dst_bytes` from dst and `src_bytes` from src must lie where `kind`
+// says; false for a kind the emulator does not copy.
+bool check_copy(const char* what, void* dst, std::size_t dst_bytes, const void* src,
+                std::size_t src_bytes, cudaMemcpyKind kind) {
+  const std::string on = std::string(what) + (kind == cudaMemcpyHostToDevice   ? " to the device"
+                                              : kind == cudaMemcpyDeviceToHost ? " to the host"
+                                                                               : " on the device");
   switch (kind) {
     case cudaMemcpyHostToDevice:
-      expect_device(dst, bytes, "cudaMemcpyAsync to the device");
-      expect_host(src, bytes, "cudaMemcpyAsync to the device");
-      break;
+      expect_device(dst, dst_bytes, on.c_str());
+      expect_host(src, src_bytes, on.c_str());
+      return true;
     case cudaMemcpyDeviceToHost:
-      expect_device(src, bytes, "cudaMemcpyAsync to the host");
-      expect_host(dst, bytes, "cudaMemcpyAsync to the host");
-      break;
+      expect_device(src, src_bytes, on.c_str());
+      expect_host(dst, dst_bytes, on.c_str());
+      return true;
     case cudaMemcpyDeviceToDevice:
-      expect_device(src, bytes, "cudaMemcpyAsync on the device");
-      expect_device(dst, bytes, "cudaMemcpyAsync on the device");
-      break;
-    default: return cudaErrorInvalidValue;
+      expect_device(src, src_bytes, on.c_str());
+      expect_device(dst, dst_bytes, on.c_str());
+      return true;
+    default: return false;
   }
+}
+}  // namespace
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  if (!check_copy("cudaMemcpyAsync", dst, bytes, src, bytes, kind)) return cudaErrorInvalidValue;
   std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                              std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                              cudaStream_t) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  if (width == 0 || height == 0) return cudaSuccess;
+  // From the first row's start to the last row's end, on each side.
+  const std::size_t dst_span = (height - 1) * dpitch + width;
+  const std::size_t src_span = (height - 1) * spitch + width;
+  if (!check_copy("cudaMemcpy2DAsync", dst, dst_span, src, src_span, kind))
+    return cudaErrorInvalidValue;
+  for (std::size_t row = 0; row < height; ++row)
+    std::memmove(static_cast<char*>(dst) + row * dpitch,
+                 static_cast<const char*>(src) + row * spitch, width);
   return cudaSuccess;
 }

@@ -1,5 +1,6 @@
 // The CUDA backend's embeddings, cross-entropy, elementwise ops, reductions, AdamW and Lion against the
-// CPU backend in f64, and the determinism of its backward reductions.
+// CPU backend in f64, copy_columns against the CPU byte for byte, and the determinism of its
+// backward reductions.
 #include "device_testing.hpp"
 
 namespace kintsugi {
@@ -229,6 +230,47 @@ TEST_P(CudaMisc, Elementwise) {
     cpu().add_bias(x.cpu, bias.cpu);
     expect_near(x, "add_bias");
   }
+}
+
+// copy_columns is one strided copy (cudaMemcpy2DAsync): the GPU's dst equals the CPU's byte for
+// byte in every type, with offsets on both sides, the whole width and no columns, from and into
+// tensors that start off any 16-byte boundary; dst's other columns keep their bytes.
+TEST(CudaCopyColumns, MatchesTheCpuByteForByte) {
+  OpTest op;
+  struct Columns {
+    std::int64_t rows, src_width, src_col, dst_width, dst_col, cols;
+  };
+  const Columns cases[] = {{7, 13, 3, 9, 2, 5}, {4, 6, 0, 10, 4, 6}, {3, 8, 5, 3, 0, 3},
+                           {5, 5, 0, 5, 0, 5},  {4, 6, 3, 6, 1, 0},  {1, 12, 11, 1, 0, 1}};
+  std::vector<Buffer> buffers;
+  // The same bytes in a tensor of each backend, the GPU's `skip` elements into its buffer.
+  auto both = [&](DType dtype, Shape shape, std::int64_t skip, int seed) {
+    const std::size_t es = size_of(dtype), n = static_cast<std::size_t>(shape.numel());
+    std::vector<std::byte> bytes(n * es);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::byte>(i * 37 + static_cast<std::size_t>(seed) * 11 + i / 7);
+    buffers.push_back(op.gpu().allocate(MemoryKind::workspace, (n + 1) * es));
+    const Tensor gpu = buffers.back().view(dtype, shape, static_cast<std::size_t>(skip) * es);
+    buffers.push_back(op.cpu().allocate(MemoryKind::workspace, n * es));
+    const Tensor cpu = buffers.back().view(dtype, shape);
+    copy_from_host(bytes.data(), gpu);
+    std::memcpy(cpu.data, bytes.data(), bytes.size());
+    return std::pair{gpu, cpu};
+  };
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16, DType::i32, DType::u8})
+    for (const Columns& c : cases)
+      for (std::int64_t skip : {0, 1}) {
+        const auto [src_gpu, src_cpu] = both(dtype, {c.rows, c.src_width}, skip, 1);
+        const auto [dst_gpu, dst_cpu] = both(dtype, {c.rows, c.dst_width}, 1 - skip, 2);
+        op.gpu().copy_columns(src_gpu, c.src_col, dst_gpu, c.dst_col, c.cols);
+        op.cpu().copy_columns(src_cpu, c.src_col, dst_cpu, c.dst_col, c.cols);
+        std::vector<std::byte> got(dst_gpu.bytes());
+        copy_to_host(dst_gpu, got.data());
+        EXPECT_EQ(std::memcmp(got.data(), dst_cpu.data, got.size()), 0)
+            << name_of(dtype) << " rows " << c.rows << ", columns [" << c.src_col << ", "
+            << c.src_col + c.cols << ") of " << c.src_width << " to " << c.dst_col << " of "
+            << c.dst_width << ", skip " << skip;
+      }
 }
 
 // Every pair of float types (f64 with itself only: backend.hpp).

@@ -1,7 +1,7 @@
 // The NCCL communicator on the one GPU of a test machine: NCCL refuses two ranks on one device,
 // so its groups here have one rank (a world of one, and groups split from it). Every data-plane
 // operation on GPU tensors against its definition and in the interface's in-place forms, in
-// every element type NCCL sums, with the byte counters of the interface (zero for one rank);
+// every element type NCCL sums (all-to-all too), with the byte counters of the interface (zero for one rank);
 // the handle orders the compute stream after the operation; host tensors go through MPI; the
 // factory's choice between NCCL and MPI. Multi-rank NCCL needs a machine with a GPU per rank:
 // bench/gpu_layouts.sh runs the layouts there with comm.backend = "nccl".
@@ -76,6 +76,9 @@ TEST_F(CudaNccl, CollectivesOfOneRankKeepTheirInputsInEveryType) {
     EXPECT_EQ(read_values(a.t), x) << name_of(dtype) << " all_gather";
     world_->all_gather(a.t, a.t);
     EXPECT_EQ(read_values(a.t), x) << name_of(dtype) << " all_gather in place";
+    DeviceTensor c(dtype, n);  // all-to-all: one rank's one block, copied on the group's stream
+    world_->all_to_all(a.t, c.t);
+    EXPECT_EQ(read_values(c.t), x) << name_of(dtype) << " all_to_all";
   }
   DeviceTensor k(DType::i32, 5);
   const std::vector<std::int32_t> ints{3, -1, 7, 0, 2};

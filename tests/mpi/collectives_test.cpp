@@ -1,15 +1,16 @@
 // Every operation of the communicator under mpirun, on an odd number of ranks (uneven chunks):
 // results against their definition, byte counters against the bandwidth-optimal volumes, 16-bit
-// sums reduced in f32, in-place forms, transfers paired in posting order, bit-identical
-// all-reduce results on every rank, the control plane, and device tensors staged through host
-// memory (on a stand-in device the host cannot touch). Exits 1 after printing every
-// mismatch.
+// sums reduced in f32, in-place forms, all-to-all in four types, transfers paired in posting
+// order, bit-identical all-reduce results on every rank, the control plane, and device tensors
+// staged through host memory (on a stand-in device the host cannot touch). Exits 1 after
+// printing every mismatch.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <numeric>
 #include <random>
 #include <string>
@@ -124,6 +125,60 @@ void in_place(Communicator& world) {
   for (int j = 0; j < 3; ++j) p[3 * r + j] = float(100 * r + j);
   world.all_gather(Tensor{p.data() + 3 * r, DType::f32, Shape{3}}, view(p));
   for (int q = 0; q < n; ++q) expect(p[3 * q + 2] == float(100 * q + 2), "all_gather in place", r);
+}
+
+// all-to-all: block j of rank q's input arrives as block q of rank j's output. Each element's
+// value names its source rank, block and position (distinct and exact in every type up to 8
+// ranks), in f32, bf16, i32 and u8; the byte counters count every block but the rank's own,
+// both ways; a group of one rank copies its input; an output overlapping the input is refused.
+void all_to_all(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  const int per = 4;  // elements per block
+  auto value = [&](int source, int block, int i) { return (source * n + block) * per + i; };
+  world.reset_counters();
+  std::uint64_t moved = 0, calls = 0;
+  auto check = [&]<class T>(DType dtype, auto encode) {
+    std::vector<T> in(static_cast<std::size_t>(per * n)), out(in.size(), encode(255));
+    auto at = [&](int block, int i) { return static_cast<std::size_t>(block * per + i); };
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < per; ++i) in[at(j, i)] = encode(value(r, j, i));
+    world.all_to_all(view(in, dtype), view(out, dtype));
+    bool ok = true;
+    for (int q = 0; q < n; ++q)
+      for (int i = 0; i < per; ++i) ok &= out[at(q, i)] == encode(value(q, r, i));
+    expect(ok, fmt::format("all_to_all {}", name_of(dtype)), r);
+    moved += sizeof(T) * per * static_cast<std::uint64_t>(n - 1);
+    ++calls;
+    const CommBytes b = world.bytes(CommOp::all_to_all);
+    expect(b.sent == moved && b.received == moved && b.calls == calls,
+           fmt::format("all_to_all {} counters: sent {}, received {}, calls {}; expected {}, {}",
+                       name_of(dtype), b.sent, b.received, b.calls, moved, calls),
+           r);
+  };
+  check.template operator()<float>(DType::f32, [](int v) { return float(v); });
+  check.template operator()<std::uint16_t>(DType::bf16,
+                                           [](int v) { return float_to_bf16(float(v)); });
+  check.template operator()<std::int32_t>(DType::i32, [](int v) { return std::int32_t(v); });
+  check.template operator()<std::uint8_t>(DType::u8, [](int v) { return std::uint8_t(v); });
+
+  std::vector<float> same(static_cast<std::size_t>(n + 1));
+  bool refused = false;
+  try {
+    world.all_to_all(Tensor{same.data(), DType::f32, Shape{n}},
+                     Tensor{same.data() + 1, DType::f32, Shape{n}});
+  } catch (const std::exception&) {
+    refused = true;
+  }
+  expect(refused, "all_to_all refuses an output that overlaps the input", r);
+  expect(world.bytes(CommOp::all_to_all).calls == calls, "a refused all_to_all is not counted", r);
+
+  // A group of one rank: its one block is its own.
+  const auto self = world.split(r, 0, "self");
+  std::vector<float> mine = {1.5f, -2.0f, float(r)}, got(3, 0.0f);
+  self->all_to_all(view(mine), view(got));
+  expect(got == mine, "all_to_all on a group of one rank", r);
+  expect(self->bytes(CommOp::all_to_all).sent == 0 && self->bytes(CommOp::all_to_all).calls == 1,
+         "all_to_all on one rank moves nothing", r);
 }
 
 // No tags: the k-th message a rank sends another is the k-th receive the other posts from it.
@@ -258,6 +313,15 @@ void device_tensors(Communicator& world) {
   for (int i = 0; i < N; ++i) ok &= values(all)[i] == float(i / 3);
   expect(ok, "device all_gather", r);
 
+  // all-to-all: rank r's block q holds 10 r + q; block q of the output comes from rank q.
+  std::vector<float> blocks(static_cast<std::size_t>(2 * n));
+  for (int i = 0; i < 2 * n; ++i) blocks[static_cast<std::size_t>(i)] = float(10 * r + i / 2);
+  const Tensor scattered = on_device(blocks), exchanged = on_device(std::vector<float>(2 * n));
+  world.all_to_all(scattered, exchanged);
+  ok = true;
+  for (int i = 0; i < 2 * n; ++i) ok &= values(exchanged)[i] == float(10 * (i / 2) + r);
+  expect(ok, "device all_to_all", r);
+
   const Tensor b = on_device(std::vector<float>(5, float(r + 10)));
   world.broadcast(b, n - 1);
   expect(values(b)[4] == float(n + 9), "device broadcast", r);
@@ -271,7 +335,8 @@ void device_tensors(Communicator& world) {
   got.wait();
   expect(values(in)[6] == float((r + n - 1) % n), "device send/recv", r);
   expect(device.staging > 0, "device tensors were staged", r);
-  for (const Tensor& t : {a, whole, part, mine, all, b, out, in}) device.release(t.data, t.bytes());
+  for (const Tensor& t : {a, whole, part, mine, all, scattered, exchanged, b, out, in})
+    device.release(t.data, t.bytes());
 }
 
 }  // namespace
@@ -283,6 +348,7 @@ int main(int argc, char** argv) {
     reductions_and_counters(*world);
     sixteen_bit(*world);
     in_place(*world);
+    all_to_all(*world);
     transfers_in_order(*world);
     identical_results(*world);
     reduce_scatter_in_rank_order(*world);

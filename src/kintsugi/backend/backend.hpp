@@ -260,6 +260,12 @@ class Backend {
   void add_bias(const Tensor& x, const Tensor& bias);  // each row of x += bias
   void scale(const Tensor& x, double factor);                     // x *= factor
   void copy(const Tensor& src, const Tensor& dst);  // same dtype and size
+  // src [rows, Ws] and dst [rows, Wd], 2-D, of one type (any: f32, f64, bf16, f16, i32, u8) and
+  // the same rows: columns [src_col, src_col + cols) of every row of src are copied into
+  // columns [dst_col, dst_col + cols) of the same row of dst; dst's other columns are left as
+  // they are. The ranges lie inside the rows; cols may be 0. src and dst must not overlap.
+  void copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                    std::int64_t dst_col, std::int64_t cols);
   void convert(const Tensor& src, const Tensor& dst);  // same size, any float types
   void zero(const Tensor& x);
   // sum (f64 [1]) += the sum of x's squared elements (in an order that does not depend on the
@@ -399,6 +405,8 @@ class DeviceBackend : public Backend {
   virtual void do_add_bias(const Tensor& x, const Tensor& bias) = 0;
   virtual void do_scale(const Tensor& x, double factor) = 0;
   virtual void do_copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void do_copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                               std::int64_t dst_col, std::int64_t cols) = 0;
   virtual void do_convert(const Tensor& src, const Tensor& dst) = 0;
   virtual void do_zero(const Tensor& x) = 0;
   virtual void do_sum_squares(const Tensor& x, const Tensor& sum) = 0;

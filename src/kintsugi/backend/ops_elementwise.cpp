@@ -34,6 +34,18 @@ void Backend::copy(const Tensor& src, const Tensor& dst) {
   dispatch(op_call("copy", 0, bytes(src) + bytes(dst), src), [&] { device_.do_copy(src, dst); });
 }
 
+// Reads and writes the copied columns only.
+void Backend::copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                           std::int64_t dst_col, std::int64_t cols) {
+  KINTSUGI_ASSERT(src.shape.rank == 2 && dst.shape.rank == 2 && src.dtype == dst.dtype &&
+                  src.shape[0] == dst.shape[0]);
+  KINTSUGI_ASSERT(cols >= 0 && src_col >= 0 && dst_col >= 0 && src_col + cols <= src.shape[1] &&
+                  dst_col + cols <= dst.shape[1]);
+  const Shape copied{src.shape[0], cols};
+  dispatch(OpCall{"copy_columns", 0, 2 * bytes(src, copied.numel()), copied, src.dtype},
+           [&] { device_.do_copy_columns(src, src_col, dst, dst_col, cols); });
+}
+
 void Backend::convert(const Tensor& src, const Tensor& dst) {
   KINTSUGI_ASSERT(src.numel() == dst.numel());
   if (src.dtype != dst.dtype && (!is_float(src.dtype) || !is_float(dst.dtype)))

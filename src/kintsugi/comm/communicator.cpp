@@ -12,6 +12,7 @@ std::string_view name_of(CommOp op) {
     case CommOp::broadcast: return "broadcast";
     case CommOp::send: return "send";
     case CommOp::recv: return "recv";
+    case CommOp::all_to_all: return "all_to_all";
     case CommOp::count: break;
   }
   return "?";
@@ -64,6 +65,19 @@ CommHandle Communicator::all_gather_async(const Tensor& in, const Tensor& out) {
   const std::uint64_t moved = out.bytes() - in.bytes();  // (n-1)/n of the output
   count(CommOp::all_gather, moved, moved);
   return start_all_gather(in, out);
+}
+
+CommHandle Communicator::all_to_all_async(const Tensor& in, const Tensor& out) {
+  KINTSUGI_ASSERT(in.dtype == out.dtype && in.device == out.device &&
+                  in.numel() == out.numel() && in.numel() % size_ == 0);
+  const auto* a = static_cast<const std::byte*>(in.data);
+  const auto* b = static_cast<const std::byte*>(out.data);
+  if (in.bytes() > 0 && a < b + out.bytes() && b < a + in.bytes())
+    fail("all_to_all in group {}: the input and the output overlap", name_);
+  // Every block but the rank's own leaves it, and one block of every other rank arrives.
+  const std::uint64_t moved = in.bytes() - in.bytes() / static_cast<std::uint64_t>(size_);
+  count(CommOp::all_to_all, moved, moved);
+  return start_all_to_all(in, out);
 }
 
 CommHandle Communicator::broadcast_async(const Tensor& t, int root) {

@@ -6,7 +6,7 @@
 //
 // Two planes:
 // - The data plane moves tensors (which may live on a device): all-reduce, reduce-scatter,
-//   all-gather, broadcast, send and receive. Each group's operations start in submission order
+//   all-gather, all-to-all, broadcast, send and receive. Each group's operations start in submission order
 //   and overlap with computation; the *_async forms return a handle, the others wait. All
 //   members of a group issue the group's collectives in the same order. Transfers carry no tag:
 //   the k-th send from rank a to rank b pairs with the k-th receive b posts from a (NCCL has no
@@ -25,7 +25,8 @@
 // implementation (the library may route the bytes differently, e.g. through shared memory):
 // over n ranks and a buffer of B bytes, all-reduce sends 2(n-1)/n B (a bandwidth-optimal
 // reduce-scatter + all-gather: everything but the rank's own chunk twice), reduce-scatter and
-// all-gather (n-1)/n B (B the whole buffer), broadcast B on every rank but the last of the chain
+// all-gather (n-1)/n B (B the whole buffer), all-to-all (n-1)/n B sent and received (B one
+// rank's input: every block but the rank's own), broadcast B on every rank but the last of the chain
 // from the root (every rank but the root receives B), send and receive the message. The control
 // plane is not counted.
 #include <array>
@@ -43,7 +44,16 @@
 
 namespace kintsugi {
 
-enum class CommOp : int { all_reduce, reduce_scatter, all_gather, broadcast, send, recv, count };
+enum class CommOp : int {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  send,
+  recv,
+  all_to_all,
+  count
+};
 constexpr int kCommOps = static_cast<int>(CommOp::count);
 std::string_view name_of(CommOp op);
 
@@ -95,6 +105,11 @@ class Communicator {
   CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out);
   // out (size() chunks) receives every rank's `in` in rank order; in may be out's chunk rank().
   CommHandle all_gather_async(const Tensor& in, const Tensor& out);
+  // in and out have the same dtype and numel, a multiple of size(); each holds size() equal
+  // blocks in rank order. Block j of this rank's `in` arrives as block rank() of rank j's `out`
+  // (block rank() stays: it is copied from in to out). in and out must not overlap. Nothing is
+  // summed: any type of the data plane, u8 too.
+  CommHandle all_to_all_async(const Tensor& in, const Tensor& out);
   CommHandle broadcast_async(const Tensor& t, int root);
   CommHandle send_async(const Tensor& t, int dst);
   CommHandle recv_async(const Tensor& t, int src);
@@ -102,6 +117,7 @@ class Communicator {
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce_async(t, op).wait(); }
   void reduce_scatter(const Tensor& in, const Tensor& out) { reduce_scatter_async(in, out).wait(); }
   void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
+  void all_to_all(const Tensor& in, const Tensor& out) { all_to_all_async(in, out).wait(); }
   void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
 
   // ---- control plane: host values, blocking.
@@ -128,6 +144,7 @@ class Communicator {
   virtual CommHandle start_all_reduce(const Tensor& t, ReduceOp op) = 0;
   virtual CommHandle start_reduce_scatter(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle start_all_gather(const Tensor& in, const Tensor& out) = 0;
+  virtual CommHandle start_all_to_all(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle start_broadcast(const Tensor& t, int root) = 0;
   virtual CommHandle start_send(const Tensor& t, int dst) = 0;
   virtual CommHandle start_recv(const Tensor& t, int src) = 0;

@@ -36,6 +36,7 @@ enum cudaError_t {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidPitchValue = 12,
   cudaErrorNoDevice = 100,
   cudaErrorLaunchFailure = 719,
 };
@@ -81,6 +82,11 @@ cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total);
 cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStream_t stream = 0);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = 0);
+// `height` rows of `width` bytes, dpitch and spitch bytes apart; each side is checked as one
+// range from its first row's start to its last row's end, as cudaMemcpyAsync checks its bytes.
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                              std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream = 0);
 
 template <class F>
 cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attribute, int value) {

@@ -123,6 +123,8 @@ class CpuBackend final : public DeviceBackend {
   void do_add_bias(const Tensor& x, const Tensor& bias) override;
   void do_scale(const Tensor& x, double factor) override;
   void do_copy(const Tensor& src, const Tensor& dst) override;
+  void do_copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                       std::int64_t dst_col, std::int64_t cols) override;
   void do_zero(const Tensor& x) override;
   void do_sum_squares(const Tensor& x, const Tensor& sum) override;
 

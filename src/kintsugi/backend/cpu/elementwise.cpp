@@ -211,6 +211,23 @@ void CpuBackend::do_copy(const Tensor& src, const Tensor& dst) {
   std::memcpy(dst.data, src.data, src.bytes());
 }
 
+// Nothing is computed: each row's columns are one block of bytes, whatever the type.
+void CpuBackend::do_copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                                 std::int64_t dst_col, std::int64_t cols) {
+  const std::int64_t rows = src.shape[0];
+  const std::size_t es = size_of(src.dtype), width = static_cast<std::size_t>(cols) * es;
+  const std::size_t src_pitch = static_cast<std::size_t>(src.shape[1]) * es;
+  const std::size_t dst_pitch = static_cast<std::size_t>(dst.shape[1]) * es;
+  if (width == 0) return;
+  const std::byte* from =
+      static_cast<const std::byte*>(src.data) + static_cast<std::size_t>(src_col) * es;
+  std::byte* to = static_cast<std::byte*>(dst.data) + static_cast<std::size_t>(dst_col) * es;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(to + static_cast<std::size_t>(r) * dst_pitch,
+                from + static_cast<std::size_t>(r) * src_pitch, width);
+}
+
 void CpuBackend::do_zero(const Tensor& x) { std::memset(x.data, 0, x.bytes()); }
 
 void CpuBackend::do_sum_squares(const Tensor& x, const Tensor& sum) {

@@ -298,6 +298,23 @@ class CudaBackend final : public DeviceBackend {
     cuda::check(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, stream_),
                 "cudaMemcpyAsync (copy)");
   }
+  // One strided copy on the stream, no kernel: rows of `cols` elements, each tensor's own row
+  // length apart.
+  void do_copy_columns(const Tensor& src, std::int64_t src_col, const Tensor& dst,
+                       std::int64_t dst_col, std::int64_t cols) override {
+    KINTSUGI_ASSERT(src.device == Device::cuda && dst.device == Device::cuda);
+    const auto bytes = [es = size_of(src.dtype)](std::int64_t n) {
+      return static_cast<std::size_t>(n) * es;
+    };
+    if (cols == 0 || src.shape[0] == 0) return;
+    cuda::check(cudaMemcpy2DAsync(static_cast<std::byte*>(dst.data) + bytes(dst_col),
+                                  bytes(dst.shape[1]),
+                                  static_cast<const std::byte*>(src.data) + bytes(src_col),
+                                  bytes(src.shape[1]), bytes(cols),
+                                  static_cast<std::size_t>(src.shape[0]), cudaMemcpyDeviceToDevice,
+                                  stream_),
+                "cudaMemcpy2DAsync (copy_columns)");
+  }
   void do_convert(const Tensor& src, const Tensor& dst) override {
     if (src.dtype == dst.dtype) return do_copy(src, dst);
     KINTSUGI_ASSERT(src.device == Device::cuda && dst.device == Device::cuda);

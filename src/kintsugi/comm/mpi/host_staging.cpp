@@ -37,6 +37,11 @@ StagedTensor stage(const Tensor& t, bool reads, bool writes) {
           }};
 }
 
+StagedInOut stage_in_out(const Tensor& in, const Tensor& out) {
+  StagedTensor a = stage(in, true, false), b = stage(out, false, true);
+  return {a.host, b.host, then(std::move(a.done), std::move(b.done))};
+}
+
 std::function<void()> then(std::function<void()> a, std::function<void()> b) {
   if (!a) return b;
   if (!b) return a;

@@ -23,6 +23,13 @@ struct StagedTensor {
 // by done()).
 StagedTensor stage(const Tensor& t, bool reads, bool writes);
 
+// A collective's input (read) and output (written), each staged as above; done() does both's.
+struct StagedInOut {
+  Tensor in, out;
+  std::function<void()> done;
+};
+StagedInOut stage_in_out(const Tensor& in, const Tensor& out);
+
 // a, then b (either may be empty).
 std::function<void()> then(std::function<void()> a, std::function<void()> b);
 

@@ -179,9 +179,7 @@ static bool reduce_scatter_by_alltoall() {
 
 CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& device_in,
                                                  const Tensor& device_out) {
-  const auto [in, in_done] = stage(device_in, true, false);
-  const auto [out, out_done] = stage(device_out, false, true);
-  const auto done = then(in_done, out_done);
+  const auto [in, out, done] = stage_in_out(device_in, device_out);
   if (size() == 1) {
     if (out.data != in.data) std::memmove(out.data, in.data, out.bytes());
     if (done) done();
@@ -244,9 +242,7 @@ CommHandle MpiCommunicator::start_reduce_scatter(const Tensor& device_in,
 
 CommHandle MpiCommunicator::start_all_gather(const Tensor& device_in,
                                              const Tensor& device_out) {
-  const auto [in, in_done] = stage(device_in, true, false);
-  const auto [out, out_done] = stage(device_out, false, true);
-  const auto done = then(in_done, out_done);
+  const auto [in, out, done] = stage_in_out(device_in, device_out);
   std::byte* mine = static_cast<std::byte*>(out.data) + rank() * in.bytes();
   auto move_in = [in, mine] {
     if (in.data != mine) std::memmove(mine, in.data, in.bytes());
@@ -263,6 +259,24 @@ CommHandle MpiCommunicator::start_all_gather(const Tensor& device_in,
     std::vector<MPI_Request> r(1);
     check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data, count, type, data_, &r[0]),
           "MPI_Iallgather");
+    return r;
+  }, done});
+}
+
+CommHandle MpiCommunicator::start_all_to_all(const Tensor& device_in,
+                                             const Tensor& device_out) {
+  const auto [in, out, done] = stage_in_out(device_in, device_out);
+  if (size() == 1) {
+    if (out.bytes() > 0) std::memcpy(out.data, in.data, out.bytes());
+    if (done) done();
+    return {};
+  }
+  const int count = int_count(in.numel() / size(), "all_to_all");
+  const MPI_Datatype type = mpi_type(in.dtype);
+  return progress_->submit({label("all_to_all", in.bytes()), [=, this] {
+    std::vector<MPI_Request> r(1);
+    check(MPI_Ialltoall(in.data, count, type, out.data, count, type, data_, &r[0]),
+          "MPI_Ialltoall");
     return r;
   }, done});
 }

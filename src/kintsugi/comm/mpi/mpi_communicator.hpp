@@ -1,7 +1,8 @@
 #pragma once
 // The Communicator over MPI. Tensors in host memory go to MPI as they are; tensors on a device
 // are staged through host memory (host_staging.hpp). The data plane calls the library's own
-// non-blocking collectives (MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast; reduce-scatter as one
+// non-blocking collectives (MPI_Iallreduce, MPI_Iallgather, MPI_Ialltoall, MPI_Ibcast;
+// reduce-scatter as one
 // MPI_Ialltoallv and a rank-order sum, mpi_communicator.cpp) and transfers (MPI_Isend/MPI_Irecv)
 // on the group's progress thread, so the MPI library picks its algorithm (shared memory inside
 // a node, trees or rings across nodes). The
@@ -39,6 +40,7 @@ class MpiCommunicator final : public Communicator {
   CommHandle start_all_reduce(const Tensor& t, ReduceOp op) override;
   CommHandle start_reduce_scatter(const Tensor& in, const Tensor& out) override;
   CommHandle start_all_gather(const Tensor& in, const Tensor& out) override;
+  CommHandle start_all_to_all(const Tensor& in, const Tensor& out) override;
   CommHandle start_broadcast(const Tensor& t, int root) override;
   CommHandle start_send(const Tensor& t, int dst) override;
   CommHandle start_recv(const Tensor& t, int src) override;

@@ -239,6 +239,31 @@ class NcclCommunicator final : public Communicator {
                            nccl_type(in.dtype), comm_, s);
     });
   }
+  // NCCL has no all-to-all call: one group of a send and a receive per peer, the rank's own
+  // block copied on the same stream.
+  CommHandle start_all_to_all(const Tensor& in, const Tensor& out) override {
+    if (!on_gpu(in, out)) return host_->all_to_all_async(in, out);
+    const auto count = static_cast<std::size_t>(in.numel() / size());
+    const std::size_t block = count * size_of(in.dtype);
+    const ncclDataType_t type = nccl_type(in.dtype);
+    const auto* from = static_cast<const std::byte*>(in.data);
+    auto* to = static_cast<std::byte*>(out.data);
+    return enqueue("all_to_all", in.bytes(), [&](cudaStream_t s) {
+      const auto at = [&](int r) { return static_cast<std::size_t>(r) * block; };
+      if (block > 0)
+        check(cudaMemcpyAsync(to + at(rank()), from + at(rank()), block, cudaMemcpyDeviceToDevice,
+                              s),
+              "cudaMemcpyAsync (all_to_all)");
+      ncclResult_t status = ncclGroupStart();
+      for (int peer = 0; peer < size() && status == ncclSuccess; ++peer) {
+        if (peer == rank()) continue;
+        status = ncclSend(from + at(peer), count, type, peer, comm_, s);
+        if (status == ncclSuccess) status = ncclRecv(to + at(peer), count, type, peer, comm_, s);
+      }
+      const ncclResult_t ended = ncclGroupEnd();
+      return status != ncclSuccess ? status : ended;
+    });
+  }
   CommHandle start_broadcast(const Tensor& t, int root) override {
     if (!on_gpu(t, t)) return host_->broadcast_async(t, root);
     return enqueue("broadcast", t.bytes(), [&](cudaStream_t s) {
