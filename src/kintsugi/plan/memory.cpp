@@ -1,9 +1,19 @@
 #include "kintsugi/plan/memory.hpp"
 
+#include <cmath>
+
 #include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/plan/flops.hpp"
 
 namespace kintsugi {
+
+namespace {
+
+// What the activation carver reserves for a tensor of `bytes` (model/carver.hpp: 64-byte
+// units), which a few rows' statistics leave partly unused.
+double allocated(double bytes) { return std::ceil(bytes / 64.0) * 64.0; }
+
+}  // namespace
 
 StateBytes model_state_bytes(double p, int stage, std::int64_t shards, std::int64_t pb,
                              std::int64_t gb, bool mixed, int moments) {
@@ -19,14 +29,13 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
   const double t = static_cast<double>(s.tp);
   const bool sp = s.sequence_parallel && s.tp > 1;
   const double local = sp ? rows / t : rows;  // token rows outside tensor-parallel regions
-  double elements = local * static_cast<double>(m.d_model);  // the block's output
-  double statistics = 0;
+  const double e = static_cast<double>(s.element_bytes), st = static_cast<double>(s.statistic_bytes);
+  double bytes = allocated(local * static_cast<double>(m.d_model) * e);  // the block's output
   // What the block saves (model/block_inventory.hpp) and keeps under this recomputation.
   for (const SavedTensor& saved : block_inventory(m).saved)
     if (saved.kept(s.recompute))
-      (saved.statistic ? statistics : elements) += saved.elements(rows, local, t);
-  return elements * static_cast<double>(s.element_bytes) +
-         statistics * static_cast<double>(s.statistic_bytes);
+      bytes += allocated(saved.elements(rows, local, t) * (saved.statistic ? st : e));
+  return bytes;
 }
 
 double chunk_activation_bytes(const ModelConfig& m, const ActivationShape& s, std::int64_t blocks,
@@ -35,9 +44,10 @@ double chunk_activation_bytes(const ModelConfig& m, const ActivationShape& s, st
                        (s.sequence_parallel && s.tp > 1 ? static_cast<double>(s.tp) : 1.0);
   const double h = static_cast<double>(m.d_model), e = static_cast<double>(s.element_bytes);
   const double st = static_cast<double>(s.statistic_bytes);
-  double bytes = static_cast<double>(blocks) * block_activation_bytes(m, s) + local * h * e;
-  if (head) bytes += 2 * local * h * e + (m.rms_norm() ? 1 : 2) * local * st;
-  if (embedding && m.embedding_norm()) bytes += local * h * e + 2 * local * st;
+  const double row = allocated(local * h * e), statistic = allocated(local * st);
+  double bytes = static_cast<double>(blocks) * block_activation_bytes(m, s) + row;
+  if (head) bytes += 2 * row + (m.rms_norm() ? 1 : 2) * statistic;
+  if (embedding && m.embedding_norm()) bytes += row + 2 * statistic;
   return bytes;
 }
 
