@@ -30,6 +30,10 @@ checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --ze
                        "4 --dp 4 --zero 3" 4)
 checkpoint_resume_test(reshard_dp4_zero3_hsdp2_to_tp2_dp2_zero2 1e-5
                        "4 --dp 4 --zero 3 --hsdp 2" "4 --tp 2 --dp 2 --zero 2" 4)
+# Context parallelism holds no weights of its own: resumed in its layout bit for bit, and into
+# another cp with ZeRO sharded over dp x cp.
+checkpoint_resume_test(exact_cp2_dp2_zero3 0 "4 --cp 2 --dp 2 --zero 3" "4 --cp 2 --dp 2 --zero 3" 4)
+checkpoint_resume_test(reshard_cp2_dp2_zero1_to_cp4 1e-5 "4 --cp 2 --dp 2 --zero 1" "4 --cp 4" 4)
 checkpoint_resume_test(reshard_interleaved_to_tp2_sp 1e-5
                        "4 --pp 2 --dp 2 --schedule interleaved --virtual-stages 2"
                        "2 --tp 2 --sequence-parallel" 4)

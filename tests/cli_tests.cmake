@@ -230,6 +230,10 @@ add_test(NAME cli.error.missing_subcommand
 add_test(NAME cli.layout COMMAND ${KINTSUGI_BIN} layout --world 16 --tp 2 --pp 2 --ranks-per-node 4)
 set_tests_properties(cli.layout PROPERTIES PASS_REGULAR_EXPRESSION
                      "tp groups \\(8 of 2 ranks, 0 crossing nodes\\): \\[0 1\\] \\[2 3\\]")
+# Context-parallel ranks right after the tensor-parallel ones.
+add_test(NAME cli.layout_cp COMMAND ${KINTSUGI_BIN} layout --world 8 --tp 2 --cp 2)
+set_tests_properties(cli.layout_cp PROPERTIES PASS_REGULAR_EXPRESSION
+                     "cp groups \\(4 of 2 ranks, 0 crossing nodes\\): \\[0 2\\] \\[1 3\\]")
 add_test(NAME cli.error.layout_world_mismatch
          COMMAND ${EXPECT_ERROR} "change --dp to 4 or launch 6 ranks" ${KINTSUGI_BIN} layout --world 8 --tp 2 --dp 3)
 # One flag per layout key, made from the config key table (docs/parallelism.md, "Layout flags").

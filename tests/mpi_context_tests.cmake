@@ -42,3 +42,21 @@ context_refused(kv_heads 4 "model.n_head = 4 and its 2 key/value heads must be d
                 ${LLAMA_RUN} --cp 4)
 context_refused(ring 2 "--cp-comm ring is not built yet" ${MICRO_RUN} --cp 2 --cp-comm ring)
 context_refused(grid 4 "--cp 2 with --tensor-grid" ${MICRO_RUN} --cp 2 --tensor-grid 1,2,1)
+
+# Long sequences under a memory cap (train.max_memory_gb, 25.6 MiB a rank): 1024 tokens do not
+# fit one rank (measured 37 MiB tracked: 25 MiB of activations) and are refused before any
+# work; split over cp 4 (15 MiB) they train to the uncapped serial run's losses and weights.
+set(LONG_RUN ${MICRO_RUN} --set model.seq_len=1024 --set train.global_batch=2 --set train.steps=2)
+serial_reference(cp_long_serial ${LONG_RUN})
+add_test(NAME mpi.error.cp_long_serial_over_memory_cap
+         COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh
+                 "past train.max_memory_gb = 0.025 \\(25.6 MiB\\): split the work over more ranks \\(--cp"
+                 $<TARGET_FILE:kintsugi> train ${LONG_RUN} --set train.max_memory_gb=0.025
+                 --out ${MPI_OUT}/cp_long_capped_serial --overwrite)
+add_test(NAME mpi.cp4_long_under_memory_cap
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=cp_long_serial
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} cp4_long_under_memory_cap 4 ${LONG_RUN}
+                 --set train.max_memory_gb=0.025 --cp 4)
+set_tests_properties(mpi.cp4_long_under_memory_cap PROPERTIES
+                     FIXTURES_REQUIRED cp_long_serial_run PROCESSORS 4 TIMEOUT 300)

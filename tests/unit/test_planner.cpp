@@ -447,6 +447,36 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
   std::filesystem::remove(path);
 }
 
+// Context parallelism is searched where pinned, and each layout with it is one the runtime
+// takes (heads, kv heads and seq_len divide; world = tp dp pp cp); unpinned, cp stays 1.
+TEST(Search, ContextParallelLayoutsWherePinned) {
+  const ModelConfig m = micro_model();
+  const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
+  for (const Layout& l : enumerate_layouts(w, 8, 8, {})) ASSERT_EQ(l.parallel.cp, 1);
+  SearchSpace space;
+  space.pins.pin("cp", {"1", "2", "4"});
+  space.pins.pin("tensor_grid", {"[]"});
+  const auto layouts = enumerate_layouts(w, 8, 8, space);
+  RunConfig base;
+  base.model = m;
+  base.train.global_batch = 8;
+  const auto path = std::filesystem::temp_directory_path() / "kintsugi-plan-cp-test.toml";
+  std::set<std::int64_t> seen;
+  for (const Layout& l : layouts) {
+    ASSERT_EQ(l.parallel.world(), 8);
+    seen.insert(l.parallel.cp);
+    std::ofstream(path) << layout_config_toml(base, l);
+    RunConfig c = load_run_config(path.string(), {});
+    ASSERT_NO_THROW(resolve_layout(c, 8)) << describe(l);
+    EXPECT_EQ(c.parallel.cp, l.parallel.cp);
+    // The predicted step has the exchange's time and bytes exactly where cp > 1.
+    const Prediction p = predict(w, cluster_preset("dgx-h100"), l);
+    EXPECT_EQ(p.time.cp > 0, l.parallel.cp > 1) << describe(l);
+  }
+  EXPECT_EQ(seen, (std::set<std::int64_t>{1, 2, 4}));
+  std::filesystem::remove(path);
+}
+
 // A pin is one value or a list: only the listed values are enumerated, each of them is.
 TEST(Search, PinsTakeListsOfValues) {
   const Workload w{.model = micro_model(), .global_batch = 8, .precision = Precision::fp32};

@@ -343,7 +343,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "train.batch_rampup=[6, 6, 100]", "train.batch_lr_rule=\"sqrt\"",
       "train.lr=1e-3", "train.min_lr=1e-5", "train.warmup_steps=5", "train.decay_steps=40",
       "train.weight_decay=0.05", "train.beta1=0.8", "train.beta2=0.99", "train.eps=1e-6",
-      "train.grad_clip=0.5", "train.seed=7", "train.eval_every=5", "train.eval_sequences=6",
+      "train.grad_clip=0.5", "train.max_memory_gb=2", "train.seed=7", "train.eval_every=5", "train.eval_sequences=6",
       "train.lr_schedule=\"wsd\"", "train.lr_decay_fraction=0.3", "train.optimizer=\"lion\"",
       "train.log_every=3", "train.threads=2", "train.device=\"cuda\"", "train.precision=\"bf16\"",
       "train.grad_precision=\"param\"", "train.loss_scale=1024", "train.loss_scale_window=500",
@@ -352,7 +352,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2",
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
-      "parallel.tensor_grid=[2, 1, 1]", "parallel.tensor_grid_overlap=false",
+      "parallel.tensor_grid=[2, 1, 1]", "parallel.tensor_grid_overlap=false", "parallel.cp=2",
+      "parallel.cp_comm=\"ring\"",
       "metrics.peak_gflops=123",
       "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
       "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
@@ -450,6 +451,7 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
   for (std::int64_t tp : {1, 2, 3, 4})
     for (std::int64_t pp : {1, 2, 3})
       for (std::int64_t dp : {1, 2, 4})
+        for (std::int64_t cp : {1, 2, 3})
         for (int zero = 0; zero <= 3; ++zero)
           for (std::int64_t hsdp : {0, 2})
             for (auto [schedule, v] : {std::pair{PipelineSchedule::one_f_one_b, 1},
@@ -460,6 +462,7 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
                 c.parallel.tp = tp;
                 c.parallel.pp = pp;
                 c.parallel.dp = dp;
+                c.parallel.cp = cp;
                 c.parallel.zero = static_cast<ZeroStage>(zero);
                 c.parallel.hsdp = hsdp;
                 c.parallel.schedule = schedule;
@@ -467,13 +470,14 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
                 c.parallel.sequence_parallel = sp;
                 bool runtime_ok = true;
                 try {
-                  resolve_layout(c, static_cast<int>(tp * pp * dp));
+                  resolve_layout(c, static_cast<int>(tp * pp * dp * cp));
                 } catch (const Error&) {
                   runtime_ok = false;
                 }
                 const std::string planner = layout_problem(workload_of(c), layout_of(c));
                 EXPECT_EQ(runtime_ok, planner.empty())
-                    << "tp " << tp << " pp " << pp << " dp " << dp << " zero " << zero << " hsdp "
+                    << "tp " << tp << " pp " << pp << " dp " << dp << " cp " << cp << " zero "
+                    << zero << " hsdp "
                     << hsdp << " " << name_of(schedule) << " v " << v << " sp " << sp << ": "
                     << planner;
                 (runtime_ok ? valid : invalid)++;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "kintsugi/core/error.hpp"
+
 namespace kintsugi {
 
 std::string_view name_of(MemoryKind kind) {
@@ -19,6 +21,16 @@ std::string_view name_of(MemoryKind kind) {
 
 void MemoryTracker::allocated(MemoryKind kind, std::size_t bytes) {
   std::lock_guard lock(mutex_);
+  if (limit_.bytes > 0) {
+    std::size_t total = bytes;
+    for (auto c : current_) total += c;
+    if (total > limit_.bytes)
+      fail("this rank's tracked memory would reach {:.1f} MiB ({:.1f} MiB more for {}), past {} "
+           "({:.1f} MiB): split the work over more ranks (--cp for long sequences, --tp, --pp, "
+           "--zero) or raise the limit",
+           static_cast<double>(total) / 1048576.0, static_cast<double>(bytes) / 1048576.0,
+           name_of(kind), limit_.setting, static_cast<double>(limit_.bytes) / 1048576.0);
+  }
   auto k = static_cast<int>(kind);
   current_[k] += bytes;
   if (current_[k] > peak_[k]) peak_[k] = current_[k];
@@ -57,8 +69,13 @@ std::size_t MemoryTracker::peak_total() const {
 Buffer::Buffer(Allocator& allocator, MemoryTracker& tracker, MemoryKind kind, std::size_t bytes)
     : bytes_(bytes), allocator_(&allocator), tracker_(&tracker), kind_(kind) {
   if (bytes == 0) return;
-  data_ = static_cast<std::byte*>(allocator.allocate(bytes, name_of(kind)));
-  tracker_->allocated(kind_, bytes_);
+  tracker_->allocated(kind_, bytes_);  // first: over a limit, nothing is allocated
+  try {
+    data_ = static_cast<std::byte*>(allocator.allocate(bytes, name_of(kind)));
+  } catch (...) {
+    tracker_->released(kind_, bytes_);
+    throw;
+  }
 }
 
 Buffer::~Buffer() { reset(); }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "kintsugi/core/allocator.hpp"
@@ -24,9 +25,19 @@ enum class MemoryKind : int {
 constexpr int kMemoryKinds = static_cast<int>(MemoryKind::count);
 std::string_view name_of(MemoryKind kind);
 
+// A cap on a rank's tracked bytes (0: none), and the setting that set it, which the error names.
+struct MemoryLimit {
+  std::size_t bytes = 0;
+  std::string setting;
+};
+
 // Thread-safe: the communication thread allocates its staging buffers too.
 class MemoryTracker {
  public:
+  MemoryTracker() = default;
+  explicit MemoryTracker(MemoryLimit limit) : limit_(std::move(limit)) {}
+  // Throws kintsugi::Error, recording nothing, when the total would pass the limit: buffers
+  // are allocated when a run starts, so a run that does not fit stops before any work.
   void allocated(MemoryKind kind, std::size_t bytes);
   void released(MemoryKind kind, std::size_t bytes);
   std::size_t current(MemoryKind kind) const;
@@ -39,6 +50,7 @@ class MemoryTracker {
   std::array<std::size_t, kMemoryKinds> current_{};
   std::array<std::size_t, kMemoryKinds> peak_{};
   std::size_t peak_total_ = 0;
+  MemoryLimit limit_;
 };
 
 // Owning, 64-byte aligned, zero-initialised memory of one device, from that device's allocator,

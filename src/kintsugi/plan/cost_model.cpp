@@ -25,7 +25,9 @@ std::string describe(const Layout& l) {
   if (p.has_grid())
     s += fmt::format(" grid {}x{}x{}{}", p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2],
                      p.tensor_grid_overlap ? "" : " no-overlap");
-  s += fmt::format(" pp {} dp {} mb {}", p.pp, p.dp, l.micro_batch);
+  s += fmt::format(" pp {} dp {}", p.pp, p.dp);
+  if (p.cp > 1) s += fmt::format(" cp {}", p.cp);
+  s += fmt::format(" mb {}", l.micro_batch);
   if (p.pp > 1) s += fmt::format(" {}", name_of(p.schedule));
   if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
   if (p.zero > ZeroStage::none) s += fmt::format(" zero{}", stage_number(p.zero));
@@ -41,7 +43,7 @@ std::string describe_legend() {
          "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
          "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
          "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
-         "sp sequence parallelism.";
+         "sp sequence parallelism; cp N context-parallel ranks (each sequence split over N).";
 }
 
 std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {

@@ -58,6 +58,9 @@ struct TrainConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;
+  // Tracked bytes a rank may hold, in GiB (0: no limit): a run that needs more is refused
+  // when it allocates, before its first step.
+  double max_memory_gb = 0;
   std::int64_t seed = 1234;
   std::int64_t eval_every = 50;  // 0: only at the end
   std::int64_t eval_sequences = 16;  // validation windows per evaluation (eval_sequences_of)

@@ -53,6 +53,8 @@ void validate(const RunConfig& c) {
     fail("train.beta1 = {} and train.beta2 = {} must lie in [0, 1)", t.beta1, t.beta2);
   positive("eps", t.eps);
   if (t.grad_clip < 0) fail("train.grad_clip = {} must not be negative (0 turns it off)", t.grad_clip);
+  if (!(t.max_memory_gb >= 0))
+    fail("train.max_memory_gb = {} must not be negative (0: no limit)", t.max_memory_gb);
   if (t.eval_every < 0) fail("train.eval_every = {} must not be negative", t.eval_every);
   if (t.save_every < 0) fail("train.save_every = {} must not be negative (0: no checkpoints)", t.save_every);
   if (t.keep_checkpoints < 0)

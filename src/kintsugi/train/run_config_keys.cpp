@@ -111,6 +111,9 @@ std::vector<Key> keys_of(RunConfig& c) {
        "AdamW's second-moment decay; Lion's moment decay (the Lion paper uses 0.99)"},
       {"train.eps", &c.train.eps, "AdamW epsilon (Lion has none)"},
       {"train.grad_clip", &c.train.grad_clip, "clip the global gradient norm to this (0: off)"},
+      {"train.max_memory_gb", &c.train.max_memory_gb,
+       "GiB of tracked memory a rank may hold (0: no limit); a run that needs more is refused "
+       "before its first step"},
       {"train.seed", &c.train.seed, "seed of initialization and batch sampling"},
       {"train.eval_every", &c.train.eval_every,
        "validation loss every this many steps (0: only after the last step)"},

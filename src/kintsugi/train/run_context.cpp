@@ -1,5 +1,7 @@
 #include "kintsugi/train/run_context.hpp"
 
+#include <fmt/format.h>
+
 namespace kintsugi {
 
 namespace {
@@ -23,6 +25,8 @@ RunContext::RunContext(const RunConfig& config_in, TrainInputs& data_in,
       log(log_in),
       topology(topology_in),
       place(topology_in, config.parallel.sequence_parallel),
+      memory(MemoryLimit{.bytes = static_cast<std::size_t>(tc.max_memory_gb * 1073741824.0),
+                         .setting = fmt::format("train.max_memory_gb = {}", tc.max_memory_gb)}),
       backend(make_backend(tc.device, memory)),
       model(*backend, config, place, tracer),
       micro_batches(static_cast<int>(tc.global_batch / place.dp_size / tc.micro_batch)),
