@@ -184,6 +184,7 @@ hf_folder_test(llama_tied_f32_2_shards llama 2 f32 tied)
 hf_folder_test(llama_mixed_4_shards llama 4 mixed)
 hf_folder_test(gpt2_bf16_2_shards_no_prefix gpt2 2 bf16 noprefix)
 hf_folder_test(gpt2_f32_one_file gpt2 1 f32)
+hf_folder_test(qwen3_gqa_bf16_2_shards qwen3 2 bf16 gqa)
 # A folder used without training: import writes a model directory that export turns back into
 # every tensor of the folder bit for bit; generate --init-from FOLDER prints the import's text.
 function(hf_import_test name)
@@ -194,6 +195,8 @@ function(hf_import_test name)
 endfunction()
 hf_import_test(llama_gqa_tied_bf16_3_shards llama 3 bf16 gqa tied)
 hf_import_test(gpt2_f32_one_file gpt2 1 f32)
+# Qwen3 (q_norm and k_norm of head_dim 16 apart from hidden_size / heads, Qwen3Config's fields).
+hf_import_test(qwen3_gqa_tied_bf16_2_shards qwen3 2 bf16 gqa tied)
 # Folders whose config.json is the family's as its models ship it (tests/fixtures/hf): imported
 # and exported bit for bit, trained serially and on tp 2, exported with the family's fields and
 # read back.

@@ -346,6 +346,7 @@ std::vector<std::int64_t> our_shape(const std::string& name, const ModelConfig& 
   if (ends("mlp.fc.weight") || ends("mlp.gate.weight") || ends("mlp.up.weight")) return {c.d_ff, d};
   if (ends("mlp.fc.bias")) return {c.d_ff};
   if (ends("mlp.fc2.weight") || ends("mlp.down.weight")) return {d, c.d_ff};
+  if (ends("attn.q_norm.weight") || ends("attn.k_norm.weight")) return {c.head_dim()};
   return {d};  // norms' weights and biases, the projections' output biases
 }
 
