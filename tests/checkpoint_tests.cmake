@@ -115,8 +115,9 @@ add_test(NAME ckpt.export_import
                  ${CKPT_OUT} export_import ${MICRO_RUN})
 # Llama (q_proj, k_proj, v_proj split out of the fused qkv, grouped-query attention, untied
 # head), BLOOM (fused query_key_value per head, embedding LayerNorm), Qwen2 (q/k/v biases split
-# likewise, tied head), Mistral (its sliding_window) and Llama 3.1's RoPE scaling and head_dim.
-foreach(family llama bloom qwen2 mistral llama3)
+# likewise, tied head), Mistral (its sliding_window), Llama 3.1's RoPE scaling and head_dim and
+# Qwen3 (q_norm and k_norm).
+foreach(family llama bloom qwen2 mistral llama3 qwen3)
   string(TOUPPER ${family} upper)
   add_test(NAME ckpt.export_import_${family}
            COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
@@ -200,7 +201,7 @@ hf_import_test(qwen3_gqa_tied_bf16_2_shards qwen3 2 bf16 gqa tied)
 # Folders whose config.json is the family's as its models ship it (tests/fixtures/hf): imported
 # and exported bit for bit, trained serially and on tp 2, exported with the family's fields and
 # read back.
-foreach(fixture llama3.1 mistral qwen2.5)
+foreach(fixture llama3.1 mistral qwen2.5 qwen3)
   add_test(NAME ckpt.hf_fixture_${fixture}
            COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}

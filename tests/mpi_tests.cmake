@@ -346,6 +346,10 @@ set(MISTRAL_RUN --config ${PROJECT_SOURCE_DIR}/configs/mistral-tiny.toml ${TEST_
                 ${LLAMA_SHAPE} --set model.sliding_window=8 ${TEST_SCHEDULE})
 set(LLAMA3_RUN --config ${PROJECT_SOURCE_DIR}/configs/llama3-tiny.toml ${TEST_DATA}
                ${LLAMA_SHAPE} ${TEST_SCHEDULE})
+# Qwen3: q_norm and k_norm (replicated weights whose gradients are summed over the
+# tensor-parallel ranks), heads of 48 as Llama 3.1's above.
+set(QWEN3_RUN --config ${PROJECT_SOURCE_DIR}/configs/qwen3-tiny.toml ${TEST_DATA}
+              ${LLAMA_SHAPE} ${TEST_SCHEDULE})
 # A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
 function(serial_reference name)
   add_test(NAME mpi.${name}_reference
@@ -365,7 +369,7 @@ function(family_layout_test family name ranks)
                        PROCESSORS ${ranks} TIMEOUT 300)
 endfunction()
 # Every family: its serial run and tp 2 x pp 2 x dp 2 with sequence parallelism and ZeRO-1.
-foreach(family llama bloom qwen2 mistral llama3)
+foreach(family llama bloom qwen2 mistral llama3 qwen3)
   string(TOUPPER ${family} FAMILY)
   serial_reference(${family}_serial ${${FAMILY}_RUN})
   family_layout_test(${family} tp2_pp2_dp2_sp_zero1 8 --tp 2 --pp 2 --dp 2 --sequence-parallel
@@ -557,11 +561,8 @@ add_test(NAME mpi.mfu_peak_counts_shared_cores
 set_tests_properties(mpi.mfu_peak_counts_shared_cores PROPERTIES PROCESSORS 2 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "x 2 ranks x 0\\.50 \\(2 ranks x ${KINTSUGI_TEST_CORES} thread")
 
-# Qwen3 (model.family = qwen3): Llama's tiny shape with q_norm and k_norm and heads of 12 apart
-# from d_model / n_head, at tp 2 with sequence parallelism against its serial run (the norms'
-# weights are replicated, their gradients summed over the tensor-parallel ranks).
-set(QWEN3_RUN ${LLAMA_RUN} --set model.family=qwen3 --set model.head_dim=12)
-serial_reference(qwen3_serial ${QWEN3_RUN})
+# Qwen3 (model.family = qwen3) at tp 2 with sequence parallelism against its serial run (the
+# norms' weights are replicated, their gradients summed over the tensor-parallel ranks).
 foreach(sp tp2_sp)
   set(flags --tp 2)
   if(sp STREQUAL "tp2_sp")
