@@ -561,9 +561,11 @@ add_test(NAME mpi.mfu_peak_counts_shared_cores
 set_tests_properties(mpi.mfu_peak_counts_shared_cores PROPERTIES PROCESSORS 2 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "x 2 ranks x 0\\.50 \\(2 ranks x ${KINTSUGI_TEST_CORES} thread")
 
-# Qwen3 (model.family = qwen3) at tp 2 with sequence parallelism against its serial run (the
-# norms' weights are replicated, their gradients summed over the tensor-parallel ranks).
-foreach(sp tp2_sp)
+# Qwen3 (model.family = qwen3) at tp 2, with and without sequence parallelism, against its
+# serial run: q_norm and k_norm's weights are replicated and their gradients summed over the
+# tensor-parallel ranks with or without sequence parallelism, an all-reduce the theory counts
+# (run_layout.sh holds the communicator's bytes to it; the planner's below).
+foreach(sp tp2 tp2_sp)
   set(flags --tp 2)
   if(sp STREQUAL "tp2_sp")
     list(APPEND flags --sequence-parallel)
@@ -575,3 +577,12 @@ foreach(sp tp2_sp)
   set_tests_properties(mpi.qwen3_${sp} PROPERTIES FIXTURES_REQUIRED qwen3_serial_run
                        PROCESSORS 2 TIMEOUT 300)
 endforeach()
+add_test(NAME mpi.plan_matches_runs_qwen3
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT} ${QWEN3_RUN} --
+                 "qwen3_serial:1:--micro-batch 1 --recompute none"
+                 "qwen3_tp2:2:--tp 2 --tensor-grid none --sequence-parallel=false --micro-batch 1 --recompute none"
+                 "qwen3_tp2_sp:2:--tp 2 --tensor-grid none --sequence-parallel --micro-batch 1 --recompute none"
+                 "qwen3_tp2_pp2_dp2_sp_zero1:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sequence-parallel --micro-batch 1 --recompute none")
+set_tests_properties(mpi.plan_matches_runs_qwen3 PROPERTIES FIXTURES_REQUIRED local_links
+                     DEPENDS "mpi.qwen3_serial_reference;mpi.qwen3_tp2;mpi.qwen3_tp2_sp;mpi.qwen3_tp2_pp2_dp2_sp_zero1")
