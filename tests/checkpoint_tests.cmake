@@ -119,8 +119,9 @@ add_test(NAME ckpt.export_import
                  ${CKPT_OUT} export_import ${MICRO_RUN})
 # Llama (q_proj, k_proj, v_proj split out of the fused qkv, grouped-query attention, untied
 # head), BLOOM (fused query_key_value per head, embedding LayerNorm), Qwen2 (q/k/v biases split
-# likewise, tied head), Mistral (its sliding_window) and Llama 3.1's RoPE scaling and head_dim.
-foreach(family llama bloom qwen2 mistral llama3)
+# likewise, tied head), Mistral (its sliding_window), Llama 3.1's RoPE scaling and head_dim and
+# Qwen3 (q_norm and k_norm).
+foreach(family llama bloom qwen2 mistral llama3 qwen3)
   string(TOUPPER ${family} upper)
   add_test(NAME ckpt.export_import_${family}
            COMMAND ${CKPT}/export_import.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
@@ -188,6 +189,7 @@ hf_folder_test(llama_tied_f32_2_shards llama 2 f32 tied)
 hf_folder_test(llama_mixed_4_shards llama 4 mixed)
 hf_folder_test(gpt2_bf16_2_shards_no_prefix gpt2 2 bf16 noprefix)
 hf_folder_test(gpt2_f32_one_file gpt2 1 f32)
+hf_folder_test(qwen3_gqa_bf16_2_shards qwen3 2 bf16 gqa)
 # A folder used without training: import writes a model directory that export turns back into
 # every tensor of the folder bit for bit; generate --init-from FOLDER prints the import's text.
 function(hf_import_test name)
@@ -198,10 +200,12 @@ function(hf_import_test name)
 endfunction()
 hf_import_test(llama_gqa_tied_bf16_3_shards llama 3 bf16 gqa tied)
 hf_import_test(gpt2_f32_one_file gpt2 1 f32)
+# Qwen3 (q_norm and k_norm of head_dim 16 apart from hidden_size / heads, Qwen3Config's fields).
+hf_import_test(qwen3_gqa_tied_bf16_2_shards qwen3 2 bf16 gqa tied)
 # Folders whose config.json is the family's as its models ship it (tests/fixtures/hf): imported
 # and exported bit for bit, trained serially and on tp 2, exported with the family's fields and
 # read back.
-foreach(fixture llama3.1 mistral qwen2.5)
+foreach(fixture llama3.1 mistral qwen2.5 qwen3)
   add_test(NAME ckpt.hf_fixture_${fixture}
            COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}

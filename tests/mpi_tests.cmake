@@ -346,6 +346,10 @@ set(MISTRAL_RUN --config ${PROJECT_SOURCE_DIR}/configs/mistral-tiny.toml ${TEST_
                 ${LLAMA_SHAPE} --set model.sliding_window=8 ${TEST_SCHEDULE})
 set(LLAMA3_RUN --config ${PROJECT_SOURCE_DIR}/configs/llama3-tiny.toml ${TEST_DATA}
                ${LLAMA_SHAPE} ${TEST_SCHEDULE})
+# Qwen3: q_norm and k_norm (replicated weights whose gradients are summed over the
+# tensor-parallel ranks), heads of 48 as Llama 3.1's above.
+set(QWEN3_RUN --config ${PROJECT_SOURCE_DIR}/configs/qwen3-tiny.toml ${TEST_DATA}
+              ${LLAMA_SHAPE} ${TEST_SCHEDULE})
 # A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
 function(serial_reference name)
   add_test(NAME mpi.${name}_reference
@@ -365,7 +369,7 @@ function(family_layout_test family name ranks)
                        PROCESSORS ${ranks} TIMEOUT 300)
 endfunction()
 # Every family: its serial run and tp 2 x pp 2 x dp 2 with sequence parallelism and ZeRO-1.
-foreach(family llama bloom qwen2 mistral llama3)
+foreach(family llama bloom qwen2 mistral llama3 qwen3)
   string(TOUPPER ${family} FAMILY)
   serial_reference(${family}_serial ${${FAMILY}_RUN})
   family_layout_test(${family} tp2_pp2_dp2_sp_zero1 8 --tp 2 --pp 2 --dp 2 --sequence-parallel
@@ -521,17 +525,32 @@ add_test(NAME mpi.plan_matches_runs
                  "grid_1x1x2_dp2_zero3:4:--tensor-grid 1,1,2 --dp 2 --zero 3 --micro-batch 2 --recompute none")
 set_tests_properties(mpi.plan_matches_runs PROPERTIES FIXTURES_REQUIRED local_links
                      DEPENDS "mpi.dp2_tp2;mpi.tp2_dp2_zero3;mpi.tp2_dp2_sp_zero2;mpi.pp2_1f1b;mpi.pp2_gpipe;mpi.pp2_interleaved;mpi.pp2_dp2_zero1;mpi.tp2_pp2_dp2_sp;mpi.dp4_zero3_hsdp2;mpi.dp4_zero1_hsdp2;mpi.grid_2x2x1;mpi.grid_1x2x2;mpi.grid_2x1x1_pp2;mpi.grid_1x1x2_dp2_zero3")
-foreach(family llama bloom)
+# The planner against a family's runs: each argument NAME:RANKS:"PLAN ARGS" names a run of
+# ${MPI_OUT} (test mpi.NAME, or mpi.NAME_reference for the serial one) in ${FAMILY}_RUN's model.
+function(plan_matches_family_runs family)
   string(TOUPPER ${family} FAMILY)
+  set(depends)
+  foreach(spec IN LISTS ARGN)
+    string(REGEX REPLACE ":.*" "" run "${spec}")
+    if(run STREQUAL "${family}_serial")
+      set(run ${run}_reference)
+    endif()
+    list(APPEND depends mpi.${run})
+  endforeach()
   add_test(NAME mpi.plan_matches_runs_${family}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_matches_runs.sh $<TARGET_FILE:kintsugi>
-                   ${MPI_OUT} ${${FAMILY}_RUN} --
-                   "${family}_serial:1:--micro-batch 1 --recompute none"
-                   "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
-                   "${family}_tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sequence-parallel=false --micro-batch 1 --recompute none"
-                   "${family}_tp2_pp2_dp2_sp_zero1:8:--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sequence-parallel --micro-batch 1 --recompute none")
+                   ${MPI_OUT} ${${FAMILY}_RUN} -- ${ARGN})
   set_tests_properties(mpi.plan_matches_runs_${family} PROPERTIES FIXTURES_REQUIRED local_links
-                       DEPENDS "mpi.${family}_serial_reference;mpi.${family}_pp2_interleaved;mpi.${family}_tp2_dp2_zero3;mpi.${family}_tp2_pp2_dp2_sp_zero1")
+                       DEPENDS "${depends}")
+endfunction()
+set(PLAN_SERIAL "--micro-batch 1 --recompute none")
+set(PLAN_TP2_PP2_DP2_SP_ZERO1 "--tp 2 --tensor-grid none --pp 2 --dp 2 --zero 1 --schedule 1f1b --sequence-parallel --micro-batch 1 --recompute none")
+foreach(family llama bloom)
+  plan_matches_family_runs(${family}
+      "${family}_serial:1:${PLAN_SERIAL}"
+      "${family}_pp2_interleaved:2:--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 1 --recompute none"
+      "${family}_tp2_dp2_zero3:4:--tp 2 --tensor-grid none --dp 2 --zero 3 --sequence-parallel=false --micro-batch 1 --recompute none"
+      "${family}_tp2_pp2_dp2_sp_zero1:8:${PLAN_TP2_PP2_DP2_SP_ZERO1}")
 endforeach()
 
 # Ranks launched with different configurations (an MPMD launch here) are refused before any
@@ -557,12 +576,11 @@ add_test(NAME mpi.mfu_peak_counts_shared_cores
 set_tests_properties(mpi.mfu_peak_counts_shared_cores PROPERTIES PROCESSORS 2 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "x 2 ranks x 0\\.50 \\(2 ranks x ${KINTSUGI_TEST_CORES} thread")
 
-# Qwen3 (model.family = qwen3): Llama's tiny shape with q_norm and k_norm and heads of 12 apart
-# from d_model / n_head, at tp 2 with sequence parallelism against its serial run (the norms'
-# weights are replicated, their gradients summed over the tensor-parallel ranks).
-set(QWEN3_RUN ${LLAMA_RUN} --set model.family=qwen3 --set model.head_dim=12)
-serial_reference(qwen3_serial ${QWEN3_RUN})
-foreach(sp tp2_sp)
+# Qwen3 (model.family = qwen3) at tp 2, with and without sequence parallelism, against its
+# serial run: q_norm and k_norm's weights are replicated and their gradients summed over the
+# tensor-parallel ranks with or without sequence parallelism, an all-reduce the theory counts
+# (run_layout.sh holds the communicator's bytes to it; the planner's below).
+foreach(sp tp2 tp2_sp)
   set(flags --tp 2)
   if(sp STREQUAL "tp2_sp")
     list(APPEND flags --sequence-parallel)
@@ -574,3 +592,8 @@ foreach(sp tp2_sp)
   set_tests_properties(mpi.qwen3_${sp} PROPERTIES FIXTURES_REQUIRED qwen3_serial_run
                        PROCESSORS 2 TIMEOUT 300)
 endforeach()
+plan_matches_family_runs(qwen3
+    "qwen3_serial:1:${PLAN_SERIAL}"
+    "qwen3_tp2:2:--tp 2 --tensor-grid none --sequence-parallel=false --micro-batch 1 --recompute none"
+    "qwen3_tp2_sp:2:--tp 2 --tensor-grid none --sequence-parallel --micro-batch 1 --recompute none"
+    "qwen3_tp2_pp2_dp2_sp_zero1:8:${PLAN_TP2_PP2_DP2_SP_ZERO1}")

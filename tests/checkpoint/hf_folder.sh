@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --init-from FOLDER with a hand-made Hugging Face folder (make_hf_folder.py: shards and index,
-# bf16/f32/mixed, tied or untied head, GQA): the run takes the model's shape from config.json and
+# bf16/f32/mixed, tied or untied head, GQA, Qwen3's q_norm and k_norm): the run takes the model's shape from config.json and
 # the tokenizer from the folder (the run's config names neither), and starts where the same
 # weights as one float32 file with the shape given by hand start: the same losses and weights
 # bit for bit in one process, and on 2 ranks with tensor parallelism (tp 2) and with pipeline
@@ -41,6 +41,9 @@ kv=4
 [[ " $* " == *" gqa "* ]] && kv=2
 if [[ "$family" == gpt2 ]]; then
   shape=(--set model.family=gpt2 --set model.d_ff=128)
+elif [[ "$family" == qwen3 ]]; then
+  shape=(--set model.family=qwen3 --set model.d_ff=64 --set model.n_kv_head=$kv
+         --set model.head_dim=16 --set model.rope_theta=1000000 --set model.norm_eps=1e-6)
 else
   shape=(--set model.family=llama --set model.d_ff=64 --set model.n_kv_head=$kv
          --set model.rope_theta=500000)

@@ -7,12 +7,14 @@ FILE for --init-from FILE. Every value lies on bfloat16's grid, so the bf16 shar
 float32 file hold the same numbers.
 
 Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix] [config=PATH]
-  FAMILY gpt2 (tied head, learned positions) or llama (untied head unless `tied`: no lm_head;
-  `gqa`: 2 key/value heads for 4 query heads); `noprefix`: GPT2Model's names (h.0..., no
-  "transformer."). `config=PATH` (FAMILY llama): a config.json of Llama's block as a family
-  ships it (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5), copied as it is, the
-  weights in its shapes (head_dim, key/value heads, Qwen2's q/k/v biases, no lm_head when
-  tie_word_embeddings)."""
+  FAMILY gpt2 (tied head, learned positions), llama (untied head unless `tied`: no lm_head;
+  `gqa`: 2 key/value heads for 4 query heads) or qwen3 (as llama, with Qwen3's q_norm and k_norm
+  weights of head_dim 16 each per layer, a head size apart from hidden_size / heads, and
+  Qwen3Config's config.json); `noprefix`: GPT2Model's names (h.0..., no "transformer.").
+  `config=PATH` (FAMILY llama): a config.json of Llama's block as a family ships it
+  (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5, Qwen3), copied as it is, the
+  weights in its shapes (head_dim, key/value heads, Qwen2's q/k/v biases, Qwen3's q_norm and
+  k_norm, no lm_head when tie_word_embeddings)."""
 import array
 import json
 import random
@@ -30,9 +32,10 @@ rng = random.Random(20261126)
 # the runs' time.
 V, D, L, H, P = 512, 32, 2, 4, 64
 KV = 2 if "gqa" in flags else H
-HD = D // H
+HD = 16 if family == "qwen3" else D // H
 FF = 64
 qkv_bias = False
+qk_norm = family == "qwen3"
 if fixture is not None:
     assert family == "llama", "config= gives a family of Llama's block"
     V, D, L, P = (fixture[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
@@ -41,6 +44,7 @@ if fixture is not None:
     KV = fixture.get("num_key_value_heads", H)
     HD = fixture.get("head_dim") or D // H
     qkv_bias = fixture["model_type"] == "qwen2"  # Qwen2Attention's q/k/v_proj have bias=True
+    qk_norm = fixture["model_type"] == "qwen3"  # Qwen3Attention's q_norm and k_norm
     if fixture.get("tie_word_embeddings"):
         flags.add("tied")
 GRID = [k / 256 for k in range(-127, 128)]
@@ -96,6 +100,9 @@ else:
             if qkv_bias:
                 tensors[b + f"self_attn.{part}_proj.bias"] = matrix(heads * HD)
         tensors[b + "self_attn.o_proj.weight"] = matrix(D, H * HD)
+        if qk_norm:
+            tensors[b + "self_attn.q_norm.weight"] = matrix(HD, centre=1.0)
+            tensors[b + "self_attn.k_norm.weight"] = matrix(HD, centre=1.0)
         tensors[b + "post_attention_layernorm.weight"] = matrix(D, centre=1.0)
         tensors[b + "mlp.gate_proj.weight"] = matrix(FF, D)
         tensors[b + "mlp.up_proj.weight"] = matrix(FF, D)
@@ -112,6 +119,18 @@ else:
               "pretraining_tp": 1, "rope_scaling": None, "tie_word_embeddings": tied,
               "bos_token_id": 50256, "eos_token_id": 50256, "initializer_range": 0.02,
               "use_cache": True, "torch_dtype": "bfloat16", "transformers_version": "4.46.0"}
+    if family == "qwen3":
+        # Qwen3Config's fields, as save_pretrained writes them (sorted keys; Qwen3-0.6B's).
+        config = {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
+                  "attention_dropout": 0.0, "bos_token_id": 50256, "eos_token_id": 50256,
+                  "head_dim": HD, "hidden_act": "silu", "hidden_size": D,
+                  "initializer_range": 0.02, "intermediate_size": FF,
+                  "max_position_embeddings": P, "max_window_layers": L, "model_type": "qwen3",
+                  "num_attention_heads": H, "num_hidden_layers": L, "num_key_value_heads": KV,
+                  "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
+                  "sliding_window": None, "tie_word_embeddings": tied,
+                  "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+                  "use_cache": True, "use_sliding_window": False, "vocab_size": V}
 
 
 def encode(values, dt):
@@ -175,7 +194,7 @@ else:
     with open(f"{folder}/model.safetensors.index.json", "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 # The single float32 file: the same weights; a tied Llama's head written out as its copy.
-if family == "llama" and "tied" in flags:
+if family != "gpt2" and "tied" in flags:
     tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     names.append("lm_head.weight")
 write(single, names, lambda name: "F32")

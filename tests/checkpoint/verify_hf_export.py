@@ -10,6 +10,8 @@ rounds nothing):
   LlamaForCausalLM  nn.Linear [out, in]; q_proj, k_proj, v_proj are separate tensors
   MistralForCausalLM, Qwen2ForCausalLM  Llama's names; Qwen2's q/k/v_proj have biases; no
                     lm_head when tie_word_embeddings (Qwen2.5's small models)
+  Qwen3ForCausalLM  Llama's names, no biases; self_attn.q_norm and k_norm, a weight of
+                    head_dim each, shared by all query heads and all key heads
   BloomForCausalLM  nn.Linear [out, in]; query_key_value packs q, k, v per head, as kintsugi
 
 Usage: verify_hf_export.py FILE.safetensors MODEL_CHECKPOINT_DIR"""
@@ -133,9 +135,9 @@ def main():
         same("transformer.ln_f.weight", "final_norm.weight", plain)
         same("transformer.ln_f.bias", "final_norm.bias", plain)
         total = len(ours)
-    elif family in ("llama", "mistral", "qwen2"):
+    elif family in ("llama", "mistral", "qwen2", "qwen3"):
         architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                        "qwen2": "Qwen2ForCausalLM"}[family]
+                        "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[family]
         assert config["model_type"] == family and config["architectures"] == [architecture]
         for key, ours_key in [("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
                               ("num_attention_heads", "n_head"), ("intermediate_size", "d_ff"),
@@ -162,6 +164,9 @@ def main():
                     scaling["low_freq_factor"], scaling["high_freq_factor"],
                     scaling["original_context"] or model["seq_len"]), r
         biases = family == "qwen2"
+        qk_norm = family == "qwen3"
+        if qk_norm:
+            assert config["attention_bias"] is False, config["attention_bias"]
         same("model.embed_tokens.weight", "embedding.token.weight", plain)
         for i in range(layers):
             p, q = f"model.layers.{i}.", f"blocks.{i}."
@@ -176,6 +181,10 @@ def main():
                          lambda k, shape, kind=kind: our_row(kind, k // hd, k % hd),
                          rows=count * hd)
             same(p + "self_attn.o_proj.weight", q + "attn.proj.weight", plain)
+            if qk_norm:
+                for a in ["q_norm", "k_norm"]:
+                    assert hf[p + f"self_attn.{a}.weight"][0] == [hd], hf[p + f"self_attn.{a}.weight"][0]
+                    same(p + f"self_attn.{a}.weight", q + f"attn.{a}.weight", plain)
             for a in ["gate", "up", "down"]:
                 same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
         same("model.norm.weight", "final_norm.weight", plain)

@@ -1,5 +1,5 @@
-// Whole models on the GPU against the CPU: tiny GPT-2, Llama, BLOOM, Qwen2, Mistral and Llama
-// with Llama 3.1's RoPE scaling train with the same losses (fp32 within 1e-5 relative for 10
+// Whole models on the GPU against the CPU: tiny GPT-2, Llama, BLOOM, Qwen2, Qwen3, Mistral and
+// Llama with Llama 3.1's RoPE scaling train with the same losses (fp32 within 1e-5 relative for 10
 // steps; bf16 and fp16 within 1e-2 over 50 and 10), training checkpoints cross between the two
 // devices, and a resumed GPU run continues bit for bit.
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ constexpr std::int64_t kVocab = 300;
 // A small member of the family: 2 layers, 4 heads of 16 (Llama: 2 kv heads), 40 positions so
 // that attention spans two key tiles with a ragged end. Mistral is llama-tiny with a window of
 // 24 (it cuts into the first key tile); llama3-tiny keeps its heads of 48 and scaled RoPE,
-// qwen2-tiny its qkv biases and tied head.
+// qwen2-tiny its qkv biases and tied head, qwen3-tiny its q_norm and k_norm and heads of 48.
 RunConfig tiny(const std::string& family, const std::string& precision, int zero = 0) {
   RunConfig c;
   c.model = model_preset(family == "mistral" ? "llama-tiny" : family + "-tiny");
@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt", "bf16", 50, 0, 1e-2}, Case{"llama", "bf16", 50, 0, 1e-2},
                       Case{"bloom", "bf16", 50, 0, 1e-2}, Case{"gpt", "fp16", 10, 0, 1e-2},
                       Case{"qwen2", "fp32", 10, 0, 1e-5}, Case{"mistral", "fp32", 10, 0, 1e-5},
-                      Case{"llama3", "fp32", 10, 0, 1e-5}, Case{"qwen2", "bf16", 50, 0, 1e-2}),
+                      Case{"llama3", "fp32", 10, 0, 1e-5}, Case{"qwen2", "bf16", 50, 0, 1e-2},
+                      Case{"qwen3", "fp32", 10, 0, 1e-5}, Case{"qwen3", "bf16", 50, 0, 1e-2}),
     [](const auto& info) {
       return info.param.family + "_" + info.param.precision +
              (info.param.zero ? "_zero" + std::to_string(info.param.zero) : "");

@@ -5,12 +5,14 @@
 # and gradient norm equal to the last bit.
 #
 #   layout_bits.sh record KINTSUGI DATA_DIR OUT_DIR   runs the set with this build's program
-#   layout_bits.sh compare BEFORE_DIR AFTER_DIR       exits 1 on the first difference
+#   layout_bits.sh compare BEFORE_DIR AFTER_DIR       exits 1 on a difference (runs BEFORE
+#                                                     has no record of are named, not compared)
 #
 # DATA_DIR is the repository's data/ after scripts/fetch_data.sh (the 512-id test tokenizer and
 # the Brown corpus in it). The runs: serial; dp 2 with ZeRO-1; tp 2 with sequence parallelism;
 # pp 2 interleaved (2 virtual stages); tp 2 x pp 2 x dp 2; the 2x2x1 and 1x2x2 tensor grids;
-# the Llama, BLOOM and Qwen2 (qkv biases, tied head) families serial and at tp 2; Llama on the
+# the Llama, BLOOM, Qwen2 (qkv biases, tied head) and Qwen3 (q_norm and k_norm, whose gradients
+# are summed over the tensor-parallel ranks) families serial and at tp 2; Llama on the
 # 2x1x2 grid (SwiGLU's layers linked for overlap) and BLOOM on the 1x2x1 grid (each y rank's
 # ALiBi slopes); full and selective recomputation with sequence parallelism; bf16 mixed
 # precision. One compute thread per rank: the same program and layout then always gives the
@@ -35,6 +37,8 @@ bloom_serial|1|bloom-tiny|
 bloom_tp2|2|bloom-tiny|--tp 2
 qwen2_serial|1|qwen2-tiny|
 qwen2_tp2|2|qwen2-tiny|--tp 2
+qwen3_serial|1|qwen3-tiny|
+qwen3_tp2|2|qwen3-tiny|--tp 2
 llama_grid_2x1x2|4|llama-tiny|--tensor-grid 2,1,2 --set train.micro_batch=2
 bloom_grid_1x2x1|2|bloom-tiny|--tensor-grid 1,2,1
 tp2_sp_recompute_full|2|gpt-tiny|--tp 2 --sequence-parallel --recompute full
@@ -78,6 +82,11 @@ for line in open(sys.argv[1]):
 compare() {
   local before="$1" after="$2" name rest bad=0
   while IFS='|' read -r name rest; do
+    # A run added to the list after BEFORE was recorded: nothing to compare it with.
+    if [[ ! -d "$before/$name" ]]; then
+      echo "new run: $name (BEFORE has no record of it)"
+      continue
+    fi
     if ! diff <(numbers "$before/$name/metrics.jsonl") <(numbers "$after/$name/metrics.jsonl") \
       >"$after/$name.diff"; then
       echo "DIFFERENT: $name (step loss val_loss grad_norm lr; < before, > after):"

@@ -1,6 +1,7 @@
 // The pieces of training checkpoints that need no model: the safetensors format, the Hugging
 // Face GPT-2 layout (q | k | v regrouping, Conv1D transposes), tensor-parallel slice
 // addressing, and the checkpoint directory (latest pointer, partial saves, keeping the last k).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -142,6 +143,21 @@ TEST(HfLayout, NamesCoverTheModelAndPrefixesAreOptional) {
   const ModelConfig llama = model_preset("llama-tiny");
   EXPECT_EQ(hf_tensors(llama).size(), 1u + 9u * llama.n_layer + 2u);
   EXPECT_EQ(hf_base_name("model.layers.0.self_attn.q_proj.weight"), "layers.0.self_attn.q_proj.weight");
+  // Qwen3: Llama's and q_norm and k_norm, a weight of head_dim each (48 in a model of 128).
+  const ModelConfig qwen3 = model_preset("qwen3-tiny");
+  const auto qwen3_table = hf_tensors(qwen3);
+  EXPECT_EQ(qwen3_table.size(), 1u + 11u * qwen3.n_layer + 2u);
+  for (const char* norm : {"q_norm", "k_norm"}) {
+    const std::string ours = fmt::format("blocks.3.attn.{}.weight", norm);
+    const auto it = std::find_if(qwen3_table.begin(), qwen3_table.end(),
+                                 [&](const HfTensor& t) { return t.ours == ours; });
+    ASSERT_NE(it, qwen3_table.end()) << ours;
+    EXPECT_EQ(it->theirs, fmt::format("model.layers.3.self_attn.{}.weight", norm));
+    EXPECT_EQ(it->conversion, HfConversion::none);
+    EXPECT_EQ(our_shape(ours, qwen3), (std::vector<std::int64_t>{48})) << ours;
+    EXPECT_EQ(hf_shape(it->conversion, qwen3, our_shape(ours, qwen3)),
+              (std::vector<std::int64_t>{48}));
+  }
   // BLOOM: transformers fixes the MLP at 4 x hidden.
   ModelConfig bloom = model_preset("bloom-tiny");
   EXPECT_EQ(hf_tensors(bloom).size(), 3u + 12u * bloom.n_layer + 2u);
@@ -181,7 +197,10 @@ TEST(HfLayout, ElementByElementMatchesWholeTensorConversion) {
   ModelConfig g = gpt(4);
   g.vocab_size = 37;
   g.seq_len = 8;
-  for (const ModelConfig& c : {g, llama, bloom}) {
+  ModelConfig qwen3 = llama;  // q_norm and k_norm; heads of 12 apart from 32 / 4
+  qwen3.family = Family::qwen3;
+  qwen3.head_size = 12;
+  for (const ModelConfig& c : {g, llama, bloom, qwen3}) {
     std::map<std::string, std::vector<const HfTensor*>> parts;
     const auto table = hf_tensors(c);
     for (const HfTensor& t : table) parts[t.ours].push_back(&t);
@@ -220,9 +239,11 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   yarn.rope_original_context = 32;
   yarn.rope_beta_fast = 16;
   yarn.rope_attention_factor = 1.25;
+  ModelConfig qwen3_usual_heads = model_preset("qwen3-tiny");  // heads of 128 / 4
+  qwen3_usual_heads.head_size = 0;
   for (const ModelConfig& c : {model_preset("gpt-tiny"), llama, model_preset("bloom-tiny"),
                                model_preset("llama3-tiny"), model_preset("qwen2-tiny"), mistral,
-                               yarn}) {
+                               yarn, model_preset("qwen3-tiny"), qwen3_usual_heads}) {
     const HfModel h = model_from_hf_config(hf_config(c), "config.json");
     EXPECT_EQ(h.model.family, c.family);
     EXPECT_EQ(h.model.n_layer, c.n_layer);
@@ -253,6 +274,7 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     }
     EXPECT_EQ(h.model.tied_embeddings(), c.tied_embeddings());
     EXPECT_EQ(h.model.qkv_bias(), c.qkv_bias());
+    EXPECT_EQ(h.model.qk_norm(), c.qk_norm());
     if (!c.is_bloom()) {
       EXPECT_EQ(h.model.seq_len, c.seq_len);
     }
@@ -310,6 +332,25 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   EXPECT_TRUE(refused(j, "layer_types"));
   j["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
   EXPECT_FALSE(refused(j, "layer_types"));
+  // Qwen3Config's head_dim is 128 unless the file says otherwise (not hidden_size / heads):
+  // the export writes it always, and a file without it has heads of 128.
+  j = hf_config(qwen3_usual_heads);
+  EXPECT_EQ(j.at("head_dim"), 32);
+  EXPECT_EQ(j.at("model_type"), "qwen3");
+  EXPECT_EQ(j.at("architectures"), nlohmann::json({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(j.at("attention_bias"), false);
+  EXPECT_EQ(j.at("use_sliding_window"), false);
+  j.erase("head_dim");
+  EXPECT_EQ(model_from_hf_config(j, "config.json").model.head_dim(), 128);
+  j["hidden_size"] = 512;  // 4 heads of 128: the usual size, no head size apart
+  EXPECT_EQ(model_from_hf_config(j, "config.json").model.head_size, 0);
+  // Qwen3's attention has no biases, and its windowed layers are refused as Qwen2's.
+  j = hf_config(model_preset("qwen3-tiny"));
+  j["attention_bias"] = true;
+  EXPECT_TRUE(refused(j, "attention_bias = true is not supported"));
+  j = hf_config(model_preset("qwen3-tiny"));
+  j["use_sliding_window"] = true;
+  EXPECT_TRUE(refused(j, "use_sliding_window = true is not supported"));
   j = hf_config(llama);
   j["num_key_value_heads"] = 3;
   EXPECT_TRUE(refused(j, "num_key_value_heads = 3 does not divide"));
@@ -374,7 +415,8 @@ TEST(HfConfig, FamilyWithoutHuggingFaceNamesIsRefused) {
   c.family = static_cast<Family>(EnumNames<Family>::values.size());  // past the last one named
   const std::string exported = error_of([&] { hf_config(c); });
   EXPECT_NE(exported.find("model.family"), std::string::npos) << exported;
-  EXPECT_NE(exported.find("gpt2, llama, mistral, qwen2 and bloom"), std::string::npos) << exported;
+  EXPECT_NE(exported.find("gpt2, llama, mistral, qwen2, qwen3 and bloom"), std::string::npos)
+      << exported;
   HfModel h;
   h.model.family = c.family;
   const std::string named = error_of([&] { h.field_of("model.n_layer"); });

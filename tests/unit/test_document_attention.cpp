@@ -115,8 +115,9 @@ ModelConfig document_attention_model(const std::string& family) {
   c.n_layer = 2;
   c.d_model = 16;
   c.n_head = 4;
-  c.n_kv_head = family == "llama" ? 2 : 0;
-  c.d_ff = family == "llama" ? 24 : 32;
+  c.n_kv_head = c.is_llama() ? 2 : 0;
+  c.d_ff = c.is_llama() ? 24 : 32;
+  if (c.qk_norm()) c.head_size = 6;  // Qwen3: q_norm and k_norm, heads apart from 16 / 4
   c.vocab_size = 30;
   c.seq_len = 12;
   c.init_std = 0.2;
@@ -178,7 +179,7 @@ TEST_P(DocumentModel, PackedWindowEqualsEachDocumentAlone) {
   EXPECT_GT(std::abs(run(across, tokens.data(), targets.data()).first - want_loss), 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, DocumentModel, ::testing::Values("gpt2", "llama", "bloom"),
+INSTANTIATE_TEST_SUITE_P(Families, DocumentModel, ::testing::Values("gpt2", "llama", "bloom", "qwen3"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kintsugi/model/config_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/flops.hpp"
+#include "kintsugi/train/step_benchmark.hpp"
 #include "support/family_variants.hpp"
 #include "support/random_tokens.hpp"
 
@@ -121,6 +122,24 @@ TEST_P(ModelFamily, ParametersAreTheFamilysAndMatchTheFormula) {
   const int proj = model.params().find("blocks.0.attn.proj.weight");
   ASSERT_GE(proj, 0);
   EXPECT_EQ(model.params().entry(proj).spec.global_shape[1], c.n_head * c.head_dim());
+}
+
+// The FLOPs a training step's ops count (ProfilingBackend, the matrix multiplies, the attention
+// core and Qwen3's q_norm and k_norm) are the planner's hardware FLOPs of the step
+// (plan/flops.hpp): no op the planner leaves out, none it counts that the step does not run.
+// (The attention op counts its full s x s with a sliding window too, the planner the window's
+// share: the windowed variants compare with the planner's count without the window.)
+TEST_P(ModelFamily, CountedFlopsAreThePlanners) {
+  ModelConfig c = micro(GetParam());
+  c.vocab_size = 16;  // no padding rows: the head's GEMM is vocab x d
+  const std::int64_t batch = 2, seq = c.seq_len;
+  const StepBenchmarkResult r = run_step_benchmark(c, batch, seq, 1, 0, true);
+  double counted = 0;
+  for (const auto& [name, op] : r.ops) counted += op.flops;
+  ModelConfig whole = c;
+  whole.sliding_window = 0;
+  const double planned = hardware_flops_per_token(whole, seq, false, false) * batch * seq;
+  EXPECT_NEAR(counted, planned, 1e-9 * planned);
 }
 
 // Recomputation reruns the same kernels on the same inputs: gradients and losses are

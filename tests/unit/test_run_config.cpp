@@ -187,7 +187,7 @@ TEST(RunConfig, EveryKeyIsDocumented) {
 
 TEST(RunConfig, ShippedConfigsLoad) {
   for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
-                           "llama3-tiny.toml", "mistral-tiny.toml", "qwen2-tiny.toml",
+                           "llama3-tiny.toml", "mistral-tiny.toml", "qwen2-tiny.toml", "qwen3-tiny.toml",
                            "llama-13b.toml", "bloom-13b.toml",
                            "llama-3.1-8b-continued-pretraining.toml", "qwen2.5-7b-finetune.toml"})
     EXPECT_NO_THROW(load_run_config(testing::configs_dir() + "/" + name, {})) << name;
@@ -201,6 +201,9 @@ TEST(RunConfig, ShippedConfigsLoad) {
   const ModelConfig llama3 = load_run_config(dir + "/llama3-tiny.toml", {}).model;
   EXPECT_EQ(llama3.rope_scaling, RopeScaling::llama3);
   EXPECT_EQ(llama3.head_dim(), 48);
+  const ModelConfig qwen3 = load_run_config(dir + "/qwen3-tiny.toml", {}).model;
+  EXPECT_TRUE(qwen3.qk_norm() && !qwen3.qkv_bias() && !qwen3.tied_embeddings());
+  EXPECT_EQ(qwen3.head_dim(), 48);
 }
 
 // The published runs: Llama-13B as TP 4 x PP 2 x DP 8 on 64 ranks, BLOOM-13B as TP 4 x PP 2 x

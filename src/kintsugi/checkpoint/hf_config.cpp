@@ -231,8 +231,10 @@ HfModel llama_like(Fields& f, const json& j, const std::string& source, Family f
     fail("{}: num_key_value_heads = {} does not divide num_attention_heads = {}", source,
          m.n_kv_head, m.n_head);
   // A head size of its own (Qwen3, Mistral-Nemo; Llama 3's configs write the usual one).
-  if (f.has("head_dim")) {
-    const std::int64_t hd = f.integer("head_dim");
+  // Qwen3Config's head_dim defaults to 128 whatever the width, the others' to hidden_size /
+  // num_attention_heads (docs/checkpoints.md).
+  if (f.has("head_dim") || family == Family::qwen3) {
+    const std::int64_t hd = f.integer("head_dim", 128);
     if (hd * m.n_head != m.d_model) m.head_size = hd;
   } else if (m.d_model % m.n_head != 0) {
     fail("{}: num_attention_heads = {} does not divide hidden_size = {} and there is no head_dim",
@@ -373,8 +375,8 @@ HfModel model_from_hf_config(const nlohmann::json& config, const std::string& so
   } else if (type == "bloom") {
     h = bloom(fields, config, source);
   } else {
-    fail("{}: model_type = \"{}\" is not supported (kintsugi loads gpt2, llama, mistral, qwen2 "
-         "and bloom)",
+    fail("{}: model_type = \"{}\" is not supported (kintsugi loads gpt2, llama, mistral, qwen2, "
+         "qwen3 and bloom)",
          source, type);
   }
   h.model.name = "custom";

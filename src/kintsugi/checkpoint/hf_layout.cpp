@@ -217,7 +217,8 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
                       {"initializer_range", c.init_std},
                       {"tie_word_embeddings", c.tied_embeddings()},
                       {"torch_dtype", "float32"}};
-  if (c.head_size > 0) j["head_dim"] = c.head_size;  // else hidden_size / num_attention_heads
+  // Else hidden_size / num_attention_heads, but for Qwen3, whose Qwen3Config defaults to 128.
+  if (c.head_size > 0 || c.family == Family::qwen3) j["head_dim"] = c.head_dim();
   if (c.rope_scaling != RopeScaling::none) j["rope_scaling"] = rope_scaling_json(c);
   if (c.family == Family::llama) {
     j["attention_bias"] = false;
@@ -253,7 +254,7 @@ nlohmann::json hf_config(const ModelConfig& c) {
   // A family added to Family without a config.json of its own must not pass as GPT-2.
   if (c.family != Family::gpt2)
     fail("a Hugging Face config.json for model.family = \"{}\" (value {}) is not written: "
-         "export supports gpt2, llama, mistral, qwen2 and bloom",
+         "export supports gpt2, llama, mistral, qwen2, qwen3 and bloom",
          name_of(c.family), static_cast<int>(c.family));
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
@@ -346,6 +347,7 @@ std::vector<std::int64_t> our_shape(const std::string& name, const ModelConfig& 
   if (ends("mlp.fc.weight") || ends("mlp.gate.weight") || ends("mlp.up.weight")) return {c.d_ff, d};
   if (ends("mlp.fc.bias")) return {c.d_ff};
   if (ends("mlp.fc2.weight") || ends("mlp.down.weight")) return {d, c.d_ff};
+  if (ends("attn.q_norm.weight") || ends("attn.k_norm.weight")) return {c.head_dim()};
   return {d};  // norms' weights and biases, the projections' output biases
 }
 

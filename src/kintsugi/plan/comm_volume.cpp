@@ -106,14 +106,16 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       out["tp.all_gather"] =
           mb * (boundaries + halves * blocks) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
-      // Replicated parameters' partial gradients: once per step, or every micro-batch when
-      // ZeRO-2/3 reduces each micro-batch's gradient.
-      out["tp.all_reduce"] +=
-          (l.zero >= ZeroStage::gradients ? mb : 1.0) *
-          ring_all_reduce_bytes(s.sp_grad_elements * eb, l.tp);
     } else {
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
+    // Replicated parameters' partial gradients (the norms' with sequence parallelism, Qwen3's
+    // q_norm and k_norm with or without): once per step, or every micro-batch when ZeRO-2/3
+    // reduces each micro-batch's gradient.
+    const double partial =
+        static_cast<double>((l.sequence_parallel ? s.sp_grad_elements : 0) + s.head_grad_elements);
+    out["tp.all_reduce"] += (l.zero >= ZeroStage::gradients ? mb : 1.0) *
+                            ring_all_reduce_bytes(partial * eb, l.tp);
   }
   if (l.cp > 1) add_context_bytes(m, l, s, rows, out);
   const double grads = static_cast<double>(s.grad_elements) * eb;

@@ -14,7 +14,10 @@
 // Sequence parallelism turns each all-reduce into an all-gather + reduce-scatter pair of the
 // same total volume, gathers each block's two norm outputs again in backward (2L all-gathers:
 // forward keeps only this rank's rows of them) and adds one all-reduce of the replicated
-// parameters' partial gradients per step. Data parallelism all-reduces the gradient buffer once per step. Pipeline
+// parameters' partial gradients per step. Replicated parameters that each tensor-parallel rank
+// applies to its own heads (Qwen3's q_norm and k_norm) have partial gradients with or without
+// sequence parallelism: one all-reduce of them per step (with sequence parallelism, together
+// with the norms'). Data parallelism all-reduces the gradient buffer once per step. Pipeline
 // parallelism sends one activation (R/t x d with sequence parallelism) per stage boundary and
 // micro-batch each way, and sums the two copies of the tied embedding once per step.
 //
@@ -49,6 +52,7 @@ struct StepShape {
   std::int64_t micro_batches = 1;       // per data-parallel rank per step
   std::int64_t grad_elements = 0;       // elements of a rank's flat gradient buffers
   std::int64_t sp_grad_elements = 0;    // replicated parameters with partial gradients (sp)
+  std::int64_t head_grad_elements = 0;  // replicated, partial over the heads (any tp: qk norms)
   std::int64_t depth_grad_elements = 0;  // 3D tensor parallelism: replicated over the grid's z
   std::int64_t element_bytes = 4;             // a gradient element
   std::int64_t activation_element_bytes = 4;  // an activation element (the compute type)

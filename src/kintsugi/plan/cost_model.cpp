@@ -114,19 +114,22 @@ namespace {
 // the split part divided by tp, the replicated part whole), and those whose gradients are
 // partial sums: under sequence parallelism the two norms, which see only this rank's rows (the
 // row-parallel biases see the gathered gradient, whole: model/layers.cpp); with a tensor grid
-// everything replicated over its z, which sees only z's sequences (grid_cost.hpp).
+// everything replicated over its z, which sees only z's sequences (grid_cost.hpp); and with 1D
+// tensor parallelism, sequence parallel or not, Qwen3's q_norm and k_norm, which each rank
+// applies to its own heads (model/block_inventory.hpp's qk_norm_width; refused on a grid).
 struct BlockElements {
-  double local = 0, partial = 0;
+  double local = 0, partial = 0, head_partial = 0;
 };
 BlockElements block_elements(const ModelConfig& m, double tp) {
   const BlockParameters p = block_parameters(m);
-  return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m))};
+  return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m)),
+          m.qk_norm() ? 2.0 * static_cast<double>(m.head_dim()) : 0.0};
 }
 BlockElements block_elements(const ModelConfig& m, const Layout& l) {
   const ParallelLayout& p = l.parallel;
   if (!p.has_grid()) return block_elements(m, static_cast<double>(p.tp));
   const GridBlockElements g = grid_block_elements(m, p.tensor_grid);
-  return {g.local, g.depth_replicated};
+  return {g.local, g.depth_replicated, 0.0};
 }
 
 // What one pipeline rank holds and does.
@@ -137,6 +140,7 @@ struct RankShare {
   double elements = 0;        // parameter elements (tp-local)
   double partial = 0;         // with partial gradients (BlockElements): sequence parallelism's
                               // norms and positions, a grid's everything replicated over z
+  double head_partial = 0;    // with partial gradients under any tp: Qwen3's q_norm and k_norm
   double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
                               // (on either end: both sum it once per step)
   double activation_bytes = 0;  // per slot: the largest chunk, with the rank's extras (the
@@ -166,6 +170,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
     r.head |= last;
     r.elements += n * block.local;
     r.partial += n * block.partial;
+    r.head_partial += n * block.head_partial;
     // With a grid every parameter but the blocks' weight blocks is replicated over z, the
     // token table (and head) included.
     if (first) {
@@ -434,6 +439,7 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
   shape.grad_elements = static_cast<std::int64_t>(share.elements);
   (c.grid ? shape.depth_grad_elements : shape.sp_grad_elements) =
       static_cast<std::int64_t>(share.partial);
+  shape.head_grad_elements = static_cast<std::int64_t>(share.head_partial);
   shape.blocks = share.blocks;
   shape.embedding = share.embedding;
   shape.head = share.head;

@@ -47,8 +47,13 @@ double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bo
   const double q = static_cast<double>(c.q_width()), s = attended_keys(seq, c.sliding_window);
   const double matrices = block_matmul_parameters(c);
   const double attention_forward = 4.0 * s * q;  // QK^T and PV, forward
-  const double model = 6.0 * matrices + 12.0 * s * q;
-  return model + (full ? 2.0 * matrices + attention_forward : selective ? attention_forward : 0.0);
+  // Qwen3's q_norm and k_norm, as Backend::qk_norm_forward and qk_norm_backward count them: 4
+  // FLOPs per query and key element forward, 10 backward; full recomputation reruns the forward
+  // (selective reruns the attention core alone, on the normalized, rotated qkv).
+  const double qk = c.qk_norm() ? static_cast<double>((c.n_head + c.kv_heads()) * c.head_dim()) : 0.0;
+  const double model = 6.0 * matrices + 12.0 * s * q + 14.0 * qk;
+  return model + (full ? 2.0 * matrices + attention_forward + 4.0 * qk
+                       : selective ? attention_forward : 0.0);
 }
 
 double lm_head_flops_per_token(const ModelConfig& c) {

@@ -15,7 +15,9 @@
 // is the attention score and value products, QK^T and PV, counted in full (not halved for
 // causality, as is the convention). With a sliding window (model.sliding_window) the seq in it
 // becomes attended_keys: the full count scaled by the share of the causal pairs the window
-// keeps. Embedding lookups, norms and biases are not counted.
+// keeps. Embedding lookups, norms and biases are not counted, but for Qwen3's q_norm and k_norm,
+// which the backend counts as an attention op (14 FLOPs per query and key element and token: 4
+// forward, 10 backward; a step's counted FLOPs equal these, test_model_families.cpp).
 // Hardware FLOPs add what recomputation repeats.
 #include <cstdint>
 

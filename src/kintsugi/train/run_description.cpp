@@ -68,8 +68,8 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
         pipeline_sends(static_cast<int>(i) * place.pp_size + place.pp_rank, chunks);
     for (int e = 0; e < p.size(); ++e) {
       const ParamEntry& entry = p.entry(e);
-      if (entry.spec.sequence_parallel_grad || entry.spec.head_partial_grad)
-        shape.sp_grad_elements += entry.local_shape.numel();
+      if (entry.spec.sequence_parallel_grad) shape.sp_grad_elements += entry.local_shape.numel();
+      if (entry.spec.head_partial_grad) shape.head_grad_elements += entry.local_shape.numel();
       if (entry.spec.depth_partial_grad) shape.depth_grad_elements += entry.local_shape.numel();
       if (chunks > 1 && c.model.tied_embeddings() && entry.spec.name == "embedding.token.weight")
         shape.tied_embedding_elements += entry.local_shape.numel();
