@@ -15,6 +15,8 @@ mpi_layout_test(cp2_recompute_selective 2 --cp 2 --set train.recompute="selectiv
 family_layout_test(llama cp2_dp2_zero1 4 --cp 2 --dp 2 --zero 1)
 family_layout_test(bloom cp2 2 --cp 2)
 family_layout_test(mistral cp2 2 --cp 2)
+# Qwen3's q/k norms on each rank's heads of whole sequences (their gradients summed over dp x cp).
+family_layout_test(qwen3 cp2 2 --cp 2)
 # Packed documents crossing the ranks' boundaries: attention stays within each document and
 # learned positions restart at each (GPT-2's positions are looked up per row).
 add_test(NAME mpi.gpt_documents_cp2
