@@ -1,9 +1,9 @@
 // The NCCL communicator on the one GPU of a test machine: NCCL refuses two ranks on one device,
 // so its groups here have one rank (a world of one, and groups split from it). Every data-plane
-// operation on GPU tensors against its definition and in the interface's in-place forms, in
-// every element type NCCL sums (all-to-all too), with the byte counters of the interface (zero for one rank);
-// the handle orders the compute stream after the operation; host tensors go through MPI; the
-// factory's choice between NCCL and MPI. Multi-rank NCCL needs a machine with a GPU per rank:
+// operation on GPU tensors (all-to-all too) against its definition and in the interface's
+// in-place forms, in every element type NCCL sums, with the byte counters of the interface (zero
+// for one rank); the handle orders the compute stream after the operation; host tensors go
+// through MPI; the factory's choice between NCCL and MPI. Multi-rank NCCL needs a machine with a GPU per rank:
 // bench/gpu_layouts.sh runs the layouts there with comm.backend = "nccl".
 #ifdef KINTSUGI_WITH_NCCL
 #include <gtest/gtest.h>

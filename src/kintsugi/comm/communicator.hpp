@@ -6,11 +6,12 @@
 //
 // Two planes:
 // - The data plane moves tensors (which may live on a device): all-reduce, reduce-scatter,
-//   all-gather, all-to-all, broadcast, send and receive. Each group's operations start in submission order
-//   and overlap with computation; the *_async forms return a handle, the others wait. All
-//   members of a group issue the group's collectives in the same order. Transfers carry no tag:
-//   the k-th send from rank a to rank b pairs with the k-th receive b posts from a (NCCL has no
-//   tags), so callers post them in matching order (the pipeline schedules do, tested).
+//   all-gather, all-to-all, broadcast, send and receive. Each group's operations start in
+//   submission order and overlap with computation; the *_async forms return a handle, the
+//   others wait. All members of a group issue the group's collectives in the same order.
+//   Transfers carry no tag: the k-th send from rank a to rank b pairs with the k-th receive b
+//   posts from a (NCCL has no tags), so callers post them in matching order (the pipeline
+//   schedules do, tested).
 // - The control plane moves host values: flags, lengths, scalar sums, an agreed error, strings
 //   gathered to one rank, host bytes between two ranks, barriers. It is blocking, ordered
 //   independently of the data plane, and never holds tensors.
@@ -25,10 +26,10 @@
 // implementation (the library may route the bytes differently, e.g. through shared memory):
 // over n ranks and a buffer of B bytes, all-reduce sends 2(n-1)/n B (a bandwidth-optimal
 // reduce-scatter + all-gather: everything but the rank's own chunk twice), reduce-scatter and
-// all-gather (n-1)/n B (B the whole buffer), all-to-all (n-1)/n B sent and received (B one
-// rank's input: every block but the rank's own), broadcast B on every rank but the last of the chain
-// from the root (every rank but the root receives B), send and receive the message. The control
-// plane is not counted.
+// all-gather (n-1)/n B (B the whole buffer), all-to-all (n-1)/n B sent and as much received
+// (B one rank's input: every block but the rank's own), broadcast B on every rank but the last
+// of the chain from the root (every rank but the root receives B), send and receive the
+// message. The control plane is not counted.
 #include <array>
 #include <atomic>
 #include <cstddef>

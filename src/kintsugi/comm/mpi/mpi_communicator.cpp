@@ -263,24 +263,6 @@ CommHandle MpiCommunicator::start_all_gather(const Tensor& device_in,
   }, done});
 }
 
-CommHandle MpiCommunicator::start_all_to_all(const Tensor& device_in,
-                                             const Tensor& device_out) {
-  const auto [in, out, done] = stage_in_out(device_in, device_out);
-  if (size() == 1) {
-    if (out.bytes() > 0) std::memcpy(out.data, in.data, out.bytes());
-    if (done) done();
-    return {};
-  }
-  const int count = int_count(in.numel() / size(), "all_to_all");
-  const MPI_Datatype type = mpi_type(in.dtype);
-  return progress_->submit({label("all_to_all", in.bytes()), [=, this] {
-    std::vector<MPI_Request> r(1);
-    check(MPI_Ialltoall(in.data, count, type, out.data, count, type, data_, &r[0]),
-          "MPI_Ialltoall");
-    return r;
-  }, done});
-}
-
 CommHandle MpiCommunicator::start_broadcast(const Tensor& device_t, int root) {
   if (size() == 1) return {};
   const auto [t, done] = stage(device_t, rank() == root, rank() != root);
@@ -310,6 +292,24 @@ CommHandle MpiCommunicator::transfer(const Tensor& device_t, int peer, bool send
 
 CommHandle MpiCommunicator::start_send(const Tensor& t, int dst) { return transfer(t, dst, true); }
 CommHandle MpiCommunicator::start_recv(const Tensor& t, int src) { return transfer(t, src, false); }
+
+CommHandle MpiCommunicator::start_all_to_all(const Tensor& device_in,
+                                             const Tensor& device_out) {
+  const auto [in, out, done] = stage_in_out(device_in, device_out);
+  if (size() == 1) {
+    if (out.bytes() > 0) std::memcpy(out.data, in.data, out.bytes());
+    if (done) done();
+    return {};
+  }
+  const int count = int_count(in.numel() / size(), "all_to_all");
+  const MPI_Datatype type = mpi_type(in.dtype);
+  return progress_->submit({label("all_to_all", in.bytes()), [=, this] {
+    std::vector<MPI_Request> r(1);
+    check(MPI_Ialltoall(in.data, count, type, out.data, count, type, data_, &r[0]),
+          "MPI_Ialltoall");
+    return r;
+  }, done});
+}
 
 // ---- control plane
 
