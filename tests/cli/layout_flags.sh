@@ -20,9 +20,10 @@ for key in "${keys[@]}"; do
   done
 done
 # Every layout key a planner chooses is a pin, with no list of them here: all but what a run sets
-# (the rank order, the stage sizes) and the bucket size, which is no layout field.
+# (the rank order, the stage sizes, context parallelism's exchange) and the bucket size, which is
+# no layout field.
 for key in "${keys[@]}"; do
-  case "$key" in parallel.order|parallel.layers_per_stage|parallel.bucket_mib) continue ;; esac
+  case "$key" in parallel.order|parallel.layers_per_stage|parallel.cp_comm|parallel.bucket_mib) continue ;; esac
   name=${key#parallel.}
   flag="--${name//_/-}"
   grep -qE -- "^ *${flag}[ {=]" <<<"$plan_help" || { echo "FAIL: plan has no pin $flag"; exit 1; }

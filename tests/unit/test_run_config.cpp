@@ -375,7 +375,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   const std::set<std::string> layout_keys = {
       "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",
       "parallel.layers_per_stage", "parallel.sequence_parallel", "parallel.zero", "parallel.hsdp",
-      "parallel.tensor_grid", "train.micro_batch", "train.recompute"};
+      "parallel.tensor_grid", "parallel.cp", "train.micro_batch", "train.recompute"};
   const fs::path file =
       fs::temp_directory_path() / ("kintsugi-layout-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << layout_config_toml(c, layout);

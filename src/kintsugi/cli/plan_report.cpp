@@ -167,6 +167,7 @@ std::vector<Column> columns(const ReportOptions& o) {
     out.push_back(step_part("tp", &TimePrediction::tp));
     out.push_back(step_part("pp", &TimePrediction::pp));
     out.push_back(step_part("dp", &TimePrediction::dp));
+    out.push_back(step_part("cp", &TimePrediction::cp));
     out.push_back(step_part("bubble", &TimePrediction::bubble));
     out.push_back(step_part("optim", &TimePrediction::optimizer));
     out.push_back(step_part("host", &TimePrediction::host));
@@ -265,14 +266,14 @@ namespace {
 // What the candidate table's columns mean, under the first table; `merged`: rows were joined.
 void print_legend(const ReportOptions& o, bool merged) {
   fmt::print(
-      "\n{} mem GB: per device, 1e9 bytes, on the fullest stage.{}\n", describe_legend(),
+      "\n{}\nmem GB: per device, 1e9 bytes, on the fullest stage.{}\n", describe_legend(),
       o.wide || o.tokens <= 0 ? "\nstep: time per optimizer step. MFU: model FLOPs over the peak."
                               : "");
   if (o.wide)
     fmt::print(
-        "compute, tp, pp, dp, bubble, optim, host: the step's compute, the tp/pp/dp communication\n"
-        "not hidden behind it, the pipeline bubble, the optimizer, host overhead. HFU: hardware\n"
-        "FLOPs (recomputation counted) over the peak.\n");
+        "compute, tp, pp, dp, cp, bubble, optim, host: the step's compute, the tp/pp/dp/cp\n"
+        "communication not hidden behind it, the pipeline bubble, the optimizer, host overhead.\n"
+        "HFU: hardware FLOPs (recomputation counted) over the peak.\n");
   std::vector<std::string> run;
   if (o.show_nodes) run.push_back("nodes");
   if (o.show_batch) run.push_back("GBS (global batch)");

@@ -182,6 +182,7 @@ std::string ParallelLayout::description(const std::string& stages) const {
 ParallelLayout ParallelLayout::planned_over(const ParallelLayout& base) const {
   ParallelLayout p = *this;
   p.order = base.order;
+  p.cp_comm = base.cp_comm;
   p.layers_per_stage = pp == base.pp ? base.layers_per_stage : std::vector<std::int64_t>{};
   if (!has_grid()) p.tensor_grid_overlap = base.tensor_grid_overlap;
   return p;

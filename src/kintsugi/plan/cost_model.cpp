@@ -43,7 +43,7 @@ std::string describe_legend() {
          "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
          "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
          "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
-         "sp sequence parallelism; cp N context-parallel ranks (each sequence split over N).";
+         "sp sequence parallelism; cp N each sequence split over N (context parallelism).";
 }
 
 std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {
