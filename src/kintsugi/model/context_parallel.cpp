@@ -6,50 +6,57 @@ namespace kintsugi {
 
 namespace {
 
-// A flat scratch buffer as [rows, cols] (its first rows * cols elements).
-Tensor as_matrix(const Tensor& t, std::int64_t rows, std::int64_t cols) {
-  KINTSUGI_ASSERT(t.numel() >= rows * cols);
-  return t.reshaped({t.numel()}).rows(0, rows * cols).reshaped({rows, cols});
+// One exchange's shapes: `local` is [batch * local_seq, width]; the all-to-all's buffers are
+// [size][batch * local_seq][part], block r going to (or coming from) rank r, and the head
+// split is [batch * seq, part].
+struct Blocks {
+  std::int64_t rows, part, local_seq, seq;
+  Tensor send, recv, heads;
+};
+
+Blocks blocks(const Tensor& local, const Tensor& heads, std::int64_t batch, const Tensor& send,
+              const Tensor& recv, int size) {
+  const std::int64_t rows = local.shape[0], width = local.shape[1];
+  KINTSUGI_ASSERT(width % size == 0 && rows % batch == 0 && heads.numel() == rows * width);
+  const std::int64_t part = width / size, local_seq = rows / batch;
+  auto matrix = [&](const Tensor& t) {  // a flat scratch buffer's first size * rows * part
+    KINTSUGI_ASSERT(t.numel() >= size * rows * part);
+    return t.reshaped({t.numel()}).rows(0, size * rows * part).reshaped({size * rows, part});
+  };
+  return {rows, part, local_seq, local_seq * size, matrix(send), matrix(recv),
+          heads.reshaped({batch * local_seq * size, part})};
 }
 
 }  // namespace
 
-// The all-to-all's blocks are in rank order: block r of `send` goes to rank r and block r of
-// `recv` came from it. Both buffers are [size][batch * local_seq][part].
 void ContextParallel::to_heads(Backend& be, const Tensor& local, const Tensor& heads,
                                std::int64_t batch, const Tensor& send, const Tensor& recv) const {
-  const std::int64_t rows = local.shape[0], width = local.shape[1];
-  const std::int64_t part = width / size_, local_seq = rows / batch, seq = local_seq * size_;
-  KINTSUGI_ASSERT(group_ && width % size_ == 0 && rows % batch == 0 &&
-                  heads.numel() == rows * width);
-  const Tensor out = heads.reshaped({batch * seq, part});
-  const Tensor s = as_matrix(send, size_ * rows, part), r = as_matrix(recv, size_ * rows, part);
+  KINTSUGI_ASSERT(group_);
+  const Blocks x = blocks(local, heads, batch, send, recv, size_);
   // Rank j gets column block j of every row this rank holds.
-  for (int j = 0; j < size_; ++j) be.copy_columns(local, j * part, s.rows(j * rows, rows), 0, part);
-  group_->all_to_all(s, r);
+  for (int j = 0; j < size_; ++j)
+    be.copy_columns(local, j * x.part, x.send.rows(j * x.rows, x.rows), 0, x.part);
+  group_->all_to_all(x.send, x.recv);
   // Rank i's rows are positions [i local_seq, (i + 1) local_seq) of each sequence.
   for (int i = 0; i < size_; ++i)
     for (std::int64_t b = 0; b < batch; ++b)
-      be.copy(r.rows(i * rows + b * local_seq, local_seq),
-              out.rows(b * seq + i * local_seq, local_seq));
+      be.copy(x.recv.rows(i * x.rows + b * x.local_seq, x.local_seq),
+              x.heads.rows(b * x.seq + i * x.local_seq, x.local_seq));
 }
 
 void ContextParallel::to_rows(Backend& be, const Tensor& heads, const Tensor& local,
                               std::int64_t batch, const Tensor& send, const Tensor& recv) const {
-  const std::int64_t rows = local.shape[0], width = local.shape[1];
-  const std::int64_t part = width / size_, local_seq = rows / batch, seq = local_seq * size_;
-  KINTSUGI_ASSERT(group_ && width % size_ == 0 && rows % batch == 0 &&
-                  heads.numel() == rows * width);
-  const Tensor in = heads.reshaped({batch * seq, part});
-  const Tensor s = as_matrix(send, size_ * rows, part), r = as_matrix(recv, size_ * rows, part);
+  KINTSUGI_ASSERT(group_);
+  const Blocks x = blocks(local, heads, batch, send, recv, size_);
   // Rank j gets its own rows of this rank's columns.
   for (int j = 0; j < size_; ++j)
     for (std::int64_t b = 0; b < batch; ++b)
-      be.copy(in.rows(b * seq + j * local_seq, local_seq),
-              s.rows(j * rows + b * local_seq, local_seq));
-  group_->all_to_all(s, r);
+      be.copy(x.heads.rows(b * x.seq + j * x.local_seq, x.local_seq),
+              x.send.rows(j * x.rows + b * x.local_seq, x.local_seq));
+  group_->all_to_all(x.send, x.recv);
   // Rank i sent column block i.
-  for (int i = 0; i < size_; ++i) be.copy_columns(r.rows(i * rows, rows), 0, local, i * part, part);
+  for (int i = 0; i < size_; ++i)
+    be.copy_columns(x.recv.rows(i * x.rows, x.rows), 0, local, i * x.part, x.part);
 }
 
 }  // namespace kintsugi
