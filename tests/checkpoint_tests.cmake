@@ -210,7 +210,7 @@ foreach(fixture llama3.1 mistral qwen2.5 qwen3)
            COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}
                    hf_fixture_${fixture})
-  set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 2 TIMEOUT 300)
+  set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 8 TIMEOUT 300)
 endforeach()
 # Damaged or unsupported folders: one line naming the problem, exit 1, nothing trained.
 function(hf_folder_refused_test kind pattern)
