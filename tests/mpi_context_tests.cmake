@@ -62,3 +62,11 @@ add_test(NAME mpi.cp4_long_under_memory_cap
                  --set train.max_memory_gb=0.025 --cp 4)
 set_tests_properties(mpi.cp4_long_under_memory_cap PROPERTIES
                      FIXTURES_REQUIRED cp_long_serial_run PROCESSORS 4 TIMEOUT 300)
+
+# A Llama 3.1-style folder (llama3 rope_scaling) continued at twice its length on cp 2, against
+# the serial run, exported back with the folder's config.json fields (docs/parallelism.md).
+add_test(NAME mpi.cp2_long_context_folder
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/cp_long_context_folder.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} ${MPI_DATA}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/llama3.1)
+set_tests_properties(mpi.cp2_long_context_folder PROPERTIES PROCESSORS 2 TIMEOUT 300)
