@@ -70,3 +70,10 @@ add_test(NAME mpi.cp2_long_context_folder
                  $<TARGET_FILE:check_run> ${MPI_OUT} ${MPI_DATA}
                  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/llama3.1)
 set_tests_properties(mpi.cp2_long_context_folder PROPERTIES PROCESSORS 2 TIMEOUT 300)
+
+# Evaluation under cp 2 x dp 2 of the serial run's model: the serial loss of the same windows.
+add_test(NAME mpi.cp2_dp2_eval
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/cp_eval.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/serial/model ${TEST_VAL})
+set_tests_properties(mpi.cp2_dp2_eval PROPERTIES FIXTURES_REQUIRED serial_run PROCESSORS 4
+                                                 TIMEOUT 120)

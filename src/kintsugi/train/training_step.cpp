@@ -49,13 +49,17 @@ void write_trace(const std::string& path, const Tracer& tracer, const Place& pla
     Communicator& world = place.topology->world();
     const std::vector<std::string> all = world.host_gather(mine, 0);
     if (world.rank() != 0) return;
+    // Each rank's coordinates (cp where sequences are split).
+    auto name = [&](int r) {
+      const RankCoords c = place.topology->map().coords(r);
+      return fmt::format("rank {} (tp {}, dp {}, pp {}{})", r, c.tp, c.dp, c.pp,
+                         place.cp_size > 1 ? fmt::format(", cp {}", c.cp) : "");
+    };
+    names[0] = name(0);
     for (int r = 1; r < world.size(); ++r) {
       ranks.push_back(deserialize(all[static_cast<std::size_t>(r)]));
-      const RankCoords c = place.topology->map().coords(r);
-      names.push_back(fmt::format("rank {} (tp {}, dp {}, pp {})", r, c.tp, c.dp, c.pp));
+      names.push_back(name(r));
     }
-    const RankCoords c0 = place.topology->map().coords(0);
-    names[0] = fmt::format("rank 0 (tp {}, dp {}, pp {})", c0.tp, c0.dp, c0.pp);
   }
   write_chrome_trace(path, ranks, names);
 }
