@@ -597,6 +597,16 @@ double grid_workspace_bytes(const Context& c) {
   return (c.l.parallel.tensor_grid_overlap ? 2.0 : 1.0) * largest;
 }
 
+// Context parallelism's exchange (model/block_workspace.hpp's cp_* buffers): the all-to-all's
+// two buffers of the wider of qkv and the attention output, the output and its gradient with
+// every row, and the qkv gradient, each this rank's rows of its tensor-parallel heads.
+double context_workspace_bytes(const Context& c) {
+  if (c.cp == 1) return 0.0;
+  const double qkv = static_cast<double>((c.m.n_head + 2 * c.m.kv_heads()) * c.m.head_dim()) / c.tp;
+  const double q = static_cast<double>(c.m.q_width()) / c.tp;
+  return c.rows * (2.0 * std::max(qkv, q) + 2.0 * q + qkv) * c.pb;
+}
+
 // Bytes per device of this rank (memory.hpp: the trainer's memory_bytes_theory), plus the
 // buffers it leaves out.
 MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank) {
@@ -622,7 +632,7 @@ MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank)
                                  c.vocab_ranks * 4.0,
                              268435456.0)
                   : 0.0) +
-      2.0 * c.local_rows * c.m.d_model * 4.0 + grid_workspace_bytes(c);
+      2.0 * c.local_rows * c.m.d_model * 4.0 + grid_workspace_bytes(c) + context_workspace_bytes(c);
   mem.reserved = c.cluster.reserved_gb * 1e9;
   return mem;
 }
