@@ -150,7 +150,9 @@ class ContextWindow {
 struct GenerateArgs {
   std::string checkpoint, init_from, tokenizer, prompt;
   int tokens = 100, top_k = 40, threads = 0;
-  std::optional<std::int64_t> seq_len;  // --seq-len: the window (default: the model's context)
+  // --seq-len: the window (default: the model's context), checked against that context in
+  // generation_window (one line for < 1 and too large).
+  std::optional<std::int64_t> seq_len;
   double temperature = 0.8;
   std::uint64_t seed = 0;
   std::string device = "cpu";
@@ -295,6 +297,9 @@ void add_generate_command(CLI::App& app) {
                   "Or a Hugging Face model folder (config.json, model.safetensors or its sharded "
                   "index, tokenizer.json), opened as train --init-from opens it; its context is "
                   "config.json's (--seq-len runs less)");
+  cmd->add_option("--seq-len", args->seq_len,
+                  "The window generation runs, 1 to the model's context (default: all of it, "
+                  "model.seq_len or config.json's max_position_embeddings)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
                   "saved with the model or in the folder; a training checkpoint carries none)");
@@ -312,10 +317,6 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Device: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  // Checked in the callback, against the model's context: one line for < 1 and too large.
-  cmd->add_option("--seq-len", args->seq_len,
-                  "The window generation runs, 1 to the model's context (default: all of it, "
-                  "model.seq_len or config.json's max_position_embeddings)");
   cmd->add_flag("--no-kv-cache", args->no_kv_cache,
                 "Run the whole window for every new token instead of one row against the "
                 "key/value cache (slower; the same tokens while the context fits the window)");
