@@ -2,7 +2,7 @@
 // The (query, key) pairs causal attention computes with a sliding window, and the keys per query
 // a FLOP count takes for them: one formula for the backend's per-call attention FLOPs
 // (backend/ops_attention.cpp) and the planner's (plan/flops.hpp), so that a step's counted FLOPs
-// are the planner's with a window too (docs/performance.md's FLOP convention).
+// are the planner's with a window too (docs/metrics.md, "FLOPs").
 #include <cstdint>
 
 namespace kintsugi {
