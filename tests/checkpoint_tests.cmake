@@ -202,6 +202,14 @@ hf_import_test(llama_gqa_tied_bf16_3_shards llama 3 bf16 gqa tied)
 hf_import_test(gpt2_f32_one_file gpt2 1 f32)
 # Qwen3 (q_norm and k_norm of head_dim 16 apart from hidden_size / heads, Qwen3Config's fields).
 hf_import_test(qwen3_gqa_tied_bf16_2_shards qwen3 2 bf16 gqa tied)
+# A tied folder trained with model.tie_embeddings = "untied": the head starts as the embedding's
+# copy (the tied run's first loss) and trains apart from it (exported lm_head.weight differs).
+foreach(family llama qwen3)
+  add_test(NAME ckpt.hf_untie_${family}
+           COMMAND ${CKPT}/hf_untie.sh $<TARGET_FILE:kintsugi> ${CKPT_OUT} ${MPI_DATA}
+                   hf_untie_${family} ${family} f32)
+  set_tests_properties(ckpt.hf_untie_${family} PROPERTIES TIMEOUT 120)
+endforeach()
 # Folders whose config.json is the family's as its models ship it (tests/fixtures/hf): imported
 # and exported bit for bit, trained serially and on tp 2, exported with the family's fields and
 # read back.

@@ -5,7 +5,8 @@
 #     every tensor of the folder, bit for bit (same name, type, shape and bytes; a tied Llama's
 #     head comes back as lm_head, the embedding's copy);
 #   - `generate --init-from FOLDER` prints the same text as `generate --checkpoint` of the
-#     import, greedy and sampled with a seed, and the same again when repeated;
+#     import, greedy and sampled with a seed, and the same again when repeated; `--seq-len`
+#     runs a shorter window than the folder's context and is refused outside 1 to it;
 #   - an existing --out is replaced only with --overwrite, a directory that is not a model never;
 #     a damaged folder is refused in one line and leaves nothing behind.
 # Usage: hf_import.sh KINTSUGI OUT_DIR DATA_DIR NAME FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
@@ -38,6 +39,29 @@ for sampling in "--temperature 0" "--temperature 1 --top-k 0 --seed 3"; do
   [[ "$a" == "The jury"?* && "$a" == "$b" && "$a" == "$c" ]] ||
     { echo "FAIL: generate --init-from ($sampling)"; exit 1; }
 done
+
+# --seq-len: a window shorter than the folder's context (max_position_embeddings 64). Greedy,
+# with 40 tokens past an 18-token window: the window restarts from its last half, so the text
+# differs from the whole context's, and the key/value cache gives the text of rerunning the
+# window as long as the context fits it (the first 8 tokens here). Out of range: one line.
+w18="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 40 --temperature 0 --seq-len 18)"
+w18_nocache="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 40 --temperature 0 --seq-len 18 --no-kv-cache)"
+whole="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 40 --temperature 0)"
+whole64="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 40 --temperature 0 --seq-len 64)"
+short="$("$kintsugi" generate --init-from "$dir/folder" --prompt "The jury" --tokens 8 --temperature 0 --seq-len 18)"
+echo "--seq-len 18: $w18"
+echo "whole:        $whole"
+[[ "$whole64" == "$whole" ]] || { echo "FAIL: --seq-len 64 (the whole context) differs from the default"; exit 1; }
+[[ "$w18" != "$whole" ]] || { echo "FAIL: --seq-len 18 gave the whole context's text"; exit 1; }
+[[ "$w18" == "$short"* && "$whole" == "$short"* ]] ||
+  { echo "FAIL: --seq-len 18 changed the text while the context fits the window"; exit 1; }
+[[ "$w18_nocache" == "$short"* ]] || { echo "FAIL: --seq-len 18 --no-kv-cache"; exit 1; }
+for bad in 0 -3 65; do
+  "$expect_error" "^kintsugi: error: --seq-len $bad is out of range: give 1 to 64, the context of .*/folder \(its model.seq_len\)$" \
+    "$kintsugi" generate --init-from "$dir/folder" --seq-len "$bad"
+done
+"$expect_error" "^kintsugi: error: --seq-len 65 is out of range: give 1 to 64, the context of .*/model \(its model.seq_len\)$" \
+  "$kintsugi" generate --checkpoint "$dir/model" --seq-len 65
 
 # --out: replaced only with --overwrite; never a directory that is not a model.
 "$expect_error" "^kintsugi: error: --out .*/model holds a model already: pass --overwrite to replace it, or choose another --out$" \

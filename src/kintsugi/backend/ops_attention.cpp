@@ -2,6 +2,7 @@
 // their shapes against AttentionShape and count their FLOPs and bytes once, then run the device
 // backend's implementation.
 #include "kintsugi/backend/op_entry.hpp"
+#include "kintsugi/core/attended_pairs.hpp"
 
 namespace kintsugi {
 
@@ -82,8 +83,10 @@ void Backend::qk_norm_backward(const AttentionShape& s, const Tensor& pre, const
 void Backend::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                                 const Tensor& lse) {
   check_attention(s, qkv, out, lse);
-  // Model FLOPs of QK^T and PV, in full (see plan/flops.hpp).
-  const double f = 4.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  // Model FLOPs of QK^T and PV, in full (see plan/flops.hpp): s x s, or with a sliding window
+  // s x attended_keys, the planner's count (core/attended_pairs.hpp).
+  const double f = 4.0 * s.batch * s.heads * double(s.seq) * attended_keys(s.seq, s.window) *
+                   s.head_dim;
   const double moved = bytes(qkv) + bytes(out) + bytes(lse) + doc_starts(s);
   dispatch(attention_call("attention_forward", f, moved, s, qkv),
            [&] { device_.do_attention_forward(s, qkv, out, lse); });
@@ -93,7 +96,8 @@ void Backend::attention_backward(const AttentionShape& s, const Tensor& qkv, con
                                  const Tensor& lse, const Tensor& dout, const Tensor& dqkv) {
   check_attention(s, qkv, out, lse);
   KINTSUGI_ASSERT(dqkv.numel() == qkv.numel() && dout.numel() == out.numel());
-  const double f = 8.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim;
+  const double f = 8.0 * s.batch * s.heads * double(s.seq) * attended_keys(s.seq, s.window) *
+                   s.head_dim;
   const double moved =
       bytes(qkv) + bytes(out) + bytes(lse) + bytes(dout) + bytes(dqkv) + doc_starts(s);
   dispatch(attention_call("attention_backward", f, moved, s, qkv),

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
@@ -149,6 +150,9 @@ class ContextWindow {
 struct GenerateArgs {
   std::string checkpoint, init_from, tokenizer, prompt;
   int tokens = 100, top_k = 40, threads = 0;
+  // --seq-len: the window (default: the model's context), checked against that context in
+  // generation_window (one line for < 1 and too large).
+  std::optional<std::int64_t> seq_len;
   double temperature = 0.8;
   std::uint64_t seed = 0;
   std::string device = "cpu";
@@ -202,11 +206,12 @@ std::vector<std::int32_t> prompt_ids(const GenerateArgs& args, const data::Token
 }
 
 // The prompt, then each sampled token's text as it comes; the rate on stderr.
-void sample_text(const GenerateArgs& args, const ModelConfig& config, GptModel& model,
-                 const data::Tokenizer& tokenizer, std::vector<std::int32_t> context) {
+void sample_text(const GenerateArgs& args, const ModelConfig& config, std::int64_t window,
+                 GptModel& model, const data::Tokenizer& tokenizer,
+                 std::vector<std::int32_t> context) {
   fmt::print("{}", args.prompt);
   std::fflush(stdout);
-  ContextWindow model_window(model, config.seq_len, !args.no_kv_cache);
+  ContextWindow model_window(model, window, !args.no_kv_cache);
   std::vector<float> logits(config.vocab_size);
   // Each token's text as it follows the prompt and the tokens before it
   // (data/text_stream.hpp); without a prompt, the text of the generated ids alone.
@@ -245,6 +250,18 @@ Checkpoint read_source(const GenerateArgs& args) {
   return c;
 }
 
+// The window generation runs: --seq-len, at most the model's context (model.seq_len, a Hugging
+// Face folder's max_position_embeddings: 131072 for Llama 3.2, whose activations and key/value
+// cache at that length would dwarf the weights), or the whole context.
+std::int64_t generation_window(const GenerateArgs& args, const Checkpoint& checkpoint) {
+  const std::int64_t context = checkpoint.config.seq_len;
+  if (!args.seq_len) return context;
+  if (*args.seq_len < 1 || *args.seq_len > context)
+    fail("--seq-len {} is out of range: give 1 to {}, the context of {} (its model.seq_len)",
+         *args.seq_len, context, checkpoint.path);
+  return *args.seq_len;
+}
+
 void run_generate(const GenerateArgs& args) {
   // NaN passes a range check (every comparison is false) and inf would divide every logit to
   // zero: both sampled without a word.
@@ -255,16 +272,16 @@ void run_generate(const GenerateArgs& args) {
     fail("--tokenizer {}: no such file or directory", args.tokenizer);
   // The checkpoint first: when it is not one, the default tokenizer is not what is wrong.
   const Checkpoint checkpoint = read_source(args);
+  const std::int64_t window = generation_window(args, checkpoint);
   const std::unique_ptr<data::Tokenizer> tokenizer = tokenizer_for(args, checkpoint);
   std::vector<std::int32_t> context = prompt_ids(args, *tokenizer, checkpoint);
   // Once every check has passed; on stderr, where the rate goes, so stdout stays the text.
   for (const std::string& note : checkpoint.notes) fmt::print(stderr, "{}\n", note);
   MemoryTracker memory;
   auto backend = make_backend(parse_name<Device>(args.device, "--device"), memory);
-  const std::int64_t window = checkpoint.config.seq_len;
   GptModel model(*backend, checkpoint.config, DType::f32, 1, window);
   load_weights(checkpoint.path, checkpoint, model);
-  sample_text(args, checkpoint.config, model, *tokenizer, std::move(context));
+  sample_text(args, checkpoint.config, window, model, *tokenizer, std::move(context));
 }
 
 }  // namespace
@@ -279,7 +296,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--init-from", args->init_from,
                   "Or a Hugging Face model folder (config.json, model.safetensors or its sharded "
                   "index, tokenizer.json), opened as train --init-from opens it; its context is "
-                  "config.json's");
+                  "config.json's (--seq-len runs less)");
+  cmd->add_option("--seq-len", args->seq_len,
+                  "The window generation runs, 1 to the model's context (default: all of it, "
+                  "model.seq_len or config.json's max_position_embeddings)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) or GPT-2's directory (default: the one "
                   "saved with the model or in the folder; a training checkpoint carries none)");

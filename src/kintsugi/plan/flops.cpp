@@ -76,16 +76,4 @@ double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64
          static_cast<double>(seq) * attended_keys(seq, window) * static_cast<double>(head_dim);
 }
 
-double attended_pairs(std::int64_t seq, std::int64_t window) {
-  const double s = static_cast<double>(seq);
-  if (window <= 0 || window >= seq) return s * (s + 1) / 2;
-  const double w = static_cast<double>(window);
-  return s * w - w * (w - 1) / 2;
-}
-
-double attended_keys(std::int64_t seq, std::int64_t window) {
-  if (window <= 0 || window >= seq) return static_cast<double>(seq);
-  return static_cast<double>(seq) * attended_pairs(seq, window) / attended_pairs(seq, 0);
-}
-
 }  // namespace kintsugi

@@ -21,6 +21,7 @@
 // Hardware FLOPs add what recomputation repeats.
 #include <cstdint>
 
+#include "kintsugi/core/attended_pairs.hpp"  // attended_pairs, attended_keys: the backend's too
 #include "kintsugi/model/config.hpp"
 
 namespace kintsugi {
@@ -67,14 +68,5 @@ double lm_head_flops_per_token(const ModelConfig& c);
 // count.
 double attention_core_flops(std::int64_t sequences, std::int64_t seq, std::int64_t heads,
                             std::int64_t head_dim, std::int64_t window = 0);
-// The (query, key) pairs causal attention over seq rows computes with a sliding window of W
-// (AttentionShape::window): sum over t of min(t + 1, W), seq W - W (W - 1) / 2 for seq >= W;
-// without a window (W <= 0 or W >= seq) seq (seq + 1) / 2.
-double attended_pairs(std::int64_t seq, std::int64_t window);
-// The keys per query that the FLOP counts above take: seq without a window (the convention's
-// full s x s), and with one seq x attended_pairs(seq, W) / attended_pairs(seq, 0), so that the
-// count keeps the convention's ratio to the pairs computed (about 2) and a window of seq or
-// more counts as none. O(W) for W << seq: 2 seq W / (seq + 1) at most.
-double attended_keys(std::int64_t seq, std::int64_t window);
 
 }  // namespace kintsugi
