@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kintsugi/backend/backend.hpp"
-#include "kintsugi/backend/forwarding_backend.hpp"
+#include "support/call_log.hpp"
 
 namespace kintsugi {
 namespace {
@@ -62,23 +62,10 @@ TEST(CopyColumns, CopiesTheColumnsOfEveryRowInEveryType) {
     }
 }
 
-// Sees the calls that reach it, then runs them on the CPU.
-class CallLog : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  std::vector<OpCall> calls;
-
- protected:
-  void around(const OpCall& call, const std::function<void()>& run) override {
-    calls.push_back(call);
-    run();
-  }
-};
-
 TEST(CopyColumns, CountsTheCopiedBytesAndChecksItsRanges) {
   MemoryTracker memory;
   auto cpu = make_cpu_backend(memory);
-  CallLog backend(*cpu);
+  testing::CallLog backend(*cpu);
   std::vector<float> src(4 * 10), dst(4 * 6);
   const Tensor s{src.data(), DType::f32, Shape{4, 10}}, d{dst.data(), DType::f32, Shape{4, 6}};
   backend.copy_columns(s, 7, d, 1, 3);

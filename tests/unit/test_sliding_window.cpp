@@ -15,6 +15,7 @@
 #include "attention_reference.hpp"
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
+#include "support/call_log.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/plan/attention_rate.hpp"
 #include "kintsugi/plan/flops.hpp"
@@ -113,6 +114,27 @@ TEST(WindowDecode, EqualsTheForwardRows) {
         ASSERT_NEAR(got[b * d + i], out[(b * s.seq + position) * d + i], 1e-13)
             << "position " << position;
   }
+}
+
+// A decode step with a window counts the keys it attends: min(position + 1, W) of them.
+TEST(WindowDecode, CountsTheKeysItAttends) {
+  MemoryTracker memory;
+  auto cpu = make_cpu_backend(memory);
+  testing::CallLog be(*cpu);
+  AttentionShape s{.batch = 1, .seq = 20, .heads = 2, .kv_heads = 1, .head_dim = 4};
+  const std::int64_t width = 4 * 4;
+  auto qkv = random_vector(s.seq * width, 66);
+  std::vector<double> got(2 * 4);
+  for (std::int64_t window : {0, 5})
+    for (std::int64_t position : {2, 12}) {
+      s.window = window;
+      be.calls.clear();
+      be.attention_decode(s, view(qkv, {s.seq, width}), position, view(got, {1, 8}));
+      ASSERT_EQ(be.calls.size(), 1u);
+      const double keys = window > 0 ? std::min<std::int64_t>(position + 1, window) : position + 1;
+      EXPECT_EQ(be.calls[0].flops, 4.0 * 2 * keys * 4) << window << " " << position;
+      EXPECT_EQ(be.calls[0].bytes, 8.0 * ((keys * 2 + 2) * 4 + 2 * 4)) << window << " " << position;
+    }
 }
 
 // llama-tiny with model.sliding_window = 16 over 40 rows: the same weights give another loss

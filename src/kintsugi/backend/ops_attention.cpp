@@ -109,9 +109,11 @@ void Backend::attention_decode(const AttentionShape& s, const Tensor& cache,
   KINTSUGI_ASSERT(position >= 0 && position < s.seq);
   KINTSUGI_ASSERT(cache.numel() == qkv_numel(s));
   KINTSUGI_ASSERT(out.numel() == s.batch * s.heads * s.head_dim);
-  const double f = 4.0 * s.batch * s.heads * double(position + 1) * s.head_dim;
-  // Keys and values of rows 0..position and the queries of row `position`, of each sequence.
-  const std::int64_t read = s.batch * ((position + 1) * 2 * s.kv_heads + s.heads) * s.head_dim;
+  // The keys row `position` attends: rows 0..position, or the last `window` of them.
+  const std::int64_t keys = s.window > 0 ? std::min(position + 1, s.window) : position + 1;
+  const double f = 4.0 * s.batch * s.heads * double(keys) * s.head_dim;
+  // Keys and values of those rows and the queries of row `position`, of each sequence.
+  const std::int64_t read = s.batch * (keys * 2 * s.kv_heads + s.heads) * s.head_dim;
   dispatch(attention_call("attention_decode", f, bytes(cache, read) + bytes(out), s, cache),
            [&] { device_.do_attention_decode(s, cache, position, out); });
 }
