@@ -6,6 +6,8 @@
 mpi_layout_test(cp2 2 --cp 2)
 mpi_layout_test(cp4 4 --cp 4)
 mpi_layout_test(cp2_dp2_zero3 4 --cp 2 --dp 2 --zero 3)
+# Hybrid sharding over dp x cp: shard groups of 2 of the 4 ranks, replicated across the others.
+mpi_layout_test(cp2_dp2_zero3_hsdp2 4 --cp 2 --dp 2 --zero 3 --hsdp 2)
 mpi_layout_test(cp2_tp2_sp 4 --cp 2 --tp 2 --sequence-parallel)
 mpi_layout_test(cp2_pp2_interleaved 4 --cp 2 --pp 2 --schedule interleaved --virtual-stages 2)
 mpi_layout_test(cp2_recompute_full 2 --cp 2 --set train.recompute="full")

@@ -29,6 +29,9 @@ TEST(ParallelLayout, WorldAndShardGroups) {
   EXPECT_EQ(context.world(), 16);
   EXPECT_EQ(context.data_ranks(), 8);
   EXPECT_EQ(context.shards(), 8);
+  const ParallelLayout hybrid_context{.dp = 2, .zero = ZeroStage::parameters, .hsdp = 2, .cp = 2};
+  EXPECT_EQ(hybrid_context.shards(), 2);
+  EXPECT_EQ(hybrid_context.replicas(), 2);
 }
 
 TEST(ParallelLayout, ValidLayoutsHaveNoProblem) {
@@ -84,9 +87,9 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.cp = 2, .cp_comm = CpComm::ring}),
             "--cp-comm ring is not built yet: use --cp-comm all_to_all (heads exchanged for "
             "sequence around attention)");
-  EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .cp = 2}),
-            "--hsdp 2 with --cp 2: hybrid sharding groups over data-parallel x context-parallel "
-            "ranks are not built yet; use plain --zero (sharded over all 8 of them)");
+  EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .cp = 2}), "");
+  EXPECT_EQ(problem({.dp = 2, .zero = ZeroStage::optimizer, .hsdp = 3, .cp = 2}),
+            "--hsdp 3 must be at least 2 and divide the data-parallel ranks (dp x cp = 4)");
   // Before the world size resolves it, a dp of 0 is in range (the config's "from the world").
   EXPECT_EQ((ParallelLayout{.dp = 0}.value_problem()), "");
   for (const std::string& message : {problem({.dp = 0}), problem({.order = "dp-dp-pp"})})

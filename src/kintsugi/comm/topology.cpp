@@ -91,13 +91,15 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
   embedding_ = world_->split(member ? map_.rank(first) : Communicator::kNoGroup,
                              coords_.pp == 0 ? 0 : 1, "embedding");
   grid_ = TensorGrid::of(*tp_, layout);
-  // Hybrid sharding's two groups; with hsdp = dp there is one shard and no replica to reduce
-  // over, which is plain ZeRO over the data-parallel group (so its bytes are the dp group's, as
-  // the planner counts them: plan/comm_volume.cpp).
-  if (layout.hsdp > 0 && layout.hsdp < dp_->size()) {
-    const int k = static_cast<int>(layout.hsdp), r = coords_.dp;
-    shard_ = dp_->split(r / k, r % k, "shard");
-    replica_ = dp_->split(r % k, r / k, "replica");
+  // Hybrid sharding's two groups, of the ranks that share the state (dp, or dp x cp: data());
+  // with hsdp = all of them there is one shard and no replica to reduce over, which is plain
+  // ZeRO over that group (so its bytes are the dp group's, as the planner counts them:
+  // plan/comm_volume.cpp).
+  Communicator& data = this->data();
+  if (layout.hsdp > 0 && layout.hsdp < data.size()) {
+    const int k = static_cast<int>(layout.hsdp), r = data.rank();
+    shard_ = data.split(r / k, r % k, "shard");
+    replica_ = data.split(r % k, r / k, "replica");
   }
 }
 

@@ -82,14 +82,12 @@ std::string sharding_problem(const ParallelLayout& l) {
   if (l.hsdp > 0 && l.zero == ZeroStage::none)
     return fmt::format("--hsdp {} shards state within groups, which needs --zero 1, 2 or 3",
                        l.hsdp);
-  if (l.hsdp > 0 && l.cp > 1)
-    return fmt::format("--hsdp {} with --cp {}: hybrid sharding groups over data-parallel x "
-                       "context-parallel ranks are not built yet; use plain --zero (sharded "
-                       "over all {} of them)",
-                       l.hsdp, l.cp, l.data_ranks());
-  if (l.hsdp > 0 && (l.hsdp < 2 || l.dp % l.hsdp != 0))
+  // With context parallelism the state is sharded over dp x cp ranks, so groups are of those.
+  if (l.hsdp > 0 && (l.hsdp < 2 || l.data_ranks() % l.hsdp != 0))
     return fmt::format("--hsdp {} must be at least 2 and divide the data-parallel ranks ({})",
-                       l.hsdp, l.dp);
+                       l.hsdp,
+                       l.cp > 1 ? fmt::format("dp x cp = {}", l.data_ranks())
+                                : fmt::format("{}", l.dp));
   return "";
 }
 
@@ -236,9 +234,9 @@ std::vector<ParallelLayout> refinements(const ParallelLayout& split, const Layou
     l.zero = static_cast<ZeroStage>(stage);
     if (!allowed(pins, l, "zero")) continue;
     std::vector<std::int64_t> groups = {0};
-    if (l.zero > ZeroStage::none && l.cp == 1)
-      for (std::int64_t k = 2; k < l.dp; ++k)
-        if (l.dp % k == 0) groups.push_back(k);
+    if (l.zero > ZeroStage::none)
+      for (std::int64_t k = 2; k < l.data_ranks(); ++k)
+        if (l.data_ranks() % k == 0) groups.push_back(k);
     for (std::int64_t group : groups) {
       l.hsdp = group;
       if (!allowed(pins, l, "hsdp")) continue;

@@ -105,7 +105,9 @@ struct ParallelLayout {
   std::int64_t shards() const {
     return zero > ZeroStage::none ? (hsdp > 0 ? hsdp : data_ranks()) : 1;
   }
-  std::int64_t replicas() const { return zero > ZeroStage::none && hsdp > 0 ? dp / hsdp : 1; }
+  std::int64_t replicas() const {
+    return zero > ZeroStage::none && hsdp > 0 ? data_ranks() / hsdp : 1;
+  }
   // The layout on a job of `world` ranks: tp from the tensor grid (which implies it; a tp given
   // as well must agree) and dp = 0 from the world size; throws kintsugi::Error saying which
   // value to change when the ranks do not split so.

@@ -178,8 +178,8 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"parallel.zero", &c.parallel.zero,
        "ZeRO stage: 0 replicated, 1 shards optimizer state, 2 also gradients, 3 also weights"},
       {"parallel.hsdp", &c.parallel.hsdp,
-       "hybrid sharding: shard over groups of this many data-parallel ranks, replicate across "
-       "groups (0: shard over all)"},
+       "hybrid sharding: shard over groups of this many data-parallel ranks (of dp x cp with "
+       "context parallelism), replicate across groups (0: shard over all)"},
       {"metrics.peak_gflops", &c.metrics.peak_gflops,
        "peak GFLOP/s for MFU (0: the GEMM rate of the run's precision measured on this machine)"},
       {"metrics.tensorboard_dir", &c.metrics.tensorboard_dir,
