@@ -28,6 +28,9 @@ add_test(NAME mpi.gpt_documents_cp2
                  --set data.document_attention=true --set data.eod_id=13 --cp 2)
 set_tests_properties(mpi.gpt_documents_cp2 PROPERTIES
                      FIXTURES_REQUIRED gpt_documents_serial_run PROCESSORS 2 TIMEOUT 300)
+# Validation with fewer evaluation micro-batches than data-parallel ranks (1: a dp rank with no
+# share, 3: shares that differ), the cp ranks of each in the same collectives.
+mpi_eval_test(cp2_dp2 4 "1;3" --cp 2 --dp 2)
 # bf16 tracks the serial bf16 run as the other mixed-precision layouts do.
 mpi_mixed_test(cp2_bf16 2 serial_bf16 --cp 2 ${BF16_RUN})
 

@@ -12,28 +12,19 @@
 
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/comm/communicator.hpp"
-#include "kintsugi/core/parallel_layout.hpp"
 
 namespace kintsugi {
 
 class ContextParallel {
  public:
   ContextParallel() = default;  // one rank: whole sequences
-  ContextParallel(Communicator& group, CpComm comm)
-      : group_(&group), size_(group.size()), rank_(group.rank()), comm_(comm) {}
-  // Shapes only, no communication (planning, tests).
-  static ContextParallel shape_only(int size, int rank) {
-    ContextParallel c;
-    c.size_ = size;
-    c.rank_ = rank;
-    return c;
-  }
+  explicit ContextParallel(Communicator& group)
+      : group_(&group), size_(group.size()), rank_(group.rank()) {}
 
   int size() const { return size_; }
   int rank() const { return rank_; }
   bool active() const { return size_ > 1; }
   Communicator* group() const { return group_; }
-  CpComm comm() const { return comm_; }
 
   // The rows of each sequence of `seq` this rank holds: [first_position, + local_seq).
   std::int64_t local_seq(std::int64_t seq) const { return seq / size_; }
@@ -54,7 +45,6 @@ class ContextParallel {
  private:
   Communicator* group_ = nullptr;
   int size_ = 1, rank_ = 0;
-  CpComm comm_ = CpComm::all_to_all;
 };
 
 }  // namespace kintsugi

@@ -112,19 +112,22 @@ void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* 
   };
   keep(tokens, tokens_[slot]);
   keep(targets, targets_[slot]);
-  if (positions_[slot].empty() && !document_attention()) return;
+  const bool documents = document_attention();
+  if (positions_[slot].empty() && !documents) return;
+  // Document starts over whole sequences (attention sees them all); positions of this rank's
+  // rows, from each document's start (0 without documents).
   host_doc_start_.resize(static_cast<std::size_t>(batch_ * seq_));
   host_positions_.resize(static_cast<std::size_t>(rows()));
   for (std::int64_t b = 0; b < batch_; ++b) {
     std::int32_t start = 0;
     for (std::int32_t t = 0; t < seq_; ++t) {
       const std::int64_t r = b * seq_ + t;
-      host_doc_start_[r] = document_attention() ? start : 0;
+      host_doc_start_[r] = start;
       if (t >= first && t < first + local_seq) host_positions_[b * local_seq + t - first] = t - start;
-      if (document_attention() && tokens[r] == spec_.document_end_id) start = t + 1;
+      if (documents && tokens[r] == spec_.document_end_id) start = t + 1;
     }
   }
-  if (document_attention()) copy_from_host(host_doc_start_.data(), doc_start_[slot]);
+  if (documents) copy_from_host(host_doc_start_.data(), doc_start_[slot]);
   if (!positions_[slot].empty()) copy_from_host(host_positions_.data(), positions_[slot]);
 }
 

@@ -18,11 +18,10 @@ struct Place {
   Communicator* shard = nullptr;      // hybrid sharding: shard group and replica group
   Communicator* replica = nullptr;
   int dp_rank = 0, dp_size = 1, pp_rank = 0, pp_size = 1, world = 1;
-  // Context parallelism: the group splitting each sequence (null with cp 1), this rank's
-  // place in it, and how it exchanges around attention.
+  // Context parallelism: the group splitting each sequence (null with cp 1) and this rank's
+  // place in it.
   Communicator* cp = nullptr;
   int cp_rank = 0, cp_size = 1;
-  CpComm cp_comm = CpComm::all_to_all;
   // 3D tensor parallelism: the tensor-parallel group's grid (null without one), and this rank's
   // z, which picks its share of every micro-batch's sequences (depth_size shares).
   const TensorGrid* grid = nullptr;
@@ -39,7 +38,6 @@ struct Place {
     pp_size = t->pp().size();
     cp_rank = t->coords().cp;
     cp_size = t->cp().size();
-    cp_comm = t->map().layout().cp_comm;
     if (cp_size > 1) cp = &t->cp();
     if (t->data().size() > 1) data = &t->data();
     if (pp_size > 1) pp = &t->pp();
