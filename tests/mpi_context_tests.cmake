@@ -1,7 +1,8 @@
 # Context parallelism (docs/parallelism.md, "Context parallelism"): every sequence split over cp
-# ranks, heads exchanged for sequence around attention (all_to_all). Each layout trains the
+# ranks, heads exchanged for sequence around attention (all_to_all) or key/value chunks passed
+# around a ring (ring). Each layout trains the
 # tiny models of mpi_tests.cmake from the same seed and data and must end with the serial run's
-# losses and weights (1e-5), move exactly the theoretical bytes (cp.all_to_all, dp_cp.*) and
+# losses and weights (1e-5), move exactly the theoretical bytes (cp.all_to_all or cp.send, dp_cp.*) and
 # allocate exactly the theoretical activations. Uses mpi_tests.cmake's runs and functions.
 mpi_layout_test(cp2 2 --cp 2)
 mpi_layout_test(cp4 4 --cp 4)
@@ -34,6 +35,31 @@ mpi_eval_test(cp2_dp2 4 "1;3" --cp 2 --dp 2)
 # bf16 tracks the serial bf16 run as the other mixed-precision layouts do.
 mpi_mixed_test(cp2_bf16 2 serial_bf16 --cp 2 ${BF16_RUN})
 
+# The ring exchange (docs/parallelism.md, "Ring exchange"): rank i holds chunks i and 2 cp - 1 - i
+# of each sequence, keys and values pass around the ring and their gradients come back; the same
+# layouts against the same serial runs, bytes under cp.send. Recomputation rides on layouts that
+# run anyway (full with the 1F1B pipeline, selective with Mistral's window).
+mpi_layout_test(cp2_ring 2 --cp 2 --cp-comm ring)
+mpi_layout_test(cp4_ring 4 --cp 4 --cp-comm ring)
+mpi_layout_test(cp2_dp2_zero3_ring 4 --cp 2 --dp 2 --zero 3 --cp-comm ring)
+mpi_layout_test(cp2_tp2_sp_ring 4 --cp 2 --tp 2 --sequence-parallel --cp-comm ring)
+mpi_layout_test(cp2_pp2_1f1b_recompute_full_ring 4 --cp 2 --pp 2 --schedule 1f1b
+                --set train.recompute="full" --cp-comm ring)
+mpi_layout_test(cp2_pp2_interleaved_ring 4 --cp 2 --pp 2 --schedule interleaved
+                --virtual-stages 2 --cp-comm ring)
+family_layout_test(llama cp2_dp2_ring 4 --cp 2 --dp 2 --zero 1 --cp-comm ring)
+family_layout_test(bloom cp2_ring 2 --cp 2 --cp-comm ring)
+family_layout_test(mistral cp2_recompute_selective_ring 2 --cp 2 --set train.recompute="selective"
+                   --cp-comm ring)
+family_layout_test(qwen3 cp2_ring 2 --cp 2 --cp-comm ring)
+add_test(NAME mpi.gpt_documents_cp2_ring
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=gpt_documents_serial
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} gpt_documents_cp2_ring 2 ${MICRO_RUN}
+                 --set data.document_attention=true --set data.eod_id=13 --cp 2 --cp-comm ring)
+set_tests_properties(mpi.gpt_documents_cp2_ring PROPERTIES
+                     FIXTURES_REQUIRED gpt_documents_serial_run PROCESSORS 2 TIMEOUT 300)
+
 # Bad input: one message (from one rank) before any work, non-zero exit, no hang.
 function(context_refused name ranks pattern)
   add_test(NAME mpi.error.cp_${name}
@@ -47,7 +73,10 @@ context_refused(seq_len 3 "--cp 3 splits every sequence over 3 ranks: model.seq_
                 ${MICRO_RUN} --cp 3)
 context_refused(kv_heads 4 "model.n_head = 4 and its 2 key/value heads must be divisible by tp x cp = 4"
                 ${LLAMA_RUN} --cp 4)
-context_refused(ring 2 "--cp-comm ring is not built yet" ${MICRO_RUN} --cp 2 --cp-comm ring)
+context_refused(ring_chunks 2 "--cp 2 --cp-comm ring splits every sequence into 2 x cp = 4 chunks"
+                ${MICRO_RUN} --set model.seq_len=30 --cp 2 --cp-comm ring)
+context_refused(ring_bf16 2 "--cp-comm ring is built for train.device = \"cpu\" in fp32 only"
+                ${MICRO_RUN} --cp 2 --cp-comm ring ${BF16_RUN})
 context_refused(grid 4 "--cp 2 with --tensor-grid" ${MICRO_RUN} --cp 2 --tensor-grid 1,2,1)
 
 # Long sequences under a memory cap (train.max_memory_gb, 25.6 MiB a rank): 1024 tokens do not

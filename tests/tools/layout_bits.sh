@@ -15,7 +15,8 @@
 # are summed over the tensor-parallel ranks) families serial and at tp 2; Llama on the
 # 2x1x2 grid (SwiGLU's layers linked for overlap) and BLOOM on the 1x2x1 grid (each y rank's
 # ALiBi slopes); full and selective recomputation with sequence parallelism; bf16 mixed
-# precision; Llama with context parallelism 2 x dp 2 and ZeRO-1. One compute thread per rank: the same program and layout then always gives the
+# precision; Llama with context parallelism 2 x dp 2 and ZeRO-1, and cp 2 with the ring
+# exchange (two sequences per micro-batch). One compute thread per rank: the same program and layout then always gives the
 # same bits on one machine.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -45,6 +46,7 @@ tp2_sp_recompute_full|2|gpt-tiny|--tp 2 --sequence-parallel --recompute full
 llama_tp2_sp_selective|2|llama-tiny|--tp 2 --sequence-parallel --recompute selective
 bf16_serial|1|gpt-tiny|--precision bf16
 llama_cp2_dp2_zero1|4|llama-tiny|--cp 2 --dp 2 --zero 1
+llama_cp2_ring|2|llama-tiny|--cp 2 --cp-comm ring --set train.micro_batch=2
 RUNS
 }
 

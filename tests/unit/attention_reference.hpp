@@ -17,6 +17,22 @@
 
 namespace kintsugi::testing {
 
+// Document starts (AttentionShape::doc_start) of sequences of `seq` rows, one per list of the
+// rows that end a document (the end id belongs to the document it ends).
+inline std::vector<std::int32_t> document_starts(std::int64_t seq,
+                                                 const std::vector<std::vector<int>>& ends) {
+  std::vector<std::int32_t> out;
+  for (const auto& e : ends) {
+    std::int32_t start = 0;
+    for (std::int64_t t = 0; t < seq; ++t) {
+      out.push_back(start);
+      for (int end : e)
+        if (end == t) start = static_cast<std::int32_t>(t + 1);
+    }
+  }
+  return out;
+}
+
 inline std::vector<double> reference_attention(const AttentionShape& s, const std::vector<double>& qkv) {
   const std::int64_t group = s.heads / s.kv_heads, hd = s.head_dim;
   const std::int64_t width = s.kv_heads * (group + 2) * hd;

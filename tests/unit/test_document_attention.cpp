@@ -23,28 +23,13 @@ namespace {
 using testing::random_vector;
 using testing::view;
 
-// Document starts of two sequences of `seq` rows with ends after the given rows (the end id
-// belongs to the document it ends).
-std::vector<std::int32_t> starts(std::int64_t seq, const std::vector<std::vector<int>>& ends) {
-  std::vector<std::int32_t> out;
-  for (const auto& e : ends) {
-    std::int32_t start = 0;
-    for (std::int64_t t = 0; t < seq; ++t) {
-      out.push_back(start);
-      for (int end : e)
-        if (end == t) start = static_cast<std::int32_t>(t + 1);
-    }
-  }
-  return out;
-}
-
 // Ends inside the first 32-row block and across blocks, at row 0 and at the last row.
 const std::vector<std::vector<int>> kEnds = {{0, 5, 33, 39}, {17, 18, 36}};
 
 class DocumentKernels : public ::testing::TestWithParam<bool> {};  // ALiBi or not
 
 TEST_P(DocumentKernels, AttentionMatchesTheFormulaAndFiniteDifferences) {
-  const auto doc_start = starts(40, kEnds);
+  const auto doc_start = testing::document_starts(40, kEnds);
   AttentionShape s{.batch = 2, .seq = 40, .heads = 4, .kv_heads = 2, .head_dim = 3};
   if (GetParam()) s.alibi_heads = 4;
   s.doc_start = doc_start.data();
@@ -61,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(Alibi, DocumentKernels, ::testing::Bool(),
 TEST(DocumentRope, RotatesEachDocumentFromPositionZero) {
   MemoryTracker memory;
   auto be = make_cpu_backend(memory);
-  const auto doc_start = starts(40, kEnds);
+  const auto doc_start = testing::document_starts(40, kEnds);
   AttentionShape s{.batch = 2, .seq = 40, .heads = 4, .kv_heads = 2, .head_dim = 6};
   s.doc_start = doc_start.data();
   const std::int64_t width = 8 * 6;
@@ -87,7 +72,7 @@ class DocumentMixed : public mixed_test::MixedPrecision,
 
 TEST_P(DocumentMixed, AttentionMatchesF32) {
   using namespace mixed_test;
-  const auto doc_start = starts(40, kEnds);
+  const auto doc_start = testing::document_starts(40, kEnds);
   AttentionShape s{.batch = 2, .seq = 40, .heads = 2, .kv_heads = 2, .head_dim = 8};
   s.doc_start = doc_start.data();
   s.window = GetParam();

@@ -84,9 +84,7 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.tp = 4, .cp = 2, .tensor_grid = {2, 2, 1}}),
             "--cp 2 with --tensor-grid: the grid's z already splits a micro-batch's rows and its "
             "layers do not exchange keys and values; use 1D --tp with --cp");
-  EXPECT_EQ(problem({.cp = 2, .cp_comm = CpComm::ring}),
-            "--cp-comm ring is not built yet: use --cp-comm all_to_all (heads exchanged for "
-            "sequence around attention)");
+  EXPECT_EQ(problem({.cp = 2, .cp_comm = CpComm::ring}), "");
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .cp = 2}), "");
   EXPECT_EQ(problem({.dp = 2, .zero = ZeroStage::optimizer, .hsdp = 3, .cp = 2}),
             "--hsdp 3 must be at least 2 and divide the data-parallel ranks (dp x cp = 4)");

@@ -63,6 +63,24 @@ struct AttentionShape {
   std::int64_t window = 0;
 };
 
+// One block of ring attention (context parallelism's ring exchange, docs/parallelism.md,
+// "Ring exchange"): some query rows of each sequence against some key/value rows, at their
+// positions in the whole sequence, so that a rank attends its rows to the key/value chunks that
+// travel the ring one block at a time. With the op's AttentionShape s describing the WHOLE
+// sequence (s.seq its length, s.doc_start [batch * s.seq] over it, ALiBi and the window in its
+// positions), the tensors hold `rows` rows of each sequence: qkv packed as AttentionShape
+// [batch, rows, kv_heads, group + 2, hd], out [batch, rows, heads, hd] and lse
+// [batch, heads, rows] for the queries, kv [batch, rows, kv_heads, 2, hd] (each kv head's key,
+// then its value) for the keys. Query rows [q_begin, q_begin + q_count) are positions
+// q_position.. and key rows [k_begin, k_begin + k_count) positions k_position.., each a run of
+// consecutive positions; the masks (causal, documents, window) and ALiBi's distances are those
+// positions', so merging the blocks of any split of the keys is attention_forward of the whole.
+struct AttentionBlock {
+  std::int64_t rows = 0;
+  std::int64_t q_begin = 0, q_count = 0, q_position = 0;
+  std::int64_t k_begin = 0, k_count = 0, k_position = 0;
+};
+
 
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
@@ -205,6 +223,24 @@ class Backend {
   // attention_forward's row `position` (queries and keys already rotated with RoPE).
   void attention_decode(const AttentionShape& s, const Tensor& cache,
                         std::int64_t position, const Tensor& out);
+  // Ring attention (AttentionBlock): the block's queries against its keys, merged into the
+  // running state out/lse of the query rows: each row's block output and log-sum-exp l_b join
+  // the running (o, l) as l' = log(e^l + e^l_b), o' = e^(l - l') o + e^(l_b - l') o_b, flash
+  // attention's merge, so the blocks of a row merged in any order equal attention_forward's row
+  // (within rounding). merge false overwrites instead. A row none of whose keys the masks let
+  // it see gets l_b = -inf: it leaves a merged row alone and an overwritten one at out 0,
+  // lse -inf (which the next merge replaces). f32 and f64; lse in the statistics type.
+  void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
+                               const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                               const Tensor& lse, bool merge);
+  // Its backward, given the FINAL out, lse (every block merged) and dout of the query rows:
+  // adds this block's dQ into dqkv's query heads of the query rows (its key and value heads
+  // are not touched) and the block's dK, dV into dkv's key rows (laid out as kv). Summed over
+  // the blocks of a split this is attention_backward.
+  void attention_block_backward(const AttentionShape& s, const AttentionBlock& blk,
+                                const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                const Tensor& lse, const Tensor& dout, const Tensor& dqkv,
+                                const Tensor& dkv);
 
   // ---- embeddings. tokens i32 [rows]; out [rows, d] = wte[token - vocab_begin]. Ids outside
   // [vocab_begin, vocab_begin + rows of wte) give zero rows: that is how a vocabulary-parallel
@@ -378,6 +414,13 @@ class DeviceBackend : public Backend {
                                      const Tensor& lse, const Tensor& dout, const Tensor& dqkv) = 0;
   virtual void do_attention_decode(const AttentionShape& s, const Tensor& cache,
                                    std::int64_t position, const Tensor& out) = 0;
+  virtual void do_attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
+                                          const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                          const Tensor& lse, bool merge) = 0;
+  virtual void do_attention_block_backward(const AttentionShape& s, const AttentionBlock& blk,
+                                           const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                           const Tensor& lse, const Tensor& dout,
+                                           const Tensor& dqkv, const Tensor& dkv) = 0;
   virtual void do_embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& out,
                                     std::int64_t vocab_begin) = 0;
   virtual void do_embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,

@@ -104,6 +104,63 @@ void Backend::attention_backward(const AttentionShape& s, const Tensor& qkv, con
            [&] { device_.do_attention_backward(s, qkv, out, lse, dout, dqkv); });
 }
 
+namespace {
+// A block's shapes (backend.hpp, AttentionBlock): its runs inside the rows and the sequence.
+void check_block(const AttentionShape& s, const AttentionBlock& blk, const Tensor& qkv,
+                 const Tensor& kv, const Tensor& out, const Tensor& lse) {
+  KINTSUGI_ASSERT(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && blk.rows > 0);
+  KINTSUGI_ASSERT(blk.q_count > 0 && blk.q_begin >= 0 && blk.q_begin + blk.q_count <= blk.rows);
+  KINTSUGI_ASSERT(blk.k_count > 0 && blk.k_begin >= 0 && blk.k_begin + blk.k_count <= blk.rows);
+  KINTSUGI_ASSERT(blk.q_position >= 0 && blk.q_position + blk.q_count <= s.seq);
+  KINTSUGI_ASSERT(blk.k_position >= 0 && blk.k_position + blk.k_count <= s.seq);
+  AttentionShape local = s;
+  local.seq = blk.rows;
+  KINTSUGI_ASSERT(qkv.numel() == qkv_numel(local));
+  KINTSUGI_ASSERT(kv.numel() == s.batch * blk.rows * 2 * s.kv_heads * s.head_dim);
+  KINTSUGI_ASSERT(out.numel() == s.batch * blk.rows * s.heads * s.head_dim);
+  KINTSUGI_ASSERT(lse.numel() == s.batch * s.heads * blk.rows);
+}
+// The (query, key) pairs of a block that causality and the window let it compute (documents
+// aside, as attention_forward's count).
+double block_pairs(const AttentionShape& s, const AttentionBlock& blk) {
+  double pairs = 0;
+  for (std::int64_t i = 0; i < blk.q_count; ++i) {
+    const std::int64_t qp = blk.q_position + i;
+    std::int64_t lo = blk.k_position, hi = std::min(qp + 1, blk.k_position + blk.k_count);
+    if (s.window > 0) lo = std::max(lo, qp - s.window + 1);
+    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
+  }
+  return pairs;
+}
+}  // namespace
+
+void Backend::attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
+                                      const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                      const Tensor& lse, bool merge) {
+  check_block(s, blk, qkv, kv, out, lse);
+  // QK^T and PV of the pairs computed, twice (the count's convention of s x s for s (s + 1) / 2
+  // causal pairs, as attention_forward).
+  const double f = 8.0 * s.batch * s.heads * block_pairs(s, blk) * s.head_dim;
+  const double moved = bytes(qkv) + bytes(kv) + 2 * (bytes(out) + bytes(lse)) + doc_starts(s);
+  dispatch(attention_call("attention_block_forward", f, moved, s, qkv),
+           [&] { device_.do_attention_block_forward(s, blk, qkv, kv, out, lse, merge); });
+}
+
+void Backend::attention_block_backward(const AttentionShape& s, const AttentionBlock& blk,
+                                       const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                       const Tensor& lse, const Tensor& dout, const Tensor& dqkv,
+                                       const Tensor& dkv) {
+  check_block(s, blk, qkv, kv, out, lse);
+  KINTSUGI_ASSERT(dqkv.numel() == qkv.numel() && dkv.numel() == kv.numel() &&
+                  dout.numel() == out.numel());
+  const double f = 16.0 * s.batch * s.heads * block_pairs(s, blk) * s.head_dim;
+  const double moved = bytes(qkv) + bytes(kv) + bytes(out) + bytes(lse) + bytes(dout) +
+                       2 * (bytes(dqkv) + bytes(dkv)) + doc_starts(s);
+  dispatch(attention_call("attention_block_backward", f, moved, s, qkv), [&] {
+    device_.do_attention_block_backward(s, blk, qkv, kv, out, lse, dout, dqkv, dkv);
+  });
+}
+
 void Backend::attention_decode(const AttentionShape& s, const Tensor& cache,
                                std::int64_t position, const Tensor& out) {
   KINTSUGI_ASSERT(position >= 0 && position < s.seq);

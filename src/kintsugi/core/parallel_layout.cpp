@@ -66,9 +66,6 @@ std::string context_problem(const ParallelLayout& l) {
                        "rows and its layers do not exchange keys and values; use 1D --tp with "
                        "--cp",
                        l.cp);
-  if (l.cp_comm == CpComm::ring)
-    return fmt::format("--cp-comm ring is not built yet: use --cp-comm all_to_all (heads "
-                       "exchanged for sequence around attention)");
   return "";
 }
 

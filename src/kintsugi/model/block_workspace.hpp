@@ -2,6 +2,7 @@
 // What a transformer block (model/transformer_block.hpp) keeps per micro-batch, and the scratch
 // all blocks of a chunk share: the tensors the block writes itself and the ones its split
 // linear layers (model/block_half.hpp) communicate through.
+#include "kintsugi/model/context_parallel.hpp"
 #include "kintsugi/model/grid_linear.hpp"
 
 namespace kintsugi {
@@ -37,6 +38,9 @@ struct BlockWorkspace {
   Tensor cp_send, cp_recv;      // [rows * (heads + 2 kv heads) head_dim / tp]
   Tensor cp_out, cp_dout;       // [rows, heads head_dim / tp] elements, as [cp rows, 1/cp heads]
   Tensor cp_dqkv;               // [rows, (heads + 2 kv heads) head_dim / tp] elements, likewise
+  // The ring exchange instead (ring_attention.cpp): two key/value chunks and two accumulators
+  // of their gradients, each [rows, 2 kv heads head_dim / tp].
+  ContextParallel::RingBuffers cp_ring;
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y
   GridWorkspace grid;           // 3D tensor parallelism only

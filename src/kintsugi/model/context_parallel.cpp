@@ -29,6 +29,15 @@ Blocks blocks(const Tensor& local, const Tensor& heads, std::int64_t batch, cons
 
 }  // namespace
 
+ContextParallel::RowMap ContextParallel::contiguous_rows(int size, int rank, std::int64_t seq) {
+  return {.chunk = seq / size, .first = {seq / size * rank}};
+}
+
+ContextParallel::RowMap ContextParallel::ring_rows(int size, int rank, std::int64_t seq) {
+  const std::int64_t chunk = seq / (2 * size);
+  return {.chunk = chunk, .first = {chunk * rank, chunk * (2 * size - 1 - rank)}};
+}
+
 void ContextParallel::to_heads(Backend& be, const Tensor& local, const Tensor& heads,
                                std::int64_t batch, const Tensor& send, const Tensor& recv) const {
   KINTSUGI_ASSERT(group_);

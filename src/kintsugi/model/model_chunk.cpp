@@ -65,7 +65,10 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   targets_.assign(slots, {});
   doc_start_.assign(slots, {});
   positions_.assign(slots, {});
+  rope_rows_.assign(slots, {});
   const bool documents = document_attention();
+  // The ring rotates this rank's rows, which are not consecutive, at their positions.
+  const bool rope_rows = cp.ring() && config.uses_rope() && !blocks_.empty();
   // Learned positions of rows that are not 0..seq-1 of each sequence are looked up by id.
   const bool positions =
       (documents || cp.active()) && embedding_ && embedding_->has_positions();
@@ -76,6 +79,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
       // Attention sees whole sequences (context parallelism's exchange gathers them).
       if (documents) doc_start_[s] = c.take(DType::i32, {micro_batch * seq});
       if (positions) positions_[s] = c.take(DType::i32, {rows});
+      if (rope_rows) rope_rows_[s] = c.take(DType::i32, {rows});
     }
   });
   for (std::size_t i = 0; i < blocks_.size(); ++i)
@@ -84,6 +88,9 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   if (documents)
     for (auto& block : blocks_)
       for (int s = 0; s < slots; ++s) block->set_documents(s, doc_start_[s]);
+  if (rope_rows)
+    for (auto& block : blocks_)
+      for (int s = 0; s < slots; ++s) block->set_rope_rows(s, rope_rows_[s]);
   if (head_) head_->allocate(pool, rows);
   residual_.assign(slots, {});
   if (embedding_norm_) embedding_saved_.assign(slots, {});
@@ -100,35 +107,45 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
 }
 
 void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
-  const std::int64_t local_seq = this->local_seq(), first = ctx_.cp.first_position(seq_);
-  // This rank's rows of each sequence, in the device buffer's order.
+  // This rank's rows of each sequence (context parallelism's row map: one run of consecutive
+  // positions, or the ring's two chunks), in the device buffer's order.
+  const ContextParallel::RowMap map = ctx_.cp.rows(seq_);
+  const std::int64_t local_seq = map.rows();
   auto keep = [&](const std::int32_t* all, const Tensor& device) {
     if (device.empty()) return;
     if (!ctx_.cp.active()) return copy_from_host(all, device);
     host_rows_.resize(static_cast<std::size_t>(rows()));
     for (std::int64_t b = 0; b < batch_; ++b)
-      std::copy_n(all + b * seq_ + first, local_seq, host_rows_.begin() + b * local_seq);
+      for (std::size_t k = 0; k < map.first.size(); ++k)
+        std::copy_n(all + b * seq_ + map.first[k], map.chunk,
+                    host_rows_.begin() + b * local_seq + static_cast<std::int64_t>(k) * map.chunk);
     copy_from_host(host_rows_.data(), device);
   };
   keep(tokens, tokens_[slot]);
   keep(targets, targets_[slot]);
   const bool documents = document_attention();
-  if (positions_[slot].empty() && !documents) return;
+  if (positions_[slot].empty() && rope_rows_[slot].empty() && !documents) return;
   // Document starts over whole sequences (attention sees them all); positions of this rank's
   // rows, from each document's start (0 without documents).
   host_doc_start_.resize(static_cast<std::size_t>(batch_ * seq_));
   host_positions_.resize(static_cast<std::size_t>(rows()));
+  host_rope_rows_.resize(static_cast<std::size_t>(rows()));
   for (std::int64_t b = 0; b < batch_; ++b) {
     std::int32_t start = 0;
     for (std::int32_t t = 0; t < seq_; ++t) {
       const std::int64_t r = b * seq_ + t;
       host_doc_start_[r] = start;
-      if (t >= first && t < first + local_seq) host_positions_[b * local_seq + t - first] = t - start;
       if (documents && tokens[r] == spec_.document_end_id) start = t + 1;
+    }
+    for (std::int64_t i = 0; i < local_seq; ++i) {
+      const std::int64_t t = map.position(i), row = b * local_seq + i;
+      host_positions_[row] = static_cast<std::int32_t>(t - host_doc_start_[b * seq_ + t]);
+      host_rope_rows_[row] = static_cast<std::int32_t>(i - host_positions_[row]);
     }
   }
   if (documents) copy_from_host(host_doc_start_.data(), doc_start_[slot]);
   if (!positions_[slot].empty()) copy_from_host(host_positions_.data(), positions_[slot]);
+  if (!rope_rows_[slot].empty()) copy_from_host(host_rope_rows_.data(), rope_rows_[slot]);
 }
 
 Tensor ModelChunk::local_positions(int slot) const {

@@ -156,7 +156,8 @@ class ModelChunk {
   // with blocks); with it or context parallelism, i32 [rows()]: the position of each of this
   // rank's rows (with learned positions); and their host staging.
   std::vector<Tensor> doc_start_, positions_;
-  std::vector<std::int32_t> host_doc_start_, host_positions_, host_rows_;
+  std::vector<Tensor> rope_rows_;  // [slot], context parallelism's ring with RoPE
+  std::vector<std::int32_t> host_doc_start_, host_positions_, host_rows_, host_rope_rows_;
   std::unique_ptr<ActivationPool> own_pool_;  // without a shared pool
   BlockWorkspace workspace_;
   Buffer workspace_storage_;

@@ -56,17 +56,19 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
                                             Recompute recompute, const BlockWorkspace& ws) {
   // Context parallelism: `seq` is this rank's rows of each sequence, and attention runs on
   // whole sequences of 1/cp of the heads (model/context_parallel.hpp).
+  // The ring keeps every head of the rank's rows (ring_attention.cpp).
   const ContextParallel& cp = ctx_.cp;
-  const int t = ctx_.head_split() * cp.size();
+  const int head_ranks = cp.ring() ? 1 : cp.size();
+  const int t = ctx_.head_split() * head_ranks;
   const std::int64_t heads = config_.n_head / t;
   shape_ = {.batch = batch, .seq = seq * cp.size(), .heads = heads,
             .kv_heads = config_.kv_heads() / t, .head_dim = config_.head_dim()};
   shape_.window = config_.sliding_window;  // in the sequence's rows, so in absolute positions
   // ALiBi: rank r holds global heads [r * heads, (r + 1) * heads) and uses their slopes (with
-  // context parallelism r counts the cp ranks inside each tensor-parallel rank's heads).
+  // the all-to-all r counts the cp ranks inside each tensor-parallel rank's heads).
   if (config_.uses_alibi()) {
     shape_.alibi_heads = config_.n_head;
-    shape_.head_begin = (ctx_.head_rank() * cp.size() + cp.rank()) * heads;
+    shape_.head_begin = (ctx_.head_rank() * head_ranks + (cp.ring() ? 0 : cp.rank())) * heads;
   }
   recompute_ = recompute;
   saved_.assign(pool.slots(), {});
@@ -81,6 +83,20 @@ void TransformerBlock::set_documents(int slot, const Tensor& doc_start) {
   KINTSUGI_ASSERT(doc_start.dtype == DType::i32 && doc_start.numel() == shape_.batch * shape_.seq);
   doc_start_.resize(saved_.size(), nullptr);
   doc_start_[slot] = static_cast<const std::int32_t*>(doc_start.data);
+}
+
+void TransformerBlock::set_rope_rows(int slot, const Tensor& rope_rows) {
+  KINTSUGI_ASSERT(rope_rows.dtype == DType::i32 &&
+                  rope_rows.numel() == shape_.batch * shape_.seq / ctx_.cp.size());
+  rope_rows_.resize(saved_.size(), nullptr);
+  rope_rows_[slot] = static_cast<const std::int32_t*>(rope_rows.data);
+}
+
+AttentionShape TransformerBlock::local_shape(int slot) const {
+  AttentionShape s = shape(slot);
+  s.seq /= ctx_.cp.size();
+  s.doc_start = rope_rows_.empty() ? nullptr : rope_rows_[slot];
+  return s;
 }
 
 void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
@@ -100,7 +116,12 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_attn = c.take(dt, {rows, config.q_width() / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
   ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / t}) : Tensor{};
-  if (ctx.cp.active()) {
+  if (ctx.cp.ring()) {
+    // The key/value chunk attended and the one arriving, and their gradients' accumulators.
+    const std::int64_t kv = 2 * config.kv_heads() / t * config.head_dim();
+    for (Tensor* b : {&ws.cp_ring.kv[0], &ws.cp_ring.kv[1], &ws.cp_ring.dkv[0], &ws.cp_ring.dkv[1]})
+      *b = c.take(dt, {rows, kv});
+  } else if (ctx.cp.active()) {
     const std::int64_t qkv = inventory.halves[0].entries[0].out / t, q = config.q_width() / t;
     ws.cp_send = c.take(dt, {rows * std::max(qkv, q)});
     ws.cp_recv = c.take(dt, {rows * std::max(qkv, q)});
@@ -145,14 +166,14 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   // Context parallelism: this rank's rows of every head, exchanged for whole sequences of
   // 1/cp of the heads (which the saved qkv holds: as many elements), and back after attention
   // (forward's scratch is backward's gradient buffers, free until then).
-  if (cp.active()) {
+  if (cp.active() && !cp.ring()) {
     attention_->entry(0, attention_->enter(ln1, ws), ws.d_qkv, ws);
     cp.to_heads(be, ws.d_qkv, s.qkv, shape_.batch, ws.cp_send, ws.cp_recv);
-    attend(slot, r, ws.d_attn);
+    attend(slot, r, ws.d_attn, ws);
     cp.to_rows(be, ws.d_attn, attn, shape_.batch, ws.cp_send, ws.cp_recv);
   } else {
     attention_->entry(0, attention_->enter(ln1, ws), r.of(s.qkv), ws);
-    attend(slot, r, s.attn);
+    attend(slot, r, s.attn, ws);
   }
   attention_->exit(attn, mid, ws);
   be.add(in, mid, mid);
@@ -172,7 +193,7 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   be.add(mid, out, out);
 }
 
-void TransformerBlock::attend(int slot, RowRange r, const Tensor& out) {
+void TransformerBlock::attend(int slot, RowRange r, const Tensor& out, const BlockWorkspace& ws) {
   const BlockActivations& s = saved_[slot];
   Backend& be = ctx_.backend;
   AttentionShape shape = this->shape(slot);
@@ -183,6 +204,17 @@ void TransformerBlock::attend(int slot, RowRange r, const Tensor& out) {
   // Rotated in place: attention (and its selective recomputation) reads rotated queries and
   // keys, and backward rotates their gradient back.
   const Tensor qkv = r.of(s.qkv), attn = r.of(s.attn);
+  if (ctx_.cp.ring()) {
+    // This rank's rows, rotated at their positions, against every rank's keys and values.
+    const AttentionShape local = local_shape(slot);
+    if (config_.qk_norm()) {
+      be.copy(s.qkv, s.qkv_pre);
+      be.qk_norm_forward(local, s.qkv, ctx_.params.param(q_norm_), ctx_.params.param(k_norm_),
+                         s.qk_rstd, config_.norm_eps);
+    }
+    if (config_.uses_rope()) be.rope(local, s.qkv, rotary_, false);
+    return ctx_.cp.ring_forward(be, shape, s.qkv, out, s.lse, ws.cp_ring, ctx_.tracer);
+  }
   if (config_.qk_norm()) {
     be.copy(qkv, r.of(s.qkv_pre));
     be.qk_norm_forward(shape, qkv, ctx_.params.param(q_norm_), ctx_.params.param(k_norm_),
@@ -211,11 +243,16 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   const AttentionShape shape = this->shape(slot);
   // Context parallelism: attention's output and gradient with every row and 1/cp of the heads
   // (forward kept only this rank's rows of it, which the projection's gradient reads).
-  const Tensor out = cp.active() ? ws.cp_out : s.attn;
+  const bool exchange = cp.active() && !cp.ring();  // the all-to-all
+  const Tensor out = exchange ? ws.cp_out : s.attn;
   if (recompute_ == Recompute::selective) {
-    be.attention_forward(shape, s.qkv, out, s.lse);
-    if (cp.active()) cp.to_rows(be, out, s.attn, shape_.batch, ws.cp_send, ws.cp_recv);
-  } else if (cp.active()) {
+    if (cp.ring()) {
+      cp.ring_forward(be, shape, s.qkv, s.attn, s.lse, ws.cp_ring, ctx_.tracer);
+    } else {
+      be.attention_forward(shape, s.qkv, out, s.lse);
+      if (exchange) cp.to_rows(be, out, s.attn, shape_.batch, ws.cp_send, ws.cp_recv);
+    }
+  } else if (exchange) {
     cp.to_heads(be, s.attn, out, shape_.batch, ws.cp_send, ws.cp_recv);
   }
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
@@ -232,15 +269,23 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   ln2_->backward(d_norm, s.mid, s.ln2_mean, s.ln2_rstd, d_residual);
   // Attention half: d_residual now holds dL/dmid.
   Tensor d_attn = attention_->exit_backward(d_residual, s.attn, s.ln1, ws);
-  const Tensor d_qkv = cp.active() ? ws.cp_dqkv : ws.d_qkv;
-  if (cp.active()) {
-    cp.to_heads(be, d_attn, ws.cp_dout, shape_.batch, ws.cp_send, ws.cp_recv);
-    d_attn = ws.cp_dout;
+  if (cp.ring()) {
+    cp.ring_backward(be, shape, s.qkv, s.attn, s.lse, d_attn, ws.d_qkv, ws.cp_ring,
+                     ctx_.tracer);
+    const AttentionShape local = local_shape(slot);
+    if (config_.uses_rope()) be.rope(local, ws.d_qkv, rotary_, true);
+    if (config_.qk_norm()) qk_norm_backward(s, local, ws.d_qkv);
+  } else {
+    const Tensor d_qkv = exchange ? ws.cp_dqkv : ws.d_qkv;
+    if (exchange) {
+      cp.to_heads(be, d_attn, ws.cp_dout, shape_.batch, ws.cp_send, ws.cp_recv);
+      d_attn = ws.cp_dout;
+    }
+    be.attention_backward(shape, s.qkv, out, s.lse, d_attn, d_qkv);
+    if (config_.uses_rope()) be.rope(shape, d_qkv, rotary_, true);
+    if (config_.qk_norm()) qk_norm_backward(s, shape, d_qkv);
+    if (exchange) cp.to_rows(be, d_qkv, ws.d_qkv, shape_.batch, ws.cp_send, ws.cp_recv);
   }
-  be.attention_backward(shape, s.qkv, out, s.lse, d_attn, d_qkv);
-  if (config_.uses_rope()) be.rope(shape, d_qkv, rotary_, true);
-  if (config_.qk_norm()) qk_norm_backward(s, shape, d_qkv);
-  if (cp.active()) cp.to_rows(be, d_qkv, ws.d_qkv, shape_.batch, ws.cp_send, ws.cp_recv);
   d_norm = attention_->entry_backward(s.ln1, {&ws.d_qkv, 1}, ws);
   ln1_.backward(d_norm, x, s.ln1_mean, s.ln1_rstd, d_residual);
   attention_->finish_backward(ws);

@@ -62,6 +62,10 @@ class TransformerBlock {
   // Document attention: the slot's i32 [batch * seq] document starts (AttentionShape::doc_start),
   // which the caller fills before each forward.
   void set_documents(int slot, const Tensor& doc_start);
+  // Context parallelism's ring with RoPE: the slot's i32 [batch * local rows] offsets from
+  // which RoPE counts each of this rank's rows' positions (AttentionShape::doc_start as RoPE
+  // reads it: a row's index less its position), which the caller fills before each forward.
+  void set_rope_rows(int slot, const Tensor& rope_rows);
 
  private:
   // Rows [first, first + count) of a micro-batch (extend), or all of them.
@@ -75,7 +79,7 @@ class TransformerBlock {
   // RoPE and the attention core on the saved qkv's rows: causal attention over the whole
   // micro-batch into `out`, or for extend a prompt's rows among themselves or new tokens
   // against the cache (into the saved attention output's rows).
-  void attend(int slot, RowRange rows, const Tensor& out);
+  void attend(int slot, RowRange rows, const Tensor& out, const BlockWorkspace& ws);
   // Qwen3: q_norm and k_norm's backward on the qkv gradient (after RoPE's).
   void qk_norm_backward(const BlockActivations& s, const AttentionShape& shape,
                         const Tensor& d_qkv);
@@ -98,6 +102,10 @@ class TransformerBlock {
 
   AttentionShape shape_;  // this rank's heads
   std::vector<const std::int32_t*> doc_start_;  // [slot], with document attention
+  std::vector<const std::int32_t*> rope_rows_;  // [slot], the ring with RoPE
+  // The ring's shape of this rank's rows (RoPE and qk_norm): seq its rows of each sequence,
+  // doc_start the rope rows.
+  AttentionShape local_shape(int slot) const;
   Recompute recompute_ = Recompute::none;
   std::vector<BlockActivations> saved_;
 };

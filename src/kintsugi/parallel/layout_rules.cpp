@@ -89,7 +89,7 @@ std::string grid_problem(const ModelConfig& m, const LayoutSpec& s) {
 }
 
 // Context parallelism (docs/parallelism.md): each rank holds seq_len / cp rows of every
-// sequence, and the all-to-all exchange gives each rank whole heads (with grouped-query
+// sequence (the ring: two chunks of seq_len / (2 cp)), and the all-to-all exchange gives each rank whole heads (with grouped-query
 // attention, whole kv heads with their query heads) of its tensor-parallel rank's.
 std::string context_problem(const ModelConfig& m, const LayoutSpec& s) {
   const ParallelLayout& l = s.parallel;
@@ -98,6 +98,11 @@ std::string context_problem(const ModelConfig& m, const LayoutSpec& s) {
     return fmt::format("--cp {} splits every sequence over {} ranks: model.seq_len = {} must be "
                        "divisible by it",
                        l.cp, l.cp, m.seq_len);
+  if (l.cp_comm == CpComm::ring && m.seq_len % (2 * l.cp) != 0)
+    return fmt::format("--cp {} --cp-comm ring splits every sequence into 2 x cp = {} chunks "
+                       "(rank i holds chunks i and {}-i, balancing the causal work): "
+                       "model.seq_len = {} must be divisible by {}",
+                       l.cp, 2 * l.cp, 2 * l.cp - 1, m.seq_len, 2 * l.cp);
   const std::int64_t split = l.tp * l.cp;
   if (l.cp_comm == CpComm::all_to_all && (m.n_head % split != 0 || m.kv_heads() % split != 0))
     return fmt::format("--cp {} --cp-comm all_to_all gives each rank whole heads: model.n_head "

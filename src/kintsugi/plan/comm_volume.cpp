@@ -65,12 +65,25 @@ void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepSha
 // heads' ranks again (or, recomputed there under selective recomputation, back), its gradient
 // likewise, and the qkv gradient back. Each call sends (cp - 1)/cp of its buffer: this rank's
 // rows of its tensor-parallel rank's heads.
+//
+// The ring exchange (model/ring_attention.cpp) instead sends, per block and micro-batch, this
+// rank's keys and values of its tensor-parallel kv heads (K = rows x 2 kv_heads hd / tp
+// elements) to the next rank: cp - 1 times in forward (again when full recomputation reruns
+// it, or selective recomputation reruns the attention core), cp - 1 times in backward, and
+// the accumulator of their gradient cp times (the last one home).
 void add_context_bytes(const ModelConfig& m, const ParallelLayout& l, const StepShape& s,
                        double rows, std::map<std::string, double>& out) {
   const double a = static_cast<double>(s.activation_element_bytes);
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   const double tp = static_cast<double>(l.tp);
+  if (l.cp_comm == CpComm::ring) {
+    const double kv = rows * static_cast<double>(2 * m.kv_heads() * m.head_dim()) / tp * a;
+    const double passes = (s.recompute_full || s.recompute_selective ? 3.0 : 2.0);
+    const double cp = static_cast<double>(l.cp);
+    out["cp.send"] = mb * blocks * kv * (passes * (cp - 1) + cp);
+    return;
+  }
   const double qkv = rows * static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim()) / tp * a;
   const double attn = rows * static_cast<double>(m.q_width()) / tp * a;
   const double forwards = s.recompute_full ? 2 : 1;

@@ -74,6 +74,9 @@ struct StepShape {
   // Full activation recomputation reruns each block's forward, and its two tensor-parallel
   // exits, in backward.
   bool recompute_full = false;
+  // Selective recomputation reruns the attention core in backward (with context parallelism's
+  // ring: its passes of keys and values around the ring too).
+  bool recompute_selective = false;
 };
 
 double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
@@ -82,7 +85,8 @@ double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: t
 
 // The layout's tp, dp, cp, sequence parallelism and tensor grid (ZeRO comes as `shape`'s share)
 // -> "tp.all_reduce", "tp.all_gather", "tp.reduce_scatter", "dp.all_reduce" (with context
-// parallelism "dp_cp.*" for every data-parallel term, and "cp.all_to_all"), "pp.send",
+// parallelism "dp_cp.*" for every data-parallel term, and "cp.all_to_all" or with the ring
+// exchange "cp.send"), "pp.send",
 // "embedding.all_reduce", and under ZeRO "dp.reduce_scatter", "dp.all_gather" (or
 // "shard.*" and "replica.all_reduce" with hybrid sharding) -> bytes sent by one rank in one
 // optimizer step (not counting the handful of scalars for the loss and the norm).

@@ -93,6 +93,7 @@ StepShape layout_step_shape(const Workload& w, const Layout& l) {
   s.activation_element_bytes = element_bytes(w.precision);
   s.param_element_bytes = element_bytes(w.precision);
   s.recompute_full = l.recompute == Recompute::full;
+  s.recompute_selective = l.recompute == Recompute::selective;
   return s;
 }
 
@@ -576,10 +577,25 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
   t.dp = dp_seconds(c, share, compute_mb, bytes);
   // Context parallelism: the all-to-alls around attention (comm_volume.cpp: five per block and
   // micro-batch, seven with full recomputation) wait for the attention they feed.
-  if (l.parallel.cp > 1)
+  if (l.parallel.cp > 1 && l.parallel.cp_comm == CpComm::ring) {
+    // The ring (comm_volume.cpp): each step's key/value chunk travels while the step's blocks
+    // attend (a 1/cp share of the rank's attention core), exposed only when slower; backward's
+    // gradient accumulator goes on after its step's blocks, exposed in full.
+    const bool rerun = c.full || l.recompute == Recompute::selective;
+    const double sends = c.mbs * share.blocks * ((rerun ? 3.0 : 2.0) * (c.cp - 1) + c.cp);
+    const double chunk = sends > 0 ? link_seconds(get("cp.send") / sends, 1, c.cp_link) : 0.0;
+    const double forward_step = 4.0 * attended_keys(c.m.seq_len, c.m.sliding_window) *
+                                static_cast<double>(c.m.d_model) * c.local_rows / c.gy /
+                                (c.peak * c.eff.block) / c.cp;
+    t.cp = c.mbs * share.blocks *
+           ((c.cp - 1) * ((rerun ? 2.0 : 1.0) * std::max(0.0, chunk - forward_step) +
+                          std::max(0.0, chunk - 2.0 * forward_step)) +
+            c.cp * chunk);
+  } else if (l.parallel.cp > 1) {
     t.cp = link_seconds(get("cp.all_to_all"),
                         c.mbs * share.blocks * (c.full ? 7.0 : 5.0) * (c.cp - 1), c.cp_link,
                         LinkUse::all_gather);
+  }
   t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
   t.host = c.cluster.step_overhead_ms * 1e-3;
   return t;
@@ -602,6 +618,9 @@ double grid_workspace_bytes(const Context& c) {
 // every row, and the qkv gradient, each this rank's rows of its tensor-parallel heads.
 double context_workspace_bytes(const Context& c) {
   if (c.cp == 1) return 0.0;
+  // The ring's two key/value chunks and two accumulators of their gradient.
+  if (c.l.parallel.cp_comm == CpComm::ring)
+    return 4.0 * c.rows * static_cast<double>(2 * c.m.kv_heads() * c.m.head_dim()) / c.tp * c.pb;
   const double qkv = static_cast<double>((c.m.n_head + 2 * c.m.kv_heads()) * c.m.head_dim()) / c.tp;
   const double q = static_cast<double>(c.m.q_width()) / c.tp;
   return c.rows * (2.0 * std::max(qkv, q) + 2.0 * q + qkv) * c.pb;

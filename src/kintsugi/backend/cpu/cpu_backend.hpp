@@ -88,6 +88,15 @@ class CpuBackend final : public DeviceBackend {
   void do_attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out,
                              const Tensor& lse, const Tensor& dout, const Tensor& dqkv) override;
 
+  // attention_block.cpp
+  void do_attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
+                                  const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                  const Tensor& lse, bool merge) override;
+  void do_attention_block_backward(const AttentionShape& s, const AttentionBlock& blk,
+                                   const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                   const Tensor& lse, const Tensor& dout, const Tensor& dqkv,
+                                   const Tensor& dkv) override;
+
   // attention_decode.cpp
   void do_attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
                            const Tensor& out) override;

@@ -205,6 +205,18 @@ class CudaBackend final : public DeviceBackend {
                              scratch(cuda::attention_backward_scratch_bytes(a, lse.dtype)),
                              stream_);
   }
+  // Ring attention's block kernels are CPU-only so far: a run with train.device = cuda and
+  // --cp-comm ring is refused before any work (core/parallel_layout.cpp), so these are not
+  // reached from training.
+  void do_attention_block_forward(const AttentionShape&, const AttentionBlock&, const Tensor&,
+                                  const Tensor&, const Tensor&, const Tensor&, bool) override {
+    fail("ring attention (attention_block_forward) is not built for the CUDA backend");
+  }
+  void do_attention_block_backward(const AttentionShape&, const AttentionBlock&, const Tensor&,
+                                   const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                   const Tensor&, const Tensor&) override {
+    fail("ring attention (attention_block_backward) is not built for the CUDA backend");
+  }
   void do_attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
                            const Tensor& out) override {
     KINTSUGI_ASSERT(!s.doc_start);  // the decode kernel takes one document per sequence
