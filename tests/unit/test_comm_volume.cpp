@@ -62,6 +62,28 @@ TEST(CommVolume, ContextParallelExchangesAroundAttention) {
   EXPECT_DOUBLE_EQ(zero.at("dp_cp.reduce_scatter"), 7.0 / 8 * 4 * (1 << 20));
 }
 
+// The ring exchange instead: per block and micro-batch this rank's keys and values (its seq / cp
+// rows of its tensor-parallel rank's kv heads, 2 kv_heads head_dim / tp wide) go to the next rank
+// cp - 1 times forward, cp - 1 times backward, and their gradient's accumulator cp times; either
+// recomputation passes them around once more. Llama's grouped-query attention: 2 kv heads of 4.
+TEST(CommVolume, RingPassesKeysAndValuesAround) {
+  ModelConfig m = model_preset("llama-tiny");
+  m.n_layer = 3;
+  m.seq_len = 64;
+  StepShape s{.micro_batch = 2, .seq = 64, .micro_batches = 5, .grad_elements = 1 << 20};
+  const ParallelLayout ring{.tp = 2, .dp = 2, .cp = 4, .cp_comm = CpComm::ring};
+  const double rows = 2 * 64 / 4;
+  const double kv = rows * 2 * static_cast<double>(m.kv_heads() * m.head_dim()) / 2 * 4;
+  auto v = step_comm_bytes(m, ring, s);
+  EXPECT_EQ(v.count("cp.all_to_all"), 0u);
+  EXPECT_DOUBLE_EQ(v.at("cp.send"), 5 * 3 * kv * (3 + 3 + 4));
+  s.recompute_selective = true;
+  EXPECT_DOUBLE_EQ(step_comm_bytes(m, ring, s).at("cp.send"), 5 * 3 * kv * (3 + 3 + 3 + 4));
+  s.recompute_selective = false;
+  s.recompute_full = true;
+  EXPECT_DOUBLE_EQ(step_comm_bytes(m, ring, s).at("cp.send"), 5 * 3 * kv * (3 + 3 + 3 + 4));
+}
+
 // The ZeRO paper's accounting, with one micro-batch per step: ZeRO-1 and ZeRO-2 move what plain
 // data parallelism moves (a reduce-scatter plus an all-gather is one all-reduce), ZeRO-3 1.5x
 // for parameters gathered twice (blocks: before forward and before backward). Embeddings and

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kintsugi/core/parallel_layout_json.hpp"
 #include "kintsugi/model/gpt.hpp"
 #include "kintsugi/parallel/pipeline_schedule.hpp"
 #include "kintsugi/plan/cluster.hpp"
@@ -475,6 +476,44 @@ TEST(Search, ContextParallelLayoutsWherePinned) {
   }
   EXPECT_EQ(seen, (std::set<std::int64_t>{1, 2, 4}));
   std::filesystem::remove(path);
+}
+
+// Pinned --cp-comm all_to_all,ring: both exchanges for every cp > 1 (cp 1 kept), each a config
+// the runtime accepts; the ring's bytes are cp.send, and it is tried only where it runs (fp32 on
+// a cluster that trains on CPUs).
+TEST(Search, BothContextExchangesWherePinned) {
+  const ModelConfig m = micro_model();
+  const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
+  SearchSpace space;
+  space.pins.pin("cp", {"1", "2", "4"});
+  space.pins.pin("tensor_grid", {"[]"});
+  space.pins.pin("cp_comm", {field_text(ParallelLayout{.cp_comm = CpComm::all_to_all}, "cp_comm"),
+                             field_text(ParallelLayout{.cp_comm = CpComm::ring}, "cp_comm")});
+  std::set<std::pair<std::int64_t, CpComm>> seen;
+  RunConfig base;
+  base.model = m;
+  base.train.global_batch = 8;
+  const auto path = std::filesystem::temp_directory_path() / "kintsugi-plan-cp-comm-test.toml";
+  for (const Layout& l : enumerate_layouts(w, 8, 8, space)) {
+    seen.insert({l.parallel.cp, l.parallel.cp > 1 ? l.parallel.cp_comm : CpComm::all_to_all});
+    std::ofstream(path) << layout_config_toml(base, l);
+    RunConfig c = load_run_config(path.string(), {});
+    ASSERT_NO_THROW(resolve_layout(c, 8)) << describe(l);
+    EXPECT_EQ(c.parallel.cp_comm, l.parallel.cp_comm);
+    const Prediction p = predict(w, cluster_preset("dgx-h100"), l);
+    if (l.parallel.cp > 1)
+      EXPECT_EQ(p.first_stage_comm_bytes.contains("cp.send"), l.parallel.cp_comm == CpComm::ring)
+          << describe(l);
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(seen, (std::set<std::pair<std::int64_t, CpComm>>{{1, CpComm::all_to_all},
+                                                             {2, CpComm::all_to_all},
+                                                             {2, CpComm::ring},
+                                                             {4, CpComm::all_to_all},
+                                                             {4, CpComm::ring}}));
+  // dgx-h100 trains on GPUs: the search leaves the ring out there, and in bf16 anywhere.
+  for (const Prediction& p : search_layouts(w, cluster_preset("dgx-h100"), 8, space).ranked)
+    EXPECT_FALSE(p.layout.parallel.cp > 1 && p.layout.parallel.cp_comm == CpComm::ring);
 }
 
 // A pin is one value or a list: only the listed values are enumerated, each of them is.

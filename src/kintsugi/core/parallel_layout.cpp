@@ -177,7 +177,7 @@ std::string ParallelLayout::description(const std::string& stages) const {
 ParallelLayout ParallelLayout::planned_over(const ParallelLayout& base) const {
   ParallelLayout p = *this;
   p.order = base.order;
-  p.cp_comm = base.cp_comm;
+  if (cp == 1) p.cp_comm = base.cp_comm;  // chosen by the planner where cp > 1 (refinements)
   p.layers_per_stage = pp == base.pp ? base.layers_per_stage : std::vector<std::int64_t>{};
   if (!has_grid()) p.tensor_grid_overlap = base.tensor_grid_overlap;
   return p;
@@ -243,7 +243,14 @@ std::vector<ParallelLayout> refinements(const ParallelLayout& split, const Layou
           continue;
         for (bool overlap : overlaps) {
           l.tensor_grid_overlap = overlap;
-          if (!l.has_grid() || allowed(pins, l, "tensor_grid_overlap")) out.push_back(l);
+          if (l.has_grid() && !allowed(pins, l, "tensor_grid_overlap")) continue;
+          // Context parallelism's exchange: both where pinned, else the split's.
+          for (CpComm comm : l.cp > 1 && pins.pinned("cp_comm")
+                                 ? std::vector<CpComm>{CpComm::all_to_all, CpComm::ring}
+                                 : std::vector<CpComm>{split.cp_comm}) {
+            l.cp_comm = comm;
+            if (l.cp == 1 || allowed(pins, l, "cp_comm")) out.push_back(l);
+          }
         }
       }
     }

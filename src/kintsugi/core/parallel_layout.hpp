@@ -125,8 +125,8 @@ struct ParallelLayout {
   // blocks each chunk holds, which the model decides).
   std::string description(const std::string& stages) const;
   // This layout as a planner chose it, over a run's `base`: what a planner does not choose (the
-  // rank order; context parallelism's exchange; the stage sizes while the stages stay as many;
-  // a grid's overlap where the layout has no grid) stays the base's.
+  // rank order; context parallelism's exchange where there is no cp; the stage sizes while the
+  // stages stay as many; a grid's overlap where the layout has no grid) stays the base's.
   ParallelLayout planned_over(const ParallelLayout& base) const;
 };
 

@@ -48,7 +48,8 @@ const std::array<Field, 14>& fields() {
       plain("sequence_parallel", true, &ParallelLayout::sequence_parallel),
       // A planner tries it where pinned (plan/search.cpp).
       plain("cp", true, &ParallelLayout::cp),
-      Field{"cp_comm", false,
+      // A planner tries both where pinned (plan --cp-comm all_to_all,ring; refinements).
+      Field{"cp_comm", true,
             [](const ParallelLayout& p) { return json(std::string(name_of(p.cp_comm))); },
             [](ParallelLayout& p, const json& j) {
               p.cp_comm = parse_name<CpComm>(j.get<std::string>(), "parallel.cp_comm");

@@ -26,7 +26,7 @@ std::string describe(const Layout& l) {
     s += fmt::format(" grid {}x{}x{}{}", p.tensor_grid[0], p.tensor_grid[1], p.tensor_grid[2],
                      p.tensor_grid_overlap ? "" : " no-overlap");
   s += fmt::format(" pp {} dp {}", p.pp, p.dp);
-  if (p.cp > 1) s += fmt::format(" cp {}", p.cp);
+  if (p.cp > 1) s += fmt::format(" cp {}{}", p.cp, p.cp_comm == CpComm::ring ? " ring" : "");
   s += fmt::format(" mb {}", l.micro_batch);
   if (p.pp > 1) s += fmt::format(" {}", name_of(p.schedule));
   if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
@@ -43,7 +43,8 @@ std::string describe_legend() {
          "collectives not overlapped), mb micro-batch; pipeline schedule (gpipe, 1f1b, interleaved)\n"
          "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
          "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
-         "sp sequence parallelism; cp N each sequence split over N (context parallelism).";
+         "sp sequence parallelism; cp N each sequence split over N (context parallelism; ring: its\n"
+         "ring exchange, else the all-to-all).";
 }
 
 std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {
