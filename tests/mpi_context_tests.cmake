@@ -75,7 +75,7 @@ context_refused(kv_heads 4 "model.n_head = 4 and its 2 key/value heads must be d
                 ${LLAMA_RUN} --cp 4)
 context_refused(ring_chunks 2 "--cp 2 --cp-comm ring splits every sequence into 2 x cp = 4 chunks"
                 ${MICRO_RUN} --set model.seq_len=30 --cp 2 --cp-comm ring)
-context_refused(ring_bf16 2 "--cp-comm ring is built for train.device = \"cpu\" in fp32 only"
+context_refused(ring_bf16 2 "--cp-comm ring is built for train.precision = \"fp32\" only"
                 ${MICRO_RUN} --cp 2 --cp-comm ring ${BF16_RUN})
 context_refused(grid 4 "--cp 2 with --tensor-grid" ${MICRO_RUN} --cp 2 --tensor-grid 1,2,1)
 

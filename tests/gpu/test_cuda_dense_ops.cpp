@@ -621,6 +621,67 @@ TEST_P(CudaDense, AttentionDecode) {
   }
 }
 
+// Ring attention's blocks (Backend::attention_block_forward / _backward): the queries of a
+// whole sequence in two runs against the keys in three, the later runs first (a query run's
+// first block may see none of its keys), with documents, a window, ALiBi and GQA; the merged
+// output and log-sum-exp, then dQ and dK/dV added into random gradients, against the CPU.
+TEST_P(CudaDense, AttentionBlocks) {
+  const Types t = GetParam();
+  const AttentionShape shapes[] = {{2, 70, 4, 2, 16, 0, 0}, {2, 40, 4, 4, 40, 6, 2},
+                                   {1, 35, 2, 1, 72, 0, 0}};
+  for (const AttentionShape& base : shapes)
+    for (int variant = 0; variant < 3; ++variant) {  // plain, documents, window
+      AttentionShape on_gpu = base, on_cpu = base;
+      Pair doc = ids(document_starts(base.seq));
+      if (variant == 1) {
+        on_gpu.doc_start = static_cast<const std::int32_t*>(doc.gpu.data);
+        on_cpu.doc_start = static_cast<const std::int32_t*>(doc.cpu.data);
+      }
+      if (variant == 2) on_gpu.window = on_cpu.window = 9;
+      const AttentionShape& s = on_gpu;
+      const std::int64_t T = s.seq, rows = s.batch * T, hd = s.head_dim;
+      const std::int64_t width = (s.heads + 2 * s.kv_heads) * hd, kv_width = 2 * s.kv_heads * hd;
+      const std::string what = describe(s) + (variant == 1 ? " documents" : variant == 2 ? " window" : "");
+      Pair qkv = input(t.act, {rows, width});
+      Pair kv = output(t.act, {rows, kv_width});
+      for (std::int64_t k = 0; k < s.kv_heads; ++k) {
+        const std::int64_t col = (k * (s.heads / s.kv_heads + 2) + s.heads / s.kv_heads) * hd;
+        gpu().copy_columns(qkv.gpu, col, kv.gpu, k * 2 * hd, 2 * hd);
+        cpu().copy_columns(qkv.cpu, col, kv.cpu, k * 2 * hd, 2 * hd);
+      }
+      Pair out = output(t.act, {rows, s.heads * hd});
+      Pair lse = output(t.stat, {s.batch, s.heads, T});
+      const std::int64_t q_split = T / 3, k1 = T / 4, k2 = T / 2;
+      const std::int64_t q_runs[][2] = {{0, q_split}, {q_split, T - q_split}};
+      const std::int64_t k_runs[][2] = {{k2, T - k2}, {k1, k2 - k1}, {0, k1}};
+      auto block = [&](const std::int64_t* q, const std::int64_t* k) {
+        return AttentionBlock{.rows = T, .q_begin = q[0], .q_count = q[1], .q_position = q[0],
+                              .k_begin = k[0], .k_count = k[1], .k_position = k[0]};
+      };
+      for (const auto& q : q_runs)
+        for (int i = 0; i < 3; ++i) {
+          gpu().attention_block_forward(on_gpu, block(q, k_runs[i]), qkv.gpu, kv.gpu, out.gpu, lse.gpu, i > 0);
+          cpu().attention_block_forward(on_cpu, block(q, k_runs[i]), qkv.cpu, kv.cpu, out.cpu, lse.cpu, i > 0);
+        }
+      expect_near(out, "block out " + what);
+      expect_near(lse, "block lse " + what, t.act);
+      mirror(out);
+      mirror(lse);
+      Pair dout = input(t.act, {rows, s.heads * hd});
+      Pair dqkv = output(t.act, {rows, width}, true);
+      Pair dkv = output(t.act, {rows, kv_width}, true);
+      for (const auto& q : q_runs)
+        for (const auto& k : k_runs) {
+          gpu().attention_block_backward(on_gpu, block(q, k), qkv.gpu, kv.gpu, out.gpu, lse.gpu,
+                                         dout.gpu, dqkv.gpu, dkv.gpu);
+          cpu().attention_block_backward(on_cpu, block(q, k), qkv.cpu, kv.cpu, out.cpu, lse.cpu,
+                                         dout.cpu, dqkv.cpu, dkv.cpu);
+        }
+      expect_near(dqkv, "block dqkv " + what);
+      expect_near(dkv, "block dkv " + what);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaDense, ::testing::ValuesIn(gpu_testing::all_types()),
                          [](const auto& info) { return info.param.name(); });
 

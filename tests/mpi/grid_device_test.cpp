@@ -8,7 +8,11 @@
 //                                 overlap: 2x1x2 in fp32 against the serial CPU run (losses
 //                                 within 1e-5, weights 1e-4 of their scale: the single-GPU bars
 //                                 of bench/gpu_layouts.sh), 1x2x2 in bf16 against the serial run
-//                                 on the same backend (1e-4 and 0.2, its bf16 layout bars).
+//                                 on the same backend (1e-4 and 0.2, its bf16 layout bars);
+//                                 and context parallelism's ring over the 4 ranks (cp 4,
+//                                 docs/parallelism.md "Ring exchange": the block kernels, the
+//                                 key/value chunks and their gradients sent and received on the
+//                                 device) in fp32 against the serial CPU run (the same bars).
 //   grid_device_test guarded DIR  the CPU backend's kernels on the guarded stand-in device
 //                                 (support/guarded_device.hpp), whose memory the host cannot
 //                                 touch outside an op or a copy: grid 2x1x2 in bf16 (x and z,
@@ -61,6 +65,7 @@ struct Case {
   GridShape grid;
   std::string precision;
   int layers = 2, steps = 3;
+  std::int64_t cp = 1;  // > 1: context parallelism's ring over the ranks instead of a grid
 };
 
 // The tiny GPT of the GPU model tests (tests/gpu/test_cuda_models.cpp), shorter: 4 heads of 16,
@@ -79,7 +84,12 @@ RunConfig config(const Case& k, int world) {
   c.train.precision = parse_name<Precision>(k.precision, "precision");
   if (world > 1) {
     c.train.device = Device::cuda;
-    c.parallel.tensor_grid = {k.grid.x, k.grid.y, k.grid.z};
+    if (k.cp > 1) {
+      c.parallel.cp = k.cp;
+      c.parallel.cp_comm = CpComm::ring;
+    } else {
+      c.parallel.tensor_grid = {k.grid.x, k.grid.y, k.grid.z};
+    }
   }
   resolve_layout(c, world);
   return c;
@@ -112,7 +122,9 @@ Trained train(StageModel& model, const RunConfig& c, const Place& place, int ste
   for (int step = 0; step < steps; ++step)
     out.losses.push_back(model.train_step(s, kMicroBatches, grad_scale, kLr, 1.0).loss_sum);
   out.losses.push_back(model.evaluate(s, kMicroBatches, kMicroBatches, kMicroBatches));
-  save_model(saved, c.model, model.params(), steps, place.tp, place.pp, model.virtual_stages());
+  // The cp ranks hold the same weights: one of them saves.
+  if (place.cp_rank == 0)
+    save_model(saved, c.model, model.params(), steps, place.tp, place.pp, model.virtual_stages());
   return out;
 }
 
@@ -130,7 +142,9 @@ Trained train_grid(Backend& backend, const Case& k, const std::shared_ptr<Commun
                    const fs::path& saved) {
   const RunConfig c = config(k, world->size());
   const Topology topology(
-      world, {.tp = k.grid.size(), .tensor_grid = {k.grid.x, k.grid.y, k.grid.z}});
+      world, k.cp > 1 ? c.parallel
+                      : ParallelLayout{.tp = k.grid.size(),
+                                       .tensor_grid = {k.grid.x, k.grid.y, k.grid.z}});
   const Place place(&topology, false);
   Tracer tracer;
   StageModel model(backend, c, place, tracer);
@@ -198,7 +212,10 @@ void on_cuda(const std::shared_ptr<Communicator>& world, const fs::path& dir) {
     double rtol, weight_rtol;
   };
   for (const Check& check : {Check{{"2x1x2_fp32", {2, 1, 2}, "fp32"}, false, 1e-5, 1e-4},
-                             Check{{"1x2x2_bf16", {1, 2, 2}, "bf16"}, true, 1e-4, 0.2}}) {
+                             Check{{"1x2x2_bf16", {1, 2, 2}, "bf16"}, true, 1e-4, 0.2},
+                             Check{{.name = "cp4_ring_fp32", .grid = {1, 1, 1}, .precision = "fp32",
+                                    .cp = 4},
+                                   false, 1e-5, 1e-4}}) {
     const Case& k = check.k;
     const fs::path serial = dir / (k.name + "_serial"), grid = dir / k.name;
     std::vector<double> reference;

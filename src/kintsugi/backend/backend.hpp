@@ -54,7 +54,8 @@ struct AttentionShape {
   // Document attention (data.document_attention): i32 [batch * seq] in the backend's memory,
   // for each row the index (within its sequence) of its document's first row; query t sees
   // keys doc_start[t]..t only, and RoPE rotates it as position t - doc_start[t]. Null: one
-  // document per sequence.
+  // document per sequence. RoPE reads nothing else of it, so a caller may give RoPE any row
+  // offsets (context parallelism's ring: a rank's row index less its position, negative too).
   const std::int32_t* doc_start = nullptr;
   // Sliding-window attention (model.sliding_window, Mistral): with window W > 0, query t sees
   // only the keys t - W + 1..t (itself and the W - 1 before it; key j iff 0 <= t - j < W), in

@@ -170,7 +170,7 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"parallel.cp_comm", &c.parallel.cp_comm,
        "how context-parallel ranks exchange around attention: \"all_to_all\" (Ulysses: heads "
        "for sequence; kv heads divisible by tp x cp) or \"ring\" (key/value chunks passed "
-       "around the ranks, causal work balanced; seq_len divisible by 2 x cp; CPU fp32 only)"},
+       "around the ranks, causal work balanced; seq_len divisible by 2 x cp; fp32 only)"},
       {"parallel.order", &c.parallel.order,
        "rank order, fastest-varying dimension first (\"tp-dp-pp\"; cp, when not named, right "
        "after tp)"},

@@ -205,17 +205,26 @@ class CudaBackend final : public DeviceBackend {
                              scratch(cuda::attention_backward_scratch_bytes(a, lse.dtype)),
                              stream_);
   }
-  // Ring attention's block kernels are CPU-only so far: a run with train.device = cuda and
-  // --cp-comm ring is refused before any work (core/parallel_layout.cpp), so these are not
-  // reached from training.
-  void do_attention_block_forward(const AttentionShape&, const AttentionBlock&, const Tensor&,
-                                  const Tensor&, const Tensor&, const Tensor&, bool) override {
-    fail("ring attention (attention_block_forward) is not built for the CUDA backend");
+  // Ring attention's blocks (attention_block.cu; docs/parallelism.md, "Ring exchange").
+  static cuda::AttnBlock attn_block(const AttentionBlock& b) {
+    return {b.rows, b.q_begin, b.q_count, b.q_position, b.k_begin, b.k_count, b.k_position};
   }
-  void do_attention_block_backward(const AttentionShape&, const AttentionBlock&, const Tensor&,
-                                   const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                   const Tensor&, const Tensor&) override {
-    fail("ring attention (attention_block_backward) is not built for the CUDA backend");
+  void do_attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
+                                  const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                  const Tensor& lse, bool merge) override {
+    check_head_dim(s);
+    check_types({&qkv, &kv, &out, &lse});
+    cuda::attention_block_forward(attn_shape(s), attn_block(blk), ref(qkv), ref(kv), ref(out),
+                                  ref(lse), merge, stream_);
+  }
+  void do_attention_block_backward(const AttentionShape& s, const AttentionBlock& blk,
+                                   const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                   const Tensor& lse, const Tensor& dout, const Tensor& dqkv,
+                                   const Tensor& dkv) override {
+    check_head_dim(s);
+    check_types({&qkv, &kv, &out, &lse, &dout, &dqkv, &dkv});
+    cuda::attention_block_backward(attn_shape(s), attn_block(blk), ref(qkv), ref(kv), ref(out),
+                                   ref(lse), ref(dout), ref(dqkv), ref(dkv), stream_);
   }
   void do_attention_decode(const AttentionShape& s, const Tensor& cache, std::int64_t position,
                            const Tensor& out) override {

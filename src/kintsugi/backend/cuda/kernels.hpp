@@ -39,6 +39,14 @@ struct AttnShape {
   std::int64_t window = 0;
 };
 
+// One block of ring attention (mirrors AttentionBlock): query rows [q_begin, + q_count) of
+// each sequence's `rows` at positions q_position.., key rows [k_begin, + k_count) at k_position...
+struct AttnBlock {
+  std::int64_t rows = 0;
+  std::int64_t q_begin = 0, q_count = 0, q_position = 0;
+  std::int64_t k_begin = 0, k_count = 0, k_position = 0;
+};
+
 // Scratch a kernel needs, handed in by the caller (sizes from the *_scratch_bytes functions).
 struct Scratch {
   void* data = nullptr;
@@ -154,6 +162,12 @@ void attention_decode(const AttnShape& s, Ref cache, std::int64_t position, Ref 
 // Backward scratch: delta per row, and the tensor-core backward's f32 dQ partials (at most
 // 256 MiB of them: larger calls go in slices; attention_tc.hpp).
 std::size_t attention_backward_scratch_bytes(const AttnShape& s, DType lse_dtype);
+// Ring attention's blocks (Backend::attention_block_forward / _backward; attention_block.cu):
+// s is the whole sequence's shape, kv [B, rows, kv_heads, 2, hd].
+void attention_block_forward(const AttnShape& s, const AttnBlock& blk, Ref qkv, Ref kv, Ref out,
+                             Ref lse, bool merge, cudaStream_t stream);
+void attention_block_backward(const AttnShape& s, const AttnBlock& blk, Ref qkv, Ref kv, Ref out,
+                              Ref lse, Ref dout, Ref dqkv, Ref dkv, cudaStream_t stream);
 void attention_backward(const AttnShape& s, Ref qkv, Ref out, Ref lse, Ref dout, Ref dqkv,
                         Scratch scratch, cudaStream_t stream);
 
