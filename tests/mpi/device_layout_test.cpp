@@ -126,7 +126,9 @@ Trained train(StageModel& model, const RunConfig& c, const Place& place, int ste
   for (int step = 0; step < steps; ++step)
     out.losses.push_back(model.train_step(s, kMicroBatches, grad_scale, kLr, 1.0).loss_sum);
   out.losses.push_back(model.evaluate(s, kMicroBatches, kMicroBatches, kMicroBatches));
-  save_model(saved, c.model, model.params(), steps, place.tp, place.pp, model.virtual_stages());
+  // The cp ranks hold the same weights and would write the same files: one of them saves.
+  if (place.cp_rank == 0)
+    save_model(saved, c.model, model.params(), steps, place.tp, place.pp, model.virtual_stages());
   return out;
 }
 
