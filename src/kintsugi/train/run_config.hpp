@@ -58,6 +58,10 @@ struct TrainConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;
+  // Mixture of experts (docs/moe.md): the load-balancing loss (Switch/GShard) and the router
+  // z-loss of every MoE layer, added to the objective with these coefficients.
+  double moe_aux_loss_coeff = 0.01;
+  double moe_z_loss_coeff = 0.0;
   // Tracked bytes a rank may hold, in GiB (0: no limit): a run that needs more is refused
   // when it allocates, before its first step.
   double max_memory_gb = 0;
