@@ -158,7 +158,7 @@ RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
   if (config.is_moe())
-    fail("model.moe.experts = {}: Hugging Face export of mixture-of-experts models (Mixtral, "
+    fail("model.moe_experts = {}: Hugging Face export of mixture-of-experts models (Mixtral, "
          "Qwen2-MoE) is not built yet (docs/moe.md)",
          config.moe.experts);
   if (config.family == Family::gpt2) return gpt2_tensors(config);

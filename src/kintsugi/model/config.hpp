@@ -59,7 +59,7 @@ struct EnumNames<TiedHead> {
                                         std::pair{TiedHead::untied, "untied"}};
 };
 
-// Mixture of experts (model.moe.*, docs/moe.md): with experts > 0 every block's MLP half is
+// Mixture of experts (model.moe_*, docs/moe.md): with experts > 0 every block's MLP half is
 // `experts` SwiGLU experts (Mixtral's w1 gate, w3 up, w2 down) of width expert_hidden behind a
 // linear router (d_model -> experts, no bias): softmax over the experts, the top_k per token
 // (ties to the lowest index), their probabilities as gates (divided by their sum with
@@ -73,7 +73,7 @@ struct MoeConfig {
   std::int64_t expert_hidden = 0;   // each expert's SwiGLU width; 0: model.d_ff
   std::int64_t shared_experts = 0;  // 0: none; n: one shared SwiGLU of n x expert_hidden
   std::int64_t shared_hidden = 0;   // the shared expert's width when set (Qwen2-MoE's own)
-  bool renormalize = true;          // model.moe.router_norm_topk
+  bool renormalize = true;          // model.moe_router_norm_topk
 };
 
 struct ModelConfig {

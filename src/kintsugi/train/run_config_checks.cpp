@@ -96,11 +96,11 @@ void validate(const RunConfig& c) {
          t.moe_aux_loss_coeff, t.moe_z_loss_coeff);
   // The mixture-of-experts ops have CPU kernels in f32 and f64 only (docs/moe.md).
   if (c.model.is_moe() && c.train.device != Device::cpu)
-    fail("model.moe.experts = {}: mixture-of-experts layers run on the CPU only so far; set "
+    fail("model.moe_experts = {}: mixture-of-experts layers run on the CPU only so far; set "
          "train.device = \"cpu\" (docs/moe.md)",
          c.model.moe.experts);
   if (c.model.is_moe() && c.train.precision != Precision::fp32)
-    fail("model.moe.experts = {}: mixture-of-experts layers train in fp32 only so far; set "
+    fail("model.moe_experts = {}: mixture-of-experts layers train in fp32 only so far; set "
          "train.precision = \"fp32\" (docs/moe.md)",
          c.model.moe.experts);
   if (c.comm.backend == CommBackend::nccl && c.train.device != Device::cuda)

@@ -40,6 +40,13 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
   if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
+  if (m.moe_aux_loss) {
+    j["moe_aux_loss"] = *m.moe_aux_loss;
+    j["moe_z_loss"] = *m.moe_z_loss;
+    nlohmann::json load = nlohmann::json::array();
+    for (const auto& [most, mean] : m.moe_load) load.push_back({{"max", most}, {"mean", mean}});
+    j["moe_expert_load"] = load;
+  }
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
     j["energy_s"] = *m.energy_seconds;
@@ -64,6 +71,10 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   if (m.val_loss) s.emplace_back("val/loss", *m.val_loss);
   if (m.loss_scale) s.emplace_back("train/loss_scale", *m.loss_scale);
   if (m.bubble) s.emplace_back("perf/bubble", *m.bubble);
+  if (m.moe_aux_loss) {
+    s.emplace_back("train/moe_aux_loss", *m.moe_aux_loss);
+    s.emplace_back("train/moe_z_loss", *m.moe_z_loss);
+  }
   if (m.energy_j) {
     s.emplace_back("energy/step_j", *m.energy_j);
     s.emplace_back("energy/joules_per_token", *m.joules_per_token);
