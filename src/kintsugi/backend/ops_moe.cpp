@@ -1,6 +1,7 @@
 // The mixture-of-experts ops' entry points (backend.hpp): the router, the permutation by expert
 // and its inverse weighted by the gates, and the shared expert's gate. Each checks the shapes of
-// its contract and counts its cost once, then runs the device backend's implementation.
+// its contract and counts its bytes once (no FLOPs: like the elementwise ops, they are not in the
+// model FLOPs of plan/flops.hpp), then runs the device backend's implementation.
 #include "kintsugi/backend/op_entry.hpp"
 
 namespace kintsugi {
@@ -19,10 +20,8 @@ void Backend::moe_route(const Tensor& logits, std::int64_t top_k, bool renormali
   KINTSUGI_ASSERT(probs.numel() == n * e && lse.numel() == n);
   KINTSUGI_ASSERT(index(experts) && experts.numel() == n * top_k && gates.numel() == n * top_k);
   KINTSUGI_ASSERT(losses.dtype == DType::f64 && losses.numel() == 2);
-  // Softmax (about 5 per element), the top-k scan (k per element) and the losses.
-  const double flops = static_cast<double>(n * e) * static_cast<double>(6 + top_k);
   const double moved = bytes(logits) + bytes(probs) + bytes(lse) + bytes(experts) + bytes(gates);
-  dispatch(op_call("moe_route", flops, moved, logits), [&] {
+  dispatch(op_call("moe_route", 0, moved, logits), [&] {
     device_.do_moe_route(logits, top_k, renormalize, probs, lse, experts, gates, losses);
   });
 }
@@ -36,7 +35,7 @@ void Backend::moe_route_backward(const Tensor& probs, const Tensor& lse, const T
   KINTSUGI_ASSERT(d_logits.numel() == n * e);
   const double moved = bytes(probs) + bytes(lse) + bytes(experts) + bytes(gates) +
                        bytes(d_gates) + bytes(d_logits);
-  dispatch(op_call("moe_route_backward", 8.0 * static_cast<double>(n * e), moved, probs), [&] {
+  dispatch(op_call("moe_route_backward", 0, moved, probs), [&] {
     device_.do_moe_route_backward(probs, lse, experts, gates, d_gates, renormalize, aux_scale,
                                   z_scale, d_logits);
   });
@@ -68,7 +67,7 @@ void Backend::moe_combine(const Tensor& src, const Tensor& position, const Tenso
   KINTSUGI_ASSERT(!weights || weights->numel() == m);
   const double moved = bytes(src) + bytes(position) + bytes(weights) +
                        (accumulate ? 2.0 : 1.0) * bytes(out);
-  dispatch(op_call("moe_combine", 2.0 * static_cast<double>(src.numel()), moved, src),
+  dispatch(op_call("moe_combine", 0, moved, src),
            [&] { device_.do_moe_combine(src, position, weights, out, accumulate); });
 }
 
@@ -81,7 +80,7 @@ void Backend::moe_combine_backward(const Tensor& dy, const Tensor& src, const Te
   KINTSUGI_ASSERT(weights.numel() == m && d_weights.numel() == m && d_src.numel() == src.numel());
   const double moved = 2.0 * bytes(dy) + bytes(src) + bytes(order) + bytes(position) +
                        bytes(weights) + bytes(d_src) + bytes(d_weights);
-  dispatch(op_call("moe_combine_backward", 3.0 * static_cast<double>(src.numel()), moved, src),
+  dispatch(op_call("moe_combine_backward", 0, moved, src),
            [&] {
              device_.do_moe_combine_backward(dy, src, order, position, weights, d_src, d_weights);
            });
@@ -90,7 +89,7 @@ void Backend::moe_combine_backward(const Tensor& dy, const Tensor& src, const Te
 void Backend::moe_shared_gate(const Tensor& logit, const Tensor& shared, const Tensor& out) {
   const std::int64_t n = rows(out);
   KINTSUGI_ASSERT(logit.numel() == n && shared.numel() == out.numel());
-  dispatch(op_call("moe_shared_gate", 2.0 * static_cast<double>(out.numel()),
+  dispatch(op_call("moe_shared_gate", 0,
                    bytes(logit) + bytes(shared) + 2.0 * bytes(out), out),
            [&] { device_.do_moe_shared_gate(logit, shared, out); });
 }
@@ -103,7 +102,7 @@ void Backend::moe_shared_gate_backward(const Tensor& logit, const Tensor& shared
   KINTSUGI_ASSERT(shared.numel() == dy.numel() && d_shared.numel() == dy.numel());
   const double moved =
       2.0 * bytes(logit) + bytes(shared) + bytes(dy) + bytes(d_shared);
-  dispatch(op_call("moe_shared_gate_backward", 3.0 * static_cast<double>(dy.numel()), moved, dy),
+  dispatch(op_call("moe_shared_gate_backward", 0, moved, dy),
            [&] { device_.do_moe_shared_gate_backward(logit, shared, dy, d_shared, d_logit); });
 }
 
