@@ -13,10 +13,7 @@
 namespace kintsugi {
 namespace {
 
-using testing::dot;
-using testing::expect_gradient;
-using testing::random_vector;
-using testing::view;
+namespace t = testing;
 
 class MoeOps : public ::testing::Test {
  protected:
@@ -35,8 +32,8 @@ TEST_F(MoeOps, RouteTopKTiesAndLosses) {
   std::vector<std::int32_t> experts(n * k);
   for (bool renormalize : {false, true}) {
     losses.assign(2, 0.0);
-    be->moe_route(view(logits, {n, e}), k, renormalize, view(probs, {n, e}), view(lse, {n}),
-                  ids(experts, {n, k}), view(gates, {n, k}), view(losses, {2}));
+    be->moe_route(t::view(logits, {n, e}), k, renormalize, t::view(probs, {n, e}), t::view(lse, {n}),
+                  ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
     EXPECT_EQ(experts, (std::vector<std::int32_t>{1, 3, 0, 1}));
     const double s0 = std::exp(0.0) + 2 * std::exp(2.0) + std::exp(-1.0);
     EXPECT_NEAR(lse[0], std::log(s0), 1e-14);
@@ -56,22 +53,22 @@ TEST_F(MoeOps, RouteTopKTiesAndLosses) {
 // so the counts) held where it is: finite steps of 1e-6 do not change the choices.
 TEST_F(MoeOps, RouteGradient) {
   const std::int64_t n = 5, e = 6, k = 2;
-  auto logits = random_vector(n * e, 21, 1.5), r = random_vector(n * k, 22);
+  auto logits = t::random_vector(n * e, 21, 1.5), r = t::random_vector(n * k, 22);
   std::vector<double> probs(n * e), lse(n), gates(n * k), losses(2), d_logits(n * e);
   std::vector<std::int32_t> experts(n * k);
   const double a = 0.7, b = 0.3;
   for (bool renormalize : {false, true}) {
     auto loss = [&] {
       losses.assign(2, 0.0);
-      be->moe_route(view(logits, {n, e}), k, renormalize, view(probs, {n, e}), view(lse, {n}),
-                    ids(experts, {n, k}), view(gates, {n, k}), view(losses, {2}));
-      return dot(gates.data(), r.data(), n * k) + a * losses[0] + b * losses[1];
+      be->moe_route(t::view(logits, {n, e}), k, renormalize, t::view(probs, {n, e}), t::view(lse, {n}),
+                    ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
+      return t::dot(gates.data(), r.data(), n * k) + a * losses[0] + b * losses[1];
     };
     loss();
-    be->moe_route_backward(view(probs, {n, e}), view(lse, {n}), ids(experts, {n, k}),
-                           view(gates, {n, k}), view(r, {n, k}), renormalize, a, b,
-                           view(d_logits, {n, e}));
-    expect_gradient(loss, logits.data(), n * e, d_logits.data(),
+    be->moe_route_backward(t::view(probs, {n, e}), t::view(lse, {n}), ids(experts, {n, k}),
+                           t::view(gates, {n, k}), t::view(r, {n, k}), renormalize, a, b,
+                           t::view(d_logits, {n, e}));
+    t::expect_gradient(loss, logits.data(), n * e, d_logits.data(),
                     renormalize ? "d_logits (renormalized)" : "d_logits");
   }
 }
@@ -95,15 +92,15 @@ TEST_F(MoeOps, PermuteCombineGradient) {
   std::vector<std::int32_t> experts = {1, 0, 2, 1, 0, 2, 1, 2, 0, 1}, order(m), position(m),
                             counts(3);
   be->moe_dispatch(ids(experts, {n, k}), ids(order, {m}), ids(position, {m}), ids(counts, {3}));
-  auto x = random_vector(n * d, 31), gates = random_vector(m, 32), r = random_vector(n * d, 33);
-  auto w = random_vector(m * d, 34);  // a per-row scale: "expert" p multiplies by w[p]
+  auto x = t::random_vector(n * d, 31), gates = t::random_vector(m, 32), r = t::random_vector(n * d, 33);
+  auto w = t::random_vector(m * d, 34);  // a per-row scale: "expert" p multiplies by w[p]
   std::vector<double> xp(m * d), yp(m * d), y(n * d);
   auto loss = [&] {
-    be->moe_gather(view(x, {n, d}), ids(order, {m}), view(xp, {m, d}));
+    be->moe_gather(t::view(x, {n, d}), ids(order, {m}), t::view(xp, {m, d}));
     for (std::int64_t i = 0; i < m * d; ++i) yp[i] = w[i] * xp[i];
-    be->moe_combine(view(yp, {m, d}), ids(position, {m}), &static_cast<const Tensor&>(
-                        view(gates, {n, k})), view(y, {n, d}), false);
-    return dot(y.data(), r.data(), n * d);
+    be->moe_combine(t::view(yp, {m, d}), ids(position, {m}), &static_cast<const Tensor&>(
+                        t::view(gates, {n, k})), t::view(y, {n, d}), false);
+    return t::dot(y.data(), r.data(), n * d);
   };
   loss();
   for (std::int64_t row = 0; row < n; ++row)
@@ -114,36 +111,36 @@ TEST_F(MoeOps, PermuteCombineGradient) {
       EXPECT_NEAR(y[row * d + i], want, 1e-14);
     }
   std::vector<double> d_yp(m * d), d_gates(m), dx(n * d, 1.0);
-  const Tensor g = view(gates, {n, k});
-  be->moe_combine_backward(view(r, {n, d}), view(yp, {m, d}), ids(order, {m}),
-                           ids(position, {m}), g, view(d_yp, {m, d}), view(d_gates, {n, k}));
-  expect_gradient(loss, gates.data(), m, d_gates.data(), "d_gates");
+  const Tensor g = t::view(gates, {n, k});
+  be->moe_combine_backward(t::view(r, {n, d}), t::view(yp, {m, d}), ids(order, {m}),
+                           ids(position, {m}), g, t::view(d_yp, {m, d}), t::view(d_gates, {n, k}));
+  t::expect_gradient(loss, gates.data(), m, d_gates.data(), "d_gates");
   std::vector<double> d_xp(m * d);
   for (std::int64_t i = 0; i < m * d; ++i) d_xp[i] = w[i] * d_yp[i];
-  be->moe_combine(view(d_xp, {m, d}), ids(position, {m}), nullptr, view(dx, {n, d}), false);
-  expect_gradient(loss, x.data(), n * d, dx.data(), "dx");
+  be->moe_combine(t::view(d_xp, {m, d}), ids(position, {m}), nullptr, t::view(dx, {n, d}), false);
+  t::expect_gradient(loss, x.data(), n * d, dx.data(), "dx");
   // accumulate adds the combination to what out holds.
   std::vector<double> twice = dx;
-  be->moe_combine(view(d_xp, {m, d}), ids(position, {m}), nullptr, view(twice, {n, d}), true);
+  be->moe_combine(t::view(d_xp, {m, d}), ids(position, {m}), nullptr, t::view(twice, {n, d}), true);
   for (std::int64_t i = 0; i < n * d; ++i) EXPECT_NEAR(twice[i], 2 * dx[i], 1e-14);
 }
 
 TEST_F(MoeOps, SharedGateGradient) {
   const std::int64_t n = 4, d = 5;
-  auto logit = random_vector(n, 41, 2.0), shared = random_vector(n * d, 42),
-       base = random_vector(n * d, 43), r = random_vector(n * d, 44);
+  auto logit = t::random_vector(n, 41, 2.0), shared = t::random_vector(n * d, 42),
+       base = t::random_vector(n * d, 43), r = t::random_vector(n * d, 44);
   std::vector<double> out(n * d), d_shared(n * d), d_logit(n);
   auto loss = [&] {
     out = base;
-    be->moe_shared_gate(view(logit, {n, 1}), view(shared, {n, d}), view(out, {n, d}));
-    return dot(out.data(), r.data(), n * d);
+    be->moe_shared_gate(t::view(logit, {n, 1}), t::view(shared, {n, d}), t::view(out, {n, d}));
+    return t::dot(out.data(), r.data(), n * d);
   };
   loss();
   EXPECT_NEAR(out[7], base[7] + shared[7] / (1 + std::exp(-logit[1])), 1e-14);
-  be->moe_shared_gate_backward(view(logit, {n, 1}), view(shared, {n, d}), view(r, {n, d}),
-                               view(d_shared, {n, d}), view(d_logit, {n, 1}));
-  expect_gradient(loss, logit.data(), n, d_logit.data(), "d_logit");
-  expect_gradient(loss, shared.data(), n * d, d_shared.data(), "d_shared");
+  be->moe_shared_gate_backward(t::view(logit, {n, 1}), t::view(shared, {n, d}), t::view(r, {n, d}),
+                               t::view(d_shared, {n, d}), t::view(d_logit, {n, 1}));
+  t::expect_gradient(loss, logit.data(), n, d_logit.data(), "d_logit");
+  t::expect_gradient(loss, shared.data(), n * d, d_shared.data(), "d_shared");
 }
 
 }  // namespace
