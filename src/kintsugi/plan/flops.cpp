@@ -39,6 +39,12 @@ std::int64_t parameter_count(const ModelConfig& c) {
   return static_cast<std::int64_t>(parameter_count_double(c));
 }
 
+double active_parameter_count(const ModelConfig& c) {
+  const BlockInventory b = block_inventory(c);
+  return parameter_count_double(c) -
+         static_cast<double>(c.n_layer) * (b.matrix_parameters() - b.active_matrix_parameters());
+}
+
 std::int64_t matmul_parameter_count(const ModelConfig& c) {
   return c.n_layer * static_cast<std::int64_t>(block_matmul_parameters(c)) + c.vocab_size * c.d_model;
 }

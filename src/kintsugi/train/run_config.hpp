@@ -113,7 +113,9 @@ std::set<std::string> given_keys(const std::string& path, const std::vector<std:
 std::string run_config_toml(const RunConfig& config);
 void validate(const RunConfig& config);
 // Checks the layout against the job's rank count and the model (layout_problem; every rank
-// reaches the same verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).
+// reaches the same verdict), and what the device and precision can train of the model (a
+// mixture of experts: CPU and fp32 only, docs/moe.md), and resolves parallel.dp = 0 to the
+// world size / (tp * pp).
 void resolve_layout(RunConfig& config, int world_size);
 // The layout and batch of a config, as the rule book (layout_rules.hpp) reads them.
 LayoutSpec layout_spec(const RunConfig& config);

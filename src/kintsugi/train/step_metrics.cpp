@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -126,6 +127,13 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   if (m.loss_scale) line += fmt::format(" | scale {:g}", *m.loss_scale);
   if (m.skipped) line += " | skipped: gradient overflow";
   if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
+  if (m.moe_aux_loss) {
+    // The most loaded layer's busiest expert against the mean (1 when balanced).
+    double load = 0;
+    for (const auto& [most, mean] : m.moe_load) load = std::max(load, mean > 0 ? most / mean : 0);
+    line += fmt::format(" | moe aux {:.4f} z {:.3g} load {:.2f}", *m.moe_aux_loss, *m.moe_z_loss,
+                        load);
+  }
   if (m.energy_j)
     line += fmt::format(" | {:.4g} J ({:.3g} J/token, {:.0f} W)", *m.energy_j,
                         *m.joules_per_token, *m.energy_j / *m.energy_seconds);
