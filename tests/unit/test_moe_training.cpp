@@ -17,15 +17,15 @@ namespace kintsugi {
 namespace {
 
 RunConfig moe_config(std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = brown_overrides();
-  for (const char* o : {"model.n_layer=2", "model.d_model=64", "model.n_head=4",
-                        "model.n_kv_head=2", "model.seq_len=32", "model.moe_expert_hidden=32",
-                        "train.global_batch=8", "train.micro_batch=2", "train.steps=16",
-                        "train.warmup_steps=2", "train.eval_every=8", "train.eval_sequences=16",
-                        "train.log_every=16", "train.save_checkpoint=false"})
-    overrides.push_back(o);
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_run_config(testing::configs_dir() + "/moe-tiny.toml", overrides);
+  // The model cut to 2 layers of 64 on sequences of 32, experts of 32; 16 steps of 8 sequences.
+  std::vector<std::string> o = brown_overrides();
+  o.insert(o.end(), {"model.n_layer=2", "model.d_model=64", "model.n_head=4", "model.n_kv_head=2",
+                     "model.seq_len=32", "model.moe_expert_hidden=32", "train.global_batch=8",
+                     "train.micro_batch=2", "train.steps=16", "train.warmup_steps=2",
+                     "train.eval_every=8", "train.eval_sequences=16", "train.log_every=16",
+                     "train.save_checkpoint=false"});
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_run_config(testing::configs_dir() + "/moe-tiny.toml", o);
 }
 
 std::vector<nlohmann::json> steps_of(const std::string& path) {
