@@ -93,6 +93,9 @@ for precision in ${GPU_LAYOUTS_PRECISIONS:-fp32 bf16}; do
     layout "${held[@]}" "pp2_1f1b_$precision" 2 "${run[@]}" --pp 2 --schedule 1f1b
     layout "${held[@]}" "tp2_dp2_zero3_$precision" 4 "${run[@]}" --tp 2 --dp 2 --zero 3
     layout "${held[@]}" "tp2_pp2_sp_$precision" 4 "${run[@]}" --tp 2 --pp 2 --sequence-parallel
+    # Context parallelism: every sequence split over 2 ranks, heads exchanged around attention.
+    layout "${held[@]}" "cp2_$precision" 2 "${run[@]}" --cp 2
+    layout "${held[@]}" "cp2_tp2_sp_$precision" 4 "${run[@]}" --cp 2 --tp 2 --sequence-parallel
   fi
   if [[ $sets == *" grid "* ]]; then
     # A grid with z = 2 runs one of each micro-batch's two sequences per z rank.

@@ -339,11 +339,12 @@ def measured_figures():
 
 F175 = "--model gpt-175b --cluster frontier --nodes 128 --global-batch 640 --seq 2048 --precision fp16"
 F1T = "--model gpt-1t --cluster frontier --nodes 64 --global-batch 1600 --seq 2048 --precision fp16"
-STUDY_SPACE = "--zero 0,1 --schedule 1f1b --sequence-parallel=false --recompute full --hsdp 0"
+STUDY_SPACE = ("--zero 0,1 --schedule 1f1b --sequence-parallel=false --recompute full --hsdp 0 "
+               "--cp 1")
 PUBLISHED_175B = dict(tp=4, pp=16, micro_batch=1, zero=1, recompute="full", schedule="1f1b",
-                      sequence_parallel=False, hsdp=0, virtual_stages=1)
+                      sequence_parallel=False, hsdp=0, virtual_stages=1, cp=1)
 PUBLISHED_1T = dict(tp=8, pp=64, micro_batch=1, recompute="full", schedule="1f1b",
-                    sequence_parallel=False, virtual_stages=1)
+                    sequence_parallel=False, virtual_stages=1, cp=1)
 
 
 def describe(l):
@@ -351,6 +352,8 @@ def describe(l):
     s = f"TP {l['tp']}, PP {l['pp']}"
     if l["dp"] > 1:
         s += f", DP {l['dp']}"
+    if l.get("cp", 1) > 1:
+        s += f", CP {l['cp']}"
     return s + (" with sp" if l["sequence_parallel"] else "")
 
 
@@ -365,7 +368,9 @@ def frontier_ranking():
     speedup = step(full["layouts"][rf - 1]) / step(best)
     x = full["layouts"][rf - 1]
     bl = best["layout"]
-    best_words = (f"TP {bl['tp']}, PP {bl['pp']}, {bl['schedule']}, ZeRO-{bl['zero']} with "
+    best_words = (f"TP {bl['tp']}, PP {bl['pp']}, "
+                  + (f"CP {bl['cp']}, " if bl.get("cp", 1) > 1 else "")
+                  + f"{bl['schedule']}, ZeRO-{bl['zero']} with "
                   f"hybrid sharding over {bl['hsdp']}, " + ("sp" if bl["sequence_parallel"] else
                                                             "no sp"))
     behind = (f" ({pct(slower)} slower than the first, TP {first['layout']['tp']} "
@@ -441,7 +446,7 @@ def strong_scaling():
 
 TABLE_V = ("--model gpt-175b --cluster frontier --tp 1,2,4,8 --pp 1,2,4,8,12,16 --zero 0,1 "
            "--seq 2048 --precision fp16 --schedule 1f1b --recompute full --sequence-parallel=false --hsdp 0 "
-           "--objective time")
+           "--cp 1 --objective time")
 
 
 def table_v():

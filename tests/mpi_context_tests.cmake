@@ -9,6 +9,7 @@ mpi_layout_test(cp2_dp2_zero3 4 --cp 2 --dp 2 --zero 3)
 # Hybrid sharding over dp x cp: shard groups of 2 of the 4 ranks, replicated across the others.
 mpi_layout_test(cp2_dp2_zero3_hsdp2 4 --cp 2 --dp 2 --zero 3 --hsdp 2)
 mpi_layout_test(cp2_tp2_sp 4 --cp 2 --tp 2 --sequence-parallel)
+mpi_layout_test(cp2_pp2_1f1b 4 --cp 2 --pp 2 --schedule 1f1b)
 mpi_layout_test(cp2_pp2_interleaved 4 --cp 2 --pp 2 --schedule interleaved --virtual-stages 2)
 mpi_layout_test(cp2_recompute_full 2 --cp 2 --set train.recompute="full")
 mpi_layout_test(cp2_recompute_selective 2 --cp 2 --set train.recompute="selective")
@@ -16,18 +17,23 @@ mpi_layout_test(cp2_recompute_selective 2 --cp 2 --set train.recompute="selectiv
 # their slopes), a sliding window of 8 of the 32 rows.
 family_layout_test(llama cp2_dp2_zero1 4 --cp 2 --dp 2 --zero 1)
 family_layout_test(bloom cp2 2 --cp 2)
+family_layout_test(bloom cp4 4 --cp 4)
 family_layout_test(mistral cp2 2 --cp 2)
 # Qwen3's q/k norms on each rank's heads of whole sequences (their gradients summed over dp x cp).
 family_layout_test(qwen3 cp2 2 --cp 2)
 # Packed documents crossing the ranks' boundaries: attention stays within each document and
 # learned positions restart at each (GPT-2's positions are looked up per row).
-add_test(NAME mpi.gpt_documents_cp2
-         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=gpt_documents_serial
-                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
-                 $<TARGET_FILE:check_run> ${MPI_OUT} gpt_documents_cp2 2 ${MICRO_RUN}
-                 --set data.document_attention=true --set data.eod_id=13 --cp 2)
-set_tests_properties(mpi.gpt_documents_cp2 PROPERTIES
-                     FIXTURES_REQUIRED gpt_documents_serial_run PROCESSORS 2 TIMEOUT 300)
+function(documents_cp_test name ranks)
+  add_test(NAME mpi.gpt_documents_${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=gpt_documents_serial
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} gpt_documents_${name} ${ranks} ${MICRO_RUN}
+                   --set data.document_attention=true --set data.eod_id=13 ${ARGN})
+  set_tests_properties(mpi.gpt_documents_${name} PROPERTIES
+                       FIXTURES_REQUIRED gpt_documents_serial_run PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+documents_cp_test(cp2 2 --cp 2)
+documents_cp_test(cp4 4 --cp 4)
 # Validation with fewer evaluation micro-batches than data-parallel ranks (1: a dp rank with no
 # share, 3: shares that differ), the cp ranks of each in the same collectives.
 mpi_eval_test(cp2_dp2 4 "1;3" --cp 2 --dp 2)

@@ -24,17 +24,5 @@ mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" "${run[@]}" --cp 2 --
   | tee "$dir/cp2.log"
 "$check" compare "$dir/serial" "$dir/cp2" 1e-5 1e-5
 "$kintsugi" export --checkpoint "$dir/cp2/model" --out "$dir/hf/model.safetensors"
-python3 - "$fixture/config.json" "$dir/hf/config.json" <<'PY'
-import json, sys
-want, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-keys = ["architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
-        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
-        "rope_theta", "rope_scaling", "hidden_act", "tie_word_embeddings", "head_dim"]
-bad = [k for k in keys if want.get(k) != got.get(k)]
-if got.get("max_position_embeddings") != 128:
-    bad.append(f"max_position_embeddings {got.get('max_position_embeddings')!r} (want 128)")
-if bad:
-    sys.exit("FAIL: the export's config.json differs in " + ", ".join(map(str, bad)))
-print("config.json: the folder's fields, rope_scaling", got["rope_scaling"], "and 128 positions")
-PY
+python3 "$here/checkpoint/same_hf_config.py" "$fixture/config.json" "$dir/hf/config.json" 128
 "$here/support/remove_on_pass.sh" "$dir"

@@ -449,10 +449,18 @@ TEST(Search, EnumeratesOnlyLayoutsTheRuntimeAccepts) {
 
 // Context parallelism is searched where pinned, and each layout with it is one the runtime
 // takes (heads, kv heads and seq_len divide; world = tp dp pp cp); unpinned, cp stays 1.
-TEST(Search, ContextParallelLayoutsWherePinned) {
+// Without a pin, context parallelism is searched inside a node (tp x cp ranks of one) and at
+// micro-batch 1; pinned, at any count and micro-batch.
+TEST(Search, ContextParallelInsideANodeAtMicroBatchOneUnlessPinned) {
   const ModelConfig m = micro_model();
   const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
-  for (const Layout& l : enumerate_layouts(w, 8, 8, {})) ASSERT_EQ(l.parallel.cp, 1);
+  std::set<std::int64_t> unpinned;
+  for (const Layout& l : enumerate_layouts(w, 8, 4, {})) {
+    unpinned.insert(l.parallel.cp);
+    ASSERT_LE(l.parallel.tp * l.parallel.cp, 4) << describe(l);
+    if (l.parallel.cp > 1) ASSERT_EQ(l.micro_batch, 1) << describe(l);
+  }
+  EXPECT_EQ(unpinned, (std::set<std::int64_t>{1, 2, 4}));
   SearchSpace space;
   space.pins.pin("cp", {"1", "2", "4"});
   space.pins.pin("tensor_grid", {"[]"});
@@ -475,6 +483,29 @@ TEST(Search, ContextParallelLayoutsWherePinned) {
   }
   EXPECT_EQ(seen, (std::set<std::int64_t>{1, 2, 4}));
   std::filesystem::remove(path);
+}
+
+// Where context parallelism pays: Llama 3.1 8B at 32K tokens on 4 nodes of 8 H100s. The best
+// layout splits sequences over cp ranks, and is faster than the best without cp (tensor and
+// sequence parallelism: their per-block collectives move more than cp's all-to-alls); at 2K
+// tokens the best layout splits none.
+TEST(Search, ContextParallelWinsForLongSequencesOnly) {
+  const ClusterSpec h100 = cluster_preset("dgx-h100");
+  Workload w{.model = model_preset("llama-3.1-8b"), .global_batch = 512,
+             .precision = Precision::bf16};
+  w.model.seq_len = 32768;
+  const SearchResult all = search_layouts(w, h100, 32, {});
+  ASSERT_FALSE(all.ranked.empty());
+  EXPECT_GT(all.ranked.front().layout.parallel.cp, 1) << describe(all.ranked.front().layout);
+  SearchSpace no_cp;
+  no_cp.pins.pin("cp", {"1"});
+  const SearchResult without = search_layouts(w, h100, 32, no_cp);
+  ASSERT_FALSE(without.ranked.empty());
+  EXPECT_LT(all.ranked.front().time.total(), without.ranked.front().time.total());
+  w.model.seq_len = 2048;
+  const SearchResult short_seq = search_layouts(w, h100, 32, {});
+  ASSERT_FALSE(short_seq.ranked.empty());
+  EXPECT_EQ(short_seq.ranked.front().layout.parallel.cp, 1) << describe(short_seq.ranked.front().layout);
 }
 
 // A pin is one value or a list: only the listed values are enumerated, each of them is.

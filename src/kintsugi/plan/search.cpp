@@ -64,9 +64,13 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
     if (!pins.allows("tp", std::to_string(tp))) continue;
     for (const TensorSplit& split : tensor_splits(tp, pins)) {
       if ((tp > tp_max && !split.named) || !holds_model(w, split.layout)) continue;
-      // Context parallelism only where pinned (plan --cp 1,2,4): at the lengths most runs train,
-      // splitting sequences costs all-to-alls that splitting the batch (dp) does not.
-      for (std::int64_t cp : pins.pinned("cp") ? divisors(world / tp, world) : std::vector<std::int64_t>{1})
+      // Context parallelism exchanges inside every block, as tensor parallelism does: unless
+      // pinned it is searched within a node (tp x cp ranks of one) and at micro-batch 1, where
+      // splitting the sequence is the only split of a rank's activations left (a micro-batch
+      // of several sequences is cut with no exchange by taking fewer).
+      const bool cp_pinned = pins.pinned("cp");
+      for (std::int64_t cp :
+           divisors(world / tp, cp_pinned ? world : std::max<std::int64_t>(1, tp_max / tp)))
       for (std::int64_t pp : divisors(world / (tp * cp), m.n_layer)) {
         const std::int64_t dp = world / (tp * pp * cp);
         if (!pins.allows("cp", std::to_string(cp)) || !pins.allows("pp", std::to_string(pp)) ||
@@ -77,7 +81,8 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
         ranks.dp = dp;
         ranks.cp = cp;
         for (std::int64_t mb : divisors(w.global_batch / dp, s.max_micro_batch)) {
-          if (!allowed(s.micro_batch, mb) || !allowed(s.grad_accum, w.global_batch / (dp * mb)))
+          if (!allowed(s.micro_batch, mb) || !allowed(s.grad_accum, w.global_batch / (dp * mb)) ||
+              (cp > 1 && mb > 1 && !cp_pinned))
             continue;
           for (const ParallelLayout& scheduled : schedules(ranks, m.n_layer, pins))
             for (const ParallelLayout& refined : refinements(scheduled, pins))

@@ -1,15 +1,19 @@
-// 3D tensor parallelism (docs/parallelism.md, "3D tensor parallelism") on a device backend, one
-// process per rank under `mpirun -np 4`, device tensors staged through host memory by the MPI
-// communicator (comm/mpi/host_staging.hpp), as ranks sharing one GPU run it:
+// Layouts whose exchanges run on a device backend: 3D tensor parallelism (docs/parallelism.md,
+// "3D tensor parallelism") and context parallelism ("Context parallelism"), one process per rank
+// under `mpirun -np 4`, device tensors staged through host memory by the MPI communicator
+// (comm/mpi/host_staging.hpp), as ranks sharing one GPU run them:
 //
-//   grid_device_test cuda DIR     the CUDA backend (in a build without CUDA the emulator's,
+//   device_layout_test cuda DIR     the CUDA backend (in a build without CUDA the emulator's,
 //                                 tests/cuda_emulator) trains grids 2x1x2 (x and z collectives,
 //                                 the column slices' index gathers) and 1x2x2 (y and z), with
-//                                 overlap: 2x1x2 in fp32 against the serial CPU run (losses
-//                                 within 1e-5, weights 1e-4 of their scale: the single-GPU bars
-//                                 of bench/gpu_layouts.sh), 1x2x2 in bf16 against the serial run
-//                                 on the same backend (1e-4 and 0.2, its bf16 layout bars).
-//   grid_device_test guarded DIR  the CPU backend's kernels on the guarded stand-in device
+//                                 overlap, cp 4 (the all-to-alls and column copies around
+//                                 attention) and cp 2 x tp 2 with sequence parallelism: 2x1x2
+//                                 and cp 4 in fp32 against the serial CPU run (losses within
+//                                 1e-5, weights 1e-4 of their scale: the single-GPU bars of
+//                                 bench/gpu_layouts.sh), 1x2x2 and cp 2 x tp 2 in bf16 against
+//                                 the serial run on the same backend (1e-4 and 0.2, its bf16
+//                                 layout bars).
+//   device_layout_test guarded DIR  the CPU backend's kernels on the guarded stand-in device
 //                                 (support/guarded_device.hpp), whose memory the host cannot
 //                                 touch outside an op or a copy: grid 2x1x2 in bf16 (x and z,
 //                                 the column slices, overlap, master weights) equals the same
@@ -58,10 +62,14 @@ void expect(bool ok, const std::string& what) {
 
 struct Case {
   std::string name;
-  GridShape grid;
+  ParallelLayout layout;  // its tp, cp, sequence_parallel and tensor_grid; dp follows the world
   std::string precision;
   int layers = 2, steps = 3;
 };
+
+ParallelLayout grid(std::int64_t x, std::int64_t y, std::int64_t z) {
+  return {.tp = x * y * z, .tensor_grid = {x, y, z}};
+}
 
 // The tiny GPT of the GPU model tests (tests/gpu/test_cuda_models.cpp), shorter: 4 heads of 16,
 // 16 positions, micro-batches of 2 sequences (z = 2 takes one each).
@@ -79,7 +87,10 @@ RunConfig config(const Case& k, int world) {
   c.train.precision = parse_name<Precision>(k.precision, "precision");
   if (world > 1) {
     c.train.device = Device::cuda;
-    c.parallel.tensor_grid = {k.grid.x, k.grid.y, k.grid.z};
+    c.parallel.tp = k.layout.tp;
+    c.parallel.cp = k.layout.cp;
+    c.parallel.sequence_parallel = k.layout.sequence_parallel;
+    c.parallel.tensor_grid = k.layout.tensor_grid;
   }
   resolve_layout(c, world);
   return c;
@@ -125,12 +136,11 @@ Trained train_serial(Backend& backend, const Case& k, const fs::path& saved) {
   return train(model, c, place, k.steps, saved);
 }
 
-// The grid over the world's ranks, on `backend`.
-Trained train_grid(Backend& backend, const Case& k, const std::shared_ptr<Communicator>& world,
-                   const fs::path& saved) {
+// The layout over the world's ranks, on `backend`.
+Trained train_layout(Backend& backend, const Case& k, const std::shared_ptr<Communicator>& world,
+                     const fs::path& saved) {
   const RunConfig c = config(k, world->size());
-  const Topology topology(
-      world, {.tp = k.grid.size(), .tensor_grid = {k.grid.x, k.grid.y, k.grid.z}});
+  const Topology topology(world, c.parallel);
   const Place place(&topology, false);
   Tracer tracer;
   StageModel model(backend, c, place, tracer);
@@ -197,23 +207,26 @@ void on_cuda(const std::shared_ptr<Communicator>& world, const fs::path& dir) {
     bool reference_on_gpu;
     double rtol, weight_rtol;
   };
-  for (const Check& check : {Check{{"2x1x2_fp32", {2, 1, 2}, "fp32"}, false, 1e-5, 1e-4},
-                             Check{{"1x2x2_bf16", {1, 2, 2}, "bf16"}, true, 1e-4, 0.2}}) {
+  const ParallelLayout cp2_tp2{.tp = 2, .sequence_parallel = true, .cp = 2};
+  for (const Check& check : {Check{{"2x1x2_fp32", grid(2, 1, 2), "fp32"}, false, 1e-5, 1e-4},
+                             Check{{"1x2x2_bf16", grid(1, 2, 2), "bf16"}, true, 1e-4, 0.2},
+                             Check{{"cp4_fp32", {.cp = 4}, "fp32"}, false, 1e-5, 1e-4},
+                             Check{{"cp2_tp2_sp_bf16", cp2_tp2, "bf16"}, true, 1e-4, 0.2}}) {
     const Case& k = check.k;
-    const fs::path serial = dir / (k.name + "_serial"), grid = dir / k.name;
+    const fs::path serial = dir / (k.name + "_serial"), trained = dir / k.name;
     std::vector<double> reference;
     // The reference on rank 0 only (the others wait in the next collective).
     if (world->rank() == 0)
       reference = train_serial(check.reference_on_gpu ? *gpu : *cpu, k, serial).losses;
     reference = from_rank0(*world, reference, k.steps + 1);
-    const Trained got = train_grid(*gpu, k, world, grid);
+    const Trained got = train_layout(*gpu, k, world, trained);
     const std::string what = fmt::format("{} on the CUDA backend vs serial on {}", k.name,
                                          check.reference_on_gpu ? "the same" : "the CPU");
     world->barrier();
     // Losses are sums over the job, the same on every rank; rank 0 checks them and the weights.
     if (world->rank() == 0) {
       compare_losses(got, reference, check.rtol, what);
-      compare_saved(grid, serial, check.weight_rtol, config(k, 1).model.init_std, what);
+      compare_saved(trained, serial, check.weight_rtol, config(k, 1).model.init_std, what);
     }
   }
 }
@@ -227,12 +240,12 @@ void guarded(const std::shared_ptr<Communicator>& world, const fs::path& dir) {
   auto inner = make_cpu_backend(device_memory);
   testing::GuardedBackend device(*inner, guard);
   // One layer and two steps: every op opens the guarded memory (mprotect), which is slow.
-  for (const Case& k : {Case{.name = "2x1x2_bf16", .grid = {2, 1, 2}, .precision = "bf16",
+  for (const Case& k : {Case{.name = "2x1x2_bf16", .layout = grid(2, 1, 2), .precision = "bf16",
                              .layers = 1, .steps = 2}}) {
     const fs::path on_cpu = dir / (k.name + "_cpu"), on_device = dir / (k.name + "_guarded");
-    const Trained want = train_grid(*cpu, k, world, on_cpu);
+    const Trained want = train_layout(*cpu, k, world, on_cpu);
     const int copies = guard.copies;
-    const Trained got = train_grid(device, k, world, on_device);
+    const Trained got = train_layout(device, k, world, on_device);
     const std::string what = k.name + " on the guarded device vs the CPU";
     expect(guard.copies > copies, what + ": no copy went through the device's allocator");
     expect(device_memory.peak(MemoryKind::parameters) > 0, what + ": no parameters on the device");
@@ -251,14 +264,14 @@ int main(int argc, char** argv) {
   MpiRuntime mpi(&argc, &argv);
   const std::string mode = argc > 2 ? argv[1] : "";
   if (mode != "cuda" && mode != "guarded") {
-    fmt::print(stderr, "usage: mpirun -np 4 grid_device_test cuda|guarded DIR\n");
+    fmt::print(stderr, "usage: mpirun -np 4 device_layout_test cuda|guarded DIR\n");
     return 2;
   }
   {
     auto world = make_world_communicator(
         {.device = Device::cuda, .timeout_s = 120, .backend = CommBackend::mpi});
     if (world->size() != 4) {
-      fmt::print(stderr, "grid_device_test runs on 4 ranks, not {}\n", world->size());
+      fmt::print(stderr, "device_layout_test runs on 4 ranks, not {}\n", world->size());
       return 2;
     }
     const fs::path dir = argv[2];
@@ -278,7 +291,7 @@ int main(int argc, char** argv) {
     }
     const double failed = world->host_all_reduce(static_cast<double>(failures));
     if (world->rank() == 0)
-      fmt::print("grid_device_test {}: {}\n", mode, failed == 0 ? "every grid agreed" : "FAILED");
+      fmt::print("device_layout_test {}: {}\n", mode, failed == 0 ? "every layout agreed" : "FAILED");
     if (failed != 0) return 1;
   }
   return 0;
