@@ -24,6 +24,14 @@ checkpoint_resume_test(exact_fp16_loss_scaler 0 "1" "1" 1 --precision fp16
                        --set train.loss_scale=1e7 --set train.loss_scale_window=2)
 checkpoint_resume_test(exact_bf16_dp2_zero2 0 "2 --dp 2 --zero 2" "2 --dp 2 --zero 2" 2
                        --precision bf16)
+# A mixture of experts (docs/moe.md; the micro model as Llama with 4 experts of 32 and a shared
+# expert): expert weights and their optimizer state resume bit for bit under ZeRO-1, and load
+# from ZeRO-3 into a pipeline.
+set(MOE_CKPT --set model.family=llama --set model.moe_experts=4 --set model.moe_expert_hidden=32
+             --set model.moe_shared_experts=1)
+checkpoint_resume_test(exact_moe_dp2_zero1 0 "2 --dp 2 --zero 1" "2 --dp 2 --zero 1" 2 ${MOE_CKPT})
+checkpoint_resume_test(reshard_moe_dp2_zero3_to_pp2 1e-5 "2 --dp 2 --zero 3" "2 --pp 2" 2
+                       ${MOE_CKPT})
 checkpoint_resume_test(reshard_tp2_pp2_dp2_to_serial 1e-5 "8 --tp 2 --pp 2 --dp 2" "1" 8)
 checkpoint_resume_test(reshard_serial_to_tp4 1e-5 "1" "4 --tp 4" 4)
 checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --zero 1"

@@ -421,6 +421,22 @@ foreach(family llama bloom)
   family_layout_test(${family} pp2_gpipe_recompute_selective 2 --pp 2 --schedule gpipe
                      --recompute selective)
 endforeach()
+# Mixture of experts (docs/moe.md): configs/moe-tiny.toml in Llama's shape above, 8 experts of
+# 44, top 2 (Mixtral), against its serial run: data parallelism with ZeRO-1 and ZeRO-3 (expert
+# weights reduced and sharded as any parameter) and a pipeline. And top 1 with a shared expert
+# (Qwen2-MoE's gate, router probabilities not renormalized) and full recomputation, data
+# parallel against its own serial run. The bytes and memory are held to the theory as every
+# layout's.
+set(MOE_RUN --config ${PROJECT_SOURCE_DIR}/configs/moe-tiny.toml ${TEST_DATA} ${LLAMA_SHAPE}
+            --set model.moe_expert_hidden=44 ${TEST_SCHEDULE})
+set(MOESHARED_RUN ${MOE_RUN} --set model.moe_top_k=1 --set model.moe_shared_experts=1
+                  --set model.moe_router_norm_topk=false --set train.moe_z_loss_coeff=0.001)
+serial_reference(moe_serial ${MOE_RUN})
+serial_reference(moeshared_serial ${MOESHARED_RUN})
+family_layout_test(moe dp2_zero1 2 --dp 2 --zero 1)
+family_layout_test(moe dp2_zero3 2 --dp 2 --zero 3)
+family_layout_test(moe pp2_1f1b 2 --pp 2 --schedule 1f1b)
+family_layout_test(moeshared dp2_recompute_full 2 --dp 2 --recompute full)
 # Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
 serial_reference(llama_serial_eval1 ${LLAMA_RUN} --set train.steps=1 --set train.eval_batches=1)
 add_test(NAME mpi.llama_eval1_pp2_dp2

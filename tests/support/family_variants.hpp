@@ -7,6 +7,9 @@
 //   mistral       Mistral's family with a window of 3
 //   qwen2         Qwen2's qkv biases, with YaRN over an original context of 4 positions
 //   qwen3         Qwen3's q_norm and k_norm, with heads of 6 apart from d_model / n_head
+//   llama_moe     a mixture of experts (docs/moe.md): 4 experts of 6, top 2, renormalized
+//   qwen2_moe     Qwen2-MoE's: top 1 of 4 experts, not renormalized, a shared expert of 10
+//                 (the MoE variants are not in kFamilyVariants: no key/value cache for them yet)
 // Each test then gives the model its own sizes.
 #include <string>
 #include <vector>
@@ -21,6 +24,16 @@ inline const std::vector<std::string> kFamilyVariants = {
 inline ModelConfig family_variant(const std::string& param) {
   ModelConfig c;
   c.name = param;
+  if (param == "llama_moe" || param == "qwen2_moe") {
+    c.family = param == "llama_moe" ? Family::llama : Family::qwen2;
+    c.moe.experts = 4;
+    c.moe.expert_hidden = 6;
+    c.moe.top_k = param == "llama_moe" ? 2 : 1;
+    c.moe.renormalize = param == "llama_moe";
+    c.moe.shared_experts = param == "llama_moe" ? 0 : 1;
+    c.moe.shared_hidden = param == "llama_moe" ? 0 : 10;
+    return c;
+  }
   if (param == "llama_window" || param == "llama_scaled") {
     c.family = Family::llama;
   } else {

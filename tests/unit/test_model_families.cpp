@@ -211,6 +211,9 @@ TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
 INSTANTIATE_TEST_SUITE_P(Models, ModelFamily,
                          ::testing::ValuesIn(testing::kFamilyVariants),
                          [](const auto& info) { return info.param; });
+// Mixtures of experts (docs/moe.md): top 2 renormalized, and top 1 with a shared expert.
+INSTANTIATE_TEST_SUITE_P(Moe, ModelFamily, ::testing::Values("llama_moe", "qwen2_moe"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace kintsugi

@@ -292,6 +292,49 @@ class Backend {
                            const Tensor& targets, const Tensor& loss_sum, bool backward,
                            double grad_scale);
 
+  // ---- mixture of experts (model/moe_layer.hpp, docs/moe.md). N token rows, E experts, K
+  // experts per token, M = N x K routed rows. Every float tensor of these ops has one type, f32
+  // or f64 (no mixed precision yet); indices are i32. Sums run in a fixed order (rows, then the
+  // K choices of a row in order), so results do not depend on the thread count.
+  //   Router: per row of logits [N, E], probs = softmax, lse = log-sum-exp, experts [N, K] the
+  //   K largest probabilities' experts in descending order (ties: the lower index first), gates
+  //   [N, K] their probabilities, divided by the K's sum with renormalize. losses (f64 [2]) +=
+  //   the load-balancing loss E / (N^2 K) sum_e count_e sum_n probs[n, e] (Switch/GShard:
+  //   E sum_e f_e P_e, count_e the rows routed to e) and the z-loss (1/N) sum_n lse_n^2.
+  void moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize, const Tensor& probs,
+                 const Tensor& lse, const Tensor& experts, const Tensor& gates,
+                 const Tensor& losses);
+  //   d_logits (overwritten) = the gradient of: the gates (d_gates [N, K]) through the
+  //   renormalization and the softmax, plus aux_scale x the load-balancing loss (counts held
+  //   constant) plus z_scale x the z-loss, from moe_route's saved outputs.
+  void moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                          const Tensor& gates, const Tensor& d_gates, bool renormalize,
+                          double aux_scale, double z_scale, const Tensor& d_logits);
+  //   The routed rows grouped by expert: order [M] lists the choices n K + j by expert, then row,
+  //   then j; position [M] is its inverse (position[n K + j] = where that choice went); counts
+  //   i32 [E] the rows of each expert (E = counts' length).
+  void moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
+                    const Tensor& counts);
+  //   xp [M, d]: row p = x[order[p] / K] (the permutation; K = M / rows of x).
+  void moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp);
+  //   out [N, d] (+)= sum over j of weights[n, j] x src[position[n K + j]] (weights null: 1),
+  //   j in order: the gate-weighted unpermutation, and with no weights the permutation's
+  //   backward.
+  void moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
+                   const Tensor& out, bool accumulate);
+  //   moe_combine's backward with weights, from dy [N, d]: d_src[p] = weights[c] dy[c / K] with
+  //   c = order[p]; d_weights[n, j] = dy[n] . src[position[n K + j]] (both overwritten).
+  void moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
+                            const Tensor& position, const Tensor& weights, const Tensor& d_src,
+                            const Tensor& d_weights);
+  //   The shared expert's gate (Qwen2-MoE): out [N, d] += sigmoid(logit[n]) x shared[n], logit
+  //   [N, 1].
+  void moe_shared_gate(const Tensor& logit, const Tensor& shared, const Tensor& out);
+  //   d_shared = sigmoid(logit) dy; d_logit[n] = sigmoid'(logit[n]) dy[n] . shared[n]
+  //   (overwritten).
+  void moe_shared_gate_backward(const Tensor& logit, const Tensor& shared, const Tensor& dy,
+                                const Tensor& d_shared, const Tensor& d_logit);
+
   // ---- elementwise and reductions
   void add(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a + b
   void add_bias(const Tensor& x, const Tensor& bias);  // each row of x += bias
@@ -445,6 +488,26 @@ class DeviceBackend : public Backend {
   virtual void do_cross_entropy_fused(const Tensor& logits, std::int64_t valid,
                                       const Tensor& targets, const Tensor& loss_sum, bool backward,
                                       double grad_scale) = 0;
+  virtual void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+                            const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                            const Tensor& gates, const Tensor& losses) = 0;
+  virtual void do_moe_route_backward(const Tensor& probs, const Tensor& lse,
+                                     const Tensor& experts, const Tensor& gates,
+                                     const Tensor& d_gates, bool renormalize, double aux_scale,
+                                     double z_scale, const Tensor& d_logits) = 0;
+  virtual void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
+                               const Tensor& counts) = 0;
+  virtual void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) = 0;
+  virtual void do_moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
+                              const Tensor& out, bool accumulate) = 0;
+  virtual void do_moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
+                                       const Tensor& position, const Tensor& weights,
+                                       const Tensor& d_src, const Tensor& d_weights) = 0;
+  virtual void do_moe_shared_gate(const Tensor& logit, const Tensor& shared,
+                                  const Tensor& out) = 0;
+  virtual void do_moe_shared_gate_backward(const Tensor& logit, const Tensor& shared,
+                                           const Tensor& dy, const Tensor& d_shared,
+                                           const Tensor& d_logit) = 0;
   virtual void do_add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void do_add_bias(const Tensor& x, const Tensor& bias) = 0;
   virtual void do_scale(const Tensor& x, double factor) = 0;

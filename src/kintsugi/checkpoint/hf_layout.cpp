@@ -157,6 +157,10 @@ RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
 }
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
+  if (config.is_moe())
+    fail("model.moe_experts = {}: Hugging Face export of mixture-of-experts models (Mixtral, "
+         "Qwen2-MoE) is not built yet (docs/moe.md)",
+         config.moe.experts);
   if (config.family == Family::gpt2) return gpt2_tensors(config);
   if (config.is_llama()) return llama_tensors(config);
   if (config.family == Family::bloom) {
@@ -234,6 +238,7 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
 }  // namespace
 
 nlohmann::json hf_config(const ModelConfig& c) {
+  if (c.is_moe()) hf_tensors(c);  // refuses it: no Hugging Face layout yet
   if (c.is_llama()) return llama_like_config(c);
   if (c.family == Family::bloom)
     return {{"architectures", {"BloomForCausalLM"}},

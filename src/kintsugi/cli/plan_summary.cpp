@@ -110,8 +110,14 @@ std::string rampup_text(const RampupSuggestion& r, const Candidate& best, double
 void print_search_head(const PlanInputs& in, const CampaignSearch& found) {
   const ClusterSpec& cluster = in.chosen.spec;
   const double n = static_cast<double>(parameter_count(in.base.model));
+  auto count = [](double v) {
+    return v >= 1e9 ? fmt::format("{:.2f}B", v / 1e9) : fmt::format("{:.2f}M", v / 1e6);
+  };
+  // A mixture of experts: also the parameters a token uses (docs/moe.md).
   const std::string params =
-      n >= 1e9 ? fmt::format("{:.2f}B", n / 1e9) : fmt::format("{:.2f}M", n / 1e6);
+      count(n) + (in.base.model.is_moe()
+                      ? ", " + count(active_parameter_count(in.base.model)) + " active"
+                      : std::string());
   std::string precisions;
   for (Precision p : in.axes.precision)
     precisions += (precisions.empty() ? "" : ",") + std::string(name_of(p));

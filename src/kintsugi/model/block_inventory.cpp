@@ -16,7 +16,7 @@ bool SavedTensor::kept(Recompute recompute) const {
 
 Shape SavedTensor::shape(std::int64_t batch, std::int64_t seq, std::int64_t local,
                          std::int64_t split) const {
-  const std::int64_t rows = local_rows ? local : batch * seq;
+  const std::int64_t rows = (local_rows ? local : batch * seq) * row_factor;
   const std::int64_t w = head_split ? width / split : width;
   switch (form) {
     case Form::matrix: return {rows, w};
@@ -27,13 +27,32 @@ Shape SavedTensor::shape(std::int64_t batch, std::int64_t seq, std::int64_t loca
 }
 
 double SavedTensor::elements(double rows, double local, double split) const {
-  const double r = local_rows ? local : rows;
+  const double r = (local_rows ? local : rows) * static_cast<double>(row_factor);
   const double w = static_cast<double>(width) / (head_split ? split : 1.0);
   return form == Form::per_row ? r : r * w;
 }
 
+double MoeSpec::matrix_parameters() const {
+  const double dd = static_cast<double>(d);
+  return dd * static_cast<double>(experts) +
+         static_cast<double>(experts) * 3.0 * dd * static_cast<double>(hidden) +
+         3.0 * dd * static_cast<double>(shared_hidden) + (shared_hidden > 0 ? dd : 0.0);
+}
+
+double MoeSpec::active_matrix_parameters() const {
+  const double dd = static_cast<double>(d);
+  return dd * static_cast<double>(experts) +
+         static_cast<double>(top_k) * 3.0 * dd * static_cast<double>(hidden) +
+         3.0 * dd * static_cast<double>(shared_hidden) + (shared_hidden > 0 ? dd : 0.0);
+}
+
+double BlockInventory::active_matrix_parameters() const {
+  return matrix_parameters() - (moe ? moe->matrix_parameters() - moe->active_matrix_parameters()
+                                    : 0.0);
+}
+
 double BlockInventory::matrix_parameters() const {
-  double n = 0;
+  double n = moe ? moe->matrix_parameters() : 0.0;
   for (const HalfSpec& h : halves) {
     // In doubles: the planner measures absurd shapes too before it refuses them.
     for (const LinearSpec& l : h.entries) n += static_cast<double>(l.in) * static_cast<double>(l.out);
@@ -83,6 +102,13 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
                    .entry_bias = c.has_biases(),
                    .exit_bias = c.has_biases()};
   if (gated) inv.halves[1].entries.push_back({p + ".mlp.up", d, f, c.init_std});
+  if (c.is_moe()) {
+    inv.halves[1] = {.kind = HalfSpec::Kind::mlp, .entry_bias = false, .exit_bias = false};
+    inv.moe = MoeSpec{.prefix = p + ".moe", .d = d, .experts = c.moe.experts,
+                      .top_k = c.moe.top_k, .hidden = c.expert_hidden(),
+                      .shared_hidden = c.shared_hidden(), .init_std = c.init_std,
+                      .residual_std = residual_std, .renormalize = c.moe.renormalize};
+  }
   inv.norm_width = d;
   inv.norm_bias = !c.rms_norm();
   if (c.qk_norm()) inv.qk_norm_width = c.head_dim();
@@ -113,6 +139,27 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
                .attention_core = true});
   s.push_back({.field = &A::mid, .width = d});
   norm(&A::ln2, &A::ln2_mean, &A::ln2_rstd);
+  if (inv.moe) {
+    const MoeSpec& e = *inv.moe;
+    const std::int64_t k = e.top_k;
+    s.push_back({.field = &A::moe_probs, .width = e.experts, .statistic = true});
+    s.push_back({.field = &A::moe_lse, .form = Form::per_row, .statistic = true});
+    s.push_back({.field = &A::moe_experts, .width = k, .index = true});
+    s.push_back({.field = &A::moe_gates, .width = k, .statistic = true});
+    s.push_back({.field = &A::moe_order, .width = k, .index = true});
+    s.push_back({.field = &A::moe_position, .width = k, .index = true});
+    for (Tensor A::*t : {&A::moe_xp, &A::moe_yp})
+      s.push_back({.field = t, .width = d, .row_factor = k});
+    for (Tensor A::*t : {&A::moe_gate, &A::moe_up, &A::moe_act})
+      s.push_back({.field = t, .width = e.hidden, .row_factor = k});
+    if (e.shared_hidden > 0) {
+      for (Tensor A::*t : {&A::shared_gate, &A::shared_up, &A::shared_act})
+        s.push_back({.field = t, .width = e.shared_hidden});
+      s.push_back({.field = &A::shared_out, .width = d});
+      s.push_back({.field = &A::shared_logit, .width = 1});
+    }
+    return inv;
+  }
   columns(&A::fc, f);  // GELU's input, SwiGLU's gate
   if (gated) columns(&A::up, f);
   columns(&A::act, f);

@@ -6,6 +6,8 @@
 // plan/comm_volume.cpp). A new bias or saved tensor is one edit here.
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kintsugi/core/enum_names.hpp"
@@ -43,6 +45,8 @@ struct SavedTensor {
   bool head_split = false;
   bool statistic = false;       // the statistics type (f32), else the compute type
   bool attention_core = false;  // the attention core's output: selective recomputation drops it
+  bool index = false;           // i32 (a mixture of experts' routing), else a float type
+  std::int64_t row_factor = 1;  // rows per token row (a mixture of experts' top_k routed rows)
 
   // Kept per micro-batch under `recompute` (else recomputed into the shared workspace).
   bool kept(Recompute recompute) const;
@@ -54,15 +58,31 @@ struct SavedTensor {
   double elements(double rows, double local, double split) const;
 };
 
+// A mixture-of-experts MLP half (model/moe_layer.hpp): its router, experts and shared expert.
+struct MoeSpec {
+  std::string prefix;  // "blocks.N.moe"
+  std::int64_t d = 0, experts = 0, top_k = 0, hidden = 0, shared_hidden = 0;
+  double init_std = 0, residual_std = 0;
+  bool renormalize = true;
+  // Matrix elements: every expert's (parameters) and those a token uses (FLOPs): the router,
+  // top_k experts' three matrices, the shared expert's three and its gate.
+  double matrix_parameters() const;
+  double active_matrix_parameters() const;
+};
+
 struct BlockInventory {
   std::array<HalfSpec, 2> halves;  // attention (qkv, proj), MLP (fc or gate, [up], fc2 or down)
   std::int64_t norm_width = 0;     // ln1 and ln2: a weight each, and with LayerNorm a bias
   bool norm_bias = true;
   std::int64_t qk_norm_width = 0;  // Qwen3's q_norm and k_norm: a weight of head_dim each (0: none)
   std::vector<SavedTensor> saved;  // in the order they are carved
+  // A mixture of experts instead of the dense MLP (halves[1] then has no layers).
+  std::optional<MoeSpec> moe;
 
-  // The layers' matrices (the block's share of N_matmul, plan/flops.hpp).
+  // The layers' matrices (every parameter of them), and those one token multiplies (the
+  // block's share of N_matmul, plan/flops.hpp): with a mixture of experts, its top_k experts.
   double matrix_parameters() const;
+  double active_matrix_parameters() const;
   // The biases of the entry layers (column-parallel: split like the matrices) and of the exit
   // layers (added once after the reduction: replicated).
   double entry_bias_parameters() const;

@@ -18,6 +18,13 @@ struct BlockActivations {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, attn, lse;
   Tensor mid, ln2, ln2_mean, ln2_rstd, fc, up, act;
   Tensor qkv_pre, qk_rstd;
+  // A mixture-of-experts MLP (model/moe_layer.hpp) instead of fc, up and act: the router's
+  // probabilities and log-sum-exp, each row's experts and gates, the routed rows' order by
+  // expert and its inverse, the permuted input, each routed row's SwiGLU (gate, up, act) and
+  // output; and the shared expert's SwiGLU, output and gate logit.
+  Tensor moe_probs, moe_lse, moe_experts, moe_gates, moe_order, moe_position;
+  Tensor moe_xp, moe_gate, moe_up, moe_act, moe_yp;
+  Tensor shared_gate, shared_up, shared_act, shared_out, shared_logit;
 };
 
 // Activation-gradient buffers shared by all blocks of a chunk (one block runs at a time),
@@ -41,6 +48,13 @@ struct BlockWorkspace {
   // The ring exchange instead (ring_attention.cpp): two key/value chunks and two accumulators
   // of their gradients, each [rows, 2 kv heads head_dim / tp].
   ContextParallel::RingBuffers cp_ring;
+  // Mixture of experts: the router's logits and their gradient, the experts' row counts, and
+  // the gradients of the routed rows, their SwiGLU, the gates and the shared expert.
+  Tensor moe_logits, moe_d_logits, moe_counts;
+  Tensor moe_d_rows;                 // [rows K, d]: the routed outputs', then inputs' gradient
+  Tensor moe_d_act, moe_d_up;        // [rows K, expert hidden]
+  Tensor moe_d_gates;                // [rows, K]
+  Tensor shared_d_out, shared_d_act, shared_d_up, shared_d_logit;
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y
   GridWorkspace grid;           // 3D tensor parallelism only

@@ -81,6 +81,27 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
   if (c.vocab_size > (std::int64_t{1} << 31) - 1)
     fail("{}{} = {} does not fit 32-bit token ids", at, key("vocab_size"), c.vocab_size);
   if (!(c.norm_eps > 0)) fail("{}{} = {} must be positive", at, key("norm_eps"), c.norm_eps);
+  const MoeConfig& moe = c.moe;
+  if (moe.experts < 0)
+    fail("{}{} = {} must not be negative (0: a dense MLP)", at, key("moe_experts"), moe.experts);
+  if (c.is_moe()) {
+    if (!c.gated_mlp())
+      fail("{}{} = {} needs SwiGLU experts, which model.family = \"{}\" does not have: use a "
+           "family of Llama's block (llama, mistral, qwen2, qwen3)",
+           at, key("moe_experts"), moe.experts, name_of(c.family));
+    if (moe.top_k < 1 || moe.top_k > moe.experts)
+      fail("{}{} = {} must be between 1 and {} = {}", at, key("moe_top_k"), moe.top_k,
+           key("moe_experts"), moe.experts);
+    if (moe.expert_hidden < 0)
+      fail("{}{} = {} must not be negative (0: model.d_ff)", at, key("moe_expert_hidden"),
+           moe.expert_hidden);
+    if (moe.shared_experts < 0 || moe.shared_hidden < 0)
+      fail("{}{} = {} and {} = {} must not be negative", at, key("moe_shared_experts"),
+           moe.shared_experts, key("moe_shared_hidden"), moe.shared_hidden);
+    if (moe.shared_hidden > 0 && moe.shared_experts == 0)
+      fail("{}{} = {} needs {} >= 1", at, key("moe_shared_hidden"), moe.shared_hidden,
+           key("moe_shared_experts"));
+  }
   if (!(c.init_std > 0)) fail("{}{} = {} must be positive", at, key("init_std"), c.init_std);
 }
 

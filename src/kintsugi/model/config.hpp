@@ -59,6 +59,23 @@ struct EnumNames<TiedHead> {
                                         std::pair{TiedHead::untied, "untied"}};
 };
 
+// Mixture of experts (model.moe_*, docs/moe.md): with experts > 0 every block's MLP half is
+// `experts` SwiGLU experts (Mixtral's w1 gate, w3 up, w2 down) of width expert_hidden behind a
+// linear router (d_model -> experts, no bias): softmax over the experts, the top_k per token
+// (ties to the lowest index), their probabilities as gates (divided by their sum with
+// renormalize, as Mixtral; as they are without, as Qwen2-MoE's norm_topk_prob = false), and
+// optionally a shared expert that every token goes through, scaled by a sigmoid gate of its own
+// (Qwen2-MoE's shared_expert and shared_expert_gate). Dropless: every token reaches its top_k
+// experts. Needs Llama's block (SwiGLU).
+struct MoeConfig {
+  std::int64_t experts = 0;         // 0: a dense MLP
+  std::int64_t top_k = 2;
+  std::int64_t expert_hidden = 0;   // each expert's SwiGLU width; 0: model.d_ff
+  std::int64_t shared_experts = 0;  // 0: none; n: one shared SwiGLU of n x expert_hidden
+  std::int64_t shared_hidden = 0;   // the shared expert's width when set (Qwen2-MoE's own)
+  bool renormalize = true;          // model.moe_router_norm_topk
+};
+
 struct ModelConfig {
   std::string name = "custom";  // preset it came from, for logs and checkpoints
   Family family = Family::gpt2;
@@ -86,7 +103,15 @@ struct ModelConfig {
   // before it; 0: the whole causal context.
   std::int64_t sliding_window = 0;
   TiedHead tie_embeddings = TiedHead::family;
+  MoeConfig moe;
 
+  bool is_moe() const { return moe.experts > 0; }
+  std::int64_t expert_hidden() const { return moe.expert_hidden > 0 ? moe.expert_hidden : d_ff; }
+  // The shared expert's SwiGLU width (0: none).
+  std::int64_t shared_hidden() const {
+    if (moe.shared_experts == 0) return 0;
+    return moe.shared_hidden > 0 ? moe.shared_hidden : moe.shared_experts * expert_hidden();
+  }
   std::int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_head; }
   // Width of the queries (and of the attention output before its projection): d_model unless
   // the head size is set apart from it (Qwen3, Mistral-Nemo).

@@ -16,6 +16,13 @@ nlohmann::json to_json(const ModelConfig& c) {
   if (c.head_size > 0) j["head_dim"] = c.head_size;
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   if (c.tie_embeddings != TiedHead::family) j["tie_embeddings"] = name_of(c.tie_embeddings);
+  if (c.is_moe())
+    j["moe"] = {{"experts", c.moe.experts},
+                {"top_k", c.moe.top_k},
+                {"expert_hidden", c.moe.expert_hidden},
+                {"shared_experts", c.moe.shared_experts},
+                {"shared_hidden", c.moe.shared_hidden},
+                {"router_norm_topk", c.moe.renormalize}};
   if (c.rope_scaling != RopeScaling::none)
     j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
                          {"factor", c.rope_factor},
@@ -50,6 +57,15 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
     if (j.contains("tie_embeddings"))
       c.tie_embeddings = parse_name<TiedHead>(j.at("tie_embeddings").get<std::string>(),
                                               what + ": tie_embeddings");
+    if (j.contains("moe")) {
+      const nlohmann::json& e = j.at("moe");
+      c.moe.experts = e.at("experts").get<std::int64_t>();
+      c.moe.top_k = e.at("top_k").get<std::int64_t>();
+      c.moe.expert_hidden = e.at("expert_hidden").get<std::int64_t>();
+      c.moe.shared_experts = e.at("shared_experts").get<std::int64_t>();
+      c.moe.shared_hidden = e.at("shared_hidden").get<std::int64_t>();
+      c.moe.renormalize = e.at("router_norm_topk").get<bool>();
+    }
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = parse_name<RopeScaling>(r.at("type").get<std::string>(),

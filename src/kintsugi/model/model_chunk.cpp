@@ -37,7 +37,8 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   }
   first_block_unit_ = params_.units();
   for (int i = 0; i < spec_.num_layers; ++i) {
-    blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i));
+    blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i,
+                                                         spec_.moe_loss));
     params_.end_unit("blocks." + std::to_string(spec_.first_layer + i));
   }
   if (spec_.head) {
@@ -186,6 +187,7 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const int unit = first_block_unit_ + static_cast<int>(i);
+    if (training && blocks_[i]->moe()) blocks_[i]->moe()->set_grad_scale(grad_scale);
     acquire(unit, false);
     blocks_[i]->forward(slot, x[i], x[i + 1], workspace_);
     release(unit);
@@ -202,6 +204,18 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
     if (score) release(head_unit_);
     if (embedding_) release(embedding_unit_);
   }
+}
+
+std::vector<MoeStats> ModelChunk::moe_stats() const {
+  std::vector<MoeStats> out;
+  for (const auto& b : blocks_)
+    if (b->moe()) out.push_back(b->moe()->stats());
+  return out;
+}
+
+void ModelChunk::reset_moe_stats() {
+  for (const auto& b : blocks_)
+    if (b->moe()) b->moe()->reset_stats();
 }
 
 void ModelChunk::extend(int slot, std::int64_t first, std::int64_t count) {

@@ -28,6 +28,8 @@ struct ChunkSpec {
   // Document attention (data.document_attention) when >= 0: the id that ends a document.
   // Attention does not cross it and positions restart after it (load).
   std::int32_t document_end_id = -1;
+  // Mixture of experts: its losses' weights in the objective (model/moe_layer.hpp).
+  MoeLossWeights moe_loss;
 };
 
 // Element types and storage of a chunk. Activations and parameters use the compute type;
@@ -106,6 +108,11 @@ class ModelChunk {
   // reads it once per step (read_scalar).
   Tensor loss_sum() const;
   void zero_loss();
+
+  // Mixture of experts: each MoE block's losses and expert loads since the last reset, in
+  // block order (empty for a dense model).
+  std::vector<MoeStats> moe_stats() const;
+  void reset_moe_stats();
 
   // Told which parameter units forward and backward use, and when gradients are final.
   void set_observer(UnitObserver* observer) { observer_ = observer; }

@@ -12,9 +12,11 @@ std::string prefix(int index) { return "blocks." + std::to_string(index); }
 }  // namespace
 
 // Registration order: ln1, qkv, proj, ln2, fc (gate), up, fc2 (down).
-TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index)
+TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index,
+                                   MoeLossWeights moe_weights)
     : ctx_(ctx), config_(c), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
-  const auto halves = block_inventory(c, index).halves;
+  const BlockInventory inventory = block_inventory(c, index);
+  const auto& halves = inventory.halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
   if (c.qk_norm()) {
     // Replicated: every rank normalizes its own heads with the same weights.
@@ -27,7 +29,10 @@ TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int 
     k_norm_ = norm("k_norm");
   }
   ln2_.emplace(ctx, prefix(index) + ".ln2", c.d_model, c.norm_eps, c.rms_norm());
-  mlp_ = make_block_half(ctx, halves[1], attention_.get());
+  if (inventory.moe)
+    moe_ = std::make_unique<MoeLayer>(ctx, *inventory.moe, moe_weights);
+  else
+    mlp_ = make_block_half(ctx, halves[1], attention_.get());
 }
 
 namespace {
@@ -44,7 +49,7 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
       a.*t.field = shared ? shared->*t.field : Tensor{};
       continue;
     }
-    a.*t.field = c.take(t.statistic ? ctx.statistics() : ctx.dtype,
+    a.*t.field = c.take(t.index ? DType::i32 : t.statistic ? ctx.statistics() : ctx.dtype,
                         t.shape(batch, seq, local, split));
   }
 }
@@ -130,6 +135,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
     ws.cp_dqkv = c.take(dt, {rows, qkv});
   }
   layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
+  if (inventory.moe) MoeLayer::layout_workspace(c, ctx, *inventory.moe, rows, ws);
   // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
   if (recompute != Recompute::none)
     layout(c, ctx, config, batch, seq, ws.recomputed,
@@ -149,6 +155,9 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
 
 void TransformerBlock::extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first,
                               std::int64_t count, const BlockWorkspace& ws) {
+  if (moe_)
+    fail("generation with a key/value cache is not built for mixture-of-experts models yet "
+         "(docs/moe.md)");
   KINTSUGI_ASSERT(ctx_.tp.size() == 1 && !ctx_.grid && shape_.batch == 1 &&
                   recompute_ == Recompute::none && doc_start_.empty());
   KINTSUGI_ASSERT(first >= 0 && count >= 1 && first + count <= shape_.seq);
@@ -180,6 +189,10 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   // MLP half.
   const Tensor ln2 = r.of(s.ln2), fc = r.of(s.fc), act = r.of(s.act), out = r.of(y);
   ln2_->forward(mid, ln2, r.of(s.ln2_mean), r.of(s.ln2_rstd));
+  if (moe_) {
+    moe_->forward(slot, s, ln2, out, ws, !recomputing_);
+    return be.add(mid, out, out);
+  }
   const Tensor entry_in = mlp_->enter(ln2, ws);
   if (config_.gated_mlp()) {
     const Tensor up = r.of(s.up);
@@ -239,7 +252,11 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   const ContextParallel& cp = ctx_.cp;
   // Recompute what forward did not keep: the same kernels on the same inputs give the same
   // values, so training is bit-identical to keeping them.
-  if (recompute_ == Recompute::full) forward(slot, x, ws.recomputed_output, ws);
+  if (recompute_ == Recompute::full) {
+    recomputing_ = true;
+    forward(slot, x, ws.recomputed_output, ws);
+    recomputing_ = false;
+  }
   const AttentionShape shape = this->shape(slot);
   // Context parallelism: attention's output and gradient with every row and 1/cp of the heads
   // (forward kept only this rank's rows of it, which the projection's gradient reads).
@@ -257,7 +274,9 @@ void TransformerBlock::backward(int slot, const Tensor& x, const Tensor& d_resid
   }
   // MLP half: d_residual holds dL/dy, which is also dL/dmid through the skip connection.
   Tensor d_norm;
-  if (config_.gated_mlp()) {
+  if (moe_) {
+    d_norm = moe_->backward(slot, s, s.ln2, d_residual, ws);
+  } else if (config_.gated_mlp()) {
     const Tensor d_act = mlp_->exit_backward(d_residual, s.act, s.ln2, ws);
     be.swiglu_backward(s.fc, s.up, d_act, ws.d_fc, ws.d_up);
     const Tensor d_entries[] = {ws.d_fc, ws.d_up};

@@ -29,13 +29,17 @@
 #include "kintsugi/model/carver.hpp"
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/layers.hpp"
+#include "kintsugi/model/moe_layer.hpp"
 #include "kintsugi/model/rotary_table.hpp"
 
 namespace kintsugi {
 
 class TransformerBlock {
  public:
-  TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index);
+  // With a mixture of experts (config.is_moe()) the MLP half is a MoeLayer whose losses weigh
+  // `moe_weights` in the objective.
+  TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index,
+                   MoeLossWeights moe_weights = {});
 
   // Storage in every slot of `pool` (segment `segment`) for a micro-batch of [batch, seq]
   // tokens, keeping what `recompute` says; the rest lives in the shared workspace.
@@ -66,6 +70,8 @@ class TransformerBlock {
   // which RoPE counts each of this rank's rows' positions (AttentionShape::doc_start as RoPE
   // reads it: a row's index less its position), which the caller fills before each forward.
   void set_rope_rows(int slot, const Tensor& rope_rows);
+  // Mixture of experts (null without): its layer, to set its gradient scale and read its stats.
+  MoeLayer* moe() { return moe_.get(); }
 
  private:
   // Rows [first, first + count) of a micro-batch (extend), or all of them.
@@ -91,6 +97,8 @@ class TransformerBlock {
   std::unique_ptr<BlockHalf> attention_;  // qkv, proj
   std::optional<LayerNorm> ln2_;  // constructed between the halves: registration order
   std::unique_ptr<BlockHalf> mlp_;        // fc (SwiGLU's gate), up, fc2 (down)
+  std::unique_ptr<MoeLayer> moe_;         // instead of mlp_ with a mixture of experts
+  bool recomputing_ = false;              // full recomputation's rerun forward
   int q_norm_ = -1, k_norm_ = -1;  // Qwen3's q_norm and k_norm weights (ParamStore indices)
 
   // The attention shape of a slot's micro-batch: this rank's heads, and its document starts.

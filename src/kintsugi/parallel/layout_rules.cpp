@@ -34,6 +34,16 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
                        "train.micro_batch",
                        s.global_batch, s.global_batch / sequences_per_round, s.micro_batch, l.dp,
                        kMaxMicroBatches);
+  // Mixture of experts: experts are not split or replicated over tensor-parallel ranks yet,
+  // and context parallelism would route a sequence's tokens on several ranks (docs/moe.md).
+  if (m.is_moe() && (l.tp > 1 || l.has_grid()))
+    return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "
+                       "tensor parallelism yet (tp = {}): set --tp 1 (docs/moe.md)",
+                       m.moe.experts, l.tp);
+  if (m.is_moe() && l.cp > 1)
+    return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "
+                       "context parallelism yet (cp = {}): set --cp 1 (docs/moe.md)",
+                       m.moe.experts, l.cp);
   // (A tensor grid splits heads and widths over its own dimensions: grid_problem.)
   const bool grid = l.has_grid();
   if (!grid && m.n_head % l.tp != 0)

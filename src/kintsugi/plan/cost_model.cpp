@@ -248,6 +248,7 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
   };
   std::vector<Gemm> gemms;
   for (const HalfSpec& h : block_inventory(m).halves) {
+    if (h.entries.empty()) continue;  // a mixture of experts' MLP half: below
     for (std::size_t k = 0; k < h.entries.size(); ++k) {  // input over x, output over y
       const LinearSpec& l = h.entries[k];
       const Gemm g{rows, static_cast<double>(l.out) / y, static_cast<double>(l.in) / x, 1};
@@ -257,6 +258,23 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
     }
     const LinearSpec& e = h.exit;  // input over y, output over x
     gemms.push_back({rows, static_cast<double>(e.out) / x, static_cast<double>(e.in) / y, 1});
+  }
+  // A mixture of experts' products (model/moe_layer.hpp): the router, each expert's three on
+  // its share of the routed rows (rows x top_k / experts when balanced), the shared expert's
+  // three and its gate.
+  const BlockInventory inventory = block_inventory(m);
+  if (const auto& e = inventory.moe) {
+    const double d_model = static_cast<double>(e->d), h = static_cast<double>(e->hidden);
+    const double n = static_cast<double>(e->experts), k = static_cast<double>(e->top_k);
+    const double expert_rows = rows * k / n, hs = static_cast<double>(e->shared_hidden);
+    gemms.push_back({rows, n, d_model, 1});
+    gemms.push_back({expert_rows, h, d_model, 2 * n});
+    gemms.push_back({expert_rows, d_model, h, n});
+    if (hs > 0) {
+      gemms.push_back({rows, hs, d_model, 2});
+      gemms.push_back({rows, d_model, hs, 1});
+      gemms.push_back({rows, 1, d_model, 1});
+    }
   }
   const std::size_t attention_core = gemms.size();
   gemms.push_back({s, s, hd, 2 * rows / s * m.n_head / y});  // QK^T and PV per sequence, head

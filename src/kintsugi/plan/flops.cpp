@@ -5,10 +5,12 @@
 namespace kintsugi {
 
 namespace {
-// Parameters of one block's matrices (model/block_inventory.hpp): q and output d x d, k and v
-// d x (kv heads x head size), the MLP's two (GELU) or three (SwiGLU) d x d_ff matrices.
+// Parameters of one block's matrices that a token multiplies (model/block_inventory.hpp): q
+// and output d x d, k and v d x (kv heads x head size), the MLP's two (GELU) or three (SwiGLU)
+// d x d_ff matrices; with a mixture of experts the router, top_k experts' three matrices and the
+// shared expert's (active parameters: a token's FLOPs).
 double block_matmul_parameters(const ModelConfig& c) {
-  return block_inventory(c).matrix_parameters();
+  return block_inventory(c).active_matrix_parameters();
 }
 }  // namespace
 
@@ -35,6 +37,12 @@ double parameter_count_double(const ModelConfig& c) {
 
 std::int64_t parameter_count(const ModelConfig& c) {
   return static_cast<std::int64_t>(parameter_count_double(c));
+}
+
+double active_parameter_count(const ModelConfig& c) {
+  const BlockInventory b = block_inventory(c);
+  return parameter_count_double(c) -
+         static_cast<double>(c.n_layer) * (b.matrix_parameters() - b.active_matrix_parameters());
 }
 
 std::int64_t matmul_parameter_count(const ModelConfig& c) {

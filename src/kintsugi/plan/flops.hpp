@@ -45,7 +45,12 @@ std::int64_t parameter_count(const ModelConfig& c);
 // The same in a double: exact below 2^53, and no overflow for any shape, however absurd (a
 // config is measured with it before it is refused: train/model_fit.hpp).
 double parameter_count_double(const ModelConfig& c);
-// Parameters that take part in matrix multiplies (N_matmul above).
+// A mixture of experts' parameters one token uses (docs/moe.md): parameter_count less the
+// experts it is not routed to (model.moe_experts - model.moe_top_k per layer); the same as
+// parameter_count for a dense model.
+double active_parameter_count(const ModelConfig& c);
+// Parameters that take part in matrix multiplies (N_matmul above; with a mixture of experts,
+// the active ones).
 std::int64_t matmul_parameter_count(const ModelConfig& c);
 // Model FLOPs for one token at context length seq (forward + backward): n_layer blocks and the
 // LM head, the two functions below.

@@ -34,7 +34,8 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s) {
   // What the block saves (model/block_inventory.hpp) and keeps under this recomputation.
   for (const SavedTensor& saved : block_inventory(m).saved)
     if (saved.kept(s.recompute))
-      bytes += allocated(saved.elements(rows, local, t) * (saved.statistic ? st : e));
+      bytes += allocated(saved.elements(rows, local, t) *
+                         (saved.index ? 4.0 : saved.statistic ? st : e));
   return bytes;
 }
 

@@ -28,10 +28,15 @@ void TrainingRun::announce() {
                 config.metrics.tensorboard_dir);
   const ModelConfig& mc = config.model;
   fmt::print(log,
-             "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters) | "
+             "kintsugi train | {} | model {} ({} layers, d {}, {} heads, {:.2f}M parameters{}) | "
              "{} thread{} per rank, {} backend | {}\n",
              config.source, mc.name, mc.n_layer, mc.d_model, mc.n_head,
-             parameter_count(mc) / 1e6, compute_threads(), compute_threads() == 1 ? "" : "s",
+             parameter_count(mc) / 1e6,
+             mc.is_moe() ? fmt::format(", {:.2f}M active: {} experts, top {}",
+                                       active_parameter_count(mc) / 1e6, mc.moe.experts,
+                                       mc.moe.top_k)
+                         : std::string(),
+             compute_threads(), compute_threads() == 1 ? "" : "s",
              ctx_.backend->name(), describe_numerics(config));
   fmt::print(log,
              "layout: {} | global batch {} x {} tokens = {} tokens/step, {} micro-batch{} of {} "

@@ -58,6 +58,10 @@ struct TrainConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;
+  // Mixture of experts (docs/moe.md): the load-balancing loss (Switch/GShard) and the router
+  // z-loss of every MoE layer, added to the objective with these coefficients.
+  double moe_aux_loss_coeff = 0.01;
+  double moe_z_loss_coeff = 0.0;
   // Tracked bytes a rank may hold, in GiB (0: no limit): a run that needs more is refused
   // when it allocates, before its first step.
   double max_memory_gb = 0;
@@ -109,7 +113,9 @@ std::set<std::string> given_keys(const std::string& path, const std::vector<std:
 std::string run_config_toml(const RunConfig& config);
 void validate(const RunConfig& config);
 // Checks the layout against the job's rank count and the model (layout_problem; every rank
-// reaches the same verdict), and resolves parallel.dp = 0 to the world size / (tp * pp).
+// reaches the same verdict), and what the device and precision can train of the model (a
+// mixture of experts: CPU and fp32 only, docs/moe.md), and resolves parallel.dp = 0 to the
+// world size / (tp * pp).
 void resolve_layout(RunConfig& config, int world_size);
 // The layout and batch of a config, as the rule book (layout_rules.hpp) reads them.
 LayoutSpec layout_spec(const RunConfig& config);

@@ -91,6 +91,9 @@ void validate(const RunConfig& c) {
   if (!(c.comm.deadlock_check_s >= 0) || !std::isfinite(c.comm.deadlock_check_s))
     fail("comm.deadlock_check_s = {} must be a number of seconds, 0 or more",
          c.comm.deadlock_check_s);
+  if (t.moe_aux_loss_coeff < 0 || t.moe_z_loss_coeff < 0)
+    fail("train.moe_aux_loss_coeff = {} and train.moe_z_loss_coeff = {} must not be negative",
+         t.moe_aux_loss_coeff, t.moe_z_loss_coeff);
   if (c.comm.backend == CommBackend::nccl && c.train.device != Device::cuda)
     fail("comm.backend = \"nccl\" moves GPU memory: it needs train.device = \"cuda\"");
 }
@@ -101,6 +104,16 @@ LayoutSpec layout_spec(const RunConfig& c) {
 }
 
 void resolve_layout(RunConfig& c, int world) {
+  // What the run's device and precision can train of the model, before any work: the
+  // mixture-of-experts ops have CPU kernels in f32 and f64 only (docs/moe.md).
+  if (c.model.is_moe() && c.train.device != Device::cpu)
+    fail("model.moe_experts = {}: mixture-of-experts layers run on the CPU only so far; set "
+         "train.device = \"cpu\" (docs/moe.md)",
+         c.model.moe.experts);
+  if (c.model.is_moe() && c.train.precision != Precision::fp32)
+    fail("model.moe_experts = {}: mixture-of-experts layers train in fp32 only so far; set "
+         "train.precision = \"fp32\" (docs/moe.md)",
+         c.model.moe.experts);
   c.parallel = c.parallel.resolved(world);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);

@@ -55,6 +55,20 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"model.tie_embeddings", &c.model.tie_embeddings,
        "whether the LM head is the token embedding: \"family\" (gpt2 and bloom tied, llama "
        "untied), \"tied\" or \"untied\""},
+      {"model.moe_experts", &c.model.moe.experts,
+       "mixture of experts: SwiGLU experts per block's MLP (0: a dense MLP; docs/moe.md)"},
+      {"model.moe_top_k", &c.model.moe.top_k,
+       "mixture of experts: experts each token is routed to (1 to model.moe_experts)"},
+      {"model.moe_expert_hidden", &c.model.moe.expert_hidden,
+       "mixture of experts: each expert's SwiGLU width (0: model.d_ff)"},
+      {"model.moe_shared_experts", &c.model.moe.shared_experts,
+       "mixture of experts: a shared SwiGLU of this many experts' width that every token goes "
+       "through, behind a sigmoid gate (Qwen2-MoE; 0: none)"},
+      {"model.moe_shared_hidden", &c.model.moe.shared_hidden,
+       "mixture of experts: the shared expert's width (0: shared_experts x expert_hidden)"},
+      {"model.moe_router_norm_topk", &c.model.moe.renormalize,
+       "mixture of experts: divide the top_k gates by their sum (Mixtral) or keep the softmax "
+       "probabilities (Qwen2-MoE's norm_topk_prob = false)"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
       {"data.train", &c.data.train,
@@ -111,6 +125,11 @@ std::vector<Key> keys_of(RunConfig& c) {
        "AdamW's second-moment decay; Lion's moment decay (the Lion paper uses 0.99)"},
       {"train.eps", &c.train.eps, "AdamW epsilon (Lion has none)"},
       {"train.grad_clip", &c.train.grad_clip, "clip the global gradient norm to this (0: off)"},
+      {"train.moe_aux_loss_coeff", &c.train.moe_aux_loss_coeff,
+       "mixture of experts: weight of each MoE layer's load-balancing loss (Switch/GShard) in "
+       "the objective"},
+      {"train.moe_z_loss_coeff", &c.train.moe_z_loss_coeff,
+       "mixture of experts: weight of each MoE layer's router z-loss (ST-MoE) in the objective"},
       {"train.max_memory_gb", &c.train.max_memory_gb,
        "GiB of tracked memory a rank may hold (0: no limit); a run that needs more is refused "
        "before its first step"},

@@ -142,6 +142,7 @@ void write_run_description(const std::filesystem::path& path, const RunConfig& c
       {"micro_batches_per_rank", c.train.global_batch / (c.train.micro_batch * place.dp_size)},
       {"seq", c.model.seq_len},
       {"parameters", parameter_count(c.model)},
+      {"active_parameters", active_parameter_count(c.model)},
       {"model_flops_per_token", model_flops_per_token(c.model, c.model.seq_len)},
       // Every environment switch's value, set or default (core/switches.hpp): what the engine
       // ran with beyond the config.

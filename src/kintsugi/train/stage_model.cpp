@@ -53,7 +53,9 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                          .num_layers = partition_.num_layers[g],
                          .embedding = g == 0,
                          .head = g == p * v - 1,
-                         .document_end_id = end_of_document};
+                         .document_end_id = end_of_document,
+                         .moe_loss = {.aux = c.train.moe_aux_loss_coeff,
+                                      .z = c.train.moe_z_loss_coeff}};
     const ChunkStorage storage{.compute = compute,
                                .grad = grad,
                                .allocate = false,
@@ -147,13 +149,36 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   zero_loss();
+  for (auto& chunk : chunks_) chunk->reset_moe_stats();
   PipelineExecutor::Hooks hooks = stop_hooks(stop_check_);
   hooks.sample = sample;
   hooks.reduce_grads = [this] { reduce_grads(); };
   hooks.optimizer_step = [this] { optimizer_step(); };
   interrupted_ = !executor_->run(program, true, grad_scale * loss_scale, hooks);
   if (interrupted_) return {0, 0, false, loss_scale};  // every rank stopped at the same place
-  return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale};
+  return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale, moe_stats()};
+}
+
+std::vector<double> StageModel::moe_stats() const {
+  const ModelConfig& m = chunks_.front()->config();
+  if (!m.is_moe()) return {};
+  const std::size_t width = 3 + static_cast<std::size_t>(m.moe.experts);
+  std::vector<double> all(static_cast<std::size_t>(m.n_layer) * width, 0.0);
+  for (const auto& chunk : chunks_) {
+    const std::vector<MoeStats> stats = chunk->moe_stats();
+    for (std::size_t i = 0; i < stats.size(); ++i) {
+      double* row = all.data() + (static_cast<std::size_t>(chunk->spec().first_layer) + i) * width;
+      row[0] = stats[i].aux_sum;
+      row[1] = stats[i].z_sum;
+      row[2] = static_cast<double>(stats[i].micro_batches);
+      for (std::size_t e = 0; e < stats[i].expert_rows.size(); ++e)
+        row[3 + e] = static_cast<double>(stats[i].expert_rows[e]);
+    }
+  }
+  Communicator* depth = place_.grid && place_.depth_size > 1 ? &place_.grid->z() : nullptr;
+  for (Communicator* g : {place_.pp, place_.data, depth})
+    if (g) g->host_all_reduce(all, ReduceOp::sum);
+  return all;
 }
 
 PipelineExecutor::Hooks StageModel::stop_hooks(const std::function<bool(int)>& checked) const {

@@ -34,6 +34,10 @@ class StageModel {
     double grad_norm = 0;    // of the unscaled gradient
     bool skipped = false;    // fp16: the gradient overflowed, the step was not taken
     double loss_scale = 1;   // the scale this step's loss was multiplied by
+    // Mixture of experts: per layer of the model, its MoeStats summed over the job:
+    // [aux_sum, z_sum, micro_batches, rows of expert 0, ..., rows of expert E-1] (empty for a
+    // dense model).
+    std::vector<double> moe;
   };
   // One optimizer step over `micro_batches` micro-batches of this rank; the gradient is that
   // of grad_scale x (sum of token losses). In fp16 the loss is also multiplied by the dynamic
@@ -82,6 +86,7 @@ class StageModel {
   void zero_loss();
   double local_loss() const;
   double sum_over_job(double local) const;  // over pipeline stages and data-parallel ranks
+  std::vector<double> moe_stats() const;    // StepResult::moe, summed over the job
   // The executor's stop hooks (see set_stop_check); empty without a check.
   PipelineExecutor::Hooks stop_hooks(const std::function<bool(int)>& checked) const;
 

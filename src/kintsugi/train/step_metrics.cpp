@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -40,6 +41,13 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
   if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
+  if (m.moe_aux_loss) {
+    j["moe_aux_loss"] = *m.moe_aux_loss;
+    j["moe_z_loss"] = *m.moe_z_loss;
+    nlohmann::json load = nlohmann::json::array();
+    for (const auto& [most, mean] : m.moe_load) load.push_back({{"max", most}, {"mean", mean}});
+    j["moe_expert_load"] = load;
+  }
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
     j["energy_s"] = *m.energy_seconds;
@@ -64,6 +72,10 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   if (m.val_loss) s.emplace_back("val/loss", *m.val_loss);
   if (m.loss_scale) s.emplace_back("train/loss_scale", *m.loss_scale);
   if (m.bubble) s.emplace_back("perf/bubble", *m.bubble);
+  if (m.moe_aux_loss) {
+    s.emplace_back("train/moe_aux_loss", *m.moe_aux_loss);
+    s.emplace_back("train/moe_z_loss", *m.moe_z_loss);
+  }
   if (m.energy_j) {
     s.emplace_back("energy/step_j", *m.energy_j);
     s.emplace_back("energy/joules_per_token", *m.joules_per_token);
@@ -115,6 +127,13 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
   if (m.loss_scale) line += fmt::format(" | scale {:g}", *m.loss_scale);
   if (m.skipped) line += " | skipped: gradient overflow";
   if (m.bubble) line += fmt::format(" | idle {:.0f}%", 100 * *m.bubble);
+  if (m.moe_aux_loss) {
+    // The most loaded layer's busiest expert against the mean (1 when balanced).
+    double load = 0;
+    for (const auto& [most, mean] : m.moe_load) load = std::max(load, mean > 0 ? most / mean : 0);
+    line += fmt::format(" | moe aux {:.4f} z {:.3g} load {:.2f}", *m.moe_aux_loss, *m.moe_z_loss,
+                        load);
+  }
   if (m.energy_j)
     line += fmt::format(" | {:.4g} J ({:.3g} J/token, {:.0f} W)", *m.energy_j,
                         *m.joules_per_token, *m.energy_j / *m.energy_seconds);

@@ -51,6 +51,13 @@ struct StepMetrics {
   std::optional<double> joules_per_token;
   // Training tokens drawn from each dataset so far, by path (a blend of data.train).
   std::map<std::string, std::int64_t> dataset_tokens;
+  // Mixture of experts (docs/moe.md): the load-balancing loss and the router z-loss, each the
+  // mean over MoE layers of its mean over the step's micro-batches (unweighted: the objective
+  // adds each layer's times train.moe_aux_loss_coeff and train.moe_z_loss_coeff), and per MoE
+  // layer the routed rows (token choices) of the step's most loaded expert and the mean over
+  // experts (max / mean is 1 when balanced).
+  std::optional<double> moe_aux_loss, moe_z_loss;
+  std::vector<std::pair<double, double>> moe_load;  // [layer]: max, mean
 };
 
 nlohmann::json to_json(const StepMetrics& m);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -137,6 +138,26 @@ std::optional<StepMetrics> TrainingRun::train_step(std::int64_t step) {
   if (!std::isfinite(m.loss))
     fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps", m.loss,
          m.step);
+  if (!result.moe.empty()) {
+    // Per layer [aux_sum, z_sum, micro_batches, rows per expert...] (StageModel::StepResult).
+    const ModelConfig& mc = ctx_.config.model;
+    const std::size_t width = 3 + static_cast<std::size_t>(mc.moe.experts);
+    double aux = 0, z = 0;
+    for (std::size_t l = 0; l < static_cast<std::size_t>(mc.n_layer); ++l) {
+      const double* row = result.moe.data() + l * width;
+      const double mbs = std::max(row[2], 1.0);
+      aux += row[0] / mbs;
+      z += row[1] / mbs;
+      double most = 0, sum = 0;
+      for (std::size_t e = 0; e + 3 < width; ++e) {
+        most = std::max(most, row[3 + e]);
+        sum += row[3 + e];
+      }
+      m.moe_load.emplace_back(most, sum / static_cast<double>(mc.moe.experts));
+    }
+    m.moe_aux_loss = aux / static_cast<double>(mc.n_layer);
+    m.moe_z_loss = z / static_cast<double>(mc.n_layer);
+  }
   m.step_seconds = seconds;
   // FLOPs scale with the step's tokens (a ramp-up's smaller batches do less work).
   const double of_full = static_cast<double>(batch) / static_cast<double>(tc.global_batch);

@@ -127,6 +127,25 @@ class CpuBackend final : public DeviceBackend {
   void do_cross_entropy_fused(const Tensor& logits, std::int64_t valid, const Tensor& target_ids,
                               const Tensor& loss_sum, bool backward, double grad_scale) override;
 
+  // moe.cpp
+  void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+                    const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                    const Tensor& gates, const Tensor& losses) override;
+  void do_moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                             const Tensor& gates, const Tensor& d_gates, bool renormalize,
+                             double aux_scale, double z_scale, const Tensor& d_logits) override;
+  void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
+                       const Tensor& counts) override;
+  void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) override;
+  void do_moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
+                      const Tensor& out, bool accumulate) override;
+  void do_moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
+                               const Tensor& position, const Tensor& weights, const Tensor& d_src,
+                               const Tensor& d_weights) override;
+  void do_moe_shared_gate(const Tensor& logit, const Tensor& shared, const Tensor& out) override;
+  void do_moe_shared_gate_backward(const Tensor& logit, const Tensor& shared, const Tensor& dy,
+                                   const Tensor& d_shared, const Tensor& d_logit) override;
+
   // elementwise.cpp
   void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void do_add_bias(const Tensor& x, const Tensor& bias) override;
@@ -158,6 +177,8 @@ class CpuBackend final : public DeviceBackend {
 
   // The kernels an op's tensors call for (null entries are absent optional tensors).
   static Kind kind_of(std::initializer_list<const Tensor*> tensors);
+  // moe.cpp: kind_of, refusing a mix of types.
+  static Kind one_type(std::initializer_list<const Tensor*> tensors);
   // adamw_step's types: which kernel it takes.
   static Kind check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m,
                           const Tensor& v, const Tensor* working_copy);

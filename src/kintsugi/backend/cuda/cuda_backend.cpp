@@ -301,6 +301,40 @@ class CudaBackend final : public DeviceBackend {
                               scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
   }
 
+  // Mixture of experts: CPU kernels only so far; a run config asking for it on a GPU is
+  // refused before it starts (train/run_config_checks.cpp, docs/moe.md).
+  [[noreturn]] static void no_moe_kernels() {
+    fail("the mixture-of-experts ops have no CUDA kernels yet: train MoE models with "
+         "train.device = \"cpu\" (docs/moe.md)");
+  }
+  void do_moe_route(const Tensor&, std::int64_t, bool, const Tensor&, const Tensor&,
+                    const Tensor&, const Tensor&, const Tensor&) override {
+    no_moe_kernels();
+  }
+  void do_moe_route_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             const Tensor&, bool, double, double, const Tensor&) override {
+    no_moe_kernels();
+  }
+  void do_moe_dispatch(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
+    no_moe_kernels();
+  }
+  void do_moe_gather(const Tensor&, const Tensor&, const Tensor&) override { no_moe_kernels(); }
+  void do_moe_combine(const Tensor&, const Tensor&, const Tensor*, const Tensor&,
+                      bool) override {
+    no_moe_kernels();
+  }
+  void do_moe_combine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                               const Tensor&, const Tensor&, const Tensor&) override {
+    no_moe_kernels();
+  }
+  void do_moe_shared_gate(const Tensor&, const Tensor&, const Tensor&) override {
+    no_moe_kernels();
+  }
+  void do_moe_shared_gate_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                   const Tensor&) override {
+    no_moe_kernels();
+  }
+
   void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     check_types({&a, &b, &out});
     cuda::add(ref(a), ref(b), ref(out), a.numel(), stream_);

@@ -1,0 +1,299 @@
+// Mixture-of-experts kernels (backend.hpp, "mixture of experts"; docs/moe.md): the router's
+// softmax, top-k and losses with their backward, the permutation of routed rows by expert and
+// its gate-weighted inverse, and the shared expert's sigmoid gate. Rows run in parallel; every
+// sum over rows or over a row's choices runs in a fixed order, so the results do not depend on
+// the thread count.
+#include <cmath>
+#include <vector>
+
+#include "kintsugi/backend/cpu/cpu_backend.hpp"
+#include "kintsugi/core/error.hpp"
+
+namespace kintsugi::cpu {
+
+namespace {
+
+template <class T>
+T moe_sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// Rows routed to each expert, counted in order.
+void moe_count_experts(const std::int32_t* experts, std::int64_t m, std::int64_t e,
+                   std::vector<std::int64_t>& counts) {
+  counts.assign(static_cast<std::size_t>(e), 0);
+  for (std::int64_t c = 0; c < m; ++c) {
+    const std::int32_t x = experts[c];
+    KINTSUGI_ASSERT(x >= 0 && x < e);
+    ++counts[static_cast<std::size_t>(x)];
+  }
+}
+
+template <class T>
+void moe_route_rows(const T* logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
+           T* probs, T* lse, std::int32_t* experts, T* gates, double* losses) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T* l = logits + r * e;
+    T* p = probs + r * e;
+    T top = l[0];
+    for (std::int64_t i = 1; i < e; ++i) top = std::max(top, l[i]);
+    T sum = 0;
+    for (std::int64_t i = 0; i < e; ++i) sum += std::exp(l[i] - top);
+    lse[r] = top + std::log(sum);
+    for (std::int64_t i = 0; i < e; ++i) p[i] = std::exp(l[i] - top) / sum;
+    // The k largest, each a scan for the largest not taken yet: strict comparison keeps the
+    // lowest index among equal probabilities.
+    std::int32_t* chosen = experts + r * k;
+    T* g = gates + r * k;
+    T total = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      std::int64_t best = -1;
+      for (std::int64_t i = 0; i < e; ++i) {
+        bool taken = false;
+        for (std::int64_t q = 0; q < j; ++q) taken |= chosen[q] == i;
+        if (!taken && (best < 0 || p[i] > p[best])) best = i;
+      }
+      chosen[j] = static_cast<std::int32_t>(best);
+      g[j] = p[best];
+      total += g[j];
+    }
+    if (renormalize)
+      for (std::int64_t j = 0; j < k; ++j) g[j] /= total;
+  }
+  std::vector<std::int64_t> counts;
+  moe_count_experts(experts, n * k, e, counts);
+  // Each expert's probabilities summed over the rows in order, then the experts in order.
+  std::vector<double> column(static_cast<std::size_t>(e), 0.0);
+  double z = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t i = 0; i < e; ++i) column[static_cast<std::size_t>(i)] += probs[r * e + i];
+    z += static_cast<double>(lse[r]) * static_cast<double>(lse[r]);
+  }
+  double aux = 0;
+  for (std::int64_t i = 0; i < e; ++i)
+    aux += static_cast<double>(counts[static_cast<std::size_t>(i)]) * column[static_cast<std::size_t>(i)];
+  const double rows = static_cast<double>(n);
+  losses[0] += aux * static_cast<double>(e) / (rows * rows * static_cast<double>(k));
+  losses[1] += z / rows;
+}
+
+template <class T>
+void moe_route_backward_rows(const T* probs, const T* lse, const std::int32_t* experts, const T* gates,
+                    const T* d_gates, std::int64_t n, std::int64_t e, std::int64_t k,
+                    bool renormalize, double aux_scale, double z_scale, T* d_logits) {
+  std::vector<std::int64_t> counts;
+  moe_count_experts(experts, n * k, e, counts);
+  const double rows = static_cast<double>(n);
+  // d(aux)/d(probs[r, i]) = E count_i / (N^2 K), the counts held constant.
+  std::vector<T> aux(static_cast<std::size_t>(e));
+  for (std::int64_t i = 0; i < e; ++i)
+    aux[static_cast<std::size_t>(i)] =
+        static_cast<T>(aux_scale * static_cast<double>(e) *
+                       static_cast<double>(counts[static_cast<std::size_t>(i)]) /
+                       (rows * rows * static_cast<double>(k)));
+  const T z = static_cast<T>(z_scale * 2.0 / rows);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T* p = probs + r * e;
+    T* d = d_logits + r * e;
+    const std::int32_t* chosen = experts + r * k;
+    const T* g = gates + r * k;
+    const T* dg = d_gates + r * k;
+    // The gradient at the probabilities, then through the softmax.
+    for (std::int64_t i = 0; i < e; ++i) d[i] = aux[static_cast<std::size_t>(i)];
+    if (renormalize) {
+      // g_j = p_j / S with S the chosen ones' sum: dp_i = (dg_i - sum_j dg_j g_j) / S.
+      T total = 0, dot = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        total += p[chosen[j]];
+        dot += dg[j] * g[j];
+      }
+      for (std::int64_t j = 0; j < k; ++j) d[chosen[j]] += (dg[j] - dot) / total;
+    } else {
+      for (std::int64_t j = 0; j < k; ++j) d[chosen[j]] += dg[j];
+    }
+    T inner = 0;
+    for (std::int64_t i = 0; i < e; ++i) inner += p[i] * d[i];
+    for (std::int64_t i = 0; i < e; ++i) d[i] = p[i] * (d[i] - inner) + z * lse[r] * p[i];
+  }
+}
+
+void moe_dispatch_rows(const std::int32_t* experts, std::int64_t m, std::int64_t e,
+                   std::int32_t* order, std::int32_t* position, std::int32_t* counts) {
+  std::vector<std::int64_t> count;
+  moe_count_experts(experts, m, e, count);
+  std::vector<std::int64_t> next(static_cast<std::size_t>(e), 0);
+  for (std::int64_t i = 1; i < e; ++i)
+    next[static_cast<std::size_t>(i)] =
+        next[static_cast<std::size_t>(i - 1)] + count[static_cast<std::size_t>(i - 1)];
+  for (std::int64_t i = 0; i < e; ++i)
+    counts[i] = static_cast<std::int32_t>(count[static_cast<std::size_t>(i)]);
+  for (std::int64_t c = 0; c < m; ++c) {
+    const std::int64_t p = next[static_cast<std::size_t>(experts[c])]++;
+    order[p] = static_cast<std::int32_t>(c);
+    position[c] = static_cast<std::int32_t>(p);
+  }
+}
+
+template <class T>
+void moe_gather_rows(const T* x, const std::int32_t* order, std::int64_t m, std::int64_t k,
+            std::int64_t d, T* xp) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t p = 0; p < m; ++p) {
+    const T* src = x + (order[p] / k) * d;
+    T* dst = xp + p * d;
+    for (std::int64_t i = 0; i < d; ++i) dst[i] = src[i];
+  }
+}
+
+template <class T>
+void moe_combine_rows(const T* src, const std::int32_t* position, const T* weights, std::int64_t n,
+             std::int64_t k, std::int64_t d, T* out, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    T* o = out + r * d;
+    for (std::int64_t i = 0; i < d; ++i) {
+      T sum = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        const T w = weights ? weights[r * k + j] : T(1);
+        sum += w * src[position[r * k + j] * d + i];
+      }
+      o[i] = accumulate ? o[i] + sum : sum;
+    }
+  }
+}
+
+template <class T>
+void moe_combine_backward_rows(const T* dy, const T* src, const std::int32_t* order,
+                      const std::int32_t* position, const T* weights, std::int64_t n,
+                      std::int64_t k, std::int64_t d, T* d_src, T* d_weights) {
+  const std::int64_t m = n * k;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t p = 0; p < m; ++p) {
+    const std::int64_t c = order[p];
+    const T w = weights[c];
+    const T* g = dy + (c / k) * d;
+    T* out = d_src + p * d;
+    for (std::int64_t i = 0; i < d; ++i) out[i] = w * g[i];
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < m; ++c) {
+    const T* g = dy + (c / k) * d;
+    const T* s = src + static_cast<std::int64_t>(position[c]) * d;
+    T dot = 0;
+    for (std::int64_t i = 0; i < d; ++i) dot += g[i] * s[i];
+    d_weights[c] = dot;
+  }
+}
+
+template <class T>
+void moe_shared_gate_rows(const T* logit, const T* shared, std::int64_t n, std::int64_t d, T* out) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T s = moe_sigmoid(logit[r]);
+    for (std::int64_t i = 0; i < d; ++i) out[r * d + i] += s * shared[r * d + i];
+  }
+}
+
+template <class T>
+void moe_shared_gate_backward_rows(const T* logit, const T* shared, const T* dy, std::int64_t n,
+                          std::int64_t d, T* d_shared, T* d_logit) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T s = moe_sigmoid(logit[r]);
+    T dot = 0;
+    for (std::int64_t i = 0; i < d; ++i) {
+      dot += dy[r * d + i] * shared[r * d + i];
+      d_shared[r * d + i] = s * dy[r * d + i];
+    }
+    d_logit[r] = s * (T(1) - s) * dot;
+  }
+}
+
+const std::int32_t* moe_indices(const Tensor& t) { return t.as<std::int32_t>(); }
+std::int32_t* moe_indices_out(const Tensor& t) { return t.as<std::int32_t>(); }
+
+}  // namespace
+
+// The ops take one float type (f32, or f64 in checks): no mixed precision yet.
+CpuBackend::Kind CpuBackend::one_type(std::initializer_list<const Tensor*> tensors) {
+  const Kind kind = kind_of(tensors);
+  if (kind == Kind::mixed)
+    fail("the mixture-of-experts ops take f32 or f64 tensors only, not mixed precision "
+         "(docs/moe.md)");
+  return kind;
+}
+
+// ---- CpuBackend's overrides (cpu_backend.hpp): check the element types, then call a kernel
+
+void CpuBackend::do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+                              const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                              const Tensor& gates, const Tensor& losses) {
+  const std::int64_t n = rows_of(logits), e = cols_of(logits);
+  typed(one_type({&logits, &probs, &lse, &gates}), [&]<class T>() {
+    moe_route_rows(logits.as<T>(), n, e, top_k, renormalize, probs.as<T>(), lse.as<T>(),
+          moe_indices_out(experts), gates.as<T>(), losses.as<double>());
+  });
+}
+
+void CpuBackend::do_moe_route_backward(const Tensor& probs, const Tensor& lse,
+                                       const Tensor& experts, const Tensor& gates,
+                                       const Tensor& d_gates, bool renormalize, double aux_scale,
+                                       double z_scale, const Tensor& d_logits) {
+  const std::int64_t n = rows_of(probs), e = cols_of(probs), k = experts.numel() / n;
+  typed(one_type({&probs, &lse, &gates, &d_gates, &d_logits}), [&]<class T>() {
+    moe_route_backward_rows(probs.as<T>(), lse.as<T>(), moe_indices(experts), gates.as<T>(), d_gates.as<T>(),
+                   n, e, k, renormalize, aux_scale, z_scale, d_logits.as<T>());
+  });
+}
+
+void CpuBackend::do_moe_dispatch(const Tensor& experts, const Tensor& order,
+                                 const Tensor& position, const Tensor& counts) {
+  moe_dispatch_rows(moe_indices(experts), experts.numel(), counts.numel(), moe_indices_out(order),
+                moe_indices_out(position), moe_indices_out(counts));
+}
+
+void CpuBackend::do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) {
+  const std::int64_t m = rows_of(xp), k = m / rows_of(x);
+  typed(one_type({&x, &xp}), [&]<class T>() {
+    moe_gather_rows(x.as<T>(), moe_indices(order), m, k, cols_of(x), xp.as<T>());
+  });
+}
+
+void CpuBackend::do_moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
+                                const Tensor& out, bool accumulate) {
+  const std::int64_t n = rows_of(out), k = rows_of(src) / n;
+  typed(one_type({&src, weights, &out}), [&]<class T>() {
+    moe_combine_rows(src.as<T>(), moe_indices(position), ptr<T>(weights), n, k, cols_of(out), out.as<T>(),
+            accumulate);
+  });
+}
+
+void CpuBackend::do_moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
+                                         const Tensor& position, const Tensor& weights,
+                                         const Tensor& d_src, const Tensor& d_weights) {
+  const std::int64_t n = rows_of(dy), k = rows_of(src) / n;
+  typed(one_type({&dy, &src, &weights, &d_src, &d_weights}), [&]<class T>() {
+    moe_combine_backward_rows(dy.as<T>(), src.as<T>(), moe_indices(order), moe_indices(position), weights.as<T>(),
+                     n, k, cols_of(dy), d_src.as<T>(), d_weights.as<T>());
+  });
+}
+
+void CpuBackend::do_moe_shared_gate(const Tensor& logit, const Tensor& shared,
+                                    const Tensor& out) {
+  typed(one_type({&logit, &shared, &out}), [&]<class T>() {
+    moe_shared_gate_rows(logit.as<T>(), shared.as<T>(), rows_of(out), cols_of(out), out.as<T>());
+  });
+}
+
+void CpuBackend::do_moe_shared_gate_backward(const Tensor& logit, const Tensor& shared,
+                                             const Tensor& dy, const Tensor& d_shared,
+                                             const Tensor& d_logit) {
+  typed(one_type({&logit, &shared, &dy, &d_shared, &d_logit}), [&]<class T>() {
+    moe_shared_gate_backward_rows(logit.as<T>(), shared.as<T>(), dy.as<T>(), rows_of(dy), cols_of(dy),
+                         d_shared.as<T>(), d_logit.as<T>());
+  });
+}
+
+}  // namespace kintsugi::cpu

@@ -1,0 +1,85 @@
+#pragma once
+// A mixture-of-experts MLP half (docs/moe.md): what a block runs between ln2 and the residual
+// add when the model has experts (model.moe_experts > 0), in place of the dense MLP half
+// (model/block_half.hpp). Per micro-batch of N token rows x [N, d]:
+//   logits = x R^T (R [E, d], no bias); moe_route: softmax, each row's top_k experts and gates,
+//   the load-balancing and z losses; moe_dispatch, moe_gather: the N K routed rows grouped by
+//   expert; per expert e its rows through SwiGLU (w1 gate, w3 up, w2 down: Mixtral's names),
+//   one GEMM per layer on that expert's rows (a grouped GEMM as a loop: the rows are uneven);
+//   moe_combine: y[n] = sum_j gate[n, j] x (row of choice j), j in order; with a shared expert
+//   y += sigmoid(x w_g) x SwiGLU_shared(x) (Qwen2-MoE).
+// Dropless: every choice is computed. The routing is data-dependent, so each forward reads the
+// experts' row counts to the host once (core/host_io.hpp) to slice the GEMMs.
+//
+// The load-balancing loss (Switch/GShard) and z-loss of a micro-batch enter the objective as
+// train.moe_aux_loss_coeff and train.moe_z_loss_coeff times their mean over the step's
+// micro-batches: backward adds their gradient at the router's logits, scaled by
+// coefficient x N x grad_scale (grad_scale being 1 / the step's tokens, each micro-batch
+// weighs N / tokens). Their values and the experts' loads are summed per step (MoeStats).
+#include <cstdint>
+#include <vector>
+
+#include "kintsugi/model/block_inventory.hpp"
+#include "kintsugi/model/block_workspace.hpp"
+#include "kintsugi/model/carver.hpp"
+#include "kintsugi/model/layers.hpp"
+
+namespace kintsugi {
+
+// The objective's coefficients (train.moe_aux_loss_coeff, train.moe_z_loss_coeff).
+struct MoeLossWeights {
+  double aux = 0, z = 0;
+};
+
+// What a MoE layer measured since the last reset: its load-balancing and z losses summed over
+// micro-batches, the micro-batches, and the routed rows per expert.
+struct MoeStats {
+  double aux_sum = 0, z_sum = 0;
+  std::int64_t micro_batches = 0;
+  std::vector<std::int64_t> expert_rows;
+};
+
+class MoeLayer {
+ public:
+  // Registers the router, the experts and the shared expert in spec's order.
+  MoeLayer(LayerContext& ctx, const MoeSpec& spec, MoeLossWeights weights);
+
+  // The workspace every MoE block of a chunk shares, for micro-batches of `rows` token rows.
+  static void layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpec& spec,
+                               std::int64_t rows, BlockWorkspace& ws);
+
+  // y [N, d] = the MLP half's output for the norm output x; s holds what backward needs.
+  // `record`: add the micro-batch's losses and loads to the stats (not when full recomputation
+  // reruns a forward).
+  void forward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& y,
+               const BlockWorkspace& ws, bool record);
+  // From dy = dL/dy: the parameter gradients, and the gradient at x (returned: ws.d_norm).
+  Tensor backward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& dy,
+                  const BlockWorkspace& ws);
+  // The gradient's scale of the step's micro-batches (the chunk's grad_scale).
+  void set_grad_scale(double scale) { grad_scale_ = scale; }
+
+  MoeStats stats() const;
+  void reset_stats();
+
+ private:
+  int weight(const std::string& name, std::int64_t out, std::int64_t in, double std);
+  // out [rows, o] (+)= in [rows, i] W^T, and the weight's gradient (first write overwrites).
+  void linear(int w, const Tensor& in, const Tensor& out) const;
+  void linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
+                       bool accumulate_dx) const;
+
+  LayerContext& ctx_;
+  MoeSpec spec_;
+  MoeLossWeights weights_;
+  int router_ = -1;
+  std::vector<int> w1_, w3_, w2_;  // per expert: gate, up, down
+  int shared_gate_ = -1, shared_up_ = -1, shared_down_ = -1, shared_router_ = -1;
+  std::vector<std::vector<std::int64_t>> counts_;  // [slot][expert]: routed rows
+  Buffer losses_;  // f64 [2] on the device: aux and z summed over micro-batches
+  std::int64_t micro_batches_ = 0;
+  std::vector<std::int64_t> expert_rows_;
+  double grad_scale_ = 0;
+};
+
+}  // namespace kintsugi

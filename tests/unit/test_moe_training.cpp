@@ -1,0 +1,117 @@
+// Training a mixture of experts (docs/moe.md): configs/moe-tiny.toml, cut small, learns the
+// Brown corpus, reports its losses and expert loads, and a second run gives the same bits; and
+// what is not built yet is refused in one line before any work.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "brown_data.hpp"
+#include "kintsugi/core/error.hpp"
+#include "kintsugi/train/trainer.hpp"
+#include "scratch_dir.hpp"
+#include "support/test_paths.hpp"
+
+namespace kintsugi {
+namespace {
+
+RunConfig moe_config(std::vector<std::string> extra = {}) {
+  // The model cut to 2 layers of 64 on sequences of 32, experts of 32; 16 steps of 8 sequences.
+  std::vector<std::string> o = brown_overrides();
+  o.insert(o.end(), {"model.n_layer=2", "model.d_model=64", "model.n_head=4", "model.n_kv_head=2",
+                     "model.seq_len=32", "model.moe_expert_hidden=32", "train.global_batch=8",
+                     "train.micro_batch=2", "train.steps=16", "train.warmup_steps=2",
+                     "train.eval_every=8", "train.eval_sequences=16", "train.log_every=16",
+                     "train.save_checkpoint=false"});
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_run_config(testing::configs_dir() + "/moe-tiny.toml", o);
+}
+
+std::vector<nlohmann::json> steps_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) steps.push_back(j);
+  }
+  return steps;
+}
+
+TEST(MoeTraining, LearnsReportsAndRepeatsBitForBit) {
+  const ModelConfig shipped = load_run_config(testing::configs_dir() + "/moe-tiny.toml", {}).model;
+  EXPECT_EQ(shipped.moe.experts, 8);
+  EXPECT_EQ(shipped.moe.top_k, 2);
+  const RunConfig config = moe_config();
+  std::vector<std::vector<nlohmann::json>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const ScratchDir out("moe-training-" + std::to_string(run));
+    std::ostringstream log;
+    const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
+    if (run == 0) EXPECT_LT(s.last_val_loss, s.first_val_loss - 0.5) << log.str();
+    runs.push_back(steps_of(s.metrics_path));
+  }
+  ASSERT_EQ(runs[0].size(), 16u);
+  ASSERT_EQ(runs[1].size(), 16u);
+  const std::int64_t k = config.model.moe.top_k, e = config.model.moe.experts;
+  // Token choices per step: global batch x seq x top_k, spread over the experts.
+  const double mean = 8.0 * 32.0 * static_cast<double>(k) / static_cast<double>(e);
+  for (std::size_t i = 0; i < runs[0].size(); ++i) {
+    const nlohmann::json& a = runs[0][i];
+    EXPECT_EQ(a.at("loss").get<double>(), runs[1][i].at("loss").get<double>()) << i;
+    EXPECT_EQ(a.at("moe_aux_loss").get<double>(), runs[1][i].at("moe_aux_loss").get<double>());
+    // 1 when the experts are balanced; a few steps in, near it.
+    EXPECT_GT(a.at("moe_aux_loss").get<double>(), 0.5);
+    EXPECT_LT(a.at("moe_aux_loss").get<double>(), 2.0);
+    EXPECT_GT(a.at("moe_z_loss").get<double>(), 0.0);
+    const auto& load = a.at("moe_expert_load");
+    ASSERT_EQ(load.size(), 2u);  // one per layer
+    for (const auto& layer : load) {
+      EXPECT_DOUBLE_EQ(layer.at("mean").get<double>(), mean);
+      EXPECT_GE(layer.at("max").get<double>(), mean);
+    }
+  }
+}
+
+// The load-balancing loss is in the objective: a large coefficient balances the experts
+// (the most loaded expert's share falls) against a run without it.
+TEST(MoeTraining, AuxLossBalancesTheExperts) {
+  double worst[2] = {0, 0};
+  int run = 0;
+  for (const char* coeff : {"train.moe_aux_loss_coeff=0", "train.moe_aux_loss_coeff=1"}) {
+    const ScratchDir out(std::string("moe-aux-") + std::to_string(run));
+    std::ostringstream log;
+    const TrainSummary s = train(moe_config({coeff, "train.steps=24", "train.eval_every=0"}),
+                                 {.out_dir = out.path().string()}, log);
+    const auto steps = steps_of(s.metrics_path);
+    ASSERT_FALSE(steps.empty());
+    worst[run++] = steps.back().at("moe_aux_loss").get<double>();
+  }
+  EXPECT_LT(worst[1], worst[0]);
+}
+
+void expect_refused(std::vector<std::string> overrides, int world, const std::string& words) {
+  try {
+    RunConfig c = moe_config(std::move(overrides));
+    validate(c);
+    resolve_layout(c, world);
+    ADD_FAILURE() << "accepted; expected: " << words;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
+  expect_refused({"model.moe_top_k=9"}, 1, "model.moe_top_k = 9 must be between 1 and");
+  expect_refused({"model.moe_experts=-1"}, 1, "model.moe_experts = -1 must not be negative");
+  expect_refused({"model.family=\"gpt2\""}, 1, "needs SwiGLU experts");
+  expect_refused({"model.moe_shared_hidden=8"}, 1, "needs model.moe_shared_experts >= 1");
+  expect_refused({"parallel.tp=2"}, 2, "do not run under tensor parallelism yet");
+  expect_refused({"parallel.cp=2"}, 2, "do not run under context parallelism yet");
+  expect_refused({"train.precision=\"bf16\""}, 1, "train in fp32 only so far");
+  expect_refused({"train.device=\"cuda\""}, 1, "run on the CPU only so far");
+  expect_refused({"train.moe_aux_loss_coeff=-1"}, 1, "must not be negative");
+}
+
+}  // namespace
+}  // namespace kintsugi
