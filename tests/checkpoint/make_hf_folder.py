@@ -65,6 +65,14 @@ def matrix(*shape, centre=0.0):
 
 
 tensors = {}  # name -> (shape, values), in the order a model's state dict has them
+
+
+def swiglu(prefix, width, names=("gate_proj", "up_proj", "down_proj")):
+    """A SwiGLU MLP's gate and up [width, D] and down [D, width] weights under `names`."""
+    gate, up, down = names
+    tensors[f"{prefix}{gate}.weight"] = matrix(width, D)
+    tensors[f"{prefix}{up}.weight"] = matrix(width, D)
+    tensors[f"{prefix}{down}.weight"] = matrix(D, width)
 if family == "gpt2":
     pre = "" if "noprefix" in flags else "transformer."
     tensors[pre + "wte.weight"] = matrix(V, D)
@@ -113,30 +121,19 @@ else:
             E = fixture["num_local_experts"]
             tensors[b + "block_sparse_moe.gate.weight"] = matrix(E, D)
             for e in range(E):
-                m = f"{b}block_sparse_moe.experts.{e}."
-                tensors[m + "w1.weight"] = matrix(FF, D)
-                tensors[m + "w2.weight"] = matrix(D, FF)
-                tensors[m + "w3.weight"] = matrix(FF, D)
+                swiglu(f"{b}block_sparse_moe.experts.{e}.", FF, ("w1", "w3", "w2"))
         elif moe_type in ("qwen2_moe", "qwen3_moe"):
             # Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock: gate, experts.N.*_proj of
             # moe_intermediate_size; Qwen2-MoE's shared_expert and its one-output gate
-            E, EF = fixture["num_experts"], fixture["moe_intermediate_size"]
+            E = fixture["num_experts"]
             tensors[b + "mlp.gate.weight"] = matrix(E, D)
             for e in range(E):
-                m = f"{b}mlp.experts.{e}."
-                tensors[m + "gate_proj.weight"] = matrix(EF, D)
-                tensors[m + "up_proj.weight"] = matrix(EF, D)
-                tensors[m + "down_proj.weight"] = matrix(D, EF)
+                swiglu(f"{b}mlp.experts.{e}.", fixture["moe_intermediate_size"])
             if moe_type == "qwen2_moe":
-                SF = fixture["shared_expert_intermediate_size"]
-                tensors[b + "mlp.shared_expert.gate_proj.weight"] = matrix(SF, D)
-                tensors[b + "mlp.shared_expert.up_proj.weight"] = matrix(SF, D)
-                tensors[b + "mlp.shared_expert.down_proj.weight"] = matrix(D, SF)
+                swiglu(b + "mlp.shared_expert.", fixture["shared_expert_intermediate_size"])
                 tensors[b + "mlp.shared_expert_gate.weight"] = matrix(1, D)
         else:
-            tensors[b + "mlp.gate_proj.weight"] = matrix(FF, D)
-            tensors[b + "mlp.up_proj.weight"] = matrix(FF, D)
-            tensors[b + "mlp.down_proj.weight"] = matrix(D, FF)
+            swiglu(b + "mlp.", FF)
     tensors["model.norm.weight"] = matrix(D, centre=1.0)
     tied = "tied" in flags
     if not tied:
