@@ -158,13 +158,6 @@ void print_search_notes(const PlanArgs& a, const PlanInputs& in, const CampaignS
     fmt::print("note: ranked by step time, which favours the smaller global batches; "
                "--objective time ranks by the time to train a token budget\n");
   if (tokens > 0) print_campaign_assumptions(in.base.model, first.model.seq_len, tokens, cluster);
-  // The cost model prices experts on any device; training runs them on the CPU only so far
-  // (docs/moe.md, "Layouts"): the table must not read as a run `train` would start.
-  if (in.base.model.is_moe() && cluster.train_device != Device::cpu)
-    fmt::print("note: kintsugi trains mixtures of experts on the CPU only for now (docs/moe.md): "
-               "the layouts below are the cost model's prediction for {}, not runs `train` "
-               "starts there yet\n",
-               cluster.name);
   fmt::print("{} valid layouts, {} fit in {:.0f} GB per device{}\n\n", found.enumerated,
              found.fitting, cluster.memory_gb,
              found.several() ? fmt::format(" ({} searches), ranked by {}", found.searched,

@@ -104,12 +104,6 @@ LayoutSpec layout_spec(const RunConfig& c) {
 }
 
 void resolve_layout(RunConfig& c, int world) {
-  // What the run's device can train of the model, before any work: the mixture-of-experts ops
-  // have CPU kernels only (docs/moe.md).
-  if (c.model.is_moe() && c.train.device != Device::cpu)
-    fail("model.moe_experts = {}: mixture-of-experts layers run on the CPU only so far; set "
-         "train.device = \"cpu\" (docs/moe.md)",
-         c.model.moe.experts);
   c.parallel = c.parallel.resolved(world);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
