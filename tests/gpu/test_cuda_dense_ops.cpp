@@ -747,6 +747,24 @@ TEST_P(CudaDense, MixtureOfExperts) {
     expect_near(d_src, "d_src" + what);
     expect_near(d_w, "d_weights" + what, t.act);
   }
+  // The counting sort over several tiles of choices (moe.cu sorts 1024 a block): 2,500 choices
+  // of 7 experts, one of which no choice names.
+  {
+    std::vector<std::int32_t> many(2500);
+    for (std::size_t c = 0; c < many.size(); ++c) many[c] = static_cast<std::int32_t>((c * 7919 + c / 3) % 6);
+    Pair chosen = ids(many), order = ids(std::vector<std::int32_t>(many.size(), -1));
+    Pair position = ids(std::vector<std::int32_t>(many.size(), -1));
+    Pair counts = ids(std::vector<std::int32_t>(7, -1));
+    gpu().moe_dispatch(chosen.gpu, order.gpu, position.gpu, counts.gpu);
+    cpu().moe_dispatch(chosen.cpu, order.cpu, position.cpu, counts.cpu);
+    for (Pair* p : {&order, &position, &counts}) {
+      std::vector<std::int32_t> got(p->gpu.numel());
+      copy_to_host(p->gpu, got.data());
+      EXPECT_EQ(got, std::vector<std::int32_t>(p->cpu.as<std::int32_t>(),
+                                                p->cpu.as<std::int32_t>() + p->cpu.numel()))
+          << "dispatch over tiles";
+    }
+  }
   // The shared expert's sigmoid gate, forward (adding into the output) and backward.
   Pair logit = input(t.act, {n, 1}), shared = input(t.act, {n, d}), out = output(t.act, {n, d}, true);
   gpu().moe_shared_gate(logit.gpu, shared.gpu, out.gpu);

@@ -314,7 +314,7 @@ class CudaBackend final : public DeviceBackend {
     const std::int64_t e = cols_of(logits);
     cuda::moe_route(ref(logits), rows_of(logits), e, top_k, renormalize, ref(probs), ref(lse),
                     out_ids(experts), ref(gates), static_cast<double*>(losses.data),
-                    scratch(cuda::moe_scratch_bytes(e)), stream_);
+                    scratch(cuda::moe_scratch_bytes(e, experts.numel())), stream_);
   }
   void do_moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
                              const Tensor& gates, const Tensor& d_gates, bool renormalize,
@@ -323,13 +323,14 @@ class CudaBackend final : public DeviceBackend {
     const std::int64_t n = rows_of(probs), e = cols_of(probs);
     cuda::moe_route_backward(ref(probs), ref(lse), ids(experts), ref(gates), ref(d_gates), n, e,
                              experts.numel() / n, renormalize, aux_scale, z_scale, ref(d_logits),
-                             scratch(cuda::moe_scratch_bytes(e)), stream_);
+                             scratch(cuda::moe_scratch_bytes(e, experts.numel())), stream_);
   }
   void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
                        const Tensor& counts) override {
     const std::int64_t e = counts.numel();
     cuda::moe_dispatch(ids(experts), experts.numel(), e, out_ids(order), out_ids(position),
-                       out_ids(counts), scratch(cuda::moe_scratch_bytes(e)), stream_);
+                       out_ids(counts), scratch(cuda::moe_scratch_bytes(e, experts.numel())),
+                       stream_);
   }
   void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) override {
     check_types({&x, &xp});

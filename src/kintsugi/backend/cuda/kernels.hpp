@@ -204,8 +204,8 @@ void cross_entropy_fused(Ref logits, std::int64_t rows, std::int64_t cols, std::
 
 // ---- mixture of experts (Backend::moe_*, docs/moe.md; moe.cu): N rows, E experts, K choices
 // per row, M = N K routed rows of width d. Experts, order and position are i32 on the device;
-// losses is f64 [2] (load-balancing, z), added to. Scratch: moe_scratch_bytes(E).
-std::size_t moe_scratch_bytes(std::int64_t experts);
+// losses is f64 [2] (load-balancing, z), added to. Scratch: moe_scratch_bytes(E, M).
+std::size_t moe_scratch_bytes(std::int64_t experts, std::int64_t choices);
 void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
                Ref probs, Ref lse, std::int32_t* experts, Ref gates, double* losses,
                Scratch scratch, cudaStream_t stream);

@@ -12,20 +12,61 @@ namespace kintsugi::cuda {
 
 namespace {
 
-// Choices c < m routed to each expert, one thread per expert (scanning the choices in order).
-__global__ void moe_count_kernel(const std::int32_t* experts, std::int64_t m, std::int64_t e,
-                                 std::int64_t* counts) {
+// The counting sort of the M choices by expert runs over tiles of kTile choices, one block per
+// tile and one thread per expert, each scanning its tile in order: E x M comparisons spread over
+// M / kTile blocks (one thread per expert walking all M choices took M steps in a row: about
+// 150 us at Qwen3-30B-A3B's 8192 rows x top 8, several times per layer). Integer counts, no
+// atomics: the same bits every run.
+constexpr std::int64_t kTile = 1024;
+std::int64_t tiles_of(std::int64_t m) { return (m + kTile - 1) / kTile; }
+
+// tile_counts[b, x]: choices of tile b routed to expert x.
+__global__ void moe_tile_count_kernel(const std::int32_t* experts, std::int64_t m, std::int64_t e,
+                                      std::int64_t* tile_counts) {
+  const std::int64_t b = blockIdx.x, begin = b * kTile, end = min(m, begin + kTile);
+  for (std::int64_t x = threadIdx.x; x < e; x += blockDim.x) {
+    std::int64_t n = 0;
+    for (std::int64_t c = begin; c < end; ++c) n += experts[c] == x;
+    tile_counts[b * e + x] = n;
+  }
+}
+
+// One thread per expert: its count, the tiles summed in order.
+__global__ void moe_tile_total_kernel(const std::int64_t* tile_counts, std::int64_t tiles,
+                                      std::int64_t e, std::int64_t* counts) {
   for (std::int64_t x = global_index(); x < e; x += global_stride()) {
     std::int64_t n = 0;
-    for (std::int64_t c = 0; c < m; ++c) n += experts[c] == x;
+    for (std::int64_t b = 0; b < tiles; ++b) n += tile_counts[b * e + x];
     counts[x] = n;
   }
 }
 
+// Scratch carved for the tiles' counts and first slots (i64 [tiles, E] each), the experts'
+// counts (i64 [E]) and their columns or first slots (8 bytes [E]).
+struct MoeScratch {
+  std::int64_t* tile_counts;
+  std::int64_t* tile_first;
+  std::int64_t* counts;
+  void* per_expert;
+};
+// The caller sized scratch with moe_scratch_bytes(e, m).
+MoeScratch carve(Scratch scratch, std::int64_t e, std::int64_t m) {
+  auto* base = static_cast<std::int64_t*>(scratch.data);
+  const std::int64_t t = tiles_of(m) * e;
+  return {base, base + t, base + 2 * t, base + 2 * t + e};
+}
+
 void count_experts(const std::int32_t* experts, std::int64_t m, std::int64_t e,
-                   std::int64_t* counts, cudaStream_t stream) {
-  KINTSUGI_CUDA_LAUNCH(moe_count_kernel, grid_for(e), kThreads, 0, stream, experts, m, e, counts);
-  check_launch("moe_count_kernel", stream);
+                   const MoeScratch& s, cudaStream_t stream) {
+  const std::int64_t tiles = tiles_of(m);
+  if (tiles > 0) {
+    KINTSUGI_CUDA_LAUNCH(moe_tile_count_kernel, static_cast<unsigned>(tiles), kThreads, 0, stream,
+                         experts, m, e, s.tile_counts);
+    check_launch("moe_tile_count_kernel", stream);
+  }
+  KINTSUGI_CUDA_LAUNCH(moe_tile_total_kernel, grid_for(e), kThreads, 0, stream, s.tile_counts,
+                       tiles, e, s.counts);
+  check_launch("moe_tile_total_kernel", stream);
 }
 
 // One thread per row: softmax over the experts, log-sum-exp, the top k by probability (a scan
@@ -148,13 +189,28 @@ __global__ void moe_offsets_kernel(const std::int64_t* counts, std::int64_t e,
   }
 }
 
-// One thread per expert: its choices in order, each given the next slot of its run.
-__global__ void moe_dispatch_kernel(const std::int32_t* experts, std::int64_t m, std::int64_t e,
-                                    const std::int64_t* first, std::int32_t* order,
-                                    std::int32_t* position) {
+// One thread per expert: the first slot of each tile's run of its choices, tiles in order.
+__global__ void moe_tile_first_kernel(const std::int64_t* tile_counts, const std::int64_t* first,
+                                      std::int64_t tiles, std::int64_t e,
+                                      std::int64_t* tile_first) {
   for (std::int64_t x = global_index(); x < e; x += global_stride()) {
-    std::int64_t p = first[x];
-    for (std::int64_t c = 0; c < m; ++c) {
+    std::int64_t next = first[x];
+    for (std::int64_t b = 0; b < tiles; ++b) {
+      tile_first[b * e + x] = next;
+      next += tile_counts[b * e + x];
+    }
+  }
+}
+
+// Block b, one thread per expert: the tile's choices of that expert in order, each given the
+// next slot of its run.
+__global__ void moe_dispatch_kernel(const std::int32_t* experts, std::int64_t m, std::int64_t e,
+                                    const std::int64_t* tile_first, std::int32_t* order,
+                                    std::int32_t* position) {
+  const std::int64_t b = blockIdx.x, begin = b * kTile, end = min(m, begin + kTile);
+  for (std::int64_t x = threadIdx.x; x < e; x += blockDim.x) {
+    std::int64_t p = tile_first[b * e + x];
+    for (std::int64_t c = begin; c < end; ++c) {
       if (experts[c] != x) continue;
       order[p] = static_cast<std::int32_t>(c);
       position[c] = static_cast<std::int32_t>(p);
@@ -245,28 +301,18 @@ __global__ void moe_shared_gate_backward_kernel(Ref logit, Ref shared, Ref dy, s
   }
 }
 
-// Scratch carved for the counts (i64 [E]) and the columns or first slots (8 bytes [E]).
-struct MoeScratch {
-  std::int64_t* counts;
-  void* per_expert;
-};
-// The caller sized scratch with moe_scratch_bytes(e).
-MoeScratch carve(Scratch scratch, std::int64_t e) {
-  auto* base = static_cast<std::int64_t*>(scratch.data);
-  return {base, base + e};
-}
-
 }  // namespace
 
-std::size_t moe_scratch_bytes(std::int64_t experts) {
-  return 2 * static_cast<std::size_t>(experts) * sizeof(std::int64_t);
+std::size_t moe_scratch_bytes(std::int64_t experts, std::int64_t choices) {
+  return static_cast<std::size_t>(2 * tiles_of(choices) * experts + 2 * experts) *
+         sizeof(std::int64_t);
 }
 
 void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
                Ref probs, Ref lse, std::int32_t* experts, Ref gates, double* losses,
                Scratch scratch, cudaStream_t stream) {
   if (n <= 0) return;
-  const MoeScratch s = carve(scratch, e);
+  const MoeScratch s = carve(scratch, e, n * k);
   with_acc({logits, probs, lse, gates}, [&](auto acc) {
     auto* rows = moe_route_rows_kernel<decltype(acc)>;
     KINTSUGI_CUDA_LAUNCH(rows, grid_for(n), kThreads, 0, stream, logits, n, e, k, renormalize,
@@ -276,7 +322,7 @@ void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool 
   auto* column = static_cast<double*>(s.per_expert);
   KINTSUGI_CUDA_LAUNCH(moe_column_kernel, grid_for(e), kThreads, 0, stream, probs, n, e, column);
   check_launch("moe_column_kernel", stream);
-  count_experts(experts, n * k, e, s.counts, stream);
+  count_experts(experts, n * k, e, s, stream);
   KINTSUGI_CUDA_LAUNCH(moe_losses_kernel, 1, 1, 0, stream, s.counts, column, lse, n, e, k, losses);
   check_launch("moe_losses_kernel", stream);
 }
@@ -286,8 +332,8 @@ void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gat
                         double aux_scale, double z_scale, Ref d_logits, Scratch scratch,
                         cudaStream_t stream) {
   if (n <= 0) return;
-  const MoeScratch s = carve(scratch, e);
-  count_experts(experts, n * k, e, s.counts, stream);
+  const MoeScratch s = carve(scratch, e, n * k);
+  count_experts(experts, n * k, e, s, stream);
   with_acc({probs, lse, gates, d_gates, d_logits}, [&](auto acc) {
     auto* kernel = moe_route_backward_kernel<decltype(acc)>;
     KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, probs, lse, experts, gates,
@@ -299,14 +345,18 @@ void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gat
 void moe_dispatch(const std::int32_t* experts, std::int64_t m, std::int64_t e,
                   std::int32_t* order, std::int32_t* position, std::int32_t* counts,
                   Scratch scratch, cudaStream_t stream) {
-  const MoeScratch s = carve(scratch, e);
-  count_experts(experts, m, e, s.counts, stream);
+  const MoeScratch s = carve(scratch, e, m);
+  count_experts(experts, m, e, s, stream);
   auto* first = static_cast<std::int64_t*>(s.per_expert);
   KINTSUGI_CUDA_LAUNCH(moe_offsets_kernel, 1, 1, 0, stream, s.counts, e, first, counts);
   check_launch("moe_offsets_kernel", stream);
   if (m <= 0) return;
-  KINTSUGI_CUDA_LAUNCH(moe_dispatch_kernel, grid_for(e), kThreads, 0, stream, experts, m, e,
-                       first, order, position);
+  const std::int64_t tiles = tiles_of(m);
+  KINTSUGI_CUDA_LAUNCH(moe_tile_first_kernel, grid_for(e), kThreads, 0, stream, s.tile_counts,
+                       first, tiles, e, s.tile_first);
+  check_launch("moe_tile_first_kernel", stream);
+  KINTSUGI_CUDA_LAUNCH(moe_dispatch_kernel, static_cast<unsigned>(tiles), kThreads, 0, stream,
+                       experts, m, e, s.tile_first, order, position);
   check_launch("moe_dispatch_kernel", stream);
 }
 
