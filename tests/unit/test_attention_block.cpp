@@ -2,8 +2,8 @@
 // of the queries and keys, merged, equal attention_forward and attention_backward of the whole
 // sequence to 1e-12 with documents, a sliding window, ALiBi and grouped-query attention; the
 // load-balanced split of context parallelism's ring (model/context_parallel.hpp) the same, rank
-// by rank; the merged output's gradient against finite differences; and the balanced split's
-// attended pairs per rank.
+// by rank; the merged output's gradient against finite differences; 16-bit inputs with the
+// running state in f32; and the balanced split's attended pairs per rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "kintsugi/backend/backend.hpp"
 #include "kintsugi/core/rng.hpp"
 #include "kintsugi/model/context_parallel.hpp"
+#include "mixed_precision_fixture.hpp"
 
 namespace kintsugi::attention_block_test {
 namespace {
@@ -141,6 +142,72 @@ TEST_P(AttentionBlocks, GradientMatchesFiniteDifferences) {
   };
   const Blocked b = blocked(*be, s, qkv, q_runs, k_runs, &r);
   testing::expect_gradient(loss, qkv.data(), qkv_n, b.dqkv.data(), "dqkv", 120);
+}
+
+// Mixed precision (the ring under bf16/fp16, model/ring_attention.cpp): 16-bit queries, keys,
+// values, output and output gradient, the running state (out and lse forward; lse, dQ and the
+// dK/dV sums backward) in f32. Against the f64 kernels on the same 16-bit values to f32's
+// accuracy: no merge or sum rounds to 16 bits.
+TEST_P(AttentionBlocks, SixteenBitInputsKeepTheStateInF32) {
+  using mixed_test::Storage;
+  MemoryTracker memory;
+  auto be = make_cpu_backend(memory);
+  const AttentionShape s = shape();
+  const std::int64_t T = s.seq, rows = s.batch * T, w = width(s), hd = s.head_dim;
+  const std::int64_t qkv_n = rows * w, out_n = rows * s.heads * hd, lse_n = s.batch * s.heads * T;
+  const std::int64_t kv_n = rows * s.kv_heads * 2 * hd;
+  const std::vector<KeyRun> q_runs = {{0, 13}, {13, 40}, {53, 17}};
+  const std::vector<KeyRun> k_runs = {{45, 25}, {22, 23}, {7, 15}, {0, 7}};
+  auto block = [&](KeyRun q, KeyRun k) {
+    return AttentionBlock{.rows = T, .q_begin = q.begin, .q_count = q.count, .q_position = q.begin,
+                          .k_begin = k.begin, .k_count = k.count, .k_position = k.begin};
+  };
+  auto doubles = [](const Tensor& t) {
+    const std::vector<float> v = Storage::values(t);
+    return std::vector<double>(v.begin(), v.end());
+  };
+  auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  for (DType t : {DType::bf16, DType::f16}) {
+    Storage st;
+    const std::string what(name_of(t));
+    const Tensor qkv = st.make(t, {qkv_n}, mixed_test::random_values(qkv_n, 47));
+    const Tensor dout = st.make(t, {out_n}, mixed_test::random_values(out_n, 48));
+    std::vector<double> qkv_d = doubles(qkv), dout_d = doubles(dout);
+    std::vector<double> kv_d = pack_kv(s, qkv_d, rows);
+    const Tensor kv = st.make(t, {kv_n}, floats(kv_d));
+    std::vector<double> out_d(out_n), lse_d(lse_n), dqkv_d(qkv_n, 0.0), dkv_d(kv_n, 0.0);
+    const Tensor out = st.make(DType::f32, {out_n}, std::vector<float>(out_n, NAN));
+    const Tensor lse = st.make(DType::f32, {lse_n}, std::vector<float>(lse_n, NAN));
+    for (KeyRun q : q_runs)
+      for (std::size_t i = 0; i < k_runs.size(); ++i) {
+        be->attention_block_forward(s, block(q, k_runs[i]), view(qkv_d, {qkv_n}), view(kv_d, {kv_n}),
+                                    view(out_d, {out_n}), view(lse_d, {lse_n}), i > 0);
+        be->attention_block_forward(s, block(q, k_runs[i]), qkv, kv, out, lse, i > 0);
+      }
+    mixed_test::expect_close(Storage::values(out), floats(out_d), 1e-5, what + " out");
+    mixed_test::expect_close(Storage::values(lse), floats(lse_d), 1e-5, what + " lse");
+    // Backward reads the output as the model keeps it: rounded to the run's type.
+    const Tensor out16 = st.make(t, {out_n}, Storage::values(out));
+    out_d = doubles(out16);
+    const Tensor dqkv = st.make(DType::f32, {qkv_n}, std::vector<float>(qkv_n, 0.0f));
+    const Tensor dkv = st.make(DType::f32, {kv_n}, std::vector<float>(kv_n, 0.0f));
+    for (KeyRun q : q_runs)
+      for (KeyRun k : k_runs) {
+        be->attention_block_backward(s, block(q, k), view(qkv_d, {qkv_n}), view(kv_d, {kv_n}),
+                                     view(out_d, {out_n}), view(lse_d, {lse_n}),
+                                     view(dout_d, {out_n}), view(dqkv_d, {qkv_n}),
+                                     view(dkv_d, {kv_n}));
+        be->attention_block_backward(s, block(q, k), qkv, kv, out16, lse, dout, dqkv, dkv);
+      }
+    mixed_test::expect_close(Storage::values(dqkv), floats(dqkv_d), 1e-5, what + " dqkv");
+    mixed_test::expect_close(Storage::values(dkv), floats(dkv_d), 1e-5, what + " dkv");
+    // A 16-bit state is refused (it would round at every merge).
+    const Tensor out_t = st.make(t, {out_n}, std::vector<float>(out_n, 0.0f));
+    EXPECT_THROW(be->attention_block_forward(s, block(q_runs[0], k_runs[3]), qkv, kv, out_t, lse,
+                                             false),
+                 Error)
+        << what;
+  }
 }
 
 // Context parallelism's ring over cp ranks (model/context_parallel.hpp): rank i holds chunks i

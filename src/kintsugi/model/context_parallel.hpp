@@ -68,9 +68,13 @@ class ContextParallel {
   // local_seq, width] holds this rank's rows (RoPE and qk_norm applied at their positions),
   // out [batch * local_seq, heads * hd] and lse [batch, heads, local_seq] likewise. The
   // buffers are four of [batch * local_seq, kv_heads * 2 * hd]: the key/value chunk being
-  // attended and the one arriving (kv), and in backward their gradients' accumulators (dkv).
+  // attended and the one arriving (kv, the run's type), and in backward their gradients'
+  // accumulators (dkv, the statistics type: f32 under bf16/fp16). With a 16-bit run `state`
+  // holds the running output forward and dQ backward in f32 (at least batch * local_seq
+  // x qkv width elements; empty otherwise: out and dqkv themselves).
   struct RingBuffers {
     Tensor kv[2], dkv[2];
+    Tensor state;
   };
   // out and lse: this rank's rows attended to every rank's keys and values.
   void ring_forward(Backend& be, const AttentionShape& s, const Tensor& qkv, const Tensor& out,

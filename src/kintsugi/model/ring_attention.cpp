@@ -5,7 +5,8 @@
 // from rank r - 1 into the second buffer. The blocks merge into the running output and
 // log-sum-exp (Backend::attention_block_forward). Backward passes the keys and values around
 // again, with the accumulator of their gradient: after cp steps each accumulator has met every
-// rank's queries and arrives back at its owner.
+// rank's queries and arrives back at its owner. Under bf16/fp16 the keys and values travel in
+// that type while the running output, dQ and the travelling dK/dV accumulators are f32.
 #include <fmt/format.h>
 
 #include "kintsugi/core/error.hpp"
@@ -51,6 +52,14 @@ void pack(Backend& be, const AttentionShape& s, const Tensor& qkv, const Tensor&
   }
 }
 
+// Where the blocks keep a running sum of `t`'s shape: t itself, or with mixed precision the
+// f32 state buffer (ContextParallel::RingBuffers), so that no merge rounds to 16 bits.
+Tensor state_view(const ContextParallel::RingBuffers& buffers, const Tensor& t) {
+  if (buffers.state.empty()) return t;
+  KINTSUGI_ASSERT(buffers.state.numel() >= t.numel());
+  return buffers.state.reshaped({buffers.state.numel()}).rows(0, t.numel()).reshaped(t.shape);
+}
+
 // A traced span (core/trace.hpp): the ring's transfers on the communication row from their
 // start to their completion, its attention blocks on the compute row.
 struct Span {
@@ -92,6 +101,8 @@ void ContextParallel::ring_forward(Backend& be, const AttentionShape& s, const T
   KINTSUGI_ASSERT(ring());
   const Ring r = ring_of(*this, s, qkv);
   pack(be, s, qkv, buffers.kv[0], false);
+  // Mixed precision: the running output in f32 (the state buffer), rounded once at the end.
+  const Tensor o = state_view(buffers, out);
   bool started[2] = {false, false};
   for (int step = 0; step < size_; ++step) {
     const Tensor& current = buffers.kv[step % 2];
@@ -104,12 +115,13 @@ void ContextParallel::ring_forward(Backend& be, const AttentionShape& s, const T
         const int b = step == 0 ? (a + i) % 2 : i;
         const AttentionBlock blk = r.block(s, owner, a, b);
         if (blk.q_count == 0) continue;
-        be.attention_block_forward(s, blk, qkv, current, out, lse, started[a]);
+        be.attention_block_forward(s, blk, qkv, current, o, lse, started[a]);
         started[a] = true;
       }
     compute.end(fmt::format("cp ring attention forward step {}", step), kComputeLane);
     hop.finish(fmt::format("cp ring kv forward step {}", step));
   }
+  if (o.data != out.data) be.convert(o, out);
 }
 
 void ContextParallel::ring_backward(Backend& be, const AttentionShape& s, const Tensor& qkv,
@@ -120,7 +132,9 @@ void ContextParallel::ring_backward(Backend& be, const AttentionShape& s, const 
   const Ring r = ring_of(*this, s, qkv);
   pack(be, s, qkv, buffers.kv[0], false);
   be.zero(buffers.dkv[0]);
-  be.zero(dqkv);  // the block kernels add into its queries
+  // Mixed precision: dQ summed over the steps in f32 (the state buffer), rounded once.
+  const Tensor dq = state_view(buffers, dqkv);
+  be.zero(dq);  // the block kernels add into its queries
   for (int step = 0; step < size_; ++step) {
     const Tensor &current = buffers.kv[step % 2], &d_current = buffers.dkv[step % 2];
     Hop hop(*group_, current, buffers.kv[(step + 1) % 2], step + 1 < size_, tracer);
@@ -129,7 +143,7 @@ void ContextParallel::ring_backward(Backend& be, const AttentionShape& s, const 
       for (int b = 0; b < 2; ++b) {
         const AttentionBlock blk = r.block(s, (rank_ - step + size_) % size_, a, b);
         if (blk.q_count > 0)
-          be.attention_block_backward(s, blk, qkv, current, out, lse, dout, dqkv, d_current);
+          be.attention_block_backward(s, blk, qkv, current, out, lse, dout, dq, d_current);
       }
     compute.end(fmt::format("cp ring attention backward step {}", step), kComputeLane);
     // The accumulator goes on once this rank has added its queries' share; the one arriving
@@ -138,7 +152,8 @@ void ContextParallel::ring_backward(Backend& be, const AttentionShape& s, const 
     hop.finish(fmt::format("cp ring kv backward step {}", step));
     d_hop.finish(fmt::format("cp ring dkv backward step {}", step));
   }
-  pack(be, s, dqkv, buffers.dkv[size_ % 2], true);
+  pack(be, s, dq, buffers.dkv[size_ % 2], true);
+  if (dq.data != dqkv.data) be.convert(dq, dqkv);
 }
 
 }  // namespace kintsugi
