@@ -222,7 +222,11 @@ TEST_P(AttentionBlocks, BalancedRingSplitEqualsWholeAttention) {
   doc_start_ = testing::document_starts(64, {{0, 5, 33, 39, 51}, {17, 18, 36, 60}});
   if (GetParam().documents) s.doc_start = doc_start_.data();
   const int cp = 4;
-  const std::int64_t T = s.seq, c = T / (2 * cp), L = 2 * c, w = width(s), B = s.batch;
+  // One window of 8 chunks, or (packed documents' split) two of 8 chunks of 4 rows.
+  for (int windows : {1, 2}) {
+  SCOPED_TRACE("windows " + std::to_string(windows));
+  const std::int64_t T = s.seq, c = T / (2 * cp * windows), n = 2 * windows, L = n * c;
+  const std::int64_t w = width(s), B = s.batch;
   const std::int64_t H = s.heads, hd = s.head_dim;
   const std::int64_t qkv_n = B * T * w, out_n = B * T * H * hd, lse_n = B * H * T;
   auto qkv = random_vector(qkv_n, 45), dout = random_vector(out_n, 46);
@@ -233,10 +237,13 @@ TEST_P(AttentionBlocks, BalancedRingSplitEqualsWholeAttention) {
   // Each rank's rows: local row r of sequence b is position positions[rank][r].
   std::vector<std::vector<std::int64_t>> positions(cp);
   for (int i = 0; i < cp; ++i) {
-    ContextParallel::RowMap map = ContextParallel::ring_rows(cp, i, T);
+    ContextParallel::RowMap map = ContextParallel::ring_rows(cp, i, T, windows);
+    ASSERT_EQ(map.rows(), L);
     for (std::int64_t r = 0; r < L; ++r) positions[i].push_back(map.position(r));
-    ASSERT_EQ(positions[i][0], i * c);
-    ASSERT_EQ(positions[i][c], (2 * cp - 1 - i) * c);
+    for (int k = 0; k < windows; ++k) {
+      ASSERT_EQ(positions[i][2 * k * c], (2 * cp * k + i) * c);
+      ASSERT_EQ(positions[i][(2 * k + 1) * c], (2 * cp * k + 2 * cp - 1 - i) * c);
+    }
   }
   auto gather = [&](const std::vector<double>& all, int rank, std::int64_t per_row) {
     std::vector<double> mine(B * L * per_row);
@@ -264,13 +271,13 @@ TEST_P(AttentionBlocks, BalancedRingSplitEqualsWholeAttention) {
   };
   auto masked = [&](const AttentionBlock& k) { return k.k_position > k.q_position + k.q_count - 1; };
   for (int i = 0; i < cp; ++i) {
-    bool started[2] = {false, false};
+    std::vector<char> started(n, 0);
     for (int step = 0; step < cp; ++step) {
       const int j = (i - step + cp) % cp;  // the ring brings rank j's keys at this step
-      for (int a = 0; a < 2; ++a)
-        for (int bb = 0; bb < 2; ++bb) {
+      for (int a = 0; a < n; ++a)
+        for (int bb = 0; bb < n; ++bb) {
           // Step 0's diagonal chunk first (it starts each query chunk).
-          const int kb = step == 0 ? (a + bb) % 2 : bb;
+          const int kb = step == 0 ? (a + bb) % n : bb;
           const AttentionBlock k = block(i, j, a, kb);
           if (masked(k)) continue;
           be->attention_block_forward(s, k, t(q[i]), t(kv[j]), t(o[i]), t(l[i]), started[a]);
@@ -280,8 +287,8 @@ TEST_P(AttentionBlocks, BalancedRingSplitEqualsWholeAttention) {
   }
   for (int i = 0; i < cp; ++i)
     for (int j = 0; j < cp; ++j)
-      for (int a = 0; a < 2; ++a)
-        for (int bb = 0; bb < 2; ++bb) {
+      for (int a = 0; a < n; ++a)
+        for (int bb = 0; bb < n; ++bb) {
           const AttentionBlock k = block(i, j, a, bb);
           if (masked(k)) continue;
           be->attention_block_backward(s, k, t(q[i]), t(kv[j]), t(o[i]), t(l[i]), t(dy[i]),
@@ -299,6 +306,7 @@ TEST_P(AttentionBlocks, BalancedRingSplitEqualsWholeAttention) {
         for (std::int64_t r = 0; r < L; ++r)
           ASSERT_NEAR(l[i][(b * H + h) * L + r], lse[(b * H + h) * T + positions[i][r]], 1e-12);
   }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -312,10 +320,11 @@ INSTANTIATE_TEST_SUITE_P(
 // The balanced split's work: with the ring each rank computes the (query, key) pairs of its
 // rows that causality and the documents leave (every rank attends to every other's keys, so the
 // slowest rank sets each ring step's pace). Max |pairs / even share - 1| over the ranks.
-double imbalance(int cp, std::int64_t T, const std::vector<std::vector<std::int32_t>>& starts) {
+double imbalance(int cp, std::int64_t T, const std::vector<std::vector<std::int32_t>>& starts,
+                 int windows) {
   std::vector<double> pairs(cp, 0.0);
   for (int r = 0; r < cp; ++r) {
-    const ContextParallel::RowMap map = ContextParallel::ring_rows(cp, r, T);
+    const ContextParallel::RowMap map = ContextParallel::ring_rows(cp, r, T, windows);
     for (const auto& start : starts)
       for (std::int64_t i = 0; i < map.rows(); ++i) {
         const std::int64_t p = map.position(i);
@@ -355,20 +364,36 @@ std::vector<std::vector<std::int32_t>> packed(std::int64_t T, int sequences, std
 }
 
 // One document per sequence: chunks r and 2 cp - 1 - r give every rank exactly the same causal
-// pairs. Short packed documents (200-2000 tokens, 8 sequences of 32K, a micro-batch's worth)
-// stay within 10% of even at cp 2 (chunks of 8K tokens). Printed, not held: the same mix at
-// cp 4 and 8 and a mix with long documents, where the chunks are not much longer than the
-// documents and the split by chunks is no longer even (docs/parallelism.md, "Ring exchange").
+// pairs, in one window or in several. Packed documents break the causal ramp, and one
+// head-tail window per sequence leaves the busiest rank far above even when documents are not
+// much shorter than a chunk (docs/parallelism.md, "Ring exchange"); the split the ring takes
+// with documents (ContextParallel::ring_windows: windows of 2 cp chunks of 64 rows or more, up
+// to 32) keeps each window short against the documents. Held within 10% of even for 8 packed
+// sequences of 8K, 32K and 128K tokens (a micro-batch's worth of 32K) at cp 2, 4 and 8: documents of 200-2000
+// tokens, of 4K-16K, and the first with every eighth one of 4K-16K; printed with one window.
 TEST(RingLoadBalance, AttendedPairsPerRank) {
-  const std::int64_t T = 32768;
-  for (int cp : {2, 4, 8})
-    EXPECT_LT(imbalance(cp, T, {std::vector<std::int32_t>(T, 0)}), 1e-12) << "cp " << cp;
-  const auto short_docs = packed(T, 8, 200, 2000, 0, 0, 0);
-  EXPECT_LT(imbalance(2, T, short_docs), 0.10);
-  const auto mixed = packed(T, 8, 200, 2000, 8, 4096, 16384);
-  for (int cp : {2, 4, 8})
-    std::printf("ring load imbalance, cp %d: short documents %.3f, with long ones %.3f\n", cp,
-                imbalance(cp, T, short_docs), imbalance(cp, T, mixed));
+  for (std::int64_t T : {std::int64_t{8192}, std::int64_t{32768}, std::int64_t{131072}}) {
+    for (int cp : {2, 4, 8}) {
+      EXPECT_LT(imbalance(cp, T, {std::vector<std::int32_t>(T, 0)}, 1), 1e-12) << "cp " << cp;
+      EXPECT_LT(imbalance(cp, T, {std::vector<std::int32_t>(T, 0)}, 4), 1e-12) << "cp " << cp;
+    }
+    const int sequences = static_cast<int>(std::max<std::int64_t>(1, 8 * 32768 / T));
+    const std::pair<const char*, std::vector<std::vector<std::int32_t>>> mixes[] = {
+        {"200-2000", packed(T, sequences, 200, 2000, 0, 0, 0)},
+        {"4K-16K", packed(T, sequences, 4096, 16384, 0, 0, 0)},
+        {"200-2000 + 1 in 8 of 4K-16K", packed(T, sequences, 200, 2000, 8, 4096, 16384)}};
+    for (int cp : {2, 4, 8}) {
+      const int windows = ContextParallel::ring_windows(T, cp, true);
+      EXPECT_EQ(ContextParallel::ring_windows(T, cp, false), 1);
+      for (const auto& [name, starts] : mixes) {
+        const double one = imbalance(cp, T, starts, 1), split = imbalance(cp, T, starts, windows);
+        std::printf("ring load imbalance, %lld tokens x %d, cp %d, documents of %s: %.3f in one "
+                    "window, %.3f in %d\n",
+                    static_cast<long long>(T), sequences, cp, name, one, split, windows);
+        EXPECT_LT(split, 0.10) << T << " tokens, cp " << cp << ", documents of " << name;
+      }
+    }
+  }
 }
 
 }  // namespace
