@@ -486,6 +486,46 @@ TEST(Search, ContextParallelInsideANodeAtMicroBatchOneUnlessPinned) {
   std::filesystem::remove(path);
 }
 
+// Unpinned, the search tries both exchanges for every cp > 1 where each is valid (the
+// all-to-all needs the heads and kv heads divisible by tp x cp): micro_model's 4 heads at cp 4
+// take both, Llama's 2 kv heads only the ring. A planned layout's exchange is written whatever
+// the base config said (a starting point), and a cp 1 layout keeps the base's.
+TEST(Search, BothContextExchangesUnpinned) {
+  const Workload w{.model = micro_model(), .global_batch = 8, .precision = Precision::fp32};
+  std::set<std::pair<std::int64_t, CpComm>> seen;
+  for (const Layout& l : enumerate_layouts(w, 8, 4, {}))
+    if (l.parallel.cp > 1) seen.insert({l.parallel.cp, l.parallel.cp_comm});
+  EXPECT_EQ(seen, (std::set<std::pair<std::int64_t, CpComm>>{{2, CpComm::all_to_all},
+                                                             {2, CpComm::ring},
+                                                             {4, CpComm::all_to_all},
+                                                             {4, CpComm::ring}}));
+  Workload llama = w;
+  llama.model = model_preset("llama-tiny");
+  llama.model.n_layer = 4;
+  llama.model.d_model = 64;
+  llama.model.n_head = 4;
+  llama.model.n_kv_head = 2;
+  llama.model.seq_len = 64;
+  seen.clear();
+  for (const Layout& l : enumerate_layouts(llama, 8, 4, {}))
+    if (l.parallel.cp > 1) seen.insert({l.parallel.cp, l.parallel.cp_comm});
+  EXPECT_EQ(seen, (std::set<std::pair<std::int64_t, CpComm>>{{2, CpComm::all_to_all},
+                                                             {2, CpComm::ring},
+                                                             {4, CpComm::ring}}));
+  RunConfig base;
+  base.model = w.model;
+  base.parallel.cp_comm = CpComm::ring;
+  const Layout a2a{.parallel = {.dp = 4, .cp = 2, .cp_comm = CpComm::all_to_all}, .micro_batch = 1};
+  const Layout serial{.parallel = {.dp = 8}, .micro_batch = 1};
+  EXPECT_EQ(a2a.parallel.planned_over(base.parallel).cp_comm, CpComm::all_to_all);
+  EXPECT_EQ(serial.parallel.planned_over(base.parallel).cp_comm, CpComm::ring);
+  EXPECT_NE(layout_config_toml(base, a2a).find("cp_comm = 'all_to_all'"), std::string::npos);
+  base.parallel.cp_comm = CpComm::all_to_all;
+  Layout ring = a2a;
+  ring.parallel.cp_comm = CpComm::ring;
+  EXPECT_NE(layout_config_toml(base, ring).find("cp_comm = 'ring'"), std::string::npos);
+}
+
 // Pinned --cp-comm all_to_all,ring: both exchanges for every cp > 1 (cp 1 kept), each a config
 // the runtime accepts; the ring's bytes are cp.send, in fp32 and in bf16.
 TEST(Search, BothContextExchangesWherePinned) {
