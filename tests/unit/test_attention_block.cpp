@@ -337,6 +337,38 @@ double imbalance(int cp, std::int64_t T, const std::vector<std::vector<std::int3
   return worst;
 }
 
+// The ring's pace: at step k rank r attends its rows to rank r - k's keys and the ring waits for
+// the slowest rank, so a step costs its busiest rank's pairs. The sum over the steps of those,
+// against the even share of all pairs, less 1.
+double paced_imbalance(int cp, std::int64_t T, const std::vector<std::vector<std::int32_t>>& starts,
+                       int windows) {
+  std::vector<int> owner(T);
+  for (int r = 0; r < cp; ++r) {
+    const ContextParallel::RowMap map = ContextParallel::ring_rows(cp, r, T, windows);
+    for (std::int64_t i = 0; i < map.rows(); ++i) owner[map.position(i)] = r;
+  }
+  // before[j][p]: the positions before p that rank j holds.
+  std::vector<std::vector<std::int64_t>> before(cp, std::vector<std::int64_t>(T + 1, 0));
+  for (int j = 0; j < cp; ++j)
+    for (std::int64_t p = 0; p < T; ++p) before[j][p + 1] = before[j][p] + (owner[p] == j);
+  std::vector<std::vector<double>> pairs(cp, std::vector<double>(cp, 0.0));  // [queries][keys]
+  double total = 0;
+  for (const auto& start : starts)
+    for (std::int64_t q = 0; q < T; ++q)
+      for (int j = 0; j < cp; ++j) {
+        const double n = static_cast<double>(before[j][q + 1] - before[j][start[q]]);
+        pairs[owner[q]][j] += n;
+        total += n;
+      }
+  double paced = 0;
+  for (int k = 0; k < cp; ++k) {
+    double busiest = 0;
+    for (int r = 0; r < cp; ++r) busiest = std::max(busiest, pairs[r][(r - k + cp) % cp]);
+    paced += busiest;
+  }
+  return paced / (total / cp) - 1;
+}
+
 // Packed 32K-token sequences of documents of lo..hi tokens (uniform), every `every`-th one of
 // long_lo..long_hi instead (0: none).
 std::vector<std::vector<std::int32_t>> packed(std::int64_t T, int sequences, std::int64_t lo,
@@ -368,9 +400,11 @@ std::vector<std::vector<std::int32_t>> packed(std::int64_t T, int sequences, std
 // head-tail window per sequence leaves the busiest rank far above even when documents are not
 // much shorter than a chunk (docs/parallelism.md, "Ring exchange"); the split the ring takes
 // with documents (ContextParallel::ring_windows: windows of 2 cp chunks of 64 rows or more, up
-// to 32) keeps each window short against the documents. Held within 10% of even for 8 packed
-// sequences of 8K, 32K and 128K tokens (a micro-batch's worth of 32K) at cp 2, 4 and 8: documents of 200-2000
-// tokens, of 4K-16K, and the first with every eighth one of 4K-16K; printed with one window.
+// to 32) keeps each window short against the documents, in each rank's total and in the pace
+// the ring's steps set (paced_imbalance). Held within 10% of even (the pace up to 32K tokens)
+// for packed sequences of 8K, 32K and 128K tokens (a micro-batch's worth of 32K) at cp 2, 4 and
+// 8: documents of 200-2000 tokens, of 4K-16K, and the first with every eighth one of 4K-16K;
+// printed with one window.
 TEST(RingLoadBalance, AttendedPairsPerRank) {
   for (std::int64_t T : {std::int64_t{8192}, std::int64_t{32768}, std::int64_t{131072}}) {
     for (int cp : {2, 4, 8}) {
@@ -387,10 +421,17 @@ TEST(RingLoadBalance, AttendedPairsPerRank) {
       EXPECT_EQ(ContextParallel::ring_windows(T, cp, false), 1);
       for (const auto& [name, starts] : mixes) {
         const double one = imbalance(cp, T, starts, 1), split = imbalance(cp, T, starts, windows);
+        const double paced_one = paced_imbalance(cp, T, starts, 1);
+        const double paced = paced_imbalance(cp, T, starts, windows);
         std::printf("ring load imbalance, %lld tokens x %d, cp %d, documents of %s: %.3f in one "
-                    "window, %.3f in %d\n",
-                    static_cast<long long>(T), sequences, cp, name, one, split, windows);
+                    "window, %.3f in %d; paced by the busiest rank of each step %.3f and %.3f\n",
+                    static_cast<long long>(T), sequences, cp, name, one, split, windows,
+                    paced_one, paced);
         EXPECT_LT(split, 0.10) << T << " tokens, cp " << cp << ", documents of " << name;
+        // 128K tokens: the windows' chunks (256-1024 rows) leave whole steps to the ranks that
+        // hold short documents' earlier rows, printed, not held (docs/parallelism.md).
+        if (T <= 32768)
+          EXPECT_LT(paced, 0.10) << T << " tokens, cp " << cp << ", documents of " << name;
       }
     }
   }
