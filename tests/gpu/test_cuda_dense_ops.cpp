@@ -624,7 +624,11 @@ TEST_P(CudaDense, AttentionDecode) {
 // Ring attention's blocks (Backend::attention_block_forward / _backward): the queries of a
 // whole sequence in two runs against the keys in three, the later runs first (a query run's
 // first block may see none of its keys), with documents, a window, ALiBi and GQA; the merged
-// output and log-sum-exp, then dQ and dK/dV added into random gradients, against the CPU.
+// output and log-sum-exp, then dQ and dK/dV added into random gradients, against the CPU. As
+// the ring runs them (model/ring_attention.cpp): queries, keys, values and the output gradient
+// in the activations' type, the running state (output, log-sum-exp, dQ and dK/dV sums) in the
+// statistics type (f32 under bf16/fp16), backward reading the output rounded to the
+// activations' type.
 TEST_P(CudaDense, AttentionBlocks) {
   const Types t = GetParam();
   const AttentionShape shapes[] = {{2, 70, 4, 2, 16, 0, 0}, {2, 40, 4, 4, 40, 6, 2},
@@ -649,7 +653,7 @@ TEST_P(CudaDense, AttentionBlocks) {
         gpu().copy_columns(qkv.gpu, col, kv.gpu, k * 2 * hd, 2 * hd);
         cpu().copy_columns(qkv.cpu, col, kv.cpu, k * 2 * hd, 2 * hd);
       }
-      Pair out = output(t.act, {rows, s.heads * hd});
+      Pair out = output(t.stat, {rows, s.heads * hd});
       Pair lse = output(t.stat, {s.batch, s.heads, T});
       const std::int64_t q_split = T / 3, k1 = T / 4, k2 = T / 2;
       const std::int64_t q_runs[][2] = {{0, q_split}, {q_split, T - q_split}};
@@ -664,17 +668,19 @@ TEST_P(CudaDense, AttentionBlocks) {
           cpu().attention_block_forward(on_cpu, block(q, k_runs[i]), qkv.cpu, kv.cpu, out.cpu, lse.cpu, i > 0);
         }
       expect_near(out, "block out " + what);
-      expect_near(lse, "block lse " + what, t.act);
-      mirror(out);
+      expect_near(lse, "block lse " + what);
+      Pair kept = output(t.act, {rows, s.heads * hd});  // the output as the model keeps it
+      gpu().convert(out.gpu, kept.gpu);
+      mirror(kept);
       mirror(lse);
       Pair dout = input(t.act, {rows, s.heads * hd});
-      Pair dqkv = output(t.act, {rows, width}, true);
-      Pair dkv = output(t.act, {rows, kv_width}, true);
+      Pair dqkv = output(t.stat, {rows, width}, true);
+      Pair dkv = output(t.stat, {rows, kv_width}, true);
       for (const auto& q : q_runs)
         for (const auto& k : k_runs) {
-          gpu().attention_block_backward(on_gpu, block(q, k), qkv.gpu, kv.gpu, out.gpu, lse.gpu,
+          gpu().attention_block_backward(on_gpu, block(q, k), qkv.gpu, kv.gpu, kept.gpu, lse.gpu,
                                          dout.gpu, dqkv.gpu, dkv.gpu);
-          cpu().attention_block_backward(on_cpu, block(q, k), qkv.cpu, kv.cpu, out.cpu, lse.cpu,
+          cpu().attention_block_backward(on_cpu, block(q, k), qkv.cpu, kv.cpu, kept.cpu, lse.cpu,
                                          dout.cpu, dqkv.cpu, dkv.cpu);
         }
       expect_near(dqkv, "block dqkv " + what);

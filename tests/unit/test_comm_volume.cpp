@@ -64,8 +64,8 @@ TEST(CommVolume, ContextParallelExchangesAroundAttention) {
 
 // The ring exchange instead: per block and micro-batch this rank's keys and values (its seq / cp
 // rows of its tensor-parallel rank's kv heads, 2 kv_heads head_dim / tp wide) go to the next rank
-// cp - 1 times forward, cp - 1 times backward, and their gradient's accumulator cp times; either
-// recomputation passes them around once more. Llama's grouped-query attention: 2 kv heads of 4.
+// cp - 1 times forward, cp - 1 times backward, and their gradient's accumulator cp times (in the
+// statistics type); either recomputation passes them around once more. Llama's grouped-query attention: 2 kv heads of 4.
 TEST(CommVolume, RingPassesKeysAndValuesAround) {
   ModelConfig m = model_preset("llama-tiny");
   m.n_layer = 3;
@@ -82,6 +82,13 @@ TEST(CommVolume, RingPassesKeysAndValuesAround) {
   s.recompute_selective = false;
   s.recompute_full = true;
   EXPECT_DOUBLE_EQ(step_comm_bytes(m, ring, s).at("cp.send"), 5 * 3 * kv * (3 + 3 + 3 + 4));
+  // bf16/fp16: keys and values in 2 bytes, the accumulators still in f32 (4 bytes: twice the
+  // elements' share of keys and values), so cp 4 sends K (3 + 3) 2 + 4 K 4 bytes, K a (4 cp - 2).
+  s.recompute_full = false;
+  s.activation_element_bytes = 2;
+  EXPECT_DOUBLE_EQ(step_comm_bytes(m, ring, s).at("cp.send"), 5 * 3 * kv / 2 * (4 * 4 - 2));
+  s.statistic_bytes = 8;  // f64 checks: the accumulators in f64
+  EXPECT_DOUBLE_EQ(step_comm_bytes(m, ring, s).at("cp.send"), 5 * 3 * kv / 4 * ((3 + 3) * 2 + 4 * 8));
 }
 
 // The ZeRO paper's accounting, with one micro-batch per step: ZeRO-1 and ZeRO-2 move what plain

@@ -244,10 +244,10 @@ std::vector<ParallelLayout> refinements(const ParallelLayout& split, const Layou
         for (bool overlap : overlaps) {
           l.tensor_grid_overlap = overlap;
           if (l.has_grid() && !allowed(pins, l, "tensor_grid_overlap")) continue;
-          // Context parallelism's exchange: both where pinned, else the split's.
-          for (CpComm comm : l.cp > 1 && pins.pinned("cp_comm")
-                                 ? std::vector<CpComm>{CpComm::all_to_all, CpComm::ring}
-                                 : std::vector<CpComm>{split.cp_comm}) {
+          // Context parallelism's exchange: both (those --cp-comm pins), each layout
+          // checking its own rules later (layout_rules.cpp); cp 1 keeps the split's.
+          for (CpComm comm : l.cp > 1 ? std::vector<CpComm>{CpComm::all_to_all, CpComm::ring}
+                                      : std::vector<CpComm>{split.cp_comm}) {
             l.cp_comm = comm;
             if (l.cp == 1 || allowed(pins, l, "cp_comm")) out.push_back(l);
           }

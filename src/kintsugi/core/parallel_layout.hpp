@@ -148,8 +148,9 @@ struct TensorSplit {
 std::vector<TensorSplit> tensor_splits(std::int64_t tp, const LayoutPins& pins);
 // The refinements of a layout whose ranks are split (tp, pp, dp, schedule set): every ZeRO stage
 // (none with one data-parallel rank) with each hybrid-sharding group (a proper divisor of dp),
-// sequence parallelism where 1D tensor parallelism has it, and a grid's overlap where pinned
-// (else on, the runtime's default).
+// sequence parallelism where 1D tensor parallelism has it, a grid's overlap where pinned
+// (else on, the runtime's default), and with cp > 1 both context-parallel exchanges (those
+// pinned): a config's parallel.cp_comm is only a starting point unless --cp-comm pins it.
 std::vector<ParallelLayout> refinements(const ParallelLayout& split, const LayoutPins& pins);
 
 }  // namespace kintsugi

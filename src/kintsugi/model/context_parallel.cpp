@@ -33,9 +33,24 @@ ContextParallel::RowMap ContextParallel::contiguous_rows(int size, int rank, std
   return {.chunk = seq / size, .first = {seq / size * rank}};
 }
 
-ContextParallel::RowMap ContextParallel::ring_rows(int size, int rank, std::int64_t seq) {
-  const std::int64_t chunk = seq / (2 * size);
-  return {.chunk = chunk, .first = {chunk * rank, chunk * (2 * size - 1 - rank)}};
+ContextParallel::RowMap ContextParallel::ring_rows(int size, int rank, std::int64_t seq,
+                                                   int windows) {
+  const std::int64_t chunk = seq / (2 * size * windows);
+  RowMap map{.chunk = chunk, .first = {}};
+  for (int w = 0; w < windows; ++w) {
+    const std::int64_t base = w * 2 * size * chunk;
+    map.first.push_back(base + chunk * rank);
+    map.first.push_back(base + chunk * (2 * size - 1 - rank));
+  }
+  return map;
+}
+
+int ContextParallel::ring_windows(std::int64_t seq, int size, bool documents) {
+  int windows = 1;
+  if (!documents || size <= 1) return windows;
+  for (int w = 2; w <= kRingWindowsMax; w *= 2)
+    if (seq % (2 * size * w) == 0 && seq / (2 * size * w) >= kRingChunkMin) windows = w;
+  return windows;
 }
 
 void ContextParallel::to_heads(Backend& be, const Tensor& local, const Tensor& heads,

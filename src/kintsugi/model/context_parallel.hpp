@@ -5,7 +5,8 @@
 // ranks exchange: with all_to_all (DeepSpeed's Ulysses) each rank holds a contiguous 1/cp and
 // trades its rows of all its heads for all rows of 1/cp of its heads, attends over whole
 // sequences, and trades back; with the ring each rank holds chunks r and 2 cp - 1 - r of the
-// 2 cp chunks of a sequence (the causal work balanced) and passes key/value chunks around the
+// 2 cp chunks of a sequence, or of each window of it with packed documents (the causal work
+// balanced) and passes key/value chunks around the
 // ring, attending its queries to one block at a time (ring_attention.cpp). Every other layer
 // works on rows and needs nothing from other ranks; the weights are the same on every rank and
 // their gradients are summed over dp x cp (train/place.hpp).
@@ -24,8 +25,10 @@ namespace kintsugi {
 class ContextParallel {
  public:
   ContextParallel() = default;  // one rank: whole sequences
-  ContextParallel(Communicator& group, CpComm comm)
-      : group_(&group), size_(group.size()), rank_(group.rank()), ring_(comm == CpComm::ring) {}
+  // windows: the ring's head-tail windows per sequence (ring_windows), 1 for all_to_all.
+  ContextParallel(Communicator& group, CpComm comm, int windows = 1)
+      : group_(&group), size_(group.size()), rank_(group.rank()), ring_(comm == CpComm::ring),
+        windows_(ring_ ? windows : 1) {}
 
   int size() const { return size_; }
   int rank() const { return rank_; }
@@ -42,13 +45,24 @@ class ContextParallel {
     std::int64_t rows() const { return chunk * static_cast<std::int64_t>(first.size()); }
     std::int64_t position(std::int64_t row) const { return first[row / chunk] + row % chunk; }
   };
-  // all_to_all: rank r holds [r seq / size, (r + 1) seq / size); the ring: chunks r and
-  // 2 size - 1 - r of seq / (2 size) rows (seq divisible by 2 size, layout_rules.cpp checks).
+  // all_to_all: rank r holds [r seq / size, (r + 1) seq / size); the ring: the sequence cut
+  // into `windows` windows of 2 size chunks of seq / (2 size windows) rows, and in each window
+  // chunks r and 2 size - 1 - r (seq divisible by 2 size, layout_rules.cpp checks; by
+  // 2 size windows, ring_windows sees to it).
   static RowMap contiguous_rows(int size, int rank, std::int64_t seq);
-  static RowMap ring_rows(int size, int rank, std::int64_t seq);
+  static RowMap ring_rows(int size, int rank, std::int64_t seq, int windows = 1);
   RowMap rows(std::int64_t seq) const {
-    return ring() ? ring_rows(size_, rank_, seq) : contiguous_rows(size_, rank_, seq);
+    return ring() ? ring_rows(size_, rank_, seq, windows_) : contiguous_rows(size_, rank_, seq);
   }
+  // The ring's windows (docs/parallelism.md, "Ring exchange"): 1 without packed documents (the
+  // head-tail pair balances causal attention exactly); with them, where documents break the
+  // causal ramp, as many as keep chunks of kRingChunkMin rows or more, up to kRingWindowsMax
+  // (a power of two dividing seq / (2 size)), so that each window is short against the
+  // documents and its head-tail pairs stay balanced.
+  static constexpr int kRingWindowsMax = 32;
+  static constexpr std::int64_t kRingChunkMin = 64;
+  static int ring_windows(std::int64_t seq, int size, bool documents);
+  int windows() const { return windows_; }
   std::int64_t local_seq(std::int64_t seq) const { return seq / size_; }
 
   // Ulysses. `local`: [batch * local_seq, width], this rank's rows of each sequence, all of
@@ -68,9 +82,13 @@ class ContextParallel {
   // local_seq, width] holds this rank's rows (RoPE and qk_norm applied at their positions),
   // out [batch * local_seq, heads * hd] and lse [batch, heads, local_seq] likewise. The
   // buffers are four of [batch * local_seq, kv_heads * 2 * hd]: the key/value chunk being
-  // attended and the one arriving (kv), and in backward their gradients' accumulators (dkv).
+  // attended and the one arriving (kv, the run's type), and in backward their gradients'
+  // accumulators (dkv, the statistics type: f32 under bf16/fp16). With a 16-bit run `state`
+  // holds the running output forward and dQ backward in f32 (at least batch * local_seq
+  // x qkv width elements; empty otherwise: out and dqkv themselves).
   struct RingBuffers {
     Tensor kv[2], dkv[2];
+    Tensor state;
   };
   // out and lse: this rank's rows attended to every rank's keys and values.
   void ring_forward(Backend& be, const AttentionShape& s, const Tensor& qkv, const Tensor& out,
@@ -85,6 +103,7 @@ class ContextParallel {
   Communicator* group_ = nullptr;
   int size_ = 1, rank_ = 0;
   bool ring_ = false;
+  int windows_ = 1;
 };
 
 }  // namespace kintsugi

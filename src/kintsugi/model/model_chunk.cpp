@@ -109,7 +109,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
 
 void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
   // This rank's rows of each sequence (context parallelism's row map: one run of consecutive
-  // positions, or the ring's two chunks), in the device buffer's order.
+  // positions, or the ring's two chunks per window), in the device buffer's order.
   const ContextParallel::RowMap map = ctx_.cp.rows(seq_);
   const std::int64_t local_seq = map.rows();
   auto keep = [&](const std::int32_t* all, const Tensor& device) {

@@ -122,10 +122,16 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
   ws.d_up = config.gated_mlp() ? c.take(dt, {rows, config.d_ff / t}) : Tensor{};
   if (ctx.cp.ring()) {
-    // The key/value chunk attended and the one arriving, and their gradients' accumulators.
+    // The key/value chunk attended and the one arriving, and their gradients' accumulators
+    // (in the statistics type, as the f32 running state of a 16-bit run: ring_attention.cpp).
     const std::int64_t kv = 2 * config.kv_heads() / t * config.head_dim();
-    for (Tensor* b : {&ws.cp_ring.kv[0], &ws.cp_ring.kv[1], &ws.cp_ring.dkv[0], &ws.cp_ring.dkv[1]})
-      *b = c.take(dt, {rows, kv});
+    for (Tensor* b : {&ws.cp_ring.kv[0], &ws.cp_ring.kv[1]}) *b = c.take(dt, {rows, kv});
+    for (Tensor* b : {&ws.cp_ring.dkv[0], &ws.cp_ring.dkv[1]})
+      *b = c.take(ctx.statistics(), {rows, kv});
+    if (ctx.statistics() != dt) {
+      const std::int64_t qkv = inventory.halves[0].entries[0].out / t, q = config.q_width() / t;
+      ws.cp_ring.state = c.take(ctx.statistics(), {rows * std::max(qkv, q)});
+    }
   } else if (ctx.cp.active()) {
     const std::int64_t qkv = inventory.halves[0].entries[0].out / t, q = config.q_width() / t;
     ws.cp_send = c.take(dt, {rows * std::max(qkv, q)});

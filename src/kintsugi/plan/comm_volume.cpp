@@ -69,8 +69,9 @@ void add_grid_bytes(const ModelConfig& m, const ParallelLayout& l, const StepSha
 // The ring exchange (model/ring_attention.cpp) instead sends, per block and micro-batch, this
 // rank's keys and values of its tensor-parallel kv heads (K = rows x 2 kv_heads hd / tp
 // elements) to the next rank: cp - 1 times in forward (again when full recomputation reruns
-// it, or selective recomputation reruns the attention core), cp - 1 times in backward, and
-// the accumulator of their gradient cp times (the last one home).
+// it, or selective recomputation reruns the attention core), cp - 1 times in backward, in the
+// compute type, and the accumulator of their gradient cp times (the last one home) in the
+// statistics type (f32 under bf16/fp16: ring_attention.cpp keeps the sums in f32).
 void add_context_bytes(const ModelConfig& m, const ParallelLayout& l, const StepShape& s,
                        double rows, std::map<std::string, double>& out) {
   const double a = static_cast<double>(s.activation_element_bytes);
@@ -78,10 +79,11 @@ void add_context_bytes(const ModelConfig& m, const ParallelLayout& l, const Step
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
   const double tp = static_cast<double>(l.tp);
   if (l.cp_comm == CpComm::ring) {
-    const double kv = rows * static_cast<double>(2 * m.kv_heads() * m.head_dim()) / tp * a;
+    const double kv = rows * static_cast<double>(2 * m.kv_heads() * m.head_dim()) / tp;
     const double passes = (s.recompute_full || s.recompute_selective ? 3.0 : 2.0);
     const double cp = static_cast<double>(l.cp);
-    out["cp.send"] = mb * blocks * kv * (passes * (cp - 1) + cp);
+    const double sums = static_cast<double>(s.statistic_bytes);
+    out["cp.send"] = mb * blocks * kv * (passes * (cp - 1) * a + cp * sums);
     return;
   }
   const double qkv = rows * static_cast<double>((m.n_head + 2 * m.kv_heads()) * m.head_dim()) / tp * a;

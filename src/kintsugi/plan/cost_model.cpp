@@ -637,11 +637,14 @@ double grid_workspace_bytes(const Context& c) {
 // every row, and the qkv gradient, each this rank's rows of its tensor-parallel heads.
 double context_workspace_bytes(const Context& c) {
   if (c.cp == 1) return 0.0;
-  // The ring's two key/value chunks and two accumulators of their gradient.
-  if (c.l.parallel.cp_comm == CpComm::ring)
-    return 4.0 * c.rows * static_cast<double>(2 * c.m.kv_heads() * c.m.head_dim()) / c.tp * c.pb;
   const double qkv = static_cast<double>((c.m.n_head + 2 * c.m.kv_heads()) * c.m.head_dim()) / c.tp;
   const double q = static_cast<double>(c.m.q_width()) / c.tp;
+  // The ring's two key/value chunks (compute type) and two accumulators of their gradient (f32),
+  // and in mixed precision the f32 running output / dQ (model/ring_attention.cpp).
+  if (c.l.parallel.cp_comm == CpComm::ring) {
+    const double kv = c.rows * static_cast<double>(2 * c.m.kv_heads() * c.m.head_dim()) / c.tp;
+    return 2.0 * kv * c.pb + 2.0 * kv * 4.0 + (c.mixed ? c.rows * std::max(qkv, q) * 4.0 : 0.0);
+  }
   return c.rows * (2.0 * std::max(qkv, q) + 2.0 * q + qkv) * c.pb;
 }
 

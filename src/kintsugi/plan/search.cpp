@@ -105,9 +105,6 @@ SearchResult search_layouts(const Workload& w, const ClusterSpec& cluster, std::
                             const SearchSpace& space) {
   SearchResult r;
   for (const Layout& l : enumerate_layouts(w, world, cluster.devices_per_node, space)) {
-    // The ring trains in fp32 only (docs/parallelism.md, "Ring exchange").
-    if (l.parallel.cp > 1 && l.parallel.cp_comm == CpComm::ring && w.precision != Precision::fp32)
-      continue;
     ++r.enumerated;
     Prediction p = predict(w, cluster, l);
     (p.fits ? r.ranked : r.too_big).push_back(std::move(p));

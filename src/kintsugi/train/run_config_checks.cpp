@@ -107,13 +107,6 @@ void resolve_layout(RunConfig& c, int world) {
   c.parallel = c.parallel.resolved(world);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);
-  // The ring merges its blocks into a running state in the compute type: fp32 only so far
-  // (backend/cpu/attention_block.cpp).
-  if (c.parallel.cp > 1 && c.parallel.cp_comm == CpComm::ring &&
-      c.train.precision != Precision::fp32)
-    fail("--cp-comm ring is built for train.precision = \"fp32\" only (not \"{}\"): use "
-         "--cp-comm all_to_all",
-         name_of(c.train.precision));
   // Every batch of a ramp-up is split over the same layout (train/batch_rampup.hpp).
   for (std::int64_t batch :
        ramp_batches_to_check(batch_rampup_of(c.train), c.train.global_batch)) {

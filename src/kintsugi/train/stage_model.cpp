@@ -64,7 +64,10 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
     chunks_.push_back(std::make_unique<ModelChunk>(
         backend, m, storage, chunk_batch, m.seq_len, slots, chunk_tp, spec,
         activation_pool_.get(), place.grid,
-        place.cp ? ContextParallel(*place.cp, c.parallel.cp_comm) : ContextParallel{}));
+        place.cp ? ContextParallel(*place.cp, c.parallel.cp_comm,
+                                   ContextParallel::ring_windows(m.seq_len, place.cp->size(),
+                                                                 end_of_document >= 0))
+                 : ContextParallel{}));
     ModelChunk& model = *chunks_.back();
     states_.push_back(std::make_unique<ShardedState>(
         backend, model.params(), sharding, place.tp,

@@ -11,6 +11,7 @@
 #include "kintsugi/backend/cpu/attention_common.hpp"
 #include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/backend/cpu/math.hpp"
+#include "kintsugi/backend/cpu/staging.hpp"
 #include "kintsugi/backend/cpu/workspace.hpp"
 #include "kintsugi/core/error.hpp"
 
@@ -72,26 +73,63 @@ void add_alibi(T* row, Visible v, std::int64_t key0, std::int64_t qp, T slope) {
   for (std::int64_t j = v.a; j < v.e; ++j) row[j] += slope * static_cast<T>(key0 + j - qp);
 }
 
+
+// A head's run of rows as the kernel's type T: the tensor's own memory (p, ld) when it holds
+// T, else (16-bit inputs of the f32 kernel, mixed precision) widened into `scratch`, hd apart.
+// Inputs are `const T*` for the one-type kernels and AnyPtr for the mixed ones.
+template <class T>
+struct HeadRows {
+  const T* p;
+  std::int64_t ld;
+  const T* row(std::int64_t r) const { return p + r * ld; }
+};
+template <class T>
+HeadRows<T> head_rows(const T* base, std::int64_t at, std::int64_t ld, std::int64_t, std::int64_t,
+                      T*) {
+  return {base + at, ld};
+}
+inline HeadRows<float> head_rows(AnyPtr base, std::int64_t at, std::int64_t ld, std::int64_t n,
+                                 std::int64_t hd, float* scratch) {
+  if (base.is_f32()) return {base.f32() + at, ld};
+  for (std::int64_t r = 0; r < n; ++r) widen(base.at(at + r * ld).half(), base.dtype, scratch + r * hd, hd);
+  return {scratch, hd};
+}
+// Scratch elements a head's run of n rows takes (none where the input is used in place).
+template <class T>
+std::int64_t staged(const T*, std::int64_t, std::int64_t) {
+  return 0;
+}
+inline std::int64_t staged(AnyPtr p, std::int64_t n, std::int64_t hd) { return p.is_f32() ? 0 : n * hd; }
+
 }  // namespace
 
-template <class T>
-void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk, const T* qkv,
-                             const T* kv, T* out, T* lse, bool merge, ThreadWorkspace& ws) {
+// In: const T* (every tensor of one type) or AnyPtr (mixed precision, T = float: the inputs in
+// any type, the running state out/lse in f32).
+template <class T, class In>
+void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk, In qkv, In kv,
+                             T* out, T* lse, bool merge, ThreadWorkspace& ws) {
   const BlockLayout L(s, blk);
   const std::int64_t H = s.heads, hd = s.head_dim;
   const T scale = T(1) / std::sqrt(T(hd));
   const T minus_inf = -std::numeric_limits<T>::infinity();
-  const std::size_t stride = ws.reserve(sizeof(T) * kBlock * (std::max<std::int64_t>(blk.k_count, 1) + hd));
+  const std::int64_t kc = std::max<std::int64_t>(blk.k_count, 1);
+  const std::int64_t q_staged = staged(qkv, blk.q_count, hd), k_staged = staged(kv, kc, hd);
+  const std::size_t stride =
+      ws.reserve(sizeof(T) * (kBlock * (kc + hd) + q_staged + 2 * k_staged));
 #pragma omp parallel
   {
     T* scores = reinterpret_cast<T*>(ws.base() + stride * omp_get_thread_num());
-    T* block_out = scores + kBlock * std::max<std::int64_t>(blk.k_count, 1);
+    T* block_out = scores + kBlock * kc;
+    T* q_scratch = block_out + kBlock * hd;
+    T* k_scratch = q_scratch + q_staged;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t bh = 0; bh < s.batch * H; ++bh) {
       const std::int64_t b = bh / H, h = bh % H, kvh = h / L.group;
-      const T* q = qkv + L.q(b, h) + blk.q_begin * L.ld;
-      const T* k = kv + L.k(b, kvh) + blk.k_begin * L.kv_ld;
-      const T* v = k + hd;
+      const HeadRows<T> q = head_rows(qkv, L.q(b, h) + blk.q_begin * L.ld, L.ld, blk.q_count, hd,
+                                      q_scratch);
+      const std::int64_t k_at = L.k(b, kvh) + blk.k_begin * L.kv_ld;
+      const HeadRows<T> k = head_rows(kv, k_at, L.kv_ld, blk.k_count, hd, k_scratch);
+      const HeadRows<T> v = head_rows(kv, k_at + hd, L.kv_ld, blk.k_count, hd, k_scratch + k_staged);
       T* o = out + L.out(b, h) + blk.q_begin * L.out_ld;
       T* row_lse = lse + (b * H + h) * L.rows + blk.q_begin;
       const T slope = static_cast<T>(attn::head_slope(s, h));
@@ -107,8 +145,8 @@ void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
             }
           continue;
         }
-        gemm(false, true, n, cols, hd, scale, q + r0 * L.ld, L.ld, k + kr.lo * L.kv_ld, L.kv_ld,
-             T(0), scores, cols);
+        gemm(false, true, n, cols, hd, scale, q.row(r0), q.ld, k.row(kr.lo), k.ld, T(0), scores,
+             cols);
         T block_lse[kBlock];
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t qp = blk.q_position + r0 + i;
@@ -122,8 +160,8 @@ void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
           add_alibi(row, vis, blk.k_position + kr.lo, qp, slope);
           block_lse[i] = attn::softmax_causal_row(row, vis.a, vis.e, cols);
         }
-        gemm(false, false, n, hd, cols, T(1), scores, cols, v + kr.lo * L.kv_ld, L.kv_ld, T(0),
-             block_out, hd);
+        gemm(false, false, n, hd, cols, T(1), scores, cols, v.row(kr.lo), v.ld, T(0), block_out,
+             hd);
         // Merge each row's block output into the running state (backend.hpp).
         for (std::int64_t i = 0; i < n; ++i) {
           T* o_row = o + (r0 + i) * L.out_ld;
@@ -148,47 +186,60 @@ void attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
   }
 }
 
-template <class T>
-void attention_block_backward(const AttentionShape& s, const AttentionBlock& blk, const T* qkv,
-                              const T* kv, const T* out, const T* lse, const T* dout, T* dqkv,
-                              T* dkv, ThreadWorkspace& ws) {
+// In as for the forward: qkv, kv, out and dout in any type, lse and the sums dqkv, dkv in T.
+template <class T, class In>
+void attention_block_backward(const AttentionShape& s, const AttentionBlock& blk, In qkv, In kv,
+                              In out, const T* lse, In dout, T* dqkv, T* dkv,
+                              ThreadWorkspace& ws) {
   const BlockLayout L(s, blk);
   const std::int64_t H = s.heads, hd = s.head_dim;
   const T scale = T(1) / std::sqrt(T(hd));
   const std::int64_t kc = std::max<std::int64_t>(blk.k_count, 1);
-  // Per thread: delta of each query row, then the block's probabilities and their gradient.
-  const std::size_t stride = ws.reserve(sizeof(T) * (blk.q_count + 2 * kBlock * kc));
+  const std::int64_t k_staged = staged(kv, kc, hd);
+  const std::int64_t q_staged = staged(qkv, blk.q_count, hd);
+  const std::int64_t o_staged = staged(out, blk.q_count, hd);
+  const std::int64_t dout_staged = staged(dout, blk.q_count, hd);
+  // Per thread: delta of each query row, the block's probabilities and their gradient, and the
+  // 16-bit inputs widened.
+  const std::size_t stride = ws.reserve(sizeof(T) * (blk.q_count + 2 * kBlock * kc +
+                                                     2 * k_staged + q_staged + o_staged + dout_staged));
 #pragma omp parallel
   {
     T* const delta = reinterpret_cast<T*>(ws.base() + stride * omp_get_thread_num());
     T* const P = delta + blk.q_count;
     T* const dP = P + kBlock * kc;
+    T* const k_scratch = dP + kBlock * kc;
+    T* const q_scratch = k_scratch + 2 * k_staged;
+    T* const o_scratch = q_scratch + q_staged;
+    T* const dout_scratch = o_scratch + o_staged;
     // Query heads that share a key/value head add into the same dK/dV: a thread owns one.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t task = 0; task < s.batch * s.kv_heads; ++task) {
       const std::int64_t b = task / s.kv_heads, kvh = task % s.kv_heads;
-      const T* k = kv + L.k(b, kvh) + blk.k_begin * L.kv_ld;
-      const T* v = k + hd;
-      T* dk = dkv + L.k(b, kvh) + blk.k_begin * L.kv_ld;
+      const std::int64_t k_at = L.k(b, kvh) + blk.k_begin * L.kv_ld;
+      const HeadRows<T> k = head_rows(kv, k_at, L.kv_ld, blk.k_count, hd, k_scratch);
+      const HeadRows<T> v = head_rows(kv, k_at + hd, L.kv_ld, blk.k_count, hd, k_scratch + k_staged);
+      T* dk = dkv + k_at;
       T* dv = dk + hd;
       for (std::int64_t h = kvh * L.group; h < (kvh + 1) * L.group; ++h) {
-        const T* q = qkv + L.q(b, h) + blk.q_begin * L.ld;
+        const HeadRows<T> q = head_rows(qkv, L.q(b, h) + blk.q_begin * L.ld, L.ld, blk.q_count,
+                                        hd, q_scratch);
         T* dq = dqkv + L.q(b, h) + blk.q_begin * L.ld;
-        const T* o = out + L.out(b, h) + blk.q_begin * L.out_ld;
-        const T* dout_h = dout + L.out(b, h) + blk.q_begin * L.out_ld;
+        const std::int64_t o_at = L.out(b, h) + blk.q_begin * L.out_ld;
+        const HeadRows<T> o = head_rows(out, o_at, L.out_ld, blk.q_count, hd, o_scratch);
+        const HeadRows<T> dout_h = head_rows(dout, o_at, L.out_ld, blk.q_count, hd, dout_scratch);
         const T* row_lse = lse + (b * H + h) * L.rows + blk.q_begin;
         const T slope = static_cast<T>(attn::head_slope(s, h));
         for (std::int64_t t = 0; t < blk.q_count; ++t)
-          delta[t] = attn::dot_row(dout_h + t * L.out_ld, o + t * L.out_ld, hd);
+          delta[t] = attn::dot_row(dout_h.row(t), o.row(t), hd);
         for (std::int64_t r0 = 0; r0 < blk.q_count; r0 += kBlock) {
           const std::int64_t n = std::min(kBlock, blk.q_count - r0);
           const KeyRange kr = key_range(s, blk, r0, n);
           const std::int64_t cols = kr.hi - kr.lo;
           if (cols <= 0) continue;
-          const T* kb = k + kr.lo * L.kv_ld;
-          const T* vb = v + kr.lo * L.kv_ld;
-          gemm(false, true, n, cols, hd, scale, q + r0 * L.ld, L.ld, kb, L.kv_ld, T(0), P, cols);
-          gemm(false, true, n, cols, hd, T(1), dout_h + r0 * L.out_ld, L.out_ld, vb, L.kv_ld,
+          gemm(false, true, n, cols, hd, scale, q.row(r0), q.ld, k.row(kr.lo), k.ld, T(0), P,
+               cols);
+          gemm(false, true, n, cols, hd, T(1), dout_h.row(r0), dout_h.ld, v.row(kr.lo), v.ld,
                T(0), dP, cols);
           for (std::int64_t i = 0; i < n; ++i) {
             const std::int64_t qp = blk.q_position + r0 + i;
@@ -204,11 +255,11 @@ void attention_block_backward(const AttentionShape& s, const AttentionBlock& blk
             attn::probs_and_dscores_row(p_row, dp_row, vis.a, vis.e, cols, row_lse[r0 + i],
                                         delta[r0 + i]);
           }
-          gemm(false, false, n, hd, cols, scale, dP, cols, kb, L.kv_ld, T(1), dq + r0 * L.ld,
-               L.ld);
-          gemm(true, false, cols, hd, n, scale, dP, cols, q + r0 * L.ld, L.ld, T(1),
+          gemm(false, false, n, hd, cols, scale, dP, cols, k.row(kr.lo), k.ld, T(1),
+               dq + r0 * L.ld, L.ld);
+          gemm(true, false, cols, hd, n, scale, dP, cols, q.row(r0), q.ld, T(1),
                dk + kr.lo * L.kv_ld, L.kv_ld);
-          gemm(true, false, cols, hd, n, T(1), P, cols, dout_h + r0 * L.out_ld, L.out_ld, T(1),
+          gemm(true, false, cols, hd, n, T(1), P, cols, dout_h.row(r0), dout_h.ld, T(1),
                dv + kr.lo * L.kv_ld, L.kv_ld);
         }
       }
@@ -216,18 +267,34 @@ void attention_block_backward(const AttentionShape& s, const AttentionBlock& blk
   }
 }
 
-// ---- CpuBackend's overrides (cpu_backend.hpp): f32 and f64; the running state of a merge in
-// bf16 would round at every block, so mixed precision does not take the ring (refused up
-// front, core/parallel_layout.cpp).
+// ---- CpuBackend's overrides (cpu_backend.hpp): every tensor f32 or every tensor f64, or in
+// mixed precision (the ring under bf16/fp16, docs/parallelism.md) the inputs in any of f32,
+// bf16, f16 and the running state (out and lse forward; lse, dqkv and dkv backward) in f32, so
+// that no merge or sum rounds to 16 bits.
+
+namespace {
+void check_state(std::initializer_list<const Tensor*> state) {
+  for (const Tensor* t : state)
+    if (t->dtype != DType::f32)
+      fail("ring attention's block kernels keep their running state in f32 when their inputs "
+           "are 16-bit (got a {} tensor)",
+           name_of(t->dtype));
+}
+}  // namespace
 
 void CpuBackend::do_attention_block_forward(const AttentionShape& s, const AttentionBlock& blk,
                                             const Tensor& qkv, const Tensor& kv,
                                             const Tensor& out, const Tensor& lse, bool merge) {
   const Kind kind = kind_of({&qkv, &kv, &out, &lse});
-  if (kind == Kind::mixed) fail("ring attention's block kernels take f32 or f64 tensors only");
+  if (kind == Kind::mixed) {
+    check_state({&out, &lse});
+    return cpu::attention_block_forward(s, blk, AnyPtr(qkv), AnyPtr(kv), out.as<float>(),
+                                        lse.as<float>(), merge, workspace_);
+  }
   typed(kind, [&]<class T>() {
-    cpu::attention_block_forward(s, blk, qkv.as<T>(), kv.as<T>(), out.as<T>(), lse.as<T>(), merge,
-                                 workspace_);
+    cpu::attention_block_forward(s, blk, static_cast<const T*>(qkv.as<T>()),
+                                 static_cast<const T*>(kv.as<T>()), out.as<T>(), lse.as<T>(),
+                                 merge, workspace_);
   });
 }
 
@@ -237,10 +304,16 @@ void CpuBackend::do_attention_block_backward(const AttentionShape& s, const Atte
                                              const Tensor& dout, const Tensor& dqkv,
                                              const Tensor& dkv) {
   const Kind kind = kind_of({&qkv, &kv, &out, &lse, &dout, &dqkv, &dkv});
-  if (kind == Kind::mixed) fail("ring attention's block kernels take f32 or f64 tensors only");
+  if (kind == Kind::mixed) {
+    check_state({&lse, &dqkv, &dkv});
+    return cpu::attention_block_backward(s, blk, AnyPtr(qkv), AnyPtr(kv), AnyPtr(out),
+                                         lse.as<float>(), AnyPtr(dout), dqkv.as<float>(),
+                                         dkv.as<float>(), workspace_);
+  }
   typed(kind, [&]<class T>() {
-    cpu::attention_block_backward(s, blk, qkv.as<T>(), kv.as<T>(), out.as<T>(), lse.as<T>(),
-                                  dout.as<T>(), dqkv.as<T>(), dkv.as<T>(), workspace_);
+    const auto in = [](const Tensor& t) { return static_cast<const T*>(t.as<T>()); };
+    cpu::attention_block_backward(s, blk, in(qkv), in(kv), in(out), lse.as<T>(), in(dout),
+                                  dqkv.as<T>(), dkv.as<T>(), workspace_);
   });
 }
 
