@@ -342,7 +342,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.rope_attention_factor=1.2", "model.head_dim=24", "model.tie_embeddings=\"tied\"",
       "model.init_std=0.01", "model.moe_experts=4", "model.moe_top_k=1",
       "model.moe_expert_hidden=64", "model.moe_shared_experts=1", "model.moe_shared_hidden=32",
-      "model.moe_router_norm_topk=false", "data.train=\"a.bin\"", "data.val=\"b.bin\"",
+      "model.moe_router_norm_topk=false", "model.moe_capacity_factor=1.25",
+      "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",
       "train.batch_rampup=[6, 6, 100]", "train.batch_lr_rule=\"sqrt\"",
@@ -359,7 +360,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
       "parallel.tensor_grid=[2, 1, 1]", "parallel.tensor_grid_overlap=false", "parallel.cp=2",
-      "parallel.cp_comm=\"ring\"",
+      "parallel.cp_comm=\"ring\"", "parallel.ep=2",
       "metrics.peak_gflops=123",
       "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
       "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
@@ -378,7 +379,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   const std::set<std::string> layout_keys = {
       "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",
       "parallel.layers_per_stage", "parallel.sequence_parallel", "parallel.zero", "parallel.hsdp",
-      "parallel.tensor_grid", "parallel.cp", "train.micro_batch", "train.recompute"};
+      "parallel.tensor_grid", "parallel.cp", "parallel.ep", "train.micro_batch", "train.recompute"};
   const fs::path file =
       fs::temp_directory_path() / ("kintsugi-layout-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << layout_config_toml(c, layout);
