@@ -51,12 +51,7 @@ set_tests_properties(mpi.moecap_ep2_dropped_reported PROPERTIES FIXTURES_REQUIRE
 
 # Bad input: one message (from one rank) before any work, non-zero exit, no hang.
 function(expert_refused name ranks pattern)
-  add_test(NAME mpi.error.ep_${name}
-           COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
-                   ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
-                   --out ${MPI_OUT}/ep_refused ${ARGN})
-  set_tests_properties(mpi.error.ep_${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
-                                                       TIMEOUT 60)
+  mpi_refused(ep_${name} ${ranks} "${pattern}" ${ARGN})
 endfunction()
 expert_refused(not_dividing_dp 2 "--ep 4 must divide the data-parallel ranks \\(dp = 2\\)"
                ${MOE_RUN} --dp 2 --ep 4)
