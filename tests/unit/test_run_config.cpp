@@ -493,5 +493,41 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
   EXPECT_GT(invalid, 50);
 }
 
+// Expert parallelism (docs/moe.md) on a mixture of 4 experts: ep must divide dp and the
+// experts, and refuses hybrid sharding; the runtime and the planner agree on every layout.
+TEST(RunConfig, RuntimeAndPlannerAgreeOnExpertLayouts) {
+  const RunConfig base = load_run_config(
+      "", {"model.preset=\"llama-tiny\"", "model.moe_experts=4", "train.global_batch=8",
+           "train.micro_batch=1"});
+  int valid = 0, invalid = 0;
+  for (std::int64_t tp : {1, 2})
+    for (std::int64_t pp : {1, 2})
+      for (std::int64_t dp : {1, 2, 4, 8})
+        for (std::int64_t ep : {1, 2, 3, 4, 8})
+          for (int zero : {0, 1, 3})
+            for (std::int64_t hsdp : {0, 2}) {
+              RunConfig c = base;
+              c.parallel.tp = tp;
+              c.parallel.pp = pp;
+              c.parallel.dp = dp;
+              c.parallel.ep = ep;
+              c.parallel.zero = static_cast<ZeroStage>(zero);
+              c.parallel.hsdp = hsdp;
+              bool runtime_ok = true;
+              try {
+                resolve_layout(c, static_cast<int>(tp * pp * dp));
+              } catch (const Error&) {
+                runtime_ok = false;
+              }
+              const std::string planner = layout_problem(workload_of(c), layout_of(c));
+              EXPECT_EQ(runtime_ok, planner.empty())
+                  << "tp " << tp << " pp " << pp << " dp " << dp << " ep " << ep << " zero "
+                  << zero << " hsdp " << hsdp << ": " << planner;
+              (runtime_ok ? valid : invalid)++;
+            }
+  EXPECT_GT(valid, 20);
+  EXPECT_GT(invalid, 20);
+}
+
 }  // namespace
 }  // namespace kintsugi
