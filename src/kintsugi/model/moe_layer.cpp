@@ -182,6 +182,12 @@ MoeLayer::Exchange MoeLayer::plan_exchange(const std::vector<std::int64_t>& coun
   return x;
 }
 
+void MoeLayer::upload_permutation(const Exchange& x, const BlockWorkspace& ws) const {
+  if (x.received == 0) return;
+  copy_from_host(x.perm.data(), ws.moe_perm.rows(0, x.received));
+  copy_from_host(x.inverse.data(), ws.moe_inverse.rows(0, x.received));
+}
+
 void MoeLayer::experts_forward(const BlockActivations& s, const Tensor& in, const Tensor& out,
                                const std::vector<std::int64_t>& rows) {
   Backend& be = ctx_.backend;
@@ -269,8 +275,7 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
     }
     const std::int64_t r = ex.received;
     ctx_.ep->all_to_all_v(s.moe_xp, send, ws.moe_recv, recv);
-    copy_from_host(ex.perm.data(), ws.moe_perm.rows(0, r));
-    copy_from_host(ex.inverse.data(), ws.moe_inverse.rows(0, r));
+    upload_permutation(ex, ws);
     if (r > 0) be.moe_gather(ws.moe_recv.rows(0, r), ws.moe_perm.rows(0, r), s.moe_xr.rows(0, r));
     experts_forward(s, s.moe_xr, ws.moe_yr, ex.expert_rows);
     if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));
@@ -315,8 +320,7 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
     const std::vector<std::int64_t> send = elements(ex.send_rows), recv = elements(ex.recv_rows);
     const std::int64_t r = ex.received;
     ctx_.ep->all_to_all_v(ws.moe_d_rows, send, ws.moe_recv, recv);
-    copy_from_host(ex.perm.data(), ws.moe_perm.rows(0, r));
-    copy_from_host(ex.inverse.data(), ws.moe_inverse.rows(0, r));
+    upload_permutation(ex, ws);
     if (r > 0) be.moe_gather(ws.moe_recv.rows(0, r), ws.moe_perm.rows(0, r), ws.moe_yr.rows(0, r));
     experts_backward(s, s.moe_xr, ws.moe_yr, ws.moe_yr, ws, ex.expert_rows);
     if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));

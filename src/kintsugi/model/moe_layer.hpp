@@ -90,6 +90,8 @@ class MoeLayer {
   };
   // Exchanges the counts (collective over ctx.ep) and plans the permutation.
   Exchange plan_exchange(const std::vector<std::int64_t>& counts, const BlockWorkspace& ws);
+  // The permutation and its inverse to the workspace (the shared workspace: again per use).
+  void upload_permutation(const Exchange& x, const BlockWorkspace& ws) const;
   // The element counts of an exchange's blocks (rows x d).
   std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows) const;
   // Capacity factor: zeroes the gates of the choices past their expert's capacity; returns how
