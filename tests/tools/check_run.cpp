@@ -242,11 +242,18 @@ int comm(const fs::path& run) {
   }
   const auto first = std::find_if(steps.begin(), steps.end(),
                                   [](const json& m) { return m.contains("loss"); });
-  for (const auto& [key, expected] : theory)
-    fmt::print("{:<22} theory {:>12.0f} bytes/step; measured at step 1: {}\n", key, expected,
+  for (const auto& [key, expected] : theory) {
+    // A term with a step theory (data-dependent) prints step 1's beside the run's estimate.
+    const json step_terms =
+        first == steps.end() ? json::object() : first->value("comm_bytes_theory", json::object());
+    fmt::print("{:<22} theory {:>12.0f} bytes/step{}; measured at step 1: {}\n", key, expected,
+               step_terms.contains(key)
+                   ? fmt::format(" (balanced; step 1's own: {:.0f})", step_terms.at(key).get<double>())
+                   : "",
                first == steps.end()
                    ? 0.0
                    : first->value("comm_bytes_sent", json::object()).value(key, 0.0));
+  }
   return failures ? 1 : 0;
 }
 
