@@ -27,6 +27,7 @@ std::string describe(const Layout& l) {
                      p.tensor_grid_overlap ? "" : " no-overlap");
   s += fmt::format(" pp {} dp {}", p.pp, p.dp);
   if (p.cp > 1) s += fmt::format(" cp {}{}", p.cp, p.cp_comm == CpComm::ring ? " ring" : "");
+  if (p.ep > 1) s += fmt::format(" ep {}", p.ep);
   s += fmt::format(" mb {}", l.micro_batch);
   if (p.pp > 1) s += fmt::format(" {}", name_of(p.schedule));
   if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
@@ -44,7 +45,8 @@ std::string describe_legend() {
          "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
          "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
          "sp sequence parallelism; cp N each sequence split over N (context parallelism; ring: its\n"
-         "ring exchange, else the all-to-all).";
+         "ring exchange, else the all-to-all); ep N a mixture of experts' experts split over N of\n"
+         "the data-parallel ranks (expert parallelism).";
 }
 
 std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {
