@@ -2,15 +2,18 @@
 # Hugging Face model folders both ways, against transformers itself (docs/checkpoints.md "A
 # Hugging Face model folder"). For GPT-2, Llama (Llama 2's tokenizer, grouped-query attention),
 # BLOOM, and Llama 3.1's RoPE scaling with a head size of its own (llama3), Mistral's sliding
-# window and Qwen2's qkv biases with a tied head: a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
+# window and Qwen2's qkv biases with a tied head, and the mixtures of experts of
+# configs/moe-tiny.toml as Mixtral and (with a shared expert, gates not renormalised) as
+# Qwen2-MoE (docs/moe.md): a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
 # transformers must load that index and shards and give `kintsugi eval`'s loss on the first
 # validation window (bench/pytorch/transformers_load.py, relative 1e-4). Then transformers saves
 # the model again with its own save_pretrained, sharded, and `kintsugi train --init-from` that
 # folder (model shape from transformers' config.json, no model.* key but the context) must start
 # from the trained weights (a step at a learning rate of 1e-30: check_run weights, 1e-12), on
-# one rank and on 2 with --tp 2. One line per family; exit 1 on any difference.
+# one rank and on 2 with --tp 2 (--dp 2 for the mixtures of experts, whose experts are not split
+# over tp). One line per family; exit 1 on any difference.
 #
-# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom llama3 mistral qwen2"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
+# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
 # Needs: data/ from scripts/fetch_data.sh, a Python with torch and transformers ($PYTHON), mpirun.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,15 +30,21 @@ for case in "gpt configs/gpt-tiny.toml brown gpt2-tokenizer" \
             "bloom configs/bloom-tiny.toml brown gpt2-tokenizer" \
             "llama3 configs/llama3-tiny.toml brown/llama2 llama2-tokenizer" \
             "mistral configs/mistral-tiny.toml brown/llama2 llama2-tokenizer" \
-            "qwen2 configs/qwen2-tiny.toml brown/llama2 llama2-tokenizer"; do
-  read -r family config tokens tokenizer <<<"$case"
-  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom llama3 mistral qwen2} " == *" $family "* ]] || continue
+            "qwen2 configs/qwen2-tiny.toml brown/llama2 llama2-tokenizer" \
+            "mixtral configs/moe-tiny.toml brown/llama2 llama2-tokenizer" \
+            "qwen2moe configs/moe-tiny.toml brown/llama2 llama2-tokenizer model.family=qwen2 model.moe_shared_experts=1 model.moe_router_norm_topk=false"; do
+  read -r family config tokens tokenizer sets <<<"$case"
+  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe} " == *" $family "* ]] || continue
+  model_sets=()
+  for s in ${sets:-}; do model_sets+=(--set "$s"); done
+  split=(--tp 2)
+  [[ "$config" != *moe* ]] || split=(--dp 2)
   run="$out/folder_$family"
   rm -rf "$run"
   common=(--config "$root/$config" --set data.train="$data/$tokens/train.bin"
           --set data.val="$data/$tokens/val.bin" --set train.global_batch=4
           --set train.micro_batch=1 --set train.eval_every=0 --set train.eval_batches=2)
-  "$kintsugi" train "${common[@]}" --out "$run/a" --set data.tokenizer="$data/$tokenizer" \
+  "$kintsugi" train "${common[@]}" "${model_sets[@]}" --out "$run/a" --set data.tokenizer="$data/$tokenizer" \
     --set model.n_layer=2 --set model.seq_len=64 --set train.steps=3 \
     --set train.warmup_steps=1 >"$run.train.log" 2>&1
   "$kintsugi" export --checkpoint "$run/a/model" --out "$run/ours/model.safetensors" \
@@ -47,14 +56,14 @@ for case in "gpt configs/gpt-tiny.toml brown gpt2-tokenizer" \
   loss_ok="$("$python" -c 'import json,sys; t=json.loads(sys.argv[1]); o=float(sys.argv[2]); r=abs(t["loss"]-o)/abs(o); print(f"{r:.1e}", "ok" if r < 1e-4 else "DIFFERENT")' "$theirs" "$ours_loss")"
   files="$("$python" "$root/bench/pytorch/transformers_save_sharded.py" "$run/ours" "$run/theirs" 100KB)"
   start=(--set train.steps=1 --set train.lr=1e-30 --set train.min_lr=1e-30 --set train.warmup_steps=0
-         --set model.seq_len=64 --init-from "$run/theirs")
+         --set model.seq_len=64 "${model_sets[@]}" --init-from "$run/theirs")
   weights_ok=ok
   "$kintsugi" train "${common[@]}" "${start[@]}" --out "$run/b" >"$run.b.log" 2>&1 &&
     "$check" weights "$run/a" "$run/b" 1e-12 >"$run.b.check" 2>&1 || weights_ok=DIFFERENT
   mpirun -q -np 2 --oversubscribe --bind-to none "$kintsugi" train "${common[@]}" "${start[@]}" \
-    --tp 2 --out "$run/c" >"$run.c.log" 2>&1 &&
+    "${split[@]}" --out "$run/c" >"$run.c.log" 2>&1 &&
     "$check" weights "$run/a" "$run/c" 1e-12 >"$run.c.check" 2>&1 || weights_ok=DIFFERENT
-  line="$family: transformers loads kintsugi's shards: loss relative ${loss_ok}; kintsugi loads transformers' save_pretrained shards ($(wc -w <<<"$files") files): weights $weights_ok (serial, tp 2)"
+  line="$family: transformers loads kintsugi's shards: loss relative ${loss_ok}; kintsugi loads transformers' save_pretrained shards ($(wc -w <<<"$files") files): weights $weights_ok (serial, ${split[*]#--})"
   echo "$line"
   [[ "$line" != *DIFFERENT* ]] || { status=1; tail -3 "$run.b.log" "$run.c.log" 2>/dev/null || true; }
 done

@@ -237,6 +237,15 @@ foreach(fixture llama3.1 mistral qwen2.5 qwen3)
                    hf_fixture_${fixture})
   set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 8 TIMEOUT 300)
 endforeach()
+# Mixtures of experts as Mixtral, Qwen2-MoE (a shared expert) and Qwen3-MoE ship them: the same,
+# on pp 2 x dp 2 with ZeRO-1 (experts are not split over tp).
+foreach(fixture mixtral qwen2_moe qwen3_moe)
+  add_test(NAME ckpt.hf_fixture_${fixture}
+           COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
+                   ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}
+                   hf_fixture_${fixture} --pp 2 --dp 2 --zero 1)
+  set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 4 TIMEOUT 300)
+endforeach()
 # Damaged or unsupported folders: one line naming the problem, exit 1, nothing trained.
 function(hf_folder_refused_test kind pattern)
   add_test(NAME ckpt.hf_folder_refused.${kind}

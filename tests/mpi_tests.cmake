@@ -447,6 +447,22 @@ family_layout_test(moe dp2_zero1 2 --dp 2 --zero 1)
 family_layout_test(moe dp2_zero3 2 --dp 2 --zero 3)
 family_layout_test(moe pp2_1f1b 2 --pp 2 --schedule 1f1b)
 family_layout_test(moeshared dp2_recompute_full 2 --dp 2 --recompute full)
+# Mixed precision: the MoE ops stage bf16/f16 tensors through f32 (docs/moe.md, "Precision");
+# sharded and pipelined layouts track the serial bf16 (fp16) run as the dense ones do.
+serial_reference(moe_serial_bf16 ${MOE_RUN} ${BF16_RUN})
+serial_reference(moeshared_serial_fp16 ${MOESHARED_RUN} ${FP16_RUN})
+function(moe_mixed_test name reference ranks)
+  add_test(NAME mpi.${name}
+           COMMAND ${CMAKE_COMMAND} -E env REFERENCE=${reference} RTOL=1e-4 WEIGHT_RTOL=0.1
+                   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                   $<TARGET_FILE:check_run> ${MPI_OUT} ${name} ${ranks} ${ARGN})
+  set_tests_properties(mpi.${name} PROPERTIES FIXTURES_REQUIRED ${reference}_run
+                       PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+moe_mixed_test(moe_dp2_zero3_bf16 moe_serial_bf16 2 ${MOE_RUN} ${BF16_RUN} --dp 2 --zero 3)
+moe_mixed_test(moe_pp2_1f1b_bf16 moe_serial_bf16 2 ${MOE_RUN} ${BF16_RUN} --pp 2 --schedule 1f1b)
+moe_mixed_test(moeshared_dp2_zero1_fp16 moeshared_serial_fp16 2 ${MOESHARED_RUN} ${FP16_RUN}
+               --dp 2 --zero 1)
 # Llama with a data-parallel rank that has no validation micro-batch of its own, pipelined.
 serial_reference(llama_serial_eval1 ${LLAMA_RUN} --set train.steps=1 --set train.eval_batches=1)
 add_test(NAME mpi.llama_eval1_pp2_dp2

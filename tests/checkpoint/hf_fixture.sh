@@ -4,15 +4,24 @@
 # Mistral with its sliding_window, Qwen2.5 with use_sliding_window false, max_window_layers and a
 # tied head), its weights made by make_hf_folder.py in those shapes (Qwen2's q/k/v biases):
 #   - `import` and `export` give back every tensor of the folder bit for bit;
-#   - a run started from the folder trains a few steps, serially and on tp 2 x pp 2 x dp 2 with
-#     sequence parallelism and ZeRO-1 (losses and weights within 1e-5 of the serial run);
+#   - a run started from the folder trains a few steps, serially and on LAYOUT (by default
+#     tp 2 x pp 2 x dp 2 with sequence parallelism and ZeRO-1; losses and weights within 1e-5 of
+#     the serial run);
 #   - its export has the family's config.json (model_type, architectures and the fields that
 #     fix the arithmetic equal to the fixture's) and checks under verify_hf_export.py;
 #   - a run started from that export holds the trained weights (relative 1e-12 after a step at
 #     a learning rate of 1e-30) with the same validation loss.
-# Usage: hf_fixture.sh KINTSUGI CHECK_RUN OUT_DIR DATA_DIR FIXTURE_DIR NAME
+# Mixtral, Qwen2-MoE and Qwen3-MoE folders (docs/moe.md) are the same test with the router and
+# experts' tensors, on a layout without tp (their experts are not split over tp).
+# Usage: hf_fixture.sh KINTSUGI CHECK_RUN OUT_DIR DATA_DIR FIXTURE_DIR NAME [LAYOUT FLAGS...]
 set -euo pipefail
 kintsugi="$1" check="$2" out="$3" data="$4" fixture="$5" name="$6"
+layout=("${@:7}")
+[[ ${#layout[@]} -gt 0 ]] || layout=(--tp 2 --pp 2 --dp 2 --sequence-parallel --zero 1)
+ranks=1
+for ((k = 0; k + 1 < ${#layout[@]}; k++)); do
+  case "${layout[k]}" in --tp | --pp | --dp) ranks=$((ranks * layout[k + 1])) ;; esac
+done
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 dir="$out/$name"
@@ -42,9 +51,8 @@ eps = 1e-4
 TOML
 "$kintsugi" train --config "$dir/run.toml" --init-from "$dir/folder" --out "$dir/a" \
   | tee "$dir/a.log"
-mpirun -q -np 8 --oversubscribe --bind-to none "$kintsugi" train --config "$dir/run.toml" \
-  --init-from "$dir/folder" --tp 2 --pp 2 --dp 2 --sequence-parallel --zero 1 \
-  --out "$dir/a_3d" | tee "$dir/a_3d.log"
+mpirun -q -np "$ranks" --oversubscribe --bind-to none "$kintsugi" train --config "$dir/run.toml" \
+  --init-from "$dir/folder" "${layout[@]}" --out "$dir/a_3d" | tee "$dir/a_3d.log"
 "$check" compare "$dir/a" "$dir/a_3d" 1e-5 1e-5
 
 "$kintsugi" export --checkpoint "$dir/a/model" --out "$dir/hf/model.safetensors"

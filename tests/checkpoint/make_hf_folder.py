@@ -12,9 +12,10 @@ Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
   weights of head_dim 16 each per layer, a head size apart from hidden_size / heads, and
   Qwen3Config's config.json); `noprefix`: GPT2Model's names (h.0..., no "transformer.").
   `config=PATH` (FAMILY llama): a config.json of Llama's block as a family ships it
-  (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5, Qwen3), copied as it is, the
-  weights in its shapes (head_dim, key/value heads, Qwen2's q/k/v biases, Qwen3's q_norm and
-  k_norm, no lm_head when tie_word_embeddings)."""
+  (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5, Qwen3, and the mixtures of
+  experts Mixtral, Qwen2-MoE and Qwen3-MoE), copied as it is, the weights in its shapes
+  (head_dim, key/value heads, Qwen2's q/k/v biases, Qwen3's q_norm and k_norm, no lm_head when
+  tie_word_embeddings, the router and every expert's matrices, Qwen2-MoE's shared expert)."""
 import array
 import json
 import random
@@ -43,8 +44,10 @@ if fixture is not None:
     H, FF = fixture["num_attention_heads"], fixture["intermediate_size"]
     KV = fixture.get("num_key_value_heads", H)
     HD = fixture.get("head_dim") or D // H
-    qkv_bias = fixture["model_type"] == "qwen2"  # Qwen2Attention's q/k/v_proj have bias=True
-    qk_norm = fixture["model_type"] == "qwen3"  # Qwen3Attention's q_norm and k_norm
+    # Qwen2Attention's (and Qwen2MoeAttention's) q/k/v_proj have bias=True
+    qkv_bias = fixture["model_type"] in ("qwen2", "qwen2_moe")
+    # Qwen3Attention's (and Qwen3MoeAttention's) q_norm and k_norm
+    qk_norm = fixture["model_type"] in ("qwen3", "qwen3_moe")
     if fixture.get("tie_word_embeddings"):
         flags.add("tied")
 GRID = [k / 256 for k in range(-127, 128)]
@@ -62,6 +65,14 @@ def matrix(*shape, centre=0.0):
 
 
 tensors = {}  # name -> (shape, values), in the order a model's state dict has them
+
+
+def swiglu(prefix, width, names=("gate_proj", "up_proj", "down_proj")):
+    """A SwiGLU MLP's gate and up [width, D] and down [D, width] weights under `names`."""
+    gate, up, down = names
+    tensors[f"{prefix}{gate}.weight"] = matrix(width, D)
+    tensors[f"{prefix}{up}.weight"] = matrix(width, D)
+    tensors[f"{prefix}{down}.weight"] = matrix(D, width)
 if family == "gpt2":
     pre = "" if "noprefix" in flags else "transformer."
     tensors[pre + "wte.weight"] = matrix(V, D)
@@ -104,9 +115,25 @@ else:
             tensors[b + "self_attn.q_norm.weight"] = matrix(HD, centre=1.0)
             tensors[b + "self_attn.k_norm.weight"] = matrix(HD, centre=1.0)
         tensors[b + "post_attention_layernorm.weight"] = matrix(D, centre=1.0)
-        tensors[b + "mlp.gate_proj.weight"] = matrix(FF, D)
-        tensors[b + "mlp.up_proj.weight"] = matrix(FF, D)
-        tensors[b + "mlp.down_proj.weight"] = matrix(D, FF)
+        moe_type = (fixture or {}).get("model_type")
+        if moe_type == "mixtral":
+            # MixtralSparseMoeBlock: gate (the router), experts.N.w1 / w3 [FF, D], w2 [D, FF]
+            E = fixture["num_local_experts"]
+            tensors[b + "block_sparse_moe.gate.weight"] = matrix(E, D)
+            for e in range(E):
+                swiglu(f"{b}block_sparse_moe.experts.{e}.", FF, ("w1", "w3", "w2"))
+        elif moe_type in ("qwen2_moe", "qwen3_moe"):
+            # Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock: gate, experts.N.*_proj of
+            # moe_intermediate_size; Qwen2-MoE's shared_expert and its one-output gate
+            E = fixture["num_experts"]
+            tensors[b + "mlp.gate.weight"] = matrix(E, D)
+            for e in range(E):
+                swiglu(f"{b}mlp.experts.{e}.", fixture["moe_intermediate_size"])
+            if moe_type == "qwen2_moe":
+                swiglu(b + "mlp.shared_expert.", fixture["shared_expert_intermediate_size"])
+                tensors[b + "mlp.shared_expert_gate.weight"] = matrix(1, D)
+        else:
+            swiglu(b + "mlp.", FF)
     tensors["model.norm.weight"] = matrix(D, centre=1.0)
     tied = "tied" in flags
     if not tied:

@@ -10,9 +10,14 @@ set -uo pipefail
 wrapper="$1" n="${2:-30}" bad=0
 for i in $(seq "$n"); do
   # The launcher: ends with 0 shortly after its USR1 (as kintsugi does after its save).
-  setsid "$wrapper" bash -c 'sleep 30 & child=$!; trap "kill $child; sleep 0.05; exit 0" USR1; wait' &
+  # It says it is ready once its trap is set: on a loaded machine a fixed pause was sometimes
+  # shorter than its start, and a USR1 before the trap ended it (138), which is not the wrapper's
+  # doing.
+  ready="$(mktemp -u)"
+  setsid "$wrapper" bash -c 'sleep 30 & child=$!; trap "kill $child; sleep 0.05; exit 0" USR1; : >"$0"; wait' "$ready" &
   top=$!
-  sleep 0.15
+  for _ in $(seq 200); do [[ -e "$ready" ]] && break; sleep 0.05; done
+  rm -f "$ready"
   for _ in 1 2 3 4 5 6; do
     kill -TERM -- "-$top" 2>/dev/null
     sleep "0.0$((RANDOM % 6))"

@@ -13,6 +13,13 @@ rounds nothing):
   Qwen3ForCausalLM  Llama's names, no biases; self_attn.q_norm and k_norm, a weight of
                     head_dim each, shared by all query heads and all key heads
   BloomForCausalLM  nn.Linear [out, in]; query_key_value packs q, k, v per head, as kintsugi
+  MixtralForCausalLM  (a mixture of experts of family llama or mistral) Mistral's attention;
+                    block_sparse_moe.gate [experts, hidden] and experts.N.w1, w3 [ffn, hidden],
+                    w2 [hidden, ffn], intermediate_size the experts' width
+  Qwen2MoeForCausalLM, Qwen3MoeForCausalLM  (family qwen2, qwen3 with experts) the family's
+                    attention; mlp.gate, mlp.experts.N.gate_proj, up_proj, down_proj of
+                    moe_intermediate_size; Qwen2-MoE's mlp.shared_expert.*_proj and
+                    mlp.shared_expert_gate [1, hidden]
 
 Usage: verify_hf_export.py FILE.safetensors MODEL_CHECKPOINT_DIR"""
 import array
@@ -136,19 +143,44 @@ def main():
         same("transformer.ln_f.bias", "final_norm.bias", plain)
         total = len(ours)
     elif family in ("llama", "mistral", "qwen2", "qwen3"):
-        architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                        "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[family]
-        assert config["model_type"] == family and config["architectures"] == [architecture]
+        moe = model.get("moe")
+        mixtral = moe is not None and family in ("llama", "mistral")
+        if moe is None:
+            model_type = family
+            architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                            "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[family]
+        elif mixtral:
+            model_type, architecture = "mixtral", "MixtralForCausalLM"
+        else:
+            model_type = family + "_moe"
+            architecture = {"qwen2": "Qwen2MoeForCausalLM", "qwen3": "Qwen3MoeForCausalLM"}[family]
+        assert config["model_type"] == model_type and config["architectures"] == [architecture]
         for key, ours_key in [("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
-                              ("num_attention_heads", "n_head"), ("intermediate_size", "d_ff"),
-                              ("vocab_size", "vocab_size")]:
+                              ("num_attention_heads", "n_head"), ("vocab_size", "vocab_size")]:
             assert config[key] == model[ours_key], key
+        expert_width = 0
+        if moe is not None:
+            expert_width = moe["expert_hidden"] or model["d_ff"]
+            experts_key = "num_local_experts" if mixtral else "num_experts"
+            assert config[experts_key] == moe["experts"], experts_key
+            assert config["num_experts_per_tok"] == moe["top_k"]
+            if not mixtral:
+                assert config["moe_intermediate_size"] == expert_width
+                assert config["norm_topk_prob"] is moe["router_norm_topk"]
+        if mixtral:
+            assert config["intermediate_size"] == expert_width
+        else:
+            assert config["intermediate_size"] == model["d_ff"]
+        shared_width = 0
+        if moe is not None and moe["shared_experts"]:
+            shared_width = moe["shared_hidden"] or moe["shared_experts"] * expert_width
+            assert config["shared_expert_intermediate_size"] == shared_width
         # Llama's block unties its head unless model.tie_embeddings says otherwise.
         tied = model.get("tie_embeddings", "family") == "tied"
         assert config["num_key_value_heads"] == kv and config["tie_word_embeddings"] is tied
         assert config.get("head_dim", d // heads) == hd, (config.get("head_dim"), hd)
         window = model.get("sliding_window", 0)
-        if family == "mistral":
+        if family == "mistral" or mixtral:
             assert config["sliding_window"] == (window or None), config["sliding_window"]
         else:
             assert window == 0 and config.get("use_sliding_window", False) is False
@@ -185,8 +217,26 @@ def main():
                 for a in ["q_norm", "k_norm"]:
                     assert hf[p + f"self_attn.{a}.weight"][0] == [hd], hf[p + f"self_attn.{a}.weight"][0]
                     same(p + f"self_attn.{a}.weight", q + f"attn.{a}.weight", plain)
-            for a in ["gate", "up", "down"]:
-                same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
+            if moe is None:
+                for a in ["gate", "up", "down"]:
+                    same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
+                continue
+            m = p + ("block_sparse_moe." if mixtral else "mlp.")
+            assert hf[m + "gate.weight"][0] == [moe["experts"], d]
+            same(m + "gate.weight", q + "moe.router.weight", plain)
+            for e in range(moe["experts"]):
+                for w, proj, shape in [("w1", "gate", [expert_width, d]),
+                                       ("w3", "up", [expert_width, d]),
+                                       ("w2", "down", [d, expert_width])]:
+                    name = f"{m}experts.{e}." + (f"{w}.weight" if mixtral else f"{proj}_proj.weight")
+                    assert hf[name][0] == shape, (name, hf[name][0])
+                    same(name, q + f"moe.experts.{e}.{w}.weight", plain)
+            if shared_width:
+                for a in ["gate", "up", "down"]:
+                    same(m + f"shared_expert.{a}_proj.weight",
+                         q + f"moe.shared_expert.{a}.weight", plain)
+                assert hf[m + "shared_expert_gate.weight"][0] == [1, d]
+                same(m + "shared_expert_gate.weight", q + "moe.shared_expert_gate.weight", plain)
         same("model.norm.weight", "final_norm.weight", plain)
         if tied:
             assert "lm_head.weight" not in hf and "head.weight" not in ours

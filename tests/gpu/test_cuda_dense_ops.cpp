@@ -682,6 +682,83 @@ TEST_P(CudaDense, AttentionBlocks) {
     }
 }
 
+// The mixture-of-experts ops (moe.cu; docs/moe.md) against the CPU: the router (softmax, top-k,
+// gates renormalized or not, the load-balancing and z losses) and its backward, the dispatch
+// order, gather, the gate-weighted combine (accumulating) and its backward, and the shared
+// expert's gate, with the logits and routed rows in the run's type beside f32 statistics. The
+// routing itself is compared exactly: logits far apart enough that no rounding changes a choice.
+TEST_P(CudaDense, MixtureOfExperts) {
+  const Types t = GetParam();
+  const std::int64_t n = 37, e = 6, k = 2, d = 24, m = n * k;
+  for (bool renormalize : {true, false}) {
+    const std::string what = renormalize ? " renormalized" : " softmax gates";
+    // Logits spread (scale 4) so that the top 2 differ by more than a 16-bit type's rounding.
+    Pair logits = input(t.act, {n, e}, 4.0);
+    Pair probs = output(t.stat, {n, e}), lse = output(t.stat, {n}), gates = output(t.stat, {n, k});
+    Pair experts = ids(std::vector<std::int32_t>(m, -1));
+    experts.gpu = experts.gpu.reshaped({n, k});
+    experts.cpu = experts.cpu.reshaped({n, k});
+    Pair losses = input(DType::f64, {2}, 0.0);
+    gpu().moe_route(logits.gpu, k, renormalize, probs.gpu, lse.gpu, experts.gpu, gates.gpu, losses.gpu);
+    cpu().moe_route(logits.cpu, k, renormalize, probs.cpu, lse.cpu, experts.cpu, gates.cpu, losses.cpu);
+    std::vector<std::int32_t> chosen(m), chosen_cpu(experts.cpu.as<std::int32_t>(),
+                                                    experts.cpu.as<std::int32_t>() + m);
+    copy_to_host(experts.gpu, chosen.data());
+    EXPECT_EQ(chosen, chosen_cpu) << "experts" << what;
+    expect_near(probs, "probs" + what);
+    expect_near(lse, "lse" + what);
+    expect_near(gates, "gates" + what);
+    expect_near(losses, "losses" + what, t.stat);
+    mirror(probs);
+    mirror(lse);
+    mirror(gates);
+    Pair d_gates = input(t.stat, {n, k}), d_logits = output(t.act, {n, e});
+    gpu().moe_route_backward(probs.gpu, lse.gpu, experts.gpu, gates.gpu, d_gates.gpu, renormalize,
+                             0.7, 0.3, d_logits.gpu);
+    cpu().moe_route_backward(probs.cpu, lse.cpu, experts.cpu, gates.cpu, d_gates.cpu, renormalize,
+                             0.7, 0.3, d_logits.cpu);
+    expect_near(d_logits, "d_logits" + what);
+    // The order: grouped by expert, then by choice; its inverse; the counts.
+    Pair order = ids(std::vector<std::int32_t>(m, -1)), position = ids(std::vector<std::int32_t>(m, -1));
+    Pair counts = ids(std::vector<std::int32_t>(e, -1));
+    gpu().moe_dispatch(experts.gpu, order.gpu, position.gpu, counts.gpu);
+    cpu().moe_dispatch(experts.cpu, order.cpu, position.cpu, counts.cpu);
+    for (Pair* p : {&order, &position, &counts}) {
+      std::vector<std::int32_t> got(p->gpu.numel());
+      copy_to_host(p->gpu, got.data());
+      EXPECT_EQ(got, std::vector<std::int32_t>(p->cpu.as<std::int32_t>(),
+                                                p->cpu.as<std::int32_t>() + p->cpu.numel()));
+    }
+    Pair x = input(t.act, {n, d}), xp = output(t.act, {m, d});
+    gpu().moe_gather(x.gpu, order.gpu, xp.gpu);
+    cpu().moe_gather(x.cpu, order.cpu, xp.cpu);
+    expect_near(xp, "gathered rows" + what);
+    Pair yp = input(t.act, {m, d}), y = output(t.act, {n, d}, true);
+    gpu().moe_combine(yp.gpu, position.gpu, &gates.gpu, y.gpu, true);
+    cpu().moe_combine(yp.cpu, position.cpu, &gates.cpu, y.cpu, true);
+    expect_near(y, "combined" + what);
+    Pair summed = output(t.act, {n, d});  // no weights: the choices' sum (the input's gradient)
+    gpu().moe_combine(yp.gpu, position.gpu, nullptr, summed.gpu, false);
+    cpu().moe_combine(yp.cpu, position.cpu, nullptr, summed.cpu, false);
+    expect_near(summed, "summed" + what);
+    Pair dy = input(t.act, {n, d}), d_src = output(t.act, {m, d}), d_w = output(t.stat, {n, k});
+    gpu().moe_combine_backward(dy.gpu, yp.gpu, order.gpu, position.gpu, gates.gpu, d_src.gpu, d_w.gpu);
+    cpu().moe_combine_backward(dy.cpu, yp.cpu, order.cpu, position.cpu, gates.cpu, d_src.cpu, d_w.cpu);
+    expect_near(d_src, "d_src" + what);
+    expect_near(d_w, "d_weights" + what, t.act);
+  }
+  // The shared expert's sigmoid gate, forward (adding into the output) and backward.
+  Pair logit = input(t.act, {n, 1}), shared = input(t.act, {n, d}), out = output(t.act, {n, d}, true);
+  gpu().moe_shared_gate(logit.gpu, shared.gpu, out.gpu);
+  cpu().moe_shared_gate(logit.cpu, shared.cpu, out.cpu);
+  expect_near(out, "shared gate");
+  Pair dy = input(t.act, {n, d}), d_shared = output(t.act, {n, d}), d_logit = output(t.act, {n, 1});
+  gpu().moe_shared_gate_backward(logit.gpu, shared.gpu, dy.gpu, d_shared.gpu, d_logit.gpu);
+  cpu().moe_shared_gate_backward(logit.cpu, shared.cpu, dy.cpu, d_shared.cpu, d_logit.cpu);
+  expect_near(d_shared, "shared d_out");
+  expect_near(d_logit, "shared d_logit");
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaDense, ::testing::ValuesIn(gpu_testing::all_types()),
                          [](const auto& info) { return info.param.name(); });
 

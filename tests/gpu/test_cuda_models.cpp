@@ -29,14 +29,17 @@ constexpr std::int64_t kVocab = 300;
 // A small member of the family: 2 layers, 4 heads of 16 (Llama: 2 kv heads), 40 positions so
 // that attention spans two key tiles with a ragged end. Mistral is llama-tiny with a window of
 // 24 (it cuts into the first key tile); llama3-tiny keeps its heads of 48 and scaled RoPE,
-// qwen2-tiny its qkv biases and tied head, qwen3-tiny its q_norm and k_norm and heads of 48.
+// qwen2-tiny its qkv biases and tied head, qwen3-tiny its q_norm and k_norm and heads of 48;
+// moe is llama-tiny with a mixture of experts in every block (moe.cu's kernels).
 RunConfig tiny(const std::string& family, const std::string& precision, int zero = 0) {
   RunConfig c;
-  c.model = model_preset(family == "mistral" ? "llama-tiny" : family + "-tiny");
+  c.model = model_preset(family == "mistral" || family == "moe" ? "llama-tiny" : family + "-tiny");
   if (family == "mistral") {
     c.model.family = Family::mistral;
     c.model.sliding_window = 24;
   }
+  if (family == "moe")  // docs/moe.md: 4 experts, top 2, and a shared expert behind its gate
+    c.model.moe = {.experts = 4, .top_k = 2, .expert_hidden = 48, .shared_experts = 1};
   c.model.n_layer = 2;
   c.model.d_model = 64;
   c.model.d_ff = c.model.gated_mlp() ? 96 : 256;
@@ -174,7 +177,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"bloom", "bf16", 50, 0, 1e-2}, Case{"gpt", "fp16", 10, 0, 1e-2},
                       Case{"qwen2", "fp32", 10, 0, 1e-5}, Case{"mistral", "fp32", 10, 0, 1e-5},
                       Case{"llama3", "fp32", 10, 0, 1e-5}, Case{"qwen2", "bf16", 50, 0, 1e-2},
-                      Case{"qwen3", "fp32", 10, 0, 1e-5}, Case{"qwen3", "bf16", 50, 0, 1e-2}),
+                      Case{"qwen3", "fp32", 10, 0, 1e-5}, Case{"qwen3", "bf16", 50, 0, 1e-2},
+                      Case{"moe", "fp32", 10, 0, 1e-5}, Case{"moe", "bf16", 50, 0, 1e-2}),
     [](const auto& info) {
       return info.param.family + "_" + info.param.precision +
              (info.param.zero ? "_zero" + std::to_string(info.param.zero) : "");

@@ -362,6 +362,96 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   EXPECT_TRUE(refused(j, "n_head = 2.5 is not a positive integer"));
 }
 
+// Mixtures of experts go out as Mixtral (llama, mistral), Qwen2-MoE (qwen2, with its shared
+// expert) or Qwen3-MoE (qwen3) and read back to the same experts; what those classes cannot
+// hold, and dense layers between the experts' (not built), are refused by name.
+TEST(HfConfig, MixturesOfExpertsReadBack) {
+  ModelConfig mixtral = model_preset("llama-tiny");
+  mixtral.family = Family::mistral;
+  mixtral.moe = {.experts = 8, .top_k = 2, .expert_hidden = 88};
+  ModelConfig qwen2 = model_preset("qwen2-tiny");
+  qwen2.moe = {.experts = 6, .top_k = 4, .expert_hidden = 16, .shared_experts = 1,
+               .shared_hidden = 64, .renormalize = false};
+  ModelConfig qwen3 = model_preset("qwen3-tiny");
+  qwen3.moe = {.experts = 8, .top_k = 3, .expert_hidden = 24};
+  for (const ModelConfig& c : {mixtral, qwen2, qwen3}) {
+    const nlohmann::json j = hf_config(c);
+    const HfModel h = model_from_hf_config(j, "config.json");
+    EXPECT_EQ(h.model.family, c.family) << j.dump();
+    EXPECT_EQ(h.model.moe.experts, c.moe.experts);
+    EXPECT_EQ(h.model.moe.top_k, c.moe.top_k);
+    EXPECT_EQ(h.model.expert_hidden(), c.expert_hidden());
+    EXPECT_EQ(h.model.shared_hidden(), c.shared_hidden());
+    EXPECT_EQ(h.model.moe.renormalize, c.moe.renormalize);
+    EXPECT_EQ(h.model.qkv_bias(), c.qkv_bias());
+    EXPECT_EQ(h.model.qk_norm(), c.qk_norm());
+    // Every tensor has a name of theirs, the router and each expert's three among them.
+    const std::vector<HfTensor> names = hf_tensors(c);
+    const auto has = [&](const std::string& theirs) {
+      return std::any_of(names.begin(), names.end(),
+                         [&](const HfTensor& t) { return t.theirs == theirs; });
+    };
+    if (c.family == Family::mistral) {
+      EXPECT_EQ(j.at("model_type"), "mixtral");
+      EXPECT_EQ(j.at("intermediate_size"), 88);  // Mixtral's experts' width
+      EXPECT_TRUE(has("model.layers.1.block_sparse_moe.experts.7.w2.weight"));
+    } else {
+      EXPECT_EQ(j.at("model_type"), c.family == Family::qwen2 ? "qwen2_moe" : "qwen3_moe");
+      EXPECT_TRUE(has("model.layers.1.mlp.experts.5.down_proj.weight"));
+      EXPECT_EQ(has("model.layers.0.mlp.shared_expert_gate.weight"), c.shared_hidden() > 0);
+    }
+  }
+  // A Llama-family model with experts goes out as Mixtral too (Mistral's attention without a
+  // window is Llama's) and comes back as family mistral.
+  ModelConfig llama = mixtral;
+  llama.family = Family::llama;
+  EXPECT_EQ(model_from_hf_config(hf_config(llama), "config.json").model.family, Family::mistral);
+  // What the classes cannot hold.
+  auto export_error = [](ModelConfig c) { return error_of([&] { hf_config(c); }); };
+  ModelConfig shared_mixtral = mixtral;
+  shared_mixtral.moe.shared_experts = 1;
+  EXPECT_NE(export_error(shared_mixtral).find("Mixtral has no shared expert"), std::string::npos);
+  ModelConfig unnormalised = mixtral;
+  unnormalised.moe.renormalize = false;
+  EXPECT_NE(export_error(unnormalised).find("Mixtral always renormalises"), std::string::npos);
+  ModelConfig qwen2_unshared = qwen2;
+  qwen2_unshared.moe.shared_experts = qwen2_unshared.moe.shared_hidden = 0;
+  EXPECT_NE(export_error(qwen2_unshared).find("Qwen2-MoE, whose blocks have a shared expert"),
+            std::string::npos);
+  ModelConfig qwen3_shared = qwen3;
+  qwen3_shared.moe.shared_experts = 1;
+  EXPECT_NE(export_error(qwen3_shared).find("Qwen3-MoE has no shared expert"), std::string::npos);
+  // Their fields that ours cannot follow, by name.
+  auto refused = [](nlohmann::json j, const std::string& field) {
+    const std::string e = error_of([&] { model_from_hf_config(j, "config.json"); });
+    EXPECT_NE(e.find(field), std::string::npos) << e;
+  };
+  nlohmann::json j = hf_config(qwen3);
+  j["decoder_sparse_step"] = 2;
+  refused(j, "decoder_sparse_step = 2 is not supported (every kintsugi block is a mixture");
+  j = hf_config(qwen3);
+  j["mlp_only_layers"] = {0};
+  refused(j, "mlp_only_layers = [0] is not supported");
+  j = hf_config(mixtral);
+  j["router_jitter_noise"] = 0.1;
+  refused(j, "router_jitter_noise = 0.1 is not supported");
+  j = hf_config(mixtral);
+  j["num_experts_per_tok"] = 9;  // more than its 8 experts: named as their fields
+  refused(j, "num_experts_per_tok = 9 must be between 1 and num_local_experts = 8");
+  j = hf_config(qwen3);
+  j["shared_expert_intermediate_size"] = 64;  // Qwen3-MoE has no shared expert
+  refused(j, "field shared_expert_intermediate_size is not one kintsugi knows for a Qwen3-MoE");
+  j = hf_config(qwen2);
+  j["num_experts_per_tok"] = 7;
+  refused(j, "num_experts_per_tok = 7 must be between 1 and num_experts = 6");
+  // The router's training coefficient is said, not applied: it is a training setting.
+  j = hf_config(mixtral);
+  j["router_aux_loss_coef"] = 0.02;
+  const HfModel noted = model_from_hf_config(j, "config.json");
+  ASSERT_EQ(noted.notes.size(), 1u);
+  EXPECT_NE(noted.notes[0].find("train.moe_aux_loss_coeff"), std::string::npos);
+}
+
 // A value of config.json that no model can have is refused as the file's field, with the
 // truth about it, not as a model.* key the user never set.
 TEST(HfConfig, ImpossibleValuesAreRefusedAsTheFilesFields) {

@@ -9,6 +9,7 @@
 
 #include "gradcheck.hpp"
 #include "kintsugi/backend/backend.hpp"
+#include "kintsugi/core/half.hpp"
 
 namespace kintsugi {
 namespace {
@@ -141,6 +142,88 @@ TEST_F(MoeOps, SharedGateGradient) {
                                t::view(d_shared, {n, d}), t::view(d_logit, {n, 1}));
   t::expect_gradient(loss, logit.data(), n, d_logit.data(), "d_logit");
   t::expect_gradient(loss, shared.data(), n * d, d_shared.data(), "d_shared");
+}
+
+// Mixed precision (docs/moe.md, "Precision"): with bf16 or f16 activations beside f32
+// statistics, every op computes on f32 copies, so each output is the f32 op's output on the
+// same (widened) inputs, rounded once into its dtype: equal bit for bit.
+TEST_F(MoeOps, HalfPrecisionOutputsAreTheF32OpsRounded) {
+  const std::int64_t n = 6, e = 5, k = 2, d = 3;
+  for (DType half : {DType::bf16, DType::f16}) {
+    auto round = [&](std::vector<float> v) {  // onto the half type's grid
+      for (float& x : v) x = half == DType::bf16 ? bf16_to_float(float_to_bf16(x)) : f16_to_float(float_to_f16(x));
+      return v;
+    };
+    auto to_half = [&](const std::vector<float>& v) {
+      std::vector<std::uint16_t> h(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i)
+        h[i] = half == DType::bf16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+      return h;
+    };
+    auto as_f32 = [&](const std::vector<std::uint16_t>& h) {
+      std::vector<float> v(h.size());
+      for (std::size_t i = 0; i < h.size(); ++i)
+        v[i] = half == DType::bf16 ? bf16_to_float(h[i]) : f16_to_float(h[i]);
+      return v;
+    };
+    auto hv = [&](std::vector<std::uint16_t>& h, Shape s) { return Tensor{h.data(), half, s}; };
+    auto fv = [](std::vector<float>& v, Shape s) { return Tensor{v.data(), DType::f32, s}; };
+    auto floats = [&](std::int64_t count, std::uint64_t seed) {
+      const std::vector<double> r = t::random_vector(count, seed, 1.5);
+      return round(std::vector<float>(r.begin(), r.end()));
+    };
+    // The router, in the run's dtype, against f32: the same choices, outputs rounded once.
+    std::vector<float> logits = floats(n * e, 31), probs(n * e), lse(n), gates(n * k);
+    std::vector<double> losses(2, 0.0), losses_half(2, 0.0);
+    std::vector<std::int32_t> experts(n * k), experts_half(n * k);
+    be->moe_route(fv(logits, {n, e}), k, true, fv(probs, {n, e}), fv(lse, {n}),
+                  ids(experts, {n, k}), fv(gates, {n, k}), t::view(losses, {2}));
+    std::vector<std::uint16_t> hl = to_half(logits), hp(n * e), hlse(n), hg(n * k);
+    be->moe_route(hv(hl, {n, e}), k, true, hv(hp, {n, e}), hv(hlse, {n}),
+                  ids(experts_half, {n, k}), hv(hg, {n, k}), t::view(losses_half, {2}));
+    EXPECT_EQ(experts_half, experts);
+    EXPECT_EQ(as_f32(hp), round(probs));
+    EXPECT_EQ(as_f32(hlse), round(lse));
+    EXPECT_EQ(as_f32(hg), round(gates));
+    EXPECT_EQ(losses_half, losses);  // f64, from the same f32 probabilities
+    // Its backward, with the gates' gradient in f32 (the run's statistics type).
+    std::vector<float> d_gates = floats(n * k, 32), d_logits(n * e);
+    std::vector<float> probs_r = round(probs), lse_r = round(lse), gates_r = round(gates);
+    be->moe_route_backward(fv(probs_r, {n, e}), fv(lse_r, {n}), ids(experts, {n, k}),
+                           fv(gates_r, {n, k}), fv(d_gates, {n, k}), true, 0.3, 0.2,
+                           fv(d_logits, {n, e}));
+    std::vector<std::uint16_t> hd(n * e);
+    be->moe_route_backward(hv(hp, {n, e}), hv(hlse, {n}), ids(experts, {n, k}), hv(hg, {n, k}),
+                           fv(d_gates, {n, k}), true, 0.3, 0.2, hv(hd, {n, e}));
+    EXPECT_EQ(as_f32(hd), round(d_logits));
+    // Gather, combine (accumulating into the output) and combine's backward.
+    std::vector<std::int32_t> order(n * k), position(n * k), counts(e);
+    be->moe_dispatch(ids(experts, {n, k}), ids(order, {n * k}), ids(position, {n * k}),
+                     ids(counts, {e}));
+    std::vector<float> x = floats(n * d, 33), xp(n * k * d);
+    be->moe_gather(fv(x, {n, d}), ids(order, {n * k}), fv(xp, {n * k, d}));
+    std::vector<std::uint16_t> hx = to_half(x), hxp(n * k * d);
+    be->moe_gather(hv(hx, {n, d}), ids(order, {n * k}), hv(hxp, {n * k, d}));
+    EXPECT_EQ(as_f32(hxp), xp);  // a copy: exact
+    std::vector<float> out = floats(n * d, 34);
+    std::vector<std::uint16_t> hout = to_half(out);
+    const Tensor gates_f32 = fv(gates_r, {n, k});
+    be->moe_combine(fv(xp, {n * k, d}), ids(position, {n * k}), &gates_f32, fv(out, {n, d}), true);
+    const Tensor hgates = hv(hg, {n, k});
+    be->moe_combine(hv(hxp, {n * k, d}), ids(position, {n * k}), &hgates, hv(hout, {n, d}), true);
+    EXPECT_EQ(as_f32(hout), round(out));
+    std::vector<float> dy = floats(n * d, 35), d_src(n * k * d), d_w(n * k);
+    be->moe_combine_backward(fv(dy, {n, d}), fv(xp, {n * k, d}), ids(order, {n * k}),
+                             ids(position, {n * k}), fv(gates_r, {n, k}), fv(d_src, {n * k, d}),
+                             fv(d_w, {n, k}));
+    std::vector<std::uint16_t> hdy = to_half(dy), hd_src(n * k * d);
+    std::vector<float> hd_w(n * k);  // f32 beside half tensors: the gates' gradient
+    be->moe_combine_backward(hv(hdy, {n, d}), hv(hxp, {n * k, d}), ids(order, {n * k}),
+                             ids(position, {n * k}), hv(hg, {n, k}), hv(hd_src, {n * k, d}),
+                             fv(hd_w, {n, k}));
+    EXPECT_EQ(as_f32(hd_src), round(d_src));
+    EXPECT_EQ(hd_w, d_w);
+  }
 }
 
 }  // namespace

@@ -608,6 +608,23 @@ TEST(Search, PinsTakeListsOfValues) {
   EXPECT_EQ(seen.size(), 4u);  // every combination of the listed values
 }
 
+// Unasked, interleaving takes at most 8 chunks per rank; pinned, any count that divides the
+// layers (Megatron-Bridge runs Qwen3-30B-A3B's 48 layers on pp 2 with 24 chunks per rank).
+TEST(Search, VirtualStagesPastEightOnlyWhenPinned) {
+  ModelConfig m = micro_model();
+  m.n_layer = 48;
+  const Workload w{.model = m, .global_batch = 8, .precision = Precision::fp32};
+  SearchSpace space;
+  space.pins.pin("pp", {"2"});
+  std::set<std::int64_t> unpinned;
+  for (const Layout& l : enumerate_layouts(w, 8, 8, space)) unpinned.insert(l.parallel.virtual_stages);
+  EXPECT_EQ(unpinned, (std::set<std::int64_t>{1, 2, 3, 4, 6, 8}));
+  space.pins.pin("virtual_stages", {"12", "24"});
+  std::set<std::int64_t> pinned;
+  for (const Layout& l : enumerate_layouts(w, 8, 8, space)) pinned.insert(l.parallel.virtual_stages);
+  EXPECT_EQ(pinned, (std::set<std::int64_t>{12, 24}));
+}
+
 TEST(Search, RanksFittingLayoutsFastestFirst) {
   const Workload w{.model = model_preset("llama-13b"), .global_batch = 256, .precision = Precision::bf16};
   Workload w2 = w;

@@ -217,9 +217,61 @@ void read_rope_scaling(const json& r, const std::string& field, ModelConfig& m,
     fail("{}: {} of rope type \"llama3\" has no original_max_position_embeddings", source, field);
 }
 
-// Llama's block as each family's config.json writes it: Llama (1-3.3), Mistral, Qwen2/2.5.
+// How a family's config.json names its experts (docs/moe.md "Hugging Face folders").
+enum class MoeFields {
+  none,
+  mixtral,  // MixtralForCausalLM: num_local_experts, the experts' width as intermediate_size
+  qwen,     // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: num_experts, moe_intermediate_size
+};
+
+// The experts' fields of a Mixtral or Qwen-MoE config.json. Every layer must be a MoE layer
+// (ours are): Qwen's decoder_sparse_step 1 and no mlp_only_layers.
+void read_moe(Fields& f, MoeFields style, Family family, HfModel& h, const std::string& source) {
+  MoeConfig& e = h.model.moe;
+  if (style == MoeFields::mixtral) {
+    e.experts = f.integer("num_local_experts");
+    e.top_k = f.integer("num_experts_per_tok", 2);
+    e.renormalize = true;  // Mixtral divides its top-k routing weights by their sum
+    // intermediate_size (model.d_ff, read by llama_like) is each expert's width.
+    if (f.number("router_jitter_noise", 0.0) != 0.0)
+      fail("{}: router_jitter_noise = {} is not supported (kintsugi's router adds no noise)",
+           source, f.at("router_jitter_noise").dump());
+  } else {
+    e.experts = f.integer("num_experts");
+    e.top_k = f.integer("num_experts_per_tok", family == Family::qwen3 ? 8 : 4);
+    e.expert_hidden = f.integer("moe_intermediate_size");
+    e.renormalize = f.boolean("norm_topk_prob", family == Family::qwen3);
+    if (family == Family::qwen2) {  // Qwen2-MoE's shared expert behind its sigmoid gate
+      e.shared_experts = 1;
+      e.shared_hidden = f.integer("shared_expert_intermediate_size");
+    }
+    f.require("decoder_sparse_step", 1,
+              "every kintsugi block is a mixture-of-experts block; dense blocks between them "
+              "are not built");
+    f.mark("mlp_only_layers");
+    if (f.has("mlp_only_layers") && !(f.at("mlp_only_layers").is_array() &&
+                                      f.at("mlp_only_layers").empty()))
+      fail("{}: mlp_only_layers = {} is not supported (every kintsugi block is a "
+           "mixture-of-experts block)",
+           source, f.at("mlp_only_layers").dump());
+    f.require("qkv_bias", family == Family::qwen2, "the family's attention biases");
+  }
+  f.boolean("output_router_logits", false);  // what transformers returns, not the model
+  // A training setting (transformers adds it only with output_router_logits): ours is
+  // train.moe_aux_loss_coeff.
+  const double coeff = f.number("router_aux_loss_coef", 0.0);
+  if (coeff != 0.0)
+    h.notes.push_back(fmt::format(
+        "note: {} sets router_aux_loss_coef = {} for training in transformers; a kintsugi run "
+        "weighs its load-balancing loss by train.moe_aux_loss_coeff",
+        source, coeff));
+}
+
+// Llama's block as each family's config.json writes it: Llama (1-3.3), Mistral, Qwen2/2.5,
+// Qwen3, and the mixtures of experts built on them (Mixtral, Qwen2-MoE, Qwen3-MoE).
 HfModel llama_like(Fields& f, const json& j, const std::string& source, Family family,
-                   const std::string& architecture, const std::string& family_name) {
+                   const std::string& architecture, const std::string& family_name,
+                   MoeFields moe = MoeFields::none) {
   HfModel h = start_model(f, j, family, architecture, source);
   ModelConfig& m = h.model;
   m.d_model = f.integer("hidden_size");
@@ -286,6 +338,7 @@ HfModel llama_like(Fields& f, const json& j, const std::string& source, Family f
   f.integer("pretraining_tp", 1);  // how Meta split the matmuls: the same function
   m.tie_embeddings = f.boolean("tie_word_embeddings", false) ? TiedHead::tied : TiedHead::untied;
   f.dropout("attention_dropout", h.notes);
+  if (moe != MoeFields::none) read_moe(f, moe, family, h, source);
   f.refuse_unknown(family_name);
   return h;
 }
@@ -344,6 +397,16 @@ std::string HfModel::field_of(const std::string& key) const {
       {"model.rope_beta_fast", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.beta_fast"}, {Family::bloom, "(none)"}}},
       {"model.rope_beta_slow", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.beta_slow"}, {Family::bloom, "(none)"}}},
       {"model.rope_attention_factor", {{Family::gpt2, "(none)"}, {Family::llama, "rope_scaling.attention_factor"}, {Family::bloom, "(none)"}}}};
+  // The experts' fields: Mixtral's (imported as family mistral) or Qwen-MoE's.
+  static const std::map<std::string, std::pair<std::string, std::string>> moe_names = {
+      {"model.moe_experts", {"num_local_experts", "num_experts"}},
+      {"model.moe_top_k", {"num_experts_per_tok", "num_experts_per_tok"}},
+      {"model.moe_expert_hidden", {"intermediate_size", "moe_intermediate_size"}},
+      {"model.moe_shared_hidden", {"(none)", "shared_expert_intermediate_size"}},
+      {"model.moe_router_norm_topk", {"(always true)", "norm_topk_prob"}}};
+  if (auto moe = moe_names.find(key); moe != moe_names.end())
+    return model.family == Family::qwen2 || model.family == Family::qwen3 ? moe->second.second
+                                                                          : moe->second.first;
   auto it = names.find(key);
   if (it == names.end()) return key;
   // Mistral and Qwen2 name their fields as Llama does.
@@ -372,11 +435,20 @@ HfModel model_from_hf_config(const nlohmann::json& config, const std::string& so
     h = llama_like(fields, config, source, Family::qwen2, "Qwen2ForCausalLM", "Qwen2");
   } else if (type == "qwen3") {
     h = llama_like(fields, config, source, Family::qwen3, "Qwen3ForCausalLM", "Qwen3");
+  } else if (type == "mixtral") {
+    h = llama_like(fields, config, source, Family::mistral, "MixtralForCausalLM", "Mixtral",
+                   MoeFields::mixtral);
+  } else if (type == "qwen2_moe") {
+    h = llama_like(fields, config, source, Family::qwen2, "Qwen2MoeForCausalLM", "Qwen2-MoE",
+                   MoeFields::qwen);
+  } else if (type == "qwen3_moe") {
+    h = llama_like(fields, config, source, Family::qwen3, "Qwen3MoeForCausalLM", "Qwen3-MoE",
+                   MoeFields::qwen);
   } else if (type == "bloom") {
     h = bloom(fields, config, source);
   } else {
     fail("{}: model_type = \"{}\" is not supported (kintsugi loads gpt2, llama, mistral, qwen2, "
-         "qwen3 and bloom)",
+         "qwen3, bloom, mixtral, qwen2_moe and qwen3_moe)",
          source, type);
   }
   h.model.name = "custom";

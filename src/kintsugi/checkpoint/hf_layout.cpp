@@ -39,6 +39,63 @@ std::vector<HfTensor> gpt2_tensors(const ModelConfig& c) {
   return t;
 }
 
+// Whether a mixture of experts goes out as Mixtral (Llama's and Mistral's block; Mixtral's
+// names) rather than as Qwen2-MoE or Qwen3-MoE (their block; Qwen's names).
+bool mixtral_style(const ModelConfig& c) {
+  return c.family == Family::llama || c.family == Family::mistral;
+}
+
+// A MoE block's MLP half (docs/moe.md): the router, each expert's w1 (gate), w3 (up) and w2
+// (down), and Qwen2-MoE's shared expert and its gate. Every tensor keeps its layout.
+void moe_tensors(const ModelConfig& c, const std::string& ours, const std::string& theirs,
+                 std::vector<HfTensor>& t) {
+  using C = HfConversion;
+  if (mixtral_style(c)) {
+    const std::string m = theirs + "block_sparse_moe.";
+    t.push_back({ours + "router.weight", m + "gate.weight", C::none});
+    for (std::int64_t e = 0; e < c.moe.experts; ++e)
+      for (const char* w : {"w1", "w2", "w3"})
+        t.push_back({fmt::format("{}experts.{}.{}.weight", ours, e, w),
+                     fmt::format("{}experts.{}.{}.weight", m, e, w), C::none});
+    return;
+  }
+  const std::string m = theirs + "mlp.";
+  t.push_back({ours + "router.weight", m + "gate.weight", C::none});
+  for (std::int64_t e = 0; e < c.moe.experts; ++e)
+    for (const auto& [w, proj] : {std::pair{"w1", "gate"}, std::pair{"w2", "down"},
+                                  std::pair{"w3", "up"}})
+      t.push_back({fmt::format("{}experts.{}.{}.weight", ours, e, w),
+                   fmt::format("{}experts.{}.{}_proj.weight", m, e, proj), C::none});
+  if (c.shared_hidden() > 0) {
+    for (const char* part : {"gate", "up", "down"})
+      t.push_back({ours + "shared_expert." + part + ".weight",
+                   m + "shared_expert." + part + "_proj.weight", C::none});
+    t.push_back({ours + "shared_expert_gate.weight", m + "shared_expert_gate.weight", C::none});
+  }
+}
+
+// What a Hugging Face class of the model's family cannot hold; kintsugi::Error naming it.
+void check_moe_exportable(const ModelConfig& c) {
+  if (mixtral_style(c)) {
+    if (c.shared_hidden() > 0)
+      fail("model.moe_shared_experts = {}: Mixtral has no shared expert; model.family = "
+           "\"qwen2\" exports Qwen2-MoE, which has one",
+           c.moe.shared_experts);
+    if (!c.moe.renormalize)
+      fail("model.moe_router_norm_topk = false: Mixtral always renormalises its top-k gates; "
+           "model.family = \"qwen3\" exports Qwen3-MoE, whose norm_topk_prob may be false");
+    return;
+  }
+  if (c.family == Family::qwen2 && c.shared_hidden() == 0)
+    fail("model.family = \"qwen2\" with experts exports Qwen2-MoE, whose blocks have a shared "
+         "expert: set model.moe_shared_experts, or use family \"qwen3\" (Qwen3-MoE) or "
+         "\"mistral\" (Mixtral)");
+  if (c.family == Family::qwen3 && c.shared_hidden() > 0)
+    fail("model.moe_shared_experts = {}: Qwen3-MoE has no shared expert; model.family = "
+         "\"qwen2\" exports Qwen2-MoE, which has one",
+         c.moe.shared_experts);
+}
+
 std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
   using C = HfConversion;
   std::vector<HfTensor> t = {{"embedding.token.weight", "model.embed_tokens.weight", C::none}};
@@ -50,11 +107,14 @@ std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
         {"attn.qkv.weight", "self_attn.k_proj.weight", C::qkv_k},
         {"attn.qkv.weight", "self_attn.v_proj.weight", C::qkv_v},
         {"attn.proj.weight", "self_attn.o_proj.weight", C::none},
-        {"ln2.weight", "post_attention_layernorm.weight", C::none},
-        {"mlp.gate.weight", "mlp.gate_proj.weight", C::none},
-        {"mlp.up.weight", "mlp.up_proj.weight", C::none},
-        {"mlp.down.weight", "mlp.down_proj.weight", C::none}};
+        {"ln2.weight", "post_attention_layernorm.weight", C::none}};
     for (const auto& b : block) t.push_back({ours + b.ours, theirs + b.theirs, b.conversion});
+    if (c.is_moe())
+      moe_tensors(c, ours + "moe.", theirs, t);
+    else
+      for (const char* part : {"gate", "up", "down"})
+        t.push_back({ours + "mlp." + part + ".weight", theirs + "mlp." + part + "_proj.weight",
+                     C::none});
     if (c.qkv_bias())  // Qwen2's
       for (const auto& [part, conversion] : {std::pair{"q", C::qkv_q}, std::pair{"k", C::qkv_k},
                                              std::pair{"v", C::qkv_v}})
@@ -157,10 +217,7 @@ RowRange qkv_part_rows(HfConversion c, const ModelConfig& config) {
 }
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& config) {
-  if (config.is_moe())
-    fail("model.moe_experts = {}: Hugging Face export of mixture-of-experts models (Mixtral, "
-         "Qwen2-MoE) is not built yet (docs/moe.md)",
-         config.moe.experts);
+  if (config.is_moe()) check_moe_exportable(config);
   if (config.family == Family::gpt2) return gpt2_tensors(config);
   if (config.is_llama()) return llama_tensors(config);
   if (config.family == Family::bloom) {
@@ -235,10 +292,47 @@ nlohmann::json llama_like_config(const ModelConfig& c) {
   return j;
 }
 
+// Mixtral's, Qwen2-MoE's or Qwen3-MoE's config.json: the family's, with the experts' fields.
+nlohmann::json moe_config(const ModelConfig& c) {
+  check_moe_exportable(c);
+  if (mixtral_style(c)) {
+    // Mixtral's attention is Mistral's: its sliding_window (null: the whole context).
+    ModelConfig mistral = c;
+    mistral.family = Family::mistral;
+    nlohmann::json j = llama_like_config(mistral);
+    j["architectures"] = {"MixtralForCausalLM"};
+    j["model_type"] = "mixtral";
+    j["intermediate_size"] = c.expert_hidden();
+    j["num_local_experts"] = c.moe.experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+    return j;
+  }
+  nlohmann::json j = llama_like_config(c);
+  const bool qwen2 = c.family == Family::qwen2;
+  j["architectures"] = {qwen2 ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM"};
+  j["model_type"] = qwen2 ? "qwen2_moe" : "qwen3_moe";
+  j["intermediate_size"] = c.d_ff;  // the width of dense blocks, which this model has none of
+  j["moe_intermediate_size"] = c.expert_hidden();
+  j["num_experts"] = c.moe.experts;
+  j["num_experts_per_tok"] = c.moe.top_k;
+  j["norm_topk_prob"] = c.moe.renormalize;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = nlohmann::json::array();
+  j["output_router_logits"] = false;
+  if (qwen2) j["shared_expert_intermediate_size"] = c.shared_hidden();
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json hf_config(const ModelConfig& c) {
-  if (c.is_moe()) hf_tensors(c);  // refuses it: no Hugging Face layout yet
+  if (c.is_moe()) {
+    if (!c.is_llama())
+      fail("model.family = \"{}\" has no mixture of experts to export", name_of(c.family));
+    return moe_config(c);
+  }
   if (c.is_llama()) return llama_like_config(c);
   if (c.family == Family::bloom)
     return {{"architectures", {"BloomForCausalLM"}},
@@ -346,6 +440,14 @@ std::vector<std::int64_t> our_shape(const std::string& name, const ModelConfig& 
   auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
   if (name == "embedding.token.weight" || name == "head.weight") return {c.vocab_size, d};
   if (name == "embedding.position.weight") return {c.seq_len, d};
+  // A MoE block's (docs/moe.md); "shared_expert.gate" is not the dense "mlp.gate".
+  const std::int64_t eh = c.expert_hidden(), sh = c.shared_hidden();
+  if (ends("moe.router.weight")) return {c.moe.experts, d};
+  if (ends(".w1.weight") || ends(".w3.weight")) return {eh, d};
+  if (ends(".w2.weight")) return {d, eh};
+  if (ends("shared_expert.gate.weight") || ends("shared_expert.up.weight")) return {sh, d};
+  if (ends("shared_expert.down.weight")) return {d, sh};
+  if (ends("shared_expert_gate.weight")) return {1, d};
   if (ends("attn.qkv.weight")) return {qkv, d};
   if (ends("attn.qkv.bias")) return {qkv};
   if (ends("attn.proj.weight")) return {d, attn};

@@ -10,7 +10,11 @@
 // layouts but splits our fused qkv into q_proj, k_proj and v_proj: three Hugging Face tensors
 // are row blocks of one of ours. Our RoPE pairs dimension i with i + head_dim / 2 (Hugging
 // Face's rotate_half), so no permutation of q and k is needed. BLOOM (BloomForCausalLM) packs
-// query_key_value per head exactly as we do.
+// query_key_value per head exactly as we do. A mixture of experts (docs/moe.md) goes out as
+// Mixtral (families llama and mistral: block_sparse_moe.gate, experts.N.w1/w2/w3), Qwen2-MoE
+// (family qwen2: mlp.gate, mlp.experts.N.gate_proj/up_proj/down_proj, mlp.shared_expert and
+// mlp.shared_expert_gate) or Qwen3-MoE (family qwen3: Qwen2-MoE's names without a shared
+// expert), each expert's matrices one tensor each, as those models ship.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

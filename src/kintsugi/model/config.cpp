@@ -191,6 +191,26 @@ ModelConfig mistral7b() {
   return c;
 }
 
+// Mixtral 8x7B (Jiang et al. 2024, its config.json): Mistral's block without a window, RoPE
+// base 1e6, 32768 positions; 8 SwiGLU experts of 14336 per block, each token to the top 2,
+// gates renormalised. 46.7B parameters, 12.9B active.
+ModelConfig mixtral8x7b() {
+  ModelConfig c = llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768);
+  c.family = Family::mistral;
+  c.rope_theta = 1e6;
+  c.moe = {.experts = 8, .top_k = 2};
+  return c;
+}
+
+// Qwen3-30B-A3B (its config.json): Qwen3's block (heads of 128) with 128 experts of 768 per
+// block, each token to the top 8, gates renormalised (norm_topk_prob), no shared expert;
+// intermediate_size 6144 is the dense width it has no layer of. 30.5B parameters, 3.3B active.
+ModelConfig qwen3_30b_a3b() {
+  ModelConfig c = qwen3("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 6144);
+  c.moe = {.experts = 128, .top_k = 8, .expert_hidden = 768};
+  return c;
+}
+
 // A tiny model of a family for the tests: llama-tiny's shape with the family's own pieces.
 ModelConfig tiny(const char* name, Family family, auto&& adjust) {
   ModelConfig c = llama(name, 4, 128, 4, 2, 352, 32000, 128);
@@ -247,6 +267,9 @@ const std::map<std::string, ModelConfig>& presets() {
              qwen25("qwen2.5-7b", 28, 3584, 28, 4, 18944),
              mistral7b(),
              qwen3("qwen3-8b", 36, 4096, 32, 8, 128, 12288),
+             // Mixtures of experts (docs/moe.md), for the planner.
+             mixtral8x7b(),
+             qwen3_30b_a3b(),
              // The tiny versions of the newer pieces: Llama 3.1's RoPE scaling (over a short
              // original context, so that the test lengths reach the scaled wavelengths) with a
              // head size apart from d_model / n_head; Qwen2's qkv biases with a tied head

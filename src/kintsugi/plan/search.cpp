@@ -47,8 +47,11 @@ std::vector<ParallelLayout> schedules(const ParallelLayout& l, std::int64_t laye
   }
   add(PipelineSchedule::gpipe, 1);
   add(PipelineSchedule::one_f_one_b, 1);
-  for (std::int64_t v = 2; v <= 8; ++v)
-    if (layers % (l.pp * v) == 0) add(PipelineSchedule::interleaved, v);
+  // Up to 8 chunks per rank unasked (more rarely pays for its extra transfers); any number that
+  // divides the layers when pinned (Megatron-Bridge's Qwen3-30B-A3B runs 24 on pp 2).
+  for (std::int64_t v = 2; l.pp * v <= layers; ++v)
+    if (layers % (l.pp * v) == 0 && (v <= 8 || pins.lists("virtual_stages", std::to_string(v))))
+      add(PipelineSchedule::interleaved, v);
   return out;
 }
 

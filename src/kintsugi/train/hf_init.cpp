@@ -34,6 +34,15 @@ shape_keys() {
           {"model.head_dim", [](const ModelConfig& m) { return fmt::format("{}", m.head_dim()); }},
           {"model.sliding_window",
            [](const ModelConfig& m) { return fmt::format("{}", m.sliding_window); }},
+          {"model.moe_experts", [](const ModelConfig& m) { return fmt::format("{}", m.moe.experts); }},
+          {"model.moe_top_k",
+           [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.moe.top_k) : ""; }},
+          {"model.moe_expert_hidden",
+           [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.expert_hidden()) : ""; }},
+          {"model.moe_shared_hidden",
+           [](const ModelConfig& m) { return fmt::format("{}", m.shared_hidden()); }},
+          {"model.moe_router_norm_topk",
+           [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.moe.renormalize) : ""; }},
       };
   return keys;
 }

@@ -104,16 +104,6 @@ LayoutSpec layout_spec(const RunConfig& c) {
 }
 
 void resolve_layout(RunConfig& c, int world) {
-  // What the run's device and precision can train of the model, before any work: the
-  // mixture-of-experts ops have CPU kernels in f32 and f64 only (docs/moe.md).
-  if (c.model.is_moe() && c.train.device != Device::cpu)
-    fail("model.moe_experts = {}: mixture-of-experts layers run on the CPU only so far; set "
-         "train.device = \"cpu\" (docs/moe.md)",
-         c.model.moe.experts);
-  if (c.model.is_moe() && c.train.precision != Precision::fp32)
-    fail("model.moe_experts = {}: mixture-of-experts layers train in fp32 only so far; set "
-         "train.precision = \"fp32\" (docs/moe.md)",
-         c.model.moe.experts);
   c.parallel = c.parallel.resolved(world);
   if (const std::string problem = layout_problem(c.model, layout_spec(c)); !problem.empty())
     fail("{}", problem);

@@ -7,6 +7,10 @@ namespace kintsugi {
 namespace cpu {
 
 CpuBackend::Kind CpuBackend::kind_of(std::initializer_list<const Tensor*> tensors) {
+  return kind_of(std::span<const Tensor* const>(tensors.begin(), tensors.size()));
+}
+
+CpuBackend::Kind CpuBackend::kind_of(std::span<const Tensor* const> tensors) {
   bool all_f32 = true, all_f64 = true, any_f64 = false;
   for (const Tensor* t : tensors) {
     if (!t) continue;

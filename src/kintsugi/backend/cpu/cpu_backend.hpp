@@ -28,7 +28,8 @@ class CpuBackend final : public DeviceBackend {
         gemm_(memory),
         index_(memory),
         partials_(memory),
-        losses_(memory) {}
+        losses_(memory),
+        moe_staging_(memory) {}
   std::string_view name() const override { return "cpu"; }
   Device device() const override { return Device::cpu; }
   std::string hardware() const override { return cpu_model_name(); }
@@ -177,8 +178,19 @@ class CpuBackend final : public DeviceBackend {
 
   // The kernels an op's tensors call for (null entries are absent optional tensors).
   static Kind kind_of(std::initializer_list<const Tensor*> tensors);
-  // moe.cpp: kind_of, refusing a mix of types.
-  static Kind one_type(std::initializer_list<const Tensor*> tensors);
+  static Kind kind_of(std::span<const Tensor* const> tensors);
+  // moe.cpp: a tensor of a MoE op and whether the op reads it, writes it, or both.
+  enum class Use { in, out, in_out };
+  struct MoeTensor {
+    const Tensor* tensor;  // null: an optional tensor not given
+    Use use;
+  };
+  // Calls fn.template operator()<T>(view) with view(t) the tensor t as T: with every float
+  // tensor f32 (or f64), T = float (double) and t itself; with mixed precision, T = float and an
+  // f32 copy of t in moe_staging_, widened first where the op reads it and rounded back into t
+  // afterwards where it writes it.
+  template <class Fn>
+  void moe_typed(std::initializer_list<MoeTensor> tensors, Fn&& fn);
   // adamw_step's types: which kernel it takes.
   static Kind check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m,
                           const Tensor& v, const Tensor* working_copy);
@@ -223,6 +235,7 @@ class CpuBackend final : public DeviceBackend {
   GrowBuffer index_;           // embedding rows grouped by token
   GrowBuffer partials_;        // sum_squares(_multi) chunk sums
   GrowBuffer losses_;          // cross_entropy_finish: each row's loss, summed in order
+  GrowBuffer moe_staging_;     // moe.cpp: mixed precision's f32 copies of the ops' tensors
 };
 
 }  // namespace kintsugi::cpu

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kintsugi/backend/cpu/convert.hpp"
 #include "kintsugi/backend/cpu/cpu_backend.hpp"
 #include "kintsugi/core/error.hpp"
 
@@ -216,13 +217,48 @@ std::int32_t* moe_indices_out(const Tensor& t) { return t.as<std::int32_t>(); }
 
 }  // namespace
 
-// The ops take one float type (f32, or f64 in checks): no mixed precision yet.
-CpuBackend::Kind CpuBackend::one_type(std::initializer_list<const Tensor*> tensors) {
-  const Kind kind = kind_of(tensors);
-  if (kind == Kind::mixed)
-    fail("the mixture-of-experts ops take f32 or f64 tensors only, not mixed precision "
-         "(docs/moe.md)");
-  return kind;
+// Mixed precision (bf16 or f16 activations beside f32 statistics, docs/moe.md "Precision"): the
+// f32 kernels on f32 copies, so the arithmetic is the f32 run's and each output rounds once into
+// its dtype. The copies are the router's [N, E] and [N, K] tensors and the routed rows, no
+// larger than the expert GEMMs' own operands.
+template <class Fn>
+void CpuBackend::moe_typed(std::initializer_list<MoeTensor> tensors, Fn&& fn) {
+  std::vector<const Tensor*> all;
+  for (const MoeTensor& t : tensors) all.push_back(t.tensor);
+  const Kind kind = kind_of(std::span<const Tensor* const>(all));
+  if (kind != Kind::mixed) {
+    typed(kind, [&]<class T>() { fn.template operator()<T>([](const Tensor& t) { return t; }); });
+    return;
+  }
+  // One get() for every copy (a GrowBuffer loses its contents when it grows), each 64-byte
+  // aligned.
+  auto padded = [](std::int64_t n) { return (static_cast<std::size_t>(n) * 4 + 63) / 64 * 64; };
+  std::size_t bytes = 0;
+  for (const MoeTensor& t : tensors)
+    if (t.tensor && t.tensor->dtype != DType::f32) bytes += padded(t.tensor->numel());
+  std::byte* next = moe_staging_.get(bytes);
+  std::vector<std::pair<const Tensor*, Tensor>> copies;
+  for (const MoeTensor& t : tensors) {
+    if (!t.tensor || t.tensor->dtype == DType::f32) continue;
+    const Tensor& from = *t.tensor;
+    Tensor copy{next, DType::f32, from.shape, from.device};
+    next += padded(from.numel());
+    if (t.use != Use::out) widen(static_cast<const std::uint16_t*>(from.data), from.dtype,
+                                 copy.as<float>(), from.numel());
+    copies.emplace_back(&from, copy);
+  }
+  auto view = [&](const Tensor& t) {
+    for (const auto& [from, copy] : copies)
+      if (from == &t) return copy;
+    return t;
+  };
+  fn.template operator()<float>(view);
+  for (const MoeTensor& t : tensors) {
+    if (!t.tensor || t.tensor->dtype == DType::f32 || t.use == Use::in) continue;
+    const Tensor copy = view(*t.tensor);
+    narrow(copy.as<float>(), t.tensor->dtype, static_cast<std::uint16_t*>(t.tensor->data),
+           t.tensor->numel());
+  }
 }
 
 // ---- CpuBackend's overrides (cpu_backend.hpp): check the element types, then call a kernel
@@ -231,10 +267,13 @@ void CpuBackend::do_moe_route(const Tensor& logits, std::int64_t top_k, bool ren
                               const Tensor& probs, const Tensor& lse, const Tensor& experts,
                               const Tensor& gates, const Tensor& losses) {
   const std::int64_t n = rows_of(logits), e = cols_of(logits);
-  typed(one_type({&logits, &probs, &lse, &gates}), [&]<class T>() {
-    moe_route_rows(logits.as<T>(), n, e, top_k, renormalize, probs.as<T>(), lse.as<T>(),
-          moe_indices_out(experts), gates.as<T>(), losses.as<double>());
-  });
+  moe_typed({{&logits, Use::in}, {&probs, Use::out}, {&lse, Use::out}, {&gates, Use::out}},
+            [&]<class T>(auto view) {
+              moe_route_rows(view(logits).template as<T>(), n, e, top_k, renormalize,
+                             view(probs).template as<T>(), view(lse).template as<T>(),
+                             moe_indices_out(experts), view(gates).template as<T>(),
+                             losses.as<double>());
+            });
 }
 
 void CpuBackend::do_moe_route_backward(const Tensor& probs, const Tensor& lse,
@@ -242,10 +281,14 @@ void CpuBackend::do_moe_route_backward(const Tensor& probs, const Tensor& lse,
                                        const Tensor& d_gates, bool renormalize, double aux_scale,
                                        double z_scale, const Tensor& d_logits) {
   const std::int64_t n = rows_of(probs), e = cols_of(probs), k = experts.numel() / n;
-  typed(one_type({&probs, &lse, &gates, &d_gates, &d_logits}), [&]<class T>() {
-    moe_route_backward_rows(probs.as<T>(), lse.as<T>(), moe_indices(experts), gates.as<T>(), d_gates.as<T>(),
-                   n, e, k, renormalize, aux_scale, z_scale, d_logits.as<T>());
-  });
+  moe_typed({{&probs, Use::in}, {&lse, Use::in}, {&gates, Use::in}, {&d_gates, Use::in},
+             {&d_logits, Use::out}},
+            [&]<class T>(auto view) {
+              moe_route_backward_rows(view(probs).template as<T>(), view(lse).template as<T>(),
+                                      moe_indices(experts), view(gates).template as<T>(),
+                                      view(d_gates).template as<T>(), n, e, k, renormalize,
+                                      aux_scale, z_scale, view(d_logits).template as<T>());
+            });
 }
 
 void CpuBackend::do_moe_dispatch(const Tensor& experts, const Tensor& order,
@@ -256,44 +299,59 @@ void CpuBackend::do_moe_dispatch(const Tensor& experts, const Tensor& order,
 
 void CpuBackend::do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) {
   const std::int64_t m = rows_of(xp), k = m / rows_of(x);
-  typed(one_type({&x, &xp}), [&]<class T>() {
-    moe_gather_rows(x.as<T>(), moe_indices(order), m, k, cols_of(x), xp.as<T>());
+  moe_typed({{&x, Use::in}, {&xp, Use::out}}, [&]<class T>(auto view) {
+    moe_gather_rows(view(x).template as<T>(), moe_indices(order), m, k, cols_of(x),
+                    view(xp).template as<T>());
   });
 }
 
 void CpuBackend::do_moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
                                 const Tensor& out, bool accumulate) {
   const std::int64_t n = rows_of(out), k = rows_of(src) / n;
-  typed(one_type({&src, weights, &out}), [&]<class T>() {
-    moe_combine_rows(src.as<T>(), moe_indices(position), ptr<T>(weights), n, k, cols_of(out), out.as<T>(),
-            accumulate);
-  });
+  moe_typed({{&src, Use::in}, {weights, Use::in}, {&out, accumulate ? Use::in_out : Use::out}},
+            [&]<class T>(auto view) {
+              moe_combine_rows(view(src).template as<T>(), moe_indices(position),
+                               weights ? view(*weights).template as<T>() : nullptr, n, k,
+                               cols_of(out), view(out).template as<T>(), accumulate);
+            });
 }
 
 void CpuBackend::do_moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
                                          const Tensor& position, const Tensor& weights,
                                          const Tensor& d_src, const Tensor& d_weights) {
   const std::int64_t n = rows_of(dy), k = rows_of(src) / n;
-  typed(one_type({&dy, &src, &weights, &d_src, &d_weights}), [&]<class T>() {
-    moe_combine_backward_rows(dy.as<T>(), src.as<T>(), moe_indices(order), moe_indices(position), weights.as<T>(),
-                     n, k, cols_of(dy), d_src.as<T>(), d_weights.as<T>());
-  });
+  moe_typed({{&dy, Use::in}, {&src, Use::in}, {&weights, Use::in}, {&d_src, Use::out},
+             {&d_weights, Use::out}},
+            [&]<class T>(auto view) {
+              moe_combine_backward_rows(view(dy).template as<T>(), view(src).template as<T>(),
+                                        moe_indices(order), moe_indices(position),
+                                        view(weights).template as<T>(), n, k, cols_of(dy),
+                                        view(d_src).template as<T>(),
+                                        view(d_weights).template as<T>());
+            });
 }
 
 void CpuBackend::do_moe_shared_gate(const Tensor& logit, const Tensor& shared,
                                     const Tensor& out) {
-  typed(one_type({&logit, &shared, &out}), [&]<class T>() {
-    moe_shared_gate_rows(logit.as<T>(), shared.as<T>(), rows_of(out), cols_of(out), out.as<T>());
-  });
+  moe_typed({{&logit, Use::in}, {&shared, Use::in}, {&out, Use::in_out}},
+            [&]<class T>(auto view) {
+              moe_shared_gate_rows(view(logit).template as<T>(), view(shared).template as<T>(),
+                                   rows_of(out), cols_of(out), view(out).template as<T>());
+            });
 }
 
 void CpuBackend::do_moe_shared_gate_backward(const Tensor& logit, const Tensor& shared,
                                              const Tensor& dy, const Tensor& d_shared,
                                              const Tensor& d_logit) {
-  typed(one_type({&logit, &shared, &dy, &d_shared, &d_logit}), [&]<class T>() {
-    moe_shared_gate_backward_rows(logit.as<T>(), shared.as<T>(), dy.as<T>(), rows_of(dy), cols_of(dy),
-                         d_shared.as<T>(), d_logit.as<T>());
-  });
+  moe_typed({{&logit, Use::in}, {&shared, Use::in}, {&dy, Use::in}, {&d_shared, Use::out},
+             {&d_logit, Use::out}},
+            [&]<class T>(auto view) {
+              moe_shared_gate_backward_rows(view(logit).template as<T>(),
+                                            view(shared).template as<T>(),
+                                            view(dy).template as<T>(), rows_of(dy), cols_of(dy),
+                                            view(d_shared).template as<T>(),
+                                            view(d_logit).template as<T>());
+            });
 }
 
 }  // namespace kintsugi::cpu

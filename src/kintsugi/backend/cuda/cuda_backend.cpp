@@ -301,38 +301,65 @@ class CudaBackend final : public DeviceBackend {
                               scratch(cuda::cross_entropy_scratch_bytes(rows)), stream_);
   }
 
-  // Mixture of experts: CPU kernels only so far; a run config asking for it on a GPU is
-  // refused before it starts (train/run_config_checks.cpp, docs/moe.md).
-  [[noreturn]] static void no_moe_kernels() {
-    fail("the mixture-of-experts ops have no CUDA kernels yet: train MoE models with "
-         "train.device = \"cpu\" (docs/moe.md)");
+  // Mixture of experts (moe.cu; docs/moe.md): any mix of float types, as the other ops.
+  static std::int32_t* out_ids(const Tensor& t) {
+    KINTSUGI_ASSERT(t.device == Device::cuda && t.dtype == DType::i32);
+    return static_cast<std::int32_t*>(t.data);
   }
-  void do_moe_route(const Tensor&, std::int64_t, bool, const Tensor&, const Tensor&,
-                    const Tensor&, const Tensor&, const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+                    const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                    const Tensor& gates, const Tensor& losses) override {
+    check_types({&logits, &probs, &lse, &gates});
+    KINTSUGI_ASSERT(losses.device == Device::cuda && losses.dtype == DType::f64);
+    const std::int64_t e = cols_of(logits);
+    cuda::moe_route(ref(logits), rows_of(logits), e, top_k, renormalize, ref(probs), ref(lse),
+                    out_ids(experts), ref(gates), static_cast<double*>(losses.data),
+                    scratch(cuda::moe_scratch_bytes(e)), stream_);
   }
-  void do_moe_route_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             const Tensor&, bool, double, double, const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                             const Tensor& gates, const Tensor& d_gates, bool renormalize,
+                             double aux_scale, double z_scale, const Tensor& d_logits) override {
+    check_types({&probs, &lse, &gates, &d_gates, &d_logits});
+    const std::int64_t n = rows_of(probs), e = cols_of(probs);
+    cuda::moe_route_backward(ref(probs), ref(lse), ids(experts), ref(gates), ref(d_gates), n, e,
+                             experts.numel() / n, renormalize, aux_scale, z_scale, ref(d_logits),
+                             scratch(cuda::moe_scratch_bytes(e)), stream_);
   }
-  void do_moe_dispatch(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
+                       const Tensor& counts) override {
+    const std::int64_t e = counts.numel();
+    cuda::moe_dispatch(ids(experts), experts.numel(), e, out_ids(order), out_ids(position),
+                       out_ids(counts), scratch(cuda::moe_scratch_bytes(e)), stream_);
   }
-  void do_moe_gather(const Tensor&, const Tensor&, const Tensor&) override { no_moe_kernels(); }
-  void do_moe_combine(const Tensor&, const Tensor&, const Tensor*, const Tensor&,
-                      bool) override {
-    no_moe_kernels();
+  void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) override {
+    check_types({&x, &xp});
+    const std::int64_t m = rows_of(xp);
+    cuda::moe_gather(ref(x), ids(order), m, m / rows_of(x), cols_of(x), ref(xp), stream_);
   }
-  void do_moe_combine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, const Tensor&, const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_combine(const Tensor& src, const Tensor& position, const Tensor* weights,
+                      const Tensor& out, bool accumulate) override {
+    check_types({&src, weights, &out});
+    const std::int64_t n = rows_of(out);
+    cuda::moe_combine(ref(src), ids(position), ref(weights), n, rows_of(src) / n, cols_of(out),
+                      ref(out), accumulate, stream_);
   }
-  void do_moe_shared_gate(const Tensor&, const Tensor&, const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_combine_backward(const Tensor& dy, const Tensor& src, const Tensor& order,
+                               const Tensor& position, const Tensor& weights, const Tensor& d_src,
+                               const Tensor& d_weights) override {
+    check_types({&dy, &src, &weights, &d_src, &d_weights});
+    const std::int64_t n = rows_of(dy);
+    cuda::moe_combine_backward(ref(dy), ref(src), ids(order), ids(position), ref(weights), n,
+                               rows_of(src) / n, cols_of(dy), ref(d_src), ref(d_weights), stream_);
   }
-  void do_moe_shared_gate_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                   const Tensor&) override {
-    no_moe_kernels();
+  void do_moe_shared_gate(const Tensor& logit, const Tensor& shared, const Tensor& out) override {
+    check_types({&logit, &shared, &out});
+    cuda::moe_shared_gate(ref(logit), ref(shared), rows_of(out), cols_of(out), ref(out), stream_);
+  }
+  void do_moe_shared_gate_backward(const Tensor& logit, const Tensor& shared, const Tensor& dy,
+                                   const Tensor& d_shared, const Tensor& d_logit) override {
+    check_types({&logit, &shared, &dy, &d_shared, &d_logit});
+    cuda::moe_shared_gate_backward(ref(logit), ref(shared), ref(dy), rows_of(dy), cols_of(dy),
+                                   ref(d_shared), ref(d_logit), stream_);
   }
 
   void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override {

@@ -202,6 +202,33 @@ void cross_entropy_fused(Ref logits, std::int64_t rows, std::int64_t cols, std::
                          const std::int32_t* targets, double* loss_sum, bool backward,
                          double grad_scale, Scratch scratch, cudaStream_t stream);
 
+// ---- mixture of experts (Backend::moe_*, docs/moe.md; moe.cu): N rows, E experts, K choices
+// per row, M = N K routed rows of width d. Experts, order and position are i32 on the device;
+// losses is f64 [2] (load-balancing, z), added to. Scratch: moe_scratch_bytes(E).
+std::size_t moe_scratch_bytes(std::int64_t experts);
+void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
+               Ref probs, Ref lse, std::int32_t* experts, Ref gates, double* losses,
+               Scratch scratch, cudaStream_t stream);
+void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gates, Ref d_gates,
+                        std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
+                        double aux_scale, double z_scale, Ref d_logits, Scratch scratch,
+                        cudaStream_t stream);
+void moe_dispatch(const std::int32_t* experts, std::int64_t m, std::int64_t e,
+                  std::int32_t* order, std::int32_t* position, std::int32_t* counts,
+                  Scratch scratch, cudaStream_t stream);
+void moe_gather(Ref x, const std::int32_t* order, std::int64_t m, std::int64_t k, std::int64_t d,
+                Ref xp, cudaStream_t stream);
+// weights: Ref{} for none (the sum of a row's choices).
+void moe_combine(Ref src, const std::int32_t* position, Ref weights, std::int64_t n,
+                 std::int64_t k, std::int64_t d, Ref out, bool accumulate, cudaStream_t stream);
+void moe_combine_backward(Ref dy, Ref src, const std::int32_t* order, const std::int32_t* position,
+                          Ref weights, std::int64_t n, std::int64_t k, std::int64_t d, Ref d_src,
+                          Ref d_weights, cudaStream_t stream);
+void moe_shared_gate(Ref logit, Ref shared, std::int64_t n, std::int64_t d, Ref out,
+                     cudaStream_t stream);
+void moe_shared_gate_backward(Ref logit, Ref shared, Ref dy, std::int64_t n, std::int64_t d,
+                              Ref d_shared, Ref d_logit, cudaStream_t stream);
+
 // ---- GEMM without cuBLASLt (any types, f32 or f64 arithmetic): the fallback when cuBLASLt
 // offers no algorithm for a shape, and a second opinion in tests. Row-major
 //   C[m, n] (+)= op(A) . op(B) (+ bias[n]),  op(X) = X^T when trans; A is [m,k] or [k,m], etc.
