@@ -25,6 +25,9 @@ family_layout_test(moe15 dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
 # runs again in backward: its bytes are in the theory).
 family_layout_test(moeshared15 ep2 2 --dp 2 --ep 2)
 family_layout_test(moeshared15 dp4_ep2_recompute_full 4 --dp 4 --ep 2 --recompute full)
+# bf16 (the MoE ops staged through f32) tracks the serial bf16 run as mpi_tests.cmake's MoE
+# mixed-precision layouts do (measured: losses 3.0e-5).
+moe_mixed_test(moe_ep2_bf16 moe_serial_bf16 2 ${MOE_RUN} ${BF16_RUN} --dp 2 --ep 2)
 # Two runs of the same layout give the same bits.
 add_test(NAME mpi.moe15_ep2_same_bits
          COMMAND ${CMAKE_COMMAND} -E env REFERENCE=moe15_ep2_kept RTOL=0

@@ -1,5 +1,6 @@
 // Run configs: presets, overrides, strict keys and validation messages.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -8,8 +9,11 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/parallel_layout_json.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -451,6 +455,18 @@ TEST(RunConfig, WrittenFloatsAreShortestAndExact) {
 
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
 // resolves exactly when the planner's layout_problem is empty.
+// Whether the runtime accepts the config's layout on `world` ranks, and the planner's problem
+// with it (empty: none).
+std::pair<bool, std::string> runtime_and_planner(RunConfig c, int world) {
+  bool runtime_ok = true;
+  try {
+    resolve_layout(c, world);
+  } catch (const Error&) {
+    runtime_ok = false;
+  }
+  return {runtime_ok, layout_problem(workload_of(c), layout_of(c))};
+}
+
 TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
   const RunConfig base = load_run_config("", {"model.preset=\"llama-tiny\"", "train.global_batch=8",
                                               "train.micro_batch=2"});
@@ -475,13 +491,8 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
                 c.parallel.schedule = schedule;
                 c.parallel.virtual_stages = v;
                 c.parallel.sequence_parallel = sp;
-                bool runtime_ok = true;
-                try {
-                  resolve_layout(c, static_cast<int>(tp * pp * dp * cp));
-                } catch (const Error&) {
-                  runtime_ok = false;
-                }
-                const std::string planner = layout_problem(workload_of(c), layout_of(c));
+                const auto [runtime_ok, planner] =
+                    runtime_and_planner(c, static_cast<int>(tp * pp * dp * cp));
                 EXPECT_EQ(runtime_ok, planner.empty())
                     << "tp " << tp << " pp " << pp << " dp " << dp << " cp " << cp << " zero "
                     << zero << " hsdp "
@@ -507,23 +518,11 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnExpertLayouts) {
           for (int zero : {0, 1, 3})
             for (std::int64_t hsdp : {0, 2}) {
               RunConfig c = base;
-              c.parallel.tp = tp;
-              c.parallel.pp = pp;
-              c.parallel.dp = dp;
-              c.parallel.ep = ep;
-              c.parallel.zero = static_cast<ZeroStage>(zero);
-              c.parallel.hsdp = hsdp;
-              bool runtime_ok = true;
-              try {
-                resolve_layout(c, static_cast<int>(tp * pp * dp));
-              } catch (const Error&) {
-                runtime_ok = false;
-              }
-              const std::string planner = layout_problem(workload_of(c), layout_of(c));
-              EXPECT_EQ(runtime_ok, planner.empty())
-                  << "tp " << tp << " pp " << pp << " dp " << dp << " ep " << ep << " zero "
-                  << zero << " hsdp " << hsdp << ": " << planner;
-              (runtime_ok ? valid : invalid)++;
+              c.parallel = {.tp = tp, .pp = pp, .dp = dp, .zero = static_cast<ZeroStage>(zero),
+                            .hsdp = hsdp, .ep = ep};
+              const auto [ok, planner] = runtime_and_planner(c, static_cast<int>(tp * pp * dp));
+              EXPECT_EQ(ok, planner.empty()) << layout_json(c.parallel).dump() << ": " << planner;
+              (ok ? valid : invalid)++;
             }
   EXPECT_GT(valid, 20);
   EXPECT_GT(invalid, 20);
