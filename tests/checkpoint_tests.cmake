@@ -32,6 +32,15 @@ set(MOE_CKPT --set model.family=llama --set model.moe_experts=4 --set model.moe_
 checkpoint_resume_test(exact_moe_dp2_zero1 0 "2 --dp 2 --zero 1" "2 --dp 2 --zero 1" 2 ${MOE_CKPT})
 checkpoint_resume_test(reshard_moe_dp2_zero3_to_pp2 1e-5 "2 --dp 2 --zero 3" "2 --pp 2" 2
                        ${MOE_CKPT})
+# Expert parallelism (docs/moe.md): each rank's experts are pieces of the checkpoint like any
+# parameter; resume bit for bit at the same ep (ZeRO-1 over the experts' 1 and 2 edp ranks),
+# and reshard between ep sizes.
+checkpoint_resume_test(exact_moe_ep2_zero1 0 "2 --dp 2 --ep 2 --zero 1" "2 --dp 2 --ep 2 --zero 1"
+                       2 ${MOE_CKPT})
+checkpoint_resume_test(exact_moe_dp4_ep2 0 "4 --dp 4 --ep 2" "4 --dp 4 --ep 2" 4 ${MOE_CKPT})
+checkpoint_resume_test(reshard_moe_ep2_to_dp2 1e-5 "2 --dp 2 --ep 2" "2 --dp 2" 2 ${MOE_CKPT})
+checkpoint_resume_test(reshard_moe_dp4_ep2_zero3_to_ep4 1e-5 "4 --dp 4 --ep 2 --zero 3"
+                       "4 --dp 4 --ep 4" 4 ${MOE_CKPT})
 checkpoint_resume_test(reshard_tp2_pp2_dp2_to_serial 1e-5 "8 --tp 2 --pp 2 --dp 2" "1" 8)
 checkpoint_resume_test(reshard_serial_to_tp4 1e-5 "1" "4 --tp 4" 4)
 checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --zero 1"

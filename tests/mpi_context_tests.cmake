@@ -80,12 +80,7 @@ mpi_mixed_test(cp2_ring_fp16 2 serial_fp16 --cp 2 --cp-comm ring ${FP16_RUN})
 
 # Bad input: one message (from one rank) before any work, non-zero exit, no hang.
 function(context_refused name ranks pattern)
-  add_test(NAME mpi.error.cp_${name}
-           COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
-                   ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
-                   --out ${MPI_OUT}/cp_refused ${ARGN})
-  set_tests_properties(mpi.error.cp_${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
-                                                       TIMEOUT 60)
+  mpi_refused(cp_${name} ${ranks} "${pattern}" ${ARGN})
 endfunction()
 context_refused(seq_len 3 "--cp 3 splits every sequence over 3 ranks: model.seq_len = 32 must be divisible by it"
                 ${MICRO_RUN} --cp 3)

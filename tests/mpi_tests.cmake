@@ -350,6 +350,16 @@ set(LLAMA3_RUN --config ${PROJECT_SOURCE_DIR}/configs/llama3-tiny.toml ${TEST_DA
 # tensor-parallel ranks), heads of 48 as Llama 3.1's above.
 set(QWEN3_RUN --config ${PROJECT_SOURCE_DIR}/configs/qwen3-tiny.toml ${TEST_DATA}
               ${LLAMA_SHAPE} ${TEST_SCHEDULE})
+# Bad input refused under mpirun: test mpi.error.NAME expects one line matching PATTERN (from one
+# rank) before any work, a non-zero exit and no hang.
+function(mpi_refused name ranks pattern)
+  add_test(NAME mpi.error.${name}
+           COMMAND ${MPI_ENV} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_error.sh "${pattern}"
+                   ${MPIRUN} -q -np ${ranks} --oversubscribe $<TARGET_FILE:kintsugi> train
+                   --out ${MPI_OUT}/${name}_refused ${ARGN})
+  set_tests_properties(mpi.error.${name} PROPERTIES PROCESSORS ${MPI_WAITING_PROCESSORS}
+                                                    TIMEOUT 60)
+endfunction()
 # A serial run of the arguments into ${MPI_OUT}/NAME, test mpi.NAME_reference, fixture NAME_run.
 function(serial_reference name)
   add_test(NAME mpi.${name}_reference

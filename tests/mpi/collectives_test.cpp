@@ -181,6 +181,45 @@ void all_to_all(Communicator& world) {
          "all_to_all on one rank moves nothing", r);
 }
 
+// All-to-all of uneven blocks (expert parallelism's rows): rank s sends rank j (s + 2 j) % 3
+// elements (some blocks empty), each naming its source, destination and position; the
+// counters count the blocks of the other ranks, each way, not the rank's own block.
+void all_to_all_v(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  auto count = [](int source, int dest) { return static_cast<std::int64_t>((source + 2 * dest) % 3); };
+  auto value = [&](int source, int dest, std::int64_t i) {
+    return float(1000 * source + 10 * dest) + float(i);
+  };
+  std::vector<std::int64_t> send, recv;
+  std::vector<float> in;
+  std::int64_t received = 0, sent_others = 0, received_others = 0;
+  for (int j = 0; j < n; ++j) {
+    send.push_back(count(r, j));
+    recv.push_back(count(j, r));
+    for (std::int64_t i = 0; i < count(r, j); ++i) in.push_back(value(r, j, i));
+    received += count(j, r);
+    if (j != r) {
+      sent_others += count(r, j);
+      received_others += count(j, r);
+    }
+  }
+  std::vector<float> out(static_cast<std::size_t>(received) + 1, -1.0f);
+  in.push_back(0.0f);  // never empty
+  world.reset_counters();
+  world.all_to_all_v(view(in), send, view(out), recv);
+  bool ok = true;
+  std::size_t at = 0;
+  for (int q = 0; q < n; ++q)
+    for (std::int64_t i = 0; i < count(q, r); ++i) ok &= out[at++] == value(q, r, i);
+  expect(ok && out.back() == -1.0f, "all_to_all_v blocks in rank order", r);
+  const CommBytes b = world.bytes(CommOp::all_to_all);
+  expect(b.sent == 4 * static_cast<std::uint64_t>(sent_others) &&
+             b.received == 4 * static_cast<std::uint64_t>(received_others) && b.calls == 1,
+         fmt::format("all_to_all_v counters: sent {}, received {}; expected {}, {}", b.sent,
+                     b.received, 4 * sent_others, 4 * received_others),
+         r);
+}
+
 // No tags: the k-th message a rank sends another is the k-th receive the other posts from it.
 void transfers_in_order(Communicator& world) {
   const int r = world.rank(), n = world.size();
@@ -349,6 +388,7 @@ int main(int argc, char** argv) {
     sixteen_bit(*world);
     in_place(*world);
     all_to_all(*world);
+    all_to_all_v(*world);
     transfers_in_order(*world);
     identical_results(*world);
     reduce_scatter_in_rank_order(*world);

@@ -9,6 +9,8 @@
 //   qwen3         Qwen3's q_norm and k_norm, with heads of 6 apart from d_model / n_head
 //   llama_moe     a mixture of experts (docs/moe.md): 4 experts of 6, top 2, renormalized
 //   qwen2_moe     Qwen2-MoE's: top 1 of 4 experts, not renormalized, a shared expert of 10
+//   llama_moe_capacity  llama_moe with a capacity factor of 0.5: each expert keeps a quarter
+//                 of a micro-batch's rows, the rest of its choices dropped (docs/moe.md)
 //                 (the MoE variants are not in kFamilyVariants: no key/value cache for them yet)
 // Each test then gives the model its own sizes.
 #include <string>
@@ -24,14 +26,16 @@ inline const std::vector<std::string> kFamilyVariants = {
 inline ModelConfig family_variant(const std::string& param) {
   ModelConfig c;
   c.name = param;
-  if (param == "llama_moe" || param == "qwen2_moe") {
-    c.family = param == "llama_moe" ? Family::llama : Family::qwen2;
+  if (param == "llama_moe" || param == "qwen2_moe" || param == "llama_moe_capacity") {
+    const bool llama = param != "qwen2_moe";
+    c.family = llama ? Family::llama : Family::qwen2;
     c.moe.experts = 4;
     c.moe.expert_hidden = 6;
-    c.moe.top_k = param == "llama_moe" ? 2 : 1;
-    c.moe.renormalize = param == "llama_moe";
-    c.moe.shared_experts = param == "llama_moe" ? 0 : 1;
-    c.moe.shared_hidden = param == "llama_moe" ? 0 : 10;
+    c.moe.top_k = llama ? 2 : 1;
+    c.moe.renormalize = llama;
+    c.moe.shared_experts = llama ? 0 : 1;
+    c.moe.shared_hidden = llama ? 0 : 10;
+    if (param == "llama_moe_capacity") c.moe.capacity_factor = 0.5;
     return c;
   }
   if (param == "llama_window" || param == "llama_scaled") {

@@ -32,6 +32,44 @@ TEST(CommVolume, SequenceParallelMovesWhatTensorParallelMovesAndTheRegathers) {
   EXPECT_FALSE(tp.count("dp.all_reduce"));
 }
 
+// Expert parallelism (docs/moe.md, "The bytes"): the experts' gradients over the dp / ep ranks
+// (group edp), the rest over dp; per MoE layer forward a counts exchange ((ep - 1) E / ep i32)
+// and the rows, S sent and R received, twice each (forward, backward), once more per
+// recomputed forward.
+TEST(CommVolume, ExpertParallelismExchangesRowsAndReducesExpertsOverTheirReplicas) {
+  ModelConfig m = model_preset("llama-tiny");
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  const double d = static_cast<double>(m.d_model);
+  const ParallelLayout l{.dp = 8, .ep = 4};
+  EXPECT_DOUBLE_EQ(expert_all_to_all_bytes(m, l, 10, 100, 60, 4, false),
+                   10 * 3 * 2 * 4 + 2 * 160 * d * 4);
+  EXPECT_DOUBLE_EQ(expert_all_to_all_bytes(m, l, 10, 100, 60, 4, true),
+                   2 * 10 * 3 * 2 * 4 + 3 * 160 * d * 4);
+  EXPECT_DOUBLE_EQ(expert_all_to_all_bytes(m, {.dp = 8}, 10, 100, 60, 4, false), 0);
+  StepShape s{.micro_batch = 2, .seq = 16, .micro_batches = 3, .grad_elements = 1000};
+  s.expert_grad_elements = s.expert_gathered_elements = 600;
+  auto v = step_comm_bytes(m, l, s);
+  EXPECT_DOUBLE_EQ(v.at("dp.all_reduce"), 2.0 * 7 / 8 * 4000);
+  EXPECT_DOUBLE_EQ(v.at("edp.all_reduce"), 2400);  // 2 (n-1)/n, n = 2
+  // Balanced routing: (ep - 1)/ep of each micro-batch's 32 x 2 rows each way, per layer.
+  const double forwards = 3.0 * static_cast<double>(m.n_layer), rows = forwards * 64 * 0.75;
+  EXPECT_DOUBLE_EQ(v.at("ep.all_to_all"), forwards * 3 * 2 * 4 + 2 * 2 * rows * d * 4);
+  // The routing's own rows replace the balanced ones.
+  s.expert_rows_sent = 100;
+  s.expert_rows_received = 60;
+  v = step_comm_bytes(m, l, s);
+  EXPECT_DOUBLE_EQ(v.at("ep.all_to_all"), forwards * 3 * 2 * 4 + 2 * 160 * d * 4);
+  // ZeRO-3 over the 2 expert-data-parallel ranks: the experts' reduce-scatter every
+  // micro-batch and their gathers before forward and backward.
+  v = step_comm_bytes(m, {.dp = 8, .zero = ZeroStage::parameters, .ep = 4}, s);
+  EXPECT_DOUBLE_EQ(v.at("edp.reduce_scatter"), 3 * 1200);
+  EXPECT_DOUBLE_EQ(v.at("edp.all_gather"), 3 * 0.5 * 2 * 600 * 4);
+  // ep = dp: every expert on one rank, nothing to reduce over edp.
+  v = step_comm_bytes(m, {.dp = 4, .ep = 4}, s);
+  EXPECT_EQ(v.count("edp.all_reduce"), 0u);
+}
+
 TEST(CommVolume, DataParallelReducesTheGradientOnce) {
   const auto v = step_comm_bytes(model_preset("gpt-tiny"), {.dp = 4},
                                  {.micro_batches = 5, .grad_elements = 1 << 20});

@@ -31,7 +31,8 @@ ParallelLayout unusual() {
           .cp = 2,
           .cp_comm = CpComm::ring,
           .tensor_grid = {2, 2, 2},
-          .tensor_grid_overlap = false};
+          .tensor_grid_overlap = false,
+          .ep = 2};
 }
 
 TEST(LayoutFields, EveryFieldReadsAndSetsByItsName) {
@@ -50,7 +51,7 @@ TEST(LayoutFields, EveryFieldReadsAndSetsByItsName) {
   EXPECT_EQ(field_text(ParallelLayout{}, "tensor_grid"), "[]");
   EXPECT_THROW(set_field(to, "tp", "two"), Error);
   EXPECT_THROW(set_field(to, "zero", "5"), Error);
-  EXPECT_THROW(field_text(from, "ep"), Error);
+  EXPECT_THROW(field_text(from, "experts"), Error);
   // What a run sets, not a planner.
   for (const std::string& f : layout_fields(true)) EXPECT_TRUE(f != "order" && f != "layers_per_stage");
 }

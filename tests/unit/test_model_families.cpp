@@ -211,8 +211,11 @@ TEST(ModelConfigJson, ImpossibleValuesNameTheFile) {
 INSTANTIATE_TEST_SUITE_P(Models, ModelFamily,
                          ::testing::ValuesIn(testing::kFamilyVariants),
                          [](const auto& info) { return info.param; });
-// Mixtures of experts (docs/moe.md): top 2 renormalized, and top 1 with a shared expert.
-INSTANTIATE_TEST_SUITE_P(Moe, ModelFamily, ::testing::Values("llama_moe", "qwen2_moe"),
+// Mixtures of experts (docs/moe.md): top 2 renormalized, top 1 with a shared expert, and top 2
+// with a capacity factor (the dropped choices' gates get no gradient; the kept ones' still
+// renormalize over every choice).
+INSTANTIATE_TEST_SUITE_P(Moe, ModelFamily,
+                         ::testing::Values("llama_moe", "qwen2_moe", "llama_moe_capacity"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

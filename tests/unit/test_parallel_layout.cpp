@@ -88,6 +88,20 @@ TEST(ParallelLayout, ProblemMessages) {
   EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .cp = 2}), "");
   EXPECT_EQ(problem({.dp = 2, .zero = ZeroStage::optimizer, .hsdp = 3, .cp = 2}),
             "--hsdp 3 must be at least 2 and divide the data-parallel ranks (dp x cp = 4)");
+  // Expert parallelism is carved out of the data-parallel ranks (docs/moe.md).
+  EXPECT_EQ(problem({.dp = 4, .ep = 2}), "");
+  EXPECT_EQ(problem({.dp = 4, .ep = 0}), "parallel.ep = 0 must be at least 1");
+  EXPECT_EQ(problem({.dp = 2, .ep = 4}),
+            "--ep 4 must divide the data-parallel ranks (dp = 2): the experts are split over "
+            "groups of ep data-parallel ranks; change --ep or --dp");
+  EXPECT_EQ(problem({.dp = 4, .zero = ZeroStage::optimizer, .hsdp = 2, .ep = 2}),
+            "--ep 2 with --hsdp 2: hybrid sharding of the experts' state is not built; drop "
+            "--hsdp (ZeRO shards the experts over the dp / ep ranks)");
+  EXPECT_EQ(problem({.dp = 2, .cp = 2, .ep = 2}),
+            "--ep 2 with --cp 2: expert parallelism is carved out of the data-parallel ranks and "
+            "does not run beside context parallelism; use --cp 1");
+  EXPECT_EQ((ParallelLayout{.dp = 8, .zero = ZeroStage::optimizer, .ep = 2}.expert_shards()), 4);
+  EXPECT_EQ((ParallelLayout{.dp = 8, .ep = 2}.expert_shards()), 1);
   // Before the world size resolves it, a dp of 0 is in range (the config's "from the world").
   EXPECT_EQ((ParallelLayout{.dp = 0}.value_problem()), "");
   for (const std::string& message : {problem({.dp = 0}), problem({.order = "dp-dp-pp"})})

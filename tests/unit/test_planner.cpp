@@ -181,6 +181,47 @@ TEST(Cluster, LinkTiersInsideANode) {
 
 // The memory-bound work the cost model adds to the GEMMs: a materialized attention kernel's
 // s x s traffic, and the cluster's per-step host overhead.
+// Expert parallelism's cost terms (docs/moe.md, "The planner"): a rank holds E / ep of every
+// block's experts (their ZeRO state over dp / ep ranks), and the all-to-all is timed on the ep
+// ranks' link, slower when they span nodes.
+TEST(CostModel, ExpertParallelismDividesTheExpertsAndTimesTheAllToAll) {
+  ModelConfig m = model_preset("llama-tiny");
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  const Workload w{.model = m, .global_batch = 16};
+  ClusterSpec c = cluster_preset("dgx-h100");
+  const Layout ep1{.parallel = {.dp = 8}, .micro_batch = 1};
+  const Layout ep4{.parallel = {.dp = 8, .ep = 4}, .micro_batch = 1};
+  const Prediction a = predict(w, c, ep1), b = predict(w, c, ep4);
+  const double experts = static_cast<double>(m.n_layer) * 8 * 3 *
+                         static_cast<double>(m.d_model * m.expert_hidden());
+  const double pb = static_cast<double>(size_of(compute_dtype(w.precision)));
+  EXPECT_DOUBLE_EQ(a.memory.parameters - b.memory.parameters, experts * 3 / 4 * pb);
+  EXPECT_EQ(a.time.ep, 0);
+  EXPECT_GT(b.time.ep, 0);
+  EXPECT_GT(b.first_stage_comm_bytes.at("ep.all_to_all"), 0);
+  EXPECT_GT(b.first_stage_comm_bytes.at("edp.all_reduce"), 0);
+  // Under ZeRO-1 the experts' optimizer state is sharded over the 2 ranks holding them.
+  Layout z1 = ep4;
+  z1.parallel.zero = ZeroStage::optimizer;
+  Layout z1_ep1 = ep1;
+  z1_ep1.parallel.zero = ZeroStage::optimizer;
+  // AdamW's two f32 moments, and f32 master weights under mixed precision.
+  const double moments = 8 + (is_mixed(w.precision) ? 4 : 0);
+  EXPECT_NEAR(predict(w, c, z1).memory.optimizer_state,
+              predict(w, c, z1_ep1).memory.optimizer_state - experts * moments / 8 +
+                  experts / 4 * moments / 2,
+              1e-6 * experts);
+  // Ranks of two nodes: the ep group's all-to-all crosses them and takes longer.
+  ClusterSpec small = c;
+  small.devices_per_node = 2;
+  EXPECT_GT(predict(w, small, ep4).time.ep, b.time.ep);
+  // The search offers ep for a mixture of experts.
+  bool searched = false;
+  for (const Layout& l : enumerate_layouts(w, 8, 8, {})) searched |= l.parallel.ep > 1;
+  EXPECT_TRUE(searched);
+}
+
 TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
   const ModelConfig m = model_preset("gpt-1.4b");
   ClusterSpec c = cluster_preset("dgx-a100-80gb");

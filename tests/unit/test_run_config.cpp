@@ -1,5 +1,6 @@
 // Run configs: presets, overrides, strict keys and validation messages.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -8,8 +9,11 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/core/parallel_layout_json.hpp"
 #include "kintsugi/train/layout_config.hpp"
 #include "kintsugi/train/model_fit.hpp"
 #include "kintsugi/train/run_config.hpp"
@@ -342,7 +346,8 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.rope_attention_factor=1.2", "model.head_dim=24", "model.tie_embeddings=\"tied\"",
       "model.init_std=0.01", "model.moe_experts=4", "model.moe_top_k=1",
       "model.moe_expert_hidden=64", "model.moe_shared_experts=1", "model.moe_shared_hidden=32",
-      "model.moe_router_norm_topk=false", "data.train=\"a.bin\"", "data.val=\"b.bin\"",
+      "model.moe_router_norm_topk=false", "model.moe_capacity_factor=1.25",
+      "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",
       "train.batch_rampup=[6, 6, 100]", "train.batch_lr_rule=\"sqrt\"",
@@ -359,7 +364,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "parallel.layers_per_stage=[2, 1, 2, 1]", "parallel.sequence_parallel=true",
       "parallel.order=\"dp-tp-pp\"", "parallel.bucket_mib=10", "parallel.zero=1", "parallel.hsdp=2",
       "parallel.tensor_grid=[2, 1, 1]", "parallel.tensor_grid_overlap=false", "parallel.cp=2",
-      "parallel.cp_comm=\"ring\"",
+      "parallel.cp_comm=\"ring\"", "parallel.ep=2",
       "metrics.peak_gflops=123",
       "metrics.tensorboard_dir=\"tb\"", "comm.timeout_s=60",
       "comm.backend=\"mpi\"", "comm.deadlock_check_s=5"};
@@ -378,7 +383,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
   const std::set<std::string> layout_keys = {
       "parallel.tp", "parallel.pp", "parallel.dp", "parallel.schedule", "parallel.virtual_stages",
       "parallel.layers_per_stage", "parallel.sequence_parallel", "parallel.zero", "parallel.hsdp",
-      "parallel.tensor_grid", "parallel.cp", "train.micro_batch", "train.recompute"};
+      "parallel.tensor_grid", "parallel.cp", "parallel.ep", "train.micro_batch", "train.recompute"};
   const fs::path file =
       fs::temp_directory_path() / ("kintsugi-layout-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << layout_config_toml(c, layout);
@@ -450,6 +455,18 @@ TEST(RunConfig, WrittenFloatsAreShortestAndExact) {
 
 // The runtime and the planner judge layouts by one rule book: over a grid of layouts, a config
 // resolves exactly when the planner's layout_problem is empty.
+// Whether the runtime accepts the config's layout on `world` ranks, and the planner's problem
+// with it (empty: none).
+std::pair<bool, std::string> runtime_and_planner(RunConfig c, int world) {
+  bool runtime_ok = true;
+  try {
+    resolve_layout(c, world);
+  } catch (const Error&) {
+    runtime_ok = false;
+  }
+  return {runtime_ok, layout_problem(workload_of(c), layout_of(c))};
+}
+
 TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
   const RunConfig base = load_run_config("", {"model.preset=\"llama-tiny\"", "train.global_batch=8",
                                               "train.micro_batch=2"});
@@ -474,13 +491,8 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
                 c.parallel.schedule = schedule;
                 c.parallel.virtual_stages = v;
                 c.parallel.sequence_parallel = sp;
-                bool runtime_ok = true;
-                try {
-                  resolve_layout(c, static_cast<int>(tp * pp * dp * cp));
-                } catch (const Error&) {
-                  runtime_ok = false;
-                }
-                const std::string planner = layout_problem(workload_of(c), layout_of(c));
+                const auto [runtime_ok, planner] =
+                    runtime_and_planner(c, static_cast<int>(tp * pp * dp * cp));
                 EXPECT_EQ(runtime_ok, planner.empty())
                     << "tp " << tp << " pp " << pp << " dp " << dp << " cp " << cp << " zero "
                     << zero << " hsdp "
@@ -490,6 +502,30 @@ TEST(RunConfig, RuntimeAndPlannerAgreeOnEveryLayout) {
               }
   EXPECT_GT(valid, 50);
   EXPECT_GT(invalid, 50);
+}
+
+// Expert parallelism (docs/moe.md) on a mixture of 4 experts: ep must divide dp and the
+// experts, and refuses hybrid sharding; the runtime and the planner agree on every layout.
+TEST(RunConfig, RuntimeAndPlannerAgreeOnExpertLayouts) {
+  const RunConfig base = load_run_config(
+      "", {"model.preset=\"llama-tiny\"", "model.moe_experts=4", "train.global_batch=8",
+           "train.micro_batch=1"});
+  int valid = 0, invalid = 0;
+  for (std::int64_t tp : {1, 2})
+    for (std::int64_t pp : {1, 2})
+      for (std::int64_t dp : {1, 2, 4, 8})
+        for (std::int64_t ep : {1, 2, 3, 4, 8})
+          for (int zero : {0, 1, 3})
+            for (std::int64_t hsdp : {0, 2}) {
+              RunConfig c = base;
+              c.parallel = {.tp = tp, .pp = pp, .dp = dp, .zero = static_cast<ZeroStage>(zero),
+                            .hsdp = hsdp, .ep = ep};
+              const auto [ok, planner] = runtime_and_planner(c, static_cast<int>(tp * pp * dp));
+              EXPECT_EQ(ok, planner.empty()) << layout_json(c.parallel).dump() << ": " << planner;
+              (ok ? valid : invalid)++;
+            }
+  EXPECT_GT(valid, 20);
+  EXPECT_GT(invalid, 20);
 }
 
 }  // namespace

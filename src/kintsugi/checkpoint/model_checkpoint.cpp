@@ -212,7 +212,8 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
 void save_model(const fs::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
-                const nlohmann::json& tokenizer, std::optional<DType> weights_dtype) {
+                const nlohmann::json& tokenizer, std::optional<DType> weights_dtype,
+                const std::vector<const ParamStore*>& experts, Communicator* ep) {
   const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
   // The type of the weights saved (docs/checkpoints.md "Which weights an export holds"): a
   // mixed-precision run's 16-bit working weights, widened to f32 exactly in params.bin.
@@ -224,6 +225,24 @@ void save_model(const fs::path& dir, const ModelConfig& config,
                                                                      : DType::f32;
   std::vector<std::vector<StoredTensor>> local;
   for (const ParamStore* c : chunks) local.push_back(chunk_tensors(*c, tp));
+  // Expert parallelism: each chunk's experts, from every ep rank in ep-rank order, join the
+  // chunk's tensors on ep rank 0.
+  if (ep && ep->size() > 1) {
+    for (std::size_t i = 0; i < experts.size(); ++i) {
+      std::vector<StoredTensor> mine = chunk_tensors(*experts[i], tp);
+      if (ep->rank() != 0) {
+        send_chunk(*ep, mine);
+        continue;
+      }
+      for (auto& t : mine) local[i].push_back(std::move(t));
+      for (int from = 1; from < ep->size(); ++from)
+        for (auto& t : receive_chunk(*ep, from)) local[i].push_back(std::move(t));
+    }
+    if (ep->rank() != 0) return;
+  } else {
+    for (std::size_t i = 0; i < experts.size(); ++i)
+      for (auto& t : chunk_tensors(*experts[i], tp)) local[i].push_back(std::move(t));
+  }
   if (tp.rank() != 0) return;  // its shards went into tp rank 0's tensors
   if (r != 0) {
     for (const auto& chunk : local) send_chunk(*pp, chunk);

@@ -44,7 +44,11 @@ void save_model(const std::filesystem::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
                 const nlohmann::json& tokenizer = nullptr,
-                std::optional<DType> weights_dtype = std::nullopt);
+                std::optional<DType> weights_dtype = std::nullopt,
+                const std::vector<const ParamStore*>& experts = {}, Communicator* ep = nullptr);
+// Expert parallelism (docs/moe.md): `experts` holds each local chunk's expert store, and the
+// ep ranks of the replica call too: ep ranks other than 0 send their experts' tensors to ep
+// rank 0 (which holds the replica's other parameters), which stores them with its chunk's.
 
 struct ModelCheckpointInfo {
   ModelConfig config;

@@ -453,7 +453,7 @@ nlohmann::json to_json(const Prediction& p) {
       {"fits", p.fits},
       {"step_seconds",
        {{"compute", p.time.compute}, {"tp", p.time.tp}, {"pp", p.time.pp}, {"dp", p.time.dp},
-        {"cp", p.time.cp}, {"bubble", p.time.bubble}, {"optimizer", p.time.optimizer}, {"host", p.time.host},
+        {"cp", p.time.cp}, {"ep", p.time.ep}, {"bubble", p.time.bubble}, {"optimizer", p.time.optimizer}, {"host", p.time.host},
         {"total", p.time.total()}}},
       {"crosses_nodes",
        {{"tp", p.tp_crosses_nodes}, {"pp", p.pp_crosses_nodes}, {"dp", p.dp_crosses_nodes}}},

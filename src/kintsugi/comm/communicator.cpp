@@ -80,6 +80,34 @@ CommHandle Communicator::all_to_all_async(const Tensor& in, const Tensor& out) {
   return start_all_to_all(in, out);
 }
 
+CommHandle Communicator::all_to_all_v_async(const Tensor& in, std::span<const std::int64_t> send,
+                                            const Tensor& out,
+                                            std::span<const std::int64_t> recv) {
+  KINTSUGI_ASSERT(in.dtype == out.dtype && in.device == out.device);
+  KINTSUGI_ASSERT(static_cast<int>(send.size()) == size_ && static_cast<int>(recv.size()) == size_);
+  std::int64_t sent = 0, received = 0, send_total = 0, recv_total = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto j = static_cast<std::size_t>(r);
+    KINTSUGI_ASSERT(send[j] >= 0 && recv[j] >= 0);
+    send_total += send[j];
+    recv_total += recv[j];
+    if (r != rank_) {
+      sent += send[j];
+      received += recv[j];
+    }
+  }
+  KINTSUGI_ASSERT(send_total <= in.numel() && recv_total <= out.numel());
+  KINTSUGI_ASSERT(send[static_cast<std::size_t>(rank_)] == recv[static_cast<std::size_t>(rank_)]);
+  const auto* a = static_cast<const std::byte*>(in.data);
+  const auto* b = static_cast<const std::byte*>(out.data);
+  const std::size_t es = size_of(in.dtype);
+  if (send_total > 0 && recv_total > 0 && a < b + recv_total * es && b < a + send_total * es)
+    fail("all_to_all_v in group {}: the input and the output overlap", name_);
+  count(CommOp::all_to_all, static_cast<std::uint64_t>(sent) * es,
+        static_cast<std::uint64_t>(received) * es);
+  return start_all_to_all_v(in, {send.begin(), send.end()}, out, {recv.begin(), recv.end()});
+}
+
 CommHandle Communicator::broadcast_async(const Tensor& t, int root) {
   check_peer(root, "broadcast");
   // A chain from the root: every rank but the root receives the buffer, every rank but the

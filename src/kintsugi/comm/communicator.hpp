@@ -27,7 +27,8 @@
 // over n ranks and a buffer of B bytes, all-reduce sends 2(n-1)/n B (a bandwidth-optimal
 // reduce-scatter + all-gather: everything but the rank's own chunk twice), reduce-scatter and
 // all-gather (n-1)/n B (B the whole buffer), all-to-all (n-1)/n B sent and as much received
-// (B one rank's input: every block but the rank's own), broadcast B on every rank but the last
+// (B one rank's input: every block but the rank's own), all-to-all-v the blocks it sends to and
+// receives from the other ranks (its own block stays), broadcast B on every rank but the last
 // of the chain from the root (every rank but the root receives B), send and receive the
 // message. The control plane is not counted.
 #include <array>
@@ -111,6 +112,14 @@ class Communicator {
   // (block rank() stays: it is copied from in to out). in and out must not overlap. Nothing is
   // summed: any type of the data plane, u8 too.
   CommHandle all_to_all_async(const Tensor& in, const Tensor& out);
+  // All-to-all of uneven blocks (MPI_Alltoallv): `in` holds size() blocks of send[j] elements
+  // in rank order, block j going to rank j; `out` receives recv[j] elements from rank j, in
+  // rank order (block rank() is copied). Each rank's recv[j] must equal rank j's send[rank()]
+  // (callers exchange the counts first, e.g. with all_to_all). The counts are copied: they may
+  // go out of scope before the handle is waited. in and out must not overlap; nothing is
+  // summed. Counted under CommOp::all_to_all: the bytes of the blocks of the other ranks.
+  CommHandle all_to_all_v_async(const Tensor& in, std::span<const std::int64_t> send,
+                                const Tensor& out, std::span<const std::int64_t> recv);
   CommHandle broadcast_async(const Tensor& t, int root);
   CommHandle send_async(const Tensor& t, int dst);
   CommHandle recv_async(const Tensor& t, int src);
@@ -119,6 +128,10 @@ class Communicator {
   void reduce_scatter(const Tensor& in, const Tensor& out) { reduce_scatter_async(in, out).wait(); }
   void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
   void all_to_all(const Tensor& in, const Tensor& out) { all_to_all_async(in, out).wait(); }
+  void all_to_all_v(const Tensor& in, std::span<const std::int64_t> send, const Tensor& out,
+                    std::span<const std::int64_t> recv) {
+    all_to_all_v_async(in, send, out, recv).wait();
+  }
   void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
 
   // ---- control plane: host values, blocking.
@@ -146,6 +159,9 @@ class Communicator {
   virtual CommHandle start_reduce_scatter(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle start_all_gather(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle start_all_to_all(const Tensor& in, const Tensor& out) = 0;
+  // Counts and displacements in elements (displacements: the prefix sums of the counts).
+  virtual CommHandle start_all_to_all_v(const Tensor& in, std::vector<std::int64_t> send,
+                                        const Tensor& out, std::vector<std::int64_t> recv) = 0;
   virtual CommHandle start_broadcast(const Tensor& t, int root) = 0;
   virtual CommHandle start_send(const Tensor& t, int dst) = 0;
   virtual CommHandle start_recv(const Tensor& t, int src) = 0;

@@ -101,11 +101,19 @@ Topology::Topology(std::shared_ptr<Communicator> world, const ParallelLayout& la
     shard_ = data.split(r / k, r % k, "shard");
     replica_ = data.split(r % k, r / k, "replica");
   }
+  // Expert parallelism carves groups of ep consecutive data-parallel ranks, as hybrid sharding
+  // does its shards (docs/moe.md): "ep" splits the experts, "edp" holds the same experts.
+  if (layout.ep > 1) {
+    const int k = static_cast<int>(layout.ep), r = data.rank();
+    ep_ = data.split(r / k, r % k, "ep");
+    edp_ = data.split(r % k, r / k, "edp");
+  }
 }
 
 std::vector<Communicator*> Topology::groups() const {
   std::vector<Communicator*> g = {tp_.get(), dp_.get(), pp_.get(), cp_.get()};
-  for (Communicator* c : {dp_cp_.get(), embedding_.get(), shard_.get(), replica_.get()})
+  for (Communicator* c :
+       {dp_cp_.get(), embedding_.get(), shard_.get(), replica_.get(), ep_.get(), edp_.get()})
     if (c) g.push_back(c);
   if (grid_)
     for (Communicator* c : {&grid_->x(), &grid_->y(), &grid_->z(), &grid_->plane()})

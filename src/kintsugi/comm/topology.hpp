@@ -67,6 +67,11 @@ class Topology {
   // and the ranks holding the same shard in the other copies; null without hybrid sharding.
   Communicator* shard() const { return shard_.get(); }
   Communicator* replica() const { return replica_.get(); }
+  // Expert parallelism (ParallelLayout::ep): the ep consecutive data-parallel ranks that split
+  // the experts between them ("ep"), and the dp / ep ranks holding the same experts ("edp");
+  // null without expert parallelism.
+  Communicator* expert() const { return ep_.get(); }
+  Communicator* expert_data() const { return edp_.get(); }
   // 3D tensor parallelism: the tensor-parallel group's grid; null without a grid.
   const TensorGrid* grid() const { return grid_.get(); }
   // Every group this rank belongs to, for byte accounting.
@@ -75,7 +80,8 @@ class Topology {
  private:
   LayoutMap map_;
   RankCoords coords_;
-  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, cp_, dp_cp_, embedding_, shard_, replica_;
+  std::shared_ptr<Communicator> world_, tp_, dp_, pp_, cp_, dp_cp_, embedding_, shard_, replica_,
+      ep_, edp_;
   std::unique_ptr<TensorGrid> grid_;
 };
 

@@ -69,6 +69,25 @@ std::string context_problem(const ParallelLayout& l) {
   return "";
 }
 
+// Expert parallelism (docs/moe.md): carved out of the data-parallel ranks.
+std::string expert_problem(const ParallelLayout& l) {
+  if (l.ep == 1) return "";
+  if (l.cp > 1)
+    return fmt::format("--ep {} with --cp {}: expert parallelism is carved out of the "
+                       "data-parallel ranks and does not run beside context parallelism; use "
+                       "--cp 1",
+                       l.ep, l.cp);
+  if (l.dp % l.ep != 0)
+    return fmt::format("--ep {} must divide the data-parallel ranks (dp = {}): the experts are "
+                       "split over groups of ep data-parallel ranks; change --ep or --dp",
+                       l.ep, l.dp);
+  if (l.hsdp > 0)
+    return fmt::format("--ep {} with --hsdp {}: hybrid sharding of the experts' state is not "
+                       "built; drop --hsdp (ZeRO shards the experts over the dp / ep ranks)",
+                       l.ep, l.hsdp);
+  return "";
+}
+
 std::string sharding_problem(const ParallelLayout& l) {
   if (l.zero >= ZeroStage::gradients && l.pp > 1)
     return fmt::format("--zero {} with --pp {}: sharded gradients are reduce-scattered every "
@@ -132,6 +151,7 @@ std::string ParallelLayout::value_problem() const {
     return fmt::format("parallel.dp = {} must not be negative (0: from the world size)", dp);
   if (hsdp < 0) return fmt::format("parallel.hsdp = {} must not be negative", hsdp);
   if (cp < 1) return fmt::format("parallel.cp = {} must be at least 1", cp);
+  if (ep < 1) return fmt::format("parallel.ep = {} must be at least 1", ep);
   const auto& g = tensor_grid;
   if (!g.empty() && (g.size() != 3 || std::any_of(g.begin(), g.end(), [](auto n) { return n < 1; })))
     return fmt::format("parallel.tensor_grid must be three whole numbers of at least 1, [x, y, z], "
@@ -150,6 +170,7 @@ std::string ParallelLayout::problem() const {
   if (dp < 1) return fmt::format("parallel.dp = {} must be at least 1 once resolved", dp);
   if (auto p = grid_problem(*this); !p.empty()) return p;
   if (auto p = context_problem(*this); !p.empty()) return p;
+  if (auto p = expert_problem(*this); !p.empty()) return p;
   return sharding_problem(*this);
 }
 
@@ -160,6 +181,9 @@ std::string ParallelLayout::description(const std::string& stages) const {
   if (has_grid())
     text += fmt::format(", tensor grid {} x {} x {}", tensor_grid[0], tensor_grid[1],
                         tensor_grid[2]);
+  if (ep > 1)
+    text += fmt::format(", experts over ep {} (expert data parallelism over {})", ep,
+                        expert_data_ranks());
   if (pp > 1)
     text += fmt::format(", schedule {}{}, blocks per chunk [{}]", schedule,
                         virtual_stages > 1 ? fmt::format(" x {} virtual", virtual_stages) : "",

@@ -84,6 +84,13 @@ struct ParallelLayout {
   // computation (false: each blocks where it is issued; the same bits either way).
   std::vector<std::int64_t> tensor_grid;
   bool tensor_grid_overlap = true;
+  // Expert parallelism (docs/moe.md, "Expert parallelism"): every mixture-of-experts layer's
+  // experts split over this many of the data-parallel ranks (consecutive ones of the data
+  // group: group "ep"), which exchange token rows by all-to-all; the dp / ep ranks holding the
+  // same experts (group "edp") sum the experts' gradients and shard their ZeRO state, as
+  // Megatron-Core's expert data parallelism does. Not a dimension of the rank order: it divides
+  // dp, which keeps counting every rank that sees its own tokens.
+  std::int64_t ep = 1;
 
   bool operator==(const ParallelLayout&) const = default;
   std::int64_t world() const { return tp * pp * dp * cp; }
@@ -107,6 +114,12 @@ struct ParallelLayout {
   }
   std::int64_t replicas() const {
     return zero > ZeroStage::none && hsdp > 0 ? data_ranks() / hsdp : 1;
+  }
+  // The expert-data-parallel ranks (dp / ep), over which the experts' gradients are summed and
+  // their ZeRO state sharded (1 shard without ZeRO).
+  std::int64_t expert_data_ranks() const { return data_ranks() / ep; }
+  std::int64_t expert_shards() const {
+    return zero > ZeroStage::none ? expert_data_ranks() : 1;
   }
   // The layout on a job of `world` ranks: tp from the tensor grid (which implies it; a tp given
   // as well must agree) and dp = 0 from the world size; throws kintsugi::Error saying which

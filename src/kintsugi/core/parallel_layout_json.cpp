@@ -27,8 +27,8 @@ Field plain(std::string_view name, bool chosen, T ParallelLayout::*member) {
           [member](ParallelLayout& p, const json& j) { p.*member = j.get<T>(); }};
 }
 
-const std::array<Field, 14>& fields() {
-  static const std::array<Field, 14> table = {
+const std::array<Field, 15>& fields() {
+  static const std::array<Field, 15> table = {
       plain("tp", true, &ParallelLayout::tp),
       plain("pp", true, &ParallelLayout::pp),
       plain("dp", true, &ParallelLayout::dp),
@@ -55,7 +55,9 @@ const std::array<Field, 14>& fields() {
               p.cp_comm = parse_name<CpComm>(j.get<std::string>(), "parallel.cp_comm");
             }},
       plain("tensor_grid", true, &ParallelLayout::tensor_grid),
-      plain("tensor_grid_overlap", true, &ParallelLayout::tensor_grid_overlap)};
+      plain("tensor_grid_overlap", true, &ParallelLayout::tensor_grid_overlap),
+      // A planner tries it for a mixture of experts (plan/search.cpp).
+      plain("ep", true, &ParallelLayout::ep)};
   return table;
 }
 

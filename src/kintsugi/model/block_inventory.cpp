@@ -81,7 +81,7 @@ double BlockInventory::norm_parameters() const {
          2.0 * static_cast<double>(qk_norm_width);
 }
 
-BlockInventory block_inventory(const ModelConfig& c, int index) {
+BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t expert_ranks) {
   const std::string p = "blocks." + std::to_string(index);
   // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
   const double residual_std = c.init_std / std::sqrt(2.0 * c.n_layer);
@@ -107,7 +107,8 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
     inv.moe = MoeSpec{.prefix = p + ".moe", .d = d, .experts = c.moe.experts,
                       .top_k = c.moe.top_k, .hidden = c.expert_hidden(),
                       .shared_hidden = c.shared_hidden(), .init_std = c.init_std,
-                      .residual_std = residual_std, .renormalize = c.moe.renormalize};
+                      .residual_std = residual_std, .renormalize = c.moe.renormalize,
+                      .capacity_factor = c.moe.capacity_factor, .expert_ranks = expert_ranks};
   }
   inv.norm_width = d;
   inv.norm_bias = !c.rms_norm();
@@ -150,8 +151,12 @@ BlockInventory block_inventory(const ModelConfig& c, int index) {
     s.push_back({.field = &A::moe_position, .width = k, .index = true});
     for (Tensor A::*t : {&A::moe_xp, &A::moe_yp})
       s.push_back({.field = t, .width = d, .row_factor = k});
+    // Expert parallelism: the rows this rank's experts receive, at most received_row_factor()
+    // per token row (the buffers are sized for the worst case: docs/moe.md).
+    const std::int64_t received = e.received_row_factor();
+    if (e.expert_ranks > 1) s.push_back({.field = &A::moe_xr, .width = d, .row_factor = received});
     for (Tensor A::*t : {&A::moe_gate, &A::moe_up, &A::moe_act})
-      s.push_back({.field = t, .width = e.hidden, .row_factor = k});
+      s.push_back({.field = t, .width = e.hidden, .row_factor = received});
     if (e.shared_hidden > 0) {
       for (Tensor A::*t : {&A::shared_gate, &A::shared_up, &A::shared_act})
         s.push_back({.field = t, .width = e.shared_hidden});

@@ -4,6 +4,7 @@
 // tensors from it (model/transformer_block.cpp); the planner sums it for a layout (plan/flops.cpp,
 // plan/memory.cpp, plan/grid_cost.cpp, and its halves' tensor-parallel regions in
 // plan/comm_volume.cpp). A new bias or saved tensor is one edit here.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -64,6 +65,15 @@ struct MoeSpec {
   std::int64_t d = 0, experts = 0, top_k = 0, hidden = 0, shared_hidden = 0;
   double init_std = 0, residual_std = 0;
   bool renormalize = true;
+  double capacity_factor = 0;  // model.moe_capacity_factor (0: dropless)
+  // Expert parallelism: the ranks splitting the experts (1: none), and the most routed rows
+  // per token row that a rank's experts can receive (docs/moe.md: every token of the ep
+  // ranks' micro-batches may choose min(top_k, experts / ep) of them); top_k without it.
+  std::int64_t expert_ranks = 1;
+  std::int64_t local_experts() const { return experts / expert_ranks; }
+  std::int64_t received_row_factor() const {
+    return expert_ranks == 1 ? top_k : expert_ranks * std::min(top_k, local_experts());
+  }
   // Matrix elements: every expert's (parameters) and those a token uses (FLOPs): the router,
   // top_k experts' three matrices, the shared expert's three and its gate.
   double matrix_parameters() const;
@@ -91,7 +101,9 @@ struct BlockInventory {
   double norm_parameters() const;
 };
 
-// Block `index`'s inventory (the index only names the parameters).
-BlockInventory block_inventory(const ModelConfig& config, int index = 0);
+// Block `index`'s inventory (the index only names the parameters), its experts split over
+// `expert_ranks` ranks (expert parallelism).
+BlockInventory block_inventory(const ModelConfig& config, int index = 0,
+                               std::int64_t expert_ranks = 1);
 
 }  // namespace kintsugi

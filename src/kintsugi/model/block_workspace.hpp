@@ -24,6 +24,7 @@ struct BlockActivations {
   // output; and the shared expert's SwiGLU, output and gate logit.
   Tensor moe_probs, moe_lse, moe_experts, moe_gates, moe_order, moe_position;
   Tensor moe_xp, moe_gate, moe_up, moe_act, moe_yp;
+  Tensor moe_xr;  // expert parallelism: the rows this rank's experts received, by expert
   Tensor shared_gate, shared_up, shared_act, shared_out, shared_logit;
 };
 
@@ -54,6 +55,10 @@ struct BlockWorkspace {
   Tensor moe_d_rows;                 // [rows K, d]: the routed outputs', then inputs' gradient
   Tensor moe_d_act, moe_d_up;        // [rows K, expert hidden]
   Tensor moe_d_gates;                // [rows, K]
+  // Expert parallelism: the counts received, the rows received (then the experts' outputs
+  // sent back, and in backward the gradients), the experts' outputs by expert, and the
+  // permutation between by-source and by-expert order and its inverse.
+  Tensor moe_recv_counts, moe_recv, moe_yr, moe_perm, moe_inverse;
   Tensor shared_d_out, shared_d_act, shared_d_up, shared_d_logit;
   BlockActivations recomputed;  // recompute modes: the activations not kept per micro-batch
   Tensor recomputed_output;     // full recompute: where the rerun forward writes y

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -13,6 +14,12 @@ namespace kintsugi {
 std::int64_t ModelConfig::padded_vocab(std::int64_t tp) const {
   const std::int64_t multiple = std::max<std::int64_t>(1, vocab_pad_multiple) * tp;
   return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::int64_t MoeConfig::capacity(std::int64_t rows) const {
+  if (capacity_factor <= 0) return 0;
+  return static_cast<std::int64_t>(
+      std::ceil(capacity_factor * static_cast<double>(rows * top_k) / static_cast<double>(experts)));
 }
 
 void validate(const ModelConfig& c, const ModelFieldNames& names) {
@@ -98,6 +105,10 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     if (moe.shared_experts < 0 || moe.shared_hidden < 0)
       fail("{}{} = {} and {} = {} must not be negative", at, key("moe_shared_experts"),
            moe.shared_experts, key("moe_shared_hidden"), moe.shared_hidden);
+    if (!(moe.capacity_factor >= 0))
+      fail("{}{} = {} must not be negative (0: dropless; e.g. 1.25 keeps 1.25 x the balanced "
+           "share of each expert)",
+           at, key("moe_capacity_factor"), moe.capacity_factor);
     if (moe.shared_hidden > 0 && moe.shared_experts == 0)
       fail("{}{} = {} needs {} >= 1", at, key("moe_shared_hidden"), moe.shared_hidden,
            key("moe_shared_experts"));

@@ -74,6 +74,13 @@ struct MoeConfig {
   std::int64_t shared_experts = 0;  // 0: none; n: one shared SwiGLU of n x expert_hidden
   std::int64_t shared_hidden = 0;   // the shared expert's width when set (Qwen2-MoE's own)
   bool renormalize = true;          // model.moe_router_norm_topk
+  // model.moe_capacity_factor: 0 dropless; else each expert takes at most
+  // ceil(factor x rows x top_k / experts) of a micro-batch's routed rows (a rank's own rows
+  // under expert parallelism), the lower token rows first, and the choices past it are dropped
+  // (their gates zero: docs/moe.md, "Capacity factor").
+  double capacity_factor = 0;
+  // The capacity of each expert for a micro-batch of `rows` token rows (0: dropless).
+  std::int64_t capacity(std::int64_t rows) const;
 };
 
 struct ModelConfig {

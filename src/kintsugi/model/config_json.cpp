@@ -23,6 +23,8 @@ nlohmann::json to_json(const ModelConfig& c) {
                 {"shared_experts", c.moe.shared_experts},
                 {"shared_hidden", c.moe.shared_hidden},
                 {"router_norm_topk", c.moe.renormalize}};
+  // Written only when set: a dropless model's record is as before the key existed.
+  if (c.is_moe() && c.moe.capacity_factor != 0) j["moe"]["capacity_factor"] = c.moe.capacity_factor;
   if (c.rope_scaling != RopeScaling::none)
     j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
                          {"factor", c.rope_factor},
@@ -65,6 +67,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
       c.moe.shared_experts = e.at("shared_experts").get<std::int64_t>();
       c.moe.shared_hidden = e.at("shared_hidden").get<std::int64_t>();
       c.moe.renormalize = e.at("router_norm_topk").get<bool>();
+      c.moe.capacity_factor = e.value("capacity_factor", 0.0);
     }
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");

@@ -31,6 +31,12 @@ struct LayerContext {
   Tracer* tracer = nullptr;
   // Context parallelism: the ranks splitting each sequence (model/context_parallel.hpp).
   ContextParallel cp;
+  // Expert parallelism (model/moe_layer.hpp): the ranks splitting the experts (null: none) and
+  // the store their experts' parameters register in (apart from the others: their gradients
+  // are summed and their ZeRO state sharded over another group).
+  Communicator* ep = nullptr;
+  ParamStore* expert_params = nullptr;
+  int expert_ranks() const { return ep ? ep->size() : 1; }
   // Ranks the attention heads and MLP columns are split over: the grid's y, or tp.
   int head_split() const { return grid ? grid->shape().y : tp.size(); }
   int head_rank() const { return grid ? grid->coords().y : tp.rank(); }

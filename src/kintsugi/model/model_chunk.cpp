@@ -9,13 +9,14 @@ namespace kintsugi {
 ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
                        std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
                        ChunkSpec spec, ActivationPool* shared, const TensorGrid* grid,
-                       ContextParallel cp)
+                       ContextParallel cp, Communicator* ep)
     : config_((validate(config), config)),
       spec_(spec),
       batch_(micro_batch),
       seq_(seq),
       params_(storage.unit_multiple),
-      ctx_{backend, params_, storage.compute, tp, grid, nullptr, cp} {
+      expert_params_(ep ? std::make_unique<ParamStore>(storage.expert_unit_multiple) : nullptr),
+      ctx_{backend, params_, storage.compute, tp, grid, nullptr, cp, ep, expert_params_.get()} {
   if (spec_.num_layers < 0) spec_.num_layers = static_cast<int>(config.n_layer) - spec_.first_layer;
   KINTSUGI_ASSERT(spec_.first_layer >= 0 && spec_.first_layer + spec_.num_layers <= config.n_layer);
   KINTSUGI_ASSERT(seq > 0 && seq <= config.seq_len && micro_batch > 0 && slots > 0);
@@ -40,6 +41,7 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i,
                                                          spec_.moe_loss));
     params_.end_unit("blocks." + std::to_string(spec_.first_layer + i));
+    if (expert_params_) expert_params_->end_unit("blocks." + std::to_string(spec_.first_layer + i));
   }
   if (spec_.head) {
     head_ = std::make_unique<LmHead>(ctx_, config, embedding_ ? embedding_->token_param() : -1);
@@ -51,6 +53,10 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
   if (grid) params_.mark_replicated_over_depth(grid->coords().z);
   if (storage.allocate) params_.allocate_full(backend, storage.compute, storage.grad);
   else params_.set_storage(storage.compute, storage.grad, backend.device());
+  if (expert_params_ && storage.allocate)
+    expert_params_->allocate_full(backend, storage.compute, storage.grad);
+  else if (expert_params_)
+    expert_params_->set_storage(storage.compute, storage.grad, backend.device());
   grad_.assign(slots, {});
 
   const DType dtype = storage.compute;
@@ -105,6 +111,21 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
                                .mean = c.take(ctx_.statistics(), {local}),
                                .rstd = c.take(ctx_.statistics(), {local})};
     });
+}
+
+void ModelChunk::acquire_block(std::size_t i, bool grads) const {
+  acquire(first_block_unit_ + static_cast<int>(i), grads);
+  if (expert_observer_) expert_observer_->acquire(static_cast<int>(i), grads);
+}
+
+void ModelChunk::release_block(std::size_t i) const {
+  if (expert_observer_) expert_observer_->release(static_cast<int>(i));
+  release(first_block_unit_ + static_cast<int>(i));
+}
+
+void ModelChunk::block_grads_final(std::size_t i, bool last) const {
+  grads_final(first_block_unit_ + static_cast<int>(i), last);
+  if (expert_observer_) expert_observer_->grads_final(static_cast<int>(i), last);
 }
 
 void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
@@ -186,11 +207,10 @@ void ModelChunk::forward(int slot, bool training, double grad_scale, bool score)
     }
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    const int unit = first_block_unit_ + static_cast<int>(i);
     if (training && blocks_[i]->moe()) blocks_[i]->moe()->set_grad_scale(grad_scale);
-    acquire(unit, false);
+    acquire_block(i, false);
     blocks_[i]->forward(slot, x[i], x[i + 1], workspace_);
-    release(unit);
+    release_block(i);
   }
   score = score && head_;
   if (score) {
@@ -243,11 +263,10 @@ void ModelChunk::backward(int slot, bool last_micro_batch) {
     release(head_unit_);
   }
   for (std::size_t i = blocks_.size(); i-- > 0;) {
-    const int unit = first_block_unit_ + static_cast<int>(i);
-    acquire(unit, true);
+    acquire_block(i, true);
     blocks_[i]->backward(slot, x[i], d, workspace_);
-    grads_final(unit, last_micro_batch);
-    release(unit);
+    block_grads_final(i, last_micro_batch);
+    release_block(i);
   }
   if (embedding_) {
     const TensorParallel& tp = ctx_.tp;

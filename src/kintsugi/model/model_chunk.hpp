@@ -43,6 +43,8 @@ struct ChunkStorage {
   bool allocate = true;
   std::int64_t unit_multiple = 16;
   Recompute recompute = Recompute::none;
+  // Expert parallelism: the expert store's units' multiple (sharded over the dp / ep ranks).
+  std::int64_t expert_unit_multiple = 16;
 };
 
 class ModelChunk {
@@ -58,13 +60,17 @@ class ModelChunk {
   ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage storage,
              std::int64_t micro_batch, std::int64_t seq, int slots, TensorParallel tp,
              ChunkSpec spec, ActivationPool* shared = nullptr, const TensorGrid* grid = nullptr,
-             ContextParallel cp = {});
+             ContextParallel cp = {}, Communicator* ep = nullptr);
   virtual ~ModelChunk() = default;
 
   const ModelConfig& config() const { return config_; }
   const ChunkSpec& spec() const { return spec_; }
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
+  // Expert parallelism (`ep` given): this rank's experts, one unit per block, in a store of
+  // their own (docs/moe.md); null otherwise.
+  ParamStore* expert_params() { return expert_params_.get(); }
+  const ParamStore* expert_params() const { return expert_params_.get(); }
   std::int64_t micro_batch() const { return batch_; }
   std::int64_t seq() const { return seq_; }  // the whole sequence's length (all cp ranks')
   int slots() const { return static_cast<int>(residual_.size()); }
@@ -116,6 +122,8 @@ class ModelChunk {
 
   // Told which parameter units forward and backward use, and when gradients are final.
   void set_observer(UnitObserver* observer) { observer_ = observer; }
+  // The same for the expert store's units (expert parallelism).
+  void set_expert_observer(UnitObserver* observer) { expert_observer_ = observer; }
   // Where the grid layers record their collectives and GEMMs during a traced step.
   void set_tracer(Tracer* tracer) { ctx_.tracer = tracer; }
 
@@ -132,6 +140,10 @@ class ModelChunk {
   void grads_final(int unit, bool last) const {
     if (observer_) observer_->grads_final(unit, last);
   }
+  // Block i's unit, and with expert parallelism its experts' unit (unit i of the expert store).
+  void acquire_block(std::size_t i, bool grads) const;
+  void release_block(std::size_t i) const;
+  void block_grads_final(std::size_t i, bool last) const;
 
   // The slot's positions of this rank's rows (sequence parallelism: its slice), or empty.
   Tensor local_positions(int slot) const;
@@ -144,6 +156,7 @@ class ModelChunk {
   ChunkSpec spec_;
   std::int64_t batch_, seq_;
   ParamStore params_;
+  std::unique_ptr<ParamStore> expert_params_;
   LayerContext ctx_;
   std::unique_ptr<Embedding> embedding_;
   // BLOOM's LayerNorm right after the embedding, and per slot what its backward needs: the
@@ -170,6 +183,7 @@ class ModelChunk {
   Buffer workspace_storage_;
   Buffer batch_storage_;  // tokens_ and targets_
   UnitObserver* observer_ = nullptr;
+  UnitObserver* expert_observer_ = nullptr;
 };
 
 }  // namespace kintsugi

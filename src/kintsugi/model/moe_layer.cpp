@@ -8,47 +8,61 @@
 namespace kintsugi {
 
 // Registration order: the router, each expert's w1 (gate), w3 (up) and w2 (down), then the
-// shared expert's gate, up and down and its sigmoid gate.
+// shared expert's gate, up and down and its sigmoid gate. Under expert parallelism the experts
+// are this rank's E/P, in the expert store (the others stay in ctx.params in the same order).
 MoeLayer::MoeLayer(LayerContext& ctx, const MoeSpec& spec, MoeLossWeights weights)
     : ctx_(ctx), spec_(spec), weights_(weights) {
   const std::int64_t d = spec.d, h = spec.hidden;
-  router_ = weight(spec.prefix + ".router", spec.experts, d, spec.init_std);
-  for (std::int64_t e = 0; e < spec.experts; ++e) {
+  const std::int64_t local = spec.experts / ctx.expert_ranks();
+  first_expert_ = ctx.ep ? ctx.ep->rank() * local : 0;
+  router_ = weight(ctx.params, spec.prefix + ".router", spec.experts, d, spec.init_std);
+  ParamStore& store = expert_store();
+  for (std::int64_t e = first_expert_; e < first_expert_ + local; ++e) {
     const std::string p = spec.prefix + ".experts." + std::to_string(e);
-    w1_.push_back(weight(p + ".w1", h, d, spec.init_std));
-    w3_.push_back(weight(p + ".w3", h, d, spec.init_std));
-    w2_.push_back(weight(p + ".w2", d, h, spec.residual_std));
+    w1_.push_back(weight(store, p + ".w1", h, d, spec.init_std));
+    w3_.push_back(weight(store, p + ".w3", h, d, spec.init_std));
+    w2_.push_back(weight(store, p + ".w2", d, h, spec.residual_std));
   }
   if (spec.shared_hidden > 0) {
     const std::string p = spec.prefix + ".shared_expert";
-    shared_gate_ = weight(p + ".gate", spec.shared_hidden, d, spec.init_std);
-    shared_up_ = weight(p + ".up", spec.shared_hidden, d, spec.init_std);
-    shared_down_ = weight(p + ".down", d, spec.shared_hidden, spec.residual_std);
-    shared_router_ = weight(spec.prefix + ".shared_expert_gate", 1, d, spec.init_std);
+    shared_gate_ = weight(ctx.params, p + ".gate", spec.shared_hidden, d, spec.init_std);
+    shared_up_ = weight(ctx.params, p + ".up", spec.shared_hidden, d, spec.init_std);
+    shared_down_ = weight(ctx.params, p + ".down", d, spec.shared_hidden, spec.residual_std);
+    shared_router_ = weight(ctx.params, spec.prefix + ".shared_expert_gate", 1, d, spec.init_std);
   }
   losses_ = ctx.backend.allocate(MemoryKind::workspace, 4 * sizeof(double));
   reset_stats();
 }
 
-int MoeLayer::weight(const std::string& name, std::int64_t out, std::int64_t in, double std) {
-  return ctx_.params.add({.name = name + ".weight",
-                          .global_shape = {out, in},
-                          .init = ParamInit::normal,
-                          .init_std = std,
-                          .weight_decay = true});
+int MoeLayer::weight(ParamStore& store, const std::string& name, std::int64_t out,
+                     std::int64_t in, double std) {
+  return store.add({.name = name + ".weight",
+                    .global_shape = {out, in},
+                    .init = ParamInit::normal,
+                    .init_std = std,
+                    .weight_decay = true});
 }
 
 void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpec& spec,
                                 std::int64_t rows, BlockWorkspace& ws) {
   const DType dt = ctx.dtype;
-  const std::int64_t routed = rows * spec.top_k, hs = spec.shared_hidden;
+  // The routed rows, and under expert parallelism those this rank's experts may receive.
+  const std::int64_t routed = rows * spec.top_k, received = rows * spec.received_row_factor();
+  const std::int64_t hs = spec.shared_hidden;
   ws.moe_logits = c.take(dt, {rows, spec.experts});
   ws.moe_d_logits = c.take(dt, {rows, spec.experts});
   ws.moe_counts = c.take(DType::i32, {spec.experts});
   ws.moe_d_rows = c.take(dt, {routed, spec.d});
-  ws.moe_d_act = c.take(dt, {routed, spec.hidden});
-  ws.moe_d_up = c.take(dt, {routed, spec.hidden});
+  ws.moe_d_act = c.take(dt, {received, spec.hidden});
+  ws.moe_d_up = c.take(dt, {received, spec.hidden});
   ws.moe_d_gates = c.take(ctx.statistics(), {rows, spec.top_k});
+  if (spec.expert_ranks > 1) {
+    ws.moe_recv_counts = c.take(DType::i32, {spec.experts});
+    ws.moe_recv = c.take(dt, {received, spec.d});
+    ws.moe_yr = c.take(dt, {received, spec.d});
+    ws.moe_perm = c.take(DType::i32, {received});
+    ws.moe_inverse = c.take(DType::i32, {received});
+  }
   if (hs == 0) return;
   ws.shared_d_out = c.take(dt, {rows, spec.d});
   ws.shared_d_act = c.take(dt, {rows, hs});
@@ -60,9 +74,12 @@ void MoeLayer::linear(int w, const Tensor& in, const Tensor& out) const {
   ctx_.backend.linear_forward(in, ctx_.params.param(w), nullptr, out);
 }
 
-void MoeLayer::linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
-                               bool accumulate_dx) const {
-  ParamStore& p = ctx_.params;
+void MoeLayer::expert_linear(int w, const Tensor& in, const Tensor& out) const {
+  ctx_.backend.linear_forward(in, expert_store().param(w), nullptr, out);
+}
+
+void MoeLayer::linear_backward_in(ParamStore& p, int w, const Tensor& dy, const Tensor& in,
+                                  const Tensor* dx, bool accumulate_dx) const {
   const bool acc = p.accumulate_grad(w);
   // An expert no row of the micro-batch chose: a zero gradient, written or added as nothing.
   if (dy.numel() == 0) {
@@ -71,6 +88,154 @@ void MoeLayer::linear_backward(int w, const Tensor& dy, const Tensor& in, const 
   }
   if (dx) ctx_.backend.linear_backward_input(dy, p.param(w), *dx, accumulate_dx);
   ctx_.backend.linear_backward_weight(dy, in, p.grad(w), nullptr, acc);
+}
+
+void MoeLayer::linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
+                               bool accumulate_dx) const {
+  linear_backward_in(ctx_.params, w, dy, in, dx, accumulate_dx);
+}
+
+void MoeLayer::expert_linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
+                                      bool accumulate_dx) const {
+  linear_backward_in(expert_store(), w, dy, in, dx, accumulate_dx);
+}
+
+std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s,
+                                          const std::vector<std::int64_t>& counts) {
+  const std::int64_t n = s.moe_gates.shape[0], k = spec_.top_k;
+  MoeConfig moe{.experts = spec_.experts, .top_k = k, .capacity_factor = spec_.capacity_factor};
+  const std::int64_t capacity = moe.capacity(n);
+  if (capacity <= 0) return 0;
+  bool any = false;
+  for (std::int64_t c : counts) any |= c > capacity;
+  if (!any) return 0;
+  // The dispatch order is by expert, then token row, then choice: a choice's place in its
+  // expert's group is its position minus the rows of the experts before.
+  std::vector<std::int32_t> position(static_cast<std::size_t>(n * k)), experts(position.size());
+  copy_to_host(s.moe_position, position.data());
+  copy_to_host(s.moe_experts, experts.data());
+  std::vector<std::int64_t> first(counts.size(), 0);
+  for (std::size_t e = 1; e < counts.size(); ++e) first[e] = first[e - 1] + counts[e - 1];
+  std::vector<float> gates = read_values(s.moe_gates);
+  std::int64_t dropped = 0;
+  for (std::size_t c = 0; c < position.size(); ++c) {
+    const auto e = static_cast<std::size_t>(experts[c]);
+    if (position[c] - first[e] >= capacity) {
+      gates[c] = 0;
+      ++dropped;
+    }
+  }
+  if (s.moe_gates.dtype == DType::f64) {
+    // f64 checks: keep the gates' other bits (read_values rounds to f32).
+    std::vector<double> exact(position.size());
+    copy_to_host(s.moe_gates, exact.data());
+    for (std::size_t c = 0; c < exact.size(); ++c)
+      if (gates[c] == 0.0f) exact[c] = 0;
+    copy_from_host(exact.data(), s.moe_gates);
+  } else {
+    write_values(gates.data(), s.moe_gates);
+  }
+  return dropped;
+}
+
+std::vector<std::int64_t> MoeLayer::elements(const std::vector<std::int64_t>& rows) const {
+  std::vector<std::int64_t> out;
+  for (std::int64_t r : rows) out.push_back(r * spec_.d);
+  return out;
+}
+
+MoeLayer::Exchange MoeLayer::plan_exchange(const std::vector<std::int64_t>& counts,
+                                           const BlockWorkspace& ws) {
+  Communicator& ep = *ctx_.ep;
+  const auto P = static_cast<std::size_t>(ep.size());
+  const std::size_t local = counts.size() / P;
+  // Block j of the counts (experts [j E/P, (j+1) E/P)) goes to ep rank j; block s of what
+  // arrives is how many rows source s routes to each of this rank's experts.
+  ep.all_to_all(ws.moe_counts, ws.moe_recv_counts);
+  std::vector<std::int32_t> by_source(counts.size());
+  copy_to_host(ws.moe_recv_counts, by_source.data());
+  Exchange x;
+  x.send_rows.assign(P, 0);
+  x.recv_rows.assign(P, 0);
+  x.expert_rows.assign(local, 0);
+  for (std::size_t j = 0; j < P; ++j)
+    for (std::size_t l = 0; l < local; ++l) {
+      x.send_rows[j] += counts[j * local + l];
+      x.recv_rows[j] += by_source[j * local + l];
+      x.expert_rows[l] += by_source[j * local + l];
+    }
+  // Received rows are by source, then expert; the experts run them by expert, then source
+  // (each source's rows in its token order): row i of that order is received row perm[i].
+  std::vector<std::int64_t> source_first(P, 0);
+  for (std::size_t j = 1; j < P; ++j) source_first[j] = source_first[j - 1] + x.recv_rows[j - 1];
+  for (std::size_t l = 0; l < local; ++l)
+    for (std::size_t j = 0; j < P; ++j) {
+      std::int64_t at = source_first[j];
+      for (std::size_t m = 0; m < l; ++m) at += by_source[j * local + m];
+      for (std::int32_t r = 0; r < by_source[j * local + l]; ++r)
+        x.perm.push_back(static_cast<std::int32_t>(at + r));
+    }
+  x.received = static_cast<std::int64_t>(x.perm.size());
+  x.inverse.assign(x.perm.size(), 0);
+  for (std::size_t i = 0; i < x.perm.size(); ++i)
+    x.inverse[static_cast<std::size_t>(x.perm[i])] = static_cast<std::int32_t>(i);
+  return x;
+}
+
+void MoeLayer::upload_permutation(const Exchange& x, const BlockWorkspace& ws) const {
+  if (x.received == 0) return;
+  copy_from_host(x.perm.data(), ws.moe_perm.rows(0, x.received));
+  copy_from_host(x.inverse.data(), ws.moe_inverse.rows(0, x.received));
+}
+
+void MoeLayer::experts_forward(const BlockActivations& s, const Tensor& in, const Tensor& out,
+                               const std::vector<std::int64_t>& rows) {
+  Backend& be = ctx_.backend;
+  std::int64_t total = 0;
+  for (std::int64_t r : rows) total += r;
+  // Each expert's SwiGLU on its rows: one GEMM per layer and expert (a grouped GEMM).
+  std::int64_t first = 0;
+  for (std::size_t e = 0; e < rows.size(); first += rows[e], ++e) {
+    if (rows[e] == 0) continue;
+    const Tensor x = in.rows(first, rows[e]);
+    expert_linear(w1_[e], x, s.moe_gate.rows(first, rows[e]));
+    expert_linear(w3_[e], x, s.moe_up.rows(first, rows[e]));
+  }
+  if (total > 0)
+    be.swiglu_forward(s.moe_gate.rows(0, total), s.moe_up.rows(0, total),
+                      s.moe_act.rows(0, total));
+  first = 0;
+  for (std::size_t e = 0; e < rows.size(); first += rows[e], ++e)
+    if (rows[e] > 0)
+      expert_linear(w2_[e], s.moe_act.rows(first, rows[e]), out.rows(first, rows[e]));
+}
+
+void MoeLayer::experts_backward(const BlockActivations& s, const Tensor& in, const Tensor& d_out,
+                                const Tensor& d_in, const BlockWorkspace& ws,
+                                const std::vector<std::int64_t>& rows) {
+  Backend& be = ctx_.backend;
+  auto part = [&](const Tensor& t, std::int64_t first, std::size_t e) {
+    return t.rows(first, rows[e]);
+  };
+  std::int64_t total = 0;
+  for (std::int64_t r : rows) total += r;
+  std::int64_t first = 0;
+  for (std::size_t e = 0; e < rows.size(); first += rows[e], ++e) {
+    const Tensor d_act = part(ws.moe_d_act, first, e);
+    expert_linear_backward(w2_[e], part(d_out, first, e), part(s.moe_act, first, e), &d_act,
+                           false);
+  }
+  if (total > 0) {
+    const Tensor d_act = ws.moe_d_act.rows(0, total);
+    be.swiglu_backward(s.moe_gate.rows(0, total), s.moe_up.rows(0, total), d_act, d_act,
+                       ws.moe_d_up.rows(0, total));
+  }
+  first = 0;
+  for (std::size_t e = 0; e < rows.size(); first += rows[e], ++e) {
+    const Tensor x = part(in, first, e), dx = part(d_in, first, e);
+    expert_linear_backward(w1_[e], part(ws.moe_d_act, first, e), x, &dx, false);
+    expert_linear_backward(w3_[e], part(ws.moe_d_up, first, e), x, &dx, true);
+  }
 }
 
 void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& y,
@@ -86,24 +251,36 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   if (static_cast<std::size_t>(slot) >= counts_.size()) counts_.resize(slot + 1);
   std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
   counts.assign(host.begin(), host.end());
+  const std::int64_t dropped = drop_past_capacity(s, counts);
   if (record) {
     ++micro_batches_;
+    dropped_ += dropped;
     for (std::size_t e = 0; e < counts.size(); ++e) expert_rows_[e] += counts[e];
   }
   be.moe_gather(x, s.moe_order, s.moe_xp);
-  // Each expert's SwiGLU on its rows: one GEMM per layer and expert (a grouped GEMM).
-  std::int64_t first = 0;
-  for (std::size_t e = 0; e < counts.size(); first += counts[e], ++e) {
-    if (counts[e] == 0) continue;
-    const Tensor in = s.moe_xp.rows(first, counts[e]);
-    linear(w1_[e], in, s.moe_gate.rows(first, counts[e]));
-    linear(w3_[e], in, s.moe_up.rows(first, counts[e]));
+  if (!ctx_.ep) {
+    experts_forward(s, s.moe_xp, s.moe_yp, counts);
+  } else {
+    // Expert parallelism: rows to their experts' ranks, through this rank's experts, back.
+    if (static_cast<std::size_t>(slot) >= exchanges_.size()) exchanges_.resize(slot + 1);
+    Exchange& ex = exchanges_[static_cast<std::size_t>(slot)] = plan_exchange(counts, ws);
+    const std::vector<std::int64_t> send = elements(ex.send_rows), recv = elements(ex.recv_rows);
+    if (record) {
+      const auto me = static_cast<std::size_t>(ctx_.ep->rank());
+      for (std::size_t j = 0; j < send.size(); ++j)
+        if (j != me) {
+          rows_sent_ += ex.send_rows[j];
+          rows_received_ += ex.recv_rows[j];
+        }
+    }
+    const std::int64_t r = ex.received;
+    ctx_.ep->all_to_all_v(s.moe_xp, send, ws.moe_recv, recv);
+    upload_permutation(ex, ws);
+    if (r > 0) be.moe_gather(ws.moe_recv.rows(0, r), ws.moe_perm.rows(0, r), s.moe_xr.rows(0, r));
+    experts_forward(s, s.moe_xr, ws.moe_yr, ex.expert_rows);
+    if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));
+    ctx_.ep->all_to_all_v(ws.moe_recv, recv, s.moe_yp, send);
   }
-  be.swiglu_forward(s.moe_gate, s.moe_up, s.moe_act);
-  first = 0;
-  for (std::size_t e = 0; e < counts.size(); first += counts[e], ++e)
-    if (counts[e] > 0)
-      linear(w2_[e], s.moe_act.rows(first, counts[e]), s.moe_yp.rows(first, counts[e]));
   be.moe_combine(s.moe_yp, s.moe_position, &s.moe_gates, y, false);
   if (shared_gate_ < 0) return;
   linear(shared_gate_, x, s.shared_gate);
@@ -122,22 +299,32 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   // Through the combine: the routed outputs' gradient (in moe_d_rows) and the gates'.
   be.moe_combine_backward(dy, s.moe_yp, s.moe_order, s.moe_position, s.moe_gates, ws.moe_d_rows,
                           ws.moe_d_gates);
-  auto rows = [&](const Tensor& t, std::int64_t first, std::size_t e) {
-    return t.rows(first, counts[e]);
-  };
-  std::int64_t first = 0;
-  for (std::size_t e = 0; e < counts.size(); first += counts[e], ++e) {
-    const Tensor d_act = rows(ws.moe_d_act, first, e);
-    linear_backward(w2_[e], rows(ws.moe_d_rows, first, e), rows(s.moe_act, first, e), &d_act,
-                    false);
+  if (spec_.capacity_factor > 0) {
+    // A dropped choice (gate zero) adds nothing to y: its gate gets no gradient either.
+    const std::vector<float> gates = read_values(s.moe_gates);
+    std::vector<float> d_gates = read_values(ws.moe_d_gates);
+    bool any = false;
+    for (std::size_t c = 0; c < gates.size(); ++c)
+      if (gates[c] == 0.0f) {
+        d_gates[c] = 0;
+        any = true;
+      }
+    if (any) write_values(d_gates.data(), ws.moe_d_gates);
   }
-  be.swiglu_backward(s.moe_gate, s.moe_up, ws.moe_d_act, ws.moe_d_act, ws.moe_d_up);
-  // The routed inputs' gradient replaces the outputs' in moe_d_rows (all read by now).
-  first = 0;
-  for (std::size_t e = 0; e < counts.size(); first += counts[e], ++e) {
-    const Tensor in = rows(s.moe_xp, first, e), d_in = rows(ws.moe_d_rows, first, e);
-    linear_backward(w1_[e], rows(ws.moe_d_act, first, e), in, &d_in, false);
-    linear_backward(w3_[e], rows(ws.moe_d_up, first, e), in, &d_in, true);
+  if (!ctx_.ep) {
+    // The routed inputs' gradient replaces the outputs' in moe_d_rows (all read by then).
+    experts_backward(s, s.moe_xp, ws.moe_d_rows, ws.moe_d_rows, ws, counts);
+  } else {
+    // The outputs' gradients to the experts' ranks (in by-expert order), the inputs' back.
+    const Exchange& ex = exchanges_[static_cast<std::size_t>(slot)];
+    const std::vector<std::int64_t> send = elements(ex.send_rows), recv = elements(ex.recv_rows);
+    const std::int64_t r = ex.received;
+    ctx_.ep->all_to_all_v(ws.moe_d_rows, send, ws.moe_recv, recv);
+    upload_permutation(ex, ws);
+    if (r > 0) be.moe_gather(ws.moe_recv.rows(0, r), ws.moe_perm.rows(0, r), ws.moe_yr.rows(0, r));
+    experts_backward(s, s.moe_xr, ws.moe_yr, ws.moe_yr, ws, ex.expert_rows);
+    if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));
+    ctx_.ep->all_to_all_v(ws.moe_recv, recv, ws.moe_d_rows, send);
   }
   be.moe_combine(ws.moe_d_rows, s.moe_position, nullptr, dx, false);
   // The router: the gates' gradient, the load-balancing and z losses' (each micro-batch's
@@ -163,12 +350,14 @@ MoeStats MoeLayer::stats() const {
   std::array<double, 2> sums{};
   copy_to_host(losses_.view(DType::f64, Shape{2}), sums.data());
   return {.aux_sum = sums[0], .z_sum = sums[1], .micro_batches = micro_batches_,
-          .expert_rows = expert_rows_};
+          .expert_rows = expert_rows_, .dropped = dropped_, .rows_sent = rows_sent_,
+          .rows_received = rows_received_};
 }
 
 void MoeLayer::reset_stats() {
   ctx_.backend.zero(losses_.view(DType::f64, Shape{4}));
   micro_batches_ = 0;
+  dropped_ = rows_sent_ = rows_received_ = 0;
   expert_rows_.assign(static_cast<std::size_t>(spec_.experts), 0);
 }
 

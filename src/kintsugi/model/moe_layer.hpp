@@ -11,6 +11,19 @@
 // Dropless: every choice is computed. The routing is data-dependent, so each forward reads the
 // experts' row counts to the host once (core/host_io.hpp) to slice the GEMMs.
 //
+// Capacity factor (model.moe_capacity_factor > 0): expert e keeps the first capacity(N) of its
+// routed rows in dispatch order (lower token rows first); the gates of the choices past it are
+// zeroed, so they add nothing to y and get no gradient (their rows still run: the shapes stay
+// dropless-sized). Counted in MoeStats::dropped.
+//
+// Expert parallelism (ctx.ep, docs/moe.md "Expert parallelism"): this rank holds experts
+// [r E/P, (r+1) E/P) of the P ep ranks, in ctx.expert_params. The routed rows, grouped by
+// expert, are grouped by owner too; the ranks exchange each expert's row count (all_to_all),
+// then the rows (all_to_all_v), permute what arrived from by-source to by-expert order, run
+// their experts, permute back and return the outputs (all_to_all_v); the combine is the
+// serial one on the rank that owns the token. Backward sends the outputs' gradients the same
+// way and returns the inputs'.
+//
 // The load-balancing loss (Switch/GShard) and z-loss of a micro-batch enter the objective as
 // train.moe_aux_loss_coeff and train.moe_z_loss_coeff times their mean over the step's
 // micro-batches: backward adds their gradient at the router's logits, scaled by
@@ -37,6 +50,11 @@ struct MoeStats {
   double aux_sum = 0, z_sum = 0;
   std::int64_t micro_batches = 0;
   std::vector<std::int64_t> expert_rows;
+  // Routed choices dropped past an expert's capacity (0 when dropless).
+  std::int64_t dropped = 0;
+  // Expert parallelism, this rank's alone: the routed rows it sent to other ranks' experts and
+  // received for its own from other ranks, summed over the recorded forwards.
+  std::int64_t rows_sent = 0, rows_received = 0;
 };
 
 class MoeLayer {
@@ -63,22 +81,59 @@ class MoeLayer {
   void reset_stats();
 
  private:
-  int weight(const std::string& name, std::int64_t out, std::int64_t in, double std);
-  // out [rows, o] (+)= in [rows, i] W^T, and the weight's gradient (first write overwrites).
+  // Expert parallelism: one micro-batch's exchange, from the routed rows per expert.
+  struct Exchange {
+    std::vector<std::int64_t> send_rows, recv_rows;  // [P]: rows to / from each ep rank
+    std::vector<std::int64_t> expert_rows;           // [E/P]: rows of each local expert
+    std::vector<std::int32_t> perm, inverse;         // by-expert row -> received row, back
+    std::int64_t received = 0;
+  };
+  // Exchanges the counts (collective over ctx.ep) and plans the permutation.
+  Exchange plan_exchange(const std::vector<std::int64_t>& counts, const BlockWorkspace& ws);
+  // The permutation and its inverse to the workspace (the shared workspace: again per use).
+  void upload_permutation(const Exchange& x, const BlockWorkspace& ws) const;
+  // The element counts of an exchange's blocks (rows x d).
+  std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows) const;
+  // Capacity factor: zeroes the gates of the choices past their expert's capacity; returns how
+  // many.
+  std::int64_t drop_past_capacity(const BlockActivations& s, const std::vector<std::int64_t>& counts);
+  // This rank's experts' SwiGLU on `in` (rows grouped by local expert, `rows` each) into `out`.
+  void experts_forward(const BlockActivations& s, const Tensor& in, const Tensor& out,
+                       const std::vector<std::int64_t>& rows);
+  // Their backward from d_out; leaves the inputs' gradient in d_in.
+  void experts_backward(const BlockActivations& s, const Tensor& in, const Tensor& d_out,
+                        const Tensor& d_in, const BlockWorkspace& ws,
+                        const std::vector<std::int64_t>& rows);
+
+  int weight(ParamStore& store, const std::string& name, std::int64_t out, std::int64_t in,
+             double std);
+  // out [rows, o] (+)= in [rows, i] W^T, and the weight's gradient (first write overwrites);
+  // `store` holds w (the experts' store for w1_, w3_, w2_).
   void linear(int w, const Tensor& in, const Tensor& out) const;
   void linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
                        bool accumulate_dx) const;
+  void expert_linear(int w, const Tensor& in, const Tensor& out) const;
+  void expert_linear_backward(int w, const Tensor& dy, const Tensor& in, const Tensor* dx,
+                              bool accumulate_dx) const;
+  void linear_backward_in(ParamStore& store, int w, const Tensor& dy, const Tensor& in,
+                          const Tensor* dx, bool accumulate_dx) const;
 
   LayerContext& ctx_;
   MoeSpec spec_;
   MoeLossWeights weights_;
+  // Where the experts' parameters live: ctx.params, or ctx.expert_params under expert
+  // parallelism (then w1_[l] is local expert l's, global expert first_expert_ + l).
+  ParamStore& expert_store() const { return ctx_.expert_params ? *ctx_.expert_params : ctx_.params; }
   int router_ = -1;
-  std::vector<int> w1_, w3_, w2_;  // per expert: gate, up, down
+  std::int64_t first_expert_ = 0;
+  std::vector<int> w1_, w3_, w2_;  // per expert (this rank's): gate, up, down
   int shared_gate_ = -1, shared_up_ = -1, shared_down_ = -1, shared_router_ = -1;
   std::vector<std::vector<std::int64_t>> counts_;  // [slot][expert]: routed rows
+  std::vector<Exchange> exchanges_;                // [slot], expert parallelism
   Buffer losses_;  // f64 [2] on the device: aux and z summed over micro-batches
   std::int64_t micro_batches_ = 0;
   std::vector<std::int64_t> expert_rows_;
+  std::int64_t dropped_ = 0, rows_sent_ = 0, rows_received_ = 0;
   double grad_scale_ = 0;
 };
 

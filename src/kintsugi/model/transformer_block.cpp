@@ -15,7 +15,7 @@ std::string prefix(int index) { return "blocks." + std::to_string(index); }
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index,
                                    MoeLossWeights moe_weights)
     : ctx_(ctx), config_(c), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
-  const BlockInventory inventory = block_inventory(c, index);
+  const BlockInventory inventory = block_inventory(c, index, ctx.expert_ranks());
   const auto& halves = inventory.halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
   if (c.qk_norm()) {
@@ -44,7 +44,7 @@ void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64
             std::int64_t seq, BlockActivations& a, Keep keep, const BlockActivations* shared) {
   // Heads and MLP columns are split over tp, or over the grid's y (3D).
   const std::int64_t local = ctx.tp.local_rows(batch * seq), split = ctx.head_split();
-  for (const SavedTensor& t : block_inventory(m).saved) {
+  for (const SavedTensor& t : block_inventory(m, 0, ctx.expert_ranks()).saved) {
     if (!keep(t)) {
       a.*t.field = shared ? shared->*t.field : Tensor{};
       continue;
@@ -116,7 +116,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
   const int t = ctx.head_split();
-  const BlockInventory inventory = block_inventory(config);
+  const BlockInventory inventory = block_inventory(config, 0, ctx.expert_ranks());
   ws.d_qkv = c.take(dt, {rows, inventory.halves[0].entries[0].out / t});
   ws.d_attn = c.take(dt, {rows, config.q_width() / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});

@@ -44,6 +44,15 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
     return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "
                        "context parallelism yet (cp = {}): set --cp 1 (docs/moe.md)",
                        m.moe.experts, l.cp);
+  // Expert parallelism (docs/moe.md): whole experts per rank.
+  if (l.ep > 1 && !m.is_moe())
+    return fmt::format("--ep {} splits a mixture of experts' experts, but the model has none "
+                       "(model.moe_experts = 0): drop --ep",
+                       l.ep);
+  if (l.ep > 1 && m.moe.experts % l.ep != 0)
+    return fmt::format("--ep {}: model.moe_experts = {} must be divisible by it (each "
+                       "expert-parallel rank holds whole experts); change --ep",
+                       l.ep, m.moe.experts);
   // (A tensor grid splits heads and widths over its own dimensions: grid_problem.)
   const bool grid = l.has_grid();
   if (!grid && m.n_head % l.tp != 0)

@@ -93,7 +93,41 @@ void add_context_bytes(const ModelConfig& m, const ParallelLayout& l, const Step
   out["cp.all_to_all"] = mb * blocks * share * (forwards * (qkv + attn) + qkv + 2 * attn);
 }
 
+// The data-parallel reduction of `elements` gradient elements over `ranks` ranks as group
+// `group` (ZeRO's stage over `shards` of them, `replicas` copies of each shard), with
+// `gathered` the ZeRO-3 gathers' elements per micro-batch.
+void add_data_bytes(const ParallelLayout& l, const StepShape& s, const std::string& data,
+                    double elements, std::int64_t ranks, std::int64_t shards,
+                    std::int64_t replicas, double gathered, std::map<std::string, double>& out) {
+  const double eb = static_cast<double>(s.element_bytes);
+  const double mb = static_cast<double>(s.micro_batches);
+  const double grads = elements * eb;
+  if (l.zero == ZeroStage::none) {
+    if (ranks > 1) out[data + ".all_reduce"] += ring_all_reduce_bytes(grads, ranks);
+    return;
+  }
+  const std::string group = replicas > 1 ? "shard" : data;
+  const double pb = static_cast<double>(s.param_element_bytes);
+  const double rs = ring_reduce_scatter_bytes(grads, shards);
+  out[group + ".reduce_scatter"] += l.zero == ZeroStage::optimizer ? rs : mb * rs;
+  out[group + ".all_gather"] += l.zero < ZeroStage::parameters
+                                    ? ring_all_gather_bytes(elements * pb, shards)
+                                    : mb * ring_all_gather_bytes(gathered * pb, shards);
+  if (replicas > 1) out["replica.all_reduce"] += ring_all_reduce_bytes(grads / shards, replicas);
+}
+
 }  // namespace
+
+double expert_all_to_all_bytes(const ModelConfig& m, const ParallelLayout& l, double forwards,
+                               double rows_sent, double rows_received,
+                               std::int64_t element_bytes, bool recompute_full) {
+  if (l.ep <= 1) return 0;
+  const double r = recompute_full ? 1 : 0;
+  const double counts = static_cast<double>((l.ep - 1) * (m.moe.experts / l.ep) * 4);
+  return (1 + r) * forwards * counts +
+         (2 + r) * (rows_sent + rows_received) * static_cast<double>(m.d_model) *
+             static_cast<double>(element_bytes);
+}
 
 std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const ParallelLayout& l,
                                               const StepShape& s) {
@@ -133,24 +167,25 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
                             ring_all_reduce_bytes(partial * eb, l.tp);
   }
   if (l.cp > 1) add_context_bytes(m, l, s, rows, out);
-  const double grads = static_cast<double>(s.grad_elements) * eb;
   // Gradients are summed (and ZeRO state sharded) over dp, or dp x cp (group "dp_cp").
   const std::string data = l.cp > 1 ? "dp_cp" : "dp";
-  if (l.zero == ZeroStage::none) {
-    if (l.data_ranks() > 1) out[data + ".all_reduce"] = ring_all_reduce_bytes(grads, l.data_ranks());
-  } else {
-    const std::int64_t shards = l.shards(), replicas = l.replicas();
-    const std::string group = replicas > 1 ? "shard" : data;
-    const double pb = static_cast<double>(s.param_element_bytes);
-    const double rs = ring_reduce_scatter_bytes(grads, shards);
-    out[group + ".reduce_scatter"] = l.zero == ZeroStage::optimizer ? rs : mb * rs;
-    out[group + ".all_gather"] =
-        l.zero < ZeroStage::parameters
-            ? ring_all_gather_bytes(s.grad_elements * pb, shards)
-            : mb * ring_all_gather_bytes(
-                       (s.gathered_once_elements + 2.0 * s.gathered_twice_elements) * pb, shards);
-    if (replicas > 1)
-      out["replica.all_reduce"] = ring_all_reduce_bytes(grads / shards, replicas);
+  add_data_bytes(l, s, data, static_cast<double>(s.grad_elements), l.data_ranks(), l.shards(),
+                 l.replicas(),
+                 static_cast<double>(s.gathered_once_elements) + 2.0 * s.gathered_twice_elements,
+                 out);
+  if (l.ep > 1) {
+    // Expert parallelism (docs/moe.md): the experts' gradients over the dp / ep ranks that hold
+    // the same experts, and the token rows' all-to-all over the ep ranks.
+    add_data_bytes(l, s, "edp", static_cast<double>(s.expert_grad_elements),
+                   l.expert_data_ranks(), l.expert_shards(), 1,
+                   2.0 * static_cast<double>(s.expert_gathered_elements), out);
+    const double forwards = mb * blocks;
+    const double balanced = forwards * rows * static_cast<double>(m.moe.top_k) *
+                            static_cast<double>(l.ep - 1) / static_cast<double>(l.ep);
+    out["ep.all_to_all"] = expert_all_to_all_bytes(
+        m, l, forwards, s.expert_rows_sent < 0 ? balanced : s.expert_rows_sent,
+        s.expert_rows_received < 0 ? balanced : s.expert_rows_received,
+        s.activation_element_bytes, s.recompute_full);
   }
   if (s.pipeline_sends > 0) {
     // A stage sends its rows: a 1/tp slice with sequence parallelism, this z's sequences with

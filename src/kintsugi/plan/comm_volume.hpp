@@ -77,7 +77,26 @@ struct StepShape {
   // Selective recomputation reruns the attention core in backward (with context parallelism's
   // ring: its passes of keys and values around the ring too).
   bool recompute_selective = false;
+  // Expert parallelism: the elements of the rank's expert stores (reduced, sharded and under
+  // ZeRO-3 gathered twice per micro-batch over the dp / ep ranks, group "edp"), and the routed
+  // rows the rank sends to and receives from the other ep ranks per step (-1: balanced routing,
+  // (ep - 1) / ep of each micro-batch's N top_k rows each way and layer).
+  std::int64_t expert_grad_elements = 0, expert_gathered_elements = 0;
+  double expert_rows_sent = -1, expert_rows_received = -1;
 };
+
+// Expert parallelism's all-to-all bytes one rank sends in a step (docs/moe.md, "The bytes"):
+// per MoE layer forward (`forwards`: layers x micro-batches of the step, not counting full
+// recomputation's reruns) the row counts of the experts of each other ep rank, (ep - 1) x
+// experts / ep i32; the rows it sends, S (its token rows' choices of other ranks' experts),
+// and those it receives, R: forward sends S rows to the experts and returns R outputs,
+// backward sends S output gradients and returns R input gradients, each a row of d_model
+// elements of `element_bytes`; full recomputation reruns the forward's counts and rows.
+//   bytes = (1 + r) forwards (ep - 1) E / ep 4 + (2 + r) (S + R) d_model element_bytes
+// with r = 1 under full recomputation, else 0.
+double expert_all_to_all_bytes(const ModelConfig& model, const ParallelLayout& layout,
+                               double forwards, double rows_sent, double rows_received,
+                               std::int64_t element_bytes, bool recompute_full);
 
 double ring_all_reduce_bytes(double bytes, std::int64_t ranks);
 double ring_reduce_scatter_bytes(double bytes, std::int64_t ranks);  // bytes: the input
@@ -95,7 +114,8 @@ double ring_all_gather_bytes(double bytes, std::int64_t ranks);      // bytes: t
 // weights (as much as one all-reduce); stage 2 reduce-scatters every micro-batch's gradient;
 // stage 3 also all-gathers each layer's weights before its forward and before its backward
 // (with one micro-batch: 1.5 all-reduces). Hybrid sharding adds an all-reduce of the gradient
-// shard across replicas.
+// shard across replicas. Expert parallelism moves the experts' share of those terms to group
+// "edp" (dp / ep ranks) and adds "ep.all_to_all" (expert_all_to_all_bytes).
 std::map<std::string, double> step_comm_bytes(const ModelConfig& model,
                                               const ParallelLayout& layout,
                                               const StepShape& shape);

@@ -27,6 +27,7 @@ std::string describe(const Layout& l) {
                      p.tensor_grid_overlap ? "" : " no-overlap");
   s += fmt::format(" pp {} dp {}", p.pp, p.dp);
   if (p.cp > 1) s += fmt::format(" cp {}{}", p.cp, p.cp_comm == CpComm::ring ? " ring" : "");
+  if (p.ep > 1) s += fmt::format(" ep {}", p.ep);
   s += fmt::format(" mb {}", l.micro_batch);
   if (p.pp > 1) s += fmt::format(" {}", name_of(p.schedule));
   if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
@@ -44,7 +45,8 @@ std::string describe_legend() {
          "with vN model chunks per rank; zeroN ZeRO stage; hsdpN ZeRO sharded over groups of N\n"
          "data-parallel ranks, replicated across groups; selective/full activation recomputation;\n"
          "sp sequence parallelism; cp N each sequence split over N (context parallelism; ring: its\n"
-         "ring exchange, else the all-to-all).";
+         "ring exchange, else the all-to-all); ep N a mixture of experts' experts split over N of\n"
+         "the data-parallel ranks (expert parallelism).";
 }
 
 std::vector<std::string> pin_unmeasured_dimensions(LayoutPins& pins, bool measured) {
@@ -145,6 +147,8 @@ struct RankShare {
   double head_partial = 0;    // with partial gradients under any tp: Qwen3's q_norm and k_norm
   double tied_copy = 0;       // elements of the tied token table held at both pipeline ends
                               // (on either end: both sum it once per step)
+  double expert_elements = 0;  // expert parallelism: this rank's experts (E / ep per block),
+                               // not in `elements` (reduced and sharded over dp / ep ranks)
   double activation_bytes = 0;  // per slot: the largest chunk, with the rank's extras (the
                                 // chunks share their slots: model/activation_pool.hpp)
 };
@@ -172,6 +176,14 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
     r.head |= last;
     r.elements += n * block.local;
     r.partial += n * block.partial;
+    if (l.parallel.ep > 1 && m.is_moe()) {
+      // Expert parallelism (docs/moe.md): every expert's three matrices leave the block's
+      // elements; this rank's E / ep of them are its expert store.
+      const double expert = 3.0 * static_cast<double>(m.d_model) *
+                            static_cast<double>(m.expert_hidden());
+      r.elements -= n * expert * static_cast<double>(m.moe.experts);
+      r.expert_elements += n * expert * static_cast<double>(m.moe.experts / l.parallel.ep);
+    }
     r.head_partial += n * block.head_partial;
     // With a grid every parameter but the blocks' weight blocks is replicated over z, the
     // token table (and head) included.
@@ -314,6 +326,7 @@ struct Context {
   double gx = 1, gy = 1, gz = 1, local_rows = 0, vocab_ranks = 1;
   GridLinks grid_links;
   LinkSpec tp_link, dp_link, pp_link, shard_link, cp_link;  // dp_link: the dp (x cp) ranks
+  LinkSpec ep_link;  // expert parallelism: the ep consecutive data-parallel ranks of rank 0
   double hw = 0, model_flops = 0, head_flops = 0, block_hw = 0;  // per token
   double block_attention = 0;    // of block_hw: the attention core (split over heads only)
   double peak = 0;               // FLOP/s of one device at the workload's precision
@@ -361,6 +374,11 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   for (int r : map.group(0, Dim::dp))
     for (int q : map.group(r, Dim::cp)) data_group.push_back(q);
   c.dp_link = cluster.ring_link(data_group);
+  // Expert parallelism: rank 0's ep group, the first ep of its data-parallel ranks (inside a
+  // node when they fit one; else across, at the slowest link they span).
+  if (l.parallel.ep > 1)
+    c.ep_link = cluster.ring_link(std::vector<int>(
+        data_group.begin(), data_group.begin() + static_cast<std::ptrdiff_t>(l.parallel.ep)));
   // A pipeline transfer goes between two devices (one link of an all-to-all node).
   c.pp_link = cluster.node_link(out.pp_crosses_nodes, 2);
   // Hybrid sharding: a shard group is tp x hsdp consecutive ranks (order tp-dp-pp), inside a
@@ -392,7 +410,8 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.act = {.micro_batch = l.micro_batch / l.parallel.row_ranks(), .seq = m.seq_len / l.parallel.cp,
            .tp = static_cast<std::int64_t>(c.gy),
            .sequence_parallel = l.parallel.sequence_parallel, .recompute = l.recompute,
-           .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4};
+           .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4,
+           .expert_ranks = l.parallel.ep};
   return c;
 }
 
@@ -466,8 +485,15 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
   shape.pipeline_sends = 0;
   for (int k = 0; k < c.v; ++k) shape.pipeline_sends += pipeline_sends(k * c.p + rank, c.p * c.v);
   shape.tied_embedding_elements = static_cast<std::int64_t>(share.tied_copy);
-  // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once.
-  const double block_local = share.blocks * block_elements(c.m, c.l).local;
+  shape.expert_grad_elements = shape.expert_gathered_elements =
+      static_cast<std::int64_t>(share.expert_elements);
+  // ZeRO-3 gathers blocks before forward and backward, the embeddings and head once (the
+  // experts: in their own store).
+  const double all_experts =
+      c.l.parallel.ep > 1 && c.m.is_moe()
+          ? 3.0 * c.m.d_model * static_cast<double>(c.m.expert_hidden() * c.m.moe.experts)
+          : 0.0;
+  const double block_local = share.blocks * (block_elements(c.m, c.l).local - all_experts);
   shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
   shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
   return step_comm_bytes(c.m, c.l.parallel, shape);
@@ -615,7 +641,19 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
                         c.mbs * share.blocks * (c.full ? 7.0 : 5.0) * (c.cp - 1), c.cp_link,
                         LinkUse::all_gather);
   }
-  t.optimizer = shard * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
+  // Expert parallelism: per MoE layer and micro-batch a counts exchange and two exchanges of
+  // rows each way (forward, backward; full recomputation reruns the forward's), each
+  // (ep - 1) messages; blocking, so all of it is exposed.
+  if (l.parallel.ep > 1) {
+    const double exchanges = c.full ? 8.0 : 5.0;
+    t.ep = link_seconds(get("ep.all_to_all"),
+                        c.mbs * share.blocks * exchanges * static_cast<double>(l.parallel.ep - 1),
+                        c.ep_link, LinkUse::all_gather);
+  }
+  // The experts' optimizer shard (over dp / ep ranks) besides the rest.
+  const double expert_shard =
+      share.expert_elements / static_cast<double>(l.parallel.expert_shards());
+  t.optimizer = (shard + expert_shard) * touched / (c.cluster.memory_bandwidth_gbs * 1e9);
   t.host = c.cluster.step_overhead_ms * 1e-3;
   return t;
 }
@@ -655,10 +693,14 @@ MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank)
   const StateBytes state =
       model_state_bytes(share.elements, stage_number(l.parallel.zero), l.parallel.shards(),
                         static_cast<std::int64_t>(c.pb), static_cast<std::int64_t>(c.gb), c.mixed);
+  // Expert parallelism: this rank's experts, their ZeRO state over the dp / ep ranks.
+  const StateBytes experts = model_state_bytes(
+      share.expert_elements, stage_number(l.parallel.zero), l.parallel.expert_shards(),
+      static_cast<std::int64_t>(c.pb), static_cast<std::int64_t>(c.gb), c.mixed);
   MemoryPrediction mem;
-  mem.parameters = state.parameters;
-  mem.gradients = state.gradients;
-  mem.optimizer_state = state.optimizer_state;
+  mem.parameters = state.parameters + experts.parameters;
+  mem.gradients = state.gradients + experts.gradients;
+  mem.optimizer_state = state.optimizer_state + experts.optimizer_state;
   mem.activations = slots_in_flight(l.parallel.schedule, c.p, c.v, static_cast<int>(c.mbs), rank) *
                     share.activation_bytes;
   const double activation =

@@ -111,8 +111,9 @@ struct MemoryPrediction {  // bytes per device, on the fullest pipeline stage
 struct TimePrediction {  // seconds per optimizer step
   double compute = 0, tp = 0, pp = 0, dp = 0, bubble = 0, optimizer = 0;
   double cp = 0;    // context parallelism: the all-to-all around attention; the ring, its exposed part
+  double ep = 0;    // expert parallelism: the token rows' all-to-all (blocking: all exposed)
   double host = 0;  // the cluster's per-step host overhead
-  double total() const { return compute + tp + pp + dp + cp + bubble + optimizer + host; }
+  double total() const { return compute + tp + pp + dp + cp + ep + bubble + optimizer + host; }
 };
 
 struct Prediction {

@@ -51,6 +51,9 @@ struct ActivationShape {
   Recompute recompute = Recompute::none;
   std::int64_t element_bytes = 4;    // activations (the compute type)
   std::int64_t statistic_bytes = 4;  // norm statistics and log-sum-exp (f32; f64 in checks)
+  // Expert parallelism: the ranks splitting the experts, whose received rows are sized for the
+  // worst case (MoeSpec::received_row_factor).
+  std::int64_t expert_ranks = 1;
 };
 
 // Bytes one block keeps per micro-batch, its output in the residual stream included.

@@ -83,6 +83,11 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
         ranks.pp = pp;
         ranks.dp = dp;
         ranks.cp = cp;
+        // Expert parallelism (docs/moe.md): a mixture of experts' experts over each ep that
+        // divides both the data-parallel ranks and the experts (1 for a dense model).
+        for (std::int64_t ep : divisors(dp, m.is_moe() ? m.moe.experts : 1)) {
+        if (m.moe.experts % ep != 0 || !pins.allows("ep", std::to_string(ep))) continue;
+        ranks.ep = ep;
         for (std::int64_t mb : divisors(w.global_batch / dp, s.max_micro_batch)) {
           if (!allowed(s.micro_batch, mb) || !allowed(s.grad_accum, w.global_batch / (dp * mb)) ||
               (cp > 1 && mb > 1 && !cp_pinned))
@@ -94,6 +99,7 @@ std::vector<Layout> enumerate_layouts(const Workload& w, std::int64_t world,
                 const Layout l{.parallel = refined, .micro_batch = mb, .recompute = rc};
                 if (layout_problem(w, l).empty()) out.push_back(l);
               }
+        }
         }
       }
     }

@@ -9,8 +9,7 @@ namespace kintsugi {
 RankState rank_state(StageModel& model, const Place& place) {
   RankState r;
   r.params = model.params();
-  for (std::size_t c = 0; c < model.chunks().size(); ++c)
-    r.states.push_back(&model.state(static_cast<int>(c)));
+  for (int c = 0; c < model.state_count(); ++c) r.states.push_back(&model.any_state(c));
   r.tp_rank = place.tp.rank();
   r.world = place.topology ? &place.topology->world() : nullptr;
   return r;

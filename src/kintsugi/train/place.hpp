@@ -26,6 +26,10 @@ struct Place {
   // z, which picks its share of every micro-batch's sequences (depth_size shares).
   const TensorGrid* grid = nullptr;
   int depth_rank = 0, depth_size = 1;
+  // Expert parallelism (docs/moe.md): the ranks splitting the experts and those holding the
+  // same experts; null without it.
+  Communicator* ep = nullptr;
+  Communicator* edp = nullptr;
   bool chief = true;  // speaks for the job: logs, metrics, checkpoint
 
   Place() = default;
@@ -44,6 +48,8 @@ struct Place {
     embedding = t->embedding();
     shard = t->shard();
     replica = t->replica();
+    ep = t->expert();
+    edp = t->expert_data();
     grid = t->grid();
     if (grid) {
       depth_rank = grid->coords().z;

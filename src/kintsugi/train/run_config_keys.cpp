@@ -69,6 +69,10 @@ std::vector<Key> keys_of(RunConfig& c) {
       {"model.moe_router_norm_topk", &c.model.moe.renormalize,
        "mixture of experts: divide the top_k gates by their sum (Mixtral) or keep the softmax "
        "probabilities (Qwen2-MoE's norm_topk_prob = false)"},
+      {"model.moe_capacity_factor", &c.model.moe.capacity_factor,
+       "mixture of experts: 0 dropless; else each expert takes at most ceil(factor x rows x "
+       "top_k / experts) of a micro-batch's routed rows, lower token rows first, and the rest "
+       "are dropped (counted in metrics.jsonl's moe_dropped_fraction)"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
       {"data.train", &c.data.train,
@@ -190,6 +194,10 @@ std::vector<Key> keys_of(RunConfig& c) {
        "how context-parallel ranks exchange around attention: \"all_to_all\" (Ulysses: heads "
        "for sequence; kv heads divisible by tp x cp) or \"ring\" (key/value chunks passed "
        "around the ranks, causal work balanced; seq_len divisible by 2 x cp; fp32 only)"},
+      {"parallel.ep", &c.parallel.ep,
+       "expert parallelism: a mixture of experts' experts split over this many data-parallel "
+       "ranks (dividing dp; model.moe_experts divisible by it), tokens exchanged by "
+       "all-to-all; the experts' gradients and ZeRO state over the dp / ep ranks"},
       {"parallel.order", &c.parallel.order,
        "rank order, fastest-varying dimension first (\"tp-dp-pp\"; cp, when not named, right "
        "after tp)"},

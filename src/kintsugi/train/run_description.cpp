@@ -74,6 +74,12 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
       if (chunks > 1 && c.model.tied_embeddings() && entry.spec.name == "embedding.token.weight")
         shape.tied_embedding_elements += entry.local_shape.numel();
     }
+    // Expert parallelism: the experts' store, reduced over the dp / ep ranks (one unit per
+    // block: gathered twice under ZeRO-3).
+    if (const ParamStore* e = chunk.expert_params()) {
+      shape.expert_grad_elements += e->numel();
+      shape.expert_gathered_elements += e->numel();
+    }
   }
   return step_comm_bytes(c.model, c.parallel, shape);
 }
@@ -97,6 +103,17 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
     state.parameters += s.parameters;
     state.gradients += s.gradients;
     state.optimizer_state += s.optimizer_state;
+    // Expert parallelism: this rank's experts, sharded over the dp / ep ranks.
+    if (const ParamStore* e = chunk->expert_params()) {
+      const StateBytes x = model_state_bytes(
+          static_cast<double>(e->numel()), stage_number(c.parallel.zero),
+          layout.parallel.expert_shards(), static_cast<std::int64_t>(size_of(e->param_dtype())),
+          static_cast<std::int64_t>(size_of(e->grad_dtype())), is_mixed(c.train.precision),
+          c.train.optimizer == OptimizerKind::lion ? 1 : 2);
+      state.parameters += x.parameters;
+      state.gradients += x.gradients;
+      state.optimizer_state += x.optimizer_state;
+    }
     // 3D tensor parallelism: a rank holds its z's share of the sequences, whole rows of the
     // residual stream and norms, and its y's heads and MLP columns (docs/parallelism.md) -- the
     // 1D formula with tp = y on micro_batch / z sequences.
@@ -107,7 +124,8 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
                                 .sequence_parallel = c.parallel.sequence_parallel,
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),
-                                .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4};
+                                .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4,
+                                .expert_ranks = c.parallel.ep};
     // The chunks share their slots (activation_pool.hpp): a slot holds the largest chunk's
     // blocks and whichever chunk's embedding and head extras.
     blocks = std::max(blocks, static_cast<std::int64_t>(chunk->spec().num_layers));

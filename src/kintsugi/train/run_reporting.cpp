@@ -111,10 +111,15 @@ void TrainingRun::finish() {
 void TrainingRun::save_model_and_tokenizer() {
   StageModel& model = ctx_.model;
   model.acquire_all_params();
-  if (ctx_.place.dp_rank == 0 && ctx_.place.cp_rank == 0) {
-    summary_.checkpoint_dir = (ctx_.out / "model").string();
-    save_model(summary_.checkpoint_dir, ctx_.config.model, model.params(), progress_.steps_done,
-               ctx_.place.tp, ctx_.place.pp, model.virtual_stages(), ctx_.options.tokenizer);
+  // Expert parallelism: the ep ranks of replica 0 hold its experts between them (dp ranks
+  // 0..ep-1, whose edp rank is 0), and send them to dp rank 0 (save_model).
+  const Place& place = ctx_.place;
+  const bool writer = place.edp ? place.edp->rank() == 0 : place.dp_rank == 0;
+  if (writer && place.cp_rank == 0) {
+    if (place.dp_rank == 0) summary_.checkpoint_dir = (ctx_.out / "model").string();
+    save_model((ctx_.out / "model").string(), ctx_.config.model, model.chunk_params(),
+               progress_.steps_done, place.tp, place.pp, model.virtual_stages(),
+               ctx_.options.tokenizer, std::nullopt, model.expert_params(), place.ep);
   }
   model.release_all_params();
   if (ctx_.place.chief && !summary_.checkpoint_dir.empty())

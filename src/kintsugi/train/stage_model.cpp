@@ -37,6 +37,13 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
       place.grid ? TensorParallel(place.grid->plane(), false) : place.tp;
   const std::int64_t chunk_batch = c.train.micro_batch / place.depth_size;
   const int shards = sharding.shard ? sharding.shard->size() : 1;
+  // Expert parallelism (docs/moe.md): the experts' gradients are summed, and their ZeRO state
+  // sharded, over the dp / ep ranks that hold the same experts.
+  const ShardingConfig expert_sharding{
+      .stage = zero,
+      .shard = place.edp,
+      .bucket_bytes = sharding.bucket_bytes};
+  const int expert_shards = place.edp ? place.edp->size() : 1;
   // Mixed precision: weights and activations in 16 bits; gradients accumulated in f32 unless
   // train.grad_precision = "param". fp16 needs loss scaling to keep small gradients.
   const DType compute = compute_dtype(c.train.precision);
@@ -60,21 +67,29 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
                                .grad = grad,
                                .allocate = false,
                                .unit_multiple = 16 * (sharded ? shards : 1),
-                               .recompute = c.train.recompute};
+                               .recompute = c.train.recompute,
+                               .expert_unit_multiple = 16 * (sharded ? expert_shards : 1)};
     chunks_.push_back(std::make_unique<ModelChunk>(
         backend, m, storage, chunk_batch, m.seq_len, slots, chunk_tp, spec,
         activation_pool_.get(), place.grid,
         place.cp ? ContextParallel(*place.cp, c.parallel.cp_comm,
                                    ContextParallel::ring_windows(m.seq_len, place.cp->size(),
                                                                  end_of_document >= 0))
-                 : ContextParallel{}));
+                 : ContextParallel{},
+        place.ep));
     ModelChunk& model = *chunks_.back();
-    states_.push_back(std::make_unique<ShardedState>(
-        backend, model.params(), sharding, place.tp,
-        OptimizerConfig{.kind = c.train.optimizer, .beta1 = c.train.beta1,
-                        .beta2 = c.train.beta2, .eps = c.train.eps,
-                        .weight_decay = c.train.weight_decay},
-        static_cast<std::uint64_t>(c.train.seed)));
+    const OptimizerConfig optimizer{.kind = c.train.optimizer, .beta1 = c.train.beta1,
+                                    .beta2 = c.train.beta2, .eps = c.train.eps,
+                                    .weight_decay = c.train.weight_decay};
+    states_.push_back(std::make_unique<ShardedState>(backend, model.params(), sharding, place.tp,
+                                                     optimizer,
+                                                     static_cast<std::uint64_t>(c.train.seed)));
+    if (model.expert_params()) {
+      expert_states_.push_back(std::make_unique<ShardedState>(
+          backend, *model.expert_params(), expert_sharding, place.tp, optimizer,
+          static_cast<std::uint64_t>(c.train.seed)));
+      model.set_expert_observer(expert_states_.back().get());
+    }
     model.set_observer(states_.back().get());
     model.set_tracer(&tracer);
     // The tied token table's two copies (first and last stage) are summed before the
@@ -91,15 +106,37 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
 std::vector<const ParamStore*> StageModel::params() const {
   std::vector<const ParamStore*> out;
   for (const auto& c : chunks_) out.push_back(&c->params());
+  for (const auto& c : chunks_)
+    if (c->expert_params()) out.push_back(c->expert_params());
   return out;
+}
+
+std::vector<const ParamStore*> StageModel::chunk_params() const {
+  std::vector<const ParamStore*> out;
+  for (const auto& c : chunks_) out.push_back(&c->params());
+  return out;
+}
+
+std::vector<const ParamStore*> StageModel::expert_params() const {
+  std::vector<const ParamStore*> out;
+  for (const auto& c : chunks_)
+    if (c->expert_params()) out.push_back(c->expert_params());
+  return out;
+}
+
+ShardedState& StageModel::any_state(int i) {
+  const int n = static_cast<int>(states_.size());
+  return i < n ? *states_[i] : *expert_states_[i - n];
 }
 
 void StageModel::acquire_all_params() {
   for (auto& s : states_) s->acquire_everything();
+  for (auto& s : expert_states_) s->acquire_everything();
 }
 
 void StageModel::release_all_params() {
   for (auto& s : states_) s->release_everything();
+  for (auto& s : expert_states_) s->release_everything();
 }
 
 double StageModel::sum_over_job(double v) const {
@@ -123,6 +160,7 @@ void StageModel::reduce_grads() {
     s->reduce_deferred();
     s->finish_reduction();
   }
+  for (auto& s : expert_states_) s->finish_reduction();
 }
 
 void StageModel::optimizer_step() {
@@ -132,7 +170,18 @@ void StageModel::optimizer_step() {
   backend_.zero(local);
   for (auto& s : states_) s->grad_sum_squares(local);
   double sum = read_scalar(local);
-  for (Communicator* g : {states_.front()->norm_group(), place_.tp.group(), place_.pp})
+  if (auto* g = states_.front()->norm_group()) sum = g->host_all_reduce(sum);
+  if (!expert_states_.empty()) {
+    // Expert parallelism: the experts' squares, over the ep ranks (other experts) and under
+    // ZeRO the dp / ep ranks (other shards), then added.
+    backend_.zero(local);
+    for (auto& s : expert_states_) s->grad_sum_squares(local);
+    double experts = read_scalar(local);
+    for (Communicator* g : {place_.ep, expert_states_.front()->norm_group()})
+      if (g) experts = g->host_all_reduce(experts);
+    sum += experts;
+  }
+  for (Communicator* g : {place_.tp.group(), place_.pp})
     if (g) sum = g->host_all_reduce(sum);
   // Every rank sees the same sum, so every rank takes the same decision to skip.
   const double scale = scaler_.scale();
@@ -141,6 +190,7 @@ void StageModel::optimizer_step() {
   if (skipped_) return;
   const double factor = clip_factor(grad_norm_, grad_clip_) / scale;
   for (auto& s : states_) s->optimizer_step(lr_, factor);
+  for (auto& s : expert_states_) s->optimizer_step(lr_, factor);
 }
 
 StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_batches,
@@ -149,6 +199,7 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   grad_clip_ = grad_clip;
   const double loss_scale = scaler_.scale();
   for (auto& s : states_) s->begin_step();
+  for (auto& s : expert_states_) s->begin_step();
   const PipelineShape shape{place_.pp_size, virtual_stages_, micro_batches};
   const auto program = make_schedule(schedule_, shape, place_.pp_rank);
   zero_loss();
@@ -159,13 +210,20 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   hooks.optimizer_step = [this] { optimizer_step(); };
   interrupted_ = !executor_->run(program, true, grad_scale * loss_scale, hooks);
   if (interrupted_) return {0, 0, false, loss_scale};  // every rank stopped at the same place
-  return {sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale, moe_stats()};
+  StepResult result{sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale, moe_stats()};
+  for (const auto& chunk : chunks_)
+    for (const MoeStats& st : chunk->moe_stats()) {
+      result.moe_rows_sent += st.rows_sent;
+      result.moe_rows_received += st.rows_received;
+      result.moe_forwards += st.micro_batches;
+    }
+  return result;
 }
 
 std::vector<double> StageModel::moe_stats() const {
   const ModelConfig& m = chunks_.front()->config();
   if (!m.is_moe()) return {};
-  const std::size_t width = 3 + static_cast<std::size_t>(m.moe.experts);
+  const std::size_t width = 4 + static_cast<std::size_t>(m.moe.experts);
   std::vector<double> all(static_cast<std::size_t>(m.n_layer) * width, 0.0);
   for (const auto& chunk : chunks_) {
     const std::vector<MoeStats> stats = chunk->moe_stats();
@@ -174,8 +232,9 @@ std::vector<double> StageModel::moe_stats() const {
       row[0] = stats[i].aux_sum;
       row[1] = stats[i].z_sum;
       row[2] = static_cast<double>(stats[i].micro_batches);
+      row[3] = static_cast<double>(stats[i].dropped);
       for (std::size_t e = 0; e < stats[i].expert_rows.size(); ++e)
-        row[3 + e] = static_cast<double>(stats[i].expert_rows[e]);
+        row[4 + e] = static_cast<double>(stats[i].expert_rows[e]);
     }
   }
   Communicator* depth = place_.grid && place_.depth_size > 1 ? &place_.grid->z() : nullptr;
@@ -237,7 +296,9 @@ double StageModel::evaluate(const Sampler& sample, int micro_batches, int shared
   if (micro_batches > shared_micro_batches)
     forward(shared_micro_batches, micro_batches - shared_micro_batches, {});
   const double loss = local_loss();  // before the lockstep forwards, whose losses are dropped
-  if (states_.front()->stage() == ZeroStage::parameters && lockstep_micro_batches > micro_batches)
+  // Expert parallelism exchanges rows with the ep ranks in every forward: the same lockstep.
+  const bool lockstep = states_.front()->stage() == ZeroStage::parameters || place_.ep;
+  if (lockstep && lockstep_micro_batches > micro_batches)
     forward(micro_batches, lockstep_micro_batches - micro_batches, {});
   return sum_over_job(loss);
 }

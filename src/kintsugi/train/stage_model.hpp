@@ -35,9 +35,12 @@ class StageModel {
     bool skipped = false;    // fp16: the gradient overflowed, the step was not taken
     double loss_scale = 1;   // the scale this step's loss was multiplied by
     // Mixture of experts: per layer of the model, its MoeStats summed over the job:
-    // [aux_sum, z_sum, micro_batches, rows of expert 0, ..., rows of expert E-1] (empty for a
-    // dense model).
+    // [aux_sum, z_sum, micro_batches, dropped, rows of expert 0, ..., rows of expert E-1]
+    // (empty for a dense model).
     std::vector<double> moe;
+    // Expert parallelism, this rank's alone: routed rows sent to and received from the other
+    // ep ranks, and the MoE layer forwards (micro-batches x layers) that exchanged them.
+    std::int64_t moe_rows_sent = 0, moe_rows_received = 0, moe_forwards = 0;
   };
   // One optimizer step over `micro_batches` micro-batches of this rank; the gradient is that
   // of grad_scale x (sum of token losses). In fp16 the loss is also multiplied by the dynamic
@@ -63,7 +66,13 @@ class StageModel {
   bool interrupted() const { return interrupted_; }
 
   const std::vector<std::unique_ptr<ModelChunk>>& chunks() const { return chunks_; }
+  // Every parameter store of this rank: the chunks', then (expert parallelism) the chunks'
+  // expert stores; state_count() states in the same order (any_state).
   std::vector<const ParamStore*> params() const;
+  std::vector<const ParamStore*> chunk_params() const;
+  std::vector<const ParamStore*> expert_params() const;  // empty without expert parallelism
+  int state_count() const { return static_cast<int>(states_.size() + expert_states_.size()); }
+  ShardedState& any_state(int i);
   // Every chunk's parameters usable (gathered under ZeRO-3), e.g. to save them.
   void acquire_all_params();
   void release_all_params();
@@ -98,6 +107,7 @@ class StageModel {
   std::unique_ptr<ActivationPool> activation_pool_;  // the chunks' slots (before them: outlives)
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<ShardedState>> states_;
+  std::vector<std::unique_ptr<ShardedState>> expert_states_;  // expert parallelism's stores
   std::unique_ptr<PipelineExecutor> executor_;
   LossScaler scaler_;
   Buffer grad_sum_squares_;  // f64 [1] on the device: this rank's part of the squared norm

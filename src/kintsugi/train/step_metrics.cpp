@@ -38,6 +38,7 @@ nlohmann::json to_json(const StepMetrics& m) {
   if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
   if (m.skipped) j["skipped"] = true;
   if (!m.comm_bytes.empty()) j["comm_bytes_sent"] = m.comm_bytes;
+  if (!m.comm_bytes_theory.empty()) j["comm_bytes_theory"] = m.comm_bytes_theory;
   if (m.bubble) j["bubble"] = *m.bubble;
   if (m.activations_in_flight > 0) j["activations_in_flight"] = m.activations_in_flight;
   if (!m.dataset_tokens.empty()) j["dataset_tokens"] = m.dataset_tokens;
@@ -47,6 +48,7 @@ nlohmann::json to_json(const StepMetrics& m) {
     nlohmann::json load = nlohmann::json::array();
     for (const auto& [most, mean] : m.moe_load) load.push_back({{"max", most}, {"mean", mean}});
     j["moe_expert_load"] = load;
+    if (m.moe_dropped_fraction) j["moe_dropped_fraction"] = *m.moe_dropped_fraction;
   }
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
@@ -75,6 +77,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   if (m.moe_aux_loss) {
     s.emplace_back("train/moe_aux_loss", *m.moe_aux_loss);
     s.emplace_back("train/moe_z_loss", *m.moe_z_loss);
+    if (m.moe_dropped_fraction) s.emplace_back("train/moe_dropped_fraction", *m.moe_dropped_fraction);
   }
   if (m.energy_j) {
     s.emplace_back("energy/step_j", *m.energy_j);
@@ -133,6 +136,7 @@ std::string format_step_line(const StepMetrics& m, std::int64_t total_steps, dou
     for (const auto& [most, mean] : m.moe_load) load = std::max(load, mean > 0 ? most / mean : 0);
     line += fmt::format(" | moe aux {:.4f} z {:.3g} load {:.2f}", *m.moe_aux_loss, *m.moe_z_loss,
                         load);
+    if (m.moe_dropped_fraction) line += fmt::format(" dropped {:.3f}", *m.moe_dropped_fraction);
   }
   if (m.energy_j)
     line += fmt::format(" | {:.4g} J ({:.3g} J/token, {:.0f} W)", *m.energy_j,

@@ -37,6 +37,10 @@ struct StepMetrics {
   std::array<std::size_t, kMemoryKinds> memory_peak{};
   // Bytes this rank sent during the step, per "group.operation" (e.g. "dp.all_reduce").
   std::map<std::string, std::uint64_t> comm_bytes;
+  // The theory of the terms that depend on the step's data (expert parallelism's all-to-all,
+  // from the rows this rank's routing sent and received: plan/comm_volume.hpp), per key of
+  // comm_bytes; the run's other terms are in run.json's comm_bytes_per_step_theory.
+  std::map<std::string, double> comm_bytes_theory;
   // Pipeline parallelism: the fraction of the step rank 0 did not compute (the bubble and
   // everything else outside forward and backward), and the most micro-batches whose
   // activations it held at once.
@@ -58,6 +62,9 @@ struct StepMetrics {
   // experts (max / mean is 1 when balanced).
   std::optional<double> moe_aux_loss, moe_z_loss;
   std::vector<std::pair<double, double>> moe_load;  // [layer]: max, mean
+  // Capacity factor (model.moe_capacity_factor): the routed choices of the step dropped past
+  // their expert's capacity, over all of them (every layer and rank); none when dropless.
+  std::optional<double> moe_dropped_fraction;
 };
 
 nlohmann::json to_json(const StepMetrics& m);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/plan/comm_volume.hpp"
 #include "kintsugi/train/training_run.hpp"
 
 namespace kintsugi {
@@ -139,24 +140,37 @@ std::optional<StepMetrics> TrainingRun::train_step(std::int64_t step) {
     fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps", m.loss,
          m.step);
   if (!result.moe.empty()) {
-    // Per layer [aux_sum, z_sum, micro_batches, rows per expert...] (StageModel::StepResult).
+    // Per layer [aux_sum, z_sum, micro_batches, dropped, rows per expert...]
+    // (StageModel::StepResult).
     const ModelConfig& mc = ctx_.config.model;
-    const std::size_t width = 3 + static_cast<std::size_t>(mc.moe.experts);
-    double aux = 0, z = 0;
+    const std::size_t width = 4 + static_cast<std::size_t>(mc.moe.experts);
+    double aux = 0, z = 0, dropped = 0, routed = 0;
     for (std::size_t l = 0; l < static_cast<std::size_t>(mc.n_layer); ++l) {
       const double* row = result.moe.data() + l * width;
       const double mbs = std::max(row[2], 1.0);
       aux += row[0] / mbs;
       z += row[1] / mbs;
+      dropped += row[3];
       double most = 0, sum = 0;
-      for (std::size_t e = 0; e + 3 < width; ++e) {
-        most = std::max(most, row[3 + e]);
-        sum += row[3 + e];
+      for (std::size_t e = 0; e + 4 < width; ++e) {
+        most = std::max(most, row[4 + e]);
+        sum += row[4 + e];
       }
+      routed += sum;
       m.moe_load.emplace_back(most, sum / static_cast<double>(mc.moe.experts));
     }
     m.moe_aux_loss = aux / static_cast<double>(mc.n_layer);
     m.moe_z_loss = z / static_cast<double>(mc.n_layer);
+    if (mc.moe.capacity_factor > 0) m.moe_dropped_fraction = routed > 0 ? dropped / routed : 0.0;
+    // Expert parallelism: this rank's all-to-all bytes follow from its routing
+    // (plan/comm_volume.hpp, expert_all_to_all_bytes).
+    if (ctx_.config.parallel.ep > 1)
+      m.comm_bytes_theory["ep.all_to_all"] = expert_all_to_all_bytes(
+          mc, ctx_.config.parallel, static_cast<double>(result.moe_forwards),
+          static_cast<double>(result.moe_rows_sent),
+          static_cast<double>(result.moe_rows_received),
+          static_cast<std::int64_t>(size_of(compute_dtype(tc.precision))),
+          tc.recompute == Recompute::full);
   }
   m.step_seconds = seconds;
   // FLOPs scale with the step's tokens (a ramp-up's smaller batches do less work).

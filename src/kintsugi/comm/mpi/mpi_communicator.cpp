@@ -311,6 +311,42 @@ CommHandle MpiCommunicator::start_all_to_all(const Tensor& device_in,
   }, done});
 }
 
+// Uneven blocks (the experts' token rows, model/moe_layer.cpp): one MPI_Ialltoallv, its counts
+// and displacements kept alive until it completes.
+CommHandle MpiCommunicator::start_all_to_all_v(const Tensor& device_in,
+                                               std::vector<std::int64_t> send,
+                                               const Tensor& device_out,
+                                               std::vector<std::int64_t> recv) {
+  const auto [in, out, done] = stage_in_out(device_in, device_out);
+  const std::size_t es = size_of(in.dtype);
+  if (size() == 1) {
+    if (send[0] > 0) std::memcpy(out.data, in.data, static_cast<std::size_t>(send[0]) * es);
+    if (done) done();
+    return {};
+  }
+  struct Exchange {
+    std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  };
+  auto x = std::make_shared<Exchange>();
+  std::int64_t sd = 0, rd = 0;
+  for (std::size_t r = 0; r < send.size(); ++r) {
+    x->send_counts.push_back(int_count(send[r], "all_to_all_v"));
+    x->recv_counts.push_back(int_count(recv[r], "all_to_all_v"));
+    x->send_displs.push_back(int_count(sd, "all_to_all_v"));
+    x->recv_displs.push_back(int_count(rd, "all_to_all_v"));
+    sd += send[r];
+    rd += recv[r];
+  }
+  const MPI_Datatype type = mpi_type(in.dtype);
+  return progress_->submit({label("all_to_all_v", static_cast<std::size_t>(sd) * es), [=, this] {
+    std::vector<MPI_Request> r(1);
+    check(MPI_Ialltoallv(in.data, x->send_counts.data(), x->send_displs.data(), type, out.data,
+                         x->recv_counts.data(), x->recv_displs.data(), type, data_, &r[0]),
+          "MPI_Ialltoallv");
+    return r;
+  }, done});
+}
+
 // ---- control plane
 
 void MpiCommunicator::host_all_reduce(std::span<double> values, ReduceOp op) {

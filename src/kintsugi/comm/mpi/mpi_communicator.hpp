@@ -41,6 +41,8 @@ class MpiCommunicator final : public Communicator {
   CommHandle start_reduce_scatter(const Tensor& in, const Tensor& out) override;
   CommHandle start_all_gather(const Tensor& in, const Tensor& out) override;
   CommHandle start_all_to_all(const Tensor& in, const Tensor& out) override;
+  CommHandle start_all_to_all_v(const Tensor& in, std::vector<std::int64_t> send,
+                                const Tensor& out, std::vector<std::int64_t> recv) override;
   CommHandle start_broadcast(const Tensor& t, int root) override;
   CommHandle start_send(const Tensor& t, int dst) override;
   CommHandle start_recv(const Tensor& t, int src) override;

@@ -264,6 +264,40 @@ class NcclCommunicator final : public Communicator {
       return status != ncclSuccess ? status : ended;
     });
   }
+  // Uneven blocks: the same group of sends and receives, each of its own count.
+  CommHandle start_all_to_all_v(const Tensor& in, std::vector<std::int64_t> send,
+                                const Tensor& out, std::vector<std::int64_t> recv) override {
+    if (!on_gpu(in, out)) return host_->all_to_all_v_async(in, send, out, recv);
+    const std::size_t es = size_of(in.dtype);
+    const ncclDataType_t type = nccl_type(in.dtype);
+    const auto* from = static_cast<const std::byte*>(in.data);
+    auto* to = static_cast<std::byte*>(out.data);
+    std::vector<std::size_t> send_at(send.size() + 1, 0), recv_at(recv.size() + 1, 0);
+    for (std::size_t r = 0; r < send.size(); ++r) {
+      send_at[r + 1] = send_at[r] + static_cast<std::size_t>(send[r]) * es;
+      recv_at[r + 1] = recv_at[r] + static_cast<std::size_t>(recv[r]) * es;
+    }
+    return enqueue("all_to_all_v", send_at.back(), [&](cudaStream_t s) {
+      const auto me = static_cast<std::size_t>(rank());
+      if (send[me] > 0)
+        check(cudaMemcpyAsync(to + recv_at[me], from + send_at[me],
+                              static_cast<std::size_t>(send[me]) * es, cudaMemcpyDeviceToDevice, s),
+              "cudaMemcpyAsync (all_to_all_v)");
+      ncclResult_t status = ncclGroupStart();
+      for (int peer = 0; peer < size() && status == ncclSuccess; ++peer) {
+        const auto p = static_cast<std::size_t>(peer);
+        if (p == me) continue;
+        if (send[p] > 0)
+          status = ncclSend(from + send_at[p], static_cast<std::size_t>(send[p]), type, peer,
+                            comm_, s);
+        if (status == ncclSuccess && recv[p] > 0)
+          status = ncclRecv(to + recv_at[p], static_cast<std::size_t>(recv[p]), type, peer,
+                            comm_, s);
+      }
+      const ncclResult_t ended = ncclGroupEnd();
+      return status != ncclSuccess ? status : ended;
+    });
+  }
   CommHandle start_broadcast(const Tensor& t, int root) override {
     if (!on_gpu(t, t)) return host_->broadcast_async(t, root);
     return enqueue("broadcast", t.bytes(), [&](cudaStream_t s) {

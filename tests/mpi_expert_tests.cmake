@@ -1,0 +1,70 @@
+# Expert parallelism (docs/moe.md, "Expert parallelism"): configs/moe-tiny.toml in Llama's shape
+# (mpi_tests.cmake's MOE_RUN: 8 experts of 44, top 2) over 15 steps, the experts split over ep
+# of the data-parallel ranks. Each layout must end with the serial run's losses and weights
+# (1e-5), move exactly the theoretical bytes (the step's own ep.all_to_all theory from its
+# routing, edp.* for the experts' gradients, dp.* for the rest) and allocate exactly the
+# theoretical memory. Uses mpi_tests.cmake's runs and functions.
+set(MOE15_RUN ${MOE_RUN} --set train.steps=15)
+set(MOESHARED15_RUN ${MOESHARED_RUN} --set train.steps=15)
+# A capacity factor of 1: each expert keeps ceil(N top_k / experts) of a micro-batch's rows.
+set(MOECAP_RUN ${MOE15_RUN} --set model.moe_capacity_factor=1.0)
+serial_reference(moe15_serial ${MOE15_RUN})
+serial_reference(moeshared15_serial ${MOESHARED15_RUN})
+serial_reference(moecap_serial ${MOECAP_RUN})
+family_layout_test(moe15 ep2 2 --dp 2 --ep 2)
+family_layout_test(moe15 ep4 4 --dp 4 --ep 4)
+# Expert data parallelism: two groups of 2 experts' ranks, each expert on 2 of the 4 ranks.
+family_layout_test(moe15 dp4_ep2 4 --dp 4 --ep 2)
+family_layout_test(moe15 ep2_pp2_1f1b 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b)
+family_layout_test(moe15 ep2_pp2_interleaved 4 --dp 2 --ep 2 --pp 2 --schedule interleaved
+                   --virtual-stages 2)
+family_layout_test(moe15 ep2_zero1 2 --dp 2 --ep 2 --zero 1)
+# ZeRO-3: the experts' weights gathered over their 2 expert-data-parallel ranks.
+family_layout_test(moe15 dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
+# Top 1 with a shared expert (Qwen2-MoE), and with full recomputation (the forward's exchange
+# runs again in backward: its bytes are in the theory).
+family_layout_test(moeshared15 ep2 2 --dp 2 --ep 2)
+family_layout_test(moeshared15 dp4_ep2_recompute_full 4 --dp 4 --ep 2 --recompute full)
+# bf16 (the MoE ops staged through f32) tracks the serial bf16 run as mpi_tests.cmake's MoE
+# mixed-precision layouts do (measured: losses 3.0e-5).
+moe_mixed_test(moe_ep2_bf16 moe_serial_bf16 2 ${MOE_RUN} ${BF16_RUN} --dp 2 --ep 2)
+# Two runs of the same layout give the same bits.
+add_test(NAME mpi.moe15_ep2_same_bits
+         COMMAND ${CMAKE_COMMAND} -E env REFERENCE=moe15_ep2_kept RTOL=0
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_layout.sh $<TARGET_FILE:kintsugi>
+                 $<TARGET_FILE:check_run> ${MPI_OUT} moe15_ep2_again 2 ${MOE15_RUN} --dp 2 --ep 2)
+# (run_layout.sh removes a passing run: the reference is a run of its own, kept.)
+add_test(NAME mpi.moe15_ep2_kept_reference
+         COMMAND ${MPI_ENV} ${MPIRUN} -np 2 --oversubscribe --bind-to none $<TARGET_FILE:kintsugi>
+                 train ${MOE15_RUN} --dp 2 --ep 2 --out ${MPI_OUT}/moe15_ep2_kept --overwrite)
+set_tests_properties(mpi.moe15_ep2_kept_reference PROPERTIES FIXTURES_SETUP moe15_ep2_kept_run
+                                                             PROCESSORS 2 TIMEOUT 300)
+set_tests_properties(mpi.moe15_ep2_same_bits PROPERTIES FIXTURES_REQUIRED moe15_ep2_kept_run
+                                                        PROCESSORS 2 TIMEOUT 300)
+
+# Capacity factor: the serial run reports its drops every step; under ep 2 each rank applies
+# the capacity to its own micro-batch, which is the serial run's micro-batch, so the drops and
+# the losses are the serial run's; a second ep 2 run drops the same (deterministic).
+family_layout_test(moecap ep2 2 --dp 2 --ep 2)
+add_test(NAME mpi.moecap_ep2_dropped_reported
+         COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                 OMP_NUM_THREADS=1 sh -c "rm -rf ${MPI_OUT}/moecap_ep2_kept && ${MPIRUN} -np 2 --oversubscribe --bind-to none $<TARGET_FILE:kintsugi> train --out ${MPI_OUT}/moecap_ep2_kept $<JOIN:${MOECAP_RUN}, > --dp 2 --ep 2 > /dev/null && python3 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/moe_dropped.py ${MPI_OUT}/moecap_serial ${MPI_OUT}/moecap_ep2_kept")
+set_tests_properties(mpi.moecap_ep2_dropped_reported PROPERTIES FIXTURES_REQUIRED moecap_serial_run
+                                                                PROCESSORS 2 TIMEOUT 300)
+
+# Bad input: one message (from one rank) before any work, non-zero exit, no hang.
+function(expert_refused name ranks pattern)
+  mpi_refused(ep_${name} ${ranks} "${pattern}" ${ARGN})
+endfunction()
+expert_refused(not_dividing_dp 2 "--ep 4 must divide the data-parallel ranks \\(dp = 2\\)"
+               ${MOE_RUN} --dp 2 --ep 4)
+expert_refused(experts 3 "--ep 3: model.moe_experts = 8 must be divisible by it"
+               ${MOE_RUN} --set train.global_batch=6 --dp 3 --ep 3)
+expert_refused(dense 2 "--ep 2 splits a mixture of experts' experts, but the model has none"
+               ${MICRO_RUN} --dp 2 --ep 2)
+expert_refused(hsdp 4 "--ep 2 with --hsdp 2: hybrid sharding of the experts' state is not built"
+               ${MOE_RUN} --dp 4 --ep 2 --zero 1 --hsdp 2)
+expert_refused(tp 4 "mixture-of-experts layers do not run under tensor parallelism yet"
+               ${MOE_RUN} --dp 2 --ep 2 --tp 2)
+expert_refused(capacity 2 "model.moe_capacity_factor = -1 must not be negative"
+               ${MOE_RUN} --dp 2 --ep 2 --set model.moe_capacity_factor=-1)
