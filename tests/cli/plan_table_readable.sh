@@ -29,7 +29,7 @@ grep -Eq '^ *1-2 tp 1 pp 1 dp 8 mb 64 zero2/1 +[0-9.]+-[0-9.]+ ' <<<"$out" || fa
 grep -q '^1-2 ... zero2/1: layouts ranked together with the same times' <<<"$out" || fail "no legend of merged rows"
 # --wide: the full breakdown, one row per layout, ranks 1..30.
 wide="$("$kintsugi" plan --model llama-13b --cluster gaudi2 --nodes 8 --global-batch 256 --seq 2048 --top 30 --wide)"
-grep -Eq '^ +# +layout .*compute +tp +pp +dp +cp +bubble +optim +host +tokens/s +samples/s +MFU +HFU$' <<<"$wide" ||
+grep -Eq '^ +# +layout .*compute +tp +pp +dp +cp +ep +bubble +optim +host +tokens/s +samples/s +MFU +HFU$' <<<"$wide" ||
   fail "--wide's header: $(grep -m1 ' # ' <<<"$wide")"
 [[ "$(grep -Ec '^ *[0-9]+ +tp ' <<<"$wide")" == 30 ]] || fail "--wide does not list 30 layouts"
 # The 1D layout is searched as such; 1 x N x 1 is not ranked beside it.

@@ -168,6 +168,7 @@ std::vector<Column> columns(const ReportOptions& o) {
     out.push_back(step_part("pp", &TimePrediction::pp));
     out.push_back(step_part("dp", &TimePrediction::dp));
     out.push_back(step_part("cp", &TimePrediction::cp));
+    out.push_back(step_part("ep", &TimePrediction::ep));
     out.push_back(step_part("bubble", &TimePrediction::bubble));
     out.push_back(step_part("optim", &TimePrediction::optimizer));
     out.push_back(step_part("host", &TimePrediction::host));
@@ -271,8 +272,9 @@ void print_legend(const ReportOptions& o, bool merged) {
                               : "");
   if (o.wide)
     fmt::print(
-        "compute, tp, pp, dp, cp, bubble, optim, host: the step's compute, the tp/pp/dp/cp\n"
-        "communication not hidden behind it, the pipeline bubble, the optimizer, host overhead.\n"
+        "compute, tp, pp, dp, cp, ep, bubble, optim, host: the step's compute, the tp/pp/dp/cp\n"
+        "communication and ep's token all-to-alls not hidden behind it, the pipeline bubble, the\n"
+        "optimizer, host overhead.\n"
         "HFU: hardware FLOPs (recomputation counted) over the peak.\n");
   std::vector<std::string> run;
   if (o.show_nodes) run.push_back("nodes");
