@@ -221,6 +221,30 @@ def published_runs():
            f"{'is' if campaign_within == 1 else 'are'} within 10%")
 
 
+# Megatron-Bridge's DGX-H100 rows of Qwen3-30B-A3B (docs/performance-summary.md of
+# NVIDIA-NeMo/Megatron-Bridge, and its archive for 26.02), pinned to their layouts; they ran FP8,
+# which the planner has no rate for, so it predicts bf16 (docs/planner.md, "A mixture of
+# experts").
+MOE_ROWS = [
+    ("| Megatron-Bridge 25.11, FP8-CS | GBS 512, MBS 2, TP 1, PP 2, VP 24, EP 8 |",
+     "--model qwen3-30b-a3b --cluster dgx-h100 --nodes 2 --global-batch 512 --seq 4096 --tp 1 "
+     "--pp 2 --virtual-stages 24 --ep 8 --micro-batch 2 --zero 1 --precision bf16", 5275),
+    ("| Megatron-Bridge 26.02, FP8 | GBS 1024, MBS 1, TP 1, PP 2, VP 12, EP 8 |",
+     "--model qwen3-30b-a3b --cluster dgx-h100 --nodes 2 --global-batch 1024 --seq 4096 --tp 1 "
+     "--pp 2 --virtual-stages 12 --ep 8 --micro-batch 1 --zero 1 --precision bf16", 5113),
+]
+
+
+def moe_published_rows():
+    for label, command, published in MOE_ROWS:
+        x = only(plan(command))
+        per_gpu = x["tokens_per_s"] / 16
+        t = x["step_seconds"]
+        yield (f"{label} {thousands(round(per_gpu))} | {thousands(published)} | "
+               f"{signed_pct(per_gpu / published - 1)} | {x['layout']['recompute']} | "
+               f"{seconds(t['ep'])} of {seconds(t['total'])} | {gb(x)} GB |")
+
+
 def published_run_assumptions():
     # Korthikanti et al.: micro-batch 4, and interleaving with the most chunks per rank that
     # divide the blocks of a stage (at most 8, as the planner enumerates them).
@@ -645,6 +669,7 @@ CHECKS = [
     ("docs/planner.md", perlmutter_80b),
     ("docs/planner.md", published_runs),
     ("docs/planner.md", published_run_assumptions),
+    ("docs/planner.md", moe_published_rows),
     ("docs/planner.md", one_gpu),
     ("docs/planner.md", measured_figures),
     ("docs/planner.md", frontier_ranking),
