@@ -221,8 +221,8 @@ def published_runs():
            f"{'is' if campaign_within == 1 else 'are'} within 10%")
 
 
-# Megatron-Bridge's DGX-H100 rows of Qwen3-30B-A3B (docs/performance-summary.md of
-# NVIDIA-NeMo/Megatron-Bridge, and its archive for 26.02), pinned to their layouts; they ran FP8,
+# Megatron-Bridge's DGX-H100 rows of Qwen3-30B-A3B (its published performance summary, 25.11,
+# and the summary's archive for 26.02), pinned to their layouts; they ran FP8,
 # which the planner has no rate for, so it predicts bf16 (docs/planner.md, "A mixture of
 # experts").
 MOE_ROWS = [
