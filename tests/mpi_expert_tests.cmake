@@ -19,6 +19,7 @@ family_layout_test(moe15 ep2_pp2_1f1b 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b)
 family_layout_test(moe15 ep2_pp2_interleaved 4 --dp 2 --ep 2 --pp 2 --schedule interleaved
                    --virtual-stages 2)
 family_layout_test(moe15 ep2_zero1 2 --dp 2 --ep 2 --zero 1)
+family_layout_test(moe15 ep2_zero2 2 --dp 2 --ep 2 --zero 2)
 # ZeRO-3: the experts' weights gathered over their 2 expert-data-parallel ranks.
 family_layout_test(moe15 dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
 # Top 1 with a shared expert (Qwen2-MoE), and with full recomputation (the forward's exchange
@@ -51,6 +52,14 @@ add_test(NAME mpi.moecap_ep2_dropped_reported
                  OMP_NUM_THREADS=1 sh -c "rm -rf ${MPI_OUT}/moecap_ep2_kept && ${MPIRUN} -np 2 --oversubscribe --bind-to none $<TARGET_FILE:kintsugi> train --out ${MPI_OUT}/moecap_ep2_kept $<JOIN:${MOECAP_RUN}, > --dp 2 --ep 2 > /dev/null && python3 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/moe_dropped.py ${MPI_OUT}/moecap_serial ${MPI_OUT}/moecap_ep2_kept")
 set_tests_properties(mpi.moecap_ep2_dropped_reported PROPERTIES FIXTURES_REQUIRED moecap_serial_run
                                                                 PROCESSORS 2 TIMEOUT 300)
+
+# Evaluation of the serial run's model under ep 2 and dp 4 x ep 2 (uneven windows per rank):
+# the serial loss of the same windows.
+add_test(NAME mpi.moe15_ep_eval
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/ep_eval.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/moe15_serial/model ${TEST_VAL})
+set_tests_properties(mpi.moe15_ep_eval PROPERTIES FIXTURES_REQUIRED moe15_serial_run PROCESSORS 4
+                                                  TIMEOUT 120)
 
 # Bad input: one message (from one rank) before any work, non-zero exit, no hang.
 function(expert_refused name ranks pattern)
