@@ -14,7 +14,9 @@
 //                                 against the serial run on the same backend (1e-4 and 0.2, its
 //                                 bf16 layout bars); and cp 4 with the ring exchange (the block
 //                                 kernels, key/value chunks and their gradients sent and received
-//                                 on the device) in fp32 against the serial CPU run.
+//                                 on the device) in fp32 against the serial CPU run, and in bf16
+//                                 (the running sums in f32) against the serial run on the same
+//                                 backend.
 //   device_layout_test guarded DIR  the CPU backend's kernels on the guarded stand-in device
 //                                 (support/guarded_device.hpp), whose memory the host cannot
 //                                 touch outside an op or a copy: grid 2x1x2 in bf16 (x and z,
@@ -218,7 +220,9 @@ void on_cuda(const std::shared_ptr<Communicator>& world, const fs::path& dir) {
                              Check{{"cp4_fp32", {.cp = 4}, "fp32"}, false, 1e-5, 1e-4},
                              Check{{"cp4_ring_fp32", {.cp = 4, .cp_comm = CpComm::ring}, "fp32"},
                                    false, 1e-5, 1e-4},
-                             Check{{"cp2_tp2_sp_fp32", cp2_tp2, "fp32"}, false, 1e-5, 1e-4}}) {
+                             Check{{"cp2_tp2_sp_fp32", cp2_tp2, "fp32"}, false, 1e-5, 1e-4},
+                             Check{{"cp4_ring_bf16", {.cp = 4, .cp_comm = CpComm::ring}, "bf16"},
+                                   true, 1e-4, 0.2}}) {
     const Case& k = check.k;
     const fs::path serial = dir / (k.name + "_serial"), trained = dir / k.name;
     std::vector<double> reference;
