@@ -11,7 +11,8 @@
 //   qwen2_moe     Qwen2-MoE's: top 1 of 4 experts, not renormalized, a shared expert of 10
 //   llama_moe_capacity  llama_moe with a capacity factor of 0.5: each expert keeps a quarter
 //                 of a micro-batch's rows, the rest of its choices dropped (docs/moe.md)
-//                 (the MoE variants are not in kFamilyVariants: no key/value cache for them yet)
+//                 (the MoE variants are not in kFamilyVariants; test_kv_cache.cpp runs the
+//                 dropless two with a key/value cache)
 // Each test then gives the model its own sizes.
 #include <string>
 #include <vector>

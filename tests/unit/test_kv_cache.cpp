@@ -178,6 +178,9 @@ TEST_P(KvCacheModel, CachedLogitsEqualRerunningTheWindow) {
 INSTANTIATE_TEST_SUITE_P(Families, KvCacheModel,
                          ::testing::ValuesIn(testing::kFamilyVariants),
                          [](const auto& info) { return info.param; });
+// Mixtures of experts (docs/moe.md): the MoE half runs on the added rows alone (dropless).
+INSTANTIATE_TEST_SUITE_P(Moe, KvCacheModel, ::testing::Values("llama_moe", "qwen2_moe"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace kintsugi

@@ -291,6 +291,38 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   be.moe_shared_gate(s.shared_logit, s.shared_out, y);
 }
 
+void MoeLayer::forward_rows(int slot, const BlockActivations& s, const Tensor& x,
+                            const Tensor& y, const BlockWorkspace& ws, std::int64_t first,
+                            std::int64_t count) {
+  if (spec_.capacity_factor > 0 || ctx_.ep)
+    fail("generation with a key/value cache runs a mixture of experts dropless on one rank: "
+         "model.moe_capacity_factor = {} and --ep are training's (docs/moe.md)",
+         spec_.capacity_factor);
+  // The per-row tensors at the rows' own places; the routed rows and the dispatch from their
+  // start (they index this call's count x top_k choices only).
+  const std::int64_t routed = count * spec_.top_k;
+  BlockActivations v = s;
+  for (Tensor BlockActivations::*t :
+       {&BlockActivations::moe_probs, &BlockActivations::moe_lse, &BlockActivations::moe_experts,
+        &BlockActivations::moe_gates})
+    v.*t = (s.*t).rows(first, count);
+  v.moe_order = s.moe_order.rows(0, count);
+  v.moe_position = s.moe_position.rows(0, count);
+  for (Tensor BlockActivations::*t :
+       {&BlockActivations::moe_xp, &BlockActivations::moe_yp, &BlockActivations::moe_gate,
+        &BlockActivations::moe_up, &BlockActivations::moe_act})
+    v.*t = (s.*t).rows(0, routed);
+  if (shared_gate_ >= 0)
+    for (Tensor BlockActivations::*t :
+         {&BlockActivations::shared_gate, &BlockActivations::shared_up,
+          &BlockActivations::shared_act, &BlockActivations::shared_out,
+          &BlockActivations::shared_logit})
+      v.*t = (s.*t).rows(first, count);
+  BlockWorkspace w = ws;
+  w.moe_logits = ws.moe_logits.rows(0, count);
+  forward(slot, v, x, y, w, false);
+}
+
 Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& dy,
                           const BlockWorkspace& ws) {
   Backend& be = ctx_.backend;

@@ -71,6 +71,11 @@ class MoeLayer {
   // reruns a forward).
   void forward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& y,
                const BlockWorkspace& ws, bool record);
+  // Key/value-cache generation (TransformerBlock::extend): the forward of x's `count` rows,
+  // rows [first, first + count) of the sequence, into the matching views of s and ws; records
+  // nothing. kintsugi::Error with a capacity factor (capacity is a micro-batch's) or under ep.
+  void forward_rows(int slot, const BlockActivations& s, const Tensor& x, const Tensor& y,
+                    const BlockWorkspace& ws, std::int64_t first, std::int64_t count);
   // From dy = dL/dy: the parameter gradients, and the gradient at x (returned: ws.d_norm).
   Tensor backward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& dy,
                   const BlockWorkspace& ws);

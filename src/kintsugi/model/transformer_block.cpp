@@ -161,9 +161,6 @@ void TransformerBlock::forward(int slot, const Tensor& x, const Tensor& y,
 
 void TransformerBlock::extend(int slot, const Tensor& x, const Tensor& y, std::int64_t first,
                               std::int64_t count, const BlockWorkspace& ws) {
-  if (moe_)
-    fail("generation with a key/value cache is not built for mixture-of-experts models yet "
-         "(docs/moe.md)");
   KINTSUGI_ASSERT(ctx_.tp.size() == 1 && !ctx_.grid && shape_.batch == 1 &&
                   recompute_ == Recompute::none && doc_start_.empty());
   KINTSUGI_ASSERT(first >= 0 && count >= 1 && first + count <= shape_.seq);
@@ -196,7 +193,10 @@ void TransformerBlock::forward_rows(int slot, const Tensor& x, const Tensor& y,
   const Tensor ln2 = r.of(s.ln2), fc = r.of(s.fc), act = r.of(s.act), out = r.of(y);
   ln2_->forward(mid, ln2, r.of(s.ln2_mean), r.of(s.ln2_rstd));
   if (moe_) {
-    moe_->forward(slot, s, ln2, out, ws, !recomputing_);
+    if (r.all())
+      moe_->forward(slot, s, ln2, out, ws, !recomputing_);
+    else
+      moe_->forward_rows(slot, s, ln2, out, ws, r.first, r.count);
     return be.add(mid, out, out);
   }
   const Tensor entry_in = mlp_->enter(ln2, ws);
