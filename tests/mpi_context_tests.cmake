@@ -135,7 +135,8 @@ set_tests_properties(mpi.cp2_long_context_folder PROPERTIES PROCESSORS 2 TIMEOUT
 
 # Evaluation under cp 2 x dp 2 of the serial run's model: the serial loss of the same windows.
 add_test(NAME mpi.cp2_dp2_eval
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/cp_eval.sh $<TARGET_FILE:kintsugi>
-                 ${MPI_OUT}/serial/model ${TEST_VAL})
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/eval_layouts.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/serial/model ${TEST_VAL} 8 "4 --cp 2 --dp 2"
+                 "4 --cp 2 --dp 2 --cp-comm ring")
 set_tests_properties(mpi.cp2_dp2_eval PROPERTIES FIXTURES_REQUIRED serial_run PROCESSORS 4
                                                  TIMEOUT 120)

@@ -56,8 +56,8 @@ set_tests_properties(mpi.moecap_ep2_dropped_reported PROPERTIES FIXTURES_REQUIRE
 # Evaluation of the serial run's model under ep 2 and dp 4 x ep 2 (uneven windows per rank):
 # the serial loss of the same windows.
 add_test(NAME mpi.moe15_ep_eval
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/ep_eval.sh $<TARGET_FILE:kintsugi>
-                 ${MPI_OUT}/moe15_serial/model ${TEST_VAL})
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/eval_layouts.sh $<TARGET_FILE:kintsugi>
+                 ${MPI_OUT}/moe15_serial/model ${TEST_VAL} 7 "2 --dp 2 --ep 2" "4 --dp 4 --ep 2")
 set_tests_properties(mpi.moe15_ep_eval PROPERTIES FIXTURES_REQUIRED moe15_serial_run PROCESSORS 4
                                                   TIMEOUT 120)
 

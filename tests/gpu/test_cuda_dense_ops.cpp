@@ -688,6 +688,15 @@ TEST_P(CudaDense, AttentionBlocks) {
     }
 }
 
+// An i32 tensor the GPU computed holds the CPU's values exactly.
+void expect_same_ids(const Pair& p, const std::string& what) {
+  std::vector<std::int32_t> got(p.gpu.numel());
+  copy_to_host(p.gpu, got.data());
+  EXPECT_EQ(got, std::vector<std::int32_t>(p.cpu.as<std::int32_t>(),
+                                            p.cpu.as<std::int32_t>() + p.cpu.numel()))
+      << what;
+}
+
 // The mixture-of-experts ops (moe.cu; docs/moe.md) against the CPU: the router (softmax, top-k,
 // gates renormalized or not, the load-balancing and z losses) and its backward, the dispatch
 // order, gather, the gate-weighted combine (accumulating) and its backward, and the shared
@@ -707,10 +716,7 @@ TEST_P(CudaDense, MixtureOfExperts) {
     Pair losses = input(DType::f64, {2}, 0.0);
     gpu().moe_route(logits.gpu, k, renormalize, probs.gpu, lse.gpu, experts.gpu, gates.gpu, losses.gpu);
     cpu().moe_route(logits.cpu, k, renormalize, probs.cpu, lse.cpu, experts.cpu, gates.cpu, losses.cpu);
-    std::vector<std::int32_t> chosen(m), chosen_cpu(experts.cpu.as<std::int32_t>(),
-                                                    experts.cpu.as<std::int32_t>() + m);
-    copy_to_host(experts.gpu, chosen.data());
-    EXPECT_EQ(chosen, chosen_cpu) << "experts" << what;
+    expect_same_ids(experts, "experts" + what);
     expect_near(probs, "probs" + what);
     expect_near(lse, "lse" + what);
     expect_near(gates, "gates" + what);
@@ -729,12 +735,7 @@ TEST_P(CudaDense, MixtureOfExperts) {
     Pair counts = ids(std::vector<std::int32_t>(e, -1));
     gpu().moe_dispatch(experts.gpu, order.gpu, position.gpu, counts.gpu);
     cpu().moe_dispatch(experts.cpu, order.cpu, position.cpu, counts.cpu);
-    for (Pair* p : {&order, &position, &counts}) {
-      std::vector<std::int32_t> got(p->gpu.numel());
-      copy_to_host(p->gpu, got.data());
-      EXPECT_EQ(got, std::vector<std::int32_t>(p->cpu.as<std::int32_t>(),
-                                                p->cpu.as<std::int32_t>() + p->cpu.numel()));
-    }
+    for (Pair* p : {&order, &position, &counts}) expect_same_ids(*p, "dispatch" + what);
     Pair x = input(t.act, {n, d}), xp = output(t.act, {m, d});
     gpu().moe_gather(x.gpu, order.gpu, xp.gpu);
     cpu().moe_gather(x.cpu, order.cpu, xp.cpu);
@@ -763,13 +764,7 @@ TEST_P(CudaDense, MixtureOfExperts) {
     Pair counts = ids(std::vector<std::int32_t>(7, -1));
     gpu().moe_dispatch(chosen.gpu, order.gpu, position.gpu, counts.gpu);
     cpu().moe_dispatch(chosen.cpu, order.cpu, position.cpu, counts.cpu);
-    for (Pair* p : {&order, &position, &counts}) {
-      std::vector<std::int32_t> got(p->gpu.numel());
-      copy_to_host(p->gpu, got.data());
-      EXPECT_EQ(got, std::vector<std::int32_t>(p->cpu.as<std::int32_t>(),
-                                                p->cpu.as<std::int32_t>() + p->cpu.numel()))
-          << "dispatch over tiles";
-    }
+    for (Pair* p : {&order, &position, &counts}) expect_same_ids(*p, "dispatch over tiles");
   }
   // The shared expert's sigmoid gate, forward (adding into the output) and backward.
   Pair logit = input(t.act, {n, 1}), shared = input(t.act, {n, d}), out = output(t.act, {n, d}, true);
