@@ -22,9 +22,15 @@ family_layout_test(moe15 ep2_zero1 2 --dp 2 --ep 2 --zero 1)
 family_layout_test(moe15 ep2_zero2 2 --dp 2 --ep 2 --zero 2)
 # ZeRO-3: the experts' weights gathered over their 2 expert-data-parallel ranks.
 family_layout_test(moe15 dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
+# Tensor parallelism with sequence parallelism: experts replicated over tp, each tp rank
+# running its own rows, routed with the whole micro-batch's (docs/moe.md "Tensor
+# parallelism"); with expert parallelism over the data-parallel ranks beside it.
+family_layout_test(moe15 tp2_sp 2 --tp 2 --sequence-parallel)
+family_layout_test(moe15 ep2_tp2_sp 4 --dp 2 --ep 2 --tp 2 --sequence-parallel)
 # Top 1 with a shared expert (Qwen2-MoE), and with full recomputation (the forward's exchange
 # runs again in backward: its bytes are in the theory).
 family_layout_test(moeshared15 ep2 2 --dp 2 --ep 2)
+family_layout_test(moeshared15 ep2_tp2_sp_zero1 4 --dp 2 --ep 2 --tp 2 --sequence-parallel --zero 1)
 family_layout_test(moeshared15 dp4_ep2_recompute_full 4 --dp 4 --ep 2 --recompute full)
 # bf16 (the MoE ops staged through f32) tracks the serial bf16 run as mpi_tests.cmake's MoE
 # mixed-precision layouts do (measured: losses 3.0e-5).
@@ -47,6 +53,8 @@ set_tests_properties(mpi.moe15_ep2_same_bits PROPERTIES FIXTURES_REQUIRED moe15_
 # the capacity to its own micro-batch, which is the serial run's micro-batch, so the drops and
 # the losses are the serial run's; a second ep 2 run drops the same (deterministic).
 family_layout_test(moecap ep2 2 --dp 2 --ep 2)
+# Under sequence parallelism the capacity is the whole micro-batch's, as in the serial run.
+family_layout_test(moecap tp2_sp 2 --tp 2 --sequence-parallel)
 add_test(NAME mpi.moecap_ep2_dropped_reported
          COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
                  OMP_NUM_THREADS=1 sh -c "rm -rf ${MPI_OUT}/moecap_ep2_kept && ${MPIRUN} -np 2 --oversubscribe --bind-to none $<TARGET_FILE:kintsugi> train --out ${MPI_OUT}/moecap_ep2_kept $<JOIN:${MOECAP_RUN}, > --dp 2 --ep 2 > /dev/null && python3 ${CMAKE_CURRENT_SOURCE_DIR}/mpi/moe_dropped.py ${MPI_OUT}/moecap_serial ${MPI_OUT}/moecap_ep2_kept")
@@ -73,7 +81,17 @@ expert_refused(dense 2 "--ep 2 splits a mixture of experts' experts, but the mod
                ${MICRO_RUN} --dp 2 --ep 2)
 expert_refused(hsdp 4 "--ep 2 with --hsdp 2: hybrid sharding of the experts' state is not built"
                ${MOE_RUN} --dp 4 --ep 2 --zero 1 --hsdp 2)
-expert_refused(tp 4 "mixture-of-experts layers do not run under tensor parallelism yet"
+expert_refused(tp_without_sp 4 "under tensor parallelism \\(tp = 2\\) need sequence parallelism"
                ${MOE_RUN} --dp 2 --ep 2 --tp 2)
 expert_refused(capacity 2 "model.moe_capacity_factor = -1 must not be negative"
                ${MOE_RUN} --dp 2 --ep 2 --set model.moe_capacity_factor=-1)
+
+# The planner's memory for these runs' rank 0 (experts replicated over tp, split over ep).
+plan_matches_family_runs(moe15
+    "moe15_serial:1:${PLAN_SERIAL}"
+    "moe15_ep2:2:--dp 2 --ep 2 --zero 0 --micro-batch 1 --recompute none"
+    "moe15_tp2_sp:2:--tp 2 --tensor-grid none --sequence-parallel --zero 0 --micro-batch 1 --recompute none"
+    "moe15_ep2_tp2_sp:4:--tp 2 --tensor-grid none --dp 2 --ep 2 --sequence-parallel --zero 0 --micro-batch 1 --recompute none")
+# Full recomputation (the router's logits gathered again) with a pipeline under sp.
+family_layout_test(moe15 tp2_sp_pp2_recompute_full 4 --tp 2 --sequence-parallel --pp 2
+                   --schedule 1f1b --recompute full)

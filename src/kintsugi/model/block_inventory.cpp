@@ -143,10 +143,14 @@ BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t exp
   if (inv.moe) {
     const MoeSpec& e = *inv.moe;
     const std::int64_t k = e.top_k;
-    s.push_back({.field = &A::moe_probs, .width = e.experts, .statistic = true});
-    s.push_back({.field = &A::moe_lse, .form = Form::per_row, .statistic = true});
-    s.push_back({.field = &A::moe_experts, .width = k, .index = true});
-    s.push_back({.field = &A::moe_gates, .width = k, .statistic = true});
+    // The routing of every row of the micro-batch: under sequence parallelism each tp rank
+    // routes them all (model/moe_layer.hpp); the rest is its own rows'.
+    s.push_back({.field = &A::moe_probs, .local_rows = false, .width = e.experts,
+                 .statistic = true});
+    s.push_back({.field = &A::moe_lse, .form = Form::per_row, .local_rows = false,
+                 .statistic = true});
+    s.push_back({.field = &A::moe_experts, .local_rows = false, .width = k, .index = true});
+    s.push_back({.field = &A::moe_gates, .local_rows = false, .width = k, .statistic = true});
     s.push_back({.field = &A::moe_order, .width = k, .index = true});
     s.push_back({.field = &A::moe_position, .width = k, .index = true});
     for (Tensor A::*t : {&A::moe_xp, &A::moe_yp})

@@ -55,6 +55,10 @@ struct BlockWorkspace {
   Tensor moe_d_rows;                 // [rows K, d]: the routed outputs', then inputs' gradient
   Tensor moe_d_act, moe_d_up;        // [rows K, expert hidden]
   Tensor moe_d_gates;                // [rows, K]
+  // Sequence parallelism (each tp rank's own rows routed with the whole micro-batch's,
+  // model/moe_layer.hpp): the whole micro-batch's dispatch [rows K], and this rank's gates'
+  // gradient [local rows, K] before it is gathered into moe_d_gates.
+  Tensor moe_order_all, moe_position_all, moe_d_gates_local;
   // Expert parallelism: the counts received, the rows received (then the experts' outputs
   // sent back, and in backward the gradients), the experts' outputs by expert, and the
   // permutation between by-source and by-expert order and its inverse.

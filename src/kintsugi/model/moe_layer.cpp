@@ -36,18 +36,23 @@ MoeLayer::MoeLayer(LayerContext& ctx, const MoeSpec& spec, MoeLossWeights weight
 
 int MoeLayer::weight(ParamStore& store, const std::string& name, std::int64_t out,
                      std::int64_t in, double std) {
+  // Replicated over tp: under sequence parallelism each rank's gradient is its own rows'.
   return store.add({.name = name + ".weight",
                     .global_shape = {out, in},
                     .init = ParamInit::normal,
                     .init_std = std,
-                    .weight_decay = true});
+                    .weight_decay = true,
+                    .sequence_parallel_grad = ctx_.tp.sequence_parallel()});
 }
 
 void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpec& spec,
                                 std::int64_t rows, BlockWorkspace& ws) {
   const DType dt = ctx.dtype;
-  // The routed rows, and under expert parallelism those this rank's experts may receive.
-  const std::int64_t routed = rows * spec.top_k, received = rows * spec.received_row_factor();
+  // The router's tensors hold every row of the micro-batch, the rest this rank's own rows
+  // (under sequence parallelism 1/tp of them): those routed, and under expert parallelism
+  // those this rank's experts may receive.
+  const std::int64_t own = ctx.tp.local_rows(rows);
+  const std::int64_t routed = own * spec.top_k, received = own * spec.received_row_factor();
   const std::int64_t hs = spec.shared_hidden;
   ws.moe_logits = c.take(dt, {rows, spec.experts});
   ws.moe_d_logits = c.take(dt, {rows, spec.experts});
@@ -56,6 +61,11 @@ void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpe
   ws.moe_d_act = c.take(dt, {received, spec.hidden});
   ws.moe_d_up = c.take(dt, {received, spec.hidden});
   ws.moe_d_gates = c.take(ctx.statistics(), {rows, spec.top_k});
+  if (ctx.tp.sequence_parallel()) {
+    ws.moe_order_all = c.take(DType::i32, {rows * spec.top_k});
+    ws.moe_position_all = c.take(DType::i32, {rows * spec.top_k});
+    ws.moe_d_gates_local = c.take(ctx.statistics(), {own, spec.top_k});
+  }
   if (spec.expert_ranks > 1) {
     ws.moe_recv_counts = c.take(DType::i32, {spec.experts});
     ws.moe_recv = c.take(dt, {received, spec.d});
@@ -64,10 +74,10 @@ void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpe
     ws.moe_inverse = c.take(DType::i32, {received});
   }
   if (hs == 0) return;
-  ws.shared_d_out = c.take(dt, {rows, spec.d});
-  ws.shared_d_act = c.take(dt, {rows, hs});
-  ws.shared_d_up = c.take(dt, {rows, hs});
-  ws.shared_d_logit = c.take(dt, {rows, 1});
+  ws.shared_d_out = c.take(dt, {own, spec.d});
+  ws.shared_d_act = c.take(dt, {own, hs});
+  ws.shared_d_up = c.take(dt, {own, hs});
+  ws.shared_d_logit = c.take(dt, {own, 1});
 }
 
 void MoeLayer::linear(int w, const Tensor& in, const Tensor& out) const {
@@ -100,7 +110,7 @@ void MoeLayer::expert_linear_backward(int w, const Tensor& dy, const Tensor& in,
   linear_backward_in(expert_store(), w, dy, in, dx, accumulate_dx);
 }
 
-std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s,
+std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s, const Tensor& position_all,
                                           const std::vector<std::int64_t>& counts) {
   const std::int64_t n = s.moe_gates.shape[0], k = spec_.top_k;
   MoeConfig moe{.experts = spec_.experts, .top_k = k, .capacity_factor = spec_.capacity_factor};
@@ -112,7 +122,7 @@ std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s,
   // The dispatch order is by expert, then token row, then choice: a choice's place in its
   // expert's group is its position minus the rows of the experts before.
   std::vector<std::int32_t> position(static_cast<std::size_t>(n * k)), experts(position.size());
-  copy_to_host(s.moe_position, position.data());
+  copy_to_host(position_all, position.data());
   copy_to_host(s.moe_experts, experts.data());
   std::vector<std::int64_t> first(counts.size(), 0);
   for (std::size_t e = 1; e < counts.size(); ++e) first[e] = first[e - 1] + counts[e - 1];
@@ -242,20 +252,36 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
                        const BlockWorkspace& ws, bool record) {
   Backend& be = ctx_.backend;
   const Tensor losses = losses_.view(DType::f64, Shape{2}, record ? 0 : 2 * sizeof(double));
-  linear(router_, x, ws.moe_logits);
+  Communicator* split = row_split();
+  if (!split) {
+    linear(router_, x, ws.moe_logits);
+  } else {
+    // Every tp rank routes the whole micro-batch (its logits gathered in row order).
+    const Tensor own = ws.moe_d_logits.rows(0, x.shape[0]);
+    linear(router_, x, own);
+    split->all_gather(own, ws.moe_logits);
+  }
   be.moe_route(ws.moe_logits, spec_.top_k, spec_.renormalize, s.moe_probs, s.moe_lse,
                s.moe_experts, s.moe_gates, losses);
-  be.moe_dispatch(s.moe_experts, s.moe_order, s.moe_position, ws.moe_counts);
-  std::vector<std::int32_t> host(static_cast<std::size_t>(spec_.experts));
-  copy_to_host(ws.moe_counts, host.data());
-  if (static_cast<std::size_t>(slot) >= counts_.size()) counts_.resize(slot + 1);
-  std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
-  counts.assign(host.begin(), host.end());
-  const std::int64_t dropped = drop_past_capacity(s, counts);
+  // The whole micro-batch's dispatch: its loads and its capacity (the serial run's).
+  const Tensor position_all = split ? ws.moe_position_all : s.moe_position;
+  be.moe_dispatch(s.moe_experts, split ? ws.moe_order_all : s.moe_order, position_all,
+                  ws.moe_counts);
+  const std::vector<std::int64_t> all = read_counts(ws);
+  const std::int64_t dropped = drop_past_capacity(s, position_all, all);
   if (record) {
     ++micro_batches_;
     dropped_ += dropped;
-    for (std::size_t e = 0; e < counts.size(); ++e) expert_rows_[e] += counts[e];
+    for (std::size_t e = 0; e < all.size(); ++e) expert_rows_[e] += all[e];
+  }
+  // This rank's rows, dispatched alone under sequence parallelism.
+  if (static_cast<std::size_t>(slot) >= counts_.size()) counts_.resize(slot + 1);
+  std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
+  if (split) {
+    be.moe_dispatch(own_rows(s.moe_experts, x), s.moe_order, s.moe_position, ws.moe_counts);
+    counts = read_counts(ws);
+  } else {
+    counts = all;
   }
   be.moe_gather(x, s.moe_order, s.moe_xp);
   if (!ctx_.ep) {
@@ -281,7 +307,8 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
     if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));
     ctx_.ep->all_to_all_v(ws.moe_recv, recv, s.moe_yp, send);
   }
-  be.moe_combine(s.moe_yp, s.moe_position, &s.moe_gates, y, false);
+  const Tensor gates = own_rows(s.moe_gates, x);
+  be.moe_combine(s.moe_yp, s.moe_position, &gates, y, false);
   if (shared_gate_ < 0) return;
   linear(shared_gate_, x, s.shared_gate);
   linear(shared_up_, x, s.shared_up);
@@ -328,20 +355,24 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   Backend& be = ctx_.backend;
   const std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
   const Tensor dx = ws.d_norm;
-  // Through the combine: the routed outputs' gradient (in moe_d_rows) and the gates'.
-  be.moe_combine_backward(dy, s.moe_yp, s.moe_order, s.moe_position, s.moe_gates, ws.moe_d_rows,
-                          ws.moe_d_gates);
+  Communicator* split = row_split();
+  // Through the combine: the routed outputs' gradient (in moe_d_rows) and this rank's rows'
+  // gates'.
+  const Tensor own_gates = own_rows(s.moe_gates, x);
+  const Tensor own_d_gates = split ? ws.moe_d_gates_local : ws.moe_d_gates;
+  be.moe_combine_backward(dy, s.moe_yp, s.moe_order, s.moe_position, own_gates, ws.moe_d_rows,
+                          own_d_gates);
   if (spec_.capacity_factor > 0) {
     // A dropped choice (gate zero) adds nothing to y: its gate gets no gradient either.
-    const std::vector<float> gates = read_values(s.moe_gates);
-    std::vector<float> d_gates = read_values(ws.moe_d_gates);
+    const std::vector<float> gates = read_values(own_gates);
+    std::vector<float> d_gates = read_values(own_d_gates);
     bool any = false;
     for (std::size_t c = 0; c < gates.size(); ++c)
       if (gates[c] == 0.0f) {
         d_gates[c] = 0;
         any = true;
       }
-    if (any) write_values(d_gates.data(), ws.moe_d_gates);
+    if (any) write_values(d_gates.data(), own_d_gates);
   }
   if (!ctx_.ep) {
     // The routed inputs' gradient replaces the outputs' in moe_d_rows (all read by then).
@@ -360,12 +391,15 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   }
   be.moe_combine(ws.moe_d_rows, s.moe_position, nullptr, dx, false);
   // The router: the gates' gradient, the load-balancing and z losses' (each micro-batch's
-  // losses weigh its N rows of the step's tokens, as grad_scale does the token losses).
-  const double rows_scale = static_cast<double>(x.shape[0]) * grad_scale_;
+  // losses weigh its N rows of the step's tokens, as grad_scale does the token losses). Under
+  // sequence parallelism every tp rank takes the whole micro-batch's (the gates' gradient
+  // gathered) and keeps its own rows' part for the router's weight and x.
+  if (split) split->all_gather(own_d_gates, ws.moe_d_gates);
+  const double rows_scale = static_cast<double>(s.moe_probs.shape[0]) * grad_scale_;
   be.moe_route_backward(s.moe_probs, s.moe_lse, s.moe_experts, s.moe_gates, ws.moe_d_gates,
                         spec_.renormalize, weights_.aux * rows_scale, weights_.z * rows_scale,
                         ws.moe_d_logits);
-  linear_backward(router_, ws.moe_d_logits, x, &dx, true);
+  linear_backward(router_, own_rows(ws.moe_d_logits, x), x, &dx, true);
   if (shared_gate_ < 0) return dx;
   be.moe_shared_gate_backward(s.shared_logit, s.shared_out, dy, ws.shared_d_out,
                               ws.shared_d_logit);
@@ -376,6 +410,21 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   linear_backward(shared_gate_, ws.shared_d_act, x, &dx, true);
   linear_backward(shared_up_, ws.shared_d_up, x, &dx, true);
   return dx;
+}
+
+Communicator* MoeLayer::row_split() const {
+  return ctx_.tp.sequence_parallel() ? ctx_.tp.group() : nullptr;
+}
+
+Tensor MoeLayer::own_rows(const Tensor& all, const Tensor& x) const {
+  const std::int64_t n = x.shape[0];
+  return row_split() ? all.rows(n * ctx_.tp.rank(), n) : all;
+}
+
+std::vector<std::int64_t> MoeLayer::read_counts(const BlockWorkspace& ws) const {
+  std::vector<std::int32_t> host(static_cast<std::size_t>(spec_.experts));
+  copy_to_host(ws.moe_counts, host.data());
+  return {host.begin(), host.end()};
 }
 
 MoeStats MoeLayer::stats() const {

@@ -16,6 +16,14 @@
 // zeroed, so they add nothing to y and get no gradient (their rows still run: the shapes stay
 // dropless-sized). Counted in MoeStats::dropped.
 //
+// Tensor parallelism with sequence parallelism (docs/moe.md "Tensor parallelism"): the router,
+// the experts and the shared expert are replicated over the tp ranks, each running its own
+// 1/tp of the micro-batch's rows (their gradients summed over tp: sequence_parallel_grad).
+// The router's logits are gathered over tp so that every tp rank routes the whole micro-batch
+// as the serial run does: the losses, the loads and the capacity are the micro-batch's; the
+// gates' gradient is gathered back for the router's backward, of which each rank keeps its
+// rows' part.
+//
 // Expert parallelism (ctx.ep, docs/moe.md "Expert parallelism"): this rank holds experts
 // [r E/P, (r+1) E/P) of the P ep ranks, in ctx.expert_params. The routed rows, grouped by
 // expert, are grouped by owner too; the ranks exchange each expert's row count (all_to_all),
@@ -101,7 +109,17 @@ class MoeLayer {
   std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows) const;
   // Capacity factor: zeroes the gates of the choices past their expert's capacity; returns how
   // many.
-  std::int64_t drop_past_capacity(const BlockActivations& s, const std::vector<std::int64_t>& counts);
+  // `position_all`: the whole micro-batch's dispatch positions (s.moe_position without sequence
+  // parallelism).
+  std::int64_t drop_past_capacity(const BlockActivations& s, const Tensor& position_all,
+                                  const std::vector<std::int64_t>& counts);
+  // Sequence parallelism: the tp group, whose ranks hold 1/tp of a micro-batch's rows each
+  // (rank r rows [r n, (r + 1) n) of the n = x's rows); null otherwise.
+  Communicator* row_split() const;
+  // This rank's rows of a tensor of the whole micro-batch's rows (all of it without a split).
+  Tensor own_rows(const Tensor& all, const Tensor& x) const;
+  // The experts' row counts of the last dispatch (ws.moe_counts), on the host.
+  std::vector<std::int64_t> read_counts(const BlockWorkspace& ws) const;
   // This rank's experts' SwiGLU on `in` (rows grouped by local expert, `rows` each) into `out`.
   void experts_forward(const BlockActivations& s, const Tensor& in, const Tensor& out,
                        const std::vector<std::int64_t>& rows);

@@ -34,11 +34,18 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
                        "train.micro_batch",
                        s.global_batch, s.global_batch / sequences_per_round, s.micro_batch, l.dp,
                        kMaxMicroBatches);
-  // Mixture of experts: experts are not split or replicated over tensor-parallel ranks yet,
-  // and context parallelism would route a sequence's tokens on several ranks (docs/moe.md).
-  if (m.is_moe() && (l.tp > 1 || l.has_grid()))
-    return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "
-                       "tensor parallelism yet (tp = {}): set --tp 1 (docs/moe.md)",
+  // Mixture of experts under tensor parallelism: experts replicated over the tp ranks, each
+  // routing and running its own sequence-parallel rows (docs/moe.md, "Tensor parallelism").
+  // Without sp every tp rank would run every row's experts again, so sp is required (as
+  // Megatron-Core requires it); the 3D grid splits the rows otherwise and is not built.
+  if (m.is_moe() && l.has_grid())
+    return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run on the 3D "
+                       "tensor grid: use --tp with --sequence-parallel (docs/moe.md)",
+                       m.moe.experts);
+  if (m.is_moe() && l.tp > 1 && !l.sequence_parallel)
+    return fmt::format("model.moe_experts = {}: mixture-of-experts layers under tensor "
+                       "parallelism (tp = {}) need sequence parallelism: add --sequence-parallel (each tp rank "
+                       "routes its own rows through experts replicated over tp; docs/moe.md)",
                        m.moe.experts, l.tp);
   if (m.is_moe() && l.cp > 1)
     return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "

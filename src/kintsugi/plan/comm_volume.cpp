@@ -141,10 +141,12 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   if (l.has_grid()) {
     add_grid_bytes(m, l, s, out);
   } else if (l.tp > 1) {
-    // Each half of the block's inventory (model/block_inventory.hpp) is one tensor-parallel
-    // region: forward leaves it once (again when full recomputation reruns the forward),
-    // backward enters it once; the embedding leaves one, the head's gradient enters one.
-    const double halves = static_cast<double>(block_inventory(m).halves.size());
+    // Each half of the block's inventory (model/block_inventory.hpp) with layers is one
+    // tensor-parallel region: forward leaves it once (again when full recomputation reruns the
+    // forward), backward enters it once; the embedding leaves one, the head's gradient enters
+    // one. (A mixture of experts' MLP half is none: its experts are replicated over tp.)
+    double halves = 0;
+    for (const HalfSpec& h : block_inventory(m).halves) halves += h.entries.empty() ? 0 : 1;
     const double boundaries = (s.recompute_full ? 3.0 : 2.0) * halves * blocks +
                               (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
     const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;  // row max; row sum, target logit
@@ -155,6 +157,17 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       out["tp.all_gather"] =
           mb * (boundaries + halves * blocks) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
+      if (m.is_moe()) {
+        // Every tp rank routes the whole micro-batch (model/moe_layer.hpp): the router's logits
+        // are gathered in forward (again when full recomputation reruns it), the gates'
+        // gradient in backward.
+        const double forwards = s.recompute_full ? 2 : 1;
+        const double logits = rows * static_cast<double>(m.moe.experts) * s.activation_element_bytes;
+        const double gates = rows * static_cast<double>(m.moe.top_k) * s.statistic_bytes;
+        out["tp.all_gather"] += mb * blocks *
+                                (forwards * ring_all_gather_bytes(logits, l.tp) +
+                                 ring_all_gather_bytes(gates, l.tp));
+      }
     } else {
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
@@ -180,7 +193,10 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
                    l.expert_data_ranks(), l.expert_shards(), 1,
                    2.0 * static_cast<double>(s.expert_gathered_elements), out);
     const double forwards = mb * blocks;
-    const double balanced = forwards * rows * static_cast<double>(m.moe.top_k) *
+    // Balanced routing: a rank's own rows (1/tp of them under sequence parallelism) spread
+    // evenly over the experts.
+    const double own = l.sequence_parallel && l.tp > 1 ? rows / static_cast<double>(l.tp) : rows;
+    const double balanced = forwards * own * static_cast<double>(m.moe.top_k) *
                             static_cast<double>(l.ep - 1) / static_cast<double>(l.ep);
     out["ep.all_to_all"] = expert_all_to_all_bytes(
         m, l, forwards, s.expert_rows_sent < 0 ? balanced : s.expert_rows_sent,

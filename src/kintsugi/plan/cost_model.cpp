@@ -120,13 +120,17 @@ namespace {
 // row-parallel biases see the gathered gradient, whole: model/layers.cpp); with a tensor grid
 // everything replicated over its z, which sees only z's sequences (grid_cost.hpp); and with 1D
 // tensor parallelism, sequence parallel or not, Qwen3's q_norm and k_norm, which each rank
-// applies to its own heads (model/block_inventory.hpp's qk_norm_width; refused on a grid).
+// applies to its own heads (model/block_inventory.hpp's qk_norm_width; refused on a grid). A
+// mixture of experts' matrices are replicated over tp and see only this rank's rows (tp
+// requires sequence parallelism for them: model/moe_layer.hpp).
 struct BlockElements {
   double local = 0, partial = 0, head_partial = 0;
 };
 BlockElements block_elements(const ModelConfig& m, double tp) {
   const BlockParameters p = block_parameters(m);
-  return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m)),
+  const BlockInventory b = block_inventory(m);
+  const double experts = b.moe ? b.moe->matrix_parameters() : 0.0;
+  return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m)) + experts,
           m.qk_norm() ? 2.0 * static_cast<double>(m.head_dim()) : 0.0};
 }
 BlockElements block_elements(const ModelConfig& m, const Layout& l) {
@@ -183,6 +187,7 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
                             static_cast<double>(m.expert_hidden());
       r.elements -= n * expert * static_cast<double>(m.moe.experts);
       r.expert_elements += n * expert * static_cast<double>(m.moe.experts / l.parallel.ep);
+      r.partial -= n * expert * static_cast<double>(m.moe.experts - m.moe.experts / l.parallel.ep);
     }
     r.head_partial += n * block.head_partial;
     // With a grid every parameter but the blocks' weight blocks is replicated over z, the
@@ -278,14 +283,16 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
   if (const auto& e = inventory.moe) {
     const double d_model = static_cast<double>(e->d), h = static_cast<double>(e->hidden);
     const double n = static_cast<double>(e->experts), k = static_cast<double>(e->top_k);
-    const double expert_rows = rows * k / n, hs = static_cast<double>(e->shared_hidden);
-    gemms.push_back({rows, n, d_model, 1});
+    // Under 1D tensor parallelism each rank runs its 1/tp of the rows (sequence parallelism).
+    const double own = rows / y;
+    const double expert_rows = own * k / n, hs = static_cast<double>(e->shared_hidden);
+    gemms.push_back({own, n, d_model, 1});
     gemms.push_back({expert_rows, h, d_model, 2 * n});
     gemms.push_back({expert_rows, d_model, h, n});
     if (hs > 0) {
-      gemms.push_back({rows, hs, d_model, 2});
-      gemms.push_back({rows, d_model, hs, 1});
-      gemms.push_back({rows, 1, d_model, 1});
+      gemms.push_back({own, hs, d_model, 2});
+      gemms.push_back({own, d_model, hs, 1});
+      gemms.push_back({own, 1, d_model, 1});
     }
   }
   const std::size_t attention_core = gemms.size();

@@ -20,8 +20,9 @@ std::int64_t norm_parameters(const ModelConfig& c) { return c.rms_norm() ? c.d_m
 
 BlockParameters block_parameters(const ModelConfig& c) {
   const BlockInventory b = block_inventory(c);
-  return {.split = b.matrix_parameters() + b.entry_bias_parameters(),
-          .replicated = b.norm_parameters() + b.exit_bias_parameters()};
+  const double experts = b.moe ? b.moe->matrix_parameters() : 0.0;
+  return {.split = b.matrix_parameters() - experts + b.entry_bias_parameters(),
+          .replicated = b.norm_parameters() + b.exit_bias_parameters() + experts};
 }
 
 double parameter_count_double(const ModelConfig& c) {

@@ -34,7 +34,8 @@ std::int64_t norm_parameters(const ModelConfig& c);
 // One block's parameters by what tensor parallelism does with them: `split` are the matrices
 // (N_matmul's share of the block) and the biases of the column-parallel layers (qkv, MLP up), of
 // which each of t ranks holds 1/t; `replicated` are the two norms and the biases added after the
-// row-parallel layers (attention output, MLP down), which every rank holds whole.
+// row-parallel layers (attention output, MLP down), which every rank holds whole, and a mixture
+// of experts' matrices (replicated over tp: model/moe_layer.hpp).
 struct BlockParameters {
   double split = 0, replicated = 0;
   double total() const { return split + replicated; }

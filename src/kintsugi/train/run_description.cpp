@@ -75,10 +75,13 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
         shape.tied_embedding_elements += entry.local_shape.numel();
     }
     // Expert parallelism: the experts' store, reduced over the dp / ep ranks (one unit per
-    // block: gathered twice under ZeRO-3).
+    // block: gathered twice under ZeRO-3), and under sequence parallelism over tp first.
     if (const ParamStore* e = chunk.expert_params()) {
       shape.expert_grad_elements += e->numel();
       shape.expert_gathered_elements += e->numel();
+      for (int x = 0; x < e->size(); ++x)
+        if (e->entry(x).spec.sequence_parallel_grad)
+          shape.sp_grad_elements += e->entry(x).local_shape.numel();
     }
   }
   return step_comm_bytes(c.model, c.parallel, shape);
