@@ -110,15 +110,16 @@ void MoeLayer::expert_linear_backward(int w, const Tensor& dy, const Tensor& in,
   linear_backward_in(expert_store(), w, dy, in, dx, accumulate_dx);
 }
 
-std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s, const Tensor& position_all,
-                                          const std::vector<std::int64_t>& counts) {
+std::vector<char> MoeLayer::drop_past_capacity(const BlockActivations& s,
+                                               const Tensor& position_all,
+                                               const std::vector<std::int64_t>& counts) {
   const std::int64_t n = s.moe_gates.shape[0], k = spec_.top_k;
   MoeConfig moe{.experts = spec_.experts, .top_k = k, .capacity_factor = spec_.capacity_factor};
   const std::int64_t capacity = moe.capacity(n);
-  if (capacity <= 0) return 0;
+  if (capacity <= 0) return {};
   bool any = false;
   for (std::int64_t c : counts) any |= c > capacity;
-  if (!any) return 0;
+  if (!any) return {};
   // The dispatch order is by expert, then token row, then choice: a choice's place in its
   // expert's group is its position minus the rows of the experts before.
   std::vector<std::int32_t> position(static_cast<std::size_t>(n * k)), experts(position.size());
@@ -127,12 +128,12 @@ std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s, const Tenso
   std::vector<std::int64_t> first(counts.size(), 0);
   for (std::size_t e = 1; e < counts.size(); ++e) first[e] = first[e - 1] + counts[e - 1];
   std::vector<float> gates = read_values(s.moe_gates);
-  std::int64_t dropped = 0;
+  std::vector<char> dropped(position.size(), 0);
   for (std::size_t c = 0; c < position.size(); ++c) {
     const auto e = static_cast<std::size_t>(experts[c]);
     if (position[c] - first[e] >= capacity) {
       gates[c] = 0;
-      ++dropped;
+      dropped[c] = 1;
     }
   }
   if (s.moe_gates.dtype == DType::f64) {
@@ -140,12 +141,44 @@ std::int64_t MoeLayer::drop_past_capacity(const BlockActivations& s, const Tenso
     std::vector<double> exact(position.size());
     copy_to_host(s.moe_gates, exact.data());
     for (std::size_t c = 0; c < exact.size(); ++c)
-      if (gates[c] == 0.0f) exact[c] = 0;
+      if (dropped[c]) exact[c] = 0;
     copy_from_host(exact.data(), s.moe_gates);
   } else {
     write_values(gates.data(), s.moe_gates);
   }
   return dropped;
+}
+
+std::int64_t MoeLayer::skip_dropped(const BlockActivations& s, const BlockWorkspace& ws,
+                                    const char* dropped, std::vector<std::int64_t>& counts) const {
+  const auto m = static_cast<std::size_t>(s.moe_order.numel());
+  std::vector<std::int32_t> order(m), kept, tail;
+  copy_to_host(s.moe_order, order.data());
+  kept.reserve(m);
+  std::size_t at = 0;
+  for (std::int64_t& count : counts) {
+    std::int64_t keep = 0;
+    for (std::int64_t r = 0; r < count; ++r, ++at) {
+      const std::int32_t c = order[at];
+      if (dropped[c]) {
+        tail.push_back(c);
+      } else {
+        kept.push_back(c);
+        ++keep;
+      }
+    }
+    count = keep;
+  }
+  const auto rows = static_cast<std::int64_t>(kept.size());
+  kept.insert(kept.end(), tail.begin(), tail.end());
+  std::vector<std::int32_t> position(m);
+  for (std::size_t p = 0; p < m; ++p) position[static_cast<std::size_t>(kept[p])] = static_cast<std::int32_t>(p);
+  copy_from_host(kept.data(), s.moe_order);
+  copy_from_host(position.data(), s.moe_position);
+  // The kept counts, which expert parallelism's exchange sends its peers.
+  const std::vector<std::int32_t> kept_counts(counts.begin(), counts.end());
+  copy_from_host(kept_counts.data(), ws.moe_counts);
+  return rows;
 }
 
 std::vector<std::int64_t> MoeLayer::elements(const std::vector<std::int64_t>& rows) const {
@@ -268,10 +301,10 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   be.moe_dispatch(s.moe_experts, split ? ws.moe_order_all : s.moe_order, position_all,
                   ws.moe_counts);
   const std::vector<std::int64_t> all = read_counts(ws);
-  const std::int64_t dropped = drop_past_capacity(s, position_all, all);
+  const std::vector<char> dropped = drop_past_capacity(s, position_all, all);
   if (record) {
     ++micro_batches_;
-    dropped_ += dropped;
+    for (char d : dropped) dropped_ += d;
     for (std::size_t e = 0; e < all.size(); ++e) expert_rows_[e] += all[e];
   }
   // This rank's rows, dispatched alone under sequence parallelism.
@@ -283,6 +316,13 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   } else {
     counts = all;
   }
+  // Capacity factor: the dropped choices move behind every expert's rows, which run without
+  // them; their outputs are zeros (below) that their zero gates multiply.
+  const std::int64_t routed = s.moe_order.numel();
+  const std::int64_t kept =
+      dropped.empty() ? routed
+                      : skip_dropped(s, ws, dropped.data() + (split ? x.shape[0] * ctx_.tp.rank() * spec_.top_k : 0),
+                                     counts);
   be.moe_gather(x, s.moe_order, s.moe_xp);
   if (!ctx_.ep) {
     experts_forward(s, s.moe_xp, s.moe_yp, counts);
@@ -307,6 +347,7 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
     if (r > 0) be.moe_gather(ws.moe_yr.rows(0, r), ws.moe_inverse.rows(0, r), ws.moe_recv.rows(0, r));
     ctx_.ep->all_to_all_v(ws.moe_recv, recv, s.moe_yp, send);
   }
+  if (kept < routed) be.zero(s.moe_yp.rows(kept, routed - kept));
   const Tensor gates = own_rows(s.moe_gates, x);
   be.moe_combine(s.moe_yp, s.moe_position, &gates, y, false);
   if (shared_gate_ < 0) return;

@@ -13,8 +13,9 @@
 //
 // Capacity factor (model.moe_capacity_factor > 0): expert e keeps the first capacity(N) of its
 // routed rows in dispatch order (lower token rows first); the gates of the choices past it are
-// zeroed, so they add nothing to y and get no gradient (their rows still run: the shapes stay
-// dropless-sized). Counted in MoeStats::dropped.
+// zeroed, so they add nothing to y and get no gradient, and their rows are moved behind every
+// expert's kept rows: the experts (and under ep the exchange) do not run them; their outputs
+// are zeros. Counted in MoeStats::dropped.
 //
 // Tensor parallelism with sequence parallelism (docs/moe.md "Tensor parallelism"): the router,
 // the experts and the shared expert are replicated over the tp ranks, each running its own
@@ -107,12 +108,18 @@ class MoeLayer {
   void upload_permutation(const Exchange& x, const BlockWorkspace& ws) const;
   // The element counts of an exchange's blocks (rows x d).
   std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows) const;
-  // Capacity factor: zeroes the gates of the choices past their expert's capacity; returns how
-  // many.
+  // Capacity factor: zeroes the gates of the choices past their expert's capacity; returns a
+  // flag per choice of the micro-batch (1: dropped), none when nothing is.
   // `position_all`: the whole micro-batch's dispatch positions (s.moe_position without sequence
   // parallelism).
-  std::int64_t drop_past_capacity(const BlockActivations& s, const Tensor& position_all,
-                                  const std::vector<std::int64_t>& counts);
+  std::vector<char> drop_past_capacity(const BlockActivations& s, const Tensor& position_all,
+                                       const std::vector<std::int64_t>& counts);
+  // Capacity factor: rewrites this rank's dispatch (s.moe_order, s.moe_position) so that each
+  // expert's group holds its kept choices alone and the dropped ones (`dropped`: a flag per
+  // choice of this rank's rows) follow all groups; `counts` and ws.moe_counts become the kept
+  // rows per expert. Returns the kept rows.
+  std::int64_t skip_dropped(const BlockActivations& s, const BlockWorkspace& ws,
+                            const char* dropped, std::vector<std::int64_t>& counts) const;
   // Sequence parallelism: the tp group, whose ranks hold 1/tp of a micro-batch's rows each
   // (rank r rows [r n, (r + 1) n) of the n = x's rows); null otherwise.
   Communicator* row_split() const;
