@@ -49,6 +49,7 @@ nlohmann::json to_json(const StepMetrics& m) {
     for (const auto& [most, mean] : m.moe_load) load.push_back({{"max", most}, {"mean", mean}});
     j["moe_expert_load"] = load;
     if (m.moe_dropped_fraction) j["moe_dropped_fraction"] = *m.moe_dropped_fraction;
+    if (m.moe_router_bias_max_abs) j["moe_router_bias_max_abs"] = *m.moe_router_bias_max_abs;
   }
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
