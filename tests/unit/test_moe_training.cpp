@@ -167,6 +167,18 @@ TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
   expect_refused({"model.moe_router_bias_update_rate=-0.1"}, 1,
                  "model.moe_router_bias_update_rate = -0.1 must not be negative");
   expect_refused({"model.moe_router_score=\"relu\""}, 1, "relu");
+  // The saved model does not hold the balancing bias: eval and generate refuse such a model.
+  EXPECT_NO_THROW(refuse_router_bias_inference(moe_config().model, "eval"));
+  try {
+    refuse_router_bias_inference(moe_config({"model.moe_router_bias_update_rate=1e-3"}).model,
+                                 "generate");
+    ADD_FAILURE() << "accepted a model with a balancing bias";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kintsugi generate of a model with "
+                                         "model.moe_router_bias_update_rate = 0.001 is not built"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

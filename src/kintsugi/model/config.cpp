@@ -22,6 +22,14 @@ std::int64_t MoeConfig::capacity(std::int64_t rows) const {
       std::ceil(capacity_factor * static_cast<double>(rows * top_k) / static_cast<double>(experts)));
 }
 
+void refuse_router_bias_inference(const ModelConfig& c, const char* command) {
+  if (c.is_moe() && c.moe.bias_update_rate > 0)
+    fail("kintsugi {} of a model with model.moe_router_bias_update_rate = {} is not built yet: "
+         "the auxiliary-loss-free balancing bias that routes its tokens is kept in training "
+         "checkpoints only, not in the saved model (docs/moe.md, \"DeepSeek-style routing\")",
+         command, c.moe.bias_update_rate);
+}
+
 void validate(const ModelConfig& c, const ModelFieldNames& names) {
   const std::string at = names.file.empty() ? "" : names.file + ": ";
   auto key = [&](const char* field) {

@@ -101,6 +101,12 @@ struct MoeConfig {
   std::int64_t capacity(std::int64_t rows) const;
 };
 
+// `kintsugi eval` and `generate` of a model trained with auxiliary-loss-free balancing
+// (MoeConfig::bias_update_rate > 0): refused in one line naming `command`, since the saved model
+// does not hold the bias yet (training checkpoints do; docs/moe.md, "DeepSeek-style routing").
+struct ModelConfig;
+void refuse_router_bias_inference(const ModelConfig& c, const char* command);
+
 struct ModelConfig {
   std::string name = "custom";  // preset it came from, for logs and checkpoints
   Family family = Family::gpt2;
