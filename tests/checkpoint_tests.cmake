@@ -38,6 +38,14 @@ checkpoint_resume_test(reshard_moe_dp2_zero3_to_pp2 1e-5 "2 --dp 2 --zero 3" "2 
 checkpoint_resume_test(exact_moe_ep2_zero1 0 "2 --dp 2 --ep 2 --zero 1" "2 --dp 2 --ep 2 --zero 1"
                        2 ${MOE_CKPT})
 checkpoint_resume_test(exact_moe_dp4_ep2 0 "4 --dp 4 --ep 2" "4 --dp 4 --ep 2" 4 ${MOE_CKPT})
+# DeepSeek-style routing (docs/moe.md): 8 experts in 4 groups (2 kept), sigmoid scores; the
+# auxiliary-loss-free bias (moved by 1e-2 a step: 0.02 at the checkpoint, which changes the
+# routing of the steps after it) resumes exactly from the checkpoint's manifest.
+checkpoint_resume_test(exact_moe_deepseek_ep2 0 "2 --dp 2 --ep 2" "2 --dp 2 --ep 2" 2 ${MOE_CKPT}
+                       --set model.moe_experts=8 --set model.moe_router_score=sigmoid
+                       --set model.moe_router_groups=4 --set model.moe_router_topk_groups=2
+                       --set model.moe_routed_scaling_factor=2.5
+                       --set model.moe_router_bias_update_rate=1e-2)
 checkpoint_resume_test(reshard_moe_ep2_to_dp2 1e-5 "2 --dp 2 --ep 2" "2 --dp 2" 2 ${MOE_CKPT})
 checkpoint_resume_test(reshard_moe_dp4_ep2_zero3_to_ep4 1e-5 "4 --dp 4 --ep 2 --zero 3"
                        "4 --dp 4 --ep 4" 4 ${MOE_CKPT})

@@ -81,6 +81,20 @@ add_test(NAME mpi.moe15_ep_eval
 set_tests_properties(mpi.moe15_ep_eval PROPERTIES FIXTURES_REQUIRED moe15_serial_run PROCESSORS 4
                                                   TIMEOUT 120)
 
+# DeepSeek-style routing (docs/moe.md, "DeepSeek-style routing"): configs/moe-deepseek-tiny.toml
+# in the tests' Llama shape (8 experts of 44 in 4 groups of 2, 2 groups kept, top 2, sigmoid
+# scores scaled by 2.5, a shared expert) with the auxiliary-loss-free bias moved by 1e-2 a step
+# (its loads summed over every micro-batch and rank, so each rank's bias is the serial run's),
+# over 15 steps: dp 2, ep 2 and ep 2 x pp 2 against the serial run (losses and weights 1e-5).
+set(MOEDS_RUN --config ${PROJECT_SOURCE_DIR}/configs/moe-deepseek-tiny.toml ${TEST_DATA}
+              ${LLAMA_SHAPE} --set model.moe_expert_hidden=44 ${TEST_SCHEDULE}
+              --set model.moe_router_bias_update_rate=1e-2 --set train.steps=15)
+serial_reference(moeds_serial ${MOEDS_RUN})
+family_layout_test(moeds dp2 2 --dp 2)
+family_layout_test(moeds ep2 2 --dp 2 --ep 2)
+family_layout_test(moeds ep2_pp2 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b)
+family_layout_test(moeds ep2_tp2_sp 4 --dp 2 --ep 2 --tp 2 --sequence-parallel)
+
 # Bad input: one message (from one rank) before any work, non-zero exit, no hang.
 function(expert_refused name ranks pattern)
   mpi_refused(ep_${name} ${ranks} "${pattern}" ${ARGN})

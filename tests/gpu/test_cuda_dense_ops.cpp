@@ -698,15 +698,29 @@ void expect_same_ids(const Pair& p, const std::string& what) {
 }
 
 // The mixture-of-experts ops (moe.cu; docs/moe.md) against the CPU: the router (softmax, top-k,
-// gates renormalized or not, the load-balancing and z losses) and its backward, the dispatch
+// gates renormalized or not, the load-balancing and z losses; DeepSeek-style sigmoid scores,
+// groups, bias and scale) and its backward, the dispatch
 // order, gather, the gate-weighted combine (accumulating) and its backward, and the shared
 // expert's gate, with the logits and routed rows in the run's type beside f32 statistics. The
 // routing itself is compared exactly: logits far apart enough that no rounding changes a choice.
 TEST_P(CudaDense, MixtureOfExperts) {
   const Types t = GetParam();
   const std::int64_t n = 37, e = 6, k = 2, d = 24, m = n * k;
-  for (bool renormalize : {true, false}) {
-    const std::string what = renormalize ? " renormalized" : " softmax gates";
+  // Softmax top-k renormalized and not, then DeepSeek-style routing (docs/moe.md): sigmoid
+  // scores, 3 groups of 2 of which 2 are kept, a selection bias and a scale of 2.5.
+  // The bias is f32 on both sides (the CPU side's other tensors are f64).
+  const Pair bias = input(DType::f32, {e}, 0.5);
+  std::vector<float> cpu_bias;
+  for (double v : fetch(bias.gpu)) cpu_bias.push_back(static_cast<float>(v));
+  const Tensor cpu_bias_t{cpu_bias.data(), DType::f32, Shape{e}};
+  const std::vector<std::pair<MoeRouting, std::string>> routings = {
+      {{.top_k = k, .renormalize = true}, " renormalized"},
+      {{.top_k = k, .renormalize = false}, " softmax gates"},
+      {{.top_k = k, .renormalize = true, .sigmoid = true, .scale = 2.5, .groups = 3,
+        .topk_groups = 2},
+       " sigmoid groups bias"}};
+  for (const auto& [routing, what] : routings) {
+    const bool renormalize = routing.renormalize, plain = routing.groups == 1;
     // Logits spread (scale 4) so that the top 2 differ by more than a 16-bit type's rounding.
     Pair logits = input(t.act, {n, e}, 4.0);
     Pair probs = output(t.stat, {n, e}), lse = output(t.stat, {n}), gates = output(t.stat, {n, k});
@@ -714,8 +728,15 @@ TEST_P(CudaDense, MixtureOfExperts) {
     experts.gpu = experts.gpu.reshaped({n, k});
     experts.cpu = experts.cpu.reshaped({n, k});
     Pair losses = input(DType::f64, {2}, 0.0);
-    gpu().moe_route(logits.gpu, k, renormalize, probs.gpu, lse.gpu, experts.gpu, gates.gpu, losses.gpu);
-    cpu().moe_route(logits.cpu, k, renormalize, probs.cpu, lse.cpu, experts.cpu, gates.cpu, losses.cpu);
+    if (plain) {
+      gpu().moe_route(logits.gpu, k, renormalize, probs.gpu, lse.gpu, experts.gpu, gates.gpu, losses.gpu);
+      cpu().moe_route(logits.cpu, k, renormalize, probs.cpu, lse.cpu, experts.cpu, gates.cpu, losses.cpu);
+    } else {
+      gpu().moe_route(logits.gpu, routing, &bias.gpu, probs.gpu, lse.gpu, experts.gpu, gates.gpu,
+                      losses.gpu);
+      cpu().moe_route(logits.cpu, routing, &cpu_bias_t, probs.cpu, lse.cpu, experts.cpu, gates.cpu,
+                      losses.cpu);
+    }
     expect_same_ids(experts, "experts" + what);
     expect_near(probs, "probs" + what);
     expect_near(lse, "lse" + what);
@@ -725,9 +746,9 @@ TEST_P(CudaDense, MixtureOfExperts) {
     mirror(lse);
     mirror(gates);
     Pair d_gates = input(t.stat, {n, k}), d_logits = output(t.act, {n, e});
-    gpu().moe_route_backward(probs.gpu, lse.gpu, experts.gpu, gates.gpu, d_gates.gpu, renormalize,
+    gpu().moe_route_backward(probs.gpu, lse.gpu, experts.gpu, gates.gpu, d_gates.gpu, routing,
                              0.7, 0.3, d_logits.gpu);
-    cpu().moe_route_backward(probs.cpu, lse.cpu, experts.cpu, gates.cpu, d_gates.cpu, renormalize,
+    cpu().moe_route_backward(probs.cpu, lse.cpu, experts.cpu, gates.cpu, d_gates.cpu, routing,
                              0.7, 0.3, d_logits.cpu);
     expect_near(d_logits, "d_logits" + what);
     // The order: grouped by expert, then by choice; its inverse; the counts.

@@ -51,27 +51,103 @@ TEST_F(MoeOps, RouteTopKTiesAndLosses) {
 }
 
 // The gradient at the logits of sum_j r[n, j] gates[n, j] + a aux + b z, with the routing (and
-// so the counts) held where it is: finite steps of 1e-6 do not change the choices.
+// so the counts) held where it is: finite steps of 1e-6 do not change the choices. Softmax with
+// and without renormalization (the plain op), then DeepSeek-style routing (docs/moe.md):
+// sigmoid and softmax scores, with and without renormalization, a scale of 2.5, 3 groups of 2
+// of which 2 are kept and a bias in the selection.
 TEST_F(MoeOps, RouteGradient) {
-  const std::int64_t n = 5, e = 6, k = 2;
+  const std::int64_t n = 5, e = 6, k = 3;
   auto logits = t::random_vector(n * e, 21, 1.5), r = t::random_vector(n * k, 22);
   std::vector<double> probs(n * e), lse(n), gates(n * k), losses(2), d_logits(n * e);
   std::vector<std::int32_t> experts(n * k);
-  const double a = 0.7, b = 0.3;
-  for (bool renormalize : {false, true}) {
+  std::vector<float> bias = {0.3f, -0.2f, 0.1f, 0.0f, -0.4f, 0.2f};
+  const Tensor b{bias.data(), DType::f32, Shape{e}};
+  const double a = 0.7, z = 0.3;
+  std::vector<std::pair<MoeRouting, std::string>> cases = {
+      {{.top_k = k, .renormalize = false}, "softmax"},
+      {{.top_k = k, .renormalize = true}, "softmax, renormalized"}};
+  for (bool sigmoid : {true, false})
+    for (bool renormalize : {false, true})
+      cases.push_back({{.top_k = k, .renormalize = renormalize, .sigmoid = sigmoid,
+                        .scale = 2.5, .groups = 3, .topk_groups = 2},
+                       std::string(sigmoid ? "sigmoid" : "softmax") + " groups bias scale" +
+                           (renormalize ? ", renormalized" : "")});
+  for (const auto& [rt, what] : cases) {
+    const bool plain = rt.groups == 1;
     auto loss = [&] {
       losses.assign(2, 0.0);
-      be->moe_route(t::view(logits, {n, e}), k, renormalize, t::view(probs, {n, e}), t::view(lse, {n}),
-                    ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
-      return t::dot(gates.data(), r.data(), n * k) + a * losses[0] + b * losses[1];
+      if (plain)  // the plain op's overload
+        be->moe_route(t::view(logits, {n, e}), k, rt.renormalize, t::view(probs, {n, e}),
+                      t::view(lse, {n}), ids(experts, {n, k}), t::view(gates, {n, k}),
+                      t::view(losses, {2}));
+      else
+        be->moe_route(t::view(logits, {n, e}), rt, &b, t::view(probs, {n, e}), t::view(lse, {n}),
+                      ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
+      return t::dot(gates.data(), r.data(), n * k) + a * losses[0] + z * losses[1];
     };
     loss();
     be->moe_route_backward(t::view(probs, {n, e}), t::view(lse, {n}), ids(experts, {n, k}),
-                           t::view(gates, {n, k}), t::view(r, {n, k}), renormalize, a, b,
+                           t::view(gates, {n, k}), t::view(r, {n, k}), rt, a, z,
                            t::view(d_logits, {n, e}));
-    t::expect_gradient(loss, logits.data(), n * e, d_logits.data(),
-                    renormalize ? "d_logits (renormalized)" : "d_logits");
+    t::expect_gradient(loss, logits.data(), n * e, d_logits.data(), what.c_str());
   }
+}
+
+// DeepSeek-style routing (docs/moe.md, "DeepSeek-style routing"): sigmoid scores, the bias
+// selecting but not gating, group-limited selection with ties to the lower group and expert,
+// the scale, and the load-balancing loss over each row's normalized scores.
+TEST_F(MoeOps, RouteSigmoidGroupsAndBias) {
+  // 6 experts in 3 groups of 2. Row 0: logits chosen so that the groups' two-score sums are
+  // group 0 = s(2) + s(1), group 1 = s(3) + s(-3) = 1, group 2 = s(2) + s(1) (a tie with
+  // group 0: group 0 is kept). Row 1: group 0 holds the two largest scores.
+  const std::int64_t n = 2, e = 6, k = 2;
+  std::vector<double> logits = {2.0, 1.0, 3.0, -3.0, 1.0, 2.0,
+                                0.5, 0.4, 0.3, 0.2, 0.1, -2.0};
+  std::vector<float> bias = {0, 0, 0, 0, 0, 0};
+  std::vector<double> probs(n * e), lse(n), gates(n * k), losses(2, 0.0);
+  std::vector<std::int32_t> experts(n * k);
+  auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  const MoeRouting rt{.top_k = k, .renormalize = true, .sigmoid = true, .scale = 2.5,
+                      .groups = 3, .topk_groups = 1};
+  const Tensor b{bias.data(), DType::f32, Shape{e}};
+  auto route = [&] {
+    losses.assign(2, 0.0);
+    be->moe_route(t::view(logits, {n, e}), rt, &b, t::view(probs, {n, e}), t::view(lse, {n}),
+                  ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
+  };
+  route();
+  // Row 0 keeps group 0, experts 0 and 1, though expert 2 has the largest score.
+  EXPECT_EQ(experts, (std::vector<std::int32_t>{0, 1, 0, 1}));
+  // Gates: the scores over their sum, times 2.5.
+  EXPECT_NEAR(gates[0], 2.5 * sig(2.0) / (sig(2.0) + sig(1.0)), 1e-14);
+  EXPECT_NEAR(gates[1], 2.5 * sig(1.0) / (sig(2.0) + sig(1.0)), 1e-14);
+  // probs holds the logits under the sigmoid; lse is the logits' log-sum-exp (the z-loss's).
+  EXPECT_EQ(probs[2], 3.0);
+  double s1 = 0;
+  for (int i = 0; i < e; ++i) s1 += std::exp(logits[e + i]);
+  EXPECT_NEAR(lse[1], std::log(s1), 1e-14);
+  // aux = E / (N^2 K) sum_e count_e sum_n s[n, e] / sum_i s[n, i]; counts 2, 2, 0, 0, 0, 0.
+  double row_sum[2] = {0, 0}, aux = 0;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < e; ++i) row_sum[r] += sig(logits[r * e + i]);
+  for (int i = 0; i < 2; ++i)
+    aux += 2 * (sig(logits[i]) / row_sum[0] + sig(logits[e + i]) / row_sum[1]);
+  EXPECT_NEAR(losses[0], aux * e / (n * n * k), 1e-14);
+  // The bias selects (expert 5 first in both rows, its group kept) but does not gate.
+  bias[5] = 10.0f;
+  route();
+  EXPECT_EQ(experts, (std::vector<std::int32_t>{5, 4, 5, 4}));
+  EXPECT_NEAR(gates[2], 2.5 * sig(-2.0) / (sig(-2.0) + sig(0.1)), 1e-14);
+  EXPECT_NEAR(gates[3], 2.5 * sig(0.1) / (sig(-2.0) + sig(0.1)), 1e-14);
+  // Without the bias and the groups: the plain top 2 by score (ties: the lower expert).
+  const MoeRouting flat{.top_k = k, .renormalize = false, .sigmoid = true};
+  logits[5] = 3.0;  // expert 5 ties expert 2
+  losses.assign(2, 0.0);
+  be->moe_route(t::view(logits, {n, e}), flat, nullptr, t::view(probs, {n, e}), t::view(lse, {n}),
+                ids(experts, {n, k}), t::view(gates, {n, k}), t::view(losses, {2}));
+  EXPECT_EQ(experts[0], 2);
+  EXPECT_EQ(experts[1], 5);
+  EXPECT_NEAR(gates[0], sig(3.0), 1e-14);
 }
 
 TEST_F(MoeOps, DispatchGroupsByExpertThenRow) {

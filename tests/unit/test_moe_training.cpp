@@ -38,19 +38,26 @@ std::vector<nlohmann::json> steps_of(const std::string& path) {
   return steps;
 }
 
-TEST(MoeTraining, LearnsReportsAndRepeatsBitForBit) {
-  const ModelConfig shipped = load_run_config(testing::configs_dir() + "/moe-tiny.toml", {}).model;
-  EXPECT_EQ(shipped.moe.experts, 8);
-  EXPECT_EQ(shipped.moe.top_k, 2);
-  const RunConfig config = moe_config();
+// Two runs of `config`, each step's metrics; the first must learn (validation loss down 0.5).
+std::vector<std::vector<nlohmann::json>> train_twice(const RunConfig& config,
+                                                     const std::string& name) {
   std::vector<std::vector<nlohmann::json>> runs;
   for (int run = 0; run < 2; ++run) {
-    const ScratchDir out("moe-training-" + std::to_string(run));
+    const ScratchDir out(name + std::to_string(run));
     std::ostringstream log;
     const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
     if (run == 0) EXPECT_LT(s.last_val_loss, s.first_val_loss - 0.5) << log.str();
     runs.push_back(steps_of(s.metrics_path));
   }
+  return runs;
+}
+
+TEST(MoeTraining, LearnsReportsAndRepeatsBitForBit) {
+  const ModelConfig shipped = load_run_config(testing::configs_dir() + "/moe-tiny.toml", {}).model;
+  EXPECT_EQ(shipped.moe.experts, 8);
+  EXPECT_EQ(shipped.moe.top_k, 2);
+  const RunConfig config = moe_config();
+  const auto runs = train_twice(config, "moe-training-");
   ASSERT_EQ(runs[0].size(), 16u);
   ASSERT_EQ(runs[1].size(), 16u);
   const std::int64_t k = config.model.moe.top_k, e = config.model.moe.experts;
@@ -90,6 +97,44 @@ TEST(MoeTraining, AuxLossBalancesTheExperts) {
   EXPECT_LT(worst[1], worst[0]);
 }
 
+// DeepSeek-style routing (configs/moe-deepseek-tiny.toml, cut as moe_config cuts moe-tiny):
+// sigmoid scores, 4 groups of 2 (2 kept), top 2 scaled by 2.5, a shared expert and the
+// auxiliary-loss-free bias. It learns, the bias moves by the rate each step (every expert
+// above or below the mean: |bias| grows by at most the rate a step), the load-balancing loss
+// is reported over the normalized scores, and a second run gives the same bits.
+TEST(MoeTraining, DeepSeekRoutingLearnsAndBalancesBitForBit) {
+  const ModelConfig shipped =
+      load_run_config(testing::configs_dir() + "/moe-deepseek-tiny.toml", {}).model;
+  EXPECT_EQ(shipped.moe.score, RouterScore::sigmoid);
+  EXPECT_EQ(shipped.moe.groups, 4);
+  EXPECT_EQ(shipped.moe.topk_groups, 2);
+  EXPECT_EQ(shipped.moe.routed_scaling, 2.5);
+  EXPECT_EQ(shipped.moe.bias_update_rate, 1e-3);
+  const RunConfig config = moe_config({"model.moe_router_score=\"sigmoid\"",
+                                 "model.moe_routed_scaling_factor=2.5", "model.moe_router_groups=4",
+                                 "model.moe_router_topk_groups=2", "model.moe_shared_experts=1",
+                                 "model.moe_router_bias_update_rate=1e-3",
+                                 "train.moe_aux_loss_coeff=0.0001"});
+  const auto runs = train_twice(config, "moe-deepseek-");
+  ASSERT_EQ(runs[0].size(), 16u);
+  ASSERT_EQ(runs[1].size(), 16u);
+  double last = 0;
+  for (std::size_t i = 0; i < runs[0].size(); ++i) {
+    const nlohmann::json& a = runs[0][i];
+    EXPECT_EQ(a.at("loss").get<double>(), runs[1][i].at("loss").get<double>()) << i;
+    EXPECT_EQ(a.at("moe_router_bias_max_abs").get<double>(),
+              runs[1][i].at("moe_router_bias_max_abs").get<double>());
+    const double bias = a.at("moe_router_bias_max_abs").get<double>();
+    // An expert's bias moves by exactly the rate (or not at all) each step.
+    EXPECT_LE(bias, last + 1e-3 * (1 + 1e-6)) << i;
+    EXPECT_GE(bias, i == 0 ? 1e-3 * (1 - 1e-6) : 0.0) << i;
+    last = bias;
+    EXPECT_GT(a.at("moe_aux_loss").get<double>(), 0.5);
+    EXPECT_LT(a.at("moe_aux_loss").get<double>(), 2.0);
+  }
+  EXPECT_GT(last, 1e-3);  // the bias accumulated over the steps
+}
+
 void expect_refused(std::vector<std::string> overrides, int world, const std::string& words) {
   try {
     RunConfig c = moe_config(std::move(overrides));
@@ -110,6 +155,31 @@ TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
   expect_refused({"parallel.tp=2", "parallel.tensor_grid=[1, 2, 1]"}, 2, "do not run on the 3D tensor grid");
   expect_refused({"parallel.cp=2"}, 2, "do not run under context parallelism yet");
   expect_refused({"train.moe_aux_loss_coeff=-1"}, 1, "must not be negative");
+  // DeepSeek-style routing's bad input.
+  expect_refused({"model.moe_router_groups=3"}, 1, "model.moe_router_groups = 3 must divide");
+  expect_refused({"model.moe_router_groups=4", "model.moe_router_topk_groups=5"}, 1,
+                 "model.moe_router_topk_groups = 5 must be between 1 and model.moe_router_groups");
+  expect_refused({"model.moe_router_groups=4", "model.moe_router_topk_groups=0"}, 1,
+                 "model.moe_router_topk_groups = 0 must be between 1");
+  expect_refused({"model.moe_router_groups=8", "model.moe_router_topk_groups=1"}, 1,
+                 "model.moe_top_k = 2 exceeds the 1 experts of the");
+  expect_refused({"model.moe_routed_scaling_factor=0"}, 1,
+                 "model.moe_routed_scaling_factor = 0 must be positive");
+  expect_refused({"model.moe_router_bias_update_rate=-0.1"}, 1,
+                 "model.moe_router_bias_update_rate = -0.1 must not be negative");
+  expect_refused({"model.moe_router_score=\"relu\""}, 1, "relu");
+  // The saved model does not hold the balancing bias: eval and generate refuse such a model.
+  EXPECT_NO_THROW(refuse_router_bias_inference(moe_config().model, "eval"));
+  try {
+    refuse_router_bias_inference(moe_config({"model.moe_router_bias_update_rate=1e-3"}).model,
+                                 "generate");
+    ADD_FAILURE() << "accepted a model with a balancing bias";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kintsugi generate of a model with "
+                                         "model.moe_router_bias_update_rate = 0.001 is not built"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -193,7 +193,8 @@ TEST(RunConfig, ShippedConfigsLoad) {
   for (const char* name : {"gpt-tiny.toml", "llama-tiny.toml", "bloom-tiny.toml",
                            "llama3-tiny.toml", "mistral-tiny.toml", "qwen2-tiny.toml", "qwen3-tiny.toml",
                            "llama-13b.toml", "bloom-13b.toml",
-                           "llama-3.1-8b-continued-pretraining.toml", "qwen2.5-7b-finetune.toml"})
+                           "llama-3.1-8b-continued-pretraining.toml", "qwen2.5-7b-finetune.toml",
+                           "moe-tiny.toml", "moe-deepseek-tiny.toml"})
     EXPECT_NO_THROW(load_run_config(testing::configs_dir() + "/" + name, {})) << name;
   // The newer families' tiny configs are what their names say.
   const std::string dir = testing::configs_dir();
@@ -347,6 +348,9 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.init_std=0.01", "model.moe_experts=4", "model.moe_top_k=1",
       "model.moe_expert_hidden=64", "model.moe_shared_experts=1", "model.moe_shared_hidden=32",
       "model.moe_router_norm_topk=false", "model.moe_capacity_factor=1.25",
+      "model.moe_router_score=\"sigmoid\"", "model.moe_routed_scaling_factor=2.5",
+      "model.moe_router_groups=2", "model.moe_router_topk_groups=2",
+      "model.moe_router_bias_update_rate=0.001",
       "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",

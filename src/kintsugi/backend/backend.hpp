@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "kintsugi/backend/alibi.hpp"
+#include "kintsugi/backend/moe_routing.hpp"
 #include "kintsugi/backend/rotary.hpp"
 #include "kintsugi/backend/op_call.hpp"
 #include "kintsugi/core/memory.hpp"
@@ -303,12 +304,32 @@ class Backend {
   //   E sum_e f_e P_e, count_e the rows routed to e) and the z-loss (1/N) sum_n lse_n^2.
   void moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize, const Tensor& probs,
                  const Tensor& lse, const Tensor& experts, const Tensor& gates,
-                 const Tensor& losses);
-  //   d_logits (overwritten) = the gradient of: the gates (d_gates [N, K]) through the
-  //   renormalization and the softmax, plus aux_scale x the load-balancing loss (counts held
-  //   constant) plus z_scale x the z-loss, from moe_route's saved outputs.
+                 const Tensor& losses) {
+    moe_route(logits, {.top_k = top_k, .renormalize = renormalize}, nullptr, probs, lse, experts,
+              gates, losses);
+  }
+  //   The general router (MoeRouting; docs/moe.md "DeepSeek-style routing"): scores s = the
+  //   softmax or each logit's sigmoid; selection scores s + bias (bias f32 [E], null: none)
+  //   rank the experts (within the best groups when routing.groups > 1); gates = the chosen
+  //   experts' s, divided by their sum with renormalize, times routing.scale. With the sigmoid,
+  //   probs holds the logits (backward recomputes the scores and the z-loss's softmax from
+  //   them) and the load-balancing loss takes P_e from each row's scores divided by the row's
+  //   sum; the z-loss is that of the logits either way.
+  void moe_route(const Tensor& logits, const MoeRouting& routing, const Tensor* bias,
+                 const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                 const Tensor& gates, const Tensor& losses);
+  //   d_logits (overwritten) = the gradient of: the gates (d_gates [N, K]) through the scale,
+  //   the renormalization and the scores, plus aux_scale x the load-balancing loss (counts held
+  //   constant) plus z_scale x the z-loss, from moe_route's saved outputs (the bias and the
+  //   groups only select: no gradient).
   void moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
                           const Tensor& gates, const Tensor& d_gates, bool renormalize,
+                          double aux_scale, double z_scale, const Tensor& d_logits) {
+    moe_route_backward(probs, lse, experts, gates, d_gates, {.renormalize = renormalize},
+                       aux_scale, z_scale, d_logits);
+  }
+  void moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
+                          const Tensor& gates, const Tensor& d_gates, const MoeRouting& routing,
                           double aux_scale, double z_scale, const Tensor& d_logits);
   //   The routed rows grouped by expert: order [M] lists the choices n K + j by expert, then row,
   //   then j; position [M] is its inverse (position[n K + j] = where that choice went); counts
@@ -488,13 +509,14 @@ class DeviceBackend : public Backend {
   virtual void do_cross_entropy_fused(const Tensor& logits, std::int64_t valid,
                                       const Tensor& targets, const Tensor& loss_sum, bool backward,
                                       double grad_scale) = 0;
-  virtual void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+  virtual void do_moe_route(const Tensor& logits, const MoeRouting& routing, const Tensor* bias,
                             const Tensor& probs, const Tensor& lse, const Tensor& experts,
                             const Tensor& gates, const Tensor& losses) = 0;
   virtual void do_moe_route_backward(const Tensor& probs, const Tensor& lse,
                                      const Tensor& experts, const Tensor& gates,
-                                     const Tensor& d_gates, bool renormalize, double aux_scale,
-                                     double z_scale, const Tensor& d_logits) = 0;
+                                     const Tensor& d_gates, const MoeRouting& routing,
+                                     double aux_scale, double z_scale,
+                                     const Tensor& d_logits) = 0;
   virtual void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
                                const Tensor& counts) = 0;
   virtual void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) = 0;

@@ -12,23 +12,28 @@ namespace {
 bool index(const Tensor& t) { return t.dtype == DType::i32; }
 }  // namespace
 
-void Backend::moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+void Backend::moe_route(const Tensor& logits, const MoeRouting& routing, const Tensor* bias,
                         const Tensor& probs, const Tensor& lse, const Tensor& experts,
                         const Tensor& gates, const Tensor& losses) {
-  const std::int64_t n = rows(logits), e = cols(logits);
+  const std::int64_t n = rows(logits), e = cols(logits), top_k = routing.top_k;
   KINTSUGI_ASSERT(top_k >= 1 && top_k <= e);
+  KINTSUGI_ASSERT(routing.groups >= 1 && e % routing.groups == 0 && routing.topk_groups >= 1 &&
+                  routing.topk_groups <= routing.groups &&
+                  top_k <= routing.topk_groups * (e / routing.groups) && routing.scale > 0);
+  KINTSUGI_ASSERT(!bias || (bias->dtype == DType::f32 && bias->numel() == e));
   KINTSUGI_ASSERT(probs.numel() == n * e && lse.numel() == n);
   KINTSUGI_ASSERT(index(experts) && experts.numel() == n * top_k && gates.numel() == n * top_k);
   KINTSUGI_ASSERT(losses.dtype == DType::f64 && losses.numel() == 2);
   const double moved = bytes(logits) + bytes(probs) + bytes(lse) + bytes(experts) + bytes(gates);
   dispatch(op_call("moe_route", 0, moved, logits), [&] {
-    device_.do_moe_route(logits, top_k, renormalize, probs, lse, experts, gates, losses);
+    device_.do_moe_route(logits, routing, bias, probs, lse, experts, gates, losses);
   });
 }
 
 void Backend::moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
-                                 const Tensor& gates, const Tensor& d_gates, bool renormalize,
-                                 double aux_scale, double z_scale, const Tensor& d_logits) {
+                                 const Tensor& gates, const Tensor& d_gates,
+                                 const MoeRouting& routing, double aux_scale, double z_scale,
+                                 const Tensor& d_logits) {
   const std::int64_t n = rows(probs), e = cols(probs), k = cols(experts);
   KINTSUGI_ASSERT(lse.numel() == n && index(experts) && experts.numel() == n * k);
   KINTSUGI_ASSERT(gates.numel() == n * k && d_gates.numel() == n * k);
@@ -36,7 +41,7 @@ void Backend::moe_route_backward(const Tensor& probs, const Tensor& lse, const T
   const double moved = bytes(probs) + bytes(lse) + bytes(experts) + bytes(gates) +
                        bytes(d_gates) + bytes(d_logits);
   dispatch(op_call("moe_route_backward", 0, moved, probs), [&] {
-    device_.do_moe_route_backward(probs, lse, experts, gates, d_gates, renormalize, aux_scale,
+    device_.do_moe_route_backward(probs, lse, experts, gates, d_gates, routing, aux_scale,
                                   z_scale, d_logits);
   });
 }

@@ -76,6 +76,14 @@ void moe_tensors(const ModelConfig& c, const std::string& ours, const std::strin
 
 // What a Hugging Face class of the model's family cannot hold; kintsugi::Error naming it.
 void check_moe_exportable(const ModelConfig& c) {
+  // DeepSeek-style routing (docs/moe.md): no Mixtral or Qwen-MoE class computes it.
+  const MoeConfig& m = c.moe;
+  if (m.score != RouterScore::softmax || m.routed_scaling != 1.0 || m.groups != 1 ||
+      m.bias_update_rate != 0)
+    fail("model.moe_router_score = \"{}\", moe_routed_scaling_factor = {}, moe_router_groups = "
+         "{}, moe_router_bias_update_rate = {}: DeepSeek-style routing has no Mixtral or "
+         "Qwen-MoE export (a DeepSeek-V3 export is not built: docs/moe.md)",
+         name_of(m.score), m.routed_scaling, m.groups, m.bias_update_rate);
   if (mixtral_style(c)) {
     if (c.shared_hidden() > 0)
       fail("model.moe_shared_experts = {}: Mixtral has no shared expert; model.family = "

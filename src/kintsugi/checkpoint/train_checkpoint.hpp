@@ -45,6 +45,10 @@ struct TrainProgress {
   // Training tokens of steps 1..step, summed at the global batch each step had (a resume may
   // change the batch). -1: not recorded (checkpoints written before it was).
   std::int64_t tokens_seen = -1;
+  // Auxiliary-loss-free balancing (docs/moe.md, "DeepSeek-style routing"): every MoE layer's
+  // per-expert selection bias, [layers x experts] (not a parameter; the manifest's
+  // moe_router_bias, one array per layer); empty without it.
+  std::vector<float> moe_router_bias;
 };
 
 // Every rank calls this; writes <root>/step-N (partial name, synced, renamed), then rank 0

@@ -113,6 +113,7 @@ EvalSetup eval_config(const EvalArgs& args, int world) {
     if (!manifest.contains("model")) fail("{} has no model configuration", what);
     config.model = model_config_from_json(manifest.at("model"), what);
   }
+  refuse_router_bias_inference(config.model, "eval");
   // One micro-batch per data-parallel rank and stage.
   const ParallelLayout p = config.parallel.resolved(world);
   config.train.micro_batch = args.micro_batch;

@@ -86,8 +86,10 @@ Checkpoint read_checkpoint_kind(const fs::path& dir) {
   const auto manifest = nlohmann::json::parse(in, nullptr, false);
   if (manifest.is_discarded() || !manifest.contains("model"))
     fail("{}/manifest.json is corrupt: it names no model", dir.string());
-  return {model_config_from_json(manifest.at("model"), (dir / "manifest.json").string()),
-          manifest.value("format", "") == "kintsugi-model",
+  const ModelConfig config =
+      model_config_from_json(manifest.at("model"), (dir / "manifest.json").string());
+  refuse_router_bias_inference(config, "generate");
+  return {config, manifest.value("format", "") == "kintsugi-model",
           data::identity_from_json(manifest, (dir / "manifest.json").string()), dir.string(),
           nullptr, {}};
 }

@@ -108,7 +108,11 @@ BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t exp
                       .top_k = c.moe.top_k, .hidden = c.expert_hidden(),
                       .shared_hidden = c.shared_hidden(), .init_std = c.init_std,
                       .residual_std = residual_std, .renormalize = c.moe.renormalize,
-                      .capacity_factor = c.moe.capacity_factor, .expert_ranks = expert_ranks};
+                      .capacity_factor = c.moe.capacity_factor,
+                      .sigmoid = c.moe.score == RouterScore::sigmoid,
+                      .routed_scaling = c.moe.routed_scaling, .groups = c.moe.groups,
+                      .topk_groups = c.moe.topk_groups,
+                      .bias_update_rate = c.moe.bias_update_rate, .expert_ranks = expert_ranks};
   }
   inv.norm_width = d;
   inv.norm_bias = !c.rms_norm();

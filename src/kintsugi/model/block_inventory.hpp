@@ -66,6 +66,12 @@ struct MoeSpec {
   double init_std = 0, residual_std = 0;
   bool renormalize = true;
   double capacity_factor = 0;  // model.moe_capacity_factor (0: dropless)
+  // DeepSeek-style routing (docs/moe.md): the score, the gates' scale, the groups, the
+  // balancing bias's rate (0: no bias).
+  bool sigmoid = false;
+  double routed_scaling = 1.0;
+  std::int64_t groups = 1, topk_groups = 1;
+  double bias_update_rate = 0;
   // Expert parallelism: the ranks splitting the experts (1: none), and the most routed rows
   // per token row that a rank's experts can receive (docs/moe.md: every token of the ep
   // ranks' micro-batches may choose min(top_k, experts / ep) of them); top_k without it.

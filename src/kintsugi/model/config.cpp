@@ -22,6 +22,14 @@ std::int64_t MoeConfig::capacity(std::int64_t rows) const {
       std::ceil(capacity_factor * static_cast<double>(rows * top_k) / static_cast<double>(experts)));
 }
 
+void refuse_router_bias_inference(const ModelConfig& c, const char* command) {
+  if (c.is_moe() && c.moe.bias_update_rate > 0)
+    fail("kintsugi {} of a model with model.moe_router_bias_update_rate = {} is not built yet: "
+         "the auxiliary-loss-free balancing bias that routes its tokens is kept in training "
+         "checkpoints only, not in the saved model (docs/moe.md, \"DeepSeek-style routing\")",
+         command, c.moe.bias_update_rate);
+}
+
 void validate(const ModelConfig& c, const ModelFieldNames& names) {
   const std::string at = names.file.empty() ? "" : names.file + ": ";
   auto key = [&](const char* field) {
@@ -109,6 +117,25 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
       fail("{}{} = {} must not be negative (0: dropless; e.g. 1.25 keeps 1.25 x the balanced "
            "share of each expert)",
            at, key("moe_capacity_factor"), moe.capacity_factor);
+    if (moe.groups < 1 || moe.experts % moe.groups != 0)
+      fail("{}{} = {} must divide {} = {} (1: no groups)", at, key("moe_router_groups"),
+           moe.groups, key("moe_experts"), moe.experts);
+    if (moe.groups > 64)  // the CUDA router keeps a row's groups in a 64-bit mask
+      fail("{}{} = {}: at most 64 groups (DeepSeek-V3 has 8)", at, key("moe_router_groups"),
+           moe.groups);
+    if (moe.topk_groups < 1 || moe.topk_groups > moe.groups)
+      fail("{}{} = {} must be between 1 and {} = {}", at, key("moe_router_topk_groups"),
+           moe.topk_groups, key("moe_router_groups"), moe.groups);
+    if (moe.top_k > moe.topk_groups * (moe.experts / moe.groups))
+      fail("{}{} = {} exceeds the {} experts of the {} = {} kept groups of {}", at,
+           key("moe_top_k"), moe.top_k, moe.topk_groups * (moe.experts / moe.groups),
+           key("moe_router_topk_groups"), moe.topk_groups, moe.experts / moe.groups);
+    if (!(moe.routed_scaling > 0))
+      fail("{}{} = {} must be positive (1: the gates as they are; DeepSeek-V3: 2.5)", at,
+           key("moe_routed_scaling_factor"), moe.routed_scaling);
+    if (!(moe.bias_update_rate >= 0))
+      fail("{}{} = {} must not be negative (0: no balancing bias; DeepSeek-V3: 1e-3)", at,
+           key("moe_router_bias_update_rate"), moe.bias_update_rate);
     if (moe.shared_hidden > 0 && moe.shared_experts == 0)
       fail("{}{} = {} needs {} >= 1", at, key("moe_shared_hidden"), moe.shared_hidden,
            key("moe_shared_experts"));

@@ -59,6 +59,15 @@ struct EnumNames<TiedHead> {
                                         std::pair{TiedHead::untied, "untied"}};
 };
 
+// The router's score (model.moe_router_score, docs/moe.md "DeepSeek-style routing"): a softmax
+// over the experts (Mixtral, Qwen) or each expert's sigmoid (DeepSeek-V3).
+enum class RouterScore : std::uint8_t { softmax, sigmoid };
+template <>
+struct EnumNames<RouterScore> {
+  static constexpr std::array values = {std::pair{RouterScore::softmax, "softmax"},
+                                        std::pair{RouterScore::sigmoid, "sigmoid"}};
+};
+
 // Mixture of experts (model.moe_*, docs/moe.md): with experts > 0 every block's MLP half is
 // `experts` SwiGLU experts (Mixtral's w1 gate, w3 up, w2 down) of width expert_hidden behind a
 // linear router (d_model -> experts, no bias): softmax over the experts, the top_k per token
@@ -79,9 +88,24 @@ struct MoeConfig {
   // under expert parallelism), the lower token rows first, and the choices past it are dropped
   // (their gates zero: docs/moe.md, "Capacity factor").
   double capacity_factor = 0;
+  // DeepSeek-style routing (docs/moe.md, "DeepSeek-style routing"): the score; the gates times
+  // routed_scaling; group-limited selection (the experts in `groups` equal groups, top_k chosen
+  // among the topk_groups best groups; 1: off); the auxiliary-loss-free balancing bias's step
+  // (0: off).
+  RouterScore score = RouterScore::softmax;  // model.moe_router_score
+  double routed_scaling = 1.0;               // model.moe_routed_scaling_factor
+  std::int64_t groups = 1;                   // model.moe_router_groups
+  std::int64_t topk_groups = 1;              // model.moe_router_topk_groups
+  double bias_update_rate = 0;               // model.moe_router_bias_update_rate
   // The capacity of each expert for a micro-batch of `rows` token rows (0: dropless).
   std::int64_t capacity(std::int64_t rows) const;
 };
+
+// `kintsugi eval` and `generate` of a model trained with auxiliary-loss-free balancing
+// (MoeConfig::bias_update_rate > 0): refused in one line naming `command`, since the saved model
+// does not hold the bias yet (training checkpoints do; docs/moe.md, "DeepSeek-style routing").
+struct ModelConfig;
+void refuse_router_bias_inference(const ModelConfig& c, const char* command);
 
 struct ModelConfig {
   std::string name = "custom";  // preset it came from, for logs and checkpoints

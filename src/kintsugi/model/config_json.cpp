@@ -25,6 +25,17 @@ nlohmann::json to_json(const ModelConfig& c) {
                 {"router_norm_topk", c.moe.renormalize}};
   // Written only when set: a dropless model's record is as before the key existed.
   if (c.is_moe() && c.moe.capacity_factor != 0) j["moe"]["capacity_factor"] = c.moe.capacity_factor;
+  // DeepSeek-style routing (docs/moe.md): written when not the default softmax top-k.
+  if (c.is_moe()) {
+    nlohmann::json& e = j["moe"];
+    if (c.moe.score != RouterScore::softmax) e["router_score"] = name_of(c.moe.score);
+    if (c.moe.routed_scaling != 1.0) e["routed_scaling_factor"] = c.moe.routed_scaling;
+    if (c.moe.groups != 1) {
+      e["router_groups"] = c.moe.groups;
+      e["router_topk_groups"] = c.moe.topk_groups;
+    }
+    if (c.moe.bias_update_rate != 0) e["router_bias_update_rate"] = c.moe.bias_update_rate;
+  }
   if (c.rope_scaling != RopeScaling::none)
     j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
                          {"factor", c.rope_factor},
@@ -68,6 +79,13 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
       c.moe.shared_hidden = e.at("shared_hidden").get<std::int64_t>();
       c.moe.renormalize = e.at("router_norm_topk").get<bool>();
       c.moe.capacity_factor = e.value("capacity_factor", 0.0);
+      if (e.contains("router_score"))
+        c.moe.score = parse_name<RouterScore>(e.at("router_score").get<std::string>(),
+                                              what + ": moe.router_score");
+      c.moe.routed_scaling = e.value("routed_scaling_factor", 1.0);
+      c.moe.groups = e.value("router_groups", std::int64_t{1});
+      c.moe.topk_groups = e.value("router_topk_groups", std::int64_t{1});
+      c.moe.bias_update_rate = e.value("router_bias_update_rate", 0.0);
     }
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");

@@ -238,6 +238,18 @@ void ModelChunk::reset_moe_stats() {
     if (b->moe()) b->moe()->reset_stats();
 }
 
+void ModelChunk::set_moe_router_bias(const std::vector<float>& bias) {
+  const auto experts = static_cast<std::size_t>(config().moe.experts);
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    MoeLayer* moe = blocks_[i]->moe();
+    if (!moe || !moe->has_router_bias()) continue;
+    const std::size_t layer = static_cast<std::size_t>(spec().first_layer) + i;
+    KINTSUGI_ASSERT(bias.size() >= (layer + 1) * experts);
+    moe->set_router_bias(std::vector<float>(bias.begin() + static_cast<std::ptrdiff_t>(layer * experts),
+                                            bias.begin() + static_cast<std::ptrdiff_t>((layer + 1) * experts)));
+  }
+}
+
 void ModelChunk::extend(int slot, std::int64_t first, std::int64_t count) {
   KINTSUGI_ASSERT(embedding_ && batch_ == 1 && first >= 0 && count >= 1 && first + count <= seq_ &&
                   !ctx_.cp.active());

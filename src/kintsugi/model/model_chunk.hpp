@@ -119,6 +119,10 @@ class ModelChunk {
   // block order (empty for a dense model).
   std::vector<MoeStats> moe_stats() const;
   void reset_moe_stats();
+  // Auxiliary-loss-free balancing (docs/moe.md, "DeepSeek-style routing"): each of this
+  // chunk's MoE blocks takes its layer's row of `bias` ([model layers, experts], the whole
+  // model's table); nothing without the bias.
+  void set_moe_router_bias(const std::vector<float>& bias);
 
   // Told which parameter units forward and backward use, and when gradients are final.
   void set_observer(UnitObserver* observer) { observer_ = observer; }

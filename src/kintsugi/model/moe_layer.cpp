@@ -31,7 +31,23 @@ MoeLayer::MoeLayer(LayerContext& ctx, const MoeSpec& spec, MoeLossWeights weight
     shared_router_ = weight(ctx.params, spec.prefix + ".shared_expert_gate", 1, d, spec.init_std);
   }
   losses_ = ctx.backend.allocate(MemoryKind::workspace, 4 * sizeof(double));
+  if (has_router_bias()) {
+    router_bias_ = ctx.backend.allocate(MemoryKind::workspace,
+                                        static_cast<std::size_t>(spec.experts) * sizeof(float));
+    set_router_bias(std::vector<float>(static_cast<std::size_t>(spec.experts), 0.0f));
+  }
   reset_stats();
+}
+
+MoeRouting MoeLayer::routing() const {
+  return {.top_k = spec_.top_k, .renormalize = spec_.renormalize, .sigmoid = spec_.sigmoid,
+          .scale = spec_.routed_scaling, .groups = spec_.groups,
+          .topk_groups = spec_.topk_groups};
+}
+
+void MoeLayer::set_router_bias(const std::vector<float>& bias) {
+  KINTSUGI_ASSERT(has_router_bias() && static_cast<std::int64_t>(bias.size()) == spec_.experts);
+  copy_from_host(bias.data(), router_bias_.view(DType::f32, Shape{spec_.experts}));
 }
 
 int MoeLayer::weight(ParamStore& store, const std::string& name, std::int64_t out,
@@ -294,8 +310,10 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
     linear(router_, x, own);
     split->all_gather(own, ws.moe_logits);
   }
-  be.moe_route(ws.moe_logits, spec_.top_k, spec_.renormalize, s.moe_probs, s.moe_lse,
-               s.moe_experts, s.moe_gates, losses);
+  const Tensor bias = has_router_bias() ? router_bias_.view(DType::f32, Shape{spec_.experts})
+                                        : Tensor{};
+  be.moe_route(ws.moe_logits, routing(), has_router_bias() ? &bias : nullptr, s.moe_probs,
+               s.moe_lse, s.moe_experts, s.moe_gates, losses);
   // The whole micro-batch's dispatch: its loads and its capacity (the serial run's).
   const Tensor position_all = split ? ws.moe_position_all : s.moe_position;
   be.moe_dispatch(s.moe_experts, split ? ws.moe_order_all : s.moe_order, position_all,
@@ -438,7 +456,7 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   if (split) split->all_gather(own_d_gates, ws.moe_d_gates);
   const double rows_scale = static_cast<double>(s.moe_probs.shape[0]) * grad_scale_;
   be.moe_route_backward(s.moe_probs, s.moe_lse, s.moe_experts, s.moe_gates, ws.moe_d_gates,
-                        spec_.renormalize, weights_.aux * rows_scale, weights_.z * rows_scale,
+                        routing(), weights_.aux * rows_scale, weights_.z * rows_scale,
                         ws.moe_d_logits);
   linear_backward(router_, own_rows(ws.moe_d_logits, x), x, &dx, true);
   if (shared_gate_ < 0) return dx;

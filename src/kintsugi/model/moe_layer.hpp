@@ -94,6 +94,13 @@ class MoeLayer {
   MoeStats stats() const;
   void reset_stats();
 
+  // Auxiliary-loss-free balancing (model.moe_router_bias_update_rate > 0, docs/moe.md
+  // "DeepSeek-style routing"): the per-expert bias (f32 [E]) added to the scores for selection;
+  // not a parameter. Its updates are the caller's (StageModel, from the step's loads summed over
+  // every rank), so every rank holds the same values.
+  bool has_router_bias() const { return spec_.bias_update_rate > 0; }
+  void set_router_bias(const std::vector<float>& bias);
+
  private:
   // Expert parallelism: one micro-batch's exchange, from the routed rows per expert.
   struct Exchange {
@@ -161,6 +168,8 @@ class MoeLayer {
   std::vector<std::vector<std::int64_t>> counts_;  // [slot][expert]: routed rows
   std::vector<Exchange> exchanges_;                // [slot], expert parallelism
   Buffer losses_;  // f64 [2] on the device: aux and z summed over micro-batches
+  Buffer router_bias_;  // f32 [E] on the device (auxiliary-loss-free balancing), else empty
+  MoeRouting routing() const;
   std::int64_t micro_batches_ = 0;
   std::vector<std::int64_t> expert_rows_;
   std::int64_t dropped_ = 0, rows_sent_ = 0, rows_received_ = 0;

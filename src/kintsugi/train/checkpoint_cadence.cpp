@@ -67,7 +67,8 @@ void TrainingRun::save_checkpoint(std::int64_t step, std::int64_t keep) {
                                .optimizer_steps = model.state(0).optimizer().steps_taken(),
                                .loss_scaler = model.loss_scaler().state(),
                                .seed = tc.seed,
-                               .tokens_seen = tokens_seen_after(step)};
+                               .tokens_seen = tokens_seen_after(step),
+                               .moe_router_bias = model.moe_router_bias()};
   nlohmann::json layout = layout_json(ctx_.config, ctx_.place);
   layout["lr_schedule"] = lr_schedule_json(tc);  // a resumed run says what it changes
   if (ctx_.batches.ramped()) layout["batch_rampup"] = batch_rampup_json(tc, ctx_.batches, step);

@@ -73,6 +73,21 @@ std::vector<Key> keys_of(RunConfig& c) {
        "mixture of experts: 0 dropless; else each expert takes at most ceil(factor x rows x "
        "top_k / experts) of a micro-batch's routed rows, lower token rows first, and the rest "
        "are dropped (counted in metrics.jsonl's moe_dropped_fraction)"},
+      {"model.moe_router_score", &c.model.moe.score,
+       "mixture of experts: the router's score, \"softmax\" (Mixtral, Qwen) or \"sigmoid\" "
+       "(DeepSeek-V3: each expert's sigmoid, the chosen ones' divided by their sum with "
+       "model.moe_router_norm_topk; docs/moe.md)"},
+      {"model.moe_routed_scaling_factor", &c.model.moe.routed_scaling,
+       "mixture of experts: the routed experts' gates multiplied by this (DeepSeek-V3: 2.5)"},
+      {"model.moe_router_groups", &c.model.moe.groups,
+       "mixture of experts: group-limited routing, the experts in this many equal groups (1: "
+       "off); a group's score is its two best scores' sum (DeepSeek-V3: 8)"},
+      {"model.moe_router_topk_groups", &c.model.moe.topk_groups,
+       "mixture of experts: the best groups whose experts top_k is chosen from (DeepSeek-V3: 4)"},
+      {"model.moe_router_bias_update_rate", &c.model.moe.bias_update_rate,
+       "mixture of experts: auxiliary-loss-free balancing (DeepSeek-V3: 1e-3; 0: off): a "
+       "per-expert bias added to the scores for selection, after each step raised by this for "
+       "the experts below the mean load and lowered for those above"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
       {"data.train", &c.data.train,

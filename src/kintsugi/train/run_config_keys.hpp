@@ -16,7 +16,7 @@ namespace kintsugi::config_keys {
 // A key's field. Enumerations are TOML strings holding one of their names (parse_choice).
 using Target = std::variant<std::int64_t*, double*, std::string*, bool*, std::vector<std::int64_t>*,
                             Device*, Precision*, GradPrecision*, Recompute*, PipelineSchedule*,
-                            Family*, RopeScaling*, TiedHead*, ZeroStage*, CommBackend*, LrShape*, OptimizerKind*,
+                            Family*, RopeScaling*, TiedHead*, RouterScore*, ZeroStage*, CommBackend*, LrShape*, OptimizerKind*,
                             CpComm*>;
 
 struct Key {

@@ -101,6 +101,44 @@ StageModel::StageModel(Backend& backend, const RunConfig& c, const Place& place,
   for (auto& ch : chunks_) raw.push_back(ch.get());
   executor_ = std::make_unique<PipelineExecutor>(raw, shape, place.pp_rank, place.pp, tracer);
   grad_sum_squares_ = backend.allocate(MemoryKind::workspace, sizeof(double));
+  const ModelConfig& m0 = c.model;
+  if (m0.is_moe() && m0.moe.bias_update_rate > 0)
+    moe_router_bias_.assign(static_cast<std::size_t>(m0.n_layer * m0.moe.experts), 0.0f);
+}
+
+void StageModel::set_moe_router_bias(const std::vector<float>& bias) {
+  KINTSUGI_ASSERT(bias.size() == moe_router_bias_.size());
+  moe_router_bias_ = bias;
+  for (auto& chunk : chunks_) chunk->set_moe_router_bias(moe_router_bias_);
+}
+
+void StageModel::update_moe_router_bias(const std::vector<double>& stats) {
+  // DeepSeek-V3's auxiliary-loss-free balancing (docs/moe.md, "DeepSeek-style routing"): each
+  // layer's expert e moves by rate x sign(mean load - load_e), the loads being the step's
+  // routed rows summed over every micro-batch and rank (StepResult::moe), so every rank and
+  // layout takes the same step.
+  const ModelConfig& m = chunks_.front()->config();
+  const auto experts = static_cast<std::size_t>(m.moe.experts);
+  const std::size_t width = 4 + experts;
+  const auto rate = static_cast<float>(m.moe.bias_update_rate);
+  for (std::size_t l = 0; l < static_cast<std::size_t>(m.n_layer); ++l) {
+    const double* load = stats.data() + l * width + 4;
+    double total = 0;
+    for (std::size_t e = 0; e < experts; ++e) total += load[e];
+    const double mean = total / static_cast<double>(experts);
+    for (std::size_t e = 0; e < experts; ++e) {
+      float& b = moe_router_bias_[l * experts + e];
+      if (load[e] < mean) b += rate;
+      if (load[e] > mean) b -= rate;
+    }
+  }
+  for (auto& chunk : chunks_) chunk->set_moe_router_bias(moe_router_bias_);
+}
+
+double StageModel::moe_router_bias_max_abs() const {
+  double most = 0;
+  for (float b : moe_router_bias_) most = std::max(most, static_cast<double>(std::abs(b)));
+  return most;
 }
 
 std::vector<const ParamStore*> StageModel::params() const {
@@ -211,6 +249,8 @@ StageModel::StepResult StageModel::train_step(const Sampler& sample, int micro_b
   interrupted_ = !executor_->run(program, true, grad_scale * loss_scale, hooks);
   if (interrupted_) return {0, 0, false, loss_scale};  // every rank stopped at the same place
   StepResult result{sum_over_job(local_loss()), grad_norm_, skipped_, loss_scale, moe_stats()};
+  // A skipped step (fp16 overflow) leaves the weights and so the balancing bias as they were.
+  if (!moe_router_bias_.empty() && !skipped_) update_moe_router_bias(result.moe);
   for (const auto& chunk : chunks_)
     for (const MoeStats& st : chunk->moe_stats()) {
       result.moe_rows_sent += st.rows_sent;

@@ -76,6 +76,13 @@ class StageModel {
   // Every chunk's parameters usable (gathered under ZeRO-3), e.g. to save them.
   void acquire_all_params();
   void release_all_params();
+  // Auxiliary-loss-free balancing (model.moe_router_bias_update_rate > 0, docs/moe.md
+  // "DeepSeek-style routing"): every MoE layer's per-expert selection bias, [layers, experts]
+  // (the whole model's on every rank, the same everywhere); empty without it. Updated at the
+  // end of each train_step that took its optimizer step; set when a checkpoint is resumed.
+  const std::vector<float>& moe_router_bias() const { return moe_router_bias_; }
+  void set_moe_router_bias(const std::vector<float>& bias);
+  double moe_router_bias_max_abs() const;
   const StagePartition& partition() const { return partition_; }
   PipelineSchedule schedule() const { return schedule_; }
   int virtual_stages() const { return virtual_stages_; }
@@ -96,6 +103,7 @@ class StageModel {
   double local_loss() const;
   double sum_over_job(double local) const;  // over pipeline stages and data-parallel ranks
   std::vector<double> moe_stats() const;    // StepResult::moe, summed over the job
+  void update_moe_router_bias(const std::vector<double>& stats);  // from StepResult::moe
   // The executor's stop hooks (see set_stop_check); empty without a check.
   PipelineExecutor::Hooks stop_hooks(const std::function<bool(int)>& checked) const;
 
@@ -115,6 +123,7 @@ class StageModel {
   bool skipped_ = false;
   std::function<bool(int mb)> stop_check_;
   bool interrupted_ = false;
+  std::vector<float> moe_router_bias_;
 };
 
 }  // namespace kintsugi

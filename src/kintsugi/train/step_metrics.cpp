@@ -49,6 +49,7 @@ nlohmann::json to_json(const StepMetrics& m) {
     for (const auto& [most, mean] : m.moe_load) load.push_back({{"max", most}, {"mean", mean}});
     j["moe_expert_load"] = load;
     if (m.moe_dropped_fraction) j["moe_dropped_fraction"] = *m.moe_dropped_fraction;
+    if (m.moe_router_bias_max_abs) j["moe_router_bias_max_abs"] = *m.moe_router_bias_max_abs;
   }
   if (m.energy_j) {
     j["energy_j"] = *m.energy_j;
@@ -78,6 +79,8 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
     s.emplace_back("train/moe_aux_loss", *m.moe_aux_loss);
     s.emplace_back("train/moe_z_loss", *m.moe_z_loss);
     if (m.moe_dropped_fraction) s.emplace_back("train/moe_dropped_fraction", *m.moe_dropped_fraction);
+    if (m.moe_router_bias_max_abs)
+      s.emplace_back("train/moe_router_bias_max_abs", *m.moe_router_bias_max_abs);
   }
   if (m.energy_j) {
     s.emplace_back("energy/step_j", *m.energy_j);

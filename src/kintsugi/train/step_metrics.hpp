@@ -65,6 +65,9 @@ struct StepMetrics {
   // Capacity factor (model.moe_capacity_factor): the routed choices of the step dropped past
   // their expert's capacity, over all of them (every layer and rank); none when dropless.
   std::optional<double> moe_dropped_fraction;
+  // Auxiliary-loss-free balancing (model.moe_router_bias_update_rate > 0): the largest
+  // |bias| of any layer and expert after the step.
+  std::optional<double> moe_router_bias_max_abs;
 };
 
 nlohmann::json to_json(const StepMetrics& m);

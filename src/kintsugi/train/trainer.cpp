@@ -76,6 +76,10 @@ void TrainingRun::restore() {
     if (model.loss_scaler().enabled() &&
         ckpt.manifest.at("layout").value("precision", "") == name_of(Precision::fp16))
       model.loss_scaler().restore(ckpt.progress.loss_scaler);
+    // Auxiliary-loss-free balancing's bias (docs/moe.md): the checkpoint's, or zero when it has
+    // none (a run that did not balance so).
+    if (!model.moe_router_bias().empty() && !ckpt.progress.moe_router_bias.empty())
+      model.set_moe_router_bias(ckpt.progress.moe_router_bias);
     const std::int64_t start = progress_.start_step = ckpt.progress.step;
     KINTSUGI_ASSERT(start <= ctx_.tc.steps);  // `kintsugi train` refuses such a checkpoint
     // Recorded since checkpoints carry it; before, the run's own batches are the best guess.

@@ -162,6 +162,7 @@ std::optional<StepMetrics> TrainingRun::train_step(std::int64_t step) {
     m.moe_aux_loss = aux / static_cast<double>(mc.n_layer);
     m.moe_z_loss = z / static_cast<double>(mc.n_layer);
     if (mc.moe.capacity_factor > 0) m.moe_dropped_fraction = routed > 0 ? dropped / routed : 0.0;
+    if (mc.moe.bias_update_rate > 0) m.moe_router_bias_max_abs = model.moe_router_bias_max_abs();
     // Expert parallelism: this rank's all-to-all bytes follow from its routing
     // (plan/comm_volume.hpp, expert_all_to_all_bytes).
     if (ctx_.config.parallel.ep > 1)

@@ -129,12 +129,13 @@ class CpuBackend final : public DeviceBackend {
                               const Tensor& loss_sum, bool backward, double grad_scale) override;
 
   // moe.cpp
-  void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+  void do_moe_route(const Tensor& logits, const MoeRouting& routing, const Tensor* bias,
                     const Tensor& probs, const Tensor& lse, const Tensor& experts,
                     const Tensor& gates, const Tensor& losses) override;
   void do_moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
-                             const Tensor& gates, const Tensor& d_gates, bool renormalize,
-                             double aux_scale, double z_scale, const Tensor& d_logits) override;
+                             const Tensor& gates, const Tensor& d_gates,
+                             const MoeRouting& routing, double aux_scale, double z_scale,
+                             const Tensor& d_logits) override;
   void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,
                        const Tensor& counts) override;
   void do_moe_gather(const Tensor& x, const Tensor& order, const Tensor& xp) override;

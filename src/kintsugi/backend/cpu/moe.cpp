@@ -30,45 +30,104 @@ void moe_count_experts(const std::int32_t* experts, std::int64_t m, std::int64_t
   }
 }
 
+// Group-limited selection (MoeRouting::groups): keep[i] = whether expert i's group is among the
+// topk_groups best, a group's score being its two largest selection scores' sum (its one with
+// one expert per group), ranked by score, ties to the lower group.
 template <class T>
-void moe_route_rows(const T* logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
-           T* probs, T* lse, std::int32_t* experts, T* gates, double* losses) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
-    const T* l = logits + r * e;
-    T* p = probs + r * e;
-    T top = l[0];
-    for (std::int64_t i = 1; i < e; ++i) top = std::max(top, l[i]);
-    T sum = 0;
-    for (std::int64_t i = 0; i < e; ++i) sum += std::exp(l[i] - top);
-    lse[r] = top + std::log(sum);
-    for (std::int64_t i = 0; i < e; ++i) p[i] = std::exp(l[i] - top) / sum;
-    // The k largest, each a scan for the largest not taken yet: strict comparison keeps the
-    // lowest index among equal probabilities.
-    std::int32_t* chosen = experts + r * k;
-    T* g = gates + r * k;
-    T total = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      std::int64_t best = -1;
+void moe_keep_groups(const T* select, std::int64_t e, const MoeRouting& rt, T* group_score,
+                     char* keep) {
+  const std::int64_t size = e / rt.groups;
+  for (std::int64_t g = 0; g < rt.groups; ++g) {
+    const T* v = select + g * size;
+    std::int64_t first = 0;
+    for (std::int64_t i = 1; i < size; ++i)
+      if (v[i] > v[first]) first = i;
+    std::int64_t second = -1;
+    for (std::int64_t i = 0; i < size; ++i)
+      if (i != first && (second < 0 || v[i] > v[second])) second = i;
+    group_score[g] = second < 0 ? v[first] : v[first] + v[second];
+  }
+  for (std::int64_t g = 0; g < rt.groups; ++g) {
+    std::int64_t ahead = 0;
+    for (std::int64_t h = 0; h < rt.groups; ++h)
+      ahead += group_score[h] > group_score[g] || (group_score[h] == group_score[g] && h < g);
+    for (std::int64_t i = 0; i < size; ++i) keep[g * size + i] = ahead < rt.topk_groups;
+  }
+}
+
+// Per row: the scores (softmax, or each logit's sigmoid with probs keeping the logits), the
+// top k by selection score (the score plus the bias, within the kept groups), the gates.
+template <class T>
+void moe_route_rows(const T* logits, std::int64_t n, std::int64_t e, const MoeRouting& rt,
+                    const float* bias, T* probs, T* lse, std::int32_t* experts, T* gates,
+                    double* losses) {
+  const std::int64_t k = rt.top_k;
+#pragma omp parallel
+  {
+    std::vector<T> score(static_cast<std::size_t>(e)), select(score.size());
+    std::vector<T> group_score(static_cast<std::size_t>(rt.groups));
+    std::vector<char> keep(score.size(), 1);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const T* l = logits + r * e;
+      T* p = probs + r * e;
+      T top = l[0];
+      for (std::int64_t i = 1; i < e; ++i) top = std::max(top, l[i]);
+      T sum = 0;
+      for (std::int64_t i = 0; i < e; ++i) sum += std::exp(l[i] - top);
+      lse[r] = top + std::log(sum);
       for (std::int64_t i = 0; i < e; ++i) {
-        bool taken = false;
-        for (std::int64_t q = 0; q < j; ++q) taken |= chosen[q] == i;
-        if (!taken && (best < 0 || p[i] > p[best])) best = i;
+        const auto u = static_cast<std::size_t>(i);
+        if (rt.sigmoid) {
+          score[u] = moe_sigmoid(l[i]);
+          p[i] = l[i];
+        } else {
+          p[i] = std::exp(l[i] - top) / sum;
+          score[u] = p[i];
+        }
+        select[u] = bias ? score[u] + static_cast<T>(bias[i]) : score[u];
       }
-      chosen[j] = static_cast<std::int32_t>(best);
-      g[j] = p[best];
-      total += g[j];
+      if (rt.groups > 1) moe_keep_groups(select.data(), e, rt, group_score.data(), keep.data());
+      // The k largest, each a scan for the largest not taken yet: strict comparison keeps the
+      // lowest index among equal selection scores.
+      std::int32_t* chosen = experts + r * k;
+      T* g = gates + r * k;
+      T total = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t best = -1;
+        for (std::int64_t i = 0; i < e; ++i) {
+          bool taken = !keep[static_cast<std::size_t>(i)];
+          for (std::int64_t q = 0; q < j; ++q) taken |= chosen[q] == i;
+          if (!taken && (best < 0 || select[static_cast<std::size_t>(i)] >
+                                         select[static_cast<std::size_t>(best)]))
+            best = i;
+        }
+        chosen[j] = static_cast<std::int32_t>(best);
+        g[j] = score[static_cast<std::size_t>(best)];
+        total += g[j];
+      }
+      if (rt.renormalize)
+        for (std::int64_t j = 0; j < k; ++j) g[j] /= total;
+      if (rt.scale != 1.0)
+        for (std::int64_t j = 0; j < k; ++j) g[j] *= static_cast<T>(rt.scale);
     }
-    if (renormalize)
-      for (std::int64_t j = 0; j < k; ++j) g[j] /= total;
   }
   std::vector<std::int64_t> counts;
   moe_count_experts(experts, n * k, e, counts);
-  // Each expert's probabilities summed over the rows in order, then the experts in order.
-  std::vector<double> column(static_cast<std::size_t>(e), 0.0);
+  // Each expert's probabilities (sigmoid: the row's scores over their sum) summed over the
+  // rows in order, then the experts in order.
+  std::vector<double> column(static_cast<std::size_t>(e), 0.0), row(column.size());
   double z = 0;
   for (std::int64_t r = 0; r < n; ++r) {
-    for (std::int64_t i = 0; i < e; ++i) column[static_cast<std::size_t>(i)] += probs[r * e + i];
+    if (rt.sigmoid) {
+      double sum = 0;
+      for (std::int64_t i = 0; i < e; ++i)
+        sum += row[static_cast<std::size_t>(i)] = static_cast<double>(moe_sigmoid(probs[r * e + i]));
+      for (std::int64_t i = 0; i < e; ++i)
+        column[static_cast<std::size_t>(i)] += row[static_cast<std::size_t>(i)] / sum;
+    } else {
+      for (std::int64_t i = 0; i < e; ++i) column[static_cast<std::size_t>(i)] += probs[r * e + i];
+    }
     z += static_cast<double>(lse[r]) * static_cast<double>(lse[r]);
   }
   double aux = 0;
@@ -82,7 +141,7 @@ void moe_route_rows(const T* logits, std::int64_t n, std::int64_t e, std::int64_
 template <class T>
 void moe_route_backward_rows(const T* probs, const T* lse, const std::int32_t* experts, const T* gates,
                     const T* d_gates, std::int64_t n, std::int64_t e, std::int64_t k,
-                    bool renormalize, double aux_scale, double z_scale, T* d_logits) {
+                    const MoeRouting& rt, double aux_scale, double z_scale, T* d_logits) {
   std::vector<std::int64_t> counts;
   moe_count_experts(experts, n * k, e, counts);
   const double rows = static_cast<double>(n);
@@ -94,29 +153,56 @@ void moe_route_backward_rows(const T* probs, const T* lse, const std::int32_t* e
                        static_cast<double>(counts[static_cast<std::size_t>(i)]) /
                        (rows * rows * static_cast<double>(k)));
   const T z = static_cast<T>(z_scale * 2.0 / rows);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
-    const T* p = probs + r * e;
-    T* d = d_logits + r * e;
-    const std::int32_t* chosen = experts + r * k;
-    const T* g = gates + r * k;
-    const T* dg = d_gates + r * k;
-    // The gradient at the probabilities, then through the softmax.
-    for (std::int64_t i = 0; i < e; ++i) d[i] = aux[static_cast<std::size_t>(i)];
-    if (renormalize) {
-      // g_j = p_j / S with S the chosen ones' sum: dp_i = (dg_i - sum_j dg_j g_j) / S.
-      T total = 0, dot = 0;
-      for (std::int64_t j = 0; j < k; ++j) {
-        total += p[chosen[j]];
-        dot += dg[j] * g[j];
+  const bool scaled = rt.scale != 1.0;
+  const T scale = static_cast<T>(rt.scale);
+#pragma omp parallel
+  {
+    std::vector<T> score(rt.sigmoid ? static_cast<std::size_t>(e) : 0);
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const T* p = probs + r * e;
+      T* d = d_logits + r * e;
+      const std::int32_t* chosen = experts + r * k;
+      const T* g = gates + r * k;
+      const T* dg = d_gates + r * k;
+      // The gradient at the scores: the load-balancing term (sigmoid: through the row's
+      // normalization s_i / S), then the gates'.
+      // Softmax: the scores are p itself; sigmoid: p holds the logits.
+      const T* s = p;
+      if (rt.sigmoid) {
+        T sum = 0, dot = 0;
+        for (std::int64_t i = 0; i < e; ++i) {
+          score[static_cast<std::size_t>(i)] = moe_sigmoid(p[i]);
+          sum += score[static_cast<std::size_t>(i)];
+          dot += aux[static_cast<std::size_t>(i)] * score[static_cast<std::size_t>(i)];
+        }
+        for (std::int64_t i = 0; i < e; ++i) d[i] = (aux[static_cast<std::size_t>(i)] - dot / sum) / sum;
+        s = score.data();
+      } else {
+        for (std::int64_t i = 0; i < e; ++i) d[i] = aux[static_cast<std::size_t>(i)];
       }
-      for (std::int64_t j = 0; j < k; ++j) d[chosen[j]] += (dg[j] - dot) / total;
-    } else {
-      for (std::int64_t j = 0; j < k; ++j) d[chosen[j]] += dg[j];
+      if (rt.renormalize) {
+        // g_j = c s_j / S with S the chosen ones' sum: ds_i = (c dg_i - sum_j dg_j g_j) / S.
+        T total = 0, dot = 0;
+        for (std::int64_t j = 0; j < k; ++j) {
+          total += s[chosen[j]];
+          dot += dg[j] * g[j];
+        }
+        for (std::int64_t j = 0; j < k; ++j)
+          d[chosen[j]] += ((scaled ? scale * dg[j] : dg[j]) - dot) / total;
+      } else {
+        for (std::int64_t j = 0; j < k; ++j) d[chosen[j]] += scaled ? scale * dg[j] : dg[j];
+      }
+      if (rt.sigmoid) {
+        // Through the sigmoid, plus the z-loss's gradient: z lse softmax(logits).
+        for (std::int64_t i = 0; i < e; ++i)
+          d[i] = d[i] * s[i] * (T(1) - s[i]) + z * lse[r] * std::exp(p[i] - lse[r]);
+        continue;
+      }
+      T inner = 0;
+      for (std::int64_t i = 0; i < e; ++i) inner += p[i] * d[i];
+      for (std::int64_t i = 0; i < e; ++i) d[i] = p[i] * (d[i] - inner) + z * lse[r] * p[i];
     }
-    T inner = 0;
-    for (std::int64_t i = 0; i < e; ++i) inner += p[i] * d[i];
-    for (std::int64_t i = 0; i < e; ++i) d[i] = p[i] * (d[i] - inner) + z * lse[r] * p[i];
   }
 }
 
@@ -263,13 +349,14 @@ void CpuBackend::moe_typed(std::initializer_list<MoeTensor> tensors, Fn&& fn) {
 
 // ---- CpuBackend's overrides (cpu_backend.hpp): check the element types, then call a kernel
 
-void CpuBackend::do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
-                              const Tensor& probs, const Tensor& lse, const Tensor& experts,
-                              const Tensor& gates, const Tensor& losses) {
+void CpuBackend::do_moe_route(const Tensor& logits, const MoeRouting& routing,
+                              const Tensor* bias, const Tensor& probs, const Tensor& lse,
+                              const Tensor& experts, const Tensor& gates, const Tensor& losses) {
   const std::int64_t n = rows_of(logits), e = cols_of(logits);
+  const float* b = bias ? bias->as<float>() : nullptr;
   moe_typed({{&logits, Use::in}, {&probs, Use::out}, {&lse, Use::out}, {&gates, Use::out}},
             [&]<class T>(auto view) {
-              moe_route_rows(view(logits).template as<T>(), n, e, top_k, renormalize,
+              moe_route_rows(view(logits).template as<T>(), n, e, routing, b,
                              view(probs).template as<T>(), view(lse).template as<T>(),
                              moe_indices_out(experts), view(gates).template as<T>(),
                              losses.as<double>());
@@ -278,15 +365,15 @@ void CpuBackend::do_moe_route(const Tensor& logits, std::int64_t top_k, bool ren
 
 void CpuBackend::do_moe_route_backward(const Tensor& probs, const Tensor& lse,
                                        const Tensor& experts, const Tensor& gates,
-                                       const Tensor& d_gates, bool renormalize, double aux_scale,
-                                       double z_scale, const Tensor& d_logits) {
+                                       const Tensor& d_gates, const MoeRouting& routing,
+                                       double aux_scale, double z_scale, const Tensor& d_logits) {
   const std::int64_t n = rows_of(probs), e = cols_of(probs), k = experts.numel() / n;
   moe_typed({{&probs, Use::in}, {&lse, Use::in}, {&gates, Use::in}, {&d_gates, Use::in},
              {&d_logits, Use::out}},
             [&]<class T>(auto view) {
               moe_route_backward_rows(view(probs).template as<T>(), view(lse).template as<T>(),
                                       moe_indices(experts), view(gates).template as<T>(),
-                                      view(d_gates).template as<T>(), n, e, k, renormalize,
+                                      view(d_gates).template as<T>(), n, e, k, routing,
                                       aux_scale, z_scale, view(d_logits).template as<T>());
             });
 }

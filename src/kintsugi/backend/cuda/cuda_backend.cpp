@@ -306,23 +306,26 @@ class CudaBackend final : public DeviceBackend {
     KINTSUGI_ASSERT(t.device == Device::cuda && t.dtype == DType::i32);
     return static_cast<std::int32_t*>(t.data);
   }
-  void do_moe_route(const Tensor& logits, std::int64_t top_k, bool renormalize,
+  void do_moe_route(const Tensor& logits, const MoeRouting& routing, const Tensor* bias,
                     const Tensor& probs, const Tensor& lse, const Tensor& experts,
                     const Tensor& gates, const Tensor& losses) override {
     check_types({&logits, &probs, &lse, &gates});
     KINTSUGI_ASSERT(losses.device == Device::cuda && losses.dtype == DType::f64);
+    KINTSUGI_ASSERT(!bias || bias->device == Device::cuda);
     const std::int64_t e = cols_of(logits);
-    cuda::moe_route(ref(logits), rows_of(logits), e, top_k, renormalize, ref(probs), ref(lse),
+    cuda::moe_route(ref(logits), rows_of(logits), e, routing,
+                    bias ? static_cast<const float*>(bias->data) : nullptr, ref(probs), ref(lse),
                     out_ids(experts), ref(gates), static_cast<double*>(losses.data),
                     scratch(cuda::moe_scratch_bytes(e, experts.numel())), stream_);
   }
   void do_moe_route_backward(const Tensor& probs, const Tensor& lse, const Tensor& experts,
-                             const Tensor& gates, const Tensor& d_gates, bool renormalize,
-                             double aux_scale, double z_scale, const Tensor& d_logits) override {
+                             const Tensor& gates, const Tensor& d_gates,
+                             const MoeRouting& routing, double aux_scale, double z_scale,
+                             const Tensor& d_logits) override {
     check_types({&probs, &lse, &gates, &d_gates, &d_logits});
     const std::int64_t n = rows_of(probs), e = cols_of(probs);
     cuda::moe_route_backward(ref(probs), ref(lse), ids(experts), ref(gates), ref(d_gates), n, e,
-                             experts.numel() / n, renormalize, aux_scale, z_scale, ref(d_logits),
+                             experts.numel() / n, routing, aux_scale, z_scale, ref(d_logits),
                              scratch(cuda::moe_scratch_bytes(e, experts.numel())), stream_);
   }
   void do_moe_dispatch(const Tensor& experts, const Tensor& order, const Tensor& position,

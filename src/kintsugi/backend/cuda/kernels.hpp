@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kintsugi/backend/moe_routing.hpp"
 #include "kintsugi/core/dtype.hpp"
 
 typedef struct CUstream_st* cudaStream_t;
@@ -206,11 +207,12 @@ void cross_entropy_fused(Ref logits, std::int64_t rows, std::int64_t cols, std::
 // per row, M = N K routed rows of width d. Experts, order and position are i32 on the device;
 // losses is f64 [2] (load-balancing, z), added to. Scratch: moe_scratch_bytes(E, M).
 std::size_t moe_scratch_bytes(std::int64_t experts, std::int64_t choices);
-void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
-               Ref probs, Ref lse, std::int32_t* experts, Ref gates, double* losses,
-               Scratch scratch, cudaStream_t stream);
+// bias: f32 [E] on the device, or null.
+void moe_route(Ref logits, std::int64_t n, std::int64_t e, const MoeRouting& routing,
+               const float* bias, Ref probs, Ref lse, std::int32_t* experts, Ref gates,
+               double* losses, Scratch scratch, cudaStream_t stream);
 void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gates, Ref d_gates,
-                        std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
+                        std::int64_t n, std::int64_t e, std::int64_t k, const MoeRouting& routing,
                         double aux_scale, double z_scale, Ref d_logits, Scratch scratch,
                         cudaStream_t stream);
 void moe_dispatch(const std::int32_t* experts, std::int64_t m, std::int64_t e,

@@ -69,12 +69,25 @@ void count_experts(const std::int32_t* experts, std::int64_t m, std::int64_t e,
   check_launch("moe_tile_total_kernel", stream);
 }
 
-// One thread per row: softmax over the experts, log-sum-exp, the top k by probability (a scan
-// for the largest not taken yet: ties to the lower index), the gates, renormalized or not.
 template <class Acc>
-__global__ void moe_route_rows_kernel(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k,
-                                      bool renormalize, Ref probs, Ref lse, std::int32_t* experts,
-                                      Ref gates) {
+__device__ __forceinline__ Acc moe_sigmoid(Acc x) {
+  return Acc(1) / (Acc(1) + exp_acc(-x));
+}
+
+// The most groups of group-limited routing (a row's kept groups are a 64-bit mask; validated
+// in model/config.cpp).
+constexpr std::int64_t kMaxGroups = 64;
+
+// One thread per row: the scores (softmax as stored, or each logit's sigmoid with probs keeping
+// the logits), log-sum-exp, the kept groups (MoeRouting::groups: a group's two best selection
+// scores summed, the topk_groups best, ties to the lower group), the top k by selection score
+// (score plus bias; a scan for the largest not taken yet: ties to the lower index), the gates,
+// renormalized or not, times the scale.
+template <class Acc>
+__global__ void moe_route_rows_kernel(Ref logits, std::int64_t n, std::int64_t e, MoeRouting rt,
+                                      const float* bias, Ref probs, Ref lse,
+                                      std::int32_t* experts, Ref gates) {
+  const std::int64_t k = rt.top_k;
   for (std::int64_t r = global_index(); r < n; r += global_stride()) {
     Acc top = load<Acc>(logits, r * e);
     for (std::int64_t i = 1; i < e; ++i) top = max(top, load<Acc>(logits, r * e + i));
@@ -83,36 +96,86 @@ __global__ void moe_route_rows_kernel(Ref logits, std::int64_t n, std::int64_t e
     store(lse, r, top + log_acc(sum));
     // The probabilities as stored: the top-k compares what backward will read.
     for (std::int64_t i = 0; i < e; ++i)
-      store(probs, r * e + i, exp_acc(load<Acc>(logits, r * e + i) - top) / sum);
+      store(probs, r * e + i,
+            rt.sigmoid ? load<Acc>(logits, r * e + i)
+                       : exp_acc(load<Acc>(logits, r * e + i) - top) / sum);
+    auto score = [&](std::int64_t i) {
+      return rt.sigmoid ? moe_sigmoid(load<Acc>(logits, r * e + i)) : load<Acc>(probs, r * e + i);
+    };
+    auto select = [&](std::int64_t i) {
+      return bias ? score(i) + static_cast<Acc>(bias[i]) : score(i);
+    };
+    std::uint64_t kept = ~std::uint64_t{0};
+    const std::int64_t size = e / rt.groups;
+    if (rt.groups > 1) {
+      Acc group_score[kMaxGroups];
+      for (std::int64_t g = 0; g < rt.groups; ++g) {
+        std::int64_t first = 0, second = -1;
+        for (std::int64_t i = 1; i < size; ++i)
+          if (select(g * size + i) > select(g * size + first)) first = i;
+        for (std::int64_t i = 0; i < size; ++i)
+          if (i != first && (second < 0 || select(g * size + i) > select(g * size + second)))
+            second = i;
+        group_score[g] = second < 0 ? select(g * size + first)
+                                    : select(g * size + first) + select(g * size + second);
+      }
+      kept = 0;
+      for (std::int64_t g = 0; g < rt.groups; ++g) {
+        std::int64_t ahead = 0;
+        for (std::int64_t h = 0; h < rt.groups; ++h)
+          ahead += group_score[h] > group_score[g] || (group_score[h] == group_score[g] && h < g);
+        if (ahead < rt.topk_groups) kept |= std::uint64_t{1} << g;
+      }
+    }
     std::int32_t* chosen = experts + r * k;
     Acc total = 0;
     for (std::int64_t j = 0; j < k; ++j) {
       std::int64_t best = -1;
       Acc best_p = 0;
       for (std::int64_t i = 0; i < e; ++i) {
-        bool taken = false;
+        bool taken = rt.groups > 1 && !((kept >> (i / size)) & 1);
         for (std::int64_t q = 0; q < j; ++q) taken |= chosen[q] == i;
-        const Acc p = load<Acc>(probs, r * e + i);
+        const Acc p = select(i);
         if (!taken && (best < 0 || p > best_p)) {
           best = i;
           best_p = p;
         }
       }
       chosen[j] = static_cast<std::int32_t>(best);
-      store(gates, r * k + j, best_p);
-      total += best_p;
+      const Acc gate = bias ? score(best) : best_p;
+      store(gates, r * k + j, gate);
+      total += gate;
     }
-    if (renormalize)
-      for (std::int64_t j = 0; j < k; ++j)
-        store(gates, r * k + j, load<Acc>(gates, r * k + j) / total);
+    for (std::int64_t j = 0; j < k; ++j) {
+      Acc g = load<Acc>(gates, r * k + j);
+      if (rt.renormalize) g /= total;
+      if (rt.scale != 1.0) g *= static_cast<Acc>(rt.scale);
+      if (rt.renormalize || rt.scale != 1.0) store(gates, r * k + j, g);
+    }
   }
 }
 
-// One thread per expert: its probability column summed over the rows in order (f64).
-__global__ void moe_column_kernel(Ref probs, std::int64_t n, std::int64_t e, double* column) {
+// One thread per expert: its probability column summed over the rows in order (f64); with the
+// sigmoid (probs holding the logits), each row's scores over the row's sum.
+__global__ void moe_column_kernel(Ref probs, std::int64_t n, std::int64_t e, bool sigmoid,
+                                  double* column) {
   for (std::int64_t x = global_index(); x < e; x += global_stride()) {
     double sum = 0;
-    for (std::int64_t r = 0; r < n; ++r) sum += load<double>(probs, r * e + x);
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (!sigmoid) {
+        sum += load<double>(probs, r * e + x);
+        continue;
+      }
+      // The scores in the router's arithmetic (f32 unless every tensor is f64), in double.
+      auto s = [&](std::int64_t i) {
+        return probs.dtype == DType::f64
+                   ? moe_sigmoid(load<double>(probs, r * e + i))
+                   : static_cast<double>(moe_sigmoid(load<float>(probs, r * e + i)));
+      };
+      double row = 0;
+      for (std::int64_t i = 0; i < e; ++i) row += s(i);
+      sum += s(x) / row;
+    }
     column[x] = sum;
   }
 }
@@ -133,16 +196,19 @@ __global__ void moe_losses_kernel(const std::int64_t* counts, const double* colu
   losses[1] += z / rows;
 }
 
-// One thread per row: the gradient at the probabilities (the load-balancing term with the
-// counts held, the gates' own), then through the softmax, plus the z-loss's.
+// One thread per row: the gradient at the scores (the load-balancing term with the counts held,
+// through the row's normalization with the sigmoid; the gates' own through the scale and the
+// renormalization), then through the softmax or the sigmoid, plus the z-loss's.
 template <class Acc>
 __global__ void moe_route_backward_kernel(Ref probs, Ref lse, const std::int32_t* experts,
                                           Ref gates, Ref d_gates, const std::int64_t* counts,
                                           std::int64_t n, std::int64_t e, std::int64_t k,
-                                          bool renormalize, double aux_scale, double z_scale,
+                                          MoeRouting rt, double aux_scale, double z_scale,
                                           Ref d_logits) {
   const double rows = static_cast<double>(n);
   const Acc z = static_cast<Acc>(z_scale * 2.0 / rows);
+  const bool scaled = rt.scale != 1.0;
+  const Acc scale = static_cast<Acc>(rt.scale);
   for (std::int64_t r = global_index(); r < n; r += global_stride()) {
     const std::int32_t* chosen = experts + r * k;
     auto aux = [&](std::int64_t i) {
@@ -150,26 +216,46 @@ __global__ void moe_route_backward_kernel(Ref probs, Ref lse, const std::int32_t
                               static_cast<double>(counts[i]) /
                               (rows * rows * static_cast<double>(k)));
     };
-    // d at probability i: the load-balancing term and, for a chosen expert, its gate's (the
-    // choices are distinct: at most one j names i). Kept in registers, so a 16-bit d_logits
-    // rounds once, as the CPU's does.
+    auto score = [&](std::int64_t i) {
+      return rt.sigmoid ? moe_sigmoid(load<Acc>(probs, r * e + i)) : load<Acc>(probs, r * e + i);
+    };
+    // Sigmoid: the scores' sum and the load-balancing term's dot product with them.
+    Acc row_sum = 0, aux_dot = 0;
+    if (rt.sigmoid)
+      for (std::int64_t i = 0; i < e; ++i) {
+        row_sum += score(i);
+        aux_dot += aux(i) * score(i);
+      }
+    // d at score i: the load-balancing term and, for a chosen expert, its gate's (the choices
+    // are distinct: at most one j names i). Kept in registers, so a 16-bit d_logits rounds
+    // once, as the CPU's does.
     Acc total = 0, dot = 0;
-    if (renormalize)
+    if (rt.renormalize)
       for (std::int64_t j = 0; j < k; ++j) {
-        total += load<Acc>(probs, r * e + chosen[j]);
+        total += score(chosen[j]);
         dot += load<Acc>(d_gates, r * k + j) * load<Acc>(gates, r * k + j);
       }
     auto d_prob = [&](std::int64_t i) {
-      Acc d = aux(i);
+      Acc d = rt.sigmoid ? (aux(i) - aux_dot / row_sum) / row_sum : aux(i);
       for (std::int64_t j = 0; j < k; ++j)
-        if (chosen[j] == i)
-          d += renormalize ? (load<Acc>(d_gates, r * k + j) - dot) / total
-                           : load<Acc>(d_gates, r * k + j);
+        if (chosen[j] == i) {
+          const Acc dg = scaled ? scale * load<Acc>(d_gates, r * k + j)
+                                : load<Acc>(d_gates, r * k + j);
+          d += rt.renormalize ? (dg - dot) / total : dg;
+        }
       return d;
     };
+    const Acc l = load<Acc>(lse, r);
+    if (rt.sigmoid) {
+      for (std::int64_t i = 0; i < e; ++i) {
+        const Acc s = score(i);
+        store(d_logits, r * e + i,
+              d_prob(i) * s * (Acc(1) - s) + z * l * exp_acc(load<Acc>(probs, r * e + i) - l));
+      }
+      continue;
+    }
     Acc inner = 0;
     for (std::int64_t i = 0; i < e; ++i) inner += load<Acc>(probs, r * e + i) * d_prob(i);
-    const Acc l = load<Acc>(lse, r);
     for (std::int64_t i = 0; i < e; ++i) {
       const Acc p = load<Acc>(probs, r * e + i);
       store(d_logits, r * e + i, p * (d_prob(i) - inner) + z * l * p);
@@ -270,11 +356,6 @@ __global__ void moe_combine_d_weights_kernel(Ref dy, Ref src, const std::int32_t
   }
 }
 
-template <class Acc>
-__device__ __forceinline__ Acc moe_sigmoid(Acc x) {
-  return Acc(1) / (Acc(1) + exp_acc(-x));
-}
-
 // out[r] += sigmoid(logit[r]) shared[r], one thread per element.
 template <class Acc>
 __global__ void moe_shared_gate_kernel(Ref logit, Ref shared, std::int64_t n, std::int64_t d,
@@ -308,19 +389,21 @@ std::size_t moe_scratch_bytes(std::int64_t experts, std::int64_t choices) {
          sizeof(std::int64_t);
 }
 
-void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
-               Ref probs, Ref lse, std::int32_t* experts, Ref gates, double* losses,
-               Scratch scratch, cudaStream_t stream) {
+void moe_route(Ref logits, std::int64_t n, std::int64_t e, const MoeRouting& routing,
+               const float* bias, Ref probs, Ref lse, std::int32_t* experts, Ref gates,
+               double* losses, Scratch scratch, cudaStream_t stream) {
   if (n <= 0) return;
+  const std::int64_t k = routing.top_k;
   const MoeScratch s = carve(scratch, e, n * k);
   with_acc({logits, probs, lse, gates}, [&](auto acc) {
     auto* rows = moe_route_rows_kernel<decltype(acc)>;
-    KINTSUGI_CUDA_LAUNCH(rows, grid_for(n), kThreads, 0, stream, logits, n, e, k, renormalize,
+    KINTSUGI_CUDA_LAUNCH(rows, grid_for(n), kThreads, 0, stream, logits, n, e, routing, bias,
                          probs, lse, experts, gates);
     check_launch("moe_route_rows_kernel", stream);
   });
   auto* column = static_cast<double*>(s.per_expert);
-  KINTSUGI_CUDA_LAUNCH(moe_column_kernel, grid_for(e), kThreads, 0, stream, probs, n, e, column);
+  KINTSUGI_CUDA_LAUNCH(moe_column_kernel, grid_for(e), kThreads, 0, stream, probs, n, e,
+                       routing.sigmoid, column);
   check_launch("moe_column_kernel", stream);
   count_experts(experts, n * k, e, s, stream);
   KINTSUGI_CUDA_LAUNCH(moe_losses_kernel, 1, 1, 0, stream, s.counts, column, lse, n, e, k, losses);
@@ -328,7 +411,7 @@ void moe_route(Ref logits, std::int64_t n, std::int64_t e, std::int64_t k, bool 
 }
 
 void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gates, Ref d_gates,
-                        std::int64_t n, std::int64_t e, std::int64_t k, bool renormalize,
+                        std::int64_t n, std::int64_t e, std::int64_t k, const MoeRouting& routing,
                         double aux_scale, double z_scale, Ref d_logits, Scratch scratch,
                         cudaStream_t stream) {
   if (n <= 0) return;
@@ -337,7 +420,7 @@ void moe_route_backward(Ref probs, Ref lse, const std::int32_t* experts, Ref gat
   with_acc({probs, lse, gates, d_gates, d_logits}, [&](auto acc) {
     auto* kernel = moe_route_backward_kernel<decltype(acc)>;
     KINTSUGI_CUDA_LAUNCH(kernel, grid_for(n), kThreads, 0, stream, probs, lse, experts, gates,
-                         d_gates, s.counts, n, e, k, renormalize, aux_scale, z_scale, d_logits);
+                         d_gates, s.counts, n, e, k, routing, aux_scale, z_scale, d_logits);
     check_launch("moe_route_backward_kernel", stream);
   });
 }
