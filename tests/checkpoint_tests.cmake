@@ -41,6 +41,16 @@ checkpoint_resume_test(exact_moe_dp4_ep2 0 "4 --dp 4 --ep 2" "4 --dp 4 --ep 2" 4
 checkpoint_resume_test(reshard_moe_ep2_to_dp2 1e-5 "2 --dp 2 --ep 2" "2 --dp 2" 2 ${MOE_CKPT})
 checkpoint_resume_test(reshard_moe_dp4_ep2_zero3_to_ep4 1e-5 "4 --dp 4 --ep 2 --zero 3"
                        "4 --dp 4 --ep 4" 4 ${MOE_CKPT})
+# Dense blocks (docs/moe.md, "Dense blocks": dense, MoE, dense, MoE, block 0 dense by
+# model.moe_first_dense_layers and block 2 by model.moe_dense_layers): resume bit for bit under ep 2 with ZeRO-1 (the
+# expert store holds the MoE blocks' experts alone), and reshard from ep 2 with ZeRO-3 to a
+# pipeline whose stages split dense, MoE | dense, MoE.
+set(MOEDENSE_CKPT ${MOE_CKPT} --set model.moe_first_dense_layers=1 --set model.moe_layer_freq=1
+                  --set "model.moe_dense_layers=[2]")
+checkpoint_resume_test(exact_moedense_ep2_zero1 0 "2 --dp 2 --ep 2 --zero 1"
+                       "2 --dp 2 --ep 2 --zero 1" 2 ${MOEDENSE_CKPT})
+checkpoint_resume_test(reshard_moedense_ep2_zero3_to_pp2 1e-5 "2 --dp 2 --ep 2 --zero 3" "2 --pp 2"
+                       2 ${MOEDENSE_CKPT})
 checkpoint_resume_test(reshard_tp2_pp2_dp2_to_serial 1e-5 "8 --tp 2 --pp 2 --dp 2" "1" 8)
 checkpoint_resume_test(reshard_serial_to_tp4 1e-5 "1" "4 --tp 4" 4)
 checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --zero 1"

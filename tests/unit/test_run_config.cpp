@@ -347,6 +347,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.init_std=0.01", "model.moe_experts=4", "model.moe_top_k=1",
       "model.moe_expert_hidden=64", "model.moe_shared_experts=1", "model.moe_shared_hidden=32",
       "model.moe_router_norm_topk=false", "model.moe_capacity_factor=1.25",
+      "model.moe_first_dense_layers=1", "model.moe_layer_freq=2", "model.moe_dense_layers=[3]",
       "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",

@@ -25,6 +25,10 @@ nlohmann::json to_json(const ModelConfig& c) {
                 {"router_norm_topk", c.moe.renormalize}};
   // Written only when set: a dropless model's record is as before the key existed.
   if (c.is_moe() && c.moe.capacity_factor != 0) j["moe"]["capacity_factor"] = c.moe.capacity_factor;
+  // Which blocks are MoE blocks: written when some are dense (an all-MoE record is as before).
+  if (c.is_moe() && c.moe.first_dense != 0) j["moe"]["first_dense_layers"] = c.moe.first_dense;
+  if (c.is_moe() && c.moe.layer_freq != 1) j["moe"]["layer_freq"] = c.moe.layer_freq;
+  if (c.is_moe() && !c.moe.dense_layers.empty()) j["moe"]["dense_layers"] = c.moe.dense_layers;
   if (c.rope_scaling != RopeScaling::none)
     j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
                          {"factor", c.rope_factor},
@@ -68,6 +72,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
       c.moe.shared_hidden = e.at("shared_hidden").get<std::int64_t>();
       c.moe.renormalize = e.at("router_norm_topk").get<bool>();
       c.moe.capacity_factor = e.value("capacity_factor", 0.0);
+      c.moe.first_dense = e.value("first_dense_layers", std::int64_t{0});
+      c.moe.layer_freq = e.value("layer_freq", std::int64_t{1});
+      c.moe.dense_layers = e.value("dense_layers", std::vector<std::int64_t>{});
     }
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");

@@ -179,7 +179,10 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
     add_data_bytes(l, s, "edp", static_cast<double>(s.expert_grad_elements),
                    l.expert_data_ranks(), l.expert_shards(), 1,
                    2.0 * static_cast<double>(s.expert_gathered_elements), out);
-    const double forwards = mb * blocks;
+    const double moe_blocks = s.moe_blocks >= 0 ? static_cast<double>(s.moe_blocks)
+                              : s.blocks < 0    ? static_cast<double>(m.moe_blocks())
+                                                : blocks;
+    const double forwards = mb * moe_blocks;
     const double balanced = forwards * rows * static_cast<double>(m.moe.top_k) *
                             static_cast<double>(l.ep - 1) / static_cast<double>(l.ep);
     out["ep.all_to_all"] = expert_all_to_all_bytes(

@@ -224,11 +224,13 @@ std::vector<double> StageModel::moe_stats() const {
   const ModelConfig& m = chunks_.front()->config();
   if (!m.is_moe()) return {};
   const std::size_t width = 4 + static_cast<std::size_t>(m.moe.experts);
-  std::vector<double> all(static_cast<std::size_t>(m.n_layer) * width, 0.0);
+  // A row per MoE block, in block order (dense blocks have none: docs/moe.md, "Dense blocks").
+  std::vector<double> all(static_cast<std::size_t>(m.moe_blocks()) * width, 0.0);
   for (const auto& chunk : chunks_) {
     const std::vector<MoeStats> stats = chunk->moe_stats();
+    const auto before = static_cast<std::size_t>(m.moe_blocks(0, chunk->spec().first_layer));
     for (std::size_t i = 0; i < stats.size(); ++i) {
-      double* row = all.data() + (static_cast<std::size_t>(chunk->spec().first_layer) + i) * width;
+      double* row = all.data() + (before + i) * width;
       row[0] = stats[i].aux_sum;
       row[1] = stats[i].z_sum;
       row[2] = static_cast<double>(stats[i].micro_batches);
