@@ -248,8 +248,9 @@ foreach(fixture llama3.1 mistral qwen2.5 qwen3)
   set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 8 TIMEOUT 300)
 endforeach()
 # Mixtures of experts as Mixtral, Qwen2-MoE (a shared expert) and Qwen3-MoE ship them: the same,
-# on pp 2 x dp 2 with ZeRO-1 (experts are not split over tp).
-foreach(fixture mixtral qwen2_moe qwen3_moe)
+# on pp 2 x dp 2 with ZeRO-1 (experts are not split over tp). qwen2_moe_dense: Qwen2-MoE with
+# dense layers (decoder_sparse_step 2, mlp_only_layers [3]: dense, MoE, dense, dense).
+foreach(fixture mixtral qwen2_moe qwen3_moe qwen2_moe_dense)
   add_test(NAME ckpt.hf_fixture_${fixture}
            COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}
