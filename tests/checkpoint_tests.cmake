@@ -49,6 +49,16 @@ checkpoint_resume_test(exact_moe_deepseek_ep2 0 "2 --dp 2 --ep 2" "2 --dp 2 --ep
 checkpoint_resume_test(reshard_moe_ep2_to_dp2 1e-5 "2 --dp 2 --ep 2" "2 --dp 2" 2 ${MOE_CKPT})
 checkpoint_resume_test(reshard_moe_dp4_ep2_zero3_to_ep4 1e-5 "4 --dp 4 --ep 2 --zero 3"
                        "4 --dp 4 --ep 4" 4 ${MOE_CKPT})
+# Dense blocks (docs/moe.md, "Dense blocks": dense, MoE, dense, MoE, block 0 dense by
+# model.moe_first_dense_layers and block 2 by model.moe_dense_layers): resume bit for bit under ep 2 with ZeRO-1 (the
+# expert store holds the MoE blocks' experts alone), and reshard from ep 2 with ZeRO-3 to a
+# pipeline whose stages split dense, MoE | dense, MoE.
+set(MOEDENSE_CKPT ${MOE_CKPT} --set model.moe_first_dense_layers=1 --set model.moe_layer_freq=1
+                  --set "model.moe_dense_layers=[2]")
+checkpoint_resume_test(exact_moedense_ep2_zero1 0 "2 --dp 2 --ep 2 --zero 1"
+                       "2 --dp 2 --ep 2 --zero 1" 2 ${MOEDENSE_CKPT})
+checkpoint_resume_test(reshard_moedense_ep2_zero3_to_pp2 1e-5 "2 --dp 2 --ep 2 --zero 3" "2 --pp 2"
+                       2 ${MOEDENSE_CKPT})
 checkpoint_resume_test(reshard_tp2_pp2_dp2_to_serial 1e-5 "8 --tp 2 --pp 2 --dp 2" "1" 8)
 checkpoint_resume_test(reshard_serial_to_tp4 1e-5 "1" "4 --tp 4" 4)
 checkpoint_resume_test(reshard_pp2_zero1_to_dp4_zero3 1e-5 "4 --pp 2 --dp 2 --zero 1"
@@ -246,8 +256,9 @@ foreach(fixture llama3.1 mistral qwen2.5 qwen3)
   set_tests_properties(ckpt.hf_fixture_${fixture} PROPERTIES PROCESSORS 8 TIMEOUT 300)
 endforeach()
 # Mixtures of experts as Mixtral, Qwen2-MoE (a shared expert) and Qwen3-MoE ship them: the same,
-# on pp 2 x dp 2 with ZeRO-1 (experts are not split over tp).
-foreach(fixture mixtral qwen2_moe qwen3_moe)
+# on pp 2 x dp 2 with ZeRO-1 (experts are not split over tp). qwen2_moe_dense: Qwen2-MoE with
+# dense layers (decoder_sparse_step 2, mlp_only_layers [3]: dense, MoE, dense, dense).
+foreach(fixture mixtral qwen2_moe qwen3_moe qwen2_moe_dense)
   add_test(NAME ckpt.hf_fixture_${fixture}
            COMMAND ${CKPT}/hf_fixture.sh $<TARGET_FILE:kintsugi> $<TARGET_FILE:check_run>
                    ${CKPT_OUT} ${MPI_DATA} ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/hf/${fixture}

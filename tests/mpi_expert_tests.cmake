@@ -73,6 +73,20 @@ add_test(NAME mpi.moecap_ep2_dropped_reported
 set_tests_properties(mpi.moecap_ep2_dropped_reported PROPERTIES FIXTURES_REQUIRED moecap_serial_run
                                                                 PROCESSORS 2 TIMEOUT 300)
 
+# Dense blocks among the MoE blocks (docs/moe.md, "Dense blocks"): block 0 dense
+# (model.moe_first_dense_layers = 1), then every second block a MoE block
+# (model.moe_layer_freq = 2): dense, dense, MoE, dense. Data parallelism, expert parallelism
+# (the expert store holds block 2's experts alone), 1F1B with the stage boundary between
+# block 1 (dense) and block 2 (MoE), and ZeRO-3 over dp 4 x ep 2, against the serial run at the
+# bars above.
+set(MOEDENSE_RUN ${MOE15_RUN} --set model.moe_first_dense_layers=1 --set model.moe_layer_freq=2)
+serial_reference(moedense_serial ${MOEDENSE_RUN})
+family_layout_test(moedense dp2_zero1 2 --dp 2 --zero 1)
+family_layout_test(moedense ep2 2 --dp 2 --ep 2)
+family_layout_test(moedense pp2_1f1b 2 --pp 2 --schedule 1f1b
+                   --set "parallel.layers_per_stage=[2, 2]")
+family_layout_test(moedense dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
+
 # Evaluation of the serial run's model under ep 2 and dp 4 x ep 2 (uneven windows per rank):
 # the serial loss of the same windows.
 add_test(NAME mpi.moe15_ep_eval
@@ -121,3 +135,15 @@ plan_matches_family_runs(moe15
 # Full recomputation (the router's logits gathered again) with a pipeline under sp.
 family_layout_test(moe15 tp2_sp_pp2_recompute_full 4 --tp 2 --sequence-parallel --pp 2
                    --schedule 1f1b --recompute full)
+# Dense blocks: a layer frequency below 1, no block left for the experts.
+expert_refused(dense_freq 2 "model.moe_layer_freq = 0 must be at least 1"
+               ${MOE_RUN} --dp 2 --ep 2 --set model.moe_layer_freq=0)
+expert_refused(dense_first 2 "model.moe_first_dense_layers = 4 must be between 0 and model.n_layer - 1 = 3"
+               ${MOE_RUN} --dp 2 --ep 2 --set model.moe_first_dense_layers=4)
+
+# Everything at once: DeepSeek-style routing with its balancing bias, a dense first block and
+# MoE every other block after it (dense, dense, MoE, dense... : docs/moe.md "Dense blocks"),
+# experts over ep 2 beside tp 2 with sequence parallelism, against its serial run.
+set(MOEDSDENSE_RUN ${MOEDS_RUN} --set model.moe_first_dense_layers=1 --set model.moe_layer_freq=2)
+serial_reference(moedsdense_serial ${MOEDSDENSE_RUN})
+family_layout_test(moedsdense ep2_tp2_sp 4 --dp 2 --ep 2 --tp 2 --sequence-parallel)

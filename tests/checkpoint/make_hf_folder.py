@@ -15,7 +15,8 @@ Usage: make_hf_folder.py FOLDER FILE FAMILY SHARDS DTYPE [gqa] [tied] [noprefix]
   (tests/fixtures/hf/*/config.json: Llama 3.1, Mistral, Qwen2.5, Qwen3, and the mixtures of
   experts Mixtral, Qwen2-MoE and Qwen3-MoE), copied as it is, the weights in its shapes
   (head_dim, key/value heads, Qwen2's q/k/v biases, Qwen3's q_norm and k_norm, no lm_head when
-  tie_word_embeddings, the router and every expert's matrices, Qwen2-MoE's shared expert)."""
+  tie_word_embeddings, the router and every expert's matrices, Qwen2-MoE's shared expert, the
+  dense MLP of the Qwen-MoE layers that decoder_sparse_step and mlp_only_layers leave dense)."""
 import array
 import json
 import random
@@ -122,6 +123,12 @@ else:
             tensors[b + "block_sparse_moe.gate.weight"] = matrix(E, D)
             for e in range(E):
                 swiglu(f"{b}block_sparse_moe.experts.{e}.", FF, ("w1", "w3", "w2"))
+        elif moe_type in ("qwen2_moe", "qwen3_moe") and (
+                i in fixture.get("mlp_only_layers", [])
+                or (i + 1) % fixture.get("decoder_sparse_step", 1) != 0):
+            # Qwen2MoeDecoderLayer's dense MLP (Qwen2MoeMLP of intermediate_size): a layer in
+            # mlp_only_layers or off the decoder_sparse_step
+            swiglu(b + "mlp.", FF)
         elif moe_type in ("qwen2_moe", "qwen3_moe"):
             # Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock: gate, experts.N.*_proj of
             # moe_intermediate_size; Qwen2-MoE's shared_expert and its one-output gate

@@ -19,7 +19,8 @@ rounds nothing):
   Qwen2MoeForCausalLM, Qwen3MoeForCausalLM  (family qwen2, qwen3 with experts) the family's
                     attention; mlp.gate, mlp.experts.N.gate_proj, up_proj, down_proj of
                     moe_intermediate_size; Qwen2-MoE's mlp.shared_expert.*_proj and
-                    mlp.shared_expert_gate [1, hidden]
+                    mlp.shared_expert_gate [1, hidden]; their dense layers (decoder_sparse_step,
+                    mlp_only_layers) mlp.gate_proj, up_proj, down_proj of intermediate_size
 
 Usage: verify_hf_export.py FILE.safetensors MODEL_CHECKPOINT_DIR"""
 import array
@@ -217,7 +218,13 @@ def main():
                 for a in ["q_norm", "k_norm"]:
                     assert hf[p + f"self_attn.{a}.weight"][0] == [hd], hf[p + f"self_attn.{a}.weight"][0]
                     same(p + f"self_attn.{a}.weight", q + f"attn.{a}.weight", plain)
-            if moe is None:
+            # A dense block of a mixture of experts (docs/moe.md, "Dense blocks"): from
+            # first_dense_layers on, every layer_freq-th block not in dense_layers is a MoE block.
+            first = (moe or {}).get("first_dense_layers", 0)
+            moe_block = (moe is not None and i >= first
+                         and (i - first + 1) % moe.get("layer_freq", 1) == 0
+                         and i not in moe.get("dense_layers", []))
+            if not moe_block:
                 for a in ["gate", "up", "down"]:
                     same(p + f"mlp.{a}_proj.weight", q + f"mlp.{a}.weight", plain)
                 continue

@@ -11,6 +11,8 @@
 //   qwen2_moe     Qwen2-MoE's: top 1 of 4 experts, not renormalized, a shared expert of 10
 //   llama_moe_capacity  llama_moe with a capacity factor of 0.5: each expert keeps a quarter
 //                 of a micro-batch's rows, the rest of its choices dropped (docs/moe.md)
+//   qwen2_moe_dense  qwen2_moe with its first block dense (model.moe_first_dense_layers = 1,
+//                 docs/moe.md "Dense blocks"): with 2 blocks, dense then MoE
 //                 (the MoE variants are not in kFamilyVariants; test_kv_cache.cpp runs the
 //                 dropless two with a key/value cache)
 // Each test then gives the model its own sizes.
@@ -27,8 +29,9 @@ inline const std::vector<std::string> kFamilyVariants = {
 inline ModelConfig family_variant(const std::string& param) {
   ModelConfig c;
   c.name = param;
-  if (param == "llama_moe" || param == "qwen2_moe" || param == "llama_moe_capacity") {
-    const bool llama = param != "qwen2_moe";
+  if (param == "llama_moe" || param == "qwen2_moe" || param == "llama_moe_capacity" ||
+      param == "qwen2_moe_dense") {
+    const bool llama = param != "qwen2_moe" && param != "qwen2_moe_dense";
     c.family = llama ? Family::llama : Family::qwen2;
     c.moe.experts = 4;
     c.moe.expert_hidden = 6;
@@ -37,6 +40,7 @@ inline ModelConfig family_variant(const std::string& param) {
     c.moe.shared_experts = llama ? 0 : 1;
     c.moe.shared_hidden = llama ? 0 : 10;
     if (param == "llama_moe_capacity") c.moe.capacity_factor = 0.5;
+    if (param == "qwen2_moe_dense") c.moe.first_dense = 1;
     return c;
   }
   if (param == "llama_window" || param == "llama_scaled") {

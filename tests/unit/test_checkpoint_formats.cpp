@@ -364,7 +364,8 @@ TEST(HfConfig, ExportedConfigReadsBack) {
 
 // Mixtures of experts go out as Mixtral (llama, mistral), Qwen2-MoE (qwen2, with its shared
 // expert) or Qwen3-MoE (qwen3) and read back to the same experts; what those classes cannot
-// hold, and dense layers between the experts' (not built), are refused by name.
+// hold is refused by name. Qwen's dense layers (decoder_sparse_step, mlp_only_layers) are
+// model.moe_layer_freq and model.moe_dense_layers (docs/moe.md, "Dense blocks").
 TEST(HfConfig, MixturesOfExpertsReadBack) {
   ModelConfig mixtral = model_preset("llama-tiny");
   mixtral.family = Family::mistral;
@@ -427,11 +428,17 @@ TEST(HfConfig, MixturesOfExpertsReadBack) {
     EXPECT_NE(e.find(field), std::string::npos) << e;
   };
   nlohmann::json j = hf_config(qwen3);
-  j["decoder_sparse_step"] = 2;
-  refused(j, "decoder_sparse_step = 2 is not supported (every kintsugi block is a mixture");
+  j["decoder_sparse_step"] = 0;
+  refused(j, "decoder_sparse_step = 0 is not a positive integer");
   j = hf_config(qwen3);
-  j["mlp_only_layers"] = {0};
-  refused(j, "mlp_only_layers = [0] is not supported");
+  j["mlp_only_layers"] = "0";
+  refused(j, "mlp_only_layers = \"0\" is not a list of layer numbers");
+  j = hf_config(qwen3);
+  j["mlp_only_layers"] = {0, 9};
+  refused(j, "mlp_only_layers = [0, 9] names block 9, which num_hidden_layers");
+  j = hf_config(qwen3);
+  j["mlp_only_layers"] = {0, 1, 2, 3};
+  refused(j, "leave no MoE block");
   j = hf_config(mixtral);
   j["router_jitter_noise"] = 0.1;
   refused(j, "router_jitter_noise = 0.1 is not supported");
@@ -444,6 +451,40 @@ TEST(HfConfig, MixturesOfExpertsReadBack) {
   j = hf_config(qwen2);
   j["num_experts_per_tok"] = 7;
   refused(j, "num_experts_per_tok = 7 must be between 1 and num_experts = 6");
+  // Dense layers: Qwen's fields read back as ours, field for field; a pattern whose MoE
+  // blocks are off the step goes out as step 1 with every dense block listed.
+  ModelConfig dense = qwen3;
+  dense.n_layer = 4;
+  j = hf_config(dense);
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  const ModelConfig stepped = model_from_hf_config(j, "config.json").model;
+  EXPECT_EQ(stepped.moe.first_dense, 0);
+  EXPECT_EQ(stepped.moe.layer_freq, 2);
+  EXPECT_EQ(stepped.moe.dense_layers, std::vector<std::int64_t>{3});
+  EXPECT_EQ(hf_config(stepped).at("decoder_sparse_step"), 2);
+  EXPECT_EQ(hf_config(stepped).at("mlp_only_layers"), nlohmann::json({3}));
+  const std::vector<HfTensor> names = hf_tensors(stepped);
+  const auto has = [&](const std::string& theirs) {
+    return std::any_of(names.begin(), names.end(),
+                       [&](const HfTensor& t) { return t.theirs == theirs; });
+  };
+  EXPECT_TRUE(has("model.layers.0.mlp.gate_proj.weight"));  // dense: off the step
+  EXPECT_TRUE(has("model.layers.1.mlp.experts.0.up_proj.weight"));
+  EXPECT_TRUE(has("model.layers.3.mlp.down_proj.weight"));  // dense: mlp_only_layers
+  EXPECT_FALSE(has("model.layers.3.mlp.gate.weight"));
+  dense.moe.first_dense = 1;  // dense, MoE, MoE, MoE: DeepSeek's first_k_dense_replace 1
+  EXPECT_EQ(hf_config(dense).at("decoder_sparse_step"), 1);
+  EXPECT_EQ(hf_config(dense).at("mlp_only_layers"), nlohmann::json({0}));
+  dense.moe.layer_freq = 2;  // dense, dense, MoE, dense: off Qwen's step 2
+  EXPECT_EQ(hf_config(dense).at("decoder_sparse_step"), 1);
+  EXPECT_EQ(hf_config(dense).at("mlp_only_layers"), nlohmann::json({0, 1, 3}));
+  const ModelConfig back = model_from_hf_config(hf_config(dense), "config.json").model;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back.is_moe_block(i), dense.is_moe_block(i)) << i;
+  ModelConfig dense_mixtral = mixtral;
+  dense_mixtral.moe.first_dense = 1;
+  EXPECT_NE(export_error(dense_mixtral).find("every Mixtral block is a mixture of experts"),
+            std::string::npos);
   // The router's training coefficient is said, not applied: it is a training setting.
   j = hf_config(mixtral);
   j["router_aux_loss_coef"] = 0.02;

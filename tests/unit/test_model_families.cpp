@@ -223,9 +223,11 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelFamily,
                          [](const auto& info) { return info.param; });
 // Mixtures of experts (docs/moe.md): top 2 renormalized, top 1 with a shared expert, and top 2
 // with a capacity factor (the dropped choices' gates get no gradient; the kept ones' still
-// renormalize over every choice).
+// renormalize over every choice); and a dense block before a MoE block (docs/moe.md, "Dense
+// blocks").
 INSTANTIATE_TEST_SUITE_P(Moe, ModelFamily,
-                         ::testing::Values("llama_moe", "qwen2_moe", "llama_moe_capacity"),
+                         ::testing::Values("llama_moe", "qwen2_moe", "llama_moe_capacity",
+                                           "qwen2_moe_dense"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

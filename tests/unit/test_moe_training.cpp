@@ -9,6 +9,7 @@
 
 #include "brown_data.hpp"
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 #include "kintsugi/train/trainer.hpp"
 #include "scratch_dir.hpp"
 #include "support/test_paths.hpp"
@@ -135,6 +136,61 @@ TEST(MoeTraining, DeepSeekRoutingLearnsAndBalancesBitForBit) {
   EXPECT_GT(last, 1e-3);  // the bias accumulated over the steps
 }
 
+// Which blocks are MoE blocks (docs/moe.md, "Dense blocks"): Qwen2-MoE's rule from block
+// model.moe_first_dense_layers on, less model.moe_dense_layers.
+TEST(MoeTraining, DenseBlocksFollowTheDocumentedRule) {
+  auto pattern = [](std::int64_t first, std::int64_t freq, std::vector<std::int64_t> dense) {
+    ModelConfig c = load_run_config(testing::configs_dir() + "/moe-tiny.toml", {}).model;
+    c.n_layer = 6;
+    c.moe.first_dense = first;
+    c.moe.layer_freq = freq;
+    c.moe.dense_layers = std::move(dense);
+    std::string s;
+    for (int i = 0; i < c.n_layer; ++i) s += c.is_moe_block(i) ? 'M' : 'D';
+    return s;
+  };
+  EXPECT_EQ(pattern(0, 1, {}), "MMMMMM");  // the defaults: every block (Mixtral)
+  EXPECT_EQ(pattern(1, 1, {}), "DMMMMM");  // DeepSeek's first_k_dense_replace = 1
+  EXPECT_EQ(pattern(0, 2, {}), "DMDMDM");  // Qwen2-MoE's decoder_sparse_step = 2
+  EXPECT_EQ(pattern(1, 2, {}), "DDMDMD");  // the step counted from the first MoE candidate
+  EXPECT_EQ(pattern(0, 1, {0, 4}), "DMMMDM");  // Qwen2-MoE's mlp_only_layers = [0, 4]
+  // The counts the planner sums (model/block_inventory.hpp's block_kinds).
+  ModelConfig c = moe_config({"model.n_layer=4", "model.moe_first_dense_layers=1",
+                              "model.moe_layer_freq=2"}).model;
+  EXPECT_EQ(c.moe_blocks(), 1);
+  EXPECT_EQ(c.moe_blocks(2, 2), 1);
+  EXPECT_EQ(c.moe_blocks(0, 2), 0);
+  const auto kinds = block_kinds(c, 1, 3);
+  EXPECT_EQ(kinds[0].index, 0);
+  EXPECT_EQ(kinds[0].count, 2);
+  EXPECT_EQ(kinds[1].index, 2);
+  EXPECT_EQ(kinds[1].count, 1);
+}
+
+// A model with dense blocks trains, and reports its one MoE layer's load.
+TEST(MoeTraining, DenseFirstBlocksTrainAndReportTheirMoeLayers) {
+  const RunConfig config =
+      moe_config({"model.n_layer=4", "model.moe_first_dense_layers=1", "model.moe_layer_freq=2",
+                  "train.eval_every=16", "train.save_checkpoint=true"});
+  const ScratchDir out("moe-training-dense");
+  std::ostringstream log;
+  const TrainSummary s = train(config, {.out_dir = out.path().string()}, log);
+  EXPECT_LT(s.last_val_loss, s.first_val_loss - 0.5) << log.str();
+  const auto steps = steps_of(s.metrics_path);
+  ASSERT_EQ(steps.size(), 16u);
+  for (const auto& step : steps) {
+    ASSERT_EQ(step.at("moe_expert_load").size(), 1u);  // block 2 alone
+    EXPECT_GT(step.at("moe_aux_loss").get<double>(), 0.5);
+  }
+  // Its checkpoint names the dense blocks' MLP and the MoE block's experts.
+  std::ifstream manifest(out.path() / "model" / "manifest.json");
+  std::stringstream text;
+  text << manifest.rdbuf();
+  EXPECT_NE(text.str().find("blocks.1.mlp.gate.weight"), std::string::npos);
+  EXPECT_NE(text.str().find("blocks.2.moe.experts.7.w2.weight"), std::string::npos);
+  EXPECT_EQ(text.str().find("blocks.3.moe."), std::string::npos);
+}
+
 void expect_refused(std::vector<std::string> overrides, int world, const std::string& words) {
   try {
     RunConfig c = moe_config(std::move(overrides));
@@ -180,6 +236,16 @@ TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
               std::string::npos)
         << e.what();
   }
+  // Dense blocks (docs/moe.md, "Dense blocks").
+  expect_refused({"model.moe_first_dense_layers=2"}, 1,
+                 "model.moe_first_dense_layers = 2 must be between 0 and model.n_layer - 1 = 1");
+  expect_refused({"model.moe_first_dense_layers=-1"}, 1, "must be between 0 and");
+  expect_refused({"model.moe_layer_freq=0"}, 1, "model.moe_layer_freq = 0 must be at least 1");
+  expect_refused({"model.moe_dense_layers=[2]"}, 1,
+                 "model.moe_dense_layers = [2] names block 2, which model.n_layer = 2 does not have");
+  expect_refused({"model.moe_layer_freq=3"}, 1, "leave no MoE block among the 2 blocks");
+  expect_refused({"model.moe_experts=0", "model.moe_first_dense_layers=1"}, 1,
+                 "they need model.moe_experts > 0");
 }
 
 }  // namespace

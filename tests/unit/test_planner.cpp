@@ -222,6 +222,48 @@ TEST(CostModel, ExpertParallelismDividesTheExpertsAndTimesTheAllToAll) {
   EXPECT_TRUE(searched);
 }
 
+// Dense blocks among the MoE blocks (docs/moe.md, "Dense blocks"): parameters, active
+// parameters and FLOPs are each block's own, and only the MoE blocks' experts are split over ep
+// and exchange rows.
+TEST(CostModel, DenseBlocksCountTheirOwnParametersFlopsAndNoExperts) {
+  ModelConfig moe = model_preset("llama-tiny");  // 4 blocks
+  moe.moe.experts = 8;
+  moe.moe.top_k = 2;
+  ModelConfig mixed = moe;
+  mixed.moe.first_dense = 1;  // dense, MoE, MoE, MoE
+  ModelConfig dense = moe;
+  dense.moe = {};
+  ASSERT_EQ(mixed.moe_blocks(), 3);
+  // A quarter of the blocks dense: a quarter of each per-block sum is the dense model's.
+  auto blocks = [](const ModelConfig& m) {
+    return model_flops_per_token(m, 64) - lm_head_flops_per_token(m);
+  };
+  EXPECT_NEAR(blocks(mixed), 0.75 * blocks(moe) + 0.25 * blocks(dense), 1e-9 * blocks(moe));
+  const double others = static_cast<double>(parameter_count(dense)) -
+                        4 * block_parameters(dense).total();
+  EXPECT_EQ(static_cast<double>(parameter_count(mixed)),
+            others + block_parameters(dense).total() + 3 * block_parameters(moe).total());
+  EXPECT_EQ(block_parameters(mixed, 0).total(), block_parameters(dense).total());
+  EXPECT_EQ(block_parameters(mixed, 1).total(), block_parameters(moe).total());
+  EXPECT_DOUBLE_EQ(parameter_count(mixed) - active_parameter_count(mixed),
+                   0.75 * (parameter_count(moe) - active_parameter_count(moe)));
+  // Expert parallelism: three blocks' experts leave each rank, three blocks exchange rows.
+  const ClusterSpec c = cluster_preset("dgx-h100");
+  const Layout ep1{.parallel = {.dp = 8}, .micro_batch = 1};
+  const Layout ep4{.parallel = {.dp = 8, .ep = 4}, .micro_batch = 1};
+  const Workload w{.model = mixed, .global_batch = 16}, all{.model = moe, .global_batch = 16};
+  const double experts = 3.0 * 8 * 3 * static_cast<double>(moe.d_model * moe.expert_hidden());
+  const double pb = static_cast<double>(size_of(compute_dtype(w.precision)));
+  EXPECT_DOUBLE_EQ(predict(w, c, ep1).memory.parameters - predict(w, c, ep4).memory.parameters,
+                   experts * 3 / 4 * pb);
+  EXPECT_NEAR(predict(w, c, ep4).first_stage_comm_bytes.at("ep.all_to_all"),
+              0.75 * predict(all, c, ep4).first_stage_comm_bytes.at("ep.all_to_all"), 1e-6);
+  // A pipeline stage holds its own blocks: dense, MoE on the first, MoE, MoE on the second.
+  const Layout pp2{.parallel = {.pp = 2, .dp = 4}, .micro_batch = 1};
+  const Prediction split = predict(w, c, pp2);
+  EXPECT_LT(split.first_stage_memory.parameters, predict(all, c, pp2).first_stage_memory.parameters);
+}
+
 TEST(CostModel, MaterializedAttentionAndHostOverheadTakeTime) {
   const ModelConfig m = model_preset("gpt-1.4b");
   ClusterSpec c = cluster_preset("dgx-a100-80gb");

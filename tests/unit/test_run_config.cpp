@@ -351,6 +351,7 @@ TEST(RunConfig, WrittenLayoutKeepsEveryOtherKey) {
       "model.moe_router_score=\"sigmoid\"", "model.moe_routed_scaling_factor=2.5",
       "model.moe_router_groups=2", "model.moe_router_topk_groups=2",
       "model.moe_router_bias_update_rate=0.001",
+      "model.moe_first_dense_layers=1", "model.moe_layer_freq=2", "model.moe_dense_layers=[3]",
       "data.train=\"a.bin\"", "data.val=\"b.bin\"",
       "data.tokenizer=\"tok\"", "data.document_attention=true", "data.eod_id=2",
       "train.steps=50", "train.global_batch=24", "train.micro_batch=3",

@@ -224,8 +224,8 @@ enum class MoeFields {
   qwen,     // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: num_experts, moe_intermediate_size
 };
 
-// The experts' fields of a Mixtral or Qwen-MoE config.json. Every layer must be a MoE layer
-// (ours are): Qwen's decoder_sparse_step 1 and no mlp_only_layers.
+// The experts' fields of a Mixtral or Qwen-MoE config.json. Every Mixtral layer is a MoE layer;
+// Qwen's may be dense (decoder_sparse_step, mlp_only_layers: docs/moe.md, "Dense blocks").
 void read_moe(Fields& f, MoeFields style, Family family, HfModel& h, const std::string& source) {
   MoeConfig& e = h.model.moe;
   if (style == MoeFields::mixtral) {
@@ -245,15 +245,21 @@ void read_moe(Fields& f, MoeFields style, Family family, HfModel& h, const std::
       e.shared_experts = 1;
       e.shared_hidden = f.integer("shared_expert_intermediate_size");
     }
-    f.require("decoder_sparse_step", 1,
-              "every kintsugi block is a mixture-of-experts block; dense blocks between them "
-              "are not built");
+    // Which blocks are MoE blocks: block i when (i + 1) % decoder_sparse_step == 0 and i is
+    // not in mlp_only_layers, ours with model.moe_first_dense_layers 0 (MoeConfig::moe_block);
+    // the others have the dense MLP of width intermediate_size (model.d_ff).
+    e.layer_freq = f.integer("decoder_sparse_step", 1);
     f.mark("mlp_only_layers");
-    if (f.has("mlp_only_layers") && !(f.at("mlp_only_layers").is_array() &&
-                                      f.at("mlp_only_layers").empty()))
-      fail("{}: mlp_only_layers = {} is not supported (every kintsugi block is a "
-           "mixture-of-experts block)",
-           source, f.at("mlp_only_layers").dump());
+    if (f.has("mlp_only_layers")) {
+      const json& only = f.at("mlp_only_layers");
+      if (!only.is_array())
+        fail("{}: mlp_only_layers = {} is not a list of layer numbers", source, only.dump());
+      for (const json& i : only) {
+        if (!i.is_number_integer() || i.get<std::int64_t>() < 0)
+          fail("{}: mlp_only_layers = {} is not a list of layer numbers", source, only.dump());
+        e.dense_layers.push_back(i.get<std::int64_t>());
+      }
+    }
     f.require("qkv_bias", family == Family::qwen2, "the family's attention biases");
   }
   f.boolean("output_router_logits", false);  // what transformers returns, not the model
@@ -403,7 +409,10 @@ std::string HfModel::field_of(const std::string& key) const {
       {"model.moe_top_k", {"num_experts_per_tok", "num_experts_per_tok"}},
       {"model.moe_expert_hidden", {"intermediate_size", "moe_intermediate_size"}},
       {"model.moe_shared_hidden", {"(none)", "shared_expert_intermediate_size"}},
-      {"model.moe_router_norm_topk", {"(always true)", "norm_topk_prob"}}};
+      {"model.moe_router_norm_topk", {"(always true)", "norm_topk_prob"}},
+      {"model.moe_first_dense_layers", {"(none)", "(none)"}},
+      {"model.moe_layer_freq", {"(none)", "decoder_sparse_step"}},
+      {"model.moe_dense_layers", {"(none)", "mlp_only_layers"}}};
   if (auto moe = moe_names.find(key); moe != moe_names.end())
     return model.family == Family::qwen2 || model.family == Family::qwen3 ? moe->second.second
                                                                           : moe->second.first;

@@ -1,6 +1,7 @@
 #include "kintsugi/checkpoint/hf_layout.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -85,6 +86,12 @@ void check_moe_exportable(const ModelConfig& c) {
          "Qwen-MoE export (a DeepSeek-V3 export is not built: docs/moe.md)",
          name_of(m.score), m.routed_scaling, m.groups, m.bias_update_rate);
   if (mixtral_style(c)) {
+    if (c.moe.has_dense_blocks(c.n_layer))
+      fail("model.moe_first_dense_layers = {}, model.moe_layer_freq = {} and "
+           "model.moe_dense_layers = [{}] make some blocks dense: every Mixtral block is a "
+           "mixture of experts; model.family = \"qwen2\" or \"qwen3\" exports Qwen2-MoE or "
+           "Qwen3-MoE, which may have dense blocks",
+           c.moe.first_dense, c.moe.layer_freq, fmt::join(c.moe.dense_layers, ", "));
     if (c.shared_hidden() > 0)
       fail("model.moe_shared_experts = {}: Mixtral has no shared expert; model.family = "
            "\"qwen2\" exports Qwen2-MoE, which has one",
@@ -117,7 +124,7 @@ std::vector<HfTensor> llama_tensors(const ModelConfig& c) {
         {"attn.proj.weight", "self_attn.o_proj.weight", C::none},
         {"ln2.weight", "post_attention_layernorm.weight", C::none}};
     for (const auto& b : block) t.push_back({ours + b.ours, theirs + b.theirs, b.conversion});
-    if (c.is_moe())
+    if (c.is_moe_block(i))
       moe_tensors(c, ours + "moe.", theirs, t);
     else
       for (const char* part : {"gate", "up", "down"})
@@ -321,13 +328,22 @@ nlohmann::json moe_config(const ModelConfig& c) {
   const bool qwen2 = c.family == Family::qwen2;
   j["architectures"] = {qwen2 ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM"};
   j["model_type"] = qwen2 ? "qwen2_moe" : "qwen3_moe";
-  j["intermediate_size"] = c.d_ff;  // the width of dense blocks, which this model has none of
+  j["intermediate_size"] = c.d_ff;  // the width of dense blocks (model.d_ff)
   j["moe_intermediate_size"] = c.expert_hidden();
   j["num_experts"] = c.moe.experts;
   j["num_experts_per_tok"] = c.moe.top_k;
   j["norm_topk_prob"] = c.moe.renormalize;
-  j["decoder_sparse_step"] = 1;
-  j["mlp_only_layers"] = nlohmann::json::array();
+  // Qwen's rule for MoE blocks, (i + 1) % decoder_sparse_step == 0 and i not in
+  // mlp_only_layers: our model.moe_layer_freq as the step when no block off it is a MoE block
+  // (model.moe_first_dense_layers a multiple of it), else 1; the dense blocks on the step listed.
+  std::int64_t step = c.moe.layer_freq;
+  for (std::int64_t i = 0; i < c.n_layer; ++i)
+    if ((i + 1) % step != 0 && c.is_moe_block(i)) step = 1;
+  nlohmann::json only = nlohmann::json::array();
+  for (std::int64_t i = 0; i < c.n_layer; ++i)
+    if ((i + 1) % step == 0 && !c.is_moe_block(i)) only.push_back(i);
+  j["decoder_sparse_step"] = step;
+  j["mlp_only_layers"] = only;
   j["output_router_logits"] = false;
   if (qwen2) j["shared_expert_intermediate_size"] = c.shared_hidden();
   return j;

@@ -1,5 +1,6 @@
 #include "kintsugi/model/block_inventory.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -102,7 +103,7 @@ BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t exp
                    .entry_bias = c.has_biases(),
                    .exit_bias = c.has_biases()};
   if (gated) inv.halves[1].entries.push_back({p + ".mlp.up", d, f, c.init_std});
-  if (c.is_moe()) {
+  if (c.is_moe_block(index)) {
     inv.halves[1] = {.kind = HalfSpec::Kind::mlp, .entry_bias = false, .exit_bias = false};
     inv.moe = MoeSpec{.prefix = p + ".moe", .d = d, .experts = c.moe.experts,
                       .top_k = c.moe.top_k, .hidden = c.expert_hidden(),
@@ -177,6 +178,44 @@ BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t exp
   if (gated) columns(&A::up, f);
   columns(&A::act, f);
   return inv;
+}
+
+std::array<BlockKind, 2> block_kinds(const ModelConfig& c, std::int64_t first,
+                                     std::int64_t count) {
+  if (count < 0) count = c.n_layer - first;
+  std::array<BlockKind, 2> kinds;
+  const MoeConfig& e = c.moe;
+  if (!c.is_moe() || (e.first_dense == 0 && e.layer_freq == 1 && e.dense_layers.empty())) {
+    // One kind (no walk over the blocks: the planner measures absurd shapes before refusing).
+    kinds[c.is_moe() ? 1 : 0] = {.index = 0, .count = count};
+    return kinds;
+  }
+  for (int i = 0; i < c.n_layer; ++i) {
+    BlockKind& k = kinds[c.is_moe_block(i) ? 1 : 0];
+    if (k.index < 0) k.index = i;
+    if (i >= first && i < first + count) ++k.count;
+  }
+  return kinds;
+}
+
+BlockInventory first_moe_block_inventory(const ModelConfig& c, std::int64_t expert_ranks) {
+  int first = 0;
+  while (first + 1 < c.n_layer && !c.is_moe_block(first)) ++first;
+  return block_inventory(c, first, expert_ranks);
+}
+
+std::vector<SavedTensor> saved_by_any_block(const ModelConfig& c, std::int64_t expert_ranks) {
+  std::vector<SavedTensor> out = block_inventory(c, 0, expert_ranks).saved;
+  // The other kind: the first block whose kind differs from block 0's.
+  for (int i = 1; i < c.n_layer; ++i) {
+    if (c.is_moe_block(i) == c.is_moe_block(0)) continue;
+    for (const SavedTensor& t : block_inventory(c, i, expert_ranks).saved)
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const SavedTensor& o) { return o.field == t.field; }))
+        out.push_back(t);
+    break;
+  }
+  return out;
 }
 
 }  // namespace kintsugi

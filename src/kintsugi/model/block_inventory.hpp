@@ -107,9 +107,39 @@ struct BlockInventory {
   double norm_parameters() const;
 };
 
-// Block `index`'s inventory (the index only names the parameters), its experts split over
+// Block `index`'s inventory (the index names the parameters and, with a mixture of experts,
+// says whether the block is a MoE block: ModelConfig::is_moe_block), its experts split over
 // `expert_ranks` ranks (expert parallelism).
 BlockInventory block_inventory(const ModelConfig& config, int index = 0,
                                std::int64_t expert_ranks = 1);
+
+// The blocks [first, first + count) of a model (all by default) by kind: [0] dense, [1] MoE
+// (docs/moe.md, "Dense blocks"), each as the model's first block of that kind (-1: none) and
+// how many of the range are of it. Blocks of one kind have the same inventory but for names.
+struct BlockKind {
+  int index = -1;
+  std::int64_t count = 0;
+};
+std::array<BlockKind, 2> block_kinds(const ModelConfig& config, std::int64_t first = 0,
+                                     std::int64_t count = -1);
+// f(index) summed over blocks [first, first + count), computed once per kind and multiplied by
+// its count: for blocks of one kind the same bits as count x f(index).
+template <class F>
+double sum_over_blocks(const ModelConfig& config, F&& f, std::int64_t first = 0,
+                       std::int64_t count = -1) {
+  double sum = 0;
+  for (const BlockKind& k : block_kinds(config, first, count))
+    if (k.count > 0) sum += static_cast<double>(k.count) * f(k.index);
+  return sum;
+}
+
+// Every tensor some block of the model saves, each once: block 0's, then those of the other
+// kind of block (a MoE block's or a dense one's: docs/moe.md, "Dense blocks") that block 0 does
+// not save. The shared workspace holds these for recomputation (model/transformer_block.cpp).
+std::vector<SavedTensor> saved_by_any_block(const ModelConfig& config,
+                                            std::int64_t expert_ranks = 1);
+// The first MoE block's inventory, or block 0's when the model has none: the MoE workspace
+// every MoE block shares.
+BlockInventory first_moe_block_inventory(const ModelConfig& config, std::int64_t expert_ranks = 1);
 
 }  // namespace kintsugi

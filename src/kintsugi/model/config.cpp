@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -28,6 +29,26 @@ void refuse_router_bias_inference(const ModelConfig& c, const char* command) {
          "the auxiliary-loss-free balancing bias that routes its tokens is kept in training "
          "checkpoints only, not in the saved model (docs/moe.md, \"DeepSeek-style routing\")",
          command, c.moe.bias_update_rate);
+}
+
+bool MoeConfig::moe_block(std::int64_t index) const {
+  if (layer_freq < 1 || index < first_dense || (index - first_dense + 1) % layer_freq != 0)
+    return false;
+  return std::find(dense_layers.begin(), dense_layers.end(), index) == dense_layers.end();
+}
+
+bool MoeConfig::has_dense_blocks(std::int64_t n_layer) const {
+  if (experts == 0) return false;
+  for (std::int64_t i = 0; i < n_layer; ++i)
+    if (!moe_block(i)) return true;
+  return false;
+}
+
+std::int64_t ModelConfig::moe_blocks(std::int64_t first, std::int64_t count) const {
+  if (count < 0) count = n_layer - first;
+  std::int64_t n = 0;
+  for (std::int64_t i = first; i < first + count; ++i) n += is_moe_block(i) ? 1 : 0;
+  return n;
 }
 
 void validate(const ModelConfig& c, const ModelFieldNames& names) {
@@ -139,6 +160,30 @@ void validate(const ModelConfig& c, const ModelFieldNames& names) {
     if (moe.shared_hidden > 0 && moe.shared_experts == 0)
       fail("{}{} = {} needs {} >= 1", at, key("moe_shared_hidden"), moe.shared_hidden,
            key("moe_shared_experts"));
+    // Which blocks are MoE blocks (MoeConfig::moe_block).
+    if (moe.layer_freq < 1)
+      fail("{}{} = {} must be at least 1 (1: every block from {} on is a MoE block)", at,
+           key("moe_layer_freq"), moe.layer_freq, key("moe_first_dense_layers"));
+    if (moe.first_dense < 0 || moe.first_dense >= c.n_layer)
+      fail("{}{} = {} must be between 0 and {} - 1 = {}: at least one block must be a MoE block",
+           at, key("moe_first_dense_layers"), moe.first_dense, key("n_layer"), c.n_layer - 1);
+    for (std::int64_t i : moe.dense_layers)
+      if (i < 0 || i >= c.n_layer)
+        fail("{}{} = [{}] names block {}, which {} = {} does not have", at,
+             key("moe_dense_layers"), fmt::join(moe.dense_layers, ", "), i, key("n_layer"),
+             c.n_layer);
+    if (c.moe_blocks() == 0)
+      fail("{}{}{} = {} and {} = [{}] leave no MoE block among the {} blocks", at,
+           moe.first_dense == 0
+               ? ""
+               : fmt::format("{} = {}, ", key("moe_first_dense_layers"), moe.first_dense),
+           key("moe_layer_freq"), moe.layer_freq, key("moe_dense_layers"),
+           fmt::join(moe.dense_layers, ", "), c.n_layer);
+  } else if (moe.first_dense != 0 || moe.layer_freq != 1 || !moe.dense_layers.empty()) {
+    fail("{}{} = {}, {} = {} and {} = [{}] choose which blocks are MoE blocks: they need {} > 0",
+         at, key("moe_first_dense_layers"), moe.first_dense, key("moe_layer_freq"),
+         moe.layer_freq, key("moe_dense_layers"), fmt::join(moe.dense_layers, ", "),
+         key("moe_experts"));
   }
   if (!(c.init_std > 0)) fail("{}{} = {} must be positive", at, key("init_std"), c.init_std);
 }

@@ -99,6 +99,19 @@ struct MoeConfig {
   double bias_update_rate = 0;               // model.moe_router_bias_update_rate
   // The capacity of each expert for a micro-batch of `rows` token rows (0: dropless).
   std::int64_t capacity(std::int64_t rows) const;
+
+  // Which blocks are MoE blocks (docs/moe.md, "Dense blocks"); the others have the dense SwiGLU
+  // MLP of width model.d_ff. Block i is a MoE block when i >= first_dense,
+  // (i - first_dense + 1) % layer_freq == 0 and i is not in dense_layers: with first_dense 0 the
+  // rule is Qwen2-MoE's ((i + 1) % decoder_sparse_step == 0, mlp_only_layers); first_dense k is
+  // DeepSeek's first_k_dense_replace. The defaults make every block a MoE block.
+  std::int64_t first_dense = 0;              // model.moe_first_dense_layers
+  std::int64_t layer_freq = 1;               // model.moe_layer_freq
+  std::vector<std::int64_t> dense_layers;    // model.moe_dense_layers (mlp_only_layers)
+  // With experts > 0: whether block `index` is a MoE block.
+  bool moe_block(std::int64_t index) const;
+  // Whether some block is dense (experts > 0 and the pattern above leaves a block dense).
+  bool has_dense_blocks(std::int64_t n_layer) const;
 };
 
 // `kintsugi eval` and `generate` of a model trained with auxiliary-loss-free balancing
@@ -137,6 +150,10 @@ struct ModelConfig {
   MoeConfig moe;
 
   bool is_moe() const { return moe.experts > 0; }
+  // Whether block `index` has a mixture of experts (is_moe() and MoeConfig::moe_block).
+  bool is_moe_block(std::int64_t index) const { return is_moe() && moe.moe_block(index); }
+  // The MoE blocks among blocks [first, first + count) (all blocks by default).
+  std::int64_t moe_blocks(std::int64_t first = 0, std::int64_t count = -1) const;
   std::int64_t expert_hidden() const { return moe.expert_hidden > 0 ? moe.expert_hidden : d_ff; }
   // The shared expert's SwiGLU width (0: none).
   std::int64_t shared_hidden() const {

@@ -36,6 +36,10 @@ nlohmann::json to_json(const ModelConfig& c) {
     }
     if (c.moe.bias_update_rate != 0) e["router_bias_update_rate"] = c.moe.bias_update_rate;
   }
+  // Which blocks are MoE blocks: written when some are dense (an all-MoE record is as before).
+  if (c.is_moe() && c.moe.first_dense != 0) j["moe"]["first_dense_layers"] = c.moe.first_dense;
+  if (c.is_moe() && c.moe.layer_freq != 1) j["moe"]["layer_freq"] = c.moe.layer_freq;
+  if (c.is_moe() && !c.moe.dense_layers.empty()) j["moe"]["dense_layers"] = c.moe.dense_layers;
   if (c.rope_scaling != RopeScaling::none)
     j["rope_scaling"] = {{"type", name_of(c.rope_scaling)},
                          {"factor", c.rope_factor},
@@ -86,6 +90,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
       c.moe.groups = e.value("router_groups", std::int64_t{1});
       c.moe.topk_groups = e.value("router_topk_groups", std::int64_t{1});
       c.moe.bias_update_rate = e.value("router_bias_update_rate", 0.0);
+      c.moe.first_dense = e.value("first_dense_layers", std::int64_t{0});
+      c.moe.layer_freq = e.value("layer_freq", std::int64_t{1});
+      c.moe.dense_layers = e.value("dense_layers", std::vector<std::int64_t>{});
     }
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");

@@ -41,7 +41,11 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
     blocks_.push_back(std::make_unique<TransformerBlock>(ctx_, config, spec_.first_layer + i,
                                                          spec_.moe_loss));
     params_.end_unit("blocks." + std::to_string(spec_.first_layer + i));
-    if (expert_params_) expert_params_->end_unit("blocks." + std::to_string(spec_.first_layer + i));
+    if (expert_params_) {
+      const int units = expert_params_->units();
+      expert_params_->end_unit("blocks." + std::to_string(spec_.first_layer + i));
+      expert_unit_.push_back(expert_params_->units() > units ? units : -1);
+    }
   }
   if (spec_.head) {
     head_ = std::make_unique<LmHead>(ctx_, config, embedding_ ? embedding_->token_param() : -1);
@@ -115,17 +119,18 @@ ModelChunk::ModelChunk(Backend& backend, const ModelConfig& config, ChunkStorage
 
 void ModelChunk::acquire_block(std::size_t i, bool grads) const {
   acquire(first_block_unit_ + static_cast<int>(i), grads);
-  if (expert_observer_) expert_observer_->acquire(static_cast<int>(i), grads);
+  if (expert_observer_ && expert_unit_[i] >= 0) expert_observer_->acquire(expert_unit_[i], grads);
 }
 
 void ModelChunk::release_block(std::size_t i) const {
-  if (expert_observer_) expert_observer_->release(static_cast<int>(i));
+  if (expert_observer_ && expert_unit_[i] >= 0) expert_observer_->release(expert_unit_[i]);
   release(first_block_unit_ + static_cast<int>(i));
 }
 
 void ModelChunk::block_grads_final(std::size_t i, bool last) const {
   grads_final(first_block_unit_ + static_cast<int>(i), last);
-  if (expert_observer_) expert_observer_->grads_final(static_cast<int>(i), last);
+  if (expert_observer_ && expert_unit_[i] >= 0)
+    expert_observer_->grads_final(expert_unit_[i], last);
 }
 
 void ModelChunk::load(int slot, const std::int32_t* tokens, const std::int32_t* targets) {

@@ -188,6 +188,9 @@ class ModelChunk {
   Buffer batch_storage_;  // tokens_ and targets_
   UnitObserver* observer_ = nullptr;
   UnitObserver* expert_observer_ = nullptr;
+  // Per block, its unit in the expert store (-1: a dense block, which has no experts:
+  // docs/moe.md, "Dense blocks").
+  std::vector<int> expert_unit_;
 };
 
 }  // namespace kintsugi

@@ -14,7 +14,7 @@ std::string prefix(int index) { return "blocks." + std::to_string(index); }
 // Registration order: ln1, qkv, proj, ln2, fc (gate), up, fc2 (down).
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index,
                                    MoeLossWeights moe_weights)
-    : ctx_(ctx), config_(c), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
+    : ctx_(ctx), config_(c), index_(index), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
   const BlockInventory inventory = block_inventory(c, index, ctx.expert_ranks());
   const auto& halves = inventory.halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
@@ -40,11 +40,12 @@ namespace {
 // Carves one micro-batch of a block's saved tensors: those `keep` says, the others views of
 // `shared` (empty without it).
 template <class Keep>
-void layout(Carver& c, const LayerContext& ctx, const ModelConfig& m, std::int64_t batch,
-            std::int64_t seq, BlockActivations& a, Keep keep, const BlockActivations* shared) {
+void layout(Carver& c, const LayerContext& ctx, const std::vector<SavedTensor>& saved,
+            std::int64_t batch, std::int64_t seq, BlockActivations& a, Keep keep,
+            const BlockActivations* shared) {
   // Heads and MLP columns are split over tp, or over the grid's y (3D).
   const std::int64_t local = ctx.tp.local_rows(batch * seq), split = ctx.head_split();
-  for (const SavedTensor& t : block_inventory(m, 0, ctx.expert_ranks()).saved) {
+  for (const SavedTensor& t : saved) {
     if (!keep(t)) {
       a.*t.field = shared ? shared->*t.field : Tensor{};
       continue;
@@ -77,9 +78,10 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
   }
   recompute_ = recompute;
   saved_.assign(pool.slots(), {});
+  const std::vector<SavedTensor> saved = block_inventory(config_, index_, ctx_.expert_ranks()).saved;
   for (int k = 0; k < pool.slots(); ++k)
     pool.carve(k, segment, [&](Carver& c) {
-      layout(c, ctx_, config_, batch, seq, saved_[k],
+      layout(c, ctx_, saved, batch, seq, saved_[k],
              [&](const SavedTensor& t) { return t.kept(recompute); }, &ws.recomputed);
     });
 }
@@ -141,10 +143,13 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
     ws.cp_dqkv = c.take(dt, {rows, qkv});
   }
   layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
-  if (inventory.moe) MoeLayer::layout_workspace(c, ctx, *inventory.moe, rows, ws);
-  // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time).
+  // The MoE blocks' workspace (a model with dense blocks too: the first MoE block's).
+  if (const BlockInventory moe = first_moe_block_inventory(config, ctx.expert_ranks()); moe.moe)
+    MoeLayer::layout_workspace(c, ctx, *moe.moe, rows, ws);
+  // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time): of
+  // either kind of block.
   if (recompute != Recompute::none)
-    layout(c, ctx, config, batch, seq, ws.recomputed,
+    layout(c, ctx, saved_by_any_block(config, ctx.expert_ranks()), batch, seq, ws.recomputed,
            [&](const SavedTensor& t) { return !t.kept(recompute); }, nullptr);
   if (recompute == Recompute::full) ws.recomputed_output = c.take(dt, {tp.local_rows(rows), d});
 }

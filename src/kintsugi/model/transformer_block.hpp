@@ -36,7 +36,7 @@ namespace kintsugi {
 
 class TransformerBlock {
  public:
-  // With a mixture of experts (config.is_moe()) the MLP half is a MoeLayer whose losses weigh
+  // In a MoE block (config.is_moe_block(index)) the MLP half is a MoeLayer whose losses weigh
   // `moe_weights` in the objective.
   TransformerBlock(LayerContext& ctx, const ModelConfig& config, int index,
                    MoeLossWeights moe_weights = {});
@@ -92,6 +92,7 @@ class TransformerBlock {
 
   LayerContext& ctx_;
   ModelConfig config_;
+  int index_;  // the block's number in the model (its names; MoE or dense)
   RotaryTable rotary_;  // RoPE's angles, scaling applied (rotary_table.hpp)
   LayerNorm ln1_;
   std::unique_ptr<BlockHalf> attention_;  // qkv, proj

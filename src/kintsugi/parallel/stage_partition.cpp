@@ -8,12 +8,18 @@
 #include <numeric>
 
 #include "kintsugi/core/error.hpp"
+#include "kintsugi/model/block_inventory.hpp"
 
 namespace kintsugi {
 
 double block_flops_per_token(const ModelConfig& m, std::int64_t seq) {
   const double d = static_cast<double>(m.d_model);
   return 6.0 * (4 * d * d + 2 * d * m.d_ff) + 12.0 * seq * d;
+}
+
+double block_flops_per_token(const ModelConfig& m, std::int64_t seq, int index) {
+  return 6.0 * block_inventory(m, index).active_matrix_parameters() +
+         12.0 * static_cast<double>(seq) * static_cast<double>(m.q_width());
 }
 
 double head_flops_per_token(const ModelConfig& m) {
@@ -54,13 +60,23 @@ StagePartition partition_stages(const ModelConfig& m, int p, int v, std::int64_t
                                 const std::vector<std::int64_t>& explicit_layers) {
   const int L = static_cast<int>(m.n_layer), chunks = p * v;
   const double block = block_flops_per_token(m, seq), head = head_flops_per_token(m);
+  // Blocks [j, i)'s cost: i - j blocks of one kind, or with dense and MoE blocks (docs/moe.md,
+  // "Dense blocks") each block's own (prefix sums of block_flops_per_token's index form).
+  std::vector<double> prefix;
+  if (m.is_moe() && m.moe.has_dense_blocks(m.n_layer)) {
+    prefix.assign(L + 1, 0.0);
+    for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + block_flops_per_token(m, seq, i);
+  }
+  auto blocks = [&](int j, int i) {
+    return prefix.empty() ? (i - j) * block : prefix[i] - prefix[j];
+  };
   StagePartition out;
   auto finish = [&](const std::vector<int>& layers) {
     int first = 0;
     for (int c = 0; c < chunks; ++c) {
       out.first_layer.push_back(first);
       out.num_layers.push_back(layers[c]);
-      out.cost.push_back(layers[c] * block + (c == chunks - 1 ? head : 0.0));
+      out.cost.push_back(blocks(first, first + layers[c]) + (c == chunks - 1 ? head : 0.0));
       first += layers[c];
     }
     return out;
@@ -74,11 +90,11 @@ StagePartition partition_stages(const ModelConfig& m, int p, int v, std::int64_t
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(p, std::vector<double>(L + 1, inf));
   std::vector<std::vector<int>> cut(p, std::vector<int>(L + 1, 0));
-  for (int i = 1; i <= L; ++i) best[0][i] = i * block + (p == 1 ? head : 0.0);
+  for (int i = 1; i <= L; ++i) best[0][i] = blocks(0, i) + (p == 1 ? head : 0.0);
   for (int s = 1; s < p; ++s)
     for (int i = s + 1; i <= L; ++i)
       for (int j = s; j < i; ++j) {
-        const double stage = (i - j) * block + (s == p - 1 ? head : 0.0);
+        const double stage = blocks(j, i) + (s == p - 1 ? head : 0.0);
         const double worst = std::max(best[s - 1][j], stage);
         if (worst < best[s][i]) {
           best[s][i] = worst;

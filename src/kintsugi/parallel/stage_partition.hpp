@@ -4,7 +4,8 @@
 // models (GPT-2 124M's head is 31% of its FLOPs), so an even split of the blocks would leave
 // the last stage the slowest. Without interleaving, the blocks are split to minimize the most
 // expensive stage (model FLOPs per token, plan/flops.hpp), each stage holding at least one
-// block; an explicit list overrides it. With v > 1 chunks per rank (interleaving) the blocks
+// block (with dense and MoE blocks, each weighed by its own FLOPs); an explicit list
+// overrides it. With v > 1 chunks per rank (interleaving) the blocks
 // are split evenly, as Megatron-LM does.
 #include <cstdint>
 #include <string>
@@ -30,6 +31,10 @@ StagePartition partition_stages(const ModelConfig& model, int stages, int virtua
 
 // Model FLOPs per token of one block, and of the head (final norm, LM head, loss).
 double block_flops_per_token(const ModelConfig& model, std::int64_t seq);
+// Block `index`'s own, from its inventory (model/block_inventory.hpp: a MoE block's active
+// matrices or a dense block's): what weighs the blocks of a model with dense and MoE blocks
+// (docs/moe.md, "Dense blocks"); a model of one kind keeps the one-block weighting above.
+double block_flops_per_token(const ModelConfig& model, std::int64_t seq, int index);
 double head_flops_per_token(const ModelConfig& model);
 
 }  // namespace kintsugi

@@ -138,16 +138,21 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
   const double activation = rows * m.d_model * s.activation_element_bytes;  // one R x d tensor
   const double mb = static_cast<double>(s.micro_batches);
   const double blocks = static_cast<double>(s.blocks < 0 ? m.n_layer : s.blocks);
+  // Of them, the MoE blocks (docs/moe.md, "Dense blocks").
+  const double moe_blocks = !m.is_moe()       ? 0.0
+                            : s.moe_blocks >= 0 ? static_cast<double>(s.moe_blocks)
+                            : s.blocks < 0    ? static_cast<double>(m.moe_blocks())
+                                              : blocks;
   if (l.has_grid()) {
     add_grid_bytes(m, l, s, out);
   } else if (l.tp > 1) {
     // Each half of the block's inventory (model/block_inventory.hpp) with layers is one
     // tensor-parallel region: forward leaves it once (again when full recomputation reruns the
     // forward), backward enters it once; the embedding leaves one, the head's gradient enters
-    // one. (A mixture of experts' MLP half is none: its experts are replicated over tp.)
-    double halves = 0;
-    for (const HalfSpec& h : block_inventory(m).halves) halves += h.entries.empty() ? 0 : 1;
-    const double boundaries = (s.recompute_full ? 3.0 : 2.0) * halves * blocks +
+    // one. (A mixture of experts' MLP half is none: its experts are replicated over tp; a
+    // dense block among MoE blocks has both.)
+    const double regions = 2.0 * blocks - moe_blocks;
+    const double boundaries = (s.recompute_full ? 3.0 : 2.0) * regions +
                               (s.embedding ? 1 : 0) + (s.head ? 1 : 0);
     const double loss_stats = s.head ? 3.0 * rows * s.statistic_bytes : 0.0;  // row max; row sum, target logit
     out["tp.all_reduce"] = mb * ring_all_reduce_bytes(loss_stats, l.tp);
@@ -155,7 +160,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       // Each boundary is an all-gather one way and a reduce-scatter the other; backward also
       // gathers each half's norm output again (forward keeps only this rank's rows).
       out["tp.all_gather"] =
-          mb * (boundaries + halves * blocks) * ring_all_gather_bytes(activation, l.tp);
+          mb * (boundaries + regions) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
       if (m.is_moe()) {
         // Every tp rank routes the whole micro-batch (model/moe_layer.hpp): the router's logits
@@ -164,7 +169,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
         const double forwards = s.recompute_full ? 2 : 1;
         const double logits = rows * static_cast<double>(m.moe.experts) * s.activation_element_bytes;
         const double gates = rows * static_cast<double>(m.moe.top_k) * s.statistic_bytes;
-        out["tp.all_gather"] += mb * blocks *
+        out["tp.all_gather"] += mb * moe_blocks *
                                 (forwards * ring_all_gather_bytes(logits, l.tp) +
                                  ring_all_gather_bytes(gates, l.tp));
       }
@@ -192,7 +197,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
     add_data_bytes(l, s, "edp", static_cast<double>(s.expert_grad_elements),
                    l.expert_data_ranks(), l.expert_shards(), 1,
                    2.0 * static_cast<double>(s.expert_gathered_elements), out);
-    const double forwards = mb * blocks;
+    const double forwards = mb * moe_blocks;
     // Balanced routing: a rank's own rows (1/tp of them under sequence parallelism) spread
     // evenly over the experts.
     const double own = l.sequence_parallel && l.tp > 1 ? rows / static_cast<double>(l.tp) : rows;

@@ -59,6 +59,9 @@ struct StepShape {
   std::int64_t statistic_bytes = 4;           // loss statistics (f32; f64 in checks)
   // What the rank holds (pipeline parallelism holds a part): blocks (-1: all), embeddings, head.
   std::int64_t blocks = -1;
+  // Of those, the MoE blocks (docs/moe.md, "Dense blocks"; -1: as many as blocks, or the
+  // model's MoE blocks when blocks is -1), whose layers exchange rows under expert parallelism.
+  std::int64_t moe_blocks = -1;
   bool embedding = true, head = true;
   // Activation-sized tensors the rank sends to neighbouring stages per micro-batch (outputs
   // forward, input gradients backward), and elements of the tied token table it sums with the

@@ -126,16 +126,17 @@ namespace {
 struct BlockElements {
   double local = 0, partial = 0, head_partial = 0;
 };
-BlockElements block_elements(const ModelConfig& m, double tp) {
-  const BlockParameters p = block_parameters(m);
-  const BlockInventory b = block_inventory(m);
+BlockElements block_elements(const ModelConfig& m, double tp, int index = 0) {
+  const BlockParameters p = block_parameters(m, index);
+  const BlockInventory b = block_inventory(m, index);
   const double experts = b.moe ? b.moe->matrix_parameters() : 0.0;
   return {p.split / tp + p.replicated, 2.0 * static_cast<double>(norm_parameters(m)) + experts,
           m.qk_norm() ? 2.0 * static_cast<double>(m.head_dim()) : 0.0};
 }
-BlockElements block_elements(const ModelConfig& m, const Layout& l) {
+// Block `index`'s (a MoE block's or a dense one's; a grid has no MoE blocks).
+BlockElements block_elements(const ModelConfig& m, const Layout& l, int index = 0) {
   const ParallelLayout& p = l.parallel;
-  if (!p.has_grid()) return block_elements(m, static_cast<double>(p.tp));
+  if (!p.has_grid()) return block_elements(m, static_cast<double>(p.tp), index);
   const GridBlockElements g = grid_block_elements(m, p.tensor_grid);
   return {g.local, g.depth_replicated, 0.0};
 }
@@ -143,6 +144,9 @@ BlockElements block_elements(const ModelConfig& m, const Layout& l) {
 // What one pipeline rank holds and does.
 struct RankShare {
   std::int64_t blocks = 0;
+  // Of those, the dense blocks and the MoE blocks (block_kinds' order: docs/moe.md, "Dense
+  // blocks").
+  std::array<std::int64_t, 2> kind_blocks{};
   bool embedding = false, head = false;
   int chunks = 0;
   double elements = 0;        // parameter elements (tp-local)
@@ -170,24 +174,29 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
   const BlockElements block = block_elements(m, l);
   RankShare r;
   r.chunks = v;
-  std::int64_t most_blocks = 0;
+  std::vector<BlockRange> ranges;
   for (int c = 0; c < v; ++c) {
     const int g = c * p + rank;
     const std::int64_t n = part.num_layers[g];
     const bool first = g == 0, last = g == p * v - 1;
     r.blocks += n;
+    const std::array<BlockKind, 2> kinds = block_kinds(m, part.first_layer[g], n);
+    for (std::size_t k = 0; k < kinds.size(); ++k) r.kind_blocks[k] += kinds[k].count;
     r.embedding |= first;
     r.head |= last;
-    r.elements += n * block.local;
-    r.partial += n * block.partial;
+    r.elements += sum_over_blocks(m, [&](int i) { return block_elements(m, l, i).local; },
+                                  part.first_layer[g], n);
+    r.partial += sum_over_blocks(m, [&](int i) { return block_elements(m, l, i).partial; },
+                                 part.first_layer[g], n);
     if (l.parallel.ep > 1 && m.is_moe()) {
-      // Expert parallelism (docs/moe.md): every expert's three matrices leave the block's
+      // Expert parallelism (docs/moe.md): every expert's three matrices leave the MoE block's
       // elements; this rank's E / ep of them are its expert store.
       const double expert = 3.0 * static_cast<double>(m.d_model) *
                             static_cast<double>(m.expert_hidden());
-      r.elements -= n * expert * static_cast<double>(m.moe.experts);
-      r.expert_elements += n * expert * static_cast<double>(m.moe.experts / l.parallel.ep);
-      r.partial -= n * expert * static_cast<double>(m.moe.experts - m.moe.experts / l.parallel.ep);
+      const double moe = static_cast<double>(kinds[1].count);
+      r.elements -= moe * expert * static_cast<double>(m.moe.experts);
+      r.expert_elements += moe * expert * static_cast<double>(m.moe.experts / l.parallel.ep);
+      r.partial -= moe * expert * static_cast<double>(m.moe.experts - m.moe.experts / l.parallel.ep);
     }
     r.head_partial += n * block.head_partial;
     // With a grid every parameter but the blocks' weight blocks is replicated over z, the
@@ -212,9 +221,9 @@ RankShare rank_share(const Workload& w, const Layout& l, int rank, const Activat
         if (grid) r.partial += table;
       }
     }
-    most_blocks = std::max(most_blocks, n);
+    ranges.push_back({part.first_layer[g], n});
   }
-  r.activation_bytes = chunk_activation_bytes(m, act, most_blocks, r.head, r.embedding);
+  r.activation_bytes = chunk_activation_bytes(m, act, ranges, r.head, r.embedding);
   return r;
 }
 
@@ -264,39 +273,51 @@ Efficiency gemm_efficiency(const ModelConfig& m, const ClusterSpec& c, double ro
     double m, n, k, count;
   };
   std::vector<Gemm> gemms;
-  for (const HalfSpec& h : block_inventory(m).halves) {
-    if (h.entries.empty()) continue;  // a mixture of experts' MLP half: below
-    for (std::size_t k = 0; k < h.entries.size(); ++k) {  // input over x, output over y
-      const LinearSpec& l = h.entries[k];
-      const Gemm g{rows, static_cast<double>(l.out) / y, static_cast<double>(l.in) / x, 1};
-      const bool same = k > 0 && h.entries[k - 1].in == l.in && h.entries[k - 1].out == l.out;
-      if (same) gemms.back().count += 1;
-      else gemms.push_back(g);
+  // With dense and MoE blocks (docs/moe.md, "Dense blocks") each kind's products weigh its
+  // blocks, the attention core all of them; with one kind, one block's.
+  const std::array<BlockKind, 2> kinds = block_kinds(m);
+  const bool mixed = kinds[0].count > 0 && kinds[1].count > 0;
+  for (const BlockKind& kind : kinds) {
+    if (kind.count == 0) continue;
+    const double weight = mixed ? static_cast<double>(kind.count) : 1.0;
+    const std::size_t first = gemms.size();
+    const BlockInventory inventory = block_inventory(m, kind.index);
+    for (const HalfSpec& h : inventory.halves) {
+      if (h.entries.empty()) continue;  // a mixture of experts' MLP half: below
+      for (std::size_t k = 0; k < h.entries.size(); ++k) {  // input over x, output over y
+        const LinearSpec& l = h.entries[k];
+        const Gemm g{rows, static_cast<double>(l.out) / y, static_cast<double>(l.in) / x, 1};
+        const bool same = k > 0 && h.entries[k - 1].in == l.in && h.entries[k - 1].out == l.out;
+        if (same) gemms.back().count += 1;
+        else gemms.push_back(g);
+      }
+      const LinearSpec& e = h.exit;  // input over y, output over x
+      gemms.push_back({rows, static_cast<double>(e.out) / x, static_cast<double>(e.in) / y, 1});
     }
-    const LinearSpec& e = h.exit;  // input over y, output over x
-    gemms.push_back({rows, static_cast<double>(e.out) / x, static_cast<double>(e.in) / y, 1});
-  }
-  // A mixture of experts' products (model/moe_layer.hpp): the router, each expert's three on
-  // its share of the routed rows (rows x top_k / experts when balanced), the shared expert's
-  // three and its gate.
-  const BlockInventory inventory = block_inventory(m);
-  if (const auto& e = inventory.moe) {
-    const double d_model = static_cast<double>(e->d), h = static_cast<double>(e->hidden);
-    const double n = static_cast<double>(e->experts), k = static_cast<double>(e->top_k);
-    // Under 1D tensor parallelism each rank runs its 1/tp of the rows (sequence parallelism).
-    const double own = rows / y;
-    const double expert_rows = own * k / n, hs = static_cast<double>(e->shared_hidden);
-    gemms.push_back({own, n, d_model, 1});
-    gemms.push_back({expert_rows, h, d_model, 2 * n});
-    gemms.push_back({expert_rows, d_model, h, n});
-    if (hs > 0) {
-      gemms.push_back({own, hs, d_model, 2});
-      gemms.push_back({own, d_model, hs, 1});
-      gemms.push_back({own, 1, d_model, 1});
+    // A mixture of experts' products (model/moe_layer.hpp): the router, each expert's three on
+    // its share of the routed rows (rows x top_k / experts when balanced), the shared expert's
+    // three and its gate. Under 1D tensor parallelism each rank runs its 1/tp of the rows
+    // (sequence parallelism).
+    if (const auto& e = inventory.moe) {
+      const double d_model = static_cast<double>(e->d), h = static_cast<double>(e->hidden);
+      const double n = static_cast<double>(e->experts), k = static_cast<double>(e->top_k);
+      const double own = rows / y;
+      const double expert_rows = own * k / n, hs = static_cast<double>(e->shared_hidden);
+      gemms.push_back({own, n, d_model, 1});
+      gemms.push_back({expert_rows, h, d_model, 2 * n});
+      gemms.push_back({expert_rows, d_model, h, n});
+      if (hs > 0) {
+        gemms.push_back({own, hs, d_model, 2});
+        gemms.push_back({own, d_model, hs, 1});
+        gemms.push_back({own, 1, d_model, 1});
+      }
     }
+    for (std::size_t i = first; i < gemms.size(); ++i) gemms[i].count *= weight;
   }
   const std::size_t attention_core = gemms.size();
-  gemms.push_back({s, s, hd, 2 * rows / s * m.n_head / y});  // QK^T and PV per sequence, head
+  // QK^T and PV per sequence and head.
+  const double cores = 2 * rows / s * m.n_head / y;
+  gemms.push_back({s, s, hd, mixed ? cores * static_cast<double>(m.n_layer) : cores});
   double flops = 0, seconds = 0;
   for (std::size_t i = 0; i < gemms.size(); ++i) {
     const Gemm& g = gemms[i];
@@ -335,6 +356,9 @@ struct Context {
   LinkSpec tp_link, dp_link, pp_link, shard_link, cp_link;  // dp_link: the dp (x cp) ranks
   LinkSpec ep_link;  // expert parallelism: the ep consecutive data-parallel ranks of rank 0
   double hw = 0, model_flops = 0, head_flops = 0, block_hw = 0;  // per token
+  // A dense block's and a MoE block's hardware FLOPs per token (block_kinds' order; block_hw:
+  // their sum over the model's blocks).
+  std::array<double, 2> kind_hw{};
   double block_attention = 0;    // of block_hw: the attention core (split over heads only)
   double peak = 0;               // FLOP/s of one device at the workload's precision
   Efficiency eff;
@@ -402,7 +426,12 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
   c.hw = hardware_flops_per_token(m, m.seq_len, selective, c.full);
   c.model_flops = model_flops_per_token(m, m.seq_len);
   c.head_flops = lm_head_flops_per_token(m);
-  c.block_hw = block_hardware_flops_per_token(m, m.seq_len, selective, c.full);
+  const std::array<BlockKind, 2> kinds = block_kinds(m);
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if (kinds[k].index >= 0)
+      c.kind_hw[k] =
+          block_hardware_flops_per_token(m, m.seq_len, selective, c.full, kinds[k].index);
+  c.block_hw = sum_over_blocks(m, [&](int i) { return c.kind_hw[m.is_moe_block(i) ? 1 : 0]; });
   // QK^T and PV (12 s d per token, flops.hpp), and their forward again when recomputed.
   c.block_attention = (12.0 + (selective || c.full ? 4.0 : 0.0)) *
                       attended_keys(m.seq_len, m.sliding_window) * static_cast<double>(m.d_model);
@@ -445,9 +474,13 @@ std::vector<int> candidate_ranks(const Context& c) {
 double compute_seconds(const Context& c, const RankShare& share) {
   // The matrices are split over all tp ranks (a grid's x y z: its rows over z, the rest over
   // x y), the attention core over the heads only (a grid's x ranks compute the same heads).
-  const double block_flops = (c.block_hw - c.block_attention) * c.rows / c.tp +
-                             c.block_attention * c.local_rows / c.gy;
-  const double block_seconds = share.blocks * block_flops / (c.peak * c.eff.block);
+  double blocks_flops = 0;  // dense blocks', then MoE blocks'
+  for (std::size_t k = 0; k < c.kind_hw.size(); ++k)
+    if (share.kind_blocks[k] > 0)
+      blocks_flops += static_cast<double>(share.kind_blocks[k]) *
+                      ((c.kind_hw[k] - c.block_attention) * c.rows / c.tp +
+                       c.block_attention * c.local_rows / c.gy);
+  const double block_seconds = blocks_flops / (c.peak * c.eff.block);
   const double head_seconds =
       share.head ? c.head_flops * c.local_rows / c.vocab_ranks / (c.peak * c.eff.head) : 0.0;
   // Memory-bound kernels (norms, activations, residuals, attention softmax, the loss): each
@@ -458,14 +491,20 @@ double compute_seconds(const Context& c, const RankShare& share) {
   const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.act.seq,
                               .tp = c.act.tp, .sequence_parallel = c.l.parallel.sequence_parallel,
                               .element_bytes = static_cast<std::int64_t>(c.pb)};
-  double block_traffic = (c.full ? 5.0 : 4.0) * block_activation_bytes(c.m, saved);
+  double blocks_traffic = 0;  // dense blocks', then MoE blocks'
+  const std::array<BlockKind, 2> kinds = block_kinds(c.m);
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if (share.kind_blocks[k] > 0)
+      blocks_traffic += static_cast<double>(share.kind_blocks[k]) * (c.full ? 5.0 : 4.0) *
+                        block_activation_bytes(c.m, saved, kinds[k].index);
+  double attention_traffic = 0;  // per block
   if (c.w.attention == AttentionKernel::materialized) {
     // Scores, softmax and dropout of every head: written and read like a saved activation,
     // once more when recomputation reruns the attention core (with context parallelism a
     // rank's 1/cp of the heads over whole sequences).
     const double matrices = 5.0 * c.m.n_head / c.gy / c.cp * c.act.micro_batch *
                             static_cast<double>(c.m.seq_len) * c.m.seq_len;
-    block_traffic += (c.l.recompute == Recompute::none ? 4.0 : 5.0) * matrices;
+    attention_traffic += (c.l.recompute == Recompute::none ? 4.0 : 5.0) * matrices;
   }
   const double logits_traffic =
       share.head ? 5.0 * c.local_rows *
@@ -473,7 +512,7 @@ double compute_seconds(const Context& c, const RankShare& share) {
                            c.m.padded_vocab(static_cast<std::int64_t>(c.vocab_ranks))) /
                        c.vocab_ranks * 4.0
                  : 0.0;
-  const double memory_bound = (share.blocks * block_traffic + logits_traffic) /
+  const double memory_bound = (blocks_traffic + share.blocks * attention_traffic + logits_traffic) /
                               (c.cluster.memory_bandwidth_gbs * 1e9);
   return block_seconds + head_seconds + memory_bound;
 }
@@ -487,6 +526,7 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
       static_cast<std::int64_t>(share.partial);
   shape.head_grad_elements = static_cast<std::int64_t>(share.head_partial);
   shape.blocks = share.blocks;
+  shape.moe_blocks = share.kind_blocks[1];
   shape.embedding = share.embedding;
   shape.head = share.head;
   shape.pipeline_sends = 0;
@@ -500,7 +540,12 @@ std::map<std::string, double> comm_bytes(const Context& c, const RankShare& shar
       c.l.parallel.ep > 1 && c.m.is_moe()
           ? 3.0 * c.m.d_model * static_cast<double>(c.m.expert_hidden() * c.m.moe.experts)
           : 0.0;
-  const double block_local = share.blocks * (block_elements(c.m, c.l).local - all_experts);
+  const std::array<BlockKind, 2> kinds = block_kinds(c.m);
+  double block_local = 0;  // dense blocks', then MoE blocks' (less their experts)
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if (share.kind_blocks[k] > 0)
+      block_local += static_cast<double>(share.kind_blocks[k]) *
+                     (block_elements(c.m, c.l, kinds[k].index).local - (k == 1 ? all_experts : 0.0));
   shape.gathered_once_elements = static_cast<std::int64_t>(share.elements - block_local);
   shape.gathered_twice_elements = static_cast<std::int64_t>(block_local);
   return step_comm_bytes(c.m, c.l.parallel, shape);
@@ -654,7 +699,8 @@ TimePrediction step_time(const Context& c, const RankShare& share, int rank,
   if (l.parallel.ep > 1) {
     const double exchanges = c.full ? 8.0 : 5.0;
     t.ep = link_seconds(get("ep.all_to_all"),
-                        c.mbs * share.blocks * exchanges * static_cast<double>(l.parallel.ep - 1),
+                        c.mbs * share.kind_blocks[1] * exchanges *
+                            static_cast<double>(l.parallel.ep - 1),
                         c.ep_link, LinkUse::all_gather);
   }
   // The experts' optimizer shard (over dp / ep ranks) besides the rest.
@@ -693,6 +739,14 @@ double context_workspace_bytes(const Context& c) {
   return c.rows * (2.0 * std::max(qkv, q) + 2.0 * q + qkv) * c.pb;
 }
 
+// The elements of the model's largest block on a rank (a dense or a MoE block's).
+double largest_block_local(const Context& c) {
+  double most = 0;
+  for (const BlockKind& k : block_kinds(c.m))
+    if (k.index >= 0) most = std::max(most, block_elements(c.m, c.l, k.index).local);
+  return most;
+}
+
 // Bytes per device of this rank (memory.hpp: the trainer's memory_bytes_theory), plus the
 // buffers it leaves out.
 MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank) {
@@ -716,7 +770,7 @@ MemoryPrediction rank_memory(const Context& c, const RankShare& share, int rank)
   // most 256 MiB of f32) and the activation gradient the backward carries.
   mem.communication =
       (c.p > 1 ? 4.0 * activation : 0.0) +
-      (l.parallel.zero >= ZeroStage::parameters ? 2.0 * block_elements(c.m, l).local * c.pb : 0.0) +
+      (l.parallel.zero >= ZeroStage::parameters ? 2.0 * largest_block_local(c) * c.pb : 0.0) +
       (share.head ? std::min(c.local_rows *
                                  static_cast<double>(c.m.padded_vocab(l.parallel.vocab_ranks())) /
                                  c.vocab_ranks * 4.0,
@@ -751,8 +805,8 @@ Prediction predict(const Workload& w, const ClusterSpec& cluster, const Layout& 
     }
   }
   const ModelConfig& m = w.model;
-  out.gemm_efficiency = (m.n_layer * c.block_hw + c.head_flops) /
-                        (m.n_layer * c.block_hw / c.eff.block + c.head_flops / c.eff.head);
+  out.gemm_efficiency = (c.block_hw + c.head_flops) /
+                        (c.block_hw / c.eff.block + c.head_flops / c.eff.head);
   out.fits = out.memory.total() <= cluster.memory_gb * 1e9;
   out.samples_per_s = static_cast<double>(w.global_batch) / out.time.total();
   out.tokens_per_s = out.samples_per_s * static_cast<double>(m.seq_len);

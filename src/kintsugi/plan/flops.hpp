@@ -40,14 +40,15 @@ struct BlockParameters {
   double split = 0, replicated = 0;
   double total() const { return split + replicated; }
 };
-BlockParameters block_parameters(const ModelConfig& c);
+// Block `index`'s (a MoE block's or a dense one's: docs/moe.md, "Dense blocks").
+BlockParameters block_parameters(const ModelConfig& c, int index = 0);
 // Every trainable element (real vocabulary rows, not padding).
 std::int64_t parameter_count(const ModelConfig& c);
 // The same in a double: exact below 2^53, and no overflow for any shape, however absurd (a
 // config is measured with it before it is refused: train/model_fit.hpp).
 double parameter_count_double(const ModelConfig& c);
 // A mixture of experts' parameters one token uses (docs/moe.md): parameter_count less the
-// experts it is not routed to (model.moe_experts - model.moe_top_k per layer); the same as
+// experts it is not routed to (model.moe_experts - model.moe_top_k per MoE layer); the same as
 // parameter_count for a dense model.
 double active_parameter_count(const ModelConfig& c);
 // Parameters that take part in matrix multiplies (N_matmul above; with a mixture of experts,
@@ -62,9 +63,10 @@ double model_flops_per_token(const ModelConfig& c, std::int64_t seq);
 double hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective, bool full);
 // The two parts of those, per token: one block (its matrices and the attention products, with
 // what recomputation repeats of its forward) and the LM head (6 x vocab x d_model; recomputation
-// never repeats it). hardware_flops_per_token = n_layer x block + head.
+// never repeats it). hardware_flops_per_token = the sum of the blocks' + head (n_layer x block
+// when the blocks are all of one kind).
 double block_hardware_flops_per_token(const ModelConfig& c, std::int64_t seq, bool selective,
-                                      bool full);
+                                      bool full, int index = 0);
 double lm_head_flops_per_token(const ModelConfig& c);
 // The attention core of one layer over `sequences` sequences of `seq` tokens, `heads` query
 // heads of `head_dim`: QK^T and PV, forward (2 x 2 s^2 hd per head) and backward (twice that),

@@ -29,6 +29,7 @@
 // Selective recomputation drops the attention output and log-sum-exp; full recomputation keeps
 // only the residual stream.
 #include <cstdint>
+#include <span>
 
 #include "kintsugi/model/config.hpp"
 #include "kintsugi/model/block_inventory.hpp"
@@ -57,11 +58,21 @@ struct ActivationShape {
 };
 
 // Bytes one block keeps per micro-batch, its output in the residual stream included.
-double block_activation_bytes(const ModelConfig& model, const ActivationShape& shape);
-// A chunk of `blocks` blocks, per micro-batch: the blocks, the chunk's input activation, with
-// the head its norm output, statistics and the gradient at it, and with the embedding of a
-// family that normalizes it (BLOOM) the embedding before the norm and the norm's statistics.
+// Block `index`'s (a MoE block's or a dense one's: docs/moe.md, "Dense blocks").
+double block_activation_bytes(const ModelConfig& model, const ActivationShape& shape,
+                              int index = 0);
+// Blocks [first, first + count) of the model: one model chunk's.
+struct BlockRange {
+  std::int64_t first = 0, count = 0;
+};
+// A slot of a pipeline rank's activations, per micro-batch, its chunks built in the order given
+// (model/activation_pool.hpp): the blocks (the j-th block of every chunk shares one buffer,
+// which a later chunk's larger block replaces while the smaller stays allocated), the chunk's
+// input activation, with the head its norm output, statistics and the gradient at it, and with
+// the embedding of a family that normalizes it (BLOOM) the embedding before the norm and the
+// norm's statistics.
 double chunk_activation_bytes(const ModelConfig& model, const ActivationShape& shape,
-                              std::int64_t blocks, bool head, bool embedding = false);
+                              std::span<const BlockRange> chunks, bool head,
+                              bool embedding = false);
 
 }  // namespace kintsugi

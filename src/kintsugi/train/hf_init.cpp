@@ -43,6 +43,14 @@ shape_keys() {
            [](const ModelConfig& m) { return fmt::format("{}", m.shared_hidden()); }},
           {"model.moe_router_norm_topk",
            [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.moe.renormalize) : ""; }},
+          {"model.moe_first_dense_layers",
+           [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.moe.first_dense) : ""; }},
+          {"model.moe_layer_freq",
+           [](const ModelConfig& m) { return m.is_moe() ? fmt::format("{}", m.moe.layer_freq) : ""; }},
+          {"model.moe_dense_layers",
+           [](const ModelConfig& m) {
+             return m.is_moe() ? fmt::format("[{}]", fmt::join(m.moe.dense_layers, ", ")) : "";
+           }},
       };
   return keys;
 }

@@ -88,6 +88,16 @@ std::vector<Key> keys_of(RunConfig& c) {
        "mixture of experts: auxiliary-loss-free balancing (DeepSeek-V3: 1e-3; 0: off): a "
        "per-expert bias added to the scores for selection, after each step raised by this for "
        "the experts below the mean load and lowered for those above"},
+      // Which blocks are MoE blocks (docs/moe.md, "Dense blocks").
+      {"model.moe_first_dense_layers", &c.model.moe.first_dense, "mixture of experts: blocks 0 "
+       "to this - 1 have the dense SwiGLU MLP of width model.d_ff (first_k_dense_replace)"},
+      {"model.moe_layer_freq", &c.model.moe.layer_freq,
+       "mixture of experts: from block k = model.moe_first_dense_layers on, block i is a "
+       "MoE block when (i - k + 1) % this == 0, the others dense (Qwen2-MoE's "
+       "decoder_sparse_step)"},
+      {"model.moe_dense_layers", &c.model.moe.dense_layers,
+       "mixture of experts: dense blocks whatever the two keys above say (Qwen2-MoE's "
+       "mlp_only_layers), e.g. [0, 5]"},
       {"model.init_std", &c.model.init_std,
        "standard deviation of weight init (residual projections: / sqrt(2 * n_layer))"},
       {"data.train", &c.data.train,

@@ -50,7 +50,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
   // from its buffers.
   const Layout layout = layout_of(c);
   StepShape shape = layout_step_shape(workload_of(c), layout);
-  shape.blocks = 0;
+  shape.blocks = shape.moe_blocks = 0;
   shape.embedding = shape.head = false;
   const int chunks = place.pp_size * model.virtual_stages();
   for (std::size_t i = 0; i < model.chunks().size(); ++i) {
@@ -62,6 +62,7 @@ std::map<std::string, double> expected_comm_bytes(const RunConfig& c, const Plac
       (block ? shape.gathered_twice_elements : shape.gathered_once_elements) += p.unit(u).size();
     }
     shape.blocks += chunk.spec().num_layers;
+    shape.moe_blocks += c.model.moe_blocks(chunk.spec().first_layer, chunk.spec().num_layers);
     shape.embedding |= chunk.spec().embedding;
     shape.head |= chunk.spec().head;
     shape.pipeline_sends +=
@@ -94,7 +95,7 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
   const Layout layout = layout_of(c);
   StateBytes state;
   double activations = 0;
-  std::int64_t blocks = 0;
+  std::vector<BlockRange> blocks;
   bool head = false, embedding = false;
   for (const auto& chunk : model.chunks()) {
     const ParamStore& p = chunk->params();
@@ -130,8 +131,9 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
                                 .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4,
                                 .expert_ranks = c.parallel.ep};
     // The chunks share their slots (activation_pool.hpp): a slot holds the largest chunk's
-    // blocks and whichever chunk's embedding and head extras.
-    blocks = std::max(blocks, static_cast<std::int64_t>(chunk->spec().num_layers));
+    // blocks (with dense and MoE blocks, each position's largest) and whichever chunk's
+    // embedding and head extras.
+    blocks.push_back({chunk->spec().first_layer, chunk->spec().num_layers});
     head |= chunk->spec().head;
     embedding |= chunk->spec().embedding;
     activations = model.slots() * chunk_activation_bytes(c.model, shape, blocks, head, embedding);

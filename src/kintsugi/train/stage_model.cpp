@@ -121,8 +121,11 @@ void StageModel::update_moe_router_bias(const std::vector<double>& stats) {
   const auto experts = static_cast<std::size_t>(m.moe.experts);
   const std::size_t width = 4 + experts;
   const auto rate = static_cast<float>(m.moe.bias_update_rate);
+  // The bias table has a row per block (a dense block's unused), the stats one per MoE block.
+  std::size_t row = 0;
   for (std::size_t l = 0; l < static_cast<std::size_t>(m.n_layer); ++l) {
-    const double* load = stats.data() + l * width + 4;
+    if (!m.is_moe_block(static_cast<std::int64_t>(l))) continue;
+    const double* load = stats.data() + row++ * width + 4;
     double total = 0;
     for (std::size_t e = 0; e < experts; ++e) total += load[e];
     const double mean = total / static_cast<double>(experts);
@@ -264,11 +267,13 @@ std::vector<double> StageModel::moe_stats() const {
   const ModelConfig& m = chunks_.front()->config();
   if (!m.is_moe()) return {};
   const std::size_t width = 4 + static_cast<std::size_t>(m.moe.experts);
-  std::vector<double> all(static_cast<std::size_t>(m.n_layer) * width, 0.0);
+  // A row per MoE block, in block order (dense blocks have none: docs/moe.md, "Dense blocks").
+  std::vector<double> all(static_cast<std::size_t>(m.moe_blocks()) * width, 0.0);
   for (const auto& chunk : chunks_) {
     const std::vector<MoeStats> stats = chunk->moe_stats();
+    const auto before = static_cast<std::size_t>(m.moe_blocks(0, chunk->spec().first_layer));
     for (std::size_t i = 0; i < stats.size(); ++i) {
-      double* row = all.data() + (static_cast<std::size_t>(chunk->spec().first_layer) + i) * width;
+      double* row = all.data() + (before + i) * width;
       row[0] = stats[i].aux_sum;
       row[1] = stats[i].z_sum;
       row[2] = static_cast<double>(stats[i].micro_batches);

@@ -140,12 +140,13 @@ std::optional<StepMetrics> TrainingRun::train_step(std::int64_t step) {
     fail("the loss became {} at step {}: lower train.lr or raise train.warmup_steps", m.loss,
          m.step);
   if (!result.moe.empty()) {
-    // Per layer [aux_sum, z_sum, micro_batches, dropped, rows per expert...]
+    // Per MoE layer [aux_sum, z_sum, micro_batches, dropped, rows per expert...]
     // (StageModel::StepResult).
     const ModelConfig& mc = ctx_.config.model;
     const std::size_t width = 4 + static_cast<std::size_t>(mc.moe.experts);
+    const auto layers = static_cast<std::size_t>(mc.moe_blocks());
     double aux = 0, z = 0, dropped = 0, routed = 0;
-    for (std::size_t l = 0; l < static_cast<std::size_t>(mc.n_layer); ++l) {
+    for (std::size_t l = 0; l < layers; ++l) {
       const double* row = result.moe.data() + l * width;
       const double mbs = std::max(row[2], 1.0);
       aux += row[0] / mbs;
@@ -159,8 +160,8 @@ std::optional<StepMetrics> TrainingRun::train_step(std::int64_t step) {
       routed += sum;
       m.moe_load.emplace_back(most, sum / static_cast<double>(mc.moe.experts));
     }
-    m.moe_aux_loss = aux / static_cast<double>(mc.n_layer);
-    m.moe_z_loss = z / static_cast<double>(mc.n_layer);
+    m.moe_aux_loss = aux / static_cast<double>(layers);
+    m.moe_z_loss = z / static_cast<double>(layers);
     if (mc.moe.capacity_factor > 0) m.moe_dropped_fraction = routed > 0 ? dropped / routed : 0.0;
     if (mc.moe.bias_update_rate > 0) m.moe_router_bias_max_abs = model.moe_router_bias_max_abs();
     // Expert parallelism: this rank's all-to-all bytes follow from its routing
