@@ -4,7 +4,8 @@
 # BLOOM, and Llama 3.1's RoPE scaling with a head size of its own (llama3), Mistral's sliding
 # window and Qwen2's qkv biases with a tied head, and the mixtures of experts of
 # configs/moe-tiny.toml as Mixtral and (with a shared expert, gates not renormalised) as
-# Qwen2-MoE (docs/moe.md): a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
+# Qwen2-MoE, once with dense blocks between (decoder_sparse_step 2: docs/moe.md "Dense
+# blocks"): a small model trained 3 steps is exported sharded (`--max-shard-size 100KB`);
 # transformers must load that index and shards and give `kintsugi eval`'s loss on the first
 # validation window (bench/pytorch/transformers_load.py, relative 1e-4). Then transformers saves
 # the model again with its own save_pretrained, sharded, and `kintsugi train --init-from` that
@@ -13,7 +14,7 @@
 # one rank and on 2 with --tp 2 (--dp 2 for the mixtures of experts, whose experts are not split
 # over tp). One line per family; exit 1 on any difference.
 #
-# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
+# Usage: [TRANSFORMERS_CHECK_FAMILIES="gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe qwen2moedense"] bench/transformers_folder_check.sh [KINTSUGI] [CHECK_RUN] [OUT_DIR]
 # Needs: data/ from scripts/fetch_data.sh, a Python with torch and transformers ($PYTHON), mpirun.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,9 +33,10 @@ for case in "gpt configs/gpt-tiny.toml brown gpt2-tokenizer" \
             "mistral configs/mistral-tiny.toml brown/llama2 llama2-tokenizer" \
             "qwen2 configs/qwen2-tiny.toml brown/llama2 llama2-tokenizer" \
             "mixtral configs/moe-tiny.toml brown/llama2 llama2-tokenizer" \
-            "qwen2moe configs/moe-tiny.toml brown/llama2 llama2-tokenizer model.family=qwen2 model.moe_shared_experts=1 model.moe_router_norm_topk=false"; do
+            "qwen2moe configs/moe-tiny.toml brown/llama2 llama2-tokenizer model.family=qwen2 model.moe_shared_experts=1 model.moe_router_norm_topk=false" \
+            "qwen2moedense configs/moe-tiny.toml brown/llama2 llama2-tokenizer model.family=qwen2 model.moe_shared_experts=1 model.moe_router_norm_topk=false model.moe_layer_freq=2"; do
   read -r family config tokens tokenizer sets <<<"$case"
-  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe} " == *" $family "* ]] || continue
+  [[ " ${TRANSFORMERS_CHECK_FAMILIES:-gpt llama bloom llama3 mistral qwen2 mixtral qwen2moe qwen2moedense} " == *" $family "* ]] || continue
   model_sets=()
   for s in ${sets:-}; do model_sets+=(--set "$s"); done
   split=(--tp 2)
