@@ -185,6 +185,18 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
                             ring_all_reduce_bytes(partial * eb, l.tp);
   }
   if (l.cp > 1) add_context_bytes(m, l, s, rows, out);
+  if (l.cp > 1 && m.is_moe()) {
+    // Every cp rank routes the whole micro-batch (model/moe_layer.hpp): the router's logits
+    // gathered in forward (again when full recomputation reruns it), the gates' gradient in
+    // backward, each of all the micro-batch's rows.
+    const double all = static_cast<double>(s.micro_batch * s.seq);
+    const double forwards = s.recompute_full ? 2 : 1;
+    const double logits = all * static_cast<double>(m.moe.experts) * s.activation_element_bytes;
+    const double gates = all * static_cast<double>(m.moe.top_k) * s.statistic_bytes;
+    out["cp.all_gather"] += mb * moe_blocks *
+                            (forwards * ring_all_gather_bytes(logits, l.cp) +
+                             ring_all_gather_bytes(gates, l.cp));
+  }
   // Gradients are summed (and ZeRO state sharded) over dp, or dp x cp (group "dp_cp").
   const std::string data = l.cp > 1 ? "dp_cp" : "dp";
   add_data_bytes(l, s, data, static_cast<double>(s.grad_elements), l.data_ranks(), l.shards(),
