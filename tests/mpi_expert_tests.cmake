@@ -147,3 +147,12 @@ expert_refused(dense_first 2 "model.moe_first_dense_layers = 4 must be between 0
 set(MOEDSDENSE_RUN ${MOEDS_RUN} --set model.moe_first_dense_layers=1 --set model.moe_layer_freq=2)
 serial_reference(moedsdense_serial ${MOEDSDENSE_RUN})
 family_layout_test(moedsdense ep2_tp2_sp 4 --dp 2 --ep 2 --tp 2 --sequence-parallel)
+
+# Context parallelism: each cp rank holds a share of every sequence and routes the whole
+# micro-batch (the router's logits gathered over cp: docs/moe.md "Context parallelism"), with
+# both exchanges, beside dp, and beside tp 2 + sp (gathered over tp, then cp).
+family_layout_test(moe15 cp2 2 --cp 2)
+family_layout_test(moe15 cp2_ring_dp2 4 --cp 2 --cp-comm ring --dp 2)
+family_layout_test(moeds cp2_ring_tp2_sp 4 --cp 2 --cp-comm ring --tp 2 --sequence-parallel)
+expert_refused(cp_capacity 2 "model.moe_capacity_factor = 1 with --cp 2"
+               ${MOE_RUN} --cp 2 --set model.moe_capacity_factor=1.0)

@@ -209,7 +209,8 @@ TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
   expect_refused({"model.moe_shared_hidden=8"}, 1, "needs model.moe_shared_experts >= 1");
   expect_refused({"parallel.tp=2"}, 2, "under tensor parallelism (tp = 2) need sequence parallelism");
   expect_refused({"parallel.tp=2", "parallel.tensor_grid=[1, 2, 1]"}, 2, "do not run on the 3D tensor grid");
-  expect_refused({"parallel.cp=2"}, 2, "do not run under context parallelism yet");
+  expect_refused({"parallel.cp=2", "model.moe_capacity_factor=1"}, 2,
+                 "model.moe_capacity_factor = 1 with --cp 2");
   expect_refused({"train.moe_aux_loss_coeff=-1"}, 1, "must not be negative");
   // DeepSeek-style routing's bad input.
   expect_refused({"model.moe_router_groups=3"}, 1, "model.moe_router_groups = 3 must divide");

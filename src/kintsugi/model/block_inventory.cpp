@@ -82,7 +82,8 @@ double BlockInventory::norm_parameters() const {
          2.0 * static_cast<double>(qk_norm_width);
 }
 
-BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t expert_ranks) {
+BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t expert_ranks,
+                               std::int64_t context_ranks) {
   const std::string p = "blocks." + std::to_string(index);
   // Residual projections start smaller, scaled by 1/sqrt(2 * layers) (GPT-2).
   const double residual_std = c.init_std / std::sqrt(2.0 * c.n_layer);
@@ -148,14 +149,17 @@ BlockInventory block_inventory(const ModelConfig& c, int index, std::int64_t exp
   if (inv.moe) {
     const MoeSpec& e = *inv.moe;
     const std::int64_t k = e.top_k;
-    // The routing of every row of the micro-batch: under sequence parallelism each tp rank
-    // routes them all (model/moe_layer.hpp); the rest is its own rows'.
+    // The routing of every row of the micro-batch: under sequence and context parallelism
+    // each rank routes them all (model/moe_layer.hpp); the rest is its own rows'.
+    const std::int64_t cp = context_ranks;
     s.push_back({.field = &A::moe_probs, .local_rows = false, .width = e.experts,
-                 .statistic = true});
+                 .statistic = true, .row_factor = cp});
     s.push_back({.field = &A::moe_lse, .form = Form::per_row, .local_rows = false,
-                 .statistic = true});
-    s.push_back({.field = &A::moe_experts, .local_rows = false, .width = k, .index = true});
-    s.push_back({.field = &A::moe_gates, .local_rows = false, .width = k, .statistic = true});
+                 .statistic = true, .row_factor = cp});
+    s.push_back({.field = &A::moe_experts, .local_rows = false, .width = k, .index = true,
+                 .row_factor = cp});
+    s.push_back({.field = &A::moe_gates, .local_rows = false, .width = k, .statistic = true,
+                 .row_factor = cp});
     s.push_back({.field = &A::moe_order, .width = k, .index = true});
     s.push_back({.field = &A::moe_position, .width = k, .index = true});
     for (Tensor A::*t : {&A::moe_xp, &A::moe_yp})
@@ -198,10 +202,11 @@ std::array<BlockKind, 2> block_kinds(const ModelConfig& c, std::int64_t first,
   return kinds;
 }
 
-BlockInventory first_moe_block_inventory(const ModelConfig& c, std::int64_t expert_ranks) {
+BlockInventory first_moe_block_inventory(const ModelConfig& c, std::int64_t expert_ranks,
+                                         std::int64_t context_ranks) {
   int first = 0;
   while (first + 1 < c.n_layer && !c.is_moe_block(first)) ++first;
-  return block_inventory(c, first, expert_ranks);
+  return block_inventory(c, first, expert_ranks, context_ranks);
 }
 
 std::vector<SavedTensor> saved_by_any_block(const ModelConfig& c, std::int64_t expert_ranks) {

@@ -110,8 +110,10 @@ struct BlockInventory {
 // Block `index`'s inventory (the index names the parameters and, with a mixture of experts,
 // says whether the block is a MoE block: ModelConfig::is_moe_block), its experts split over
 // `expert_ranks` ranks (expert parallelism).
+// `context_ranks`: context parallelism's ranks, each holding a share of every sequence (a MoE
+// block routes the whole micro-batch's rows: model/moe_layer.hpp).
 BlockInventory block_inventory(const ModelConfig& config, int index = 0,
-                               std::int64_t expert_ranks = 1);
+                               std::int64_t expert_ranks = 1, std::int64_t context_ranks = 1);
 
 // The blocks [first, first + count) of a model (all by default) by kind: [0] dense, [1] MoE
 // (docs/moe.md, "Dense blocks"), each as the model's first block of that kind (-1: none) and
@@ -140,6 +142,7 @@ std::vector<SavedTensor> saved_by_any_block(const ModelConfig& config,
                                             std::int64_t expert_ranks = 1);
 // The first MoE block's inventory, or block 0's when the model has none: the MoE workspace
 // every MoE block shares.
-BlockInventory first_moe_block_inventory(const ModelConfig& config, std::int64_t expert_ranks = 1);
+BlockInventory first_moe_block_inventory(const ModelConfig& config, std::int64_t expert_ranks = 1,
+                                         std::int64_t context_ranks = 1);
 
 }  // namespace kintsugi

@@ -59,6 +59,9 @@ struct BlockWorkspace {
   // model/moe_layer.hpp): the whole micro-batch's dispatch [rows K], and this rank's gates'
   // gradient [local rows, K] before it is gathered into moe_d_gates.
   Tensor moe_order_all, moe_position_all, moe_d_gates_local;
+  // Both sequence and context parallelism: a cp rank's rows of the logits and the gates'
+  // gradient, gathered over tp before they are gathered over cp.
+  Tensor moe_logits_cp, moe_d_gates_cp;
   // Expert parallelism: the counts received, the rows received (then the experts' outputs
   // sent back, and in backward the gradients), the experts' outputs by expert, and the
   // permutation between by-source and by-expert order and its inverse.

@@ -64,23 +64,28 @@ int MoeLayer::weight(ParamStore& store, const std::string& name, std::int64_t ou
 void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpec& spec,
                                 std::int64_t rows, BlockWorkspace& ws) {
   const DType dt = ctx.dtype;
-  // The router's tensors hold every row of the micro-batch, the rest this rank's own rows
-  // (under sequence parallelism 1/tp of them): those routed, and under expert parallelism
-  // those this rank's experts may receive.
-  const std::int64_t own = ctx.tp.local_rows(rows);
+  // The router's tensors hold every row of the micro-batch (`rows` of this context-parallel
+  // rank's share, times cp), the rest this rank's own rows (under sequence parallelism 1/tp of
+  // them): those routed, and under expert parallelism those this rank's experts may receive.
+  const std::int64_t own = ctx.tp.local_rows(rows), all = rows * ctx.cp.size();
   const std::int64_t routed = own * spec.top_k, received = own * spec.received_row_factor();
   const std::int64_t hs = spec.shared_hidden;
-  ws.moe_logits = c.take(dt, {rows, spec.experts});
-  ws.moe_d_logits = c.take(dt, {rows, spec.experts});
+  ws.moe_logits = c.take(dt, {all, spec.experts});
+  ws.moe_d_logits = c.take(dt, {all, spec.experts});
   ws.moe_counts = c.take(DType::i32, {spec.experts});
   ws.moe_d_rows = c.take(dt, {routed, spec.d});
   ws.moe_d_act = c.take(dt, {received, spec.hidden});
   ws.moe_d_up = c.take(dt, {received, spec.hidden});
-  ws.moe_d_gates = c.take(ctx.statistics(), {rows, spec.top_k});
-  if (ctx.tp.sequence_parallel()) {
-    ws.moe_order_all = c.take(DType::i32, {rows * spec.top_k});
-    ws.moe_position_all = c.take(DType::i32, {rows * spec.top_k});
+  ws.moe_d_gates = c.take(ctx.statistics(), {all, spec.top_k});
+  if (ctx.tp.sequence_parallel() || ctx.cp.active()) {
+    ws.moe_order_all = c.take(DType::i32, {all * spec.top_k});
+    ws.moe_position_all = c.take(DType::i32, {all * spec.top_k});
     ws.moe_d_gates_local = c.take(ctx.statistics(), {own, spec.top_k});
+  }
+  if (ctx.tp.sequence_parallel() && ctx.cp.active()) {
+    // Gathered over tp (this cp rank's rows), then over cp.
+    ws.moe_logits_cp = c.take(dt, {rows, spec.experts});
+    ws.moe_d_gates_cp = c.take(ctx.statistics(), {rows, spec.top_k});
   }
   if (spec.expert_ranks > 1) {
     ws.moe_recv_counts = c.take(DType::i32, {spec.experts});
@@ -300,15 +305,18 @@ void MoeLayer::experts_backward(const BlockActivations& s, const Tensor& in, con
 void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, const Tensor& y,
                        const BlockWorkspace& ws, bool record) {
   Backend& be = ctx_.backend;
+  // Under context parallelism every cp rank routes the whole micro-batch: one of them counts
+  // its losses and loads (the step's stats are summed over the dp x cp ranks).
+  record = record && ctx_.cp.rank() == 0;
   const Tensor losses = losses_.view(DType::f64, Shape{2}, record ? 0 : 2 * sizeof(double));
-  Communicator* split = row_split();
+  const bool split = rows_split();
   if (!split) {
     linear(router_, x, ws.moe_logits);
   } else {
-    // Every tp rank routes the whole micro-batch (its logits gathered in row order).
+    // Every rank routes the whole micro-batch (its logits gathered, each rank's rows in turn).
     const Tensor own = ws.moe_d_logits.rows(0, x.shape[0]);
     linear(router_, x, own);
-    split->all_gather(own, ws.moe_logits);
+    gather_rows(own, ws.moe_logits, ws.moe_logits_cp);
   }
   const Tensor bias = has_router_bias() ? router_bias_.view(DType::f32, Shape{spec_.experts})
                                         : Tensor{};
@@ -339,8 +347,7 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   const std::int64_t routed = s.moe_order.numel();
   const std::int64_t kept =
       dropped.empty() ? routed
-                      : skip_dropped(s, ws, dropped.data() + (split ? x.shape[0] * ctx_.tp.rank() * spec_.top_k : 0),
-                                     counts);
+                      : skip_dropped(s, ws, dropped.data() + own_first(x) * spec_.top_k, counts);
   be.moe_gather(x, s.moe_order, s.moe_xp);
   if (!ctx_.ep) {
     experts_forward(s, s.moe_xp, s.moe_yp, counts);
@@ -414,7 +421,7 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   Backend& be = ctx_.backend;
   const std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
   const Tensor dx = ws.d_norm;
-  Communicator* split = row_split();
+  const bool split = rows_split();
   // Through the combine: the routed outputs' gradient (in moe_d_rows) and this rank's rows'
   // gates'.
   const Tensor own_gates = own_rows(s.moe_gates, x);
@@ -453,7 +460,7 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   // losses weigh its N rows of the step's tokens, as grad_scale does the token losses). Under
   // sequence parallelism every tp rank takes the whole micro-batch's (the gates' gradient
   // gathered) and keeps its own rows' part for the router's weight and x.
-  if (split) split->all_gather(own_d_gates, ws.moe_d_gates);
+  if (split) gather_rows(own_d_gates, ws.moe_d_gates, ws.moe_d_gates_cp);
   const double rows_scale = static_cast<double>(s.moe_probs.shape[0]) * grad_scale_;
   be.moe_route_backward(s.moe_probs, s.moe_lse, s.moe_experts, s.moe_gates, ws.moe_d_gates,
                         routing(), weights_.aux * rows_scale, weights_.z * rows_scale,
@@ -471,13 +478,26 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   return dx;
 }
 
-Communicator* MoeLayer::row_split() const {
-  return ctx_.tp.sequence_parallel() ? ctx_.tp.group() : nullptr;
+bool MoeLayer::rows_split() const { return ctx_.tp.sequence_parallel() || ctx_.cp.active(); }
+
+std::int64_t MoeLayer::own_first(const Tensor& x) const {
+  const bool sp = ctx_.tp.sequence_parallel();
+  const std::int64_t slice = ctx_.cp.rank() * (sp ? ctx_.tp.size() : 1) + (sp ? ctx_.tp.rank() : 0);
+  return x.shape[0] * slice;
 }
 
 Tensor MoeLayer::own_rows(const Tensor& all, const Tensor& x) const {
-  const std::int64_t n = x.shape[0];
-  return row_split() ? all.rows(n * ctx_.tp.rank(), n) : all;
+  return rows_split() ? all.rows(own_first(x), x.shape[0]) : all;
+}
+
+void MoeLayer::gather_rows(const Tensor& own, const Tensor& all, const Tensor& cp_rows) const {
+  const bool sp = ctx_.tp.sequence_parallel(), cp = ctx_.cp.active();
+  if (sp && cp) {
+    ctx_.tp.group()->all_gather(own, cp_rows);
+    ctx_.cp.group()->all_gather(cp_rows, all);
+  } else {
+    (sp ? ctx_.tp.group() : ctx_.cp.group())->all_gather(own, all);
+  }
 }
 
 std::vector<std::int64_t> MoeLayer::read_counts(const BlockWorkspace& ws) const {

@@ -127,11 +127,17 @@ class MoeLayer {
   // rows per expert. Returns the kept rows.
   std::int64_t skip_dropped(const BlockActivations& s, const BlockWorkspace& ws,
                             const char* dropped, std::vector<std::int64_t>& counts) const;
-  // Sequence parallelism: the tp group, whose ranks hold 1/tp of a micro-batch's rows each
-  // (rank r rows [r n, (r + 1) n) of the n = x's rows); null otherwise.
-  Communicator* row_split() const;
+  // Whether other ranks hold some of a micro-batch's rows: sequence parallelism's tp ranks
+  // (1/tp of a context-parallel rank's rows each) and context parallelism's cp ranks. The
+  // whole micro-batch's rows are then every cp rank's in turn, each its tp ranks' in turn.
+  bool rows_split() const;
+  // Where this rank's rows (x's) start among them (0 without a split).
+  std::int64_t own_first(const Tensor& x) const;
   // This rank's rows of a tensor of the whole micro-batch's rows (all of it without a split).
   Tensor own_rows(const Tensor& all, const Tensor& x) const;
+  // `own` rows of every rank into `all` in that order (over tp into `cp_rows`, this cp rank's
+  // rows, first when both split).
+  void gather_rows(const Tensor& own, const Tensor& all, const Tensor& cp_rows) const;
   // The experts' row counts of the last dispatch (ws.moe_counts), on the host.
   std::vector<std::int64_t> read_counts(const BlockWorkspace& ws) const;
   // This rank's experts' SwiGLU on `in` (rows grouped by local expert, `rows` each) into `out`.

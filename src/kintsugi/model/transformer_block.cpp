@@ -15,7 +15,7 @@ std::string prefix(int index) { return "blocks." + std::to_string(index); }
 TransformerBlock::TransformerBlock(LayerContext& ctx, const ModelConfig& c, int index,
                                    MoeLossWeights moe_weights)
     : ctx_(ctx), config_(c), index_(index), rotary_(c.uses_rope() ? rotary_table(c) : RotaryTable{}), ln1_(ctx, prefix(index) + ".ln1", c.d_model, c.norm_eps, c.rms_norm()) {
-  const BlockInventory inventory = block_inventory(c, index, ctx.expert_ranks());
+  const BlockInventory inventory = block_inventory(c, index, ctx.expert_ranks(), ctx.cp.size());
   const auto& halves = inventory.halves;
   attention_ = make_block_half(ctx, halves[0], nullptr);
   if (c.qk_norm()) {
@@ -78,7 +78,7 @@ void TransformerBlock::allocate_activations(ActivationPool& pool, const std::str
   }
   recompute_ = recompute;
   saved_.assign(pool.slots(), {});
-  const std::vector<SavedTensor> saved = block_inventory(config_, index_, ctx_.expert_ranks()).saved;
+  const std::vector<SavedTensor> saved = block_inventory(config_, index_, ctx_.expert_ranks(), ctx_.cp.size()).saved;
   for (int k = 0; k < pool.slots(); ++k)
     pool.carve(k, segment, [&](Carver& c) {
       layout(c, ctx_, saved, batch, seq, saved_[k],
@@ -118,7 +118,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   ws.d_norm_full = c.take(dt, {rows, d});
   ws.d_norm = tp.sequence_parallel() ? c.take(dt, {tp.local_rows(rows), d}) : ws.d_norm_full;
   const int t = ctx.head_split();
-  const BlockInventory inventory = block_inventory(config, 0, ctx.expert_ranks());
+  const BlockInventory inventory = block_inventory(config, 0, ctx.expert_ranks(), ctx.cp.size());
   ws.d_qkv = c.take(dt, {rows, inventory.halves[0].entries[0].out / t});
   ws.d_attn = c.take(dt, {rows, config.q_width() / t});
   ws.d_fc = c.take(dt, {rows, config.d_ff / t});
@@ -144,7 +144,7 @@ void TransformerBlock::layout_workspace(Carver& c, const LayerContext& ctx,
   }
   layout_halves_workspace(c, ctx, inventory.halves, rows, ws);
   // The MoE blocks' workspace (a model with dense blocks too: the first MoE block's).
-  if (const BlockInventory moe = first_moe_block_inventory(config, ctx.expert_ranks()); moe.moe)
+  if (const BlockInventory moe = first_moe_block_inventory(config, ctx.expert_ranks(), ctx.cp.size()); moe.moe)
     MoeLayer::layout_workspace(c, ctx, *moe.moe, rows, ws);
   // One micro-batch of whatever is recomputed, shared by all blocks (one runs at a time): of
   // either kind of block.

@@ -47,10 +47,15 @@ std::string shape_problem(const ModelConfig& m, const LayoutSpec& s) {
                        "parallelism (tp = {}) need sequence parallelism: add --sequence-parallel (each tp rank "
                        "routes its own rows through experts replicated over tp; docs/moe.md)",
                        m.moe.experts, l.tp);
-  if (m.is_moe() && l.cp > 1)
-    return fmt::format("model.moe_experts = {}: mixture-of-experts layers do not run under "
-                       "context parallelism yet (cp = {}): set --cp 1 (docs/moe.md)",
-                       m.moe.experts, l.cp);
+  // Under context parallelism each cp rank routes the whole micro-batch too, but its rows come
+  // in the cp ranks' order, not the sequences': a capacity, which keeps the lower token rows,
+  // would drop other tokens than the serial run.
+  if (m.is_moe() && l.cp > 1 && m.moe.capacity_factor > 0)
+    return fmt::format("model.moe_capacity_factor = {} with --cp {}: the capacity keeps a "
+                       "micro-batch's lower token rows first, which context parallelism "
+                       "reorders; set model.moe_capacity_factor = 0 (dropless) or --cp 1 "
+                       "(docs/moe.md)",
+                       m.moe.capacity_factor, l.cp);
   // Expert parallelism (docs/moe.md): whole experts per rank.
   if (l.ep > 1 && !m.is_moe())
     return fmt::format("--ep {} splits a mixture of experts' experts, but the model has none "

@@ -116,6 +116,18 @@ void add_data_bytes(const ParallelLayout& l, const StepShape& s, const std::stri
   if (replicas > 1) out["replica.all_reduce"] += ring_all_reduce_bytes(grads / shards, replicas);
 }
 
+// Every rank that holds some of a micro-batch's rows routes all of them (model/moe_layer.hpp):
+// per MoE block, the router's logits of `rows` rows gathered over `ranks` in forward (again when
+// full recomputation reruns it) and the gates' gradient in backward, over the step's
+// micro-batches.
+double router_gather_bytes(const ModelConfig& m, const StepShape& s, double rows, std::int64_t ranks) {
+  const double forwards = s.recompute_full ? 2 : 1;
+  const double logits = rows * static_cast<double>(m.moe.experts) * s.activation_element_bytes;
+  const double gates = rows * static_cast<double>(m.moe.top_k) * s.statistic_bytes;
+  return static_cast<double>(s.micro_batches) *
+         (forwards * ring_all_gather_bytes(logits, ranks) + ring_all_gather_bytes(gates, ranks));
+}
+
 }  // namespace
 
 double expert_all_to_all_bytes(const ModelConfig& m, const ParallelLayout& l, double forwards,
@@ -162,17 +174,7 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
       out["tp.all_gather"] =
           mb * (boundaries + regions) * ring_all_gather_bytes(activation, l.tp);
       out["tp.reduce_scatter"] = mb * boundaries * ring_reduce_scatter_bytes(activation, l.tp);
-      if (m.is_moe()) {
-        // Every tp rank routes the whole micro-batch (model/moe_layer.hpp): the router's logits
-        // are gathered in forward (again when full recomputation reruns it), the gates'
-        // gradient in backward.
-        const double forwards = s.recompute_full ? 2 : 1;
-        const double logits = rows * static_cast<double>(m.moe.experts) * s.activation_element_bytes;
-        const double gates = rows * static_cast<double>(m.moe.top_k) * s.statistic_bytes;
-        out["tp.all_gather"] += mb * moe_blocks *
-                                (forwards * ring_all_gather_bytes(logits, l.tp) +
-                                 ring_all_gather_bytes(gates, l.tp));
-      }
+      if (m.is_moe()) out["tp.all_gather"] += router_gather_bytes(m, s, rows, l.tp) * moe_blocks;
     } else {
       out["tp.all_reduce"] += mb * boundaries * ring_all_reduce_bytes(activation, l.tp);
     }
@@ -185,6 +187,9 @@ std::map<std::string, double> step_comm_bytes(const ModelConfig& m, const Parall
                             ring_all_reduce_bytes(partial * eb, l.tp);
   }
   if (l.cp > 1) add_context_bytes(m, l, s, rows, out);
+  if (l.cp > 1 && m.is_moe())  // of all the micro-batch's rows
+    out["cp.all_gather"] +=
+        router_gather_bytes(m, s, static_cast<double>(s.micro_batch * s.seq), l.cp) * moe_blocks;
   // Gradients are summed (and ZeRO state sharded) over dp, or dp x cp (group "dp_cp").
   const std::string data = l.cp > 1 ? "dp_cp" : "dp";
   add_data_bytes(l, s, data, static_cast<double>(s.grad_elements), l.data_ranks(), l.shards(),

@@ -447,7 +447,7 @@ Context make_context(const Workload& w, const ClusterSpec& cluster, const Layout
            .tp = static_cast<std::int64_t>(c.gy),
            .sequence_parallel = l.parallel.sequence_parallel, .recompute = l.recompute,
            .element_bytes = static_cast<std::int64_t>(c.pb), .statistic_bytes = 4,
-           .expert_ranks = l.parallel.ep};
+           .expert_ranks = l.parallel.ep, .cp = l.parallel.cp};
   return c;
 }
 
@@ -490,7 +490,8 @@ double compute_seconds(const Context& c, const RankShare& share) {
   // gradient GEMMs). Small on accelerators, a large share of a small model's step on CPUs.
   const ActivationShape saved{.micro_batch = c.act.micro_batch, .seq = c.act.seq,
                               .tp = c.act.tp, .sequence_parallel = c.l.parallel.sequence_parallel,
-                              .element_bytes = static_cast<std::int64_t>(c.pb)};
+                              .element_bytes = static_cast<std::int64_t>(c.pb),
+                              .cp = c.act.cp};
   double blocks_traffic = 0;  // dense blocks', then MoE blocks'
   const std::array<BlockKind, 2> kinds = block_kinds(c.m);
   for (std::size_t k = 0; k < kinds.size(); ++k)

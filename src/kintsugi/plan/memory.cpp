@@ -34,7 +34,7 @@ double block_activation_bytes(const ModelConfig& m, const ActivationShape& s, in
   const double e = static_cast<double>(s.element_bytes), st = static_cast<double>(s.statistic_bytes);
   double bytes = allocated(local * static_cast<double>(m.d_model) * e);  // the block's output
   // What the block saves (model/block_inventory.hpp) and keeps under this recomputation.
-  for (const SavedTensor& saved : block_inventory(m, index, s.expert_ranks).saved)
+  for (const SavedTensor& saved : block_inventory(m, index, s.expert_ranks, s.cp).saved)
     if (saved.kept(s.recompute))
       bytes += allocated(saved.elements(rows, local, t) *
                          (saved.index ? 4.0 : saved.statistic ? st : e));

@@ -55,6 +55,9 @@ struct ActivationShape {
   // Expert parallelism: the ranks splitting the experts, whose received rows are sized for the
   // worst case (MoeSpec::received_row_factor).
   std::int64_t expert_ranks = 1;
+  // Context parallelism: the ranks splitting each sequence (seq is a rank's share); a MoE
+  // block's routing holds every one's rows.
+  std::int64_t cp = 1;
 };
 
 // Bytes one block keeps per micro-batch, its output in the residual stream included.

@@ -129,7 +129,7 @@ nlohmann::json expected_memory(const RunConfig& c, const StageModel& model) {
                                 .recompute = c.train.recompute,
                                 .element_bytes = static_cast<std::int64_t>(size_of(p.param_dtype())),
                                 .statistic_bytes = p.param_dtype() == DType::f64 ? 8 : 4,
-                                .expert_ranks = c.parallel.ep};
+                                .expert_ranks = c.parallel.ep, .cp = c.parallel.cp};
     // The chunks share their slots (activation_pool.hpp): a slot holds the largest chunk's
     // blocks (with dense and MoE blocks, each position's largest) and whichever chunk's
     // embedding and head extras.
