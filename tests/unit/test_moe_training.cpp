@@ -225,15 +225,16 @@ TEST(MoeTraining, WhatIsNotBuiltIsRefusedInOneLine) {
   expect_refused({"model.moe_router_bias_update_rate=-0.1"}, 1,
                  "model.moe_router_bias_update_rate = -0.1 must not be negative");
   expect_refused({"model.moe_router_score=\"relu\""}, 1, "relu");
-  // The saved model does not hold the balancing bias: eval and generate refuse such a model.
-  EXPECT_NO_THROW(refuse_router_bias_inference(moe_config().model, "eval"));
+  // --init-from's weights carry no balancing bias: eval refuses such a model there (the saved
+  // model and training checkpoints hold it: mpi.moeds_saved_model_keeps_bias).
+  EXPECT_NO_THROW(refuse_router_bias_inference(moe_config().model, "eval --init-from"));
   try {
     refuse_router_bias_inference(moe_config({"model.moe_router_bias_update_rate=1e-3"}).model,
-                                 "generate");
+                                 "eval --init-from");
     ADD_FAILURE() << "accepted a model with a balancing bias";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kintsugi generate of a model with "
-                                         "model.moe_router_bias_update_rate = 0.001 is not built"),
+    EXPECT_NE(std::string(e.what()).find("kintsugi eval --init-from of a model with "
+                                         "model.moe_router_bias_update_rate = 0.001: the"),
               std::string::npos)
         << e.what();
   }

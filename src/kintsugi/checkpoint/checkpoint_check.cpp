@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/checkpoint/checkpoint_dir.hpp"
 #include "kintsugi/checkpoint/checkpoint_format.hpp"
 #include "kintsugi/checkpoint/model_match.hpp"
@@ -110,25 +111,8 @@ TrainProgress read_progress(const fs::path& dir, const json& m) {
   p.seed = counter(dir, m.at("data"), "seed", "data.seed", INT64_MIN);
   if (m.contains("tokens_seen") && !m.at("tokens_seen").is_null())
     p.tokens_seen = counter(dir, m, "tokens_seen", "tokens_seen", -1);
-  if (m.contains("moe_router_bias")) {
-    // [layers][experts] finite numbers, each a float written as a double.
-    const json& layers = m.at("moe_router_bias");
-    const json& model = m.at("model");
-    const std::int64_t n_layer = model.at("n_layer").get<std::int64_t>();
-    const std::int64_t experts = model.contains("moe") ? model.at("moe").at("experts").get<std::int64_t>() : 0;
-    bool ok = layers.is_array() && static_cast<std::int64_t>(layers.size()) == n_layer;
-    for (std::size_t l = 0; ok && l < layers.size(); ++l) {
-      const json& row = layers[l];
-      ok = row.is_array() && static_cast<std::int64_t>(row.size()) == experts;
-      for (std::size_t e = 0; ok && e < row.size(); ++e) {
-        ok = row[e].is_number() && std::isfinite(row[e].get<double>());
-        if (ok) p.moe_router_bias.push_back(static_cast<float>(row[e].get<double>()));
-      }
-    }
-    if (!ok)
-      fail("{}/manifest.json is damaged: moe_router_bias is not {} arrays of {} finite numbers",
-           dir.string(), n_layer, experts);
-  }
+  p.moe_router_bias =
+      model_manifest::router_bias_from_json(m, (dir / "manifest.json").string());
   return p;
 }
 

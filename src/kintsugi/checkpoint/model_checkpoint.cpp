@@ -153,7 +153,7 @@ std::vector<StoredTensor> receive_chunk(Communicator& pp, int from) {
 
 void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64_t step,
                       const std::vector<StoredTensor>& all, DType weights,
-                      const nlohmann::json& tokenizer) {
+                      const nlohmann::json& tokenizer, const std::vector<float>& moe_router_bias) {
   const fs::path tmp = dir.string() + fmt::format(".tmp-{}", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -192,6 +192,9 @@ void write_checkpoint(const fs::path& dir, const ModelConfig& config, std::int64
                              {"data_xxh3", fmt::format("{:016x}", checksum)},
                              {"tensors", tensors}};
   if (!tokenizer.is_null()) manifest["tokenizer"] = tokenizer;  // tokenizer_identity.hpp
+  if (!moe_router_bias.empty())
+    manifest["moe_router_bias"] =
+        model_manifest::router_bias_to_json(moe_router_bias, config.moe.experts);
   manifest[checkpoint_format::kManifestChecksum] = checkpoint_format::manifest_checksum(manifest);
   const fs::path manifest_path = tmp / "manifest.json";
   const std::string text = manifest.dump(2) + "\n";
@@ -213,7 +216,8 @@ void save_model(const fs::path& dir, const ModelConfig& config,
                 const std::vector<const ParamStore*>& chunks, std::int64_t step,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
                 const nlohmann::json& tokenizer, std::optional<DType> weights_dtype,
-                const std::vector<const ParamStore*>& experts, Communicator* ep) {
+                const std::vector<const ParamStore*>& experts, Communicator* ep,
+                const std::vector<float>& moe_router_bias) {
   const int p = pp ? pp->size() : 1, r = pp ? pp->rank() : 0;
   // The type of the weights saved (docs/checkpoints.md "Which weights an export holds"): a
   // mixed-precision run's 16-bit working weights, widened to f32 exactly in params.bin.
@@ -254,7 +258,7 @@ void save_model(const fs::path& dir, const ModelConfig& config,
     auto part = g % p == 0 ? std::move(local[g / p]) : receive_chunk(*pp, g % p);
     for (auto& t : part) all.push_back(std::move(t));
   }
-  write_checkpoint(dir, config, step, all, weights, tokenizer);
+  write_checkpoint(dir, config, step, all, weights, tokenizer, moe_router_bias);
 }
 
 void save_model(const fs::path& dir, const ModelConfig& config, const ParamStore& params,

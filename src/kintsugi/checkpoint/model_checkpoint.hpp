@@ -45,10 +45,13 @@ void save_model(const std::filesystem::path& dir, const ModelConfig& config,
                 const TensorParallel& tp, Communicator* pp, int virtual_stages,
                 const nlohmann::json& tokenizer = nullptr,
                 std::optional<DType> weights_dtype = std::nullopt,
-                const std::vector<const ParamStore*>& experts = {}, Communicator* ep = nullptr);
+                const std::vector<const ParamStore*>& experts = {}, Communicator* ep = nullptr,
+                const std::vector<float>& moe_router_bias = {});
 // Expert parallelism (docs/moe.md): `experts` holds each local chunk's expert store, and the
 // ep ranks of the replica call too: ep ranks other than 0 send their experts' tensors to ep
 // rank 0 (which holds the replica's other parameters), which stores them with its chunk's.
+// `moe_router_bias`: the balancing bias of a model routed with it (StageModel's table; empty:
+// none), kept in the manifest (model_manifest.hpp, router_bias_to_json).
 
 struct ModelCheckpointInfo {
   ModelConfig config;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -161,6 +162,54 @@ DType weights_dtype(const json& manifest) {
              ? weights_dtype_from_name(manifest.at("weights_dtype").get<std::string>(),
                                        "the model manifest")
              : DType::f32;
+}
+
+
+json router_bias_to_json(const std::vector<float>& bias, std::int64_t experts) {
+  json layers = json::array();
+  const auto e = static_cast<std::size_t>(experts);
+  for (std::size_t at = 0; at + e <= bias.size(); at += e) {
+    json row = json::array();
+    for (std::size_t k = 0; k < e; ++k) row.push_back(static_cast<double>(bias[at + k]));
+    layers.push_back(row);
+  }
+  return layers;
+}
+
+std::vector<float> router_bias_from_json(const json& manifest, const std::string& where) {
+  std::vector<float> bias;
+  if (!manifest.contains("moe_router_bias")) return bias;
+  const json& layers = manifest.at("moe_router_bias");
+  const json& model = manifest.at("model");
+  const std::int64_t n_layer = model.at("n_layer").get<std::int64_t>();
+  const std::int64_t experts =
+      model.contains("moe") ? model.at("moe").at("experts").get<std::int64_t>() : 0;
+  bool ok = layers.is_array() && static_cast<std::int64_t>(layers.size()) == n_layer;
+  for (std::size_t l = 0; ok && l < layers.size(); ++l) {
+    const json& row = layers[l];
+    ok = row.is_array() && static_cast<std::int64_t>(row.size()) == experts;
+    for (std::size_t e = 0; ok && e < row.size(); ++e) {
+      ok = row[e].is_number() && std::isfinite(row[e].get<double>());
+      if (ok) bias.push_back(static_cast<float>(row[e].get<double>()));
+    }
+  }
+  if (!ok)
+    fail("{} is damaged: moe_router_bias is not {} arrays of {} finite numbers", where, n_layer,
+         experts);
+  return bias;
+}
+
+void require_router_bias(const json& manifest, const std::vector<float>& bias,
+                         const std::string& where, const char* command) {
+  const json& model = manifest.at("model");
+  const bool balanced = model.contains("moe") &&
+                        model.at("moe").value("router_bias_update_rate", 0.0) > 0;
+  if (balanced && bias.empty())
+    fail("kintsugi {}: {} is a model routed with the auxiliary-loss-free balancing bias "
+         "(model.moe_router_bias_update_rate) but holds no moe_router_bias table (saved before "
+         "it was kept: docs/moe.md, \"DeepSeek-style routing\"); evaluate a training "
+         "checkpoint of the run, or save the model again",
+         command, where);
 }
 
 }  // namespace kintsugi::model_manifest

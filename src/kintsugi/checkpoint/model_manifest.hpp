@@ -3,6 +3,8 @@
 // reads a saved model (eval, generate, export) reads the manifest through read_model_manifest,
 // so no tensor is read from a byte range the checks have not accepted.
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "kintsugi/core/dtype.hpp"
@@ -29,5 +31,17 @@ nlohmann::json read_model_manifest(const std::filesystem::path& dir);
 DType weights_dtype(const nlohmann::json& manifest);
 // "f32", "bf16" or "f16" for the manifest, and back (kintsugi::Error naming `what` otherwise).
 DType weights_dtype_from_name(const std::string& name, const std::string& what);
+
+// The auxiliary-loss-free balancing bias (docs/moe.md, "DeepSeek-style routing"), kept in a
+// saved model's and a training checkpoint's manifest as "moe_router_bias": per block its
+// experts' biases, each float written as a double (read back exactly).
+nlohmann::json router_bias_to_json(const std::vector<float>& bias, std::int64_t experts);
+// The manifest's table ([n_layer][experts] finite numbers of its "model"), empty when it has
+// none; kintsugi::Error naming `where` (the manifest's path) when it is damaged.
+std::vector<float> router_bias_from_json(const nlohmann::json& manifest, const std::string& where);
+// A model routed with the balancing bias needs its table: kintsugi::Error naming `where` and
+// `command` when the manifest of such a model holds none.
+void require_router_bias(const nlohmann::json& manifest, const std::vector<float>& bias,
+                         const std::string& where, const char* command);
 
 }  // namespace kintsugi::model_manifest

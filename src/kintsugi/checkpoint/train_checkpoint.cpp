@@ -1,5 +1,7 @@
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 
+#include "kintsugi/checkpoint/model_manifest.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -236,18 +238,9 @@ fs::path save_train_checkpoint(const fs::path& root, const ModelConfig& model, c
         {"files", files},
         {"pieces", pieces}};
     if (!tokenizer.is_null()) manifest["tokenizer"] = tokenizer;  // tokenizer_identity.hpp
-    if (!progress.moe_router_bias.empty()) {
-      // Per layer its experts' biases, each float as a double (read back exactly).
-      const auto experts = static_cast<std::size_t>(model.moe.experts);
-      json layers = json::array();
-      for (std::size_t at = 0; at < progress.moe_router_bias.size(); at += experts) {
-        json row = json::array();
-        for (std::size_t e = 0; e < experts; ++e)
-          row.push_back(static_cast<double>(progress.moe_router_bias[at + e]));
-        layers.push_back(row);
-      }
-      manifest["moe_router_bias"] = layers;
-    }
+    if (!progress.moe_router_bias.empty())
+      manifest["moe_router_bias"] =
+          model_manifest::router_bias_to_json(progress.moe_router_bias, model.moe.experts);
     manifest[kManifestChecksum] = manifest_checksum(manifest);
     data::AtomicFile out(tmp / "manifest.json");
     out.write(manifest.dump(1) + "\n");

@@ -16,6 +16,7 @@
 #include "kintsugi/backend/device_info.hpp"
 #include "kintsugi/checkpoint/hf_io.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/checkpoint/train_checkpoint.hpp"
 #include "kintsugi/cli/commands.hpp"
 #include "kintsugi/cli/job.hpp"
@@ -58,6 +59,8 @@ struct Weights {
   std::optional<std::map<std::string, NamedTensor>> whole_tensors;  // --checkpoint model/
   std::optional<InitialWeights> init;  // --init-from: what train --init-from takes
   std::string source;
+  // The balancing bias that routes a DeepSeek-style model's tokens (docs/moe.md); empty: none.
+  std::vector<float> router_bias;
 };
 
 // The job's config and, for --init-from a Hugging Face folder, what its config.json says.
@@ -113,7 +116,8 @@ EvalSetup eval_config(const EvalArgs& args, int world) {
     if (!manifest.contains("model")) fail("{} has no model configuration", what);
     config.model = model_config_from_json(manifest.at("model"), what);
   }
-  refuse_router_bias_inference(config.model, "eval");
+  // --init-from's weights carry no balancing bias: such a model is read with --checkpoint.
+  if (!args.init_from.empty()) refuse_router_bias_inference(config.model, "eval --init-from");
   // One micro-batch per data-parallel rank and stage.
   const ParallelLayout p = config.parallel.resolved(world);
   config.train.micro_batch = args.micro_batch;
@@ -142,11 +146,15 @@ Weights read_weights(const EvalArgs& args, EvalSetup& setup, const data::Tokeniz
     }
     w.init.emplace(args.init_from, config.model, setup.hf, args.data, data_ids,
                    args.allow_tokenizer_mismatch, setup.notes);
-  } else if (read_manifest(args.checkpoint).value("format", "") == "kintsugi-model") {
-    w.whole_tensors = read_model_tensors(args.checkpoint);
   } else {
-    // Every rank checks its share of the checksums.
-    w.train_checkpoint = inspect_checkpoint(args.checkpoint, config.model, rank, world);
+    const nlohmann::json manifest = read_manifest(args.checkpoint);
+    const std::string where = (fs::path(args.checkpoint) / "manifest.json").string();
+    w.router_bias = model_manifest::router_bias_from_json(manifest, where);
+    model_manifest::require_router_bias(manifest, w.router_bias, where, "eval");
+    if (manifest.value("format", "") == "kintsugi-model")
+      w.whole_tensors = read_model_tensors(args.checkpoint);
+    else  // every rank checks its share of the checksums
+      w.train_checkpoint = inspect_checkpoint(args.checkpoint, config.model, rank, world);
   }
   return w;
 }
@@ -173,6 +181,8 @@ void evaluate(const RunConfig& config, const Weights& weights, const data::Batch
     }
     agree_on_error(topology ? &topology->world() : nullptr, error);
   }
+  if (!weights.router_bias.empty() && !model.moe_router_bias().empty())
+    model.set_moe_router_bias(weights.router_bias);
   Stopwatch clock;
   const double loss =
       mean_window_loss(model, place, data, windows, config.train.micro_batch).value();

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 
+#include "kintsugi/checkpoint/model_manifest.hpp"
 #include "kintsugi/checkpoint/kintsugi_weights.hpp"
 #include "kintsugi/checkpoint/model_checkpoint.hpp"
 #include "kintsugi/checkpoint/slice_map.hpp"
@@ -67,6 +68,7 @@ struct Checkpoint {
   std::string path;                   // --checkpoint's or --init-from's
   std::shared_ptr<const HfWeights> hf;  // a Hugging Face folder's weights
   std::vector<std::string> notes;       // what opening the folder has to say
+  std::vector<float> router_bias;       // a DeepSeek-style model's balancing bias (docs/moe.md)
 };
 
 Checkpoint read_checkpoint_kind(const fs::path& dir) {
@@ -86,12 +88,12 @@ Checkpoint read_checkpoint_kind(const fs::path& dir) {
   const auto manifest = nlohmann::json::parse(in, nullptr, false);
   if (manifest.is_discarded() || !manifest.contains("model"))
     fail("{}/manifest.json is corrupt: it names no model", dir.string());
-  const ModelConfig config =
-      model_config_from_json(manifest.at("model"), (dir / "manifest.json").string());
-  refuse_router_bias_inference(config, "generate");
+  const std::string where = (dir / "manifest.json").string();
+  const ModelConfig config = model_config_from_json(manifest.at("model"), where);
+  std::vector<float> bias = model_manifest::router_bias_from_json(manifest, where);
+  model_manifest::require_router_bias(manifest, bias, where, "generate");
   return {config, manifest.value("format", "") == "kintsugi-model",
-          data::identity_from_json(manifest, (dir / "manifest.json").string()), dir.string(),
-          nullptr, {}};
+          data::identity_from_json(manifest, where), dir.string(), nullptr, {}, std::move(bias)};
 }
 
 void load_weights(const fs::path& dir, const Checkpoint& checkpoint, GptModel& model) {
@@ -283,6 +285,7 @@ void run_generate(const GenerateArgs& args) {
   auto backend = make_backend(parse_name<Device>(args.device, "--device"), memory);
   GptModel model(*backend, checkpoint.config, DType::f32, 1, window);
   load_weights(checkpoint.path, checkpoint, model);
+  if (!checkpoint.router_bias.empty()) model.set_moe_router_bias(checkpoint.router_bias);
   sample_text(args, checkpoint.config, window, model, *tokenizer, std::move(context));
 }
 

@@ -25,9 +25,10 @@ std::int64_t MoeConfig::capacity(std::int64_t rows) const {
 
 void refuse_router_bias_inference(const ModelConfig& c, const char* command) {
   if (c.is_moe() && c.moe.bias_update_rate > 0)
-    fail("kintsugi {} of a model with model.moe_router_bias_update_rate = {} is not built yet: "
-         "the auxiliary-loss-free balancing bias that routes its tokens is kept in training "
-         "checkpoints only, not in the saved model (docs/moe.md, \"DeepSeek-style routing\")",
+    fail("kintsugi {} of a model with model.moe_router_bias_update_rate = {}: the "
+         "auxiliary-loss-free balancing bias that routes its tokens is kept in the manifests of "
+         "a saved model and a training checkpoint, not with --init-from's weights; give the "
+         "directory with --checkpoint (docs/moe.md, \"DeepSeek-style routing\")",
          command, c.moe.bias_update_rate);
 }
 

@@ -119,7 +119,8 @@ void TrainingRun::save_model_and_tokenizer() {
     if (place.dp_rank == 0) summary_.checkpoint_dir = (ctx_.out / "model").string();
     save_model((ctx_.out / "model").string(), ctx_.config.model, model.chunk_params(),
                progress_.steps_done, place.tp, place.pp, model.virtual_stages(),
-               ctx_.options.tokenizer, std::nullopt, model.expert_params(), place.ep);
+               ctx_.options.tokenizer, std::nullopt, model.expert_params(), place.ep,
+               model.moe_router_bias());
   }
   model.release_all_params();
   if (ctx_.place.chief && !summary_.checkpoint_dir.empty())
