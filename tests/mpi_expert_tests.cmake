@@ -87,11 +87,12 @@ family_layout_test(moedense pp2_1f1b 2 --pp 2 --schedule 1f1b
                    --set "parallel.layers_per_stage=[2, 2]")
 family_layout_test(moedense dp4_ep2_zero3 4 --dp 4 --ep 2 --zero 3)
 
-# Evaluation of the serial run's model under ep 2 and dp 4 x ep 2 (uneven windows per rank):
-# the serial loss of the same windows.
+# Evaluation of the serial run's model under ep 2, dp 4 x ep 2, tp 2 + sp and dp 2 x cp 2
+# (uneven windows per rank): the serial loss of the same windows.
 add_test(NAME mpi.moe15_ep_eval
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/eval_layouts.sh $<TARGET_FILE:kintsugi>
-                 ${MPI_OUT}/moe15_serial/model ${TEST_VAL} 7 "2 --dp 2 --ep 2" "4 --dp 4 --ep 2")
+                 ${MPI_OUT}/moe15_serial/model ${TEST_VAL} 7 "2 --dp 2 --ep 2" "4 --dp 4 --ep 2"
+                 "2 --tp 2 --sequence-parallel" "4 --dp 2 --cp 2")
 set_tests_properties(mpi.moe15_ep_eval PROPERTIES FIXTURES_REQUIRED moe15_serial_run PROCESSORS 4
                                                   TIMEOUT 120)
 

@@ -77,7 +77,7 @@ void MoeLayer::layout_workspace(Carver& c, const LayerContext& ctx, const MoeSpe
   ws.moe_d_act = c.take(dt, {received, spec.hidden});
   ws.moe_d_up = c.take(dt, {received, spec.hidden});
   ws.moe_d_gates = c.take(ctx.statistics(), {all, spec.top_k});
-  if (ctx.tp.sequence_parallel() || ctx.cp.active()) {
+  if (rows_split(ctx)) {
     ws.moe_order_all = c.take(DType::i32, {all * spec.top_k});
     ws.moe_position_all = c.take(DType::i32, {all * spec.top_k});
     ws.moe_d_gates_local = c.take(ctx.statistics(), {own, spec.top_k});
@@ -309,7 +309,7 @@ void MoeLayer::forward(int slot, const BlockActivations& s, const Tensor& x, con
   // its losses and loads (the step's stats are summed over the dp x cp ranks).
   record = record && ctx_.cp.rank() == 0;
   const Tensor losses = losses_.view(DType::f64, Shape{2}, record ? 0 : 2 * sizeof(double));
-  const bool split = rows_split();
+  const bool split = rows_split(ctx_);
   if (!split) {
     linear(router_, x, ws.moe_logits);
   } else {
@@ -421,7 +421,7 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   Backend& be = ctx_.backend;
   const std::vector<std::int64_t>& counts = counts_[static_cast<std::size_t>(slot)];
   const Tensor dx = ws.d_norm;
-  const bool split = rows_split();
+  const bool split = rows_split(ctx_);
   // Through the combine: the routed outputs' gradient (in moe_d_rows) and this rank's rows'
   // gates'.
   const Tensor own_gates = own_rows(s.moe_gates, x);
@@ -478,16 +478,19 @@ Tensor MoeLayer::backward(int slot, const BlockActivations& s, const Tensor& x, 
   return dx;
 }
 
-bool MoeLayer::rows_split() const { return ctx_.tp.sequence_parallel() || ctx_.cp.active(); }
+bool MoeLayer::rows_split(const LayerContext& ctx) {
+  return ctx.tp.sequence_parallel() || ctx.cp.active();
+}
 
 std::int64_t MoeLayer::own_first(const Tensor& x) const {
+  // Every cp rank's rows in turn, each its tp ranks' in turn under sequence parallelism.
   const bool sp = ctx_.tp.sequence_parallel();
-  const std::int64_t slice = ctx_.cp.rank() * (sp ? ctx_.tp.size() : 1) + (sp ? ctx_.tp.rank() : 0);
-  return x.shape[0] * slice;
+  const std::int64_t tp_ranks = sp ? ctx_.tp.size() : 1, tp_rank = sp ? ctx_.tp.rank() : 0;
+  return x.shape[0] * (ctx_.cp.rank() * tp_ranks + tp_rank);
 }
 
 Tensor MoeLayer::own_rows(const Tensor& all, const Tensor& x) const {
-  return rows_split() ? all.rows(own_first(x), x.shape[0]) : all;
+  return rows_split(ctx_) ? all.rows(own_first(x), x.shape[0]) : all;
 }
 
 void MoeLayer::gather_rows(const Tensor& own, const Tensor& all, const Tensor& cp_rows) const {

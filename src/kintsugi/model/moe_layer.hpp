@@ -130,7 +130,7 @@ class MoeLayer {
   // Whether other ranks hold some of a micro-batch's rows: sequence parallelism's tp ranks
   // (1/tp of a context-parallel rank's rows each) and context parallelism's cp ranks. The
   // whole micro-batch's rows are then every cp rank's in turn, each its tp ranks' in turn.
-  bool rows_split() const;
+  static bool rows_split(const LayerContext& ctx);
   // Where this rank's rows (x's) start among them (0 without a split).
   std::int64_t own_first(const Tensor& x) const;
   // This rank's rows of a tensor of the whole micro-batch's rows (all of it without a split).
